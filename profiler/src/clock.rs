@@ -1,0 +1,89 @@
+//! The wrappers' clock: the invariant TSC where the CPU has one (about 10 ns a read), else
+//! `CLOCK_MONOTONIC`. Ticks are converted to nanoseconds with a rate measured between `MPI_Init`
+//! and the moment of conversion.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+const UNDECIDED: u8 = 0;
+const TSC: u8 = 1;
+const MONOTONIC: u8 = 2;
+static MODE: AtomicU8 = AtomicU8::new(UNDECIDED);
+
+/// Current time in ticks of the chosen clock.
+#[inline(always)]
+pub fn ticks() -> u64 {
+    match MODE.load(Ordering::Relaxed) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: rdtsc has no preconditions; TSC mode is chosen only on CPUs with an invariant TSC.
+        TSC => unsafe { core::arch::x86_64::_rdtsc() },
+        MONOTONIC => monotonic_ns(),
+        _ => decide(),
+    }
+}
+
+#[cold]
+fn decide() -> u64 {
+    let mode = if invariant_tsc() && std::env::var_os("MPISTAT_CLOCK").is_none_or(|v| v != "monotonic") {
+        TSC
+    } else {
+        MONOTONIC
+    };
+    MODE.store(mode, Ordering::Relaxed);
+    ticks()
+}
+
+#[cfg(target_arch = "x86_64")]
+fn invariant_tsc() -> bool {
+    let max_ext = core::arch::x86_64::__cpuid(0x8000_0000).eax;
+    max_ext >= 0x8000_0007 && (core::arch::x86_64::__cpuid(0x8000_0007).edx >> 8) & 1 == 1
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn invariant_tsc() -> bool {
+    false
+}
+
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A pair of simultaneous readings of the tick clock and the monotonic clock.
+#[derive(Clone, Copy, Debug)]
+pub struct Anchor {
+    pub ticks: u64,
+    pub ns: u64,
+}
+
+impl Anchor {
+    pub fn now() -> Anchor {
+        Anchor { ticks: ticks(), ns: monotonic_ns() }
+    }
+
+    /// Nanoseconds per tick measured from `self` to `later` (1.0 for the monotonic clock or when
+    /// too little time passed to tell).
+    pub fn ns_per_tick(&self, later: &Anchor) -> f64 {
+        if MODE.load(Ordering::Relaxed) != TSC {
+            return 1.0;
+        }
+        let dt = later.ticks.saturating_sub(self.ticks);
+        let dn = later.ns.saturating_sub(self.ns);
+        if dt == 0 || dn < 1_000_000 {
+            return tsc_rate_guess();
+        }
+        dn as f64 / dt as f64
+    }
+}
+
+/// Nanoseconds per TSC tick measured over a short busy interval (used when the run was too short
+/// for the Init..Finalize anchors to give a rate).
+fn tsc_rate_guess() -> f64 {
+    let a = Anchor::now();
+    let mut b = Anchor::now();
+    while b.ns - a.ns < 2_000_000 {
+        b = Anchor::now();
+    }
+    (b.ns - a.ns) as f64 / (b.ticks - a.ticks).max(1) as f64
+}

@@ -1,0 +1,24 @@
+//! libmpistat: the always-on MPI profiling layer.
+//!
+//! Loaded into every MPI job (`LD_PRELOAD`, or linked with `-lmpistat` ahead of `-lmpi`), it
+//! exports `MPI_X` and `PMPI_X` for every routine of `mpi.h`, counts each outermost call (calls,
+//! time, counts, bytes, message sizes) in per-thread tables, and at `MPI_Finalize` reduces the
+//! tables to rank 0, which sends one job record to syslog.
+//!
+//! Module map: `generated/` (wrappers and routine table, made by `mpistat-wrapgen` from
+//! `spec/mpi.spec`; do not edit), `rt` (hot path), `traffic` (bytes from arguments, out of
+//! line), `next` (finding the real routines), `clock`, `hooks` (Init, Finalize, Abort, Pcontrol).
+
+pub mod clock;
+pub mod ffi {
+    //! Open MPI's `mpi.h` as Rust declarations (bindgen, see build.rs). Types only: nothing here
+    //! is linked; the real routines are found with `dlsym`.
+    #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code, clippy::all)]
+    include!(concat!(env!("OUT_DIR"), "/mpi_bindings.rs"));
+}
+pub mod hooks;
+pub mod generated;
+pub mod next;
+pub mod rt;
+pub mod spec;
+pub mod traffic;

@@ -1,0 +1,89 @@
+//! Finding the real MPI routine behind each wrapper.
+//!
+//! Every wrapper forwards to the next definition of `PMPI_X` after this library in the symbol
+//! search order (`dlsym(RTLD_NEXT)`): the MPI library itself, or another PMPI layer loaded after us.
+//! The pointer is resolved on first use and cached, so a process that never calls MPI never even
+//! looks (loading the library into bash or python stays free).
+
+use std::ffi::{c_void, CStr};
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+/// The cached address of one real routine.
+pub struct Next {
+    name: &'static CStr,
+    addr: AtomicPtr<c_void>,
+}
+
+impl Next {
+    pub const fn new(name: &'static CStr) -> Next {
+        Next { name, addr: AtomicPtr::new(std::ptr::null_mut()) }
+    }
+
+    /// The routine's address; never null (a process whose MPI library cannot be found is told so
+    /// and stopped, as calling on would jump to address 0).
+    #[inline(always)]
+    pub fn get(&self) -> *mut c_void {
+        let p = self.addr.load(Ordering::Relaxed);
+        if !p.is_null() {
+            return p;
+        }
+        self.resolve()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn resolve(&self) -> *mut c_void {
+        let p = lookup(self.name);
+        if p.is_null() {
+            missing(self.name);
+        }
+        self.addr.store(p, Ordering::Relaxed);
+        p
+    }
+}
+
+/// `dlsym(RTLD_NEXT, name)`, falling back to an already-loaded libmpi opened `RTLD_LOCAL`
+/// (python's mpi4py does that), which `RTLD_NEXT` cannot see.
+pub fn lookup(name: &CStr) -> *mut c_void {
+    // SAFETY: dlsym/dlopen with valid NUL-terminated strings; RTLD_NOLOAD never loads anything.
+    unsafe {
+        let p = libc::dlsym(libc::RTLD_NEXT, name.as_ptr());
+        if !p.is_null() {
+            return p;
+        }
+        for lib in [c"libmpi.so.40", c"libmpi.so"] {
+            let h = libc::dlopen(lib.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+            if !h.is_null() {
+                let p = libc::dlsym(h, name.as_ptr());
+                if !p.is_null() {
+                    return p;
+                }
+            }
+        }
+        std::ptr::null_mut()
+    }
+}
+
+/// Address of a data symbol of the MPI library (Open MPI's predefined handles such as
+/// `ompi_mpi_comm_world` are the addresses of such objects), or null.
+pub fn mpi_object(name: &CStr) -> *mut c_void {
+    // SAFETY: as in `lookup`; RTLD_DEFAULT searches the global scope.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    if p.is_null() {
+        lookup(name)
+    } else {
+        p
+    }
+}
+
+#[cold]
+fn missing(name: &CStr) -> ! {
+    let msg = format!(
+        "mpistat: cannot find {} in the MPI library; is libmpistat.so preloaded into a program \
+         built against another MPI?\n",
+        name.to_string_lossy()
+    );
+    // SAFETY: writing a byte buffer to fd 2.
+    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+    std::process::abort()
+}

@@ -1,0 +1,122 @@
+//! The wrappers' hot path: enter and leave an MPI call, and the per-thread counter tables.
+//!
+//! A wrapper calls [`enter`] before and [`leave`] after the real routine. Only the outermost MPI
+//! call of a thread is counted (depth guard), so calls that reach us twice (Fortran bindings and
+//! user PMPI tools call our `PMPI_X`; MPI calling itself) count once. Each thread owns its table
+//! and is its only writer; `MPI_Finalize` and `MPI_Pcontrol` read all tables.
+
+use crate::clock::ticks;
+use crate::generated::routines::N_ROUTINES;
+use crate::traffic::Traffic;
+use mpistat_record::model::HIST_BUCKETS;
+use std::cell::Cell;
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Index of a routine in [`crate::generated::routines::ROUTINES`].
+pub type RoutineId = usize;
+
+/// Counting is on (site enabled it, and `MPI_Pcontrol(0)` has not paused it).
+pub static ACTIVE: AtomicBool = AtomicBool::new(true);
+/// An outermost call arrived through a `PMPI_X` name (a user's PMPI tool, or a Fortran binding).
+pub static ENTERED_VIA_PMPI: AtomicBool = AtomicBool::new(false);
+
+/// One routine's counters in one thread.
+#[derive(Default)]
+pub struct Counters {
+    pub calls: AtomicU64,
+    pub ticks: AtomicU64,
+    pub count: AtomicU64,
+    pub bytes: AtomicU64,
+}
+
+/// One thread's counters for every routine.
+pub struct ThreadTable {
+    pub routines: [Counters; N_ROUTINES],
+    pub hist: [[AtomicU64; HIST_BUCKETS]; N_ROUTINES],
+}
+
+/// Every thread's table, for the readers. Tables are never freed: a thread that ended still counts.
+pub static TABLES: Mutex<Vec<&'static ThreadTable>> = Mutex::new(Vec::new());
+
+thread_local! {
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+    static TABLE: Cell<Option<&'static ThreadTable>> = const { Cell::new(None) };
+}
+
+/// An outermost MPI call in progress.
+pub struct Call {
+    t0: u64,
+}
+
+/// Add `v` to a counter that only this thread writes (a plain load and store, no locked op).
+#[inline(always)]
+pub fn bump(c: &AtomicU64, v: u64) {
+    c.store(c.load(Relaxed).wrapping_add(v), Relaxed);
+}
+
+/// Start counting a call, unless counting is off or this thread is already inside MPI.
+#[inline(always)]
+pub fn enter(via_pmpi: bool) -> Option<Call> {
+    if !ACTIVE.load(Relaxed) {
+        return None;
+    }
+    DEPTH.with(|d| {
+        if d.get() != 0 {
+            return None;
+        }
+        d.set(1);
+        if via_pmpi && !ENTERED_VIA_PMPI.load(Relaxed) {
+            ENTERED_VIA_PMPI.store(true, Relaxed);
+        }
+        Some(Call { t0: ticks() })
+    })
+}
+
+/// Finish counting a call of routine `id` that returned `rc`; `traffic` describes its data
+/// and is looked at only when the call succeeded.
+#[inline(always)]
+pub fn leave(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) {
+    let t1 = ticks();
+    let table = thread_table();
+    let c = &table.routines[id];
+    bump(&c.calls, 1);
+    bump(&c.ticks, t1.wrapping_sub(call.t0));
+    if rc == 0 && !traffic.is_none() {
+        crate::traffic::record(table, id, traffic);
+    }
+    DEPTH.with(|d| d.set(0));
+}
+
+#[inline(always)]
+fn thread_table() -> &'static ThreadTable {
+    TABLE.with(|t| match t.get() {
+        Some(table) => table,
+        None => new_thread_table(t),
+    })
+}
+
+#[cold]
+#[inline(never)]
+fn new_thread_table(slot: &Cell<Option<&'static ThreadTable>>) -> &'static ThreadTable {
+    let layout = std::alloc::Layout::new::<ThreadTable>();
+    // SAFETY: all-zero bytes are a valid ThreadTable (it holds only atomics). The allocation is
+    // leaked on purpose: readers keep it after the thread ends. Zeroed pages stay unresident until
+    // touched, so unused routines cost no memory.
+    let table: &'static ThreadTable = unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut ThreadTable;
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        &*p
+    };
+    TABLES.lock().unwrap_or_else(|e| e.into_inner()).push(table);
+    slot.set(Some(table));
+    table
+}
+
+/// Whether the calling thread is inside an outermost MPI call (used by hooks that must not count).
+pub fn inside_mpi() -> bool {
+    DEPTH.with(|d| d.get() != 0)
+}

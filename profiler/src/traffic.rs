@@ -1,0 +1,164 @@
+//! What data a call moved: the spec table's semantics turned into counts and bytes.
+//!
+//! Wrappers describe their arguments with a [`Traffic`] value (cheap: it only holds the
+//! arguments); [`record`] runs out of line, after the call's end time was taken, and only for
+//! calls that succeeded, so every handle it looks at is valid.
+
+use crate::ffi::{MPI_Comm, MPI_Datatype, MPI_Status};
+use crate::next::{mpi_object, Next};
+use crate::rt::{bump, RoutineId, ThreadTable};
+use mpistat_record::model::{hist_bucket, HIST_BUCKETS};
+use std::ffi::{c_int, c_void};
+use std::mem::transmute;
+
+/// `MPI_PROC_NULL` in Open MPI: communication with it moves nothing.
+pub const PROC_NULL: c_int = -2;
+/// Peer value for collectives without a single peer.
+pub const NO_PEER: c_int = -1;
+/// `MPI_IN_PLACE` in Open MPI.
+pub const IN_PLACE: *const c_void = 1 as *const c_void;
+
+/// The data arguments of one call.
+pub enum Traffic {
+    /// Nothing moved (or nothing we count).
+    None,
+    /// `count` elements of `datatype` to or from `peer` (nothing when `peer` is `MPI_PROC_NULL`).
+    /// Collectives give their root as peer (an intercommunicator's non-participants pass
+    /// `MPI_PROC_NULL`), or [`NO_PEER`].
+    Elements { count: c_int, datatype: MPI_Datatype, peer: c_int },
+    /// A completed receive: bytes are what `status` says arrived; `count` is the posted count.
+    Received { count: c_int, datatype: MPI_Datatype, status: *const MPI_Status },
+    /// A send plus a completed receive (`MPI_Sendrecv`, `MPI_Sendrecv_replace`).
+    SendReceived {
+        count: c_int,
+        datatype: MPI_Datatype,
+        peer: c_int,
+        recv_count: c_int,
+        recv_datatype: MPI_Datatype,
+        status: *const MPI_Status,
+    },
+    /// A collective whose send buffer may be `MPI_IN_PLACE`, in which case the send arguments are
+    /// ignored by MPI (and may be garbage) and the receive arguments describe the data.
+    InPlaceOr {
+        sendbuf: *const c_void,
+        count: c_int,
+        datatype: MPI_Datatype,
+        recv_count: c_int,
+        recv_datatype: MPI_Datatype,
+    },
+    /// One count per rank of `comm` (its remote group for an intercommunicator), e.g.
+    /// `MPI_Alltoallv`'s `sendcounts` or `MPI_Reduce_scatter`'s `recvcounts`.
+    PerRank { counts: *const c_int, datatype: MPI_Datatype, comm: MPI_Comm },
+}
+
+impl Traffic {
+    #[inline(always)]
+    pub fn is_none(&self) -> bool {
+        matches!(self, Traffic::None)
+    }
+}
+
+type TypeSizeFn = unsafe extern "C" fn(MPI_Datatype, *mut c_int) -> c_int;
+type GetCountFn = unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int;
+type CommIntFn = unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int;
+
+static TYPE_SIZE: Next = Next::new(c"PMPI_Type_size");
+static GET_COUNT: Next = Next::new(c"PMPI_Get_count");
+static COMM_SIZE: Next = Next::new(c"PMPI_Comm_size");
+static COMM_REMOTE_SIZE: Next = Next::new(c"PMPI_Comm_remote_size");
+static COMM_TEST_INTER: Next = Next::new(c"PMPI_Comm_test_inter");
+
+/// Size in bytes of one element of `datatype` (0 if MPI cannot say).
+pub fn type_size(datatype: MPI_Datatype) -> u64 {
+    let mut size: c_int = 0;
+    // SAFETY: the real PMPI_Type_size with a valid out pointer; datatype came from a call that succeeded.
+    let rc = unsafe { transmute::<*mut c_void, TypeSizeFn>(TYPE_SIZE.get())(datatype, &mut size) };
+    if rc == 0 && size > 0 {
+        size as u64
+    } else {
+        0
+    }
+}
+
+/// Bytes that arrived according to `status`.
+fn received_bytes(status: *const MPI_Status) -> u64 {
+    let byte = mpi_object(c"ompi_mpi_byte") as MPI_Datatype;
+    if status.is_null() || byte.is_null() {
+        return 0;
+    }
+    let mut n: c_int = 0;
+    // SAFETY: status was filled by the successful call; out pointer valid.
+    let rc = unsafe { transmute::<*mut c_void, GetCountFn>(GET_COUNT.get())(status, byte, &mut n) };
+    if rc == 0 && n > 0 {
+        n as u64
+    } else {
+        0
+    }
+}
+
+/// Number of entries in a per-rank counts array of `comm`.
+fn per_rank_len(comm: MPI_Comm) -> usize {
+    let mut inter: c_int = 0;
+    let mut n: c_int = 0;
+    // SAFETY: real PMPI routines on a communicator that a successful call just used.
+    unsafe {
+        transmute::<*mut c_void, CommIntFn>(COMM_TEST_INTER.get())(comm, &mut inter);
+        let size_fn = if inter != 0 { &COMM_REMOTE_SIZE } else { &COMM_SIZE };
+        if transmute::<*mut c_void, CommIntFn>(size_fn.get())(comm, &mut n) != 0 {
+            return 0;
+        }
+    }
+    n.max(0) as usize
+}
+
+fn elements(count: c_int) -> u64 {
+    count.max(0) as u64
+}
+
+/// The (count, bytes, messages) that `traffic` stands for.
+fn measure(traffic: Traffic) -> (u64, u64) {
+    match traffic {
+        Traffic::None => (0, 0),
+        Traffic::Elements { count, datatype, peer } => {
+            if peer == PROC_NULL {
+                (elements(count), 0)
+            } else {
+                (elements(count), elements(count) * type_size(datatype))
+            }
+        }
+        Traffic::Received { count, status, .. } => (elements(count), received_bytes(status)),
+        Traffic::SendReceived { count, datatype, peer, recv_count, status, .. } => {
+            let sent = if peer == PROC_NULL { 0 } else { elements(count) * type_size(datatype) };
+            (elements(count) + elements(recv_count), sent + received_bytes(status))
+        }
+        Traffic::InPlaceOr { sendbuf, count, datatype, recv_count, recv_datatype } => {
+            if sendbuf == IN_PLACE {
+                (elements(recv_count), elements(recv_count) * type_size(recv_datatype))
+            } else {
+                (elements(count), elements(count) * type_size(datatype))
+            }
+        }
+        Traffic::PerRank { counts, datatype, comm } => {
+            if counts.is_null() {
+                return (0, 0);
+            }
+            let n = per_rank_len(comm);
+            // SAFETY: MPI requires `counts` to have one entry per rank of the (remote) group.
+            let total: u64 = unsafe { std::slice::from_raw_parts(counts, n) }.iter().map(|c| elements(*c)).sum();
+            (total, total * type_size(datatype))
+        }
+    }
+}
+
+/// Add a successful call's count, bytes and message size to this thread's table.
+#[inline(never)]
+pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic) {
+    // A bug here must not unwind into the user's program: swallow it, lose this call's bytes.
+    let Ok((count, bytes)) = std::panic::catch_unwind(move || measure(traffic)) else {
+        return;
+    };
+    let c = &table.routines[id];
+    bump(&c.count, count);
+    bump(&c.bytes, bytes);
+    bump(&table.hist[id][hist_bucket(bytes).min(HIST_BUCKETS - 1)], 1);
+}

@@ -1,0 +1,11 @@
+//! The mpistat job record: what one MPI job leaves behind in syslog.
+//!
+//! `model` is the data (one [`JobRecord`] per job, produced by the profiler at `MPI_Finalize`),
+//! `wire` turns a record into syslog lines and lines back into records. This crate is the only
+//! place that knows the wire format, and it does no IO: callers hand it strings.
+
+pub mod model;
+pub mod wire;
+
+pub use model::{Binding, JobRecord, RoutineStats, Stat};
+pub use wire::{decode, encode, Assembler, Decoded, Problem};

@@ -1,0 +1,194 @@
+//! Site configuration: the schema of `etc/site.toml`, its defaults, and a parser that never fails.
+//!
+//! Both the profiler (at `MPI_Init`, inside a user's job) and the digest read the same file. A
+//! malformed file must not break a job, so [`SiteConfig::parse`] always returns a usable
+//! configuration (the defaults for whatever could not be read) plus the list of problems.
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Where the profiler looks when `MPISTAT_CONFIG` is not set.
+pub const DEFAULT_PATH: &str = "/etc/mpistat/site.toml";
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SiteConfig {
+    pub profiler: ProfilerConfig,
+    pub syslog: SyslogConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProfilerConfig {
+    /// Profile MPI jobs at all. `false` makes every wrapper a plain pass-through.
+    pub enabled: bool,
+    /// Honour `MPISTAT_DETAIL` (per-job report) and `MPI_Pcontrol(2)` subtotals.
+    pub detail_allowed: bool,
+    /// Environment variables recorded with each job: exact names, or prefixes ending in `*`.
+    pub env_whitelist: Vec<String>,
+    /// Longest value recorded for one environment variable (longer ones are cut).
+    pub env_value_max: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SyslogConfig {
+    /// The syslog daemon's datagram socket.
+    pub socket: PathBuf,
+    /// Syslog facility: `user` or `local0` .. `local7`.
+    pub facility: String,
+    /// Syslog tag (program name) of the record lines.
+    pub tag: String,
+}
+
+impl Default for SiteConfig {
+    fn default() -> Self {
+        SiteConfig { profiler: ProfilerConfig::default(), syslog: SyslogConfig::default() }
+    }
+}
+
+impl Default for ProfilerConfig {
+    fn default() -> Self {
+        ProfilerConfig {
+            enabled: true,
+            detail_allowed: true,
+            env_whitelist: vec![
+                "OMPI_MCA_*".into(),
+                "OMP_NUM_THREADS".into(),
+                "SLURM_NTASKS".into(),
+                "SLURM_CPUS_PER_TASK".into(),
+                "UCX_TLS".into(),
+            ],
+            env_value_max: 128,
+        }
+    }
+}
+
+impl Default for SyslogConfig {
+    fn default() -> Self {
+        SyslogConfig { socket: PathBuf::from("/dev/log"), facility: "local5".into(), tag: "mpistat".into() }
+    }
+}
+
+/// Something wrong with the configuration; the affected settings keep their defaults.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigProblem {
+    #[error("cannot read {path}: {reason}")]
+    Unreadable { path: String, reason: String },
+    #[error("{path}: {reason} (using defaults)")]
+    Malformed { path: String, reason: String },
+    #[error("{path}: unknown syslog facility {facility:?} (using local5)")]
+    BadFacility { path: String, facility: String },
+}
+
+impl SiteConfig {
+    /// Parse `text` (read from `path`, named in problems). Never fails: on a malformed file the
+    /// defaults are returned with the problem.
+    pub fn parse(text: &str, path: &str) -> (SiteConfig, Vec<ConfigProblem>) {
+        let mut problems = Vec::new();
+        let mut config = match toml::from_str::<SiteConfig>(text) {
+            Ok(c) => c,
+            Err(e) => {
+                let reason = e.to_string().lines().collect::<Vec<_>>().join(" ");
+                problems.push(ConfigProblem::Malformed { path: path.into(), reason });
+                SiteConfig::default()
+            }
+        };
+        if syslog_facility_code(&config.syslog.facility).is_none() {
+            problems.push(ConfigProblem::BadFacility {
+                path: path.into(),
+                facility: config.syslog.facility.clone(),
+            });
+            config.syslog.facility = SyslogConfig::default().facility;
+        }
+        (config, problems)
+    }
+
+    /// Read and parse the file at `path`; a missing or unreadable file gives the defaults.
+    pub fn load(path: &Path) -> (SiteConfig, Vec<ConfigProblem>) {
+        match std::fs::read_to_string(path) {
+            Ok(text) => SiteConfig::parse(&text, &path.display().to_string()),
+            Err(e) => (
+                SiteConfig::default(),
+                vec![ConfigProblem::Unreadable { path: path.display().to_string(), reason: e.to_string() }],
+            ),
+        }
+    }
+
+    /// The file named by `MPISTAT_CONFIG`, else [`DEFAULT_PATH`].
+    pub fn path_from_env() -> PathBuf {
+        std::env::var_os("MPISTAT_CONFIG").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(DEFAULT_PATH))
+    }
+}
+
+impl ProfilerConfig {
+    /// Whether the environment variable `name` is on the site's whitelist.
+    pub fn env_whitelisted(&self, name: &str) -> bool {
+        self.env_whitelist.iter().any(|pat| match pat.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == pat,
+        })
+    }
+}
+
+/// The syslog facility number (RFC 5424) of a facility name.
+pub fn syslog_facility_code(name: &str) -> Option<u8> {
+    match name {
+        "user" => Some(1),
+        "daemon" => Some(3),
+        _ => name.strip_prefix("local").and_then(|n| n.parse::<u8>().ok()).filter(|n| *n <= 7).map(|n| 16 + n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let (c, p) = SiteConfig::parse("", "x");
+        assert_eq!(c, SiteConfig::default());
+        assert!(p.is_empty());
+    }
+
+    #[test]
+    fn malformed_file_gives_defaults_and_says_why() {
+        let (c, p) = SiteConfig::parse("[syslog\nsocket = 3", "/etc/x.toml");
+        assert_eq!(c, SiteConfig::default());
+        assert!(matches!(&p[0], ConfigProblem::Malformed { path, .. } if path == "/etc/x.toml"));
+    }
+
+    #[test]
+    fn unknown_key_is_a_problem_not_silence() {
+        let (_, p) = SiteConfig::parse("[syslog]\nsokcet = \"/x\"", "x");
+        assert_eq!(p.len(), 1, "{p:?}");
+    }
+
+    #[test]
+    fn settings_are_read() {
+        let (c, p) = SiteConfig::parse(
+            "[profiler]\nenabled = false\n[syslog]\nsocket = \"/tmp/s\"\nfacility = \"local2\"",
+            "x",
+        );
+        assert!(p.is_empty());
+        assert!(!c.profiler.enabled);
+        assert_eq!(c.syslog.socket, PathBuf::from("/tmp/s"));
+        assert_eq!(syslog_facility_code(&c.syslog.facility), Some(18));
+    }
+
+    #[test]
+    fn bad_facility_falls_back() {
+        let (c, p) = SiteConfig::parse("[syslog]\nfacility = \"local9\"", "x");
+        assert_eq!(c.syslog.facility, "local5");
+        assert_eq!(p.len(), 1);
+    }
+
+    #[test]
+    fn whitelist_prefix_and_exact() {
+        let c = ProfilerConfig::default();
+        assert!(c.env_whitelisted("OMPI_MCA_btl"));
+        assert!(c.env_whitelisted("OMP_NUM_THREADS"));
+        assert!(!c.env_whitelisted("OMP_NUM_THREADSX"));
+        assert!(!c.env_whitelisted("HOME"));
+    }
+}
