@@ -37,14 +37,14 @@ pub enum Traffic {
         recv_datatype: MPI_Datatype,
         status: *const MPI_Status,
     },
-    /// A collective whose send buffer may be `MPI_IN_PLACE`, in which case the send arguments are
-    /// ignored by MPI (and may be garbage) and the receive arguments describe the data.
+    /// A collective whose `buf` may be `MPI_IN_PLACE`: then MPI ignores `count` and `datatype`
+    /// (they may be garbage) and `in_place_count` elements of `in_place_datatype` describe the data.
     InPlaceOr {
-        sendbuf: *const c_void,
+        buf: *const c_void,
         count: c_int,
         datatype: MPI_Datatype,
-        recv_count: c_int,
-        recv_datatype: MPI_Datatype,
+        in_place_count: c_int,
+        in_place_datatype: MPI_Datatype,
     },
     /// One count per rank of `comm` (its remote group for an intercommunicator), e.g.
     /// `MPI_Alltoallv`'s `sendcounts` or `MPI_Reduce_scatter`'s `recvcounts`.
@@ -131,9 +131,9 @@ fn measure(traffic: Traffic) -> (u64, u64) {
             let sent = if peer == PROC_NULL { 0 } else { elements(count) * type_size(datatype) };
             (elements(count) + elements(recv_count), sent + received_bytes(status))
         }
-        Traffic::InPlaceOr { sendbuf, count, datatype, recv_count, recv_datatype } => {
-            if sendbuf == IN_PLACE {
-                (elements(recv_count), elements(recv_count) * type_size(recv_datatype))
+        Traffic::InPlaceOr { buf, count, datatype, in_place_count, in_place_datatype } => {
+            if buf == IN_PLACE {
+                (elements(in_place_count), elements(in_place_count) * type_size(in_place_datatype))
             } else {
                 (elements(count), elements(count) * type_size(datatype))
             }
