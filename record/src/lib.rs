@@ -5,6 +5,7 @@
 //! place that knows the wire format, and it does no IO: callers hand it strings.
 
 pub mod model;
+pub mod report;
 pub mod wire;
 
 pub use model::{Binding, JobRecord, RoutineStats, Stat};
