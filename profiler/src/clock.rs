@@ -23,11 +23,12 @@ pub fn ticks() -> u64 {
 
 #[cold]
 fn decide() -> u64 {
-    let mode = if invariant_tsc() && std::env::var_os("MPISTAT_CLOCK").is_none_or(|v| v != "monotonic") {
-        TSC
-    } else {
-        MONOTONIC
-    };
+    let mode =
+        if invariant_tsc() && std::env::var_os("MPISTAT_CLOCK").is_none_or(|v| v != "monotonic") {
+            TSC
+        } else {
+            MONOTONIC
+        };
     MODE.store(mode, Ordering::Relaxed);
     ticks()
 }
@@ -44,7 +45,10 @@ fn invariant_tsc() -> bool {
 }
 
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid pointer to a timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -59,7 +63,10 @@ pub struct Anchor {
 
 impl Anchor {
     pub fn now() -> Anchor {
-        Anchor { ticks: ticks(), ns: monotonic_ns() }
+        Anchor {
+            ticks: ticks(),
+            ns: monotonic_ns(),
+        }
     }
 
     /// Nanoseconds per tick measured from `self` to `later` (1.0 for the monotonic clock or when

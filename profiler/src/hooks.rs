@@ -1,16 +1,324 @@
 //! The routines with a job-level meaning: `MPI_Init(_thread)`, `MPI_Finalize`, `MPI_Abort`,
-//! `MPI_Pcontrol`. The generated wrappers call these hooks around the real routine.
-//! (Stub: filled in by the runtime work.)
+//! `MPI_Pcontrol`, and a job that exits without `MPI_Finalize`. The generated wrappers call these
+//! hooks around the real routine; `MPI_Pcontrol` (variadic in C) is written here by hand.
+//!
+//! Every hook runs inside [`quietly`]: whatever goes wrong, the user's call proceeds unchanged.
 
+use crate::clock::{ticks, Anchor};
+use crate::detail::Destination;
+use crate::generated::routines::id;
+use crate::guard::quietly;
+use crate::job::{build_record, unix_ms_now, InitFacts};
+use crate::mpi::{comm_rank, comm_size, comm_world, library_version, OwnComm};
+use crate::next::Next;
+use crate::rt::{self, bump, Counters, ACTIVE, ENTERED_VIA_PMPI};
+use crate::tally::{JobValue, RankTotals, Reduced};
+use crate::traffic::Traffic;
+use mpistat_record::model::{Binding, JobRecord};
+use mpistat_site::{syslog_facility_code, SiteConfig};
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// The site allows profiling (read at `MPI_Init`); `MPI_Pcontrol(1)` resumes only then.
+static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// The job as seen by this rank, from `MPI_Init` on.
+struct Job {
+    config: SiteConfig,
+    /// Configuration problems, told in detail mode only.
+    config_problems: Vec<String>,
+    init: InitFacts,
+    /// Clock reading at the end of `MPI_Init`.
+    anchor: Anchor,
+    /// Calibrated cost of the counting in one wrapper, in ticks.
+    call_cost_ticks: f64,
+    detail: Option<Destination>,
+    /// The record was written (finalize, abort or exit): never write a second one.
+    recorded: bool,
+}
+
+static JOB: Mutex<Option<Job>> = Mutex::new(None);
+
+fn with_job<R>(f: impl FnOnce(&mut Job) -> R) -> Option<R> {
+    let mut guard = JOB.lock().unwrap_or_else(|e| e.into_inner());
+    guard.as_mut().map(f)
+}
 
 /// After the real `MPI_Init` / `MPI_Init_thread` returned `rc` (and after its call was counted).
 /// `provided` is the thread level (`MPI_THREAD_SINGLE` = 0 for `MPI_Init`, or when the call
 /// failed); `via_pmpi` says the call came in through `PMPI_Init*`; `argc` is the caller's argument.
-pub fn after_init(_rc: c_int, _provided: c_int, _via_pmpi: bool, _argc: *const c_int) {}
+pub fn after_init(rc: c_int, provided: c_int, via_pmpi: bool, argc: *const c_int) {
+    if rc != 0 {
+        return;
+    }
+    quietly(|| {
+        let path = SiteConfig::path_from_env();
+        let (config, problems) = SiteConfig::load(&path);
+        // A site without a config file is normal; an explicitly named one that is missing is not.
+        let silent_default = std::env::var_os("MPISTAT_CONFIG").is_none() && !path.exists();
+        let config_problems = if silent_default {
+            Vec::new()
+        } else {
+            problems.iter().map(|p| p.to_string()).collect()
+        };
+        if !config.profiler.enabled {
+            ENABLED.store(false, Relaxed);
+            ACTIVE.store(false, Relaxed);
+            return;
+        }
+        let Some(world) = comm_world() else { return };
+        let (Ok(rank), Ok(size)) = (comm_rank(world), comm_size(world)) else {
+            return;
+        };
+        // Open MPI's Fortran bindings call PMPI_Init(&argc, &argv) with argc = 0; C programs call
+        // MPI_Init with their real argc (≥ 1) or NULL.
+        // SAFETY: argc is the caller's pointer to MPI_Init, valid for the duration of the call.
+        let fortran = via_pmpi && !argc.is_null() && unsafe { *argc } == 0;
+        let detail = if config.profiler.detail_allowed {
+            Destination::from_env()
+        } else {
+            None
+        };
+        let job = Job {
+            init: InitFacts {
+                rank: rank as u32,
+                ranks: size as u32,
+                binding: if fortran {
+                    Binding::Fortran
+                } else {
+                    Binding::C
+                },
+                thread_level: provided,
+                start_unix_ms: unix_ms_now(),
+                pid: std::process::id(),
+            },
+            config,
+            config_problems,
+            anchor: Anchor::now(),
+            call_cost_ticks: calibrate_call_cost(),
+            detail,
+            recorded: false,
+        };
+        *JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
+        register_exit_hook();
+    });
+}
 
-/// Before the real `MPI_Finalize`: reduce, build and send the record.
-pub fn before_finalize() {}
+/// Measure what counting adds to one call: two clock reads and the table updates.
+fn calibrate_call_cost() -> f64 {
+    const N: u64 = 2000;
+    let scratch = Counters::default();
+    let start = ticks();
+    for _ in 0..N {
+        let a = ticks();
+        let b = ticks();
+        bump(&scratch.calls, 1);
+        bump(&scratch.ticks, b.wrapping_sub(a));
+        std::hint::black_box(&scratch);
+    }
+    ticks().wrapping_sub(start) as f64 / N as f64
+}
 
-/// Before the real `MPI_Abort`: send a partial record with this rank's data.
-pub fn before_abort(_errorcode: c_int) {}
+/// This rank's totals at the moment `now`, with the job-level values filled in.
+fn rank_totals(job: &Job, now: &Anchor, hook_start_ticks: u64) -> RankTotals {
+    let ns_per_tick = job.anchor.ns_per_tick(now);
+    let mut t = RankTotals::collect(ns_per_tick);
+    let init_ns = t.routine_ns(id::MPI_Init) + t.routine_ns(id::MPI_Init_thread);
+    let since_init = now.ticks.wrapping_sub(job.anchor.ticks) as f64 * ns_per_tick;
+    t.set(JobValue::WallNs, since_init as u64 + init_ns);
+    let counting = t.total_calls() as f64 * job.call_cost_ticks;
+    let hook = ticks().wrapping_sub(hook_start_ticks) as f64;
+    t.set(
+        JobValue::OverheadNs,
+        ((counting + hook) * ns_per_tick) as u64,
+    );
+    t
+}
+
+/// Whether this rank saw a user's PMPI tool (Fortran bindings also enter through PMPI, so only a
+/// C program can tell).
+fn saw_pmpi_tool(job: &Job) -> bool {
+    job.init.binding == Binding::C && ENTERED_VIA_PMPI.load(Relaxed)
+}
+
+/// Build the record, send it to syslog, and give the user the report if asked.
+fn publish(job: &Job, reduced: &Reduced, partial: Option<String>) {
+    let record = build_record(
+        &job.init,
+        reduced,
+        &job.config.profiler,
+        library_version(),
+        partial,
+    );
+    let lines = mpistat_record::encode(&record);
+    let facility = syslog_facility_code(&job.config.syslog.facility).unwrap_or(21);
+    let sent = crate::syslog::send(
+        &job.config.syslog.socket,
+        facility,
+        &job.config.syslog.tag,
+        &lines,
+    );
+    if let Some(dest) = &job.detail {
+        let mut text = mpistat_record::report::render(&record);
+        for p in &job.config_problems {
+            text.push_str(&format!("mpistat: site configuration: {p}\n"));
+        }
+        match sent {
+            Ok(()) => text.push_str(&format!(
+                "mpistat: record sent to syslog ({}, facility {})\n",
+                job.config.syslog.socket.display(),
+                job.config.syslog.facility
+            )),
+            Err(e) => text.push_str(&format!("mpistat: record NOT sent to syslog: {e}\n")),
+        }
+        text.push_str("mpistat: machine-readable record:\n");
+        for l in &lines {
+            text.push_str(l);
+            text.push('\n');
+        }
+        dest.write(&text);
+    }
+}
+
+/// Before the real `MPI_Finalize`: reduce every rank's totals to rank 0 on a private duplicate of
+/// `MPI_COMM_WORLD`; rank 0 writes the record.
+pub fn before_finalize() {
+    let hook_start = ticks();
+    quietly(|| {
+        with_job(|job| {
+            if job.recorded {
+                return;
+            }
+            job.recorded = true;
+            let Some(world) = comm_world() else { return };
+            let Ok(comm) = OwnComm::dup(world) else {
+                return;
+            };
+            let node_leader = comm
+                .node_local()
+                .and_then(|node| comm_rank(node.0))
+                .map(|r| r == 0)
+                .unwrap_or(false);
+            let totals = rank_totals(job, &Anchor::now(), hook_start);
+            if let Ok(Some(reduced)) =
+                Reduced::over_ranks(&totals, node_leader, saw_pmpi_tool(job), &comm)
+            {
+                publish(job, &reduced, None);
+            }
+        });
+    });
+}
+
+/// A record from this rank alone, for jobs that end without `MPI_Finalize`.
+fn publish_partial(job: &mut Job, reason: String, hook_start: u64) {
+    if job.recorded {
+        return;
+    }
+    job.recorded = true;
+    let totals = rank_totals(job, &Anchor::now(), hook_start);
+    let reduced = Reduced::local(&totals, job.init.rank, saw_pmpi_tool(job));
+    publish(job, &reduced, Some(reason));
+}
+
+/// Before the real `MPI_Abort`: the calling rank writes a partial record with its own data.
+pub fn before_abort(errorcode: c_int) {
+    let hook_start = ticks();
+    quietly(|| {
+        with_job(|job| {
+            let reason = format!(
+                "MPI_Abort (errorcode {errorcode}) on rank {}",
+                job.init.rank
+            );
+            publish_partial(job, reason, hook_start);
+        });
+    });
+}
+
+/// At process exit: if rank 0 never reached `MPI_Finalize`, it writes a partial record.
+extern "C" fn at_exit() {
+    let hook_start = ticks();
+    quietly(|| {
+        with_job(|job| {
+            // A forked child exiting is not the job ending.
+            if job.init.rank == 0 && job.init.pid == std::process::id() {
+                publish_partial(job, "exit without MPI_Finalize".into(), hook_start);
+            }
+        });
+    });
+}
+
+fn register_exit_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registering a plain extern "C" fn.
+        unsafe { libc::atexit(at_exit) };
+    });
+}
+
+/// `MPI_Pcontrol(2)`: this rank's subtotals, as a report, to the detail destination (stderr if none).
+fn write_subtotals() {
+    let hook_start = ticks();
+    with_job(|job| {
+        let totals = rank_totals(job, &Anchor::now(), hook_start);
+        let reduced = Reduced::local(&totals, job.init.rank, saw_pmpi_tool(job));
+        let mut record: JobRecord = build_record(
+            &job.init,
+            &reduced,
+            &job.config.profiler,
+            library_version(),
+            None,
+        );
+        record.ranks = 1;
+        let text = format!(
+            "mpistat: subtotals of rank {} at MPI_Pcontrol(2)\n{}",
+            job.init.rank,
+            mpistat_record::report::render(&record)
+        );
+        job.detail
+            .clone()
+            .unwrap_or(Destination::Stderr)
+            .write(&text);
+    });
+}
+
+static PCONTROL: Next = Next::new(c"PMPI_Pcontrol");
+
+/// `MPI_Pcontrol(level, ...)`: 0 pauses counting, 1 resumes it, 2 writes this rank's subtotals.
+/// The C prototype is variadic; on the x86-64 and AArch64 C ABIs a callee that reads only the
+/// first (fixed) argument may be defined without the `...`, and MPI ignores the rest anyway.
+unsafe fn pcontrol(via_pmpi: bool, level: c_int) -> c_int {
+    let next: unsafe extern "C" fn(c_int, ...) -> c_int = std::mem::transmute(PCONTROL.get());
+    let Some(call) = rt::enter(via_pmpi) else {
+        let rc = next(level);
+        quietly(|| apply_pcontrol(level));
+        return rc;
+    };
+    let rc = next(level);
+    rt::leave(call, id::MPI_Pcontrol, rc, Traffic::None);
+    quietly(|| apply_pcontrol(level));
+    rc
+}
+
+fn apply_pcontrol(level: c_int) {
+    match level {
+        0 => ACTIVE.store(false, Relaxed),
+        1 => ACTIVE.store(ENABLED.load(Relaxed), Relaxed),
+        2 if with_job(|job| job.config.profiler.detail_allowed) == Some(true) => write_subtotals(),
+        _ => {}
+    }
+}
+
+/// # Safety
+/// Called by MPI programs as `MPI_Pcontrol(level, ...)`.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Pcontrol(level: c_int) -> c_int {
+    pcontrol(false, level)
+}
+
+/// # Safety
+/// Called by MPI programs and bindings as `PMPI_Pcontrol(level, ...)`.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pcontrol(level: c_int) -> c_int {
+    pcontrol(true, level)
+}

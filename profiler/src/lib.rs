@@ -9,16 +9,32 @@
 //! `spec/mpi.spec`; do not edit), `rt` (hot path), `traffic` (bytes from arguments, out of
 //! line), `next` (finding the real routines), `clock`, `hooks` (Init, Finalize, Abort, Pcontrol).
 
+// MPI handles (communicators, datatypes, statuses) are raw pointers that we only pass back to MPI;
+// clippy cannot know that and would have every function taking a handle be `unsafe`.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
 pub mod clock;
+pub mod detail;
 pub mod ffi {
     //! Open MPI's `mpi.h` as Rust declarations (bindgen, see build.rs). Types only: nothing here
     //! is linked; the real routines are found with `dlsym`.
-    #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code, clippy::all)]
+    #![allow(
+        non_camel_case_types,
+        non_snake_case,
+        non_upper_case_globals,
+        dead_code,
+        clippy::all
+    )]
     include!(concat!(env!("OUT_DIR"), "/mpi_bindings.rs"));
 }
-pub mod hooks;
 pub mod generated;
+pub mod guard;
+pub mod hooks;
+pub mod job;
+pub mod mpi;
 pub mod next;
 pub mod rt;
 pub mod spec;
+pub mod syslog;
+pub mod tally;
 pub mod traffic;

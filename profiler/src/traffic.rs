@@ -15,7 +15,8 @@ use std::mem::transmute;
 pub const PROC_NULL: c_int = -2;
 /// Peer value for collectives without a single peer.
 pub const NO_PEER: c_int = -1;
-/// `MPI_IN_PLACE` in Open MPI.
+/// `MPI_IN_PLACE` in Open MPI: `((void *) 1)`, a marker address, not a dangling pointer.
+#[allow(clippy::manual_dangling_ptr)]
 pub const IN_PLACE: *const c_void = 1 as *const c_void;
 
 /// The data arguments of one call.
@@ -25,9 +26,17 @@ pub enum Traffic {
     /// `count` elements of `datatype` to or from `peer` (nothing when `peer` is `MPI_PROC_NULL`).
     /// Collectives give their root as peer (an intercommunicator's non-participants pass
     /// `MPI_PROC_NULL`), or [`NO_PEER`].
-    Elements { count: c_int, datatype: MPI_Datatype, peer: c_int },
+    Elements {
+        count: c_int,
+        datatype: MPI_Datatype,
+        peer: c_int,
+    },
     /// A completed receive: bytes are what `status` says arrived; `count` is the posted count.
-    Received { count: c_int, datatype: MPI_Datatype, status: *const MPI_Status },
+    Received {
+        count: c_int,
+        datatype: MPI_Datatype,
+        status: *const MPI_Status,
+    },
     /// A send plus a completed receive (`MPI_Sendrecv`, `MPI_Sendrecv_replace`).
     SendReceived {
         count: c_int,
@@ -48,7 +57,11 @@ pub enum Traffic {
     },
     /// One count per rank of `comm` (its remote group for an intercommunicator), e.g.
     /// `MPI_Alltoallv`'s `sendcounts` or `MPI_Reduce_scatter`'s `recvcounts`.
-    PerRank { counts: *const c_int, datatype: MPI_Datatype, comm: MPI_Comm },
+    PerRank {
+        counts: *const c_int,
+        datatype: MPI_Datatype,
+        comm: MPI_Comm,
+    },
 }
 
 impl Traffic {
@@ -103,7 +116,11 @@ fn per_rank_len(comm: MPI_Comm) -> usize {
     // SAFETY: real PMPI routines on a communicator that a successful call just used.
     unsafe {
         transmute::<*mut c_void, CommIntFn>(COMM_TEST_INTER.get())(comm, &mut inter);
-        let size_fn = if inter != 0 { &COMM_REMOTE_SIZE } else { &COMM_SIZE };
+        let size_fn = if inter != 0 {
+            &COMM_REMOTE_SIZE
+        } else {
+            &COMM_SIZE
+        };
         if transmute::<*mut c_void, CommIntFn>(size_fn.get())(comm, &mut n) != 0 {
             return 0;
         }
@@ -119,7 +136,11 @@ fn elements(count: c_int) -> u64 {
 fn measure(traffic: Traffic) -> (u64, u64) {
     match traffic {
         Traffic::None => (0, 0),
-        Traffic::Elements { count, datatype, peer } => {
+        Traffic::Elements {
+            count,
+            datatype,
+            peer,
+        } => {
             if peer == PROC_NULL {
                 (elements(count), 0)
             } else {
@@ -127,24 +148,54 @@ fn measure(traffic: Traffic) -> (u64, u64) {
             }
         }
         Traffic::Received { count, status, .. } => (elements(count), received_bytes(status)),
-        Traffic::SendReceived { count, datatype, peer, recv_count, status, .. } => {
-            let sent = if peer == PROC_NULL { 0 } else { elements(count) * type_size(datatype) };
-            (elements(count) + elements(recv_count), sent + received_bytes(status))
+        Traffic::SendReceived {
+            count,
+            datatype,
+            peer,
+            recv_count,
+            status,
+            ..
+        } => {
+            let sent = if peer == PROC_NULL {
+                0
+            } else {
+                elements(count) * type_size(datatype)
+            };
+            (
+                elements(count) + elements(recv_count),
+                sent + received_bytes(status),
+            )
         }
-        Traffic::InPlaceOr { buf, count, datatype, in_place_count, in_place_datatype } => {
+        Traffic::InPlaceOr {
+            buf,
+            count,
+            datatype,
+            in_place_count,
+            in_place_datatype,
+        } => {
             if buf == IN_PLACE {
-                (elements(in_place_count), elements(in_place_count) * type_size(in_place_datatype))
+                (
+                    elements(in_place_count),
+                    elements(in_place_count) * type_size(in_place_datatype),
+                )
             } else {
                 (elements(count), elements(count) * type_size(datatype))
             }
         }
-        Traffic::PerRank { counts, datatype, comm } => {
+        Traffic::PerRank {
+            counts,
+            datatype,
+            comm,
+        } => {
             if counts.is_null() {
                 return (0, 0);
             }
             let n = per_rank_len(comm);
             // SAFETY: MPI requires `counts` to have one entry per rank of the (remote) group.
-            let total: u64 = unsafe { std::slice::from_raw_parts(counts, n) }.iter().map(|c| elements(*c)).sum();
+            let total: u64 = unsafe { std::slice::from_raw_parts(counts, n) }
+                .iter()
+                .map(|c| elements(*c))
+                .sum();
             (total, total * type_size(datatype))
         }
     }
@@ -154,7 +205,7 @@ fn measure(traffic: Traffic) -> (u64, u64) {
 #[inline(never)]
 pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic) {
     // A bug here must not unwind into the user's program: swallow it, lose this call's bytes.
-    let Ok((count, bytes)) = std::panic::catch_unwind(move || measure(traffic)) else {
+    let Some((count, bytes)) = crate::guard::quietly(move || measure(traffic)) else {
         return;
     };
     let c = &table.routines[id];

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// Where the profiler looks when `MPISTAT_CONFIG` is not set.
 pub const DEFAULT_PATH: &str = "/etc/mpistat/site.toml";
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SiteConfig {
     pub profiler: ProfilerConfig,
@@ -41,12 +41,6 @@ pub struct SyslogConfig {
     pub tag: String,
 }
 
-impl Default for SiteConfig {
-    fn default() -> Self {
-        SiteConfig { profiler: ProfilerConfig::default(), syslog: SyslogConfig::default() }
-    }
-}
-
 impl Default for ProfilerConfig {
     fn default() -> Self {
         ProfilerConfig {
@@ -66,7 +60,11 @@ impl Default for ProfilerConfig {
 
 impl Default for SyslogConfig {
     fn default() -> Self {
-        SyslogConfig { socket: PathBuf::from("/dev/log"), facility: "local5".into(), tag: "mpistat".into() }
+        SyslogConfig {
+            socket: PathBuf::from("/dev/log"),
+            facility: "local5".into(),
+            tag: "mpistat".into(),
+        }
     }
 }
 
@@ -90,7 +88,10 @@ impl SiteConfig {
             Ok(c) => c,
             Err(e) => {
                 let reason = e.to_string().lines().collect::<Vec<_>>().join(" ");
-                problems.push(ConfigProblem::Malformed { path: path.into(), reason });
+                problems.push(ConfigProblem::Malformed {
+                    path: path.into(),
+                    reason,
+                });
                 SiteConfig::default()
             }
         };
@@ -110,24 +111,31 @@ impl SiteConfig {
             Ok(text) => SiteConfig::parse(&text, &path.display().to_string()),
             Err(e) => (
                 SiteConfig::default(),
-                vec![ConfigProblem::Unreadable { path: path.display().to_string(), reason: e.to_string() }],
+                vec![ConfigProblem::Unreadable {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                }],
             ),
         }
     }
 
     /// The file named by `MPISTAT_CONFIG`, else [`DEFAULT_PATH`].
     pub fn path_from_env() -> PathBuf {
-        std::env::var_os("MPISTAT_CONFIG").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(DEFAULT_PATH))
+        std::env::var_os("MPISTAT_CONFIG")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_PATH))
     }
 }
 
 impl ProfilerConfig {
     /// Whether the environment variable `name` is on the site's whitelist.
     pub fn env_whitelisted(&self, name: &str) -> bool {
-        self.env_whitelist.iter().any(|pat| match pat.strip_suffix('*') {
-            Some(prefix) => name.starts_with(prefix),
-            None => name == pat,
-        })
+        self.env_whitelist
+            .iter()
+            .any(|pat| match pat.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => name == pat,
+            })
     }
 }
 
@@ -136,7 +144,11 @@ pub fn syslog_facility_code(name: &str) -> Option<u8> {
     match name {
         "user" => Some(1),
         "daemon" => Some(3),
-        _ => name.strip_prefix("local").and_then(|n| n.parse::<u8>().ok()).filter(|n| *n <= 7).map(|n| 16 + n),
+        _ => name
+            .strip_prefix("local")
+            .and_then(|n| n.parse::<u8>().ok())
+            .filter(|n| *n <= 7)
+            .map(|n| 16 + n),
     }
 }
 

@@ -1,0 +1,164 @@
+//! Facts about the job (who, what, where) and the assembly of its [`JobRecord`].
+
+use crate::generated::routines::{N_ROUTINES, ROUTINES};
+use crate::tally::{JobValue, Reduced};
+use mpistat_record::model::{Binding, JobRecord, RoutineStats, MODEL_VERSION};
+use mpistat_site::ProfilerConfig;
+use std::collections::BTreeMap;
+use std::ffi::c_int;
+
+/// What `MPI_Init` established.
+#[derive(Clone, Debug)]
+pub struct InitFacts {
+    pub rank: u32,
+    pub ranks: u32,
+    pub binding: Binding,
+    /// `MPI_THREAD_*` provided.
+    pub thread_level: c_int,
+    pub start_unix_ms: u64,
+    pub pid: u32,
+}
+
+pub fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+pub fn thread_level_name(level: c_int) -> &'static str {
+    match level {
+        0 => "single",
+        1 => "funneled",
+        2 => "serialized",
+        3 => "multiple",
+        _ => "unknown",
+    }
+}
+
+/// The batch system's job id, or one made from the start time and pid.
+fn job_id(start_unix_ms: u64, pid: u32) -> String {
+    for var in ["SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID"] {
+        if let Ok(id) = std::env::var(var) {
+            if !id.is_empty() {
+                return match (var, std::env::var("SLURM_STEP_ID")) {
+                    ("SLURM_JOB_ID", Ok(step)) if !step.is_empty() => format!("{id}.{step}"),
+                    _ => id,
+                };
+            }
+        }
+    }
+    format!("local-{start_unix_ms}-{pid}")
+}
+
+fn user_name(uid: u32) -> String {
+    let mut buf = vec![0 as libc::c_char; 4096];
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwuid_r with a buffer we own; the result points into it while we read it.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result) };
+    if rc != 0 || result.is_null() {
+        return uid.to_string();
+    }
+    // SAFETY: pw_name is a NUL-terminated string inside buf.
+    unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// `argv[0]` from `/proc/self/cmdline` (Fortran programs pass no argv to `MPI_Init`).
+fn argv0() -> String {
+    std::fs::read("/proc/self/cmdline")
+        .ok()
+        .and_then(|b| {
+            b.split(|c| *c == 0)
+                .next()
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+        })
+        .unwrap_or_default()
+}
+
+fn exe() -> String {
+    std::fs::read_link("/proc/self/exe")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn whitelisted_env(config: &ProfilerConfig) -> BTreeMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let k = k.to_string_lossy().into_owned();
+            config.env_whitelisted(&k).then(|| {
+                let v: String = v
+                    .to_string_lossy()
+                    .chars()
+                    .take(config.env_value_max)
+                    .collect();
+                (k, v)
+            })
+        })
+        .collect()
+}
+
+/// Assemble the record of the job from `init`, the reduced numbers and what the writing rank knows.
+pub fn build_record(
+    init: &InitFacts,
+    reduced: &Reduced,
+    config: &ProfilerConfig,
+    mpi_library: String,
+    partial: Option<String>,
+) -> JobRecord {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let routines = (0..N_ROUTINES)
+        .filter_map(|id| {
+            let [calls, time_ns, count, bytes] = reduced.routine(id);
+            if calls.sum == 0 {
+                return None;
+            }
+            let mut hist = reduced.routine_hist(id).to_vec();
+            while hist.last() == Some(&0) {
+                hist.pop();
+            }
+            Some(RoutineStats {
+                name: ROUTINES[id].name.to_string(),
+                class: ROUTINES[id].class.as_str().to_string(),
+                calls,
+                time_ns,
+                count,
+                bytes,
+                hist,
+            })
+        })
+        .collect();
+    JobRecord {
+        version: MODEL_VERSION,
+        job_id: job_id(init.start_unix_ms, init.pid),
+        uid,
+        user: user_name(uid),
+        exe: exe(),
+        argv0: argv0(),
+        host: host_name(),
+        pid: init.pid,
+        ranks: init.ranks,
+        nodes: reduced.nodes,
+        start_unix_ms: init.start_unix_ms,
+        end_unix_ms: unix_ms_now(),
+        wall_ns: reduced.job(JobValue::WallNs),
+        mpi_ns: reduced.job(JobValue::MpiNs),
+        binding: init.binding,
+        thread_level: thread_level_name(init.thread_level).to_string(),
+        mpi_library,
+        env: whitelisted_env(config),
+        user_pmpi_tool: reduced.user_pmpi_tool,
+        overhead_ns: reduced.job(JobValue::OverheadNs),
+        partial,
+        routines,
+    }
+}

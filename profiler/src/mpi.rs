@@ -1,0 +1,203 @@
+//! The profiler's own MPI calls (rank, size, the reduction at `MPI_Finalize`), made on the real
+//! routines directly so that they are never counted and never reach a user's PMPI tool.
+//!
+//! Open MPI's predefined handles (`MPI_COMM_WORLD`, `MPI_SUM`, ...) are addresses of objects in
+//! libmpi; we look them up by symbol name because this library is never linked against libmpi.
+
+use crate::ffi::{MPI_Comm, MPI_Datatype, MPI_Info, MPI_Op};
+use crate::next::{mpi_object, Next};
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::mem::transmute;
+
+/// A failed MPI call of the profiler's own (the code it returned).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MpiError(pub c_int);
+
+/// A predefined Open MPI object that could not be found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissingObject(pub &'static str);
+
+pub type MpiResult<T> = Result<T, MpiError>;
+
+fn check(rc: c_int) -> MpiResult<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(MpiError(rc))
+    }
+}
+
+/// Look up a predefined handle by its Open MPI symbol (e.g. `ompi_mpi_comm_world`).
+pub fn predefined<T>(symbol: &'static CStr) -> Option<*mut T> {
+    let p = mpi_object(symbol);
+    (!p.is_null()).then_some(p.cast())
+}
+
+pub fn comm_world() -> Option<MPI_Comm> {
+    predefined(c"ompi_mpi_comm_world")
+}
+
+static COMM_RANK: Next = Next::new(c"PMPI_Comm_rank");
+static COMM_SIZE: Next = Next::new(c"PMPI_Comm_size");
+static COMM_DUP: Next = Next::new(c"PMPI_Comm_dup");
+static COMM_FREE: Next = Next::new(c"PMPI_Comm_free");
+static COMM_SPLIT_TYPE: Next = Next::new(c"PMPI_Comm_split_type");
+static REDUCE: Next = Next::new(c"PMPI_Reduce");
+static LIBRARY_VERSION: Next = Next::new(c"PMPI_Get_library_version");
+
+type CommIntFn = unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int;
+type CommDupFn = unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int;
+type CommFreeFn = unsafe extern "C" fn(*mut MPI_Comm) -> c_int;
+type CommSplitTypeFn =
+    unsafe extern "C" fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int;
+type ReduceFn = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    c_int,
+    MPI_Datatype,
+    MPI_Op,
+    c_int,
+    MPI_Comm,
+) -> c_int;
+type LibraryVersionFn = unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int;
+
+pub fn comm_rank(comm: MPI_Comm) -> MpiResult<c_int> {
+    let mut r = 0;
+    // SAFETY: the real routine, a communicator handle from MPI, a valid out pointer.
+    check(unsafe { transmute::<*mut c_void, CommIntFn>(COMM_RANK.get())(comm, &mut r) })?;
+    Ok(r)
+}
+
+pub fn comm_size(comm: MPI_Comm) -> MpiResult<c_int> {
+    let mut n = 0;
+    // SAFETY: as in comm_rank.
+    check(unsafe { transmute::<*mut c_void, CommIntFn>(COMM_SIZE.get())(comm, &mut n) })?;
+    Ok(n)
+}
+
+/// A communicator of our own, freed when dropped.
+pub struct OwnComm(pub MPI_Comm);
+
+impl OwnComm {
+    /// A private duplicate of `comm` (collective).
+    pub fn dup(comm: MPI_Comm) -> MpiResult<OwnComm> {
+        let mut c: MPI_Comm = std::ptr::null_mut();
+        // SAFETY: the real routine with valid pointers.
+        check(unsafe { transmute::<*mut c_void, CommDupFn>(COMM_DUP.get())(comm, &mut c) })?;
+        Ok(OwnComm(c))
+    }
+
+    /// The ranks of `self` that share a node with the caller (collective).
+    pub fn node_local(&self) -> MpiResult<OwnComm> {
+        let info = predefined(c"ompi_mpi_info_null").ok_or(MpiError(-1))?;
+        let mut c: MPI_Comm = std::ptr::null_mut();
+        let shared = crate::ffi::MPI_COMM_TYPE_SHARED as c_int;
+        // SAFETY: the real routine with valid handles and pointers.
+        check(unsafe {
+            transmute::<*mut c_void, CommSplitTypeFn>(COMM_SPLIT_TYPE.get())(
+                self.0, shared, 0, info, &mut c,
+            )
+        })?;
+        Ok(OwnComm(c))
+    }
+}
+
+impl Drop for OwnComm {
+    fn drop(&mut self) {
+        // SAFETY: a communicator we created and nobody else holds.
+        unsafe { transmute::<*mut c_void, CommFreeFn>(COMM_FREE.get())(&mut self.0) };
+    }
+}
+
+/// Element types of the finalize reduction.
+pub trait ReduceElement: Copy {
+    const TYPE_SYMBOL: &'static CStr;
+}
+
+impl ReduceElement for u64 {
+    const TYPE_SYMBOL: &'static CStr = c"ompi_mpi_uint64_t";
+}
+
+/// `MPI_LONG_INT`: a value and the rank holding it, for `MPI_MAXLOC`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ValueRank {
+    pub value: i64,
+    pub rank: c_int,
+}
+
+impl ReduceElement for ValueRank {
+    const TYPE_SYMBOL: &'static CStr = c"ompi_mpi_long_int";
+}
+
+/// The reduction operations the profiler uses.
+#[derive(Clone, Copy)]
+pub enum Op {
+    Sum,
+    Min,
+    MaxLoc,
+}
+
+impl Op {
+    fn symbol(self) -> &'static CStr {
+        match self {
+            Op::Sum => c"ompi_mpi_op_sum",
+            Op::Min => c"ompi_mpi_op_min",
+            Op::MaxLoc => c"ompi_mpi_op_maxloc",
+        }
+    }
+}
+
+/// `MPI_Reduce` of `data` to rank 0 of `comm`; returns the result on rank 0, `None` elsewhere.
+pub fn reduce_to_root<T: ReduceElement + Default>(
+    data: &[T],
+    op: Op,
+    comm: &OwnComm,
+) -> MpiResult<Option<Vec<T>>> {
+    let datatype: MPI_Datatype = predefined(T::TYPE_SYMBOL).ok_or(MpiError(-1))?;
+    let mpi_op: MPI_Op = predefined(op.symbol()).ok_or(MpiError(-1))?;
+    let root = comm_rank(comm.0)? == 0;
+    let mut out = if root {
+        vec![T::default(); data.len()]
+    } else {
+        Vec::new()
+    };
+    let len = c_int::try_from(data.len()).map_err(|_| MpiError(-1))?;
+    // SAFETY: the real routine; `data` and `out` hold `len` elements of the matching MPI type
+    // (out only on the root, where MPI writes it).
+    check(unsafe {
+        transmute::<*mut c_void, ReduceFn>(REDUCE.get())(
+            data.as_ptr().cast(),
+            if root {
+                out.as_mut_ptr().cast()
+            } else {
+                std::ptr::null_mut()
+            },
+            len,
+            datatype,
+            mpi_op,
+            0,
+            comm.0,
+        )
+    })?;
+    Ok(root.then_some(out))
+}
+
+/// `MPI_Get_library_version`, first line.
+pub fn library_version() -> String {
+    let mut buf = [0 as c_char; 256 + 1];
+    let mut len: c_int = 0;
+    // SAFETY: the real routine with a buffer of MPI_MAX_LIBRARY_VERSION_STRING (+1) bytes.
+    let rc = unsafe {
+        transmute::<*mut c_void, LibraryVersionFn>(LIBRARY_VERSION.get())(
+            buf.as_mut_ptr(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return String::new();
+    }
+    // SAFETY: MPI wrote a NUL-terminated string into buf (we zeroed the extra byte).
+    let s = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
+    s.lines().next().unwrap_or("").trim().to_string()
+}
