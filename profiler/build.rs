@@ -38,5 +38,7 @@ fn main() {
     }
     let bindings = builder.generate().expect("bindgen failed on mpi.h");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("mpi_bindings.rs");
-    bindings.write_to_file(out).expect("cannot write mpi_bindings.rs");
+    bindings
+        .write_to_file(out)
+        .expect("cannot write mpi_bindings.rs");
 }

@@ -16,7 +16,10 @@ pub struct Next {
 
 impl Next {
     pub const fn new(name: &'static CStr) -> Next {
-        Next { name, addr: AtomicPtr::new(std::ptr::null_mut()) }
+        Next {
+            name,
+            addr: AtomicPtr::new(std::ptr::null_mut()),
+        }
     }
 
     /// The routine's address; never null (a process whose MPI library cannot be found is told so
