@@ -204,3 +204,18 @@ mod tests {
         assert!(!c.env_whitelisted("HOME"));
     }
 }
+
+#[cfg(test)]
+mod shipped_file {
+    use super::*;
+
+    /// etc/site.toml documents every setting with its default: it must parse cleanly and equal
+    /// the built-in defaults, so the documentation cannot drift from the code.
+    #[test]
+    fn etc_site_toml_is_the_defaults() {
+        let text = include_str!("../../etc/site.toml");
+        let (config, problems) = SiteConfig::parse(text, "etc/site.toml");
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(config, SiteConfig::default());
+    }
+}
