@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Installs what building, testing and demonstrating mpistat needs on Debian 12, and finds cargo.
+#
+# Sourced by scripts/test.sh, scripts/demo.sh and bench/run.sh (so that the PATH fix-up for
+# ~/.cargo/bin reaches them) or run on its own. Idempotent: when every package is already
+# installed, apt is not touched at all, so repeated runs cost a fraction of a second.
+#
+# After it, MPISTAT_HAVE_FMT and MPISTAT_HAVE_CLIPPY are 1 or 0.
+
+# Debian packages: Open MPI (runtime, headers, wrappers), gfortran for the Fortran demo and tests,
+# rsyslog for the private syslog daemon of the demo and e2e tests, hpcc as a real-world MPI
+# program, libclang/clang for bindgen (profiler/build.rs reads mpi.h), pkg-config, python3 (bench
+# table, syslog sink), procps (pgrep/ps in tests).
+MPISTAT_APT_PACKAGES=(
+    openmpi-bin libopenmpi-dev gfortran rsyslog hpcc
+    libclang-dev clang pkg-config python3 procps
+    gcc make
+)
+
+mpistat_note() { printf 'prereqs: %s\n' "$*" >&2; }
+
+# Runs a command as root: directly when we are root, else through sudo.
+mpistat_as_root() {
+    if [[ $(id -u) -eq 0 ]]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        mpistat_note "need root (or sudo) to run: $*"
+        return 1
+    fi
+}
+
+# Prints the packages of "$@" that are not installed.
+mpistat_missing_packages() {
+    local p
+    for p in "$@"; do
+        if ! dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+            printf '%s\n' "$p"
+        fi
+    done
+}
+
+mpistat_apt_install() {
+    local missing
+    mapfile -t missing < <(mpistat_missing_packages "$@")
+    if [[ ${#missing[@]} -eq 0 ]]; then
+        return 0
+    fi
+    mpistat_note "installing: ${missing[*]}"
+    # Installing rsyslog must not start the system's syslog daemon (the demo and tests run a
+    # private one): a temporary policy-rc.d tells invoke-rc.d not to start services. Only when
+    # the machine has none of its own, and removed again whatever apt does.
+    local policy=/usr/sbin/policy-rc.d placed=0 rc=0
+    if [[ ! -e $policy ]]; then
+        if mpistat_as_root sh -c "printf '#!/bin/sh\nexit 101\n' > $policy && chmod 755 $policy"; then
+            placed=1
+        fi
+    fi
+    mpistat_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q || rc=$?
+    if [[ $rc -eq 0 ]]; then
+        mpistat_as_root env DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null || rc=$?
+    fi
+    if [[ $placed -eq 1 ]]; then
+        mpistat_as_root rm -f "$policy"
+    fi
+    return "$rc"
+}
+
+mpistat_prereqs() {
+    if ! command -v dpkg-query >/dev/null 2>&1; then
+        mpistat_note "not a Debian system: install Open MPI, gfortran, rsyslog, clang/libclang and a Rust toolchain yourself"
+    else
+        mpistat_apt_install "${MPISTAT_APT_PACKAGES[@]}" || return 1
+    fi
+
+    # cargo: PATH, then rustup's default place, then Debian's packages as a last resort.
+    if ! command -v cargo >/dev/null 2>&1 && [[ -x ${HOME:-/root}/.cargo/bin/cargo ]]; then
+        export PATH="${HOME:-/root}/.cargo/bin:$PATH"
+    fi
+    if ! command -v cargo >/dev/null 2>&1; then
+        mpistat_note "no cargo found; installing Debian's cargo and rustc"
+        mpistat_note "WARNING: Debian 12's Rust (1.63) is older than this workspace's rust-version (1.80); the build may fail — install rustup's stable toolchain"
+        mpistat_apt_install cargo rustc || return 1
+    fi
+
+    # rustfmt and clippy come with rustup's default profile; without network access to the
+    # toolchain server they cannot be added, so their checks are skipped with a warning.
+    MPISTAT_HAVE_FMT=1
+    MPISTAT_HAVE_CLIPPY=1
+    if ! cargo fmt --version >/dev/null 2>&1; then
+        MPISTAT_HAVE_FMT=0
+        mpistat_note "WARNING: rustfmt is missing (rustup component add rustfmt); format check will be skipped"
+    fi
+    if ! cargo clippy --version >/dev/null 2>&1; then
+        MPISTAT_HAVE_CLIPPY=0
+        mpistat_note "WARNING: clippy is missing (rustup component add clippy); lint check will be skipped"
+    fi
+    export MPISTAT_HAVE_FMT MPISTAT_HAVE_CLIPPY
+}
+
+# Sourced: define and run, leaving the caller's shell options alone. Run: strict mode and exit.
+if [[ ${BASH_SOURCE[0]} != "$0" ]]; then
+    mpistat_prereqs
+else
+    set -euo pipefail
+    mpistat_prereqs
+    mpistat_note "ok ($(cargo --version))"
+fi
