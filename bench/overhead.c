@@ -1,0 +1,194 @@
+/*
+ * Per-call cost of MPI routines, for comparing a bare run with one under libmpistat.
+ *
+ *   mpirun -np 2 overhead [ITERS [REPS]]
+ *
+ * Local routines (MPI_Comm_rank, MPI_Test on MPI_REQUEST_NULL, MPI_Iprobe with nothing pending)
+ * run 10*ITERS calls per repetition, communicating ones (0-byte ping-pong between ranks 0 and 1,
+ * 1-double MPI_Allreduce) ITERS. Each is warmed up, then timed REPS times; rank 0 prints the
+ * median ns per iteration. The cheap routines are where a wrapper's fixed cost shows: they are the
+ * worst case, not a typical application.
+ *
+ * Output (rank 0, one line each, machine-readable):
+ *   bench NAME ns_per_iter=F calls_per_iter=N iters=N reps=N
+ *   mem vmrss_kb_max=N vmrss_kb_mean=F vmhwm_kb_max=N vmhwm_kb_mean=F
+ *   finalize ms=F
+ * calls_per_iter counts the wrapped calls on the timed path (a ping-pong round trip is four:
+ * Send and Recv on each rank).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int rank, size;
+
+/* clock_gettime rather than MPI_Wtime: the timer must not itself be a wrapped MPI call. */
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The loops. Each returns nothing the compiler could fold: the MPI calls are external. */
+static void loop_comm_rank(long n)
+{
+    int r;
+    for (long i = 0; i < n; i++)
+        MPI_Comm_rank(MPI_COMM_WORLD, &r);
+}
+
+static void loop_test_null(long n)
+{
+    int flag;
+    for (long i = 0; i < n; i++) {
+        MPI_Request req = MPI_REQUEST_NULL;
+        MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+    }
+}
+
+static void loop_iprobe(long n)
+{
+    int flag;
+    for (long i = 0; i < n; i++)
+        MPI_Iprobe(MPI_ANY_SOURCE, 4711, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+}
+
+static void loop_pingpong(long n)
+{
+    char dummy = 0;
+    for (long i = 0; i < n; i++) {
+        if (rank == 0) {
+            MPI_Send(&dummy, 0, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
+            MPI_Recv(&dummy, 0, MPI_CHAR, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+            MPI_Recv(&dummy, 0, MPI_CHAR, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(&dummy, 0, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
+        }
+    }
+}
+
+static void loop_allreduce(long n)
+{
+    double in = 1.0, out = 0.0;
+    for (long i = 0; i < n; i++)
+        MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+}
+
+struct bench {
+    const char *name;
+    void (*loop)(long);
+    long scale; /* iterations per repetition, in units of ITERS */
+    int calls;  /* wrapped calls per iteration on the timed path */
+};
+
+static void run(const struct bench *b, long iters, int reps)
+{
+    long n = iters * b->scale;
+    double *t = malloc((size_t)reps * sizeof *t);
+    if (!t)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    b->loop(n / 10 + 1); /* warm-up: first-touch, lazy connection set-up, caches */
+    for (int r = 0; r < reps; r++) {
+        MPI_Barrier(MPI_COMM_WORLD); /* start the ranks together */
+        double t0 = now_ns();
+        b->loop(n);
+        t[r] = (now_ns() - t0) / (double)n;
+    }
+    if (rank == 0)
+        printf("bench %s ns_per_iter=%.2f calls_per_iter=%d iters=%ld reps=%d\n", b->name,
+               median(t, reps), b->calls, n, reps);
+    free(t);
+}
+
+/* A "VmRSS:   1234 kB" line of /proc/self/status, in kB; -1 if absent. */
+static long status_kb(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    size_t klen = strlen(key);
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+            kb = strtol(line + klen + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return kb;
+}
+
+int main(int argc, char **argv)
+{
+    long iters = argc > 1 ? strtol(argv[1], NULL, 10) : 100000;
+    int reps = argc > 2 ? atoi(argv[2]) : 5;
+    if (iters < 1)
+        iters = 1;
+    if (reps < 1)
+        reps = 1;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size < 2) {
+        if (rank == 0)
+            fprintf(stderr, "overhead: needs at least 2 ranks\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+
+    static const struct bench benches[] = {
+        {"comm_rank", loop_comm_rank, 10, 1},
+        {"test_null", loop_test_null, 10, 1},
+        {"iprobe", loop_iprobe, 10, 1},
+        {"pingpong0", loop_pingpong, 1, 4},
+        {"allreduce1", loop_allreduce, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
+        run(&benches[i], iters, reps);
+
+    long mem[2] = {status_kb("VmRSS"), status_kb("VmHWM")};
+    long *all = malloc(2 * (size_t)size * sizeof *all);
+    if (!all)
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Gather(mem, 2, MPI_LONG, all, 2, MPI_LONG, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        long rss_max = 0, hwm_max = 0;
+        double rss_sum = 0, hwm_sum = 0;
+        for (int r = 0; r < size; r++) {
+            rss_max = all[2 * r] > rss_max ? all[2 * r] : rss_max;
+            hwm_max = all[2 * r + 1] > hwm_max ? all[2 * r + 1] : hwm_max;
+            rss_sum += (double)all[2 * r];
+            hwm_sum += (double)all[2 * r + 1];
+        }
+        printf("mem vmrss_kb_max=%ld vmrss_kb_mean=%.1f vmhwm_kb_max=%ld vmhwm_kb_mean=%.1f\n",
+               rss_max, rss_sum / size, hwm_max, hwm_sum / size);
+    }
+    free(all);
+
+    /* Finalize is where libmpistat reduces its tables and rank 0 sends the record: time it on
+     * rank 0 (which does the most), and print only afterwards. */
+    fflush(stdout);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double f0 = now_ns();
+    MPI_Finalize();
+    double f1 = now_ns();
+    if (rank == 0)
+        printf("finalize ms=%.3f\n", (f1 - f0) / 1e6);
+    return 0;
+}
