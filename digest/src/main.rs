@@ -1,1 +1,25 @@
-fn main() {}
+//! `mpistat`: decode and summarise mpistat job records from syslog.
+
+use clap::Parser;
+use mpistat_digest::cli::{Cli, Command};
+use std::process::ExitCode;
+
+fn main() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Show(args) => {
+            let stdin = std::io::stdin().lock();
+            let outcome = mpistat_digest::show::run(
+                &args,
+                stdin,
+                &mut std::io::stdout().lock(),
+                &mut std::io::stderr().lock(),
+            )?;
+            Ok(if outcome.unreadable_inputs > 0 {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! `mpistat show`: read syslog files, decode the records in them, print each one.
+//!
+//! Records go to `out` (readable text or one JSON line each), problems to `err` one line each,
+//! and a final `N records, M problems` line to `err`. A file that cannot be read is reported and
+//! skipped; the caller turns that into a failing exit status.
+
+use crate::cli::ShowArgs;
+use mpistat_record::{Assembler, Decoded};
+use std::io::{BufRead, Read, Write};
+use std::path::Path;
+
+/// What `show` found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub records: usize,
+    pub problems: usize,
+    pub unreadable_inputs: usize,
+}
+
+/// Run `show` over `args.files`; `-` reads `stdin`. Errors only when writing the output fails.
+pub fn run(
+    args: &ShowArgs,
+    mut stdin: impl BufRead,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> anyhow::Result<Outcome> {
+    let mut outcome = Outcome::default();
+    let mut assembler = Assembler::new();
+    for path in &args.files {
+        let name = path.display().to_string();
+        let content = if path == Path::new("-") {
+            read_all(&mut stdin)
+        } else {
+            std::fs::read(path)
+        };
+        let content = match content {
+            Ok(content) => content,
+            Err(e) => {
+                writeln!(err, "mpistat: cannot read {name}: {e}")?;
+                outcome.unreadable_inputs += 1;
+                continue;
+            }
+        };
+        assembler.begin_source(&name);
+        for line in content.split(|&b| b == b'\n') {
+            assembler.push(&String::from_utf8_lossy(line));
+        }
+        print(assembler.take_decoded(), args.json, out, err, &mut outcome)?;
+    }
+    print(assembler.finish(), args.json, out, err, &mut outcome)?;
+    writeln!(
+        err,
+        "{} records, {} problems",
+        outcome.records, outcome.problems
+    )?;
+    Ok(outcome)
+}
+
+fn read_all(input: &mut impl Read) -> std::io::Result<Vec<u8>> {
+    let mut content = Vec::new();
+    input.read_to_end(&mut content)?;
+    Ok(content)
+}
+
+fn print(
+    decoded: Decoded,
+    json: bool,
+    out: &mut impl Write,
+    err: &mut impl Write,
+    outcome: &mut Outcome,
+) -> anyhow::Result<()> {
+    for problem in &decoded.problems {
+        writeln!(err, "mpistat: {problem}")?;
+    }
+    for record in &decoded.records {
+        if json {
+            writeln!(out, "{}", crate::json::render(record))?;
+        } else {
+            if outcome.records > 0 {
+                writeln!(out)?;
+            }
+            write!(out, "{}", crate::text::render(record))?;
+        }
+        outcome.records += 1;
+    }
+    outcome.problems += decoded.problems.len();
+    Ok(())
+}

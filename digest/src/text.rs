@@ -1,0 +1,179 @@
+//! The readable view of a record: a header, then a per-routine table sorted by time, with a
+//! message-size histogram under routines that have one. At most 100 columns unless a routine
+//! name or a header value is itself longer.
+
+use crate::units::{bytes, count, duration, secs, utc};
+use mpistat_record::{JobRecord, RoutineStats};
+use std::fmt::Write;
+
+const WIDTH: usize = 100;
+
+/// The report of one job.
+pub fn render(record: &JobRecord) -> String {
+    let mut out = String::new();
+    header(&mut out, record);
+    out.push('\n');
+    routine_table(&mut out, record);
+    out
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
+
+fn header(out: &mut String, r: &JobRecord) {
+    let partial = r
+        .partial
+        .as_ref()
+        .map(|reason| format!(" (PARTIAL: {reason})"));
+    let _ = writeln!(
+        out,
+        "job {} (key {}){}",
+        r.job_id,
+        r.key(),
+        partial.unwrap_or_default()
+    );
+    let mut field = |name: &str, value: String| {
+        let _ = writeln!(out, "  {name:<12}{value}");
+    };
+    field("user", format!("{} (uid {})", r.user, r.uid));
+    field("executable", r.exe.clone());
+    field("argv0", r.argv0.clone());
+    field("host", format!("{} (pid {} of rank 0)", r.host, r.pid));
+    field("ranks", format!("{} on {} node(s)", r.ranks, r.nodes));
+    field("start", utc(r.start_unix_ms));
+    field("end", utc(r.end_unix_ms));
+    field(
+        "wall",
+        format!(
+            "{:.3} s (slowest rank; fastest {:.3} s)",
+            r.wall_s(),
+            secs(r.wall_ns.min)
+        ),
+    );
+    field(
+        "MPI",
+        format!(
+            "{:.3} s over all ranks = {:.1} % of wall (max {:.3} s on rank {})",
+            secs(r.mpi_ns.sum),
+            100.0 * r.mpi_fraction(),
+            secs(r.mpi_ns.max),
+            r.mpi_ns.max_rank
+        ),
+    );
+    field("binding", r.binding.as_str().to_string());
+    field("threads", r.thread_level.clone());
+    field("MPI library", r.mpi_library.clone());
+    let tool = if r.user_pmpi_tool {
+        "another PMPI tool was active"
+    } else {
+        "none"
+    };
+    field("PMPI tool", tool.to_string());
+    field(
+        "overhead",
+        format!(
+            "{:.6} s over all ranks = {:.3} % of wall",
+            secs(r.overhead_ns.sum),
+            percent(r.overhead_ns.sum, r.wall_ns.sum)
+        ),
+    );
+    if let Some(reason) = &r.partial {
+        field("partial", reason.clone());
+    }
+    for (name, value) in &r.env {
+        field("env", format!("{name}={value}"));
+    }
+}
+
+fn routine_table(out: &mut String, r: &JobRecord) {
+    let mut routines: Vec<&RoutineStats> = r.routines.iter().collect();
+    routines.sort_by(|a, b| {
+        b.time_ns
+            .sum
+            .cmp(&a.time_ns.sum)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    let name_width = routines
+        .iter()
+        .map(|s| s.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(7);
+    let _ = writeln!(
+        out,
+        "{:<name_width$} {:>7} {:>9} {:>5} {:>6} {:>6} {:>6} {:>5} {:>7} {:>7} {:>7}",
+        "routine",
+        "calls",
+        "time s",
+        "%MPI",
+        "avg",
+        "min",
+        "max",
+        "@rank",
+        "bytes",
+        "B/call",
+        "count"
+    );
+    let ranks = r.ranks.max(1);
+    for s in routines {
+        let bytes_per_call = if s.calls.sum == 0 {
+            0.0
+        } else {
+            s.bytes.sum as f64 / s.calls.sum as f64
+        };
+        let _ = writeln!(
+            out,
+            "{:<name_width$} {:>7} {:>9.3} {:>5.1} {:>6} {:>6} {:>6} {:>5} {:>7} {:>7} {:>7}",
+            s.name,
+            count(s.calls.sum),
+            secs(s.time_ns.sum),
+            percent(s.time_ns.sum, r.mpi_ns.sum),
+            duration(s.time_ns.avg(ranks).round() as u64),
+            duration(s.time_ns.min),
+            duration(s.time_ns.max),
+            s.time_ns.max_rank,
+            bytes(s.bytes.sum as f64),
+            bytes(bytes_per_call),
+            count(s.count.sum),
+        );
+        histogram(out, &s.hist);
+    }
+}
+
+/// Non-empty histogram buckets as `<smallest size>:<messages>`, wrapped at [`WIDTH`].
+fn histogram(out: &mut String, hist: &[u64]) {
+    let cells: Vec<String> = hist
+        .iter()
+        .enumerate()
+        .filter(|(_, &messages)| messages > 0)
+        .map(|(bucket, &messages)| format!("{}:{}", bucket_floor(bucket), count(messages)))
+        .collect();
+    if cells.is_empty() {
+        return;
+    }
+    let indent = "    ";
+    let mut line = format!("{indent}sizes (from:messages)");
+    for cell in cells {
+        if line.len() + 1 + cell.len() > WIDTH {
+            let _ = writeln!(out, "{line}");
+            line = format!("{indent}                     ");
+        }
+        line.push(' ');
+        line.push_str(&cell);
+    }
+    let _ = writeln!(out, "{line}");
+}
+
+/// Smallest message size in a histogram bucket: 0, then powers of two.
+fn bucket_floor(bucket: usize) -> String {
+    if bucket == 0 {
+        "0B".into()
+    } else {
+        bytes((1u64 << (bucket - 1).min(63)) as f64).replace(".00", "")
+    }
+}
