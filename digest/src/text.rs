@@ -169,11 +169,42 @@ fn histogram(out: &mut String, hist: &[u64]) {
     let _ = writeln!(out, "{line}");
 }
 
-/// Smallest message size in a histogram bucket: 0, then powers of two.
+/// Smallest message size in a histogram bucket: `0B`, then powers of two (`1B` .. `512EiB`).
 fn bucket_floor(bucket: usize) -> String {
-    if bucket == 0 {
-        "0B".into()
-    } else {
-        bytes((1u64 << (bucket - 1).min(63)) as f64).replace(".00", "")
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    match bucket {
+        0 => "0B".into(),
+        _ => {
+            let exponent = (bucket - 1).min(63);
+            format!("{}{}", 1u64 << (exponent % 10), UNITS[exponent / 10])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_histogram_wraps_within_the_width() {
+        let mut out = String::new();
+        histogram(
+            &mut out,
+            &[123_456_789; mpistat_record::model::HIST_BUCKETS],
+        );
+        assert!(out.lines().count() > 1);
+        assert!(out.lines().all(|line| line.len() <= WIDTH), "{out}");
+        assert!(
+            out.starts_with("    sizes (from:messages) 0B:123M 1B:123M 2B:123M"),
+            "{out}"
+        );
+        assert!(out.trim_end().ends_with(" 64TiB:123M"), "{out}");
+    }
+
+    #[test]
+    fn empty_histogram_prints_nothing() {
+        let mut out = String::new();
+        histogram(&mut out, &[0, 0]);
+        assert_eq!(out, "");
     }
 }
