@@ -276,12 +276,13 @@ enum Line<'a> {
     Bad(LineProblem),
 }
 
+/// Why a line with our marker cannot be used; the caller adds where the line was.
 enum LineProblem {
     Corrupt(String),
     UnsupportedVersion(String),
 }
 
-/// Start of the first `MPISTAT<digits> ` in `line`, with the digits and the text after the space.
+/// The first `MPISTAT<digits> ` in `line`: its digits (the wire version) and the text after it.
 fn find_marker(line: &str) -> Option<(&str, &str)> {
     let mut from = 0;
     while let Some(found) = line[from..].find(MARKER) {
