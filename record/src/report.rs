@@ -1,123 +1,184 @@
-//! The readable per-job report: what `MPISTAT_DETAIL` gives a user and `mpistat show` prints.
-//! A pure function of the record (no IO), so the profiler and the digest print the same thing.
+//! The readable view of a record: a header, then a per-routine table sorted by time, with a
+//! message-size histogram under routines that have one. At most 100 columns unless a routine
+//! name or a header value is itself longer.
 
-use crate::model::{JobRecord, Stat};
+use crate::units::{bytes, count, duration, secs, utc};
+use mpistat_record::{JobRecord, RoutineStats};
 use std::fmt::Write;
 
-/// Seconds of a nanosecond count, for display.
-fn secs(ns: u64) -> f64 {
-    ns as f64 * 1e-9
-}
+const WIDTH: usize = 100;
 
-/// Bytes with a binary unit, e.g. `1.5 MiB`.
-pub fn human_bytes(b: f64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{v:.0} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
-/// Min / avg / max over ranks and the rank of the max, in seconds.
-fn spread(s: &Stat, ranks: u32) -> String {
-    format!(
-        "{:.6} / {:.6} / {:.6} (r{})",
-        secs(s.min),
-        s.avg(ranks) * 1e-9,
-        secs(s.max),
-        s.max_rank
-    )
-}
-
-/// Lower bound of a message-size histogram bucket, as text.
-fn bucket_label(b: usize) -> String {
-    if b == 0 {
-        "0".into()
-    } else {
-        human_bytes((1u64 << (b - 1)) as f64).replace(".0 ", " ")
-    }
-}
-
-/// The report of one job, as plain text (≤ 100 columns).
-pub fn render(r: &JobRecord) -> String {
+/// The report of one job.
+pub fn render(record: &JobRecord) -> String {
     let mut out = String::new();
+    header(&mut out, record);
+    out.push('\n');
+    routine_table(&mut out, record);
+    out
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
+
+fn header(out: &mut String, r: &JobRecord) {
+    let partial = r
+        .partial
+        .as_ref()
+        .map(|reason| format!(" (PARTIAL: {reason})"));
+    let _ = writeln!(
+        out,
+        "job {} (key {}){}",
+        r.job_id,
+        r.key(),
+        partial.unwrap_or_default()
+    );
+    let mut field = |name: &str, value: String| {
+        let _ = writeln!(out, "  {name:<12}{value}");
+    };
+    field("user", format!("{} (uid {})", r.user, r.uid));
+    field("executable", r.exe.clone());
+    field("argv0", r.argv0.clone());
+    field("host", format!("{} (pid {} of rank 0)", r.host, r.pid));
+    field("ranks", format!("{} on {} node(s)", r.ranks, r.nodes));
+    field("start", utc(r.start_unix_ms));
+    field("end", utc(r.end_unix_ms));
+    field(
+        "wall",
+        format!(
+            "{:.3} s (slowest rank; fastest {:.3} s)",
+            r.wall_s(),
+            secs(r.wall_ns.min)
+        ),
+    );
+    field(
+        "MPI",
+        format!(
+            "{:.3} s over all ranks = {:.1} % of wall (max {:.3} s on rank {})",
+            secs(r.mpi_ns.sum),
+            100.0 * r.mpi_fraction(),
+            secs(r.mpi_ns.max),
+            r.mpi_ns.max_rank
+        ),
+    );
+    field("binding", r.binding.as_str().to_string());
+    field("threads", r.thread_level.clone());
+    field("MPI library", r.mpi_library.clone());
+    let tool = if r.user_pmpi_tool {
+        "another PMPI tool was active"
+    } else {
+        "none"
+    };
+    field("PMPI tool", tool.to_string());
+    field(
+        "overhead",
+        format!(
+            "{:.6} s over all ranks = {:.3} % of wall",
+            secs(r.overhead_ns.sum),
+            percent(r.overhead_ns.sum, r.wall_ns.sum)
+        ),
+    );
+    if let Some(reason) = &r.partial {
+        field("partial", reason.clone());
+    }
+    for (name, value) in &r.env {
+        field("env", format!("{name}={value}"));
+    }
+}
+
+fn routine_table(out: &mut String, r: &JobRecord) {
+    let mut routines: Vec<&RoutineStats> = r.routines.iter().collect();
+    routines.sort_by(|a, b| {
+        b.time_ns
+            .sum
+            .cmp(&a.time_ns.sum)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    let name_width = routines
+        .iter()
+        .map(|s| s.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(7);
+    let _ = writeln!(
+        out,
+        "{:<name_width$} {:>7} {:>9} {:>5} {:>6} {:>6} {:>6} {:>5} {:>7} {:>7} {:>7}",
+        "routine",
+        "calls",
+        "time s",
+        "%MPI",
+        "avg",
+        "min",
+        "max",
+        "@rank",
+        "bytes",
+        "B/call",
+        "count"
+    );
     let ranks = r.ranks.max(1);
-    let _ = writeln!(out, "mpistat report for job {}{}", r.job_id, r.partial.as_ref().map(|p| format!(" (PARTIAL: {p})")).unwrap_or_default());
-    let _ = writeln!(out, "  user        {} (uid {})", r.user, r.uid);
-    let _ = writeln!(out, "  executable  {} (argv[0] {})", r.exe, r.argv0);
-    let _ = writeln!(out, "  ranks       {} on {} node(s), {} binding, thread level {}", r.ranks, r.nodes, r.binding.as_str(), r.thread_level);
-    let _ = writeln!(out, "  MPI library {}", r.mpi_library);
-    let _ = writeln!(
-        out,
-        "  wall time   {:.3} s (slowest rank; fastest {:.3} s)",
-        secs(r.wall_ns.max),
-        secs(r.wall_ns.min)
-    );
-    let _ = writeln!(
-        out,
-        "  MPI time    {:.3} s per rank on average = {:.1} % of wall time (max {:.3} s on rank {})",
-        r.mpi_ns.avg(ranks) * 1e-9,
-        100.0 * r.mpi_fraction(),
-        secs(r.mpi_ns.max),
-        r.mpi_ns.max_rank
-    );
-    let _ = writeln!(
-        out,
-        "  overhead    {:.6} s per rank on average ({:.3} % of wall time)",
-        r.overhead_ns.avg(ranks) * 1e-9,
-        if r.wall_ns.sum == 0 { 0.0 } else { 100.0 * r.overhead_ns.sum as f64 / r.wall_ns.sum as f64 }
-    );
-    if r.user_pmpi_tool {
-        let _ = writeln!(out, "  PMPI tool   another PMPI profiling layer was active");
-    }
-    for (k, v) in &r.env {
-        let _ = writeln!(out, "  env         {k}={v}");
-    }
-    let mut routines: Vec<_> = r.routines.iter().collect();
-    routines.sort_by(|a, b| b.time_ns.sum.cmp(&a.time_ns.sum).then(a.name.cmp(&b.name)));
-    let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "{:<24} {:>10} {:>11} {:>6} {:>12}  time per rank [s] min / avg / max (rank)",
-        "routine", "calls", "time [s]", "%MPI", "bytes"
-    );
     for s in routines {
-        let share = if r.mpi_ns.sum == 0 { 0.0 } else { 100.0 * s.time_ns.sum as f64 / r.mpi_ns.sum as f64 };
+        let bytes_per_call = if s.calls.sum == 0 {
+            0.0
+        } else {
+            s.bytes.sum as f64 / s.calls.sum as f64
+        };
         let _ = writeln!(
             out,
-            "{:<24} {:>10} {:>11.6} {:>6.1} {:>12}  {}",
+            "{:<name_width$} {:>7} {:>9.3} {:>5.1} {:>6} {:>6} {:>6} {:>5} {:>7} {:>7} {:>7}",
             s.name,
-            s.calls.sum,
+            count(s.calls.sum),
             secs(s.time_ns.sum),
-            share,
-            human_bytes(s.bytes.sum as f64),
-            spread(&s.time_ns, ranks)
+            percent(s.time_ns.sum, r.mpi_ns.sum),
+            duration(s.time_ns.avg(ranks).round() as u64),
+            duration(s.time_ns.min),
+            duration(s.time_ns.max),
+            s.time_ns.max_rank,
+            bytes(s.bytes.sum as f64),
+            bytes(bytes_per_call),
+            count(s.count.sum),
         );
-        if s.bytes.sum > 0 {
-            let _ = writeln!(
-                out,
-                "{:<24} bytes per rank min / avg / max (rank): {} / {} / {} (r{})",
-                "",
-                human_bytes(s.bytes.min as f64),
-                human_bytes(s.bytes.avg(ranks)),
-                human_bytes(s.bytes.max as f64),
-                s.bytes.max_rank
-            );
+        histogram(out, &s.hist);
+    }
+}
+
+/// Non-empty histogram buckets as `<smallest size>:<messages>`, wrapped at [`WIDTH`].
+fn histogram(out: &mut String, hist: &[u64]) {
+    let cells: Vec<String> = hist
+        .iter()
+        .enumerate()
+        .filter(|(_, &messages)| messages > 0)
+        .map(|(bucket, &messages)| format!("{}:{}", bucket_floor(bucket), count(messages)))
+        .collect();
+    if cells.is_empty() {
+        return;
+    }
+    let indent = "    ";
+    let mut line = format!("{indent}sizes (from:messages)");
+    for cell in cells {
+        if line.len() + 1 + cell.len() > WIDTH {
+            let _ = writeln!(out, "{line}");
+            line = format!("{indent}                     ");
         }
-        if s.hist.iter().any(|n| *n > 0) {
-            let cells: Vec<String> =
-                s.hist.iter().enumerate().filter(|(_, n)| **n > 0).map(|(b, n)| format!("{}:{}", bucket_label(b), n)).collect();
-            let _ = writeln!(out, "{:<24} message sizes (from): {}", "", cells.join("  "));
+        line.push(' ');
+        line.push_str(&cell);
+    }
+    let _ = writeln!(out, "{line}");
+}
+
+/// Smallest message size in a histogram bucket: `0B`, then powers of two (`1B` .. `512EiB`).
+fn bucket_floor(bucket: usize) -> String {
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    match bucket {
+        0 => "0B".into(),
+        _ => {
+            let exponent = (bucket - 1).min(63);
+            format!("{}{}", 1u64 << (exponent % 10), UNITS[exponent / 10])
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -125,17 +186,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn human_bytes_units() {
-        assert_eq!(human_bytes(0.0), "0 B");
-        assert_eq!(human_bytes(1023.0), "1023 B");
-        assert_eq!(human_bytes(1536.0), "1.5 KiB");
-        assert_eq!(human_bytes(3.0 * 1024.0 * 1024.0), "3.0 MiB");
+    fn full_histogram_wraps_within_the_width() {
+        let mut out = String::new();
+        histogram(
+            &mut out,
+            &[123_456_789; mpistat_record::model::HIST_BUCKETS],
+        );
+        assert!(out.lines().count() > 1);
+        assert!(out.lines().all(|line| line.len() <= WIDTH), "{out}");
+        assert!(
+            out.starts_with("    sizes (from:messages) 0B:123M 1B:123M 2B:123M"),
+            "{out}"
+        );
+        assert!(out.trim_end().ends_with(" 64TiB:123M"), "{out}");
     }
 
     #[test]
-    fn bucket_labels() {
-        assert_eq!(bucket_label(0), "0");
-        assert_eq!(bucket_label(1), "1 B");
-        assert_eq!(bucket_label(11), "1 KiB");
+    fn empty_histogram_prints_nothing() {
+        let mut out = String::new();
+        histogram(&mut out, &[0, 0]);
+        assert_eq!(out, "");
     }
 }

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The mpistat demo: builds libmpistat.so, runs three small MPI programs under it with a private
+# syslog daemon, and shows what a site gets (the syslog lines, `mpistat show`) and what a user
+# gets when they ask for it (MPISTAT_DETAIL). Leaves the machine's own syslog alone.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+repo=$PWD
+
+say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+
+say "Checking prerequisites (Open MPI, gfortran, rsyslog, Rust)"
+# shellcheck source=scripts/prereqs.sh
+source scripts/prereqs.sh
+
+say "Building libmpistat.so and the mpistat command (cargo build --release)"
+cargo build --release -p mpistat-profiler -p mpistat-digest
+lib=$repo/target/release/libmpistat.so
+mpistat=$repo/target/release/mpistat
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/mpistat-demo.XXXXXX")
+rsyslog_pid=
+cleanup() {
+    if [[ -n $rsyslog_pid ]]; then kill "$rsyslog_pid" 2>/dev/null || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+say "Compiling the sample programs in scripts/demo/ with mpicc and mpifort"
+mpicc -O2 -Wall -Wextra -o "$work/ring" scripts/demo/ring.c -lm
+mpicc -O2 -Wall -Wextra -o "$work/unbalanced" scripts/demo/unbalanced.c
+mpifort -O2 -Wall -o "$work/heat" scripts/demo/heat.f90
+echo "ring (C, halo exchange + Allreduce), unbalanced (C, load imbalance), heat (Fortran)"
+
+say "Starting a private rsyslogd on $work/log.sock (facility local5 -> $work/mpistat.log)"
+# Only our socket (the system's /dev/log stays with the system's daemon), the raw line format a
+# site would log, and nothing but local5.
+cat >"$work/rsyslog.conf" <<EOF
+global(workDirectory="$work")
+module(load="imuxsock" SysSock.Use="off")
+input(type="imuxsock" Socket="$work/log.sock" CreatePath="on")
+template(name="raw" type="string" string="%TIMESTAMP:::date-rfc3339% %HOSTNAME% %syslogtag%%msg%\\n")
+local5.* action(type="omfile" file="$work/mpistat.log" template="raw")
+EOF
+rsyslogd -n -f "$work/rsyslog.conf" -i "$work/rsyslogd.pid" &
+rsyslog_pid=$!
+for _ in $(seq 100); do [[ -S $work/log.sock ]] && break; sleep 0.1; done
+[[ -S $work/log.sock ]] || { echo "rsyslogd did not create its socket" >&2; exit 1; }
+
+say "Writing the site configuration (MPISTAT_CONFIG) that points the profiler at it"
+cat >"$work/site.toml" <<EOF
+[syslog]
+socket = "$work/log.sock"
+facility = "local5"
+EOF
+cat "$work/site.toml"
+
+# What a site does once, in the module file or Slurm prolog: preload the profiler into every
+# rank. Oversubscribing 4 ranks on a small machine needs yield_when_idle, or ranks spin.
+export OMPI_MCA_mpi_yield_when_idle=1
+unset MPISTAT_DETAIL
+mpirun_cmd=(mpirun --allow-run-as-root --oversubscribe -np 4
+    -x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site.toml")
+
+# Records complete in the log: lines that are the last part (i = n-1 of "MPISTAT1 key i/n ...").
+complete_records() {
+    awk '{ for (f = 1; f < NF - 1; f++) if ($f ~ /^MPISTAT[0-9]+$/) {
+               split($(f + 2), p, "/"); if (p[1] == p[2] - 1) n++; break } }
+         END { print n + 0 }' "$work/mpistat.log" 2>/dev/null || echo 0
+}
+
+# Waits until the log holds $1 complete records (rsyslogd writes asynchronously).
+wait_records() {
+    local want=$1 have=0
+    for _ in $(seq 50); do
+        have=$(complete_records)
+        [[ $have -ge $want ]] && return 0
+        sleep 0.1
+    done
+    echo "warning: expected $want records in the log, found $have" >&2
+}
+
+njobs=0
+for prog in ring unbalanced heat; do
+    say "Running $prog on 4 ranks: ${mpirun_cmd[*]} $prog"
+    echo "(the user sees only the program's own output: the profiler prints nothing)"
+    "${mpirun_cmd[@]}" "$work/$prog" </dev/null
+    njobs=$((njobs + 1))
+    wait_records "$njobs"
+done
+
+if [[ ! -s $work/mpistat.log ]]; then
+    echo "error: no record reached the private syslog ($work/mpistat.log is empty)" >&2
+    exit 1
+fi
+
+say "What reached syslog: $(wc -l <"$work/mpistat.log") lines for $njobs jobs; the first few (cut at 160 characters)"
+head -n 6 "$work/mpistat.log" | cut -c 1-160
+
+say "mpistat show $work/mpistat.log"
+"$mpistat" show "$work/mpistat.log"
+
+say "mpistat show --json $work/mpistat.log (first 40 lines)"
+"$mpistat" show --json "$work/mpistat.log" >"$work/records.json"
+head -n 40 "$work/records.json"
+echo "... ($(wc -l <"$work/records.json") lines in all)"
+
+say "A user who opts in: MPISTAT_DETAIL=stderr mpirun ... unbalanced"
+"${mpirun_cmd[@]}" -x MPISTAT_DETAIL=stderr "$work/unbalanced" </dev/null
+
+say "Done. The private rsyslogd is stopped and $work removed on exit."
