@@ -2,7 +2,7 @@
 //! `job_id uid user exe ranks wall_s mpi_s binding partial routines.<name>.{calls,time_s,bytes}`
 //! must stay; fields may be added.
 
-use crate::units::{secs, utc};
+use mpistat_record::units::{secs, utc};
 use mpistat_record::JobRecord;
 use serde::Serialize;
 use std::collections::BTreeMap;

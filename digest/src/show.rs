@@ -79,7 +79,7 @@ fn print(
             if outcome.records > 0 {
                 writeln!(out)?;
             }
-            write!(out, "{}", crate::text::render(record))?;
+            write!(out, "{}", mpistat_record::report::render(record))?;
         }
         outcome.records += 1;
     }

@@ -1,9 +1,10 @@
-//! The readable view of a record: a header, then a per-routine table sorted by time, with a
+//! The readable per-job report: what `MPISTAT_DETAIL` gives a user and `mpistat show` prints. A
+//! pure function of the record (no IO): a header, then a per-routine table sorted by time, with a
 //! message-size histogram under routines that have one. At most 100 columns unless a routine
 //! name or a header value is itself longer.
 
 use crate::units::{bytes, count, duration, secs, utc};
-use mpistat_record::{JobRecord, RoutineStats};
+use crate::model::{JobRecord, RoutineStats};
 use std::fmt::Write;
 
 const WIDTH: usize = 100;
@@ -190,7 +191,7 @@ mod tests {
         let mut out = String::new();
         histogram(
             &mut out,
-            &[123_456_789; mpistat_record::model::HIST_BUCKETS],
+            &[123_456_789; crate::model::HIST_BUCKETS],
         );
         assert!(out.lines().count() > 1);
         assert!(out.lines().all(|line| line.len() <= WIDTH), "{out}");
