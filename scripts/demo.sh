@@ -100,10 +100,10 @@ head -n 6 "$work/mpistat.log" | cut -c 1-160
 say "mpistat show $work/mpistat.log"
 "$mpistat" show "$work/mpistat.log"
 
-say "mpistat show --json $work/mpistat.log (first 40 lines)"
-"$mpistat" show --json "$work/mpistat.log" >"$work/records.json"
-head -n 40 "$work/records.json"
-echo "... ($(wc -l <"$work/records.json") lines in all)"
+say "mpistat show --json $work/mpistat.log (one JSON object per job and line; the first, pretty-printed and cut)"
+"$mpistat" show --json "$work/mpistat.log" >"$work/records.jsonl"
+head -n 1 "$work/records.jsonl" | python3 -m json.tool | head -n 40
+echo "... ($(wc -l <"$work/records.jsonl") records, $(wc -c <"$work/records.jsonl") bytes of JSON in all)"
 
 say "A user who opts in: MPISTAT_DETAIL=stderr mpirun ... unbalanced"
 "${mpirun_cmd[@]}" -x MPISTAT_DETAIL=stderr "$work/unbalanced" </dev/null
