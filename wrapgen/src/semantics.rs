@@ -1,0 +1,557 @@
+//! The semantics column of the spec table: a small language of terms such as
+//! `send(count, datatype) peer(dest) comm(comm)` (described in the header of `mpi.spec`), parsed
+//! into [`Semantics`] and turned into the [`TrafficPlan`] the wrapper hands to the runtime.
+
+use crate::cdecl::Prototype;
+
+/// Why a semantics column could not be understood.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SemanticsError {
+    #[error("cannot read term `{0}`: expected `name(arguments)` or a bare word")]
+    Syntax(String),
+    #[error("unknown term `{0}`")]
+    UnknownTerm(String),
+    #[error("`{term}` takes {expected} argument(s), got {got}")]
+    Arity {
+        term: String,
+        expected: usize,
+        got: usize,
+    },
+    #[error("`{term}`: `{arg}` is not an argument name")]
+    NotAName { term: String, arg: String },
+    #[error("`{0}` given twice")]
+    Repeated(String),
+    #[error("unknown hook `{0}` (init, init_thread, finalize, abort)")]
+    UnknownHook(String),
+    #[error("inconsistent terms: {0}")]
+    Inconsistent(&'static str),
+    #[error("`{term}` names `{arg}`, which is not a parameter of the prototype")]
+    NoSuchArgument { term: String, arg: String },
+    #[error("`{term}` wants {wanted} for `{arg}`, but the prototype declares `{declared}`")]
+    WrongArgumentType {
+        term: String,
+        arg: String,
+        wanted: &'static str,
+        declared: String,
+    },
+}
+
+/// A count: an argument or a literal (`send(1, datatype)`, `in_place(sendbuf, 0, recvtype)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Count {
+    Arg(String),
+    Literal(u32),
+}
+
+/// COUNT elements of TYPE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Side {
+    pub count: Count,
+    pub datatype: String,
+}
+
+/// `in_place(BUF, COUNT, TYPE)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InPlace {
+    pub buf: String,
+    pub count: Count,
+    pub datatype: String,
+}
+
+/// `per_rank(COUNTS, TYPE)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerRank {
+    pub counts: String,
+    pub datatype: String,
+}
+
+/// The job-level hooks of `crate::hooks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    Init,
+    InitThread,
+    Finalize,
+    Abort,
+}
+
+/// Whether and how a wrapper is generated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wrapping {
+    #[default]
+    Generated,
+    /// Written by hand (variadic); still has a routine id.
+    Handwritten,
+    /// No wrapper, no id.
+    Passthrough,
+}
+
+/// The parsed semantics column of one row.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Semantics {
+    pub send: Option<Side>,
+    pub recv: Option<Side>,
+    pub data: Option<Side>,
+    pub status: Option<String>,
+    pub peer: Option<String>,
+    pub root: Option<String>,
+    pub in_place: Option<InPlace>,
+    pub per_rank: Option<PerRank>,
+    pub only_if_rank: Option<String>,
+    pub comm: Option<String>,
+    pub hook: Option<Hook>,
+    pub wrapping: Wrapping,
+}
+
+/// What the generated wrapper passes to `rt::leave` (mirrors `traffic::Traffic`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrafficPlan {
+    None,
+    /// `peer: None` is `traffic::NO_PEER`.
+    Elements {
+        side: Side,
+        peer: Option<String>,
+    },
+    Received {
+        side: Side,
+        status: String,
+    },
+    SendReceived {
+        send: Side,
+        peer: String,
+        recv: Side,
+        status: String,
+    },
+    InPlaceOr {
+        side: Side,
+        in_place: InPlace,
+    },
+    /// With `in_place`, `in_place.count` is the per-rank array used when `in_place.buf` is
+    /// `MPI_IN_PLACE`.
+    PerRank {
+        per_rank: PerRank,
+        comm: String,
+        in_place: Option<InPlace>,
+    },
+    /// Counted only when the argument is a rank (`>= 0`), else nothing.
+    OnlyIfRank {
+        rank: String,
+        plan: Box<TrafficPlan>,
+    },
+}
+
+fn is_name(s: &str) -> bool {
+    s.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// One term of the column: `name(args)`, or a bare `name` (`args` is `None`).
+struct Term {
+    name: String,
+    args: Option<Vec<String>>,
+}
+
+/// Splits `a(b, c) d e(f)` into terms.
+fn terms(text: &str) -> Result<Vec<Term>, SemanticsError> {
+    let mut out = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        let end = rest
+            .find(|c: char| c.is_whitespace() || c == '(')
+            .unwrap_or(rest.len());
+        let name = &rest[..end];
+        if !is_name(name) {
+            return Err(SemanticsError::Syntax(
+                rest.split_whitespace().next().unwrap_or(rest).to_string(),
+            ));
+        }
+        rest = &rest[end..];
+        if let Some(after) = rest.strip_prefix('(') {
+            let close = after
+                .find(')')
+                .ok_or_else(|| SemanticsError::Syntax(format!("{name}({after}")))?;
+            let inside = &after[..close];
+            if inside.contains('(') {
+                return Err(SemanticsError::Syntax(format!("{name}({inside})")));
+            }
+            let args = inside.split(',').map(|a| a.trim().to_string()).collect();
+            out.push(Term {
+                name: name.to_string(),
+                args: Some(args),
+            });
+            rest = &after[close + 1..];
+            if rest.starts_with(|c: char| !c.is_whitespace()) {
+                return Err(SemanticsError::Syntax(format!("{name}({inside}){rest}")));
+            }
+        } else {
+            out.push(Term {
+                name: name.to_string(),
+                args: None,
+            });
+        }
+        rest = rest.trim_start();
+    }
+    Ok(out)
+}
+
+fn name_arg(term: &str, arg: &str) -> Result<String, SemanticsError> {
+    if is_name(arg) {
+        Ok(arg.to_string())
+    } else {
+        Err(SemanticsError::NotAName {
+            term: term.into(),
+            arg: arg.into(),
+        })
+    }
+}
+
+fn count_arg(term: &str, arg: &str) -> Result<Count, SemanticsError> {
+    match arg.parse::<u32>() {
+        Ok(n) => Ok(Count::Literal(n)),
+        Err(_) => name_arg(term, arg).map(Count::Arg),
+    }
+}
+
+fn set<T>(slot: &mut Option<T>, term: &str, value: T) -> Result<(), SemanticsError> {
+    if slot.replace(value).is_some() {
+        return Err(SemanticsError::Repeated(term.into()));
+    }
+    Ok(())
+}
+
+impl Semantics {
+    /// Parses the semantics column (`-` means nothing to say).
+    pub fn parse(text: &str) -> Result<Semantics, SemanticsError> {
+        let mut s = Semantics::default();
+        if text.trim() == "-" {
+            return Ok(s);
+        }
+        for Term { name: term, args } in terms(text)? {
+            let t = term.as_str();
+            let arity = |expected: usize| -> Result<&Vec<String>, SemanticsError> {
+                match &args {
+                    Some(a) if a.len() == expected => Ok(a),
+                    Some(a) => Err(SemanticsError::Arity {
+                        term: term.clone(),
+                        expected,
+                        got: a.len(),
+                    }),
+                    None => Err(SemanticsError::Arity {
+                        term: term.clone(),
+                        expected,
+                        got: 0,
+                    }),
+                }
+            };
+            match t {
+                "send" | "recv" | "data" => {
+                    let a = arity(2)?;
+                    let side = Side {
+                        count: count_arg(t, &a[0])?,
+                        datatype: name_arg(t, &a[1])?,
+                    };
+                    let slot = match t {
+                        "send" => &mut s.send,
+                        "recv" => &mut s.recv,
+                        _ => &mut s.data,
+                    };
+                    set(slot, t, side)?;
+                }
+                "status" | "peer" | "root" | "only_if_rank" | "comm" => {
+                    let a = name_arg(t, &arity(1)?[0])?;
+                    let slot = match t {
+                        "status" => &mut s.status,
+                        "peer" => &mut s.peer,
+                        "root" => &mut s.root,
+                        "only_if_rank" => &mut s.only_if_rank,
+                        _ => &mut s.comm,
+                    };
+                    set(slot, t, a)?;
+                }
+                "in_place" => {
+                    let a = arity(3)?;
+                    let ip = InPlace {
+                        buf: name_arg(t, &a[0])?,
+                        count: count_arg(t, &a[1])?,
+                        datatype: name_arg(t, &a[2])?,
+                    };
+                    set(&mut s.in_place, t, ip)?;
+                }
+                "per_rank" => {
+                    let a = arity(2)?;
+                    set(
+                        &mut s.per_rank,
+                        t,
+                        PerRank {
+                            counts: name_arg(t, &a[0])?,
+                            datatype: name_arg(t, &a[1])?,
+                        },
+                    )?;
+                }
+                "hook" => {
+                    let hook = match arity(1)?[0].as_str() {
+                        "init" => Hook::Init,
+                        "init_thread" => Hook::InitThread,
+                        "finalize" => Hook::Finalize,
+                        "abort" => Hook::Abort,
+                        other => return Err(SemanticsError::UnknownHook(other.into())),
+                    };
+                    set(&mut s.hook, t, hook)?;
+                }
+                "handwritten" | "passthrough" => {
+                    if args.is_some() {
+                        return Err(SemanticsError::Arity {
+                            term,
+                            expected: 0,
+                            got: 1,
+                        });
+                    }
+                    if s.wrapping != Wrapping::Generated {
+                        return Err(SemanticsError::Inconsistent(
+                            "handwritten and passthrough exclude each other",
+                        ));
+                    }
+                    s.wrapping = if t == "handwritten" {
+                        Wrapping::Handwritten
+                    } else {
+                        Wrapping::Passthrough
+                    };
+                }
+                _ => return Err(SemanticsError::UnknownTerm(term)),
+            }
+        }
+        s.traffic()?;
+        Ok(s)
+    }
+
+    /// The traffic description for the wrapper, or why the terms do not fit together.
+    pub fn traffic(&self) -> Result<TrafficPlan, SemanticsError> {
+        use SemanticsError::Inconsistent;
+        let sides = [&self.send, &self.recv, &self.data]
+            .iter()
+            .filter(|s| s.is_some())
+            .count();
+        if self.wrapping != Wrapping::Generated
+            && (sides > 0 || self.per_rank.is_some() || self.hook.is_some())
+        {
+            return Err(Inconsistent(
+                "a routine without a generated wrapper has no traffic or hook",
+            ));
+        }
+        if self.data.is_some() && sides > 1 {
+            return Err(Inconsistent("data excludes send and recv"));
+        }
+        if self.per_rank.is_some() && sides > 0 {
+            return Err(Inconsistent("per_rank excludes send, recv and data"));
+        }
+        if self.status.is_some() && self.recv.is_none() {
+            return Err(Inconsistent("status needs recv"));
+        }
+        if self.in_place.is_some()
+            && (self.status.is_some() || (sides != 1 && self.per_rank.is_none()))
+        {
+            return Err(Inconsistent(
+                "in_place needs exactly one side (or per_rank) and no status",
+            ));
+        }
+        if self.peer.is_some() && self.root.is_some() {
+            return Err(Inconsistent("peer and root exclude each other"));
+        }
+        let peer = self.peer.clone().or_else(|| self.root.clone());
+        let plan = if let Some(per_rank) = &self.per_rank {
+            let comm = self
+                .comm
+                .clone()
+                .ok_or(Inconsistent("per_rank needs comm"))?;
+            TrafficPlan::PerRank {
+                per_rank: per_rank.clone(),
+                comm,
+                in_place: self.in_place.clone(),
+            }
+        } else if let (Some(send), Some(recv)) = (&self.send, &self.recv) {
+            let status = self
+                .status
+                .clone()
+                .ok_or(Inconsistent("send+recv needs status"))?;
+            let peer = self
+                .peer
+                .clone()
+                .ok_or(Inconsistent("send+recv needs peer"))?;
+            TrafficPlan::SendReceived {
+                send: send.clone(),
+                peer,
+                recv: recv.clone(),
+                status,
+            }
+        } else if let Some(side) = self
+            .send
+            .as_ref()
+            .or(self.recv.as_ref())
+            .or(self.data.as_ref())
+        {
+            match (&self.in_place, &self.status) {
+                (Some(ip), _) => TrafficPlan::InPlaceOr {
+                    side: side.clone(),
+                    in_place: ip.clone(),
+                },
+                (None, Some(status)) => TrafficPlan::Received {
+                    side: side.clone(),
+                    status: status.clone(),
+                },
+                (None, None) => TrafficPlan::Elements {
+                    side: side.clone(),
+                    peer,
+                },
+            }
+        } else {
+            if self.in_place.is_some() {
+                return Err(Inconsistent("in_place without a side"));
+            }
+            TrafficPlan::None
+        };
+        match &self.only_if_rank {
+            Some(_) if plan == TrafficPlan::None => {
+                Err(Inconsistent("only_if_rank without traffic"))
+            }
+            Some(rank) => Ok(TrafficPlan::OnlyIfRank {
+                rank: rank.clone(),
+                plan: Box::new(plan),
+            }),
+            None => Ok(plan),
+        }
+    }
+
+    /// Every argument the terms name, with the term that names it and the C type it must have.
+    fn named_arguments(&self) -> Vec<(&'static str, String, ArgKind)> {
+        let mut out = Vec::new();
+        for (term, side) in [
+            ("send", &self.send),
+            ("recv", &self.recv),
+            ("data", &self.data),
+        ] {
+            if let Some(s) = side {
+                if let Count::Arg(c) = &s.count {
+                    out.push((term, c.clone(), ArgKind::Int));
+                }
+                out.push((term, s.datatype.clone(), ArgKind::Datatype));
+            }
+        }
+        for (term, arg, kind) in [
+            ("status", &self.status, ArgKind::Status),
+            ("peer", &self.peer, ArgKind::Int),
+            ("root", &self.root, ArgKind::Int),
+            ("only_if_rank", &self.only_if_rank, ArgKind::Int),
+            ("comm", &self.comm, ArgKind::Comm),
+        ] {
+            if let Some(a) = arg {
+                out.push((term, a.clone(), kind));
+            }
+        }
+        if let Some(ip) = &self.in_place {
+            out.push(("in_place", ip.buf.clone(), ArgKind::Buffer));
+            if let Count::Arg(c) = &ip.count {
+                let kind = if self.per_rank.is_some() {
+                    ArgKind::Counts
+                } else {
+                    ArgKind::Int
+                };
+                out.push(("in_place", c.clone(), kind));
+            }
+            out.push(("in_place", ip.datatype.clone(), ArgKind::Datatype));
+        }
+        if let Some(pr) = &self.per_rank {
+            out.push(("per_rank", pr.counts.clone(), ArgKind::Counts));
+            out.push(("per_rank", pr.datatype.clone(), ArgKind::Datatype));
+        }
+        out
+    }
+
+    /// Checks that every argument the terms name exists in `proto` with a fitting C type.
+    pub fn check_arguments(&self, proto: &Prototype) -> Vec<SemanticsError> {
+        let mut problems = Vec::new();
+        for (term, arg, kind) in self.named_arguments() {
+            let Some(param) = proto.param(&arg) else {
+                problems.push(SemanticsError::NoSuchArgument {
+                    term: term.into(),
+                    arg,
+                });
+                continue;
+            };
+            let ty = &param.ty;
+            let fits = match kind {
+                ArgKind::Int => ty.is_int(),
+                ArgKind::Datatype => ty.is_value_of("MPI_Datatype"),
+                ArgKind::Comm => ty.is_value_of("MPI_Comm"),
+                ArgKind::Status => {
+                    ty.base == "MPI_Status"
+                        && ty.pointers == 1
+                        && !ty.is_const
+                        && ty.arrays.is_empty()
+                }
+                ArgKind::Buffer => ty.base == "void" && ty.indirections() == 1,
+                ArgKind::Counts => ty.base == "int" && ty.indirections() == 1,
+            };
+            if !fits {
+                problems.push(SemanticsError::WrongArgumentType {
+                    term: term.into(),
+                    arg,
+                    wanted: kind.describe(),
+                    declared: ty.to_string(),
+                });
+            }
+        }
+        if self.hook == Some(Hook::InitThread)
+            && proto
+                .param("provided")
+                .is_none_or(|p| p.ty.to_string() != "int *")
+        {
+            problems.push(SemanticsError::NoSuchArgument {
+                term: "hook".into(),
+                arg: "provided".into(),
+            });
+        }
+        if matches!(self.hook, Some(Hook::Init | Hook::InitThread))
+            && proto
+                .param("argc")
+                .is_none_or(|p| p.ty.to_string() != "int *")
+        {
+            problems.push(SemanticsError::NoSuchArgument {
+                term: "hook".into(),
+                arg: "argc".into(),
+            });
+        }
+        if self.hook == Some(Hook::Abort) && proto.param("errorcode").is_none_or(|p| !p.ty.is_int())
+        {
+            problems.push(SemanticsError::NoSuchArgument {
+                term: "hook".into(),
+                arg: "errorcode".into(),
+            });
+        }
+        problems
+    }
+}
+
+/// The C type an argument named by a term must have.
+#[derive(Debug, Clone, Copy)]
+enum ArgKind {
+    Int,
+    Datatype,
+    Comm,
+    Status,
+    Buffer,
+    Counts,
+}
+
+impl ArgKind {
+    fn describe(self) -> &'static str {
+        match self {
+            ArgKind::Int => "`int`",
+            ArgKind::Datatype => "`MPI_Datatype`",
+            ArgKind::Comm => "`MPI_Comm`",
+            ArgKind::Status => "`MPI_Status *`",
+            ArgKind::Buffer => "a buffer pointer",
+            ArgKind::Counts => "an `int` array",
+        }
+    }
+}
