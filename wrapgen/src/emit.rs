@@ -167,6 +167,16 @@ fn traffic_expr(proto: &Prototype, plan: &TrafficPlan) -> String {
     }
 }
 
+/// The `Traffic` expression the wrapper of `row` hands to `rt::leave`.
+pub fn traffic_of(row: &Row) -> String {
+    traffic_expr(
+        &row.prototype,
+        &row.semantics
+            .traffic()
+            .expect("checked when the spec was parsed"),
+    )
+}
+
 /// The status argument the counting path substitutes when the caller passed MPI_STATUS_IGNORE.
 fn substituted_status(plan: &TrafficPlan) -> Option<&str> {
     match plan {

@@ -1,0 +1,272 @@
+//! Tests of the committed spec table against the installed mpi.h and the committed generated
+//! files.
+
+use mpistat_wrapgen::spec::{parse_spec, Class, Row};
+use mpistat_wrapgen::{emit, generate_in, workspace_root, SPEC_PATH};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn rows() -> Vec<Row> {
+    let text = std::fs::read_to_string(workspace_root().join(SPEC_PATH)).expect("spec table");
+    parse_spec(&text)
+        .into_result()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn generated_files_are_fresh() {
+    let root = workspace_root();
+    for file in generate_in(&root).unwrap() {
+        let committed = std::fs::read_to_string(root.join(file.path)).unwrap_or_default();
+        assert!(
+            committed == file.contents,
+            "{} is stale: it differs from what {SPEC_PATH} gives. Run `cargo run -p mpistat-wrapgen` and commit the result.",
+            file.path
+        );
+    }
+}
+
+/// The directories holding mpi.h, as the profiler's build script finds them.
+fn mpi_include_dirs() -> Vec<String> {
+    if let Ok(dirs) = std::env::var("MPISTAT_MPI_INCLUDE") {
+        return std::env::split_paths(&dirs)
+            .map(|p| p.display().to_string())
+            .collect();
+    }
+    let out = Command::new("mpicc")
+        .arg("--showme:incdirs")
+        .output()
+        .expect("mpicc --showme:incdirs");
+    assert!(out.status.success(), "mpicc --showme:incdirs failed");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+/// mpi.h as the C compiler sees it: comments gone, conditionals resolved (e.g. the MPI-1
+/// routines removed in MPI-3.0 that a default Open MPI 4 build leaves out), macros expanded.
+fn preprocessed_mpi_h() -> String {
+    let mut cmd = Command::new("cc");
+    cmd.args(["-E", "-P", "-x", "c", "-"]);
+    for dir in mpi_include_dirs() {
+        cmd.arg(format!("-I{dir}"));
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cc -E");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"#include <mpi.h>\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "cc -E on mpi.h failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Names of the functions `MPI_*` that the C text declares: an identifier starting with `MPI_`
+/// followed by `(` outside any parentheses of its declaration (so neither `PMPI_X`, nor
+/// typedefs of function types `typedef int (MPI_X)(...)`, nor names inside attributes).
+fn declared_mpi_functions(c: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut chars = c.char_indices().peekable();
+    while let Some((i, ch)) = chars.next() {
+        if in_string {
+            match ch {
+                '\\' => _ = chars.next(),
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match ch {
+            '"' => in_string = true,
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ';' | '{' | '}' => depth = 0,
+            c0 if c0.is_ascii_alphabetic() || c0 == '_' => {
+                let mut end = i + c0.len_utf8();
+                while let Some(&(j, d)) = chars.peek() {
+                    if d.is_ascii_alphanumeric() || d == '_' {
+                        end = j + 1;
+                        chars.next();
+                    } else {
+                        break;
+                    }
+                }
+                let word = &c[i..end];
+                let next_non_space = c[end..].trim_start().chars().next();
+                if depth == 0 && word.starts_with("MPI_") && next_non_space == Some('(') {
+                    names.push(word.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    names
+}
+
+#[test]
+fn declaration_scanner_handles_the_header_forms() {
+    let c = "int MPI_Send(const void *buf,\n int count);\n__attribute__((visibility(\"default\"))) double\nMPI_Wtime(void);\nint PMPI_Send(int);\ntypedef int (MPI_User_function)(void *);\nint MPI_T_finalize (void) __attribute__((deprecated(\"use MPI_Foo(); instead\")));\n";
+    assert_eq!(
+        declared_mpi_functions(c),
+        ["MPI_Send", "MPI_Wtime", "MPI_T_finalize"]
+    );
+}
+
+#[test]
+fn table_covers_exactly_the_routines_of_the_installed_mpi_h() {
+    let declared = declared_mpi_functions(&preprocessed_mpi_h());
+    assert!(
+        declared.len() > 350,
+        "found only {} MPI_ routines in mpi.h",
+        declared.len()
+    );
+    let mut rows_per_name: BTreeMap<String, usize> = BTreeMap::new();
+    for row in rows() {
+        *rows_per_name.entry(row.name().to_string()).or_default() += 1;
+    }
+    let missing: Vec<&String> = declared
+        .iter()
+        .filter(|n| !rows_per_name.contains_key(*n))
+        .collect();
+    let repeated: Vec<&String> = rows_per_name
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(name, _)| name)
+        .collect();
+    let unknown: Vec<&String> = rows_per_name
+        .keys()
+        .filter(|n| !declared.contains(n))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "routines of mpi.h without a row in {SPEC_PATH}: {missing:?}"
+    );
+    assert!(
+        repeated.is_empty(),
+        "routines with several rows: {repeated:?}"
+    );
+    assert!(
+        unknown.is_empty(),
+        "rows of routines that mpi.h does not declare: {unknown:?}"
+    );
+}
+
+#[test]
+fn traffic_semantics_name_arguments_of_the_prototype() {
+    for row in rows() {
+        let problems = row.semantics.check_arguments(&row.prototype);
+        assert!(
+            problems.is_empty(),
+            "line {} ({}): {problems:?}",
+            row.line,
+            row.name()
+        );
+    }
+}
+
+#[test]
+fn every_data_moving_routine_has_traffic() {
+    let counted: Vec<String> = rows()
+        .iter()
+        .filter(|r| emit::traffic_of(r) != "Traffic::None")
+        .map(|r| r.name().to_string())
+        .collect();
+    for name in [
+        "MPI_Send",
+        "MPI_Isend",
+        "MPI_Recv",
+        "MPI_Irecv",
+        "MPI_Sendrecv",
+        "MPI_Sendrecv_replace",
+        "MPI_Mrecv",
+        "MPI_Bcast",
+        "MPI_Ibcast",
+        "MPI_Reduce",
+        "MPI_Allreduce",
+        "MPI_Iallreduce",
+        "MPI_Gather",
+        "MPI_Gatherv",
+        "MPI_Scatter",
+        "MPI_Scatterv",
+        "MPI_Allgather",
+        "MPI_Alltoall",
+        "MPI_Alltoallv",
+        "MPI_Reduce_scatter",
+        "MPI_Put",
+        "MPI_Get",
+        "MPI_Fetch_and_op",
+        "MPI_File_write",
+        "MPI_File_read_at_all",
+        "MPI_Pack",
+        "MPI_Unpack",
+    ] {
+        assert!(counted.iter().any(|c| c == name), "{name} counts no data");
+    }
+    for name in [
+        "MPI_Barrier",
+        "MPI_Wait",
+        "MPI_Send_init",
+        "MPI_Start",
+        "MPI_Alltoallw",
+        "MPI_File_read_all_end",
+    ] {
+        assert!(
+            !counted.iter().any(|c| c == name),
+            "{name} should count no data"
+        );
+    }
+}
+
+#[test]
+fn key_routines_map_to_the_documented_traffic() {
+    let rows = rows();
+    let traffic = |name: &str| emit::traffic_of(rows.iter().find(|r| r.name() == name).unwrap());
+    assert_eq!(
+        traffic("MPI_Send"),
+        "Traffic::Elements { count, datatype, peer: dest }"
+    );
+    assert_eq!(
+        traffic("MPI_Recv"),
+        "Traffic::Received { count, datatype, status }"
+    );
+    assert_eq!(
+        traffic("MPI_Irecv"),
+        "Traffic::Elements { count, datatype, peer: source }"
+    );
+    assert_eq!(
+        traffic("MPI_Bcast"),
+        "Traffic::Elements { count, datatype, peer: root }"
+    );
+    assert_eq!(
+        traffic("MPI_Allreduce"),
+        "Traffic::Elements { count, datatype, peer: traffic::NO_PEER }"
+    );
+    assert_eq!(
+        traffic("MPI_Sendrecv_replace"),
+        "Traffic::SendReceived { count, datatype, peer: dest, recv_count: count, recv_datatype: datatype, status }"
+    );
+    assert_eq!(
+        traffic("MPI_Allgather"),
+        "Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype }"
+    );
+    assert_eq!(
+        traffic("MPI_Reduce_scatter"),
+        "Traffic::PerRank { counts: recvcounts, datatype, comm }"
+    );
+    assert_eq!(
+        traffic("MPI_Compare_and_swap"),
+        "Traffic::Elements { count: 1, datatype, peer: target_rank }"
+    );
+    let classes = |class: Class| rows.iter().filter(|r| r.class == class).count();
+    assert!(Class::ALL.iter().all(|c| classes(*c) > 0));
+}
