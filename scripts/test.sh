@@ -15,6 +15,12 @@ source scripts/prereqs.sh
 cargo --version
 mpirun --version | head -n 1
 
+# CI runs as root; Open MPI refuses that unless told. (The tests pass --allow-run-as-root too;
+# this also covers any mpirun they start indirectly.)
+if [[ $(id -u) -eq 0 ]]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
 section "build (release)"
 cargo build --release --workspace
 
@@ -33,10 +39,18 @@ else
 fi
 
 section "tests"
-# Release, because the end-to-end tests preload target/release/libmpistat.so.
-cargo test --release --workspace
+# Release, because the end-to-end tests preload target/release/libmpistat.so. The output is kept
+# to total the "test result:" lines for the closing summary (the last of them is usually an empty
+# doc-test run, which says nothing about the whole).
+test_log=$(mktemp "${TMPDIR:-/tmp}/mpistat-test.XXXXXX")
+trap 'rm -f "$test_log"' EXIT
+cargo test --release --workspace 2>&1 | tee "$test_log"
 
 section "benchmark (small)"
 bash bench/run.sh --small
 
 section "done in $((SECONDS - start)) s"
+awk '/^test result:/ { for (i = 2; i <= NF; i++) {
+         if ($i ~ /^passed;?$/) p += $(i - 1)
+         if ($i ~ /^failed;?$/) f += $(i - 1) } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$test_log"
