@@ -31,7 +31,10 @@ lib=$PWD/target/release/libmpistat.so
 work=$(mktemp -d "${TMPDIR:-/tmp}/mpistat-bench.XXXXXX")
 sink_pid=
 cleanup() {
-    if [[ -n $sink_pid ]]; then kill "$sink_pid" 2>/dev/null || true; fi
+    if [[ -n $sink_pid ]]; then
+        kill "$sink_pid" 2>/dev/null || true
+        wait "$sink_pid" 2>/dev/null || true
+    fi
     rm -rf "$work"
 }
 trap cleanup EXIT

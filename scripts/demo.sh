@@ -21,7 +21,10 @@ mpistat=$repo/target/release/mpistat
 work=$(mktemp -d "${TMPDIR:-/tmp}/mpistat-demo.XXXXXX")
 rsyslog_pid=
 cleanup() {
-    if [[ -n $rsyslog_pid ]]; then kill "$rsyslog_pid" 2>/dev/null || true; fi
+    if [[ -n $rsyslog_pid ]]; then
+        kill "$rsyslog_pid" 2>/dev/null || true
+        wait "$rsyslog_pid" 2>/dev/null || true
+    fi
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -42,7 +45,9 @@ input(type="imuxsock" Socket="$work/log.sock" CreatePath="on")
 template(name="raw" type="string" string="%TIMESTAMP:::date-rfc3339% %HOSTNAME% %syslogtag%%msg%\\n")
 local5.* action(type="omfile" file="$work/mpistat.log" template="raw")
 EOF
-rsyslogd -n -f "$work/rsyslog.conf" -i "$work/rsyslogd.pid" &
+# /usr/sbin is not on every user's PATH.
+rsyslogd=$(command -v rsyslogd || echo /usr/sbin/rsyslogd)
+"$rsyslogd" -n -f "$work/rsyslog.conf" -i "$work/rsyslogd.pid" &
 rsyslog_pid=$!
 for _ in $(seq 100); do [[ -S $work/log.sock ]] && break; sleep 0.1; done
 [[ -S $work/log.sock ]] || { echo "rsyslogd did not create its socket" >&2; exit 1; }
