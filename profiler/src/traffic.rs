@@ -132,6 +132,17 @@ fn elements(count: c_int) -> u64 {
     count.max(0) as u64
 }
 
+/// Bytes of `count` elements of `datatype`. A zero count never asks for the type's size: MPI
+/// ignores the datatype then, so it may be `MPI_DATATYPE_NULL`, and asking would invoke an error
+/// handler.
+fn bytes_of(count: c_int, datatype: MPI_Datatype) -> u64 {
+    if count <= 0 {
+        0
+    } else {
+        elements(count) * type_size(datatype)
+    }
+}
+
 /// The (count, bytes, messages) that `traffic` stands for.
 fn measure(traffic: Traffic) -> (u64, u64) {
     match traffic {
@@ -144,7 +155,7 @@ fn measure(traffic: Traffic) -> (u64, u64) {
             if peer == PROC_NULL {
                 (elements(count), 0)
             } else {
-                (elements(count), elements(count) * type_size(datatype))
+                (elements(count), bytes_of(count, datatype))
             }
         }
         Traffic::Received { count, status, .. } => (elements(count), received_bytes(status)),
@@ -159,7 +170,7 @@ fn measure(traffic: Traffic) -> (u64, u64) {
             let sent = if peer == PROC_NULL {
                 0
             } else {
-                elements(count) * type_size(datatype)
+                bytes_of(count, datatype)
             };
             (
                 elements(count) + elements(recv_count),
@@ -176,10 +187,10 @@ fn measure(traffic: Traffic) -> (u64, u64) {
             if buf == IN_PLACE {
                 (
                     elements(in_place_count),
-                    elements(in_place_count) * type_size(in_place_datatype),
+                    bytes_of(in_place_count, in_place_datatype),
                 )
             } else {
-                (elements(count), elements(count) * type_size(datatype))
+                (elements(count), bytes_of(count, datatype))
             }
         }
         Traffic::PerRank {
@@ -196,7 +207,12 @@ fn measure(traffic: Traffic) -> (u64, u64) {
                 .iter()
                 .map(|c| elements(*c))
                 .sum();
-            (total, total * type_size(datatype))
+            let bytes = if total == 0 {
+                0
+            } else {
+                total * type_size(datatype)
+            };
+            (total, bytes)
         }
     }
 }

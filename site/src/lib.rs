@@ -26,6 +26,9 @@ pub struct ProfilerConfig {
     pub detail_allowed: bool,
     /// Environment variables recorded with each job: exact names, or prefixes ending in `*`.
     pub env_whitelist: Vec<String>,
+    /// Variables matching the whitelist that are still not recorded (same syntax): the launcher's
+    /// own bookkeeping, which says nothing about the user's choices.
+    pub env_ignore: Vec<String>,
     /// Longest value recorded for one environment variable (longer ones are cut).
     pub env_value_max: usize,
 }
@@ -52,6 +55,15 @@ impl Default for ProfilerConfig {
                 "SLURM_NTASKS".into(),
                 "SLURM_CPUS_PER_TASK".into(),
                 "UCX_TLS".into(),
+            ],
+            env_ignore: vec![
+                "OMPI_MCA_orte_*".into(),
+                "OMPI_MCA_ess*".into(),
+                "OMPI_MCA_pmix*".into(),
+                "OMPI_MCA_initial_wdir".into(),
+                "OMPI_MCA_shmem_RUNTIME_QUERY_hint".into(),
+                "OMPI_MCA_mpi_oversubscribe".into(),
+                "OMPI_MCA_rmaps_base_oversubscribe".into(),
             ],
             env_value_max: 128,
         }
