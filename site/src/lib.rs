@@ -140,14 +140,13 @@ impl SiteConfig {
 }
 
 impl ProfilerConfig {
-    /// Whether the environment variable `name` is on the site's whitelist.
+    /// Whether the environment variable `name` is recorded: on the whitelist and not ignored.
     pub fn env_whitelisted(&self, name: &str) -> bool {
-        self.env_whitelist
-            .iter()
-            .any(|pat| match pat.strip_suffix('*') {
-                Some(prefix) => name.starts_with(prefix),
-                None => name == pat,
-            })
+        let matches = |pat: &String| match pat.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == pat,
+        };
+        self.env_whitelist.iter().any(matches) && !self.env_ignore.iter().any(matches)
     }
 }
 
@@ -214,6 +213,11 @@ mod tests {
         assert!(c.env_whitelisted("OMP_NUM_THREADS"));
         assert!(!c.env_whitelisted("OMP_NUM_THREADSX"));
         assert!(!c.env_whitelisted("HOME"));
+        assert!(c.env_whitelisted("OMPI_MCA_btl_vader_single_copy_mechanism"));
+        assert!(
+            !c.env_whitelisted("OMPI_MCA_orte_hnp_uri"),
+            "mpirun's own variables are ignored"
+        );
     }
 }
 
