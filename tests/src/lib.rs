@@ -1,1 +1,900 @@
-//! Shared harness for the end-to-end tests.
+//! Shared harness for the end-to-end tests: real parts, no mocks.
+//!
+//! * [`Syslogd`]: a real `rsyslogd` listening on a private socket in a fresh temporary directory,
+//!   writing our facility raw to a file that the tests read and decode with the real decoder.
+//! * [`program`] / [`Program`]: the test programs of `tests/programs/`, compiled with `mpicc` /
+//!   `mpifort` once per test binary.
+//! * [`Job`]: a real `mpirun` job, bare or with `libmpistat.so` preloaded, killed after a timeout
+//!   so that a hang fails the test instead of hanging CI.
+//! * [`RankValues`] and [`assert_routine`]: exact expectations on a record's per-routine numbers.
+//!
+//! MPI jobs oversubscribe a small machine, so every test that runs one takes [`serial`] first:
+//! tests of one binary then run one job at a time (cargo runs test binaries one after another).
+
+use mpistat_record::model::{JobRecord, RoutineStats, Stat};
+use mpistat_record::Decoded;
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::net::UnixDatagram;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long a job may run before it is killed and its test fails.
+pub const JOB_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long [`Syslogd::records`] waits for records to show up in the log file.
+pub const RECORD_WAIT: Duration = Duration::from_secs(10);
+
+/// The workspace root (the parent of this crate).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// The workspace's `target` directory (`CARGO_TARGET_DIR` if set).
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+/// The profiler library under test: `MPISTAT_LIB`, else `<target>/release/libmpistat.so`.
+///
+/// Panics if it does not exist: the tests never build it themselves (they would race the build).
+pub fn library() -> PathBuf {
+    let path = std::env::var_os("MPISTAT_LIB")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("release/libmpistat.so"));
+    assert!(
+        path.is_file(),
+        "{} does not exist: run cargo build --release -p mpistat-profiler first (or set MPISTAT_LIB)",
+        path.display()
+    );
+    path
+}
+
+/// Take the global lock that runs this binary's MPI jobs one at a time (a panicking test does not
+/// poison it for the others).
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A directory under the system temp dir, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Create a fresh directory whose name starts with `mpistat-e2e-<label>`.
+    pub fn new(label: &str) -> TempDir {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let path = std::env::temp_dir().join(format!(
+            "mpistat-e2e-{label}-{}-{}-{nanos}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// rsyslogd
+// ---------------------------------------------------------------------------------------------
+
+/// A private `rsyslogd`: its own config, socket, work dir and output file in a temp directory.
+///
+/// The socket (`log.sock`) takes no rate limiting; messages of the configured facility go raw to
+/// `messages.log` as `<rfc3339 time> <host> <tag><msg>` (what [`Syslogd::lines`] returns and the
+/// decoder reads). The same messages go to `trusted.log` prefixed with the sender's uid, pid and
+/// gid as attested by the kernel (imuxsock trusted properties), see [`Syslogd::trusted_lines`].
+/// The daemon is stopped when this value is dropped.
+pub struct Syslogd {
+    dir: TempDir,
+    child: Child,
+    facility: String,
+}
+
+impl Syslogd {
+    /// Start one that records facility `local5` (the site default).
+    pub fn start() -> Syslogd {
+        Syslogd::with_facility("local5")
+    }
+
+    /// Start one that records facility `facility` (e.g. `local2`).
+    pub fn with_facility(facility: &str) -> Syslogd {
+        let dir = TempDir::new("syslogd");
+        let d = dir.path();
+        let conf = d.join("rsyslog.conf");
+        let text = format!(
+            r#"global(workDirectory="{work}")
+module(load="imuxsock" SysSock.Use="off")
+input(type="imuxsock" Socket="{sock}" RateLimit.Interval="0" ParseTrusted="on" Annotate="on")
+template(name="mpistatRaw" type="string" string="%TIMESTAMP:::date-rfc3339% %HOSTNAME% %syslogtag%%msg%\n")
+template(name="mpistatTrusted" type="string" string="uid=%$!uid% pid=%$!pid% gid=%$!gid% %syslogtag%%msg%\n")
+{facility}.* action(type="omfile" file="{raw}" template="mpistatRaw")
+{facility}.* action(type="omfile" file="{trusted}" template="mpistatTrusted")
+"#,
+            work = d.display(),
+            sock = d.join("log.sock").display(),
+            raw = d.join("messages.log").display(),
+            trusted = d.join("trusted.log").display(),
+        );
+        std::fs::write(&conf, text).expect("write rsyslog.conf");
+        let child = Command::new("rsyslogd")
+            .arg("-n")
+            .arg("-f")
+            .arg(&conf)
+            .arg("-i")
+            .arg(d.join("rsyslogd.pid"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(d.join("rsyslogd.stderr")).expect("stderr file"),
+            ))
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start rsyslogd (is rsyslog installed?): {e}"));
+        let mut syslogd = Syslogd {
+            dir,
+            child,
+            facility: facility.to_string(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !syslogd.socket().exists() {
+            if let Ok(Some(status)) = syslogd.child.try_wait() {
+                panic!("rsyslogd exited with {status}: {}", syslogd.daemon_stderr());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "rsyslogd did not create its socket: {}",
+                syslogd.daemon_stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        syslogd
+    }
+
+    fn daemon_stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("rsyslogd.stderr")).unwrap_or_default()
+    }
+
+    /// The datagram socket the daemon listens on.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("log.sock")
+    }
+
+    /// The facility this daemon records.
+    pub fn facility(&self) -> &str {
+        &self.facility
+    }
+
+    /// Write a site config that sends records to this daemon; returns its path.
+    pub fn site_config(&self) -> PathBuf {
+        write_site_config(self.dir.path(), &self.socket(), &self.facility)
+    }
+
+    /// Stop the daemon (SIGSTOP): its socket stays, but nobody reads it.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Let a paused daemon go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        // SAFETY: kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+        assert_eq!(rc, 0, "kill({}, {sig}) failed", self.child.id());
+    }
+
+    /// Fill the socket's receive queue (meant for a paused daemon) with datagrams of a facility
+    /// the daemon ignores, until the kernel refuses more. Returns the senders: keep them alive
+    /// while the queue must stay full. Panics if the queue cannot be filled.
+    pub fn fill_queue(&self) -> Vec<UnixDatagram> {
+        let mut senders = Vec::new();
+        for _ in 0..256 {
+            let s = UnixDatagram::unbound().expect("socket");
+            s.set_nonblocking(true).expect("nonblocking");
+            s.connect(self.socket()).expect("connect to syslogd socket");
+            let mut sent = 0;
+            let full = loop {
+                // Priority 15 = user.debug: a facility the daemon does not write.
+                match s.send(b"<15>filler: queue filler") {
+                    Ok(_) => sent += 1,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break sent == 0,
+                    Err(e) => panic!("filling the syslog queue: {e}"),
+                }
+            };
+            senders.push(s);
+            if full {
+                return senders;
+            }
+        }
+        panic!("could not fill the syslog socket's queue");
+    }
+
+    /// The lines written so far for our facility.
+    pub fn lines(&self) -> Vec<String> {
+        read_lines(&self.dir.path().join("messages.log"))
+    }
+
+    /// The same lines, each prefixed with `uid=<uid> pid=<pid> gid=<gid> ` as the kernel attested
+    /// them for the sending process.
+    pub fn trusted_lines(&self) -> Vec<String> {
+        read_lines(&self.dir.path().join("trusted.log"))
+    }
+
+    /// Decode everything written so far.
+    pub fn decoded(&self) -> Decoded {
+        let lines = self.lines();
+        mpistat_record::decode(lines.iter().map(String::as_str))
+    }
+
+    /// Call `f` on the lines until it gives `Some` (up to [`RECORD_WAIT`]); panics, showing the
+    /// lines and the decoder's problems, if it never does.
+    fn poll<T>(&self, what: &str, mut f: impl FnMut(&[String]) -> Option<T>) -> T {
+        let deadline = Instant::now() + RECORD_WAIT;
+        loop {
+            let lines = self.lines();
+            if let Some(v) = f(&lines) {
+                return v;
+            }
+            if Instant::now() >= deadline {
+                let decoded = mpistat_record::decode(lines.iter().map(String::as_str));
+                panic!(
+                    "waited {RECORD_WAIT:?} for {what} in syslog; decoded {} record(s).\nproblems: {:?}\nlines:\n{}",
+                    decoded.records.len(),
+                    decoded.problems,
+                    lines.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Wait until `pred` holds for the lines written so far.
+    pub fn wait_for_lines(&self, pred: impl Fn(&[String]) -> bool) {
+        self.poll("the expected lines", |lines| pred(lines).then_some(()))
+    }
+
+    /// Wait until the log holds at least `n` records; return all of them.
+    pub fn records(&self, n: usize) -> Vec<JobRecord> {
+        self.poll(&format!("{n} record(s)"), |lines| {
+            let decoded = mpistat_record::decode(lines.iter().map(String::as_str));
+            (decoded.records.len() >= n).then_some(decoded.records)
+        })
+    }
+
+    /// Wait for a record that satisfies `pred` (e.g. a given `job_id`), described by `what`.
+    pub fn wait_for_record(&self, what: &str, pred: impl Fn(&JobRecord) -> bool) -> JobRecord {
+        self.poll(&format!("a record {what}"), |lines| {
+            mpistat_record::decode(lines.iter().map(String::as_str))
+                .records
+                .into_iter()
+                .find(&pred)
+        })
+    }
+
+    /// The only record of the log: waits for one, then checks that no second one shows up and that
+    /// the decoder had no problems.
+    pub fn single_record(&self) -> JobRecord {
+        let mut records = self.records(1);
+        std::thread::sleep(Duration::from_millis(300));
+        let decoded = self.decoded();
+        assert!(
+            decoded.problems.is_empty(),
+            "decoder problems: {:?}",
+            decoded.problems
+        );
+        assert_eq!(
+            decoded.records.len(),
+            1,
+            "expected exactly one record, got {:#?}",
+            decoded.records
+        );
+        records.pop().unwrap()
+    }
+}
+
+impl Drop for Syslogd {
+    fn drop(&mut self) {
+        self.resume();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn read_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Write `<dir>/site.toml` pointing the profiler at `socket` with `facility`; returns its path.
+pub fn write_site_config(dir: &Path, socket: &Path, facility: &str) -> PathBuf {
+    let path = dir.join("site.toml");
+    let text = format!(
+        "[syslog]\nsocket = \"{}\"\nfacility = \"{facility}\"\n",
+        socket.display()
+    );
+    std::fs::write(&path, text).expect("write site.toml");
+    path
+}
+
+// ---------------------------------------------------------------------------------------------
+// Test programs
+// ---------------------------------------------------------------------------------------------
+
+/// The directory holding the test programs' sources.
+pub fn programs_dir() -> PathBuf {
+    workspace_root().join("tests/programs")
+}
+
+/// A test program: a source in `tests/programs/` compiled under `name` with extra compiler `flags`
+/// (one source can give several programs, e.g. the Fortran binding variants).
+#[derive(Clone, Copy, Debug)]
+pub struct Program {
+    pub source: &'static str,
+    pub name: &'static str,
+    pub flags: &'static [&'static str],
+}
+
+impl Program {
+    /// Compile (once per test binary) and return the executable's path. C sources (`.c`) use
+    /// `mpicc`, Fortran sources (`.f90`, `.F90`) `mpifort`. Panics with the compiler's output on
+    /// failure.
+    pub fn path(&self) -> PathBuf {
+        static BUILT: OnceLock<Mutex<HashMap<&'static str, PathBuf>>> = OnceLock::new();
+        let built = BUILT.get_or_init(Default::default);
+        let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = built.get(self.name) {
+            return p.clone();
+        }
+        let path = self.compile();
+        built.insert(self.name, path.clone());
+        path
+    }
+
+    fn compile(&self) -> PathBuf {
+        let src = programs_dir().join(self.source);
+        assert!(src.is_file(), "no test program {}", src.display());
+        let out_dir = target_dir().join("e2e-programs");
+        std::fs::create_dir_all(&out_dir).expect("create target/e2e-programs");
+        let out = out_dir.join(self.name);
+        // Compile to a private name, then rename: another test binary may be using `out`.
+        let tmp = out_dir.join(format!(".{}.{}", self.name, std::process::id()));
+        let (compiler, lang_flags): (&str, &[&str]) = if self.source.ends_with(".c") {
+            ("mpicc", &["-std=gnu11", "-Wall", "-pthread"])
+        } else {
+            ("mpifort", &["-ffree-line-length-none", "-Wall"])
+        };
+        let output = Command::new(compiler)
+            .args(["-O1", "-g"])
+            .args(lang_flags)
+            .args(self.flags)
+            .arg("-o")
+            .arg(&tmp)
+            .arg(&src)
+            .current_dir(&out_dir)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {compiler}: {e}"));
+        assert!(
+            output.status.success(),
+            "{compiler} failed on {}:\n{}{}",
+            src.display(),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        std::fs::rename(&tmp, &out).expect("rename compiled program");
+        out
+    }
+}
+
+/// A C or Fortran program built from `source` alone (named after the source without extension).
+pub fn program(source: &'static str) -> PathBuf {
+    let name = source.rsplit_once('.').map(|(n, _)| n).unwrap_or(source);
+    // Leak the name: programs are few and live as long as the test binary.
+    let name: &'static str = Box::leak(name.to_string().into_boxed_str());
+    Program {
+        source,
+        name,
+        flags: &[],
+    }
+    .path()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Jobs
+// ---------------------------------------------------------------------------------------------
+
+/// What a finished job left.
+#[derive(Debug)]
+pub struct Outcome {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Outcome {
+    /// Panic (showing the output) unless the job exited with status 0.
+    pub fn assert_success(&self) -> &Self {
+        assert!(
+            self.status.success(),
+            "job failed with {}:\nstdout:\n{}\nstderr:\n{}",
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// The stdout lines sorted (ranks print in any order).
+    pub fn sorted_stdout(&self) -> Vec<&str> {
+        let mut lines: Vec<&str> = self.stdout.lines().collect();
+        lines.sort_unstable();
+        lines
+    }
+}
+
+/// Assert that a profiled run printed exactly what the bare run printed, on stdout (lines in any
+/// order: ranks interleave) and on stderr.
+pub fn assert_same_output(bare: &Outcome, profiled: &Outcome) {
+    assert_eq!(
+        profiled.sorted_stdout(),
+        bare.sorted_stdout(),
+        "stdout differs from the bare run"
+    );
+    let mut bare_err: Vec<&str> = bare.stderr.lines().collect();
+    let mut prof_err: Vec<&str> = profiled.stderr.lines().collect();
+    bare_err.sort_unstable();
+    prof_err.sort_unstable();
+    assert_eq!(prof_err, bare_err, "stderr differs from the bare run");
+}
+
+/// How much slower than a bare run a profiled one may be before we call it delayed: far above
+/// noise on a loaded machine, far below the time a blocking send to a stopped syslogd would hang.
+pub const DELAY_MARGIN: Duration = Duration::from_secs(5);
+
+/// Assert that `profiled` did not take longer than `bare` plus [`DELAY_MARGIN`].
+pub fn assert_not_delayed(bare: &Outcome, profiled: &Outcome) {
+    assert!(
+        profiled.elapsed <= bare.elapsed + DELAY_MARGIN,
+        "profiled run took {:?}, the bare run {:?}: the profiler delayed the job",
+        profiled.elapsed,
+        bare.elapsed
+    );
+}
+
+/// An `mpirun` job: `mpirun --allow-run-as-root --oversubscribe -np N [-x VAR=VALUE]... prog args`.
+///
+/// [`Job::bare`] runs it as is; [`Job::profiled`] adds `-x LD_PRELOAD=<library> -x
+/// MPISTAT_CONFIG=<site.toml>`. Either way the job is killed (whole process group) after
+/// [`JOB_TIMEOUT`] and the test fails. `OMPI_MCA_mpi_yield_when_idle=1` and
+/// `OMPI_MCA_btl_vader_single_copy_mechanism=none` are set for the oversubscribed small machine.
+#[derive(Clone, Debug)]
+pub struct Job {
+    program: PathBuf,
+    ranks: u32,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    cwd: Option<PathBuf>,
+    timeout: Duration,
+}
+
+impl Job {
+    pub fn new(program: impl Into<PathBuf>, ranks: u32) -> Job {
+        Job {
+            program: program.into(),
+            ranks,
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+            timeout: JOB_TIMEOUT,
+        }
+    }
+
+    /// Add a program argument.
+    pub fn arg(mut self, a: impl Into<String>) -> Job {
+        self.args.push(a.into());
+        self
+    }
+
+    /// Set an environment variable in every rank (`-x NAME=VALUE`).
+    pub fn env(mut self, name: &str, value: impl Into<String>) -> Job {
+        self.env.push((name.to_string(), value.into()));
+        self
+    }
+
+    /// Run in directory `dir`.
+    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> Job {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Kill the job after `t` instead of [`JOB_TIMEOUT`].
+    pub fn timeout(mut self, t: Duration) -> Job {
+        self.timeout = t;
+        self
+    }
+
+    /// Run without the profiler.
+    pub fn bare(&self) -> Outcome {
+        self.run(&[])
+    }
+
+    /// Run with the profiler preloaded and configured by `site_config`.
+    pub fn profiled(&self, site_config: &Path) -> Outcome {
+        let lib = library();
+        self.run(&[
+            ("LD_PRELOAD".to_string(), lib.display().to_string()),
+            (
+                "MPISTAT_CONFIG".to_string(),
+                site_config.display().to_string(),
+            ),
+        ])
+    }
+
+    fn run(&self, extra_env: &[(String, String)]) -> Outcome {
+        let mut cmd = Command::new("mpirun");
+        cmd.args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+            "-np",
+        ])
+        .arg(self.ranks.to_string());
+        for (k, v) in extra_env.iter().chain(&self.env) {
+            cmd.arg("-x").arg(format!("{k}={v}"));
+        }
+        cmd.arg(&self.program).args(&self.args);
+        // Local ranks inherit mpirun's environment: keep ours from leaking into a bare run.
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy();
+            if k.starts_with("MPISTAT_") || k == "LD_PRELOAD" {
+                cmd.env_remove(k.as_ref());
+            }
+        }
+        cmd.env("OMPI_MCA_mpi_yield_when_idle", "1")
+            .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+        if let Some(dir) = &self.cwd {
+            cmd.current_dir(dir);
+        }
+        run_with_timeout(cmd, self.timeout)
+    }
+}
+
+/// Run `cmd` in its own process group with piped stdout/stderr; kill the group after `timeout`
+/// and panic (a hang must fail the test, not CI).
+pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Outcome {
+    let shown = format!("{cmd:?}");
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {shown}: {e}"));
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = out.read_to_end(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = err.read_to_end(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for job") {
+            break status;
+        }
+        if start.elapsed() > timeout {
+            // SAFETY: kill(2) on the process group we created for this child.
+            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = child.wait();
+            let stdout =
+                String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
+            let stderr =
+                String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
+            panic!("{shown} did not finish within {timeout:?} and was killed.\nstdout:\n{stdout}\nstderr:\n{stderr}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let elapsed = start.elapsed();
+    let stdout = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
+    let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
+    Outcome {
+        status,
+        stdout,
+        stderr,
+        elapsed,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Expectations on records
+// ---------------------------------------------------------------------------------------------
+
+/// A value per rank (index = rank), reduced the way the record reduces it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RankValues(pub Vec<u64>);
+
+impl RankValues {
+    /// The same value on each of `ranks` ranks.
+    pub fn uniform(ranks: u32, v: u64) -> RankValues {
+        RankValues(vec![v; ranks as usize])
+    }
+
+    /// `f(rank)` on each of `ranks` ranks.
+    pub fn per_rank(ranks: u32, f: impl Fn(u64) -> u64) -> RankValues {
+        RankValues((0..ranks as u64).map(f).collect())
+    }
+
+    /// The [`Stat`] of these values: sum, min, max and the lowest rank holding the max.
+    pub fn stat(&self) -> Stat {
+        let max = self.0.iter().copied().max().unwrap_or(0);
+        Stat {
+            sum: self.0.iter().sum(),
+            min: self.0.iter().copied().min().unwrap_or(0),
+            max,
+            max_rank: self.0.iter().position(|v| *v == max).unwrap_or(0) as u32,
+        }
+    }
+}
+
+/// The expected numbers of one routine: its calls and bytes as the record reduces them.
+#[derive(Clone, Debug)]
+pub struct Expected {
+    pub name: &'static str,
+    pub calls: Stat,
+    pub bytes: Stat,
+}
+
+impl Expected {
+    /// Calls and bytes given per rank (index = rank).
+    pub fn per_rank(name: &'static str, calls: RankValues, bytes: RankValues) -> Expected {
+        Expected {
+            name,
+            calls: calls.stat(),
+            bytes: bytes.stat(),
+        }
+    }
+
+    /// `calls` and `bytes` on each of `ranks` ranks alike.
+    pub fn uniform(name: &'static str, ranks: u32, calls: u64, bytes: u64) -> Expected {
+        Expected::per_rank(
+            name,
+            RankValues::uniform(ranks, calls),
+            RankValues::uniform(ranks, bytes),
+        )
+    }
+
+    /// The numbers of one rank only, as a partial record written by `rank` holds them.
+    pub fn on_rank(name: &'static str, rank: u32, calls: u64, bytes: u64) -> Expected {
+        Expected {
+            name,
+            calls: Stat::single(calls, rank),
+            bytes: Stat::single(bytes, rank),
+        }
+    }
+}
+
+/// The record's entry for `name`; panics listing the routines present if it has none.
+pub fn routine<'a>(record: &'a JobRecord, name: &str) -> &'a RoutineStats {
+    record.routine(name).unwrap_or_else(|| {
+        panic!(
+            "record has no {name}; it has {:?}",
+            record.routines.iter().map(|r| &r.name).collect::<Vec<_>>()
+        )
+    })
+}
+
+/// Assert that `record` has exactly the expected calls and bytes (sum, min, max, rank of max) for
+/// every routine of `expected`. A routine expected with 0 calls on every rank must be absent.
+pub fn assert_routines(record: &JobRecord, expected: &[Expected]) {
+    for e in expected {
+        if e.calls.sum == 0 {
+            assert!(
+                record.routine(e.name).is_none(),
+                "{} was never called but is in the record",
+                e.name
+            );
+            continue;
+        }
+        let r = routine(record, e.name);
+        assert_eq!(r.calls, e.calls, "{}: calls", e.name);
+        assert_eq!(r.bytes, e.bytes, "{}: bytes", e.name);
+    }
+}
+
+/// Assert that `record` names no routine outside `expected` and `also_allowed` (e.g. `MPI_Init`,
+/// which the program calls but whose counting the tests leave open): the profiler's own MPI
+/// traffic, and MPI calling itself, must not show up as the user's calls.
+pub fn assert_no_other_routines(record: &JobRecord, expected: &[Expected], also_allowed: &[&str]) {
+    let unexpected: Vec<&str> = record
+        .routines
+        .iter()
+        .map(|r| r.name.as_str())
+        .filter(|n| !expected.iter().any(|e| e.name == *n) && !also_allowed.contains(n))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "record has routines the program never called: {unexpected:?}"
+    );
+}
+
+/// Routines a program calls whose counting the tests leave open (start-up and shut-down).
+pub const LIFECYCLE: &[&str] = &[
+    "MPI_Init",
+    "MPI_Init_thread",
+    "MPI_Finalize",
+    "MPI_Initialized",
+    "MPI_Finalized",
+];
+
+/// Whether some line of `text` names `routine` followed directly (after white space) by `calls`,
+/// as a report's table row does (`MPI_Send      16   ...`).
+pub fn has_count_line(text: &str, routine: &str, calls: u64) -> bool {
+    let calls = calls.to_string();
+    text.lines().any(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        words.windows(2).any(|w| w[0] == routine && w[1] == calls)
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The deterministic program `basic` (C) and its Fortran twins
+// ---------------------------------------------------------------------------------------------
+
+/// What `basic.c` and `basic.F90` do on `ranks` ranks (see the sources; both follow the same plan):
+///
+/// * ring: each rank sends 3 messages of `100 (r+1)` 4-byte integers to its right neighbour and
+///   receives 3 from its left one into a 1000-element buffer (the last with `MPI_STATUS_IGNORE`),
+///   plus one `MPI_Send` and one `MPI_Recv` of 50 integers with `MPI_PROC_NULL` (0 bytes);
+/// * non-blocking: 2 `MPI_Irecv` posted for 256 doubles each from the right neighbour, 2 `MPI_Isend`
+///   of `10 (r+1)` doubles to the left one, then 2 `MPI_Wait` and 1 `MPI_Waitall` (of 2);
+/// * collectives: 3 `MPI_Bcast` of 25 doubles, 5 `MPI_Allreduce` of 7 integers, 2 `MPI_Barrier`;
+/// * 1 `MPI_Comm_rank`, 1 `MPI_Comm_size` and 4 `MPI_Get_count` (checking the statuses).
+pub fn basic_expectations(ranks: u32) -> Vec<Expected> {
+    let n = ranks as u64;
+    let left = |r: u64| (r + n - 1) % n;
+    vec![
+        Expected::per_rank(
+            "MPI_Send",
+            RankValues::uniform(ranks, 4),
+            RankValues::per_rank(ranks, |r| 3 * 100 * (r + 1) * 4),
+        ),
+        Expected::per_rank(
+            "MPI_Recv",
+            RankValues::uniform(ranks, 4),
+            RankValues::per_rank(ranks, |r| 3 * 100 * (left(r) + 1) * 4),
+        ),
+        Expected::uniform("MPI_Irecv", ranks, 2, 2 * 256 * 8),
+        Expected::per_rank(
+            "MPI_Isend",
+            RankValues::uniform(ranks, 2),
+            RankValues::per_rank(ranks, |r| 2 * 10 * (r + 1) * 8),
+        ),
+        Expected::uniform("MPI_Wait", ranks, 2, 0),
+        Expected::uniform("MPI_Waitall", ranks, 1, 0),
+        Expected::uniform("MPI_Bcast", ranks, 3, 3 * 25 * 8),
+        Expected::uniform("MPI_Allreduce", ranks, 5, 5 * 7 * 4),
+        Expected::uniform("MPI_Barrier", ranks, 2, 0),
+        Expected::uniform("MPI_Comm_rank", ranks, 1, 0),
+        Expected::uniform("MPI_Comm_size", ranks, 1, 0),
+        Expected::uniform("MPI_Get_count", ranks, 4, 0),
+    ]
+}
+
+/// The stdout line `basic` prints on every rank when all its data checks passed.
+pub fn basic_ok_line(rank: u32) -> String {
+    format!("basic rank {rank} ok")
+}
+
+/// Run `basic` (the C program or a Fortran twin) on 4 ranks bare and profiled, and check the
+/// whole contract: both exit 0 and print the same (the profiler prints nothing), every rank's data
+/// checks passed, and syslog holds exactly one complete record with the exact calls and bytes of
+/// [`basic_expectations`] and no other routines, the expected `binding`, 4 ranks, thread level
+/// single, no PMPI tool, and plausible times. Returns the record for further checks.
+pub fn check_basic_program(program: PathBuf, binding: mpistat_record::Binding) -> JobRecord {
+    const RANKS: u32 = 4;
+    let syslogd = Syslogd::start();
+    let job = Job::new(&program, RANKS);
+    let bare = job.bare();
+    bare.assert_success();
+    let profiled = job.profiled(&syslogd.site_config());
+    profiled.assert_success();
+    assert_same_output(&bare, &profiled);
+    for rank in 0..RANKS {
+        assert!(
+            profiled.stdout.lines().any(|l| l == basic_ok_line(rank)),
+            "rank {rank} not ok:\n{}",
+            profiled.stdout
+        );
+    }
+
+    let record = syslogd.single_record();
+    assert_eq!(record.ranks, RANKS);
+    assert_eq!(record.nodes, 1);
+    assert_eq!(record.binding, binding);
+    assert_eq!(record.partial, None);
+    assert_eq!(record.thread_level, "single");
+    assert!(
+        !record.user_pmpi_tool,
+        "no PMPI tool in this program, but the record says so"
+    );
+    assert_eq!(
+        Path::new(&record.exe),
+        program.canonicalize().unwrap(),
+        "exe"
+    );
+    let expected = basic_expectations(RANKS);
+    assert_routines(&record, &expected);
+    assert_no_other_routines(&record, &expected, LIFECYCLE);
+
+    // Times: something was measured, MPI time fits in the wall time, the wall time in the job's.
+    assert!(record.mpi_ns.min > 0, "mpi_ns {:?}", record.mpi_ns);
+    assert!(record.wall_ns.min > 0, "wall_ns {:?}", record.wall_ns);
+    assert!(
+        record.mpi_ns.sum <= record.wall_ns.sum,
+        "mpi_ns {:?} > wall_ns {:?}",
+        record.mpi_ns,
+        record.wall_ns
+    );
+    assert!(
+        record.mpi_ns.max <= record.wall_ns.max,
+        "mpi_ns {:?} > wall_ns {:?}",
+        record.mpi_ns,
+        record.wall_ns
+    );
+    assert!(
+        record.wall_ns.max <= profiled.elapsed.as_nanos() as u64,
+        "a rank's wall time {:?} exceeds the whole job's {:?}",
+        record.wall_ns,
+        profiled.elapsed
+    );
+    assert!(record.start_unix_ms <= record.end_unix_ms);
+    let routine_ns: u64 = record.routines.iter().map(|r| r.time_ns.sum).sum();
+    assert!(
+        routine_ns <= record.mpi_ns.sum,
+        "routine times add up to more than the MPI time"
+    );
+
+    // Syslog attests who sent the lines: the record's uid must be the sender's.
+    let trusted = syslogd.trusted_lines();
+    assert!(!trusted.is_empty());
+    let uid = format!("uid={} ", record.uid);
+    assert!(
+        trusted.iter().all(|l| l.starts_with(&uid)),
+        "record uid {} but syslog says:\n{}",
+        record.uid,
+        trusted.join("\n")
+    );
+    record
+}
