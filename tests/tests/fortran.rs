@@ -1,0 +1,42 @@
+//! The Fortran twins of the deterministic program, one per binding: exact calls and bytes, and
+//! the record says `binding == Fortran`.
+
+use mpistat_e2e::*;
+use mpistat_record::Binding;
+
+/// `basic.F90` compiled for one binding.
+fn basic_fortran(name: &'static str, define: &'static [&'static str]) -> std::path::PathBuf {
+    Program {
+        source: "basic.F90",
+        name,
+        flags: define,
+    }
+    .path()
+}
+
+#[test]
+fn mpif_h_program_record_is_exact_and_fortran() {
+    let _serial = serial();
+    check_basic_program(
+        basic_fortran("basic_mpif_h", &["-DMPIF_H"]),
+        Binding::Fortran,
+    );
+}
+
+#[test]
+fn use_mpi_program_record_is_exact_and_fortran() {
+    let _serial = serial();
+    check_basic_program(
+        basic_fortran("basic_use_mpi", &["-DUSE_MPI"]),
+        Binding::Fortran,
+    );
+}
+
+#[test]
+fn use_mpi_f08_program_record_is_exact_and_fortran() {
+    let _serial = serial();
+    check_basic_program(
+        basic_fortran("basic_use_mpi_f08", &["-DUSE_F08"]),
+        Binding::Fortran,
+    );
+}
