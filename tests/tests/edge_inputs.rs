@@ -1,0 +1,60 @@
+//! Edge inputs pass through the wrappers unchanged: `MPI_IN_PLACE`, `MPI_BOTTOM`, ignored
+//! statuses, null requests, `MPI_PROC_NULL`, derived datatypes, zero counts, an
+//! intercommunicator, and errors returned under `MPI_ERRORS_RETURN`. `edge.c` prints every result,
+//! status field and error class; the profiled run must print exactly what the bare run prints.
+
+use mpistat_e2e::*;
+
+#[test]
+fn edge_inputs_give_the_same_results_with_and_without_the_profiler() {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let job = Job::new(program("edge.c"), 4);
+    let bare = job.bare();
+    bare.assert_success();
+    // The program really exercised what it claims (a sample of its lines, from the bare run).
+    for line in [
+        "r0 allreduce_in_place 6 12 12",
+        "r1 allgather_in_place 0 1 10 11 20 21 30 31",
+        "r1 bottom_recv 43 3.50",
+        "r0 recv_proc_null status source -2 tag -1 count 0",
+        "r2 struct_data 7 0.25 8 1.25",
+        "r3 inter_bcast 123 456",
+        "r1 inter_allreduce 4",
+        "r2 send_negative_count error set class 2",
+        "r3 done 1",
+    ] {
+        assert!(
+            bare.stdout.lines().any(|l| l == line),
+            "bare run lacks {line:?}:\n{}",
+            bare.stdout
+        );
+    }
+    let profiled = job.profiled(&syslogd.site_config());
+    profiled.assert_success();
+    assert_same_output(&bare, &profiled);
+
+    // Calls that failed or moved nothing are still calls; failed calls move no bytes.
+    let record = syslogd.single_record();
+    assert_eq!(record.partial, None);
+    let r = |v: [u64; 4]| RankValues(v.to_vec());
+    let expected = [
+        // MPI_BOTTOM struct (12 bytes) to rank 1; vector, indexed (6 ints each) and 2 structs to
+        // rank 2; 0 ints to rank 3; to MPI_PROC_NULL; two failing sends on every rank.
+        Expected::per_rank("MPI_Send", r([8, 3, 3, 3]), r([12 + 24 + 24 + 24, 0, 0, 0])),
+        Expected::per_rank("MPI_Recv", r([1, 2, 4, 2]), r([0, 12, 24 + 24 + 24, 0])),
+        // in place (3 ints), zero count, intercommunicator (1 int), failing (null datatype).
+        Expected::uniform("MPI_Allreduce", 4, 4, 12 + 4),
+        // MPI_BOTTOM struct, zero count, intercommunicator (2 ints; rank 2 passes MPI_PROC_NULL),
+        // failing (invalid root).
+        Expected::per_rank(
+            "MPI_Bcast",
+            r([4, 4, 4, 4]),
+            r([12 + 8, 12 + 8, 12, 12 + 8]),
+        ),
+        Expected::uniform("MPI_Sendrecv", 4, 1, 0),
+        Expected::uniform("MPI_Intercomm_create", 4, 1, 0),
+    ];
+    assert_routines(&record, &expected);
+    assert_eq!(routine(&record, "MPI_Allgather").calls.sum, 4);
+}

@@ -1,0 +1,85 @@
+//! Non-MPI processes with the profiler preloaded (shells, interpreters, launcher wrappers) run as
+//! if it were not there: no output, exit 0, and libmpi is not pulled into them.
+
+use mpistat_e2e::*;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// `argv` with `LD_PRELOAD` set to the profiler (and the site config variable set), or bare.
+fn command(argv: &[&str], preload: bool) -> Command {
+    let mut cmd = Command::new(argv[0]);
+    cmd.args(&argv[1..])
+        .env_remove("LD_PRELOAD")
+        .env_remove("MPISTAT_CONFIG");
+    if preload {
+        cmd.env("LD_PRELOAD", library())
+            .env("MPISTAT_CONFIG", "/nonexistent/mpistat-site.toml");
+    }
+    cmd
+}
+
+const NON_MPI: &[&[&str]] = &[
+    &["bash", "-c", "true"],
+    &["python3", "-c", "pass"],
+    &["/bin/true"],
+    // What srun-like wrappers do: exec the real program through another one.
+    &["env", "true"],
+    &["env", "bash", "-c", "exit 0"],
+];
+
+#[test]
+fn non_mpi_programs_print_nothing_and_exit_0() {
+    for argv in NON_MPI {
+        let outcome = run_with_timeout(command(argv, true), Duration::from_secs(60));
+        assert!(
+            outcome.status.success(),
+            "{argv:?} failed with the profiler preloaded: {outcome:?}"
+        );
+        assert_eq!(outcome.stdout, "", "{argv:?} printed to stdout");
+        assert_eq!(outcome.stderr, "", "{argv:?} printed to stderr");
+    }
+}
+
+#[test]
+fn preloading_does_not_pull_libmpi_into_non_mpi_programs() {
+    let maps = run_with_timeout(
+        command(&["cat", "/proc/self/maps"], true),
+        Duration::from_secs(60),
+    );
+    assert!(maps.status.success(), "{maps:?}");
+    let lib = library().canonicalize().unwrap();
+    assert!(
+        maps.stdout.contains(lib.to_str().unwrap()),
+        "the profiler was not loaded at all:\n{}",
+        maps.stdout
+    );
+    let mpi: Vec<&str> = maps
+        .stdout
+        .lines()
+        .filter(|l| l.contains("libmpi") || l.contains("libopen-"))
+        .collect();
+    assert!(
+        mpi.is_empty(),
+        "the profiler pulled MPI libraries into cat:\n{}",
+        mpi.join("\n")
+    );
+}
+
+/// Start-up cost of the preload, printed for humans (`--nocapture`), never asserted.
+#[test]
+fn startup_time_with_and_without_preload_is_reported() {
+    const RUNS: u32 = 50;
+    let time = |preload: bool| {
+        let start = Instant::now();
+        for _ in 0..RUNS {
+            let status = command(&["/bin/true"], preload)
+                .status()
+                .expect("run /bin/true");
+            assert!(status.success());
+        }
+        start.elapsed() / RUNS
+    };
+    let bare = time(false);
+    let preloaded = time(true);
+    println!("/bin/true start-up over {RUNS} runs: bare {bare:?}, preloaded {preloaded:?} per run");
+}

@@ -1,0 +1,53 @@
+//! Jobs that end without `MPI_Finalize` still leave exactly one record, marked partial, holding
+//! the numbers of the rank that wrote it: the aborting rank for `MPI_Abort`, rank 0 for an exit
+//! without `MPI_Finalize`.
+
+use mpistat_e2e::*;
+
+/// Run `program` on 4 ranks profiled; it must fail (mpirun reports the abnormal end) and leave one
+/// partial record with exactly `expected` (and nothing else but `also_allowed` routines).
+fn check_partial_record(program: std::path::PathBuf, expected: &[Expected], also_allowed: &[&str]) {
+    let syslogd = Syslogd::start();
+    let outcome = Job::new(program, 4).profiled(&syslogd.site_config());
+    assert!(
+        !outcome.status.success(),
+        "mpirun should report the abnormal end, got {}",
+        outcome.status
+    );
+    let record = syslogd.single_record();
+    assert!(
+        record.partial.is_some(),
+        "record not marked partial: {record:#?}"
+    );
+    assert_eq!(record.ranks, 4);
+    assert_routines(&record, expected);
+    let allowed: Vec<&str> = LIFECYCLE.iter().chain(also_allowed).copied().collect();
+    assert_no_other_routines(&record, expected, &allowed);
+}
+
+#[test]
+fn mpi_abort_leaves_one_partial_record_of_the_aborting_rank() {
+    let _serial = serial();
+    // abort.c: rank 1 does 2 barriers, 1 allreduce of 4 doubles, 3 sends to MPI_PROC_NULL, aborts.
+    let expected = [
+        Expected::on_rank("MPI_Comm_rank", 1, 1, 0),
+        Expected::on_rank("MPI_Barrier", 1, 2, 0),
+        Expected::on_rank("MPI_Allreduce", 1, 1, 4 * 8),
+        Expected::on_rank("MPI_Send", 1, 3, 0),
+        Expected::on_rank("MPI_Recv", 1, 0, 0),
+    ];
+    check_partial_record(program("abort.c"), &expected, &["MPI_Abort"]);
+}
+
+#[test]
+fn exit_without_finalize_leaves_one_partial_record_of_rank_0() {
+    let _serial = serial();
+    // no_finalize.c: rank 0 does 2 barriers, 1 allreduce of 4 doubles, 5 sends to MPI_PROC_NULL.
+    let expected = [
+        Expected::on_rank("MPI_Comm_rank", 0, 1, 0),
+        Expected::on_rank("MPI_Barrier", 0, 2, 0),
+        Expected::on_rank("MPI_Allreduce", 0, 1, 4 * 8),
+        Expected::on_rank("MPI_Send", 0, 5, 0),
+    ];
+    check_partial_record(program("no_finalize.c"), &expected, &[]);
+}

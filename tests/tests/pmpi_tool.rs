@@ -1,0 +1,37 @@
+//! A program with its own PMPI wrapper of `MPI_Barrier`: both layers work, nothing is doubled.
+
+use mpistat_e2e::*;
+
+#[test]
+fn users_pmpi_wrapper_still_runs_and_calls_are_not_doubled() {
+    let _serial = serial();
+    const RANKS: u32 = 4;
+    const BARRIERS: u64 = 6; // as in pmpi_tool.c
+    let syslogd = Syslogd::start();
+    let job = Job::new(program("pmpi_tool.c"), RANKS);
+    let bare = job.bare();
+    bare.assert_success();
+    let profiled = job.profiled(&syslogd.site_config());
+    profiled.assert_success();
+    assert_same_output(&bare, &profiled);
+    for rank in 0..RANKS {
+        let line = format!("rank {rank} user barrier wrapper count {BARRIERS}");
+        assert!(
+            profiled.stdout.lines().any(|l| l == line),
+            "missing {line:?} in:\n{}",
+            profiled.stdout
+        );
+    }
+
+    let record = syslogd.single_record();
+    assert!(
+        record.user_pmpi_tool,
+        "the user's PMPI tool was not detected"
+    );
+    let expected = [
+        Expected::uniform("MPI_Barrier", RANKS, BARRIERS, 0),
+        Expected::uniform("MPI_Comm_rank", RANKS, 1, 0),
+    ];
+    assert_routines(&record, &expected);
+    assert_no_other_routines(&record, &expected, LIFECYCLE);
+}

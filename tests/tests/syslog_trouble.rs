@@ -1,0 +1,52 @@
+//! Syslog trouble never breaks or delays a job: a missing socket, and a stopped rsyslogd whose
+//! socket queue is full. Timing is compared with a bare run of the same job in the same test, with
+//! a margin ([`DELAY_MARGIN`]) that catches a blocking send but not noise.
+
+use mpistat_e2e::*;
+
+#[test]
+fn missing_syslog_socket_neither_breaks_nor_delays_the_job() {
+    let _serial = serial();
+    let dir = TempDir::new("nosocket");
+    let config = write_site_config(dir.path(), &dir.path().join("no-such.sock"), "local5");
+    let job = Job::new(program("basic.c"), 4);
+    let bare = job.bare();
+    bare.assert_success();
+    let profiled = job.profiled(&config);
+    profiled.assert_success();
+    assert_same_output(&bare, &profiled);
+    assert_not_delayed(&bare, &profiled);
+}
+
+#[test]
+fn stopped_syslogd_does_not_delay_jobs_and_later_jobs_are_recorded_again() {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let config = syslogd.site_config();
+    let job = Job::new(program("basic.c"), 4);
+    let bare = job.bare();
+    bare.assert_success();
+
+    syslogd.pause();
+    let fillers = syslogd.fill_queue();
+    for i in 0..3 {
+        let profiled = job
+            .clone()
+            .env("SLURM_JOB_ID", format!("e2e-paused-{i}"))
+            .profiled(&config);
+        profiled.assert_success();
+        assert_same_output(&bare, &profiled);
+        assert_not_delayed(&bare, &profiled);
+    }
+    syslogd.resume();
+    drop(fillers);
+
+    job.clone()
+        .env("SLURM_JOB_ID", "e2e-after-resume")
+        .profiled(&config)
+        .assert_success();
+    let record = syslogd.wait_for_record("of job e2e-after-resume", |r| {
+        r.job_id == "e2e-after-resume"
+    });
+    assert_routines(&record, &basic_expectations(4));
+}
