@@ -107,7 +107,9 @@ say "mpistat show $work/mpistat.log"
 
 say "mpistat show --json $work/mpistat.log (one JSON object per job and line; the first, pretty-printed and cut)"
 "$mpistat" show --json "$work/mpistat.log" >"$work/records.jsonl"
-head -n 1 "$work/records.jsonl" | python3 -m json.tool | head -n 40
+# Through a file: `head` closing a pipe early would fail the script under pipefail.
+head -n 1 "$work/records.jsonl" | python3 -m json.tool >"$work/first.json"
+head -n 40 "$work/first.json"
 echo "... ($(wc -l <"$work/records.jsonl") records, $(wc -c <"$work/records.jsonl") bytes of JSON in all)"
 
 say "A user who opts in: MPISTAT_DETAIL=stderr mpirun ... unbalanced"
