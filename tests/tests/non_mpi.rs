@@ -53,11 +53,12 @@ fn preloading_does_not_pull_libmpi_into_non_mpi_programs() {
         "the profiler was not loaded at all:\n{}",
         maps.stdout
     );
-    let mpi: Vec<&str> = maps
-        .stdout
-        .lines()
-        .filter(|l| l.contains("libmpi") || l.contains("libopen-"))
-        .collect();
+    // Open MPI's libraries: libmpi.so, libmpi_mpifh.so, ..., libopen-pal.so, libopen-rte.so.
+    let is_mpi_library = |line: &&str| {
+        let file = line.rsplit('/').next().unwrap_or("");
+        file.starts_with("libmpi.") || file.starts_with("libmpi_") || file.starts_with("libopen-")
+    };
+    let mpi: Vec<&str> = maps.stdout.lines().filter(is_mpi_library).collect();
     assert!(
         mpi.is_empty(),
         "the profiler pulled MPI libraries into cat:\n{}",

@@ -3,6 +3,7 @@
 //! a margin ([`DELAY_MARGIN`]) that catches a blocking send but not noise.
 
 use mpistat_e2e::*;
+use std::time::Duration;
 
 #[test]
 fn missing_syslog_socket_neither_breaks_nor_delays_the_job() {
@@ -23,7 +24,8 @@ fn stopped_syslogd_does_not_delay_jobs_and_later_jobs_are_recorded_again() {
     let _serial = serial();
     let syslogd = Syslogd::start();
     let config = syslogd.site_config();
-    let job = Job::new(program("basic.c"), 4);
+    // A send that blocks on the stopped daemon would hang forever: fail after a minute instead.
+    let job = Job::new(program("basic.c"), 4).timeout(Duration::from_secs(60));
     let bare = job.bare();
     bare.assert_success();
 
@@ -49,4 +51,16 @@ fn stopped_syslogd_does_not_delay_jobs_and_later_jobs_are_recorded_again() {
         r.job_id == "e2e-after-resume"
     });
     assert_routines(&record, &basic_expectations(4));
+    // The scenario was real: the paused jobs' records met a full queue and were dropped.
+    let decoded = syslogd.decoded();
+    let paused: Vec<&str> = decoded
+        .records
+        .iter()
+        .map(|r| r.job_id.as_str())
+        .filter(|id| id.starts_with("e2e-paused"))
+        .collect();
+    assert!(
+        paused.is_empty(),
+        "records of jobs run while the queue was full arrived: {paused:?}"
+    );
 }
