@@ -102,6 +102,9 @@ for ((round = 1; round <= rounds; round++)); do
     done
 done
 
+# Keep the raw numbers when asked (MPISTAT_BENCH_RAW=file), e.g. to look at their spread.
+if [[ -n ${MPISTAT_BENCH_RAW:-} ]]; then cp "$raw" "$MPISTAT_BENCH_RAW"; fi
+
 python3 - "$raw" <<'EOF'
 """Aggregates the raw lines into the overhead table (medians over rounds)."""
 import re, statistics, sys
