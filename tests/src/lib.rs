@@ -193,8 +193,32 @@ template(name="mpistatTrusted" type="string" string="uid=%$!uid% pid=%$!pid% gid
     }
 
     /// Stop the daemon (SIGSTOP): its socket stays, but nobody reads it.
+    /// Returns once every thread of the daemon is stopped (SIGSTOP is delivered asynchronously: a
+    /// thread still running could drain the queue a moment longer).
     pub fn pause(&self) {
         self.signal(libc::SIGSTOP);
+        let tasks = PathBuf::from(format!("/proc/{}/task", self.child.id()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let all_stopped = std::fs::read_dir(&tasks)
+                .expect("read /proc/<rsyslogd>/task")
+                .all(|task| {
+                    let stat =
+                        std::fs::read_to_string(task.expect("task entry").path().join("stat"))
+                            .unwrap_or_default();
+                    // The state follows the parenthesised command name: "pid (comm) T ...".
+                    stat.rsplit_once(") ")
+                        .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+                });
+            if all_stopped {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "rsyslogd did not stop after SIGSTOP"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Let a paused daemon go on (SIGCONT).
