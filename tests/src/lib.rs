@@ -437,9 +437,7 @@ impl Program {
 
 /// A C or Fortran program built from `source` alone (named after the source without extension).
 pub fn program(source: &'static str) -> PathBuf {
-    let name = source.rsplit_once('.').map(|(n, _)| n).unwrap_or(source);
-    // Leak the name: programs are few and live as long as the test binary.
-    let name: &'static str = Box::leak(name.to_string().into_boxed_str());
+    let name = source.rsplit_once('.').map_or(source, |(stem, _)| stem);
     Program {
         source,
         name,
