@@ -44,7 +44,7 @@ section "tests"
 # doc-test run, which says nothing about the whole).
 test_log=$(mktemp "${TMPDIR:-/tmp}/mpistat-test.XXXXXX")
 trap 'rm -f "$test_log"' EXIT
-cargo test --release --workspace 2>&1 | tee "$test_log"
+cargo test --release --workspace --no-fail-fast 2>&1 | tee "$test_log"
 
 section "benchmark (small)"
 bash bench/run.sh --small
