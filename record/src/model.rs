@@ -39,7 +39,12 @@ pub struct Stat {
 impl Stat {
     /// A stat over a single rank's value.
     pub fn single(value: u64, rank: u32) -> Stat {
-        Stat { sum: value, min: value, max: value, max_rank: rank }
+        Stat {
+            sum: value,
+            min: value,
+            max: value,
+            max_rank: rank,
+        }
     }
 
     pub fn avg(&self, ranks: u32) -> f64 {
@@ -132,7 +137,10 @@ impl JobRecord {
     pub fn key(&self) -> String {
         // FNV-1a: tiny, dependency-free, stable across versions.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        let id = format!("{}\0{}\0{}\0{}", self.job_id, self.host, self.pid, self.start_unix_ms);
+        let id = format!(
+            "{}\0{}\0{}\0{}",
+            self.job_id, self.host, self.pid, self.start_unix_ms
+        );
         for b in id.bytes() {
             h ^= b as u64;
             h = h.wrapping_mul(0x0100_0000_01b3);

@@ -3,8 +3,8 @@
 //! message-size histogram under routines that have one. At most 100 columns unless a routine
 //! name or a header value is itself longer.
 
-use crate::units::{bytes, count, duration, secs, utc};
 use crate::model::{JobRecord, RoutineStats};
+use crate::units::{bytes, count, duration, secs, utc};
 use std::fmt::Write;
 
 const WIDTH: usize = 100;
@@ -189,10 +189,7 @@ mod tests {
     #[test]
     fn full_histogram_wraps_within_the_width() {
         let mut out = String::new();
-        histogram(
-            &mut out,
-            &[123_456_789; crate::model::HIST_BUCKETS],
-        );
+        histogram(&mut out, &[123_456_789; crate::model::HIST_BUCKETS]);
         assert!(out.lines().count() > 1);
         assert!(out.lines().all(|line| line.len() <= WIDTH), "{out}");
         assert!(
