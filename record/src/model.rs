@@ -94,7 +94,8 @@ pub struct JobRecord {
     pub nodes: u32,
     pub start_unix_ms: u64,
     pub end_unix_ms: u64,
-    /// Wall time from leaving `MPI_Init` to entering `MPI_Finalize`, per rank.
+    /// Wall time from entering `MPI_Init` to entering `MPI_Finalize`, per rank (so that `mpi_ns`,
+    /// which includes `MPI_Init`, is a part of it).
     pub wall_ns: Stat,
     /// Time spent inside MPI routines, per rank.
     pub mpi_ns: Stat,

@@ -416,10 +416,12 @@ impl Program {
         let output = Command::new(compiler)
             .args(["-O1", "-g"])
             .args(lang_flags)
-            .args(self.flags)
             .arg("-o")
             .arg(&tmp)
             .arg(&src)
+            // After the source, as wrapper compilers place libraries: with --as-needed a library
+            // named before the objects that use it would be dropped.
+            .args(self.flags)
             .current_dir(&out_dir)
             .output()
             .unwrap_or_else(|e| panic!("cannot run {compiler}: {e}"));
@@ -576,6 +578,15 @@ impl Job {
                 site_config.display().to_string(),
             ),
         ])
+    }
+
+    /// Run a program that links the profiler itself (`-lmpistat`): no `LD_PRELOAD`, only the
+    /// site configuration.
+    pub fn linked(&self, site_config: &Path) -> Outcome {
+        self.run(&[(
+            "MPISTAT_CONFIG".to_string(),
+            site_config.display().to_string(),
+        )])
     }
 
     fn run(&self, extra_env: &[(String, String)]) -> Outcome {
