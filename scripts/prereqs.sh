@@ -75,6 +75,11 @@ mpistat_prereqs() {
         mpistat_apt_install "${MPISTAT_APT_PACKAGES[@]}" || return 1
     fi
 
+    # rsyslogd lives in /usr/sbin, which is not on every user's PATH; the e2e tests run it by name.
+    if ! command -v rsyslogd >/dev/null 2>&1 && [[ -x /usr/sbin/rsyslogd ]]; then
+        export PATH="$PATH:/usr/sbin"
+    fi
+
     # cargo: PATH, then rustup's default place, then Debian's packages as a last resort.
     if ! command -v cargo >/dev/null 2>&1 && [[ -x ${HOME:-/root}/.cargo/bin/cargo ]]; then
         export PATH="${HOME:-/root}/.cargo/bin:$PATH"
