@@ -850,6 +850,29 @@ pub fn basic_ok_line(rank: u32) -> String {
     format!("basic rank {rank} ok")
 }
 
+/// Run `job` bare and then profiled (into `syslogd`): both must succeed and print the same.
+/// Returns the profiled run.
+pub fn run_compared(job: &Job, syslogd: &Syslogd) -> Outcome {
+    let bare = job.bare();
+    bare.assert_success();
+    let profiled = job.profiled(&syslogd.site_config());
+    profiled.assert_success();
+    assert_same_output(&bare, &profiled);
+    profiled
+}
+
+/// Each of `ranks` ranks printed its `line(rank)` on stdout.
+pub fn assert_every_rank_printed(outcome: &Outcome, ranks: u32, line: impl Fn(u32) -> String) {
+    for rank in 0..ranks {
+        let line = line(rank);
+        assert!(
+            outcome.stdout.lines().any(|l| l == line),
+            "missing {line:?} in:\n{}",
+            outcome.stdout
+        );
+    }
+}
+
 /// Run `basic` (the C program or a Fortran twin) on 4 ranks bare and profiled, and check the
 /// whole contract: both exit 0 and print the same (the profiler prints nothing), every rank's data
 /// checks passed, and syslog holds exactly one complete record with the exact calls and bytes of
@@ -858,19 +881,8 @@ pub fn basic_ok_line(rank: u32) -> String {
 pub fn check_basic_program(program: PathBuf, binding: mpistat_record::Binding) -> JobRecord {
     const RANKS: u32 = 4;
     let syslogd = Syslogd::start();
-    let job = Job::new(&program, RANKS);
-    let bare = job.bare();
-    bare.assert_success();
-    let profiled = job.profiled(&syslogd.site_config());
-    profiled.assert_success();
-    assert_same_output(&bare, &profiled);
-    for rank in 0..RANKS {
-        assert!(
-            profiled.stdout.lines().any(|l| l == basic_ok_line(rank)),
-            "rank {rank} not ok:\n{}",
-            profiled.stdout
-        );
-    }
+    let profiled = run_compared(&Job::new(&program, RANKS), &syslogd);
+    assert_every_rank_printed(&profiled, RANKS, basic_ok_line);
 
     let record = syslogd.single_record();
     assert_eq!(record.ranks, RANKS);

@@ -8,20 +8,10 @@ fn users_pmpi_wrapper_still_runs_and_calls_are_not_doubled() {
     const RANKS: u32 = 4;
     const BARRIERS: u64 = 6; // as in pmpi_tool.c
     let syslogd = Syslogd::start();
-    let job = Job::new(program("pmpi_tool.c"), RANKS);
-    let bare = job.bare();
-    bare.assert_success();
-    let profiled = job.profiled(&syslogd.site_config());
-    profiled.assert_success();
-    assert_same_output(&bare, &profiled);
-    for rank in 0..RANKS {
-        let line = format!("rank {rank} user barrier wrapper count {BARRIERS}");
-        assert!(
-            profiled.stdout.lines().any(|l| l == line),
-            "missing {line:?} in:\n{}",
-            profiled.stdout
-        );
-    }
+    let profiled = run_compared(&Job::new(program("pmpi_tool.c"), RANKS), &syslogd);
+    assert_every_rank_printed(&profiled, RANKS, |rank| {
+        format!("rank {rank} user barrier wrapper count {BARRIERS}")
+    });
 
     let record = syslogd.single_record();
     assert!(

@@ -9,20 +9,8 @@ fn thread_multiple_calls_are_counted_exactly_from_every_thread() {
     const THREADS: u64 = 4; // as in threads.c
     const ROUNDS: u64 = 25;
     let syslogd = Syslogd::start();
-    let job = Job::new(program("threads.c"), RANKS);
-    let bare = job.bare();
-    bare.assert_success();
-    let profiled = job.profiled(&syslogd.site_config());
-    profiled.assert_success();
-    assert_same_output(&bare, &profiled);
-    for rank in 0..RANKS {
-        let line = format!("threads rank {rank} ok");
-        assert!(
-            profiled.stdout.lines().any(|l| l == line),
-            "missing {line:?} in:\n{}",
-            profiled.stdout
-        );
-    }
+    let profiled = run_compared(&Job::new(program("threads.c"), RANKS), &syslogd);
+    assert_every_rank_printed(&profiled, RANKS, |rank| format!("threads rank {rank} ok"));
 
     let record = syslogd.single_record();
     assert_eq!(record.thread_level, "multiple");
