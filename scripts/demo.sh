@@ -7,7 +7,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$PWD
 
-say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+# Bold narration on a terminal, plain text in logs.
+if [[ -t 1 ]]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
+say() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
 
 say "Checking prerequisites (Open MPI, gfortran, rsyslog, Rust)"
 # shellcheck source=scripts/prereqs.sh
