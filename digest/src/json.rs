@@ -1,6 +1,7 @@
 //! The JSON view of a record: one object per job, for scripts. Field names are an interface:
 //! `job_id uid user exe ranks wall_s mpi_s binding partial routines.<name>.{calls,time_s,bytes}`
-//! must stay; fields may be added.
+//! must stay; fields may be added. Imbalance estimates: `imbalance.{critical_path_s, profile_s,
+//! load_balance, comm_efficiency, parallel_efficiency, merge_factor}` and `routines.<name>.sync_s`.
 
 use mpistat_record::units::{secs, utc};
 use mpistat_record::JobRecord;
@@ -37,6 +38,100 @@ pub struct JobJson<'a> {
     pub partial_reason: Option<&'a str>,
     pub env: &'a BTreeMap<String, String>,
     pub routines: BTreeMap<&'a str, RoutineJson<'a>>,
+    /// Imbalance estimates from supersteps (absent in partial and older records).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imbalance: Option<ImbalanceJson>,
+}
+
+/// `imbalance.*`: seconds are wall-clock seconds (per rank), efficiencies 0..1.
+#[derive(Serialize)]
+pub struct ImbalanceJson {
+    /// Critical-path imbalance iota = sum over supersteps of (max - avg over ranks).
+    pub critical_path_s: f64,
+    pub critical_path_percent_of_wall: f64,
+    /// iota over the average per-rank work (time between the global collectives).
+    pub critical_path_percent_of_work: f64,
+    /// max - avg over ranks of the per-rank work.
+    pub profile_s: f64,
+    pub profile_percent_of_work: f64,
+    /// (critical_path - profile) / critical_path.
+    pub dynamic_share: f64,
+    pub work_avg_s: f64,
+    pub load_balance: f64,
+    pub comm_efficiency: f64,
+    pub parallel_efficiency: f64,
+    pub supersteps: u64,
+    /// Supersteps merged per kept slot: above 1, critical_path_s is a lower bound.
+    pub merge_factor: u64,
+    pub lower_bound: bool,
+    /// MPMD: the part of critical_path_s due to imbalance between partitions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inter_partition_s: Option<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<PartitionJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+}
+
+/// One MPMD partition (`MPI_APPNUM`).
+#[derive(Serialize)]
+pub struct PartitionJson {
+    pub appnum: u32,
+    pub ranks: u32,
+    pub critical_path_s: f64,
+    pub profile_s: f64,
+    pub work_avg_s: f64,
+    pub load_balance: f64,
+}
+
+fn percent_of(part: f64, whole: f64) -> f64 {
+    if whole <= 0.0 {
+        0.0
+    } else {
+        100.0 * part / whole
+    }
+}
+
+impl ImbalanceJson {
+    pub fn new(r: &JobRecord) -> Option<Self> {
+        let i = r.imbalance.as_ref()?;
+        let work_avg = i.work_avg_ns(r.ranks) * 1e-9;
+        let iota = secs(i.critical_path_ns);
+        let profile = secs(i.profile_ns);
+        Some(ImbalanceJson {
+            critical_path_s: iota,
+            critical_path_percent_of_wall: percent_of(iota, r.wall_s()),
+            critical_path_percent_of_work: percent_of(iota, work_avg),
+            profile_s: profile,
+            profile_percent_of_work: percent_of(profile, work_avg),
+            dynamic_share: i.dynamic_share(),
+            work_avg_s: work_avg,
+            load_balance: i.load_balance(r.ranks),
+            comm_efficiency: i.comm_efficiency(r.wall_ns.max),
+            parallel_efficiency: i.parallel_efficiency(r.ranks, r.wall_ns.max),
+            supersteps: i.supersteps,
+            merge_factor: i.merge_factor,
+            lower_bound: i.merge_factor > 1,
+            inter_partition_s: (!i.partitions.is_empty()).then(|| secs(i.inter_partition_ns)),
+            partitions: i
+                .partitions
+                .iter()
+                .map(|p| PartitionJson {
+                    appnum: p.appnum,
+                    ranks: p.ranks,
+                    critical_path_s: secs(p.critical_path_ns),
+                    profile_s: secs(p.profile_ns),
+                    work_avg_s: if p.ranks == 0 {
+                        0.0
+                    } else {
+                        secs(p.work_sum_ns) / p.ranks as f64
+                    },
+                    load_balance: p.load_balance(),
+                })
+                .collect(),
+            unavailable: i.unavailable.clone(),
+        })
+    }
 }
 
 /// One routine, summed over ranks.
@@ -51,6 +146,9 @@ pub struct RoutineJson<'a> {
     /// 2^(b-1) ..= 2^b - 1 bytes.
     #[serde(skip_serializing_if = "<[u64]>::is_empty")]
     pub hist: &'a [u64],
+    /// Global synchronising collectives: estimated waiting time summed over ranks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync_s: Option<f64>,
 }
 
 impl<'a> JobJson<'a> {
@@ -90,10 +188,12 @@ impl<'a> JobJson<'a> {
                         bytes: s.bytes.sum,
                         count: s.count.sum,
                         hist: &s.hist,
+                        sync_s: s.sync_ns.map(secs),
                     };
                     (s.name.as_str(), routine)
                 })
                 .collect(),
+            imbalance: ImbalanceJson::new(r),
         }
     }
 }

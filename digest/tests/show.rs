@@ -32,6 +32,7 @@ fn routine(
         count: stat(bytes / 8, 0, bytes / 16, 1),
         bytes: stat(bytes, bytes / 8, bytes / 2, 1),
         hist,
+        sync_ns: None,
     }
 }
 
@@ -92,6 +93,7 @@ fn fixed_record() -> JobRecord {
                 vec![],
             ),
         ],
+        imbalance: None,
     }
 }
 

@@ -12,6 +12,7 @@ use crate::job::{build_record, unix_ms_now, InitFacts};
 use crate::mpi::{comm_rank, comm_size, comm_world, library_version, OwnComm};
 use crate::next::Next;
 use crate::rt::{self, bump, Counters, ACTIVE, ENTERED_VIA_PMPI};
+use crate::superstep::Estimates;
 use crate::tally::{JobValue, RankTotals, Reduced};
 use crate::traffic::Traffic;
 use mpistat_record::model::{Binding, JobRecord};
@@ -100,6 +101,11 @@ pub fn after_init(rc: c_int, provided: c_int, via_pmpi: bool, argc: *const c_int
             detail,
             recorded: false,
         };
+        crate::superstep::start(
+            job.config.profiler.superstep_buffer_bytes,
+            size as u32,
+            job.anchor.ticks,
+        );
         *JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
         register_exit_hook();
     });
@@ -143,14 +149,17 @@ fn saw_pmpi_tool(job: &Job) -> bool {
 }
 
 /// Build the record, send it to syslog, and give the user the report if asked.
-fn publish(job: &Job, reduced: &Reduced, partial: Option<String>) {
-    let record = build_record(
+fn publish(job: &Job, reduced: &Reduced, estimates: Option<&Estimates>, partial: Option<String>) {
+    let mut record = build_record(
         &job.init,
         reduced,
         &job.config.profiler,
         library_version(),
         partial,
     );
+    if let Some(e) = estimates {
+        add_estimates(&mut record, e);
+    }
     let lines = mpistat_record::encode(&record);
     let facility = syslog_facility_code(&job.config.syslog.facility).unwrap_or(21);
     let sent = crate::syslog::send(
@@ -181,6 +190,23 @@ fn publish(job: &Job, reduced: &Reduced, partial: Option<String>) {
     }
 }
 
+/// Put the imbalance figures and the per-routine waiting times into the record.
+fn add_estimates(record: &mut JobRecord, e: &Estimates) {
+    record.imbalance = Some(e.imbalance.clone());
+    for (id, ns) in &e.sync_ns {
+        let name = crate::generated::routines::ROUTINES
+            .get(*id as usize)
+            .map(|r| r.name);
+        if let Some(r) = record
+            .routines
+            .iter_mut()
+            .find(|r| Some(r.name.as_str()) == name)
+        {
+            r.sync_ns = Some(*ns);
+        }
+    }
+}
+
 /// Before the real `MPI_Finalize`: reduce every rank's totals to rank 0 on a private duplicate of
 /// `MPI_COMM_WORLD`; rank 0 writes the record.
 pub fn before_finalize() {
@@ -200,11 +226,25 @@ pub fn before_finalize() {
                 .and_then(|node| comm_rank(node.0))
                 .map(|r| r == 0)
                 .unwrap_or(false);
-            let totals = rank_totals(job, &Anchor::now(), hook_start);
+            let now = Anchor::now();
+            let steps = crate::superstep::finish(hook_start);
+            let totals = rank_totals(job, &now, hook_start);
+            let useful = totals
+                .get(JobValue::WallNs)
+                .saturating_sub(totals.get(JobValue::MpiNs));
+            let estimates = crate::superstep::reduce(
+                &comm,
+                steps,
+                job.anchor.ns_per_tick(&now),
+                useful,
+                crate::mpi::appnum(),
+            )
+            .ok()
+            .flatten();
             if let Ok(Some(reduced)) =
                 Reduced::over_ranks(&totals, node_leader, saw_pmpi_tool(job), &comm)
             {
-                publish(job, &reduced, None);
+                publish(job, &reduced, estimates.as_ref(), None);
             }
         });
     });
@@ -218,7 +258,7 @@ fn publish_partial(job: &mut Job, reason: String, hook_start: u64) {
     job.recorded = true;
     let totals = rank_totals(job, &Anchor::now(), hook_start);
     let reduced = Reduced::local(&totals, job.init.rank, saw_pmpi_tool(job));
-    publish(job, &reduced, Some(reason));
+    publish(job, &reduced, None, Some(reason));
 }
 
 /// Before the real `MPI_Abort`: the calling rank writes a partial record with its own data.

@@ -134,6 +134,7 @@ pub fn build_record(
                 count,
                 bytes,
                 hist,
+                sync_ns: None,
             })
         })
         .collect();
@@ -160,5 +161,6 @@ pub fn build_record(
         overhead_ns: reduced.job(JobValue::OverheadNs),
         partial,
         routines,
+        imbalance: None,
     }
 }

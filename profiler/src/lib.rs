@@ -35,6 +35,7 @@ pub mod mpi;
 pub mod next;
 pub mod rt;
 pub mod spec;
+pub mod superstep;
 pub mod syslog;
 pub mod tally;
 pub mod traffic;

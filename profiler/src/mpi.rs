@@ -43,6 +43,9 @@ static COMM_DUP: Next = Next::new(c"PMPI_Comm_dup");
 static COMM_FREE: Next = Next::new(c"PMPI_Comm_free");
 static COMM_SPLIT_TYPE: Next = Next::new(c"PMPI_Comm_split_type");
 static REDUCE: Next = Next::new(c"PMPI_Reduce");
+static ALLREDUCE: Next = Next::new(c"PMPI_Allreduce");
+static COMM_TEST_INTER: Next = Next::new(c"PMPI_Comm_test_inter");
+static COMM_GET_ATTR: Next = Next::new(c"PMPI_Comm_get_attr");
 static LIBRARY_VERSION: Next = Next::new(c"PMPI_Get_library_version");
 
 type CommIntFn = unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int;
@@ -59,6 +62,15 @@ type ReduceFn = unsafe extern "C" fn(
     c_int,
     MPI_Comm,
 ) -> c_int;
+type AllreduceFn = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    c_int,
+    MPI_Datatype,
+    MPI_Op,
+    MPI_Comm,
+) -> c_int;
+type CommGetAttrFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int;
 type LibraryVersionFn = unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int;
 
 pub fn comm_rank(comm: MPI_Comm) -> MpiResult<c_int> {
@@ -73,6 +85,35 @@ pub fn comm_size(comm: MPI_Comm) -> MpiResult<c_int> {
     // SAFETY: as in comm_rank.
     check(unsafe { transmute::<*mut c_void, CommIntFn>(COMM_SIZE.get())(comm, &mut n) })?;
     Ok(n)
+}
+
+/// Whether `comm` is an intercommunicator.
+pub fn comm_is_inter(comm: MPI_Comm) -> MpiResult<bool> {
+    let mut flag = 0;
+    // SAFETY: as in comm_rank.
+    check(unsafe { transmute::<*mut c_void, CommIntFn>(COMM_TEST_INTER.get())(comm, &mut flag) })?;
+    Ok(flag != 0)
+}
+
+/// This process's `MPI_APPNUM` (its application context in an MPMD launch), 0 if MPI has none.
+pub fn appnum() -> u32 {
+    let Some(world) = comm_world() else { return 0 };
+    let mut value: *mut c_int = std::ptr::null_mut();
+    let mut flag: c_int = 0;
+    // SAFETY: the real routine; for a predefined attribute MPI stores a pointer to the value.
+    let rc = unsafe {
+        transmute::<*mut c_void, CommGetAttrFn>(COMM_GET_ATTR.get())(
+            world,
+            crate::ffi::MPI_APPNUM as c_int,
+            (&mut value as *mut *mut c_int).cast(),
+            &mut flag,
+        )
+    };
+    if rc != 0 || flag == 0 || value.is_null() {
+        return 0;
+    }
+    // SAFETY: MPI gave a pointer to its int attribute value.
+    unsafe { *value }.max(0) as u32
 }
 
 /// A communicator of our own, freed when dropped.
@@ -135,6 +176,7 @@ impl ReduceElement for ValueRank {
 pub enum Op {
     Sum,
     Min,
+    Max,
     MaxLoc,
 }
 
@@ -143,6 +185,7 @@ impl Op {
         match self {
             Op::Sum => c"ompi_mpi_op_sum",
             Op::Min => c"ompi_mpi_op_min",
+            Op::Max => c"ompi_mpi_op_max",
             Op::MaxLoc => c"ompi_mpi_op_maxloc",
         }
     }
@@ -181,6 +224,30 @@ pub fn reduce_to_root<T: ReduceElement + Default>(
         )
     })?;
     Ok(root.then_some(out))
+}
+
+/// `MPI_Allreduce` of `data` over `comm` (collective): the result on every rank.
+pub fn allreduce<T: ReduceElement + Default>(
+    data: &[T],
+    op: Op,
+    comm: &OwnComm,
+) -> MpiResult<Vec<T>> {
+    let datatype: MPI_Datatype = predefined(T::TYPE_SYMBOL).ok_or(MpiError(-1))?;
+    let mpi_op: MPI_Op = predefined(op.symbol()).ok_or(MpiError(-1))?;
+    let mut out = vec![T::default(); data.len()];
+    let len = c_int::try_from(data.len()).map_err(|_| MpiError(-1))?;
+    // SAFETY: the real routine; `data` and `out` hold `len` elements of the matching MPI type.
+    check(unsafe {
+        transmute::<*mut c_void, AllreduceFn>(ALLREDUCE.get())(
+            data.as_ptr().cast(),
+            out.as_mut_ptr().cast(),
+            len,
+            datatype,
+            mpi_op,
+            comm.0,
+        )
+    })?;
+    Ok(out)
 }
 
 /// `MPI_Get_library_version`, first line.

@@ -6,6 +6,7 @@
 //! and is its only writer; `MPI_Finalize` and `MPI_Pcontrol` read all tables.
 
 use crate::clock::ticks;
+use crate::ffi::MPI_Comm;
 use crate::generated::routines::N_ROUTINES;
 use crate::traffic::Traffic;
 use mpistat_record::model::HIST_BUCKETS;
@@ -33,6 +34,9 @@ pub struct Counters {
 
 /// One thread's counters for every routine.
 pub struct ThreadTable {
+    /// Ticks inside all outermost MPI calls of this thread (the supersteps' split of their time
+    /// into "outside MPI" and "in other MPI calls" reads it at global collectives only).
+    pub mpi_ticks: AtomicU64,
     pub routines: [Counters; N_ROUTINES],
     pub hist: [[AtomicU64; HIST_BUCKETS]; N_ROUTINES],
 }
@@ -78,15 +82,40 @@ pub fn enter(via_pmpi: bool) -> Option<Call> {
 /// and is looked at only when the call succeeded.
 #[inline(always)]
 pub fn leave(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) {
+    leave_at(call, id, rc, traffic);
+}
+
+/// [`leave`], returning the end time.
+#[inline(always)]
+fn leave_at(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) -> u64 {
     let t1 = ticks();
     let table = thread_table();
     let c = &table.routines[id];
+    let dt = t1.wrapping_sub(call.t0);
     bump(&c.calls, 1);
-    bump(&c.ticks, t1.wrapping_sub(call.t0));
+    bump(&c.ticks, dt);
+    bump(&table.mpi_ticks, dt);
     if rc == 0 && !traffic.is_none() {
         crate::traffic::record(table, id, traffic);
     }
     DEPTH.with(|d| d.set(0));
+    t1
+}
+
+/// [`leave`] for a synchronising collective (spec term `superstep`) on `comm`: if it succeeded
+/// and `comm` spans `MPI_COMM_WORLD`, it also ends a superstep (out of line).
+#[inline(always)]
+pub fn leave_superstep(call: Call, id: RoutineId, rc: c_int, traffic: Traffic, comm: MPI_Comm) {
+    let t0 = call.t0;
+    let t1 = leave_at(call, id, rc, traffic);
+    if rc == 0 {
+        crate::superstep::boundary(t0, t1, id, comm);
+    }
+}
+
+/// Ticks this thread spent in outermost MPI calls so far.
+pub fn thread_mpi_ticks() -> u64 {
+    thread_table().mpi_ticks.load(Relaxed)
 }
 
 #[inline(always)]

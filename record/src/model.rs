@@ -74,6 +74,11 @@ pub struct RoutineStats {
     /// messages of 2^(b-1) ..= 2^b - 1 bytes. Trailing zero buckets are omitted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hist: Vec<u64>,
+    /// Estimated synchronisation (waiting) time summed over ranks, for global synchronising
+    /// collectives: in each superstep this routine ended, rank p waited about
+    /// max_q d_q - d_p (see [`Imbalance`]). `None` for other routines and older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_ns: Option<u64>,
 }
 
 /// One record per job.
@@ -116,6 +121,116 @@ pub struct JobRecord {
     pub partial: Option<String>,
     /// Only routines called at least once, in spec-table order.
     pub routines: Vec<RoutineStats>,
+    /// Imbalance estimates from supersteps (absent in partial and older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imbalance: Option<Imbalance>,
+}
+
+/// Imbalance estimates made without extra communication during the run.
+///
+/// A superstep k is the interval between two consecutive global synchronising collectives (on a
+/// communicator spanning `MPI_COMM_WORLD`), from `MPI_Init` to `MPI_Finalize`; d_p(k) is rank p's
+/// time from leaving collective k-1 to entering collective k (outside MPI or in other MPI calls).
+/// When the profiler's buffer filled up, adjacent supersteps were merged `merge_factor` at a time:
+/// then `critical_path_ns` (and the per-routine `sync_ns`) are lower bounds.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(default)]
+pub struct Imbalance {
+    /// Supersteps seen (global synchronising collectives + 1 for the last one, ended by Finalize).
+    pub supersteps: u64,
+    /// Supersteps per kept slot (1: nothing merged).
+    pub merge_factor: u64,
+    /// Critical-path imbalance iota = sum_k (max_p d_p(k) - avg_p d_p(k)).
+    pub critical_path_ns: u64,
+    /// Profile-based imbalance: max_p sum_k d_p(k) - avg_p sum_k d_p(k).
+    pub profile_ns: u64,
+    /// sum_k d_p(k): its max over ranks and its sum over ranks (the "work" of the estimates).
+    pub work_max_ns: u64,
+    pub work_sum_ns: u64,
+    /// Useful (non-MPI) time per rank, wall - MPI: max and sum over ranks (POP metrics).
+    pub useful_max_ns: u64,
+    pub useful_sum_ns: u64,
+    /// Part of sum_p sum_k d_p(k) spent in MPI calls other than the global collectives.
+    pub other_mpi_ns: u64,
+    /// MPMD: the part of iota due to imbalance between partitions,
+    /// avg_p sum_k (max_q d_q(k) - max_{q in partition(p)} d_q(k)).
+    pub inter_partition_ns: u64,
+    /// Per-superstep imbalance max_p d_p - avg_p d_p, summed over groups of `series_factor`
+    /// supersteps so that at most 60 points remain.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub series_ns: Vec<u64>,
+    pub series_factor: u64,
+    /// MPMD jobs (`MPI_APPNUM`): the same figures within each partition.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<PartitionImbalance>,
+    /// Why there are no estimates (e.g. ranks saw different numbers of collectives).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+}
+
+/// The imbalance figures within one MPMD partition (ranks with the same `MPI_APPNUM`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(default)]
+pub struct PartitionImbalance {
+    pub appnum: u32,
+    pub ranks: u32,
+    /// Intra-partition critical-path imbalance: sum_k (max - avg over the partition's ranks).
+    pub critical_path_ns: u64,
+    pub profile_ns: u64,
+    pub work_max_ns: u64,
+    pub work_sum_ns: u64,
+    pub useful_max_ns: u64,
+    pub useful_sum_ns: u64,
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b <= 0.0 {
+        0.0
+    } else {
+        a / b
+    }
+}
+
+impl Imbalance {
+    /// Average over ranks of sum_k d_p(k).
+    pub fn work_avg_ns(&self, ranks: u32) -> f64 {
+        ratio(self.work_sum_ns as f64, ranks as f64)
+    }
+
+    /// (iota - profile) / iota: the share of the imbalance that moves between ranks over time.
+    pub fn dynamic_share(&self) -> f64 {
+        ratio(
+            self.critical_path_ns.saturating_sub(self.profile_ns) as f64,
+            self.critical_path_ns as f64,
+        )
+    }
+
+    /// POP load-balance efficiency: avg / max of per-rank useful time.
+    pub fn load_balance(&self, ranks: u32) -> f64 {
+        ratio(
+            ratio(self.useful_sum_ns as f64, ranks as f64),
+            self.useful_max_ns as f64,
+        )
+    }
+
+    /// POP communication efficiency: max useful time / wall time.
+    pub fn comm_efficiency(&self, wall_max_ns: u64) -> f64 {
+        ratio(self.useful_max_ns as f64, wall_max_ns as f64)
+    }
+
+    /// POP parallel efficiency: load balance × communication efficiency.
+    pub fn parallel_efficiency(&self, ranks: u32, wall_max_ns: u64) -> f64 {
+        self.load_balance(ranks) * self.comm_efficiency(wall_max_ns)
+    }
+}
+
+impl PartitionImbalance {
+    pub fn load_balance(&self) -> f64 {
+        ratio(
+            ratio(self.useful_sum_ns as f64, self.ranks as f64),
+            self.useful_max_ns as f64,
+        )
+    }
 }
 
 impl JobRecord {
@@ -161,3 +276,26 @@ pub fn hist_bucket(bytes: u64) -> usize {
 
 /// Number of histogram buckets kept per routine (messages up to 2^47 bytes; larger ones go in the last).
 pub const HIST_BUCKETS: usize = 48;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_without_the_newer_fields_still_decode() {
+        let old = r#"{"version":1,"job_id":"1","uid":0,"user":"u","exe":"e","argv0":"a","host":"h",
+            "pid":1,"ranks":2,"nodes":1,"start_unix_ms":0,"end_unix_ms":0,
+            "wall_ns":{"sum":0,"min":0,"max":0,"max_rank":0},
+            "mpi_ns":{"sum":0,"min":0,"max":0,"max_rank":0},"binding":"C","thread_level":"single",
+            "mpi_library":"","env":{},"user_pmpi_tool":false,
+            "overhead_ns":{"sum":0,"min":0,"max":0,"max_rank":0},
+            "routines":[{"name":"MPI_Barrier","class":"collective",
+              "calls":{"sum":2,"min":1,"max":1,"max_rank":0},
+              "time_ns":{"sum":0,"min":0,"max":0,"max_rank":0},
+              "count":{"sum":0,"min":0,"max":0,"max_rank":0},
+              "bytes":{"sum":0,"min":0,"max":0,"max_rank":0}}]}"#;
+        let r: JobRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(r.imbalance, None);
+        assert_eq!(r.routines[0].sync_ns, None);
+    }
+}

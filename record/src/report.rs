@@ -15,7 +15,124 @@ pub fn render(record: &JobRecord) -> String {
     header(&mut out, record);
     out.push('\n');
     routine_table(&mut out, record);
+    imbalance(&mut out, record);
     out
+}
+
+/// The imbalance estimates, the per-routine waiting times and the per-superstep sparkline.
+fn imbalance(out: &mut String, r: &JobRecord) {
+    let Some(i) = &r.imbalance else { return };
+    out.push('\n');
+    if let Some(reason) = &i.unavailable {
+        let _ = writeln!(out, "imbalance   unavailable: {reason}");
+        return;
+    }
+    let work = i.work_avg_ns(r.ranks);
+    let of_work = |ns: u64| {
+        if work <= 0.0 {
+            0.0
+        } else {
+            100.0 * ns as f64 / work
+        }
+    };
+    let bound = if i.merge_factor > 1 {
+        format!(
+            "; {} supersteps merged per slot: a lower bound",
+            i.merge_factor
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "imbalance   over {} supersteps (between global synchronising collectives){bound}",
+        i.supersteps
+    );
+    let mut field = |name: &str, value: String| {
+        let gap = if name.len() >= 22 { " " } else { "" };
+        let _ = writeln!(out, "  {name:<22}{gap}{value}");
+    };
+    field(
+        "critical path",
+        format!(
+            "{:.3} s = {:.1} % of work, {:.1} % of wall",
+            secs(i.critical_path_ns),
+            of_work(i.critical_path_ns),
+            percent(i.critical_path_ns, r.wall_ns.max)
+        ),
+    );
+    field(
+        "profile-based",
+        format!(
+            "{:.3} s = {:.1} % of work; dynamic share {:.0} %",
+            secs(i.profile_ns),
+            of_work(i.profile_ns),
+            100.0 * i.dynamic_share()
+        ),
+    );
+    field(
+        "POP efficiencies",
+        format!(
+            "load balance {:.3}, communication {:.3}, parallel {:.3}",
+            i.load_balance(r.ranks),
+            i.comm_efficiency(r.wall_ns.max),
+            i.parallel_efficiency(r.ranks, r.wall_ns.max)
+        ),
+    );
+    for s in r.routines.iter().filter(|s| s.sync_ns.is_some()) {
+        let sync = s.sync_ns.unwrap_or(0);
+        field(
+            &format!("waiting in {}", s.name),
+            format!(
+                "{:.3} s over all ranks = {:.0} % of its time",
+                secs(sync),
+                percent(sync.min(s.time_ns.sum), s.time_ns.sum)
+            ),
+        );
+    }
+    if !i.partitions.is_empty() {
+        field(
+            "between partitions",
+            format!("{:.3} s of the critical path", secs(i.inter_partition_ns)),
+        );
+        for p in &i.partitions {
+            field(
+                &format!("partition {} ({} ranks)", p.appnum, p.ranks),
+                format!(
+                    "critical path {:.3} s, profile-based {:.3} s, load balance {:.3}",
+                    secs(p.critical_path_ns),
+                    secs(p.profile_ns),
+                    p.load_balance()
+                ),
+            );
+        }
+    }
+    if !i.series_ns.is_empty() {
+        field(
+            "per superstep",
+            format!(
+                "{} (max {} per {} superstep(s))",
+                sparkline(&i.series_ns),
+                duration(i.series_ns.iter().copied().max().unwrap_or(0)),
+                i.series_factor.max(1)
+            ),
+        );
+    }
+}
+
+/// Values as a line of block characters, scaled to the largest.
+pub fn sparkline(v: &[u64]) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let max = v.iter().copied().max().unwrap_or(0);
+    v.iter()
+        .map(|&x| {
+            if max == 0 {
+                BARS[0]
+            } else {
+                BARS[((x as u128 * 7 + max as u128 / 2) / max as u128) as usize]
+            }
+        })
+        .collect()
 }
 
 fn percent(part: u64, whole: u64) -> f64 {
@@ -197,6 +314,12 @@ mod tests {
             "{out}"
         );
         assert!(out.trim_end().ends_with(" 64TiB:123M"), "{out}");
+    }
+
+    #[test]
+    fn sparkline_scales_to_the_largest() {
+        assert_eq!(sparkline(&[0, 7, 14]), "▁▅█");
+        assert_eq!(sparkline(&[0, 0]), "▁▁");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Property tests of the wire format: round trips, message limits, and that every single lost,
 //! repeated or damaged line is reported and never turns into a wrong record.
 
+use mpistat_record::model::{Imbalance, PartitionImbalance};
 use mpistat_record::wire::{Problem, MAX_MESSAGE};
 use mpistat_record::{decode, encode, Binding, JobRecord, RoutineStats, Stat};
 use proptest::prelude::*;
@@ -33,9 +34,10 @@ fn routine() -> impl Strategy<Value = RoutineStats> {
         "[a-z-]{1,10}",
         (stat(), stat(), stat(), stat()),
         prop::collection::vec(any::<u64>(), 0..48),
+        prop::option::of(any::<u64>()),
     )
         .prop_map(
-            |(name, class, (calls, time_ns, count, bytes), hist)| RoutineStats {
+            |(name, class, (calls, time_ns, count, bytes), hist, sync_ns)| RoutineStats {
                 name,
                 class,
                 calls,
@@ -43,8 +45,52 @@ fn routine() -> impl Strategy<Value = RoutineStats> {
                 count,
                 bytes,
                 hist,
+                sync_ns,
             },
         )
+}
+
+fn partition() -> impl Strategy<Value = PartitionImbalance> {
+    (
+        any::<u32>(),
+        any::<u32>(),
+        prop::array::uniform6(any::<u64>()),
+    )
+        .prop_map(|(appnum, ranks, v)| PartitionImbalance {
+            appnum,
+            ranks,
+            critical_path_ns: v[0],
+            profile_ns: v[1],
+            work_max_ns: v[2],
+            work_sum_ns: v[3],
+            useful_max_ns: v[4],
+            useful_sum_ns: v[5],
+        })
+}
+
+fn imbalance() -> impl Strategy<Value = Imbalance> {
+    (
+        prop::array::uniform11(any::<u64>()),
+        prop::collection::vec(any::<u64>(), 0..60),
+        prop::collection::vec(partition(), 0..4),
+        prop::option::of(odd_string()),
+    )
+        .prop_map(|(v, series_ns, partitions, unavailable)| Imbalance {
+            supersteps: v[0],
+            merge_factor: v[1],
+            critical_path_ns: v[2],
+            profile_ns: v[3],
+            work_max_ns: v[4],
+            work_sum_ns: v[5],
+            useful_max_ns: v[6],
+            useful_sum_ns: v[7],
+            other_mpi_ns: v[8],
+            inter_partition_ns: v[9],
+            series_factor: v[10],
+            series_ns,
+            partitions,
+            unavailable,
+        })
 }
 
 prop_compose! {
@@ -59,6 +105,7 @@ prop_compose! {
         user_pmpi_tool in any::<bool>(),
         partial in prop::option::of(odd_string()),
         routines in prop::collection::vec(routine(), 0..40),
+        imbalance in prop::option::of(imbalance()),
     ) -> JobRecord {
         JobRecord {
             version: mpistat_record::model::MODEL_VERSION,
@@ -66,7 +113,7 @@ prop_compose! {
             wall_ns, mpi_ns,
             binding: if fortran { Binding::Fortran } else { Binding::C },
             thread_level, mpi_library, env: env.into_iter().collect::<BTreeMap<_, _>>(),
-            user_pmpi_tool, overhead_ns, partial, routines,
+            user_pmpi_tool, overhead_ns, partial, routines, imbalance,
         }
     }
 }

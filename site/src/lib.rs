@@ -31,6 +31,9 @@ pub struct ProfilerConfig {
     pub env_ignore: Vec<String>,
     /// Longest value recorded for one environment variable (longer ones are cut).
     pub env_value_max: usize,
+    /// Bytes per rank for the supersteps of the imbalance estimates (24 bytes each); when full,
+    /// adjacent supersteps are merged pairwise (the record states the merge factor).
+    pub superstep_buffer_bytes: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -66,6 +69,7 @@ impl Default for ProfilerConfig {
                 "OMPI_MCA_rmaps_base_oversubscribe".into(),
             ],
             env_value_max: 128,
+            superstep_buffer_bytes: 64 * 1024,
         }
     }
 }

@@ -320,7 +320,16 @@ fn wrapper(
     }
     writeln!(out, "    let rc = next({names});").unwrap();
     let rc_arg = if returns_double { "0" } else { "rc" };
-    writeln!(out, "    rt::leave(call, id::{name}, {rc_arg}, {traffic});").unwrap();
+    if row.semantics.superstep {
+        let comm = ident(row.semantics.comm.as_deref().expect("superstep needs comm"));
+        writeln!(
+            out,
+            "    rt::leave_superstep(call, id::{name}, {rc_arg}, {traffic}, {comm});"
+        )
+        .unwrap();
+    } else {
+        writeln!(out, "    rt::leave(call, id::{name}, {rc_arg}, {traffic});").unwrap();
+    }
     if let Some(hook) = &after_init {
         writeln!(out, "    {hook}").unwrap();
     }

@@ -100,6 +100,9 @@ pub struct Semantics {
     pub comm: Option<String>,
     pub hook: Option<Hook>,
     pub wrapping: Wrapping,
+    /// A global synchronising collective when its communicator spans `MPI_COMM_WORLD`: the call
+    /// ends a superstep of the imbalance estimates (needs comm).
+    pub superstep: bool,
 }
 
 /// What the generated wrapper passes to `rt::leave` (mirrors `traffic::Traffic`).
@@ -299,6 +302,19 @@ impl Semantics {
                     };
                     set(&mut s.hook, t, hook)?;
                 }
+                "superstep" => {
+                    if args.is_some() {
+                        return Err(SemanticsError::Arity {
+                            term,
+                            expected: 0,
+                            got: 1,
+                        });
+                    }
+                    if s.superstep {
+                        return Err(SemanticsError::Repeated(term));
+                    }
+                    s.superstep = true;
+                }
                 "handwritten" | "passthrough" => {
                     if args.is_some() {
                         return Err(SemanticsError::Arity {
@@ -338,6 +354,9 @@ impl Semantics {
             return Err(Inconsistent(
                 "a routine without a generated wrapper has no traffic or hook",
             ));
+        }
+        if self.superstep && (self.comm.is_none() || self.wrapping != Wrapping::Generated) {
+            return Err(Inconsistent("superstep needs comm and a generated wrapper"));
         }
         if self.data.is_some() && sides > 1 {
             return Err(Inconsistent("data excludes send and recv"));

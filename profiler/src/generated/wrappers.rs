@@ -877,7 +877,7 @@ unsafe fn wrap_MPI_Allgather(via_pmpi: bool, sendbuf: *const c_void, sendcount: 
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    rt::leave(call, id::MPI_Allgather, rc, Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype });
+    rt::leave_superstep(call, id::MPI_Allgather, rc, Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype }, comm);
     rc
 }
 #[no_mangle]
@@ -913,7 +913,7 @@ unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount:
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    rt::leave(call, id::MPI_Allgatherv, rc, Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype });
+    rt::leave_superstep(call, id::MPI_Allgatherv, rc, Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype }, comm);
     rc
 }
 #[no_mangle]
@@ -949,7 +949,7 @@ unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *m
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    rt::leave(call, id::MPI_Allreduce, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    rt::leave_superstep(call, id::MPI_Allreduce, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER }, comm);
     rc
 }
 #[no_mangle]
@@ -985,7 +985,7 @@ unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: c
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    rt::leave(call, id::MPI_Alltoall, rc, Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype });
+    rt::leave_superstep(call, id::MPI_Alltoall, rc, Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype }, comm);
     rc
 }
 #[no_mangle]
@@ -1021,7 +1021,7 @@ unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts:
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-    rt::leave(call, id::MPI_Alltoallv, rc, if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: recvcounts, datatype: recvtype, comm } } else { Traffic::PerRank { counts: sendcounts, datatype: sendtype, comm } });
+    rt::leave_superstep(call, id::MPI_Alltoallv, rc, if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: recvcounts, datatype: recvtype, comm } } else { Traffic::PerRank { counts: sendcounts, datatype: sendtype, comm } }, comm);
     rc
 }
 #[no_mangle]
@@ -1057,7 +1057,7 @@ unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, sendbuf: *const c_void, sendcounts:
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
-    rt::leave(call, id::MPI_Alltoallw, rc, Traffic::None);
+    rt::leave_superstep(call, id::MPI_Alltoallw, rc, Traffic::None, comm);
     rc
 }
 #[no_mangle]
@@ -1093,7 +1093,7 @@ unsafe fn wrap_MPI_Barrier(via_pmpi: bool, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm) };
     let rc = next(comm);
-    rt::leave(call, id::MPI_Barrier, rc, Traffic::None);
+    rt::leave_superstep(call, id::MPI_Barrier, rc, Traffic::None, comm);
     rc
 }
 #[no_mangle]
@@ -1165,7 +1165,7 @@ unsafe fn wrap_MPI_Exscan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut 
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    rt::leave(call, id::MPI_Exscan, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    rt::leave_superstep(call, id::MPI_Exscan, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER }, comm);
     rc
 }
 #[no_mangle]
@@ -1507,7 +1507,7 @@ unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, sendbuf: *const c_void, recvbu
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-    rt::leave(call, id::MPI_Reduce_scatter, rc, Traffic::PerRank { counts: recvcounts, datatype, comm });
+    rt::leave_superstep(call, id::MPI_Reduce_scatter, rc, Traffic::PerRank { counts: recvcounts, datatype, comm }, comm);
     rc
 }
 #[no_mangle]
@@ -1543,7 +1543,7 @@ unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, sendbuf: *const c_void, 
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
-    rt::leave(call, id::MPI_Reduce_scatter_block, rc, Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER });
+    rt::leave_superstep(call, id::MPI_Reduce_scatter_block, rc, Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER }, comm);
     rc
 }
 #[no_mangle]
@@ -1579,7 +1579,7 @@ unsafe fn wrap_MPI_Scan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    rt::leave(call, id::MPI_Scan, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    rt::leave_superstep(call, id::MPI_Scan, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER }, comm);
     rc
 }
 #[no_mangle]

@@ -1,0 +1,349 @@
+//! The whole analysis, and its result: metrics by call path and rank.
+
+use crate::backward::{self, Delays};
+use crate::callpath::{CallTree, CallpathId};
+use crate::critical::{critical_path, Segment};
+use crate::error::AnalysisError;
+use crate::forward::{self, Forward};
+use crate::matching::{self, Matching};
+use crate::model::{Rank, Ticks, Trace};
+use crate::patterns::Pattern;
+use crate::replay::{parallel_for_each_mut, parallel_map};
+use crate::timeline::{self, RankTimeline};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Metrics of one call path on one rank. Times are in clock ticks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Metrics {
+    /// Time without waiting time.
+    pub time: f64,
+    /// Waiting time per pattern, in the order of [`Pattern::ALL`].
+    pub waiting: [f64; 6],
+    pub delay_short_term: f64,
+    pub delay_long_term: f64,
+    /// Waiting time caused by excess processing / by propagated waiting.
+    pub direct_waiting: f64,
+    pub indirect_waiting: f64,
+    /// Waiting time of wait states that caused / did not cause further waiting.
+    pub propagating_waiting: f64,
+    pub terminal_waiting: f64,
+    /// Time on the critical path.
+    pub critical: f64,
+    /// Imbalance costs (performance impact, IPDPS 2012 Sec. II-D).
+    pub intra_partition_cost: f64,
+    pub inter_partition_cost: f64,
+}
+
+impl Metrics {
+    pub fn total_waiting(&self) -> f64 {
+        self.waiting.iter().sum()
+    }
+
+    fn add(&mut self, other: &Metrics) {
+        self.time += other.time;
+        for (a, b) in self.waiting.iter_mut().zip(other.waiting) {
+            *a += b;
+        }
+        self.delay_short_term += other.delay_short_term;
+        self.delay_long_term += other.delay_long_term;
+        self.direct_waiting += other.direct_waiting;
+        self.indirect_waiting += other.indirect_waiting;
+        self.propagating_waiting += other.propagating_waiting;
+        self.terminal_waiting += other.terminal_waiting;
+        self.critical += other.critical;
+        self.intra_partition_cost += other.intra_partition_cost;
+        self.inter_partition_cost += other.inter_partition_cost;
+    }
+}
+
+/// A call path with its metrics summed over ranks and its critical-path indicators.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallpathSummary {
+    pub id: CallpathId,
+    pub label: String,
+    pub total: Metrics,
+    /// Average and maximum time over all ranks.
+    pub average_time: f64,
+    pub max_time: f64,
+    /// Critical-path imbalance ι = max(critical - average, 0) (IPDPS 2012 Sec. II-C).
+    pub critical_imbalance: f64,
+}
+
+/// Metrics of one (call path, rank).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cell {
+    pub callpath: CallpathId,
+    pub rank: Rank,
+    pub metrics: Metrics,
+}
+
+/// The result of [`analyze`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Analysis {
+    pub ranks: u32,
+    pub events: usize,
+    pub ticks_per_second: u64,
+    pub start: Ticks,
+    pub end: Ticks,
+    /// Waiting time at synchronisation points, over all ranks.
+    pub total_waiting: f64,
+    pub callpaths: Vec<CallpathSummary>,
+    /// Non-zero cells, by call path then rank.
+    pub cells: Vec<Cell>,
+    pub critical_path: Vec<Segment>,
+    pub partitions: Option<Vec<u32>>,
+    /// Cartesian topology: dimensions and per-rank coordinates.
+    pub cartesian: Option<(Vec<u32>, Vec<Vec<u32>>)>,
+    pub problems: Vec<String>,
+}
+
+impl Analysis {
+    /// The wall time from the first to the last event.
+    pub fn wall(&self) -> Ticks {
+        self.end - self.start
+    }
+
+    /// The metrics of a call path on a rank (zero when absent).
+    pub fn cell(&self, callpath: CallpathId, rank: Rank) -> Metrics {
+        self.cells
+            .binary_search_by_key(&(callpath, rank), |c| (c.callpath, c.rank))
+            .map_or_else(|_| Metrics::default(), |i| self.cells[i].metrics)
+    }
+
+    /// The summary of the call path with this label.
+    pub fn callpath(&self, label: &str) -> Option<&CallpathSummary> {
+        self.callpaths.iter().find(|c| c.label == label)
+    }
+
+    /// Sum of metrics over everything.
+    pub fn totals(&self) -> Metrics {
+        let mut total = Metrics::default();
+        for callpath in &self.callpaths {
+            total.add(&callpath.total);
+        }
+        total
+    }
+}
+
+/// Intermediate results of the passes, for callers that want more than the metrics.
+pub struct Passes {
+    pub timelines: Vec<RankTimeline>,
+    pub tree: CallTree,
+    pub matching: Matching,
+    pub forward: Forward,
+    pub delays: Delays,
+    pub critical_path: Vec<Segment>,
+}
+
+/// Runs all passes over `trace`.
+pub fn run_passes(trace: &Trace) -> Result<Passes, AnalysisError> {
+    if trace.ranks.is_empty() {
+        return Err(AnalysisError::Empty);
+    }
+    let defs = &trace.definitions;
+    let built = parallel_map(trace.ranks.len(), |rank| {
+        timeline::build(rank as Rank, &trace.ranks[rank], defs)
+    });
+    let mut tree = CallTree::default();
+    let mut timelines = Vec::with_capacity(built.len());
+    let mut remaps = Vec::with_capacity(built.len());
+    for result in built {
+        let (timeline, local_tree) = result?;
+        remaps.push(tree.merge(&local_tree));
+        timelines.push(timeline);
+    }
+    parallel_for_each_mut(&mut timelines, |rank, timeline| {
+        let remap = &remaps[rank];
+        for piece in &mut timeline.pieces {
+            piece.callpath = remap[piece.callpath as usize];
+        }
+        for op in &mut timeline.ops {
+            op.callpath = remap[op.callpath as usize];
+        }
+    });
+    let matching = matching::match_all(&timelines, defs);
+    let forward = forward::replay(&timelines, &matching, defs);
+    let delays = backward::replay(&timelines, &matching, &forward)
+        .map_err(|stuck| AnalysisError::ReplayStalled { stuck })?;
+    let critical_path = critical_path(&timelines, &forward);
+    Ok(Passes {
+        timelines,
+        tree,
+        matching,
+        forward,
+        delays,
+        critical_path,
+    })
+}
+
+/// Analyses a trace: wait states, delay costs, critical path and its indicators.
+pub fn analyze(trace: &Trace) -> Result<Analysis, AnalysisError> {
+    let passes = run_passes(trace)?;
+    Ok(summarise(trace, &passes))
+}
+
+fn rank_metrics(rank: usize, passes: &Passes) -> HashMap<CallpathId, Metrics> {
+    let timeline = &passes.timelines[rank];
+    let mut cells: HashMap<CallpathId, Metrics> = HashMap::new();
+    let mut start = timeline.start;
+    for piece in &timeline.pieces {
+        cells.entry(piece.callpath).or_default().time += (piece.end - start) as f64;
+        start = piece.end;
+    }
+    for (wait, split) in passes.forward.waits[rank]
+        .iter()
+        .zip(&passes.delays.splits[rank])
+    {
+        let cell = cells
+            .entry(timeline.ops[wait.op as usize].callpath)
+            .or_default();
+        let waited = wait.wait as f64;
+        cell.time -= waited;
+        let pattern = Pattern::ALL
+            .iter()
+            .position(|&p| p == wait.pattern)
+            .unwrap_or(0);
+        cell.waiting[pattern] += waited;
+        cell.direct_waiting += split.direct;
+        cell.indirect_waiting += split.indirect;
+        if split.long_term_cost > 0.0 {
+            cell.propagating_waiting += waited;
+        } else {
+            cell.terminal_waiting += waited;
+        }
+    }
+    for (&callpath, cost) in &passes.delays.costs[rank] {
+        let cell = cells.entry(callpath).or_default();
+        cell.delay_short_term += cost.short_term;
+        cell.delay_long_term += cost.long_term;
+    }
+    for segment in passes
+        .critical_path
+        .iter()
+        .filter(|s| s.rank as usize == rank)
+    {
+        let last_piece = timeline.pieces.partition_point(|p| p.end < segment.end) + 1;
+        timeline.for_each_piece_in(segment.start, segment.end, last_piece, |callpath, time| {
+            cells.entry(callpath).or_default().critical += time as f64;
+        });
+    }
+    cells
+}
+
+fn summarise(trace: &Trace, passes: &Passes) -> Analysis {
+    let ranks = passes.timelines.len();
+    let start = passes.timelines.iter().map(|t| t.start).min().unwrap_or(0);
+    let end = passes.timelines.iter().map(|t| t.end).max().unwrap_or(0);
+    let mut per_rank = parallel_map(ranks, |rank| rank_metrics(rank, passes));
+    let callpath_count = passes.tree.nodes.len();
+    let mut totals = vec![Metrics::default(); callpath_count];
+    let mut max_time = vec![0.0f64; callpath_count];
+    for cells in &per_rank {
+        for (&callpath, metrics) in cells {
+            totals[callpath as usize].add(metrics);
+            max_time[callpath as usize] = max_time[callpath as usize].max(metrics.time);
+        }
+    }
+    add_imbalance_costs(&mut per_rank, &totals, (end - start) as f64);
+    let mut cells: Vec<Cell> = per_rank
+        .into_iter()
+        .enumerate()
+        .flat_map(|(rank, cells)| {
+            cells.into_iter().map(move |(callpath, metrics)| Cell {
+                callpath,
+                rank: rank as Rank,
+                metrics,
+            })
+        })
+        .collect();
+    cells.sort_unstable_by_key(|c| (c.callpath, c.rank));
+    let mut totals = vec![Metrics::default(); callpath_count];
+    for cell in &cells {
+        totals[cell.callpath as usize].add(&cell.metrics);
+    }
+    let regions = &trace.definitions.regions;
+    let callpaths = totals
+        .iter()
+        .enumerate()
+        .map(|(id, total)| {
+            let average_time = total.time / ranks as f64;
+            CallpathSummary {
+                id: id as CallpathId,
+                label: passes.tree.label(id as CallpathId, regions),
+                total: *total,
+                average_time,
+                max_time: max_time[id],
+                critical_imbalance: (total.critical - average_time).max(0.0),
+            }
+        })
+        .collect();
+    let mut problems = passes.matching.problems.clone();
+    let critical_length: Ticks = passes.critical_path.iter().map(|s| s.end - s.start).sum();
+    if critical_length != end - start {
+        problems.push(format!(
+            "the critical path ({critical_length} ticks) is not as long as the run ({} ticks): clocks may disagree",
+            end - start
+        ));
+    }
+    Analysis {
+        ranks: ranks as u32,
+        events: trace.event_count(),
+        ticks_per_second: trace.definitions.ticks_per_second,
+        start,
+        end,
+        total_waiting: passes.forward.total_waiting() as f64,
+        callpaths,
+        cells,
+        critical_path: passes.critical_path.clone(),
+        partitions: trace.definitions.partitions.clone(),
+        cartesian: trace
+            .definitions
+            .cartesian
+            .as_ref()
+            .map(|c| (c.dims.clone(), c.coords.clone())),
+        problems,
+    }
+}
+
+/// Imbalance costs (IPDPS 2012 Sec. II-D): each rank's headroom (wall time minus its own time)
+/// goes to the critical-path call paths that take less time on the rank than on the critical
+/// path, in proportion to the difference; intra-partition when the rank runs the call path at
+/// all, inter-partition when it does not.
+fn add_imbalance_costs(
+    per_rank: &mut [HashMap<CallpathId, Metrics>],
+    totals: &[Metrics],
+    wall: f64,
+) {
+    let critical: Vec<(CallpathId, f64)> = totals
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.critical > 0.0)
+        .map(|(id, m)| (id as CallpathId, m.critical))
+        .collect();
+    for cells in per_rank.iter_mut() {
+        let busy: f64 = cells.values().map(|m| m.time).sum();
+        let headroom = (wall - busy).max(0.0);
+        let excess: Vec<(CallpathId, f64, bool)> = critical
+            .iter()
+            .map(|&(callpath, on_path)| {
+                let local = cells.get(&callpath).map_or(0.0, |m| m.time);
+                (callpath, (on_path - local).max(0.0), local > 0.0)
+            })
+            .filter(|&(_, excess, _)| excess > 0.0)
+            .collect();
+        let sum: f64 = excess.iter().map(|&(_, e, _)| e).sum();
+        if sum <= 0.0 || headroom <= 0.0 {
+            continue;
+        }
+        for (callpath, excess, runs_here) in excess {
+            let cell = cells.entry(callpath).or_default();
+            let cost = headroom * excess / sum;
+            if runs_here {
+                cell.intra_partition_cost += cost;
+            } else {
+                cell.inter_partition_cost += cost;
+            }
+        }
+    }
+}

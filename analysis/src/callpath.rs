@@ -1,0 +1,106 @@
+//! Call paths: interned stacks of frames, labelled so users recognise their code.
+//!
+//! A frame is a region (an MPI call site or a user function) or, for time spent outside every
+//! region, the computation *between* two MPI calls, labelled by those two call sites. Profilers
+//! that record only MPI calls therefore still give computation a recognisable name:
+//! `compute after MPI_Recv (solver.c:140) before MPI_Allreduce (solver.c:188)`.
+
+use crate::model::{Region, RegionId};
+use std::collections::HashMap;
+
+/// Index into [`CallTree::nodes`].
+pub type CallpathId = u32;
+
+/// One step of a call path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Frame {
+    Region(RegionId),
+    /// Computation outside every region, after the first and before the second MPI call.
+    Between(Option<RegionId>, Option<RegionId>),
+}
+
+/// A node: a frame under a parent call path (`None` for top level).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallNode {
+    pub parent: Option<CallpathId>,
+    pub frame: Frame,
+}
+
+/// All call paths of a trace, interned.
+#[derive(Debug, Clone, Default)]
+pub struct CallTree {
+    pub nodes: Vec<CallNode>,
+    index: HashMap<CallNode, CallpathId>,
+}
+
+impl CallTree {
+    /// The id of `node`, adding it when new.
+    pub fn intern(&mut self, node: CallNode) -> CallpathId {
+        if let Some(&id) = self.index.get(&node) {
+            return id;
+        }
+        let id = self.nodes.len() as CallpathId;
+        self.nodes.push(node);
+        self.index.insert(node, id);
+        id
+    }
+
+    /// Adds every node of `other` and returns, for each id of `other`, its id here.
+    pub fn merge(&mut self, other: &CallTree) -> Vec<CallpathId> {
+        let mut map: Vec<CallpathId> = Vec::with_capacity(other.nodes.len());
+        for node in &other.nodes {
+            let parent = node.parent.map(|p| map[p as usize]);
+            map.push(self.intern(CallNode {
+                parent,
+                frame: node.frame,
+            }));
+        }
+        map
+    }
+
+    /// The frame names from the top level down, joined by ` / `.
+    pub fn label(&self, id: CallpathId, regions: &[Region]) -> String {
+        let mut frames = Vec::new();
+        let mut cursor = Some(id);
+        while let Some(current) = cursor {
+            let node = self.nodes[current as usize];
+            frames.push(frame_label(node.frame, regions));
+            cursor = node.parent;
+        }
+        frames.reverse();
+        frames.join(" / ")
+    }
+
+    /// The innermost region of a call path, if its last frame is a region.
+    pub fn region(&self, id: CallpathId) -> Option<RegionId> {
+        match self.nodes[id as usize].frame {
+            Frame::Region(region) => Some(region),
+            Frame::Between(..) => None,
+        }
+    }
+}
+
+fn region_label(region: RegionId, regions: &[Region]) -> String {
+    match regions.get(region as usize) {
+        Some(r) if r.site.is_empty() => r.name.clone(),
+        Some(r) => format!("{} ({})", r.name, r.site),
+        None => format!("region#{region}"),
+    }
+}
+
+fn frame_label(frame: Frame, regions: &[Region]) -> String {
+    match frame {
+        Frame::Region(region) => region_label(region, regions),
+        Frame::Between(after, before) => {
+            let mut label = String::from("compute");
+            if let Some(after) = after {
+                label += &format!(" after {}", region_label(after, regions));
+            }
+            match before {
+                Some(before) => label += &format!(" before {}", region_label(before, regions)),
+                None => label += " until the end",
+            }
+            label
+        }
+    }
+}

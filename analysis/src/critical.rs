@@ -1,0 +1,66 @@
+//! The critical path (Böhme et al., IPDPS 2012, Sec. III-B), found by a backward walk.
+//!
+//! The path ends on the rank whose trace ends last. Walking backwards, it stays on a rank until
+//! it meets a wait state; there it moves to the rank that caused the wait, at the moment that
+//! rank entered the synchronisation. It thus holds no waiting time, and its length is the wall
+//! time. In an MPI version of the analysis the walk is a token passed backwards along the replayed
+//! messages; here one thread follows it, touching only the operations on the path.
+
+use crate::forward::Forward;
+use crate::model::{Rank, Ticks};
+use crate::timeline::RankTimeline;
+
+/// A stretch `[start, end)` of the critical path on one rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Segment {
+    pub rank: Rank,
+    pub start: Ticks,
+    pub end: Ticks,
+}
+
+/// The critical path's segments, from the start of the execution to its end.
+pub fn critical_path(timelines: &[RankTimeline], forward: &Forward) -> Vec<Segment> {
+    let Some(last) = (0..timelines.len()).max_by_key(|&r| (timelines[r].end, std::cmp::Reverse(r)))
+    else {
+        return Vec::new();
+    };
+    let mut segments = Vec::new();
+    let mut rank = last;
+    let mut time = timelines[rank].end;
+    // Wait states of `rank` before this index are still ahead (backwards) of the walk.
+    let mut bound = forward.waits[rank].len();
+    let mut steps_left = forward.waits.iter().map(Vec::len).sum::<usize>() + 1;
+    loop {
+        let timeline = &timelines[rank];
+        let waits = &forward.waits[rank];
+        let next = waits[..bound]
+            .iter()
+            .rev()
+            .find(|w| timeline.ops[w.op as usize].enter + w.wait <= time);
+        match next {
+            Some(wait) if steps_left > 0 => {
+                steps_left -= 1;
+                let resume = timeline.ops[wait.op as usize].enter + wait.wait;
+                segments.push(Segment {
+                    rank: rank as Rank,
+                    start: resume,
+                    end: time,
+                });
+                rank = wait.cause.rank as usize;
+                time = timelines[rank].ops[wait.cause.op as usize].enter;
+                bound = forward.waits[rank].partition_point(|w| w.op < wait.cause.op);
+            }
+            _ => {
+                segments.push(Segment {
+                    rank: rank as Rank,
+                    start: timeline.start.min(time),
+                    end: time,
+                });
+                break;
+            }
+        }
+    }
+    segments.retain(|s| s.end > s.start);
+    segments.reverse();
+    segments
+}

@@ -1,0 +1,70 @@
+//! Typed errors of the analysis and the trace format.
+
+use crate::model::{Rank, Ticks};
+use thiserror::Error;
+
+/// Why a trace cannot be analysed.
+#[derive(Debug, Error, PartialEq)]
+pub enum AnalysisError {
+    #[error("the trace has no ranks")]
+    Empty,
+    #[error("rank {rank}, event {index}: time {time} is before the previous event's {previous}")]
+    TimeGoesBack {
+        rank: Rank,
+        index: usize,
+        time: Ticks,
+        previous: Ticks,
+    },
+    #[error("rank {rank}, event {index}: {what}")]
+    BadNesting {
+        rank: Rank,
+        index: usize,
+        what: &'static str,
+    },
+    #[error("rank {rank}, event {index}: unknown {what} {id}")]
+    UnknownId {
+        rank: Rank,
+        index: usize,
+        what: &'static str,
+        id: u64,
+    },
+    #[error("collective number {sequence} on communicator {comm} is not called by every member (or with different roots)")]
+    CollectiveMismatch { comm: u32, sequence: usize },
+    #[error(
+        "the backward replay stalled: the trace's messages form a cycle (ranks {stuck:?} wait)"
+    )]
+    ReplayStalled { stuck: Vec<Rank> },
+}
+
+/// Why a trace file cannot be read.
+#[derive(Debug, Error)]
+pub enum TraceFileError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not an mpistat trace file (bad magic)")]
+    BadMagic { path: String },
+    #[error("{path}: trace format version {found} is not supported (this mpistat reads version {supported})")]
+    Version {
+        path: String,
+        found: u16,
+        supported: u16,
+    },
+    #[error("{path}: truncated at byte {offset} (in {what}); the writer did not finish")]
+    Truncated {
+        path: String,
+        offset: usize,
+        what: &'static str,
+    },
+    #[error("{path}: garbled at byte {offset}: {what}")]
+    Garbled {
+        path: String,
+        offset: usize,
+        what: String,
+    },
+    #[error("{dir}: no definitions file `{name}`")]
+    NoDefinitions { dir: String, name: &'static str },
+}

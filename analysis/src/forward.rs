@@ -1,0 +1,221 @@
+//! Forward replay: wait states.
+//!
+//! For every operation, the waiting time is measured against the partners' enter times (Late
+//! Sender, Late Receiver, Wait at Barrier, Wait at N×N, Late Broadcast, Early Reduce). An
+//! operation with several synchronisation points (`MPI_Sendrecv`, `MPI_Waitall`) waits for the
+//! latest partner only; that partner is the *cause*.
+//!
+//! The replay also fixes each synchronisation point's *window start*: when this rank last left a
+//! synchronisation with the same ranks (the same peer, or a collective on a communicator holding
+//! the peer; for collectives, the previous collective on the communicator). A wait state's
+//! synchronisation interval starts at the later of the waiter's and the cause's window starts, so
+//! both sides profile the same stretch of time.
+
+use crate::matching::{Instance, InstanceId, Matching, Participant, UNMATCHED};
+use crate::model::{Definitions, MpiClass, Rank, Ticks};
+use crate::patterns::Pattern;
+use crate::replay::parallel_map;
+use crate::timeline::{RankTimeline, SyncKind};
+use std::collections::HashMap;
+
+/// A wait state: operation `op` of its rank waited `wait` ticks from its enter on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WaitState {
+    pub op: u32,
+    pub wait: Ticks,
+    pub pattern: Pattern,
+    /// The synchronisation instance it waited at, and the rank that arrived late.
+    pub instance: InstanceId,
+    pub cause: Participant,
+    /// Start of the synchronisation interval `[window_start, enter)`.
+    pub window_start: Ticks,
+}
+
+/// The forward replay's annotations.
+#[derive(Debug, Clone, Default)]
+pub struct Forward {
+    /// Per rank, its wait states in operation order.
+    pub waits: Vec<Vec<WaitState>>,
+    /// Per instance, how many ranks waited at it (all for the same cause).
+    pub waiters: Vec<u32>,
+    /// Per instance with waiters, the rank that caused the waiting.
+    pub causes: Vec<Rank>,
+}
+
+impl Forward {
+    /// Total waiting time at synchronisation points, over all ranks.
+    pub fn total_waiting(&self) -> Ticks {
+        self.waits.iter().flatten().map(|w| w.wait).sum()
+    }
+}
+
+/// Enter time and participant of the latest arrivals at a collective instance.
+#[derive(Debug, Clone, Copy)]
+struct Arrivals {
+    last: (Ticks, Participant),
+    last_non_root: Option<(Ticks, Participant)>,
+    root: Option<(Ticks, Participant)>,
+}
+
+/// Runs the forward replay over all ranks in parallel.
+pub fn replay(timelines: &[RankTimeline], matching: &Matching, defs: &Definitions) -> Forward {
+    let window_starts = parallel_map(timelines.len(), |rank| {
+        local_window_starts(&timelines[rank], defs)
+    });
+    let arrivals: Vec<Option<Arrivals>> = matching
+        .instances
+        .iter()
+        .map(|i| collective_arrivals(i, timelines))
+        .collect();
+    let waits = parallel_map(timelines.len(), |rank| {
+        rank_waits(rank as Rank, timelines, matching, &arrivals, &window_starts)
+    });
+    let mut waiters = vec![0u32; matching.instances.len()];
+    let mut causes = vec![Rank::MAX; matching.instances.len()];
+    for wait in waits.iter().flatten() {
+        waiters[wait.instance as usize] += 1;
+        causes[wait.instance as usize] = wait.cause.rank;
+    }
+    Forward {
+        waits,
+        waiters,
+        causes,
+    }
+}
+
+fn collective_arrivals(instance: &Instance, timelines: &[RankTimeline]) -> Option<Arrivals> {
+    let Instance::Collective { members, root, .. } = instance else {
+        return None;
+    };
+    let enter = |p: &Participant| timelines[p.rank as usize].ops[p.op as usize].enter;
+    let latest = |it: &mut dyn Iterator<Item = &Participant>| {
+        it.map(|p| (enter(p), *p))
+            .max_by_key(|&(time, p)| (time, std::cmp::Reverse(p.rank)))
+    };
+    Some(Arrivals {
+        last: latest(&mut members.iter())?,
+        last_non_root: latest(&mut members.iter().filter(|p| Some(p.rank) != *root)),
+        root: latest(&mut members.iter().filter(|p| Some(p.rank) == *root)),
+    })
+}
+
+/// Each point's window start on this rank alone.
+fn local_window_starts(timeline: &RankTimeline, defs: &Definitions) -> Vec<Ticks> {
+    let members: Vec<Vec<Rank>> = defs
+        .communicators
+        .iter()
+        .map(|c| {
+            let mut m = c.members.clone();
+            m.sort_unstable();
+            m
+        })
+        .collect();
+    let mut last_with_peer: HashMap<Rank, Ticks> = HashMap::new();
+    let mut last_on_comm: HashMap<u32, Ticks> = HashMap::new();
+    let mut starts = Vec::with_capacity(timeline.points.len());
+    for op in &timeline.ops {
+        for point in &timeline.points[op.points.start as usize..op.points.end as usize] {
+            let start = match point.kind {
+                SyncKind::Send { peer, .. } | SyncKind::Recv { peer, .. } => {
+                    let collective = last_on_comm
+                        .iter()
+                        .filter(|(&comm, _)| members[comm as usize].binary_search(&peer).is_ok())
+                        .map(|(_, &t)| t)
+                        .max();
+                    let p2p = last_with_peer.get(&peer).copied();
+                    p2p.max(collective)
+                }
+                SyncKind::Collective { comm, .. } => last_on_comm.get(&comm).copied(),
+            };
+            starts.push(start.unwrap_or(timeline.start));
+        }
+        for point in &timeline.points[op.points.start as usize..op.points.end as usize] {
+            match point.kind {
+                SyncKind::Send { peer, .. } | SyncKind::Recv { peer, .. } => {
+                    last_with_peer.insert(peer, op.exit);
+                }
+                SyncKind::Collective { comm, .. } => {
+                    last_on_comm.insert(comm, op.exit);
+                }
+            }
+        }
+    }
+    starts
+}
+
+/// The point of `participant`'s operation that belongs to `instance`.
+fn point_of(
+    timelines: &[RankTimeline],
+    matching: &Matching,
+    participant: Participant,
+    instance: InstanceId,
+) -> usize {
+    let op = &timelines[participant.rank as usize].ops[participant.op as usize];
+    (op.points.start as usize..op.points.end as usize)
+        .find(|&p| matching.point_instance[participant.rank as usize][p] == instance)
+        .unwrap_or(op.points.start as usize)
+}
+
+fn rank_waits(
+    rank: Rank,
+    timelines: &[RankTimeline],
+    matching: &Matching,
+    arrivals: &[Option<Arrivals>],
+    window_starts: &[Vec<Ticks>],
+) -> Vec<WaitState> {
+    let timeline = &timelines[rank as usize];
+    let enter_of = |p: Participant| timelines[p.rank as usize].ops[p.op as usize].enter;
+    let mut waits = Vec::new();
+    for (op_index, op) in timeline.ops.iter().enumerate() {
+        let mut worst: Option<WaitState> = None;
+        for point in op.points.start as usize..op.points.end as usize {
+            let instance = matching.point_instance[rank as usize][point];
+            if instance == UNMATCHED {
+                continue;
+            }
+            let kind = timeline.points[point].kind;
+            let is_root = matches!(kind, SyncKind::Collective { root: Some(r), .. } if r == rank);
+            let Some(pattern) = Pattern::for_point(kind, is_root) else {
+                continue;
+            };
+            let cause = match (&matching.instances[instance as usize], pattern) {
+                (Instance::Message { sender, .. }, Pattern::LateSender) => {
+                    Some((enter_of(*sender), *sender))
+                }
+                (Instance::Message { receiver, .. }, Pattern::LateReceiver) => {
+                    Some((enter_of(*receiver), *receiver))
+                }
+                (Instance::Collective { class, .. }, _) => {
+                    let arrivals = arrivals[instance as usize].as_ref();
+                    arrivals.and_then(|a| match class {
+                        MpiClass::OneToAll => a.root,
+                        MpiClass::AllToOne => a.last_non_root,
+                        _ => Some(a.last),
+                    })
+                }
+                _ => None,
+            };
+            let Some((late_enter, cause)) = cause else {
+                continue;
+            };
+            let wait = late_enter.min(op.exit).saturating_sub(op.enter);
+            if wait == 0 || cause.rank == rank || worst.is_some_and(|w| w.wait >= wait) {
+                continue;
+            }
+            let cause_point = point_of(timelines, matching, cause, instance);
+            let window_start = window_starts[rank as usize][point]
+                .max(window_starts[cause.rank as usize][cause_point])
+                .min(op.enter);
+            worst = Some(WaitState {
+                op: op_index as u32,
+                wait,
+                pattern,
+                instance,
+                cause,
+                window_start,
+            });
+        }
+        waits.extend(worst);
+    }
+    waits
+}

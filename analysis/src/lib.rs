@@ -1,0 +1,31 @@
+//! Replay-based analysis of MPI event traces: wait states, delay costs and the critical path.
+//!
+//! The crate is pure computation (no IO): it takes a [`model::Trace`] (one event list per rank plus
+//! global definitions) and returns an [`Analysis`]. The pipeline follows Scalasca's parallel replay:
+//!
+//! 1. [`timeline`]: per rank, events become MPI operations and time pieces labelled by call path.
+//! 2. [`matching`]: messages are matched with MPI's ordering rules, collectives by communicator order.
+//! 3. [`forward`]: the forward replay finds wait states (the patterns of [`patterns`]).
+//! 4. [`backward`]: the backward replay computes delay costs (Algorithm 1 of Böhme et al., TOPC 2016)
+//!    over the message-passing [`replay`] scheduler; [`critical`] follows the critical path backwards
+//!    and derives the critical-path indicators.
+//!
+//! [`tracefile`] is the per-rank trace file format (writer and reader); [`builder`] makes synthetic,
+//! causally consistent executions for tests and benchmarks.
+
+pub mod analysis;
+pub mod backward;
+pub mod builder;
+pub mod callpath;
+pub mod critical;
+pub mod error;
+pub mod forward;
+pub mod matching;
+pub mod model;
+pub mod patterns;
+pub mod replay;
+pub mod timeline;
+pub mod tracefile;
+
+pub use analysis::{analyze, Analysis};
+pub use error::AnalysisError;

@@ -1,0 +1,1 @@
+//! Trace files (to come).

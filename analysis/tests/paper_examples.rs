@@ -1,0 +1,220 @@
+//! The worked examples of the papers, rebuilt as synthetic traces, with their exact numbers.
+
+use mpistat_analysis::analysis::run_passes;
+use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
+use mpistat_analysis::{analyze, Analysis};
+
+const A: u32 = 0;
+const B: u32 = 1;
+const C: u32 = 2;
+
+fn close(actual: f64, expected: f64) {
+    assert!((actual - expected).abs() < 1e-9, "{actual} != {expected}");
+}
+
+fn id(analysis: &Analysis, label: &str) -> u32 {
+    analysis
+        .callpath(label)
+        .unwrap_or_else(|| panic!("no call path {label}"))
+        .id
+}
+
+/// Seed 000 (Böhme et al., TOPC 2016), Fig. 3, in its artificial time unit (1 tick).
+fn figure_3() -> ExecutionBuilder {
+    let mut b = ExecutionBuilder::new(3);
+    let (f, g, h) = (b.region("f", ""), b.region("g", ""), b.region("h", ""));
+    let (s3, r3) = (b.region("MPI_Send", "S3"), b.region("MPI_Recv", "R3"));
+    let (s4, r4) = (b.region("MPI_Send", "S4"), b.region("MPI_Recv", "R4"));
+    b.compute(A, f, 2);
+    b.compute(A, g, 3);
+    b.compute(B, f, 1);
+    b.compute(B, h, 1);
+    b.message((A, s3), (B, r3), 0, 8, false, 0, 1); // B waits 3 in R3, then receives for 1
+    b.compute(B, g, 1);
+    b.compute(C, f, 2);
+    b.compute(C, h, 1);
+    b.compute(C, g, 2);
+    b.message((B, s4), (C, r4), 0, 8, false, 0, 1); // C waits 2 in R4
+    b
+}
+
+#[test]
+fn figure_3_delay_costs_are_exact() {
+    let analysis = analyze(&figure_3().finish()).unwrap();
+    let (f, g) = (id(&analysis, "f"), id(&analysis, "g"));
+    let r3 = id(&analysis, "MPI_Recv (R3)");
+    close(analysis.cell(f, A).delay_short_term, 0.75);
+    close(analysis.cell(f, A).delay_long_term, 0.375);
+    close(analysis.cell(g, A).delay_short_term, 2.25);
+    close(analysis.cell(g, A).delay_long_term, 1.125);
+    close(analysis.cell(r3, B).delay_short_term, 0.5);
+    close(analysis.cell(r3, B).delay_long_term, 0.0);
+    let totals = analysis.totals();
+    close(analysis.total_waiting, 5.0);
+    close(totals.delay_short_term + totals.delay_long_term, 5.0);
+}
+
+#[test]
+fn figure_3_propagating_wait_state_in_r3_has_long_term_cost_1_5() {
+    let passes = run_passes(&figure_3().finish()).unwrap();
+    assert_eq!(passes.forward.waits[B as usize].len(), 1);
+    assert_eq!(passes.forward.waits[B as usize][0].wait, 3);
+    close(passes.delays.splits[B as usize][0].long_term_cost, 1.5);
+    close(passes.delays.splits[C as usize][0].long_term_cost, 0.0);
+}
+
+#[test]
+fn figure_3_critical_path_runs_a_then_b_then_c() {
+    let analysis = analyze(&figure_3().finish()).unwrap();
+    let path: Vec<(u32, u64, u64)> = analysis
+        .critical_path
+        .iter()
+        .map(|s| (s.rank, s.start, s.end))
+        .collect();
+    assert_eq!(path, vec![(A, 0, 5), (B, 5, 7), (C, 7, 8)]);
+    assert!(analysis.problems.is_empty(), "{:?}", analysis.problems);
+}
+
+/// Seed 000, Fig. 2: excess `comp` on A makes B wait in R1; B's wait and its receive time make
+/// C wait in R2.
+fn figure_2() -> ExecutionBuilder {
+    let mut b = ExecutionBuilder::new(3);
+    let comp = b.region("comp", "");
+    let (s1, r1) = (b.region("MPI_Send", "S1"), b.region("MPI_Recv", "R1"));
+    let (s2, r2) = (b.region("MPI_Send", "S2"), b.region("MPI_Recv", "R2"));
+    b.compute(A, comp, 4);
+    b.compute(B, comp, 2);
+    b.compute(C, comp, 2);
+    b.message((A, s1), (B, r1), 0, 8, false, 0, 1); // B waits 2, receives for 1
+    b.message((B, s2), (C, r2), 0, 8, false, 0, 1); // C waits 3
+    b
+}
+
+#[test]
+fn figure_2_classifies_wait_states() {
+    let analysis = analyze(&figure_2().finish()).unwrap();
+    let (comp, r1, r2) = (
+        id(&analysis, "comp"),
+        id(&analysis, "MPI_Recv (R1)"),
+        id(&analysis, "MPI_Recv (R2)"),
+    );
+    // B's wait in R1 is direct (caused by comp on A) and propagating (it delays C).
+    let b = analysis.cell(r1, B);
+    close(b.total_waiting(), 2.0);
+    close(b.direct_waiting, 2.0);
+    close(b.indirect_waiting, 0.0);
+    close(b.propagating_waiting, 2.0);
+    close(b.terminal_waiting, 0.0);
+    // C's wait in R2 is terminal; it is indirect (propagated from R1) and partly direct
+    // (the communication time of R1 on B).
+    let c = analysis.cell(r2, C);
+    close(c.total_waiting(), 3.0);
+    close(c.indirect_waiting, 2.0);
+    close(c.direct_waiting, 1.0);
+    close(c.terminal_waiting, 3.0);
+    close(c.propagating_waiting, 0.0);
+    // comp on A: short-term costs = B's wait, long-term = C's indirect wait.
+    close(analysis.cell(comp, A).delay_short_term, 2.0);
+    close(analysis.cell(comp, A).delay_long_term, 2.0);
+    close(analysis.cell(r1, B).delay_short_term, 1.0);
+    let totals = analysis.totals();
+    close(
+        totals.delay_short_term + totals.delay_long_term,
+        analysis.total_waiting,
+    );
+}
+
+/// Seed 001 (Böhme et al., IPDPS 2012) Sec. IV-A: a loop of work() and a barrier on 32 ranks.
+#[derive(Clone, Copy, Debug)]
+enum Scenario {
+    Balanced,
+    Static,
+    Dynamic,
+    Mixed,
+}
+
+const RANKS: u32 = 32;
+const ITERATIONS: u32 = 64;
+const WORK: u64 = 100;
+const EXTRA: u64 = 25;
+
+fn work_of(scenario: Scenario, rank: u32, iteration: u32) -> u64 {
+    let plus = |r: u32| if rank == r { EXTRA as i64 } else { 0 };
+    let delta = match scenario {
+        Scenario::Balanced => 0,
+        Scenario::Static => plus(0) - plus(1),
+        Scenario::Dynamic => plus(iteration % RANKS) - plus((iteration + 1) % RANKS),
+        Scenario::Mixed if iteration < ITERATIONS / 2 => plus(0) - plus(2),
+        Scenario::Mixed => plus(1) - plus(2),
+    };
+    (WORK as i64 + delta) as u64
+}
+
+fn scenario(scenario: Scenario) -> Analysis {
+    let mut b = ExecutionBuilder::new(RANKS);
+    let work = b.region("work", "");
+    let barrier = b.region("MPI_Barrier", "loop.c:12");
+    for iteration in 0..ITERATIONS {
+        for rank in 0..RANKS {
+            b.compute(rank, work, work_of(scenario, rank, iteration));
+        }
+        b.collective(WORLD, barrier, None, 0);
+    }
+    analyze(&b.finish()).unwrap()
+}
+
+/// (critical-path imbalance, profile-based imbalance) of work(), in % of the average work.
+fn work_imbalance(analysis: &Analysis) -> (f64, f64) {
+    let work = analysis.callpath("work").unwrap();
+    let profile = work.max_time - work.average_time;
+    (
+        100.0 * work.critical_imbalance / work.average_time,
+        100.0 * profile / work.average_time,
+    )
+}
+
+#[test]
+fn section_4a_balanced_has_no_imbalance() {
+    let (critical, profile) = work_imbalance(&scenario(Scenario::Balanced));
+    close(critical, 0.0);
+    close(profile, 0.0);
+}
+
+#[test]
+fn section_4a_static_imbalance_is_found_by_both() {
+    let (critical, profile) = work_imbalance(&scenario(Scenario::Static));
+    close(critical, 25.0);
+    close(profile, 25.0);
+}
+
+#[test]
+fn section_4a_dynamic_imbalance_is_found_only_on_the_critical_path() {
+    let (critical, profile) = work_imbalance(&scenario(Scenario::Dynamic));
+    close(critical, 25.0);
+    close(profile, 0.0);
+}
+
+#[test]
+fn section_4a_mixed_imbalance_profile_sees_half() {
+    let (critical, profile) = work_imbalance(&scenario(Scenario::Mixed));
+    close(critical, 25.0);
+    close(profile, 12.5);
+}
+
+#[test]
+fn section_4a_runtime_grows_by_a_quarter_and_costs_match_waiting() {
+    let balanced = scenario(Scenario::Balanced);
+    for s in [Scenario::Static, Scenario::Dynamic, Scenario::Mixed] {
+        let analysis = scenario(s);
+        close(analysis.wall() as f64, 1.25 * balanced.wall() as f64);
+        let totals = analysis.totals();
+        assert!(
+            (totals.delay_short_term + totals.delay_long_term - analysis.total_waiting).abs()
+                < 1e-6,
+            "{s:?}"
+        );
+        // All waiting is blamed on work(), directly: barriers do not propagate here.
+        let work = analysis.callpath("work").unwrap();
+        close(work.total.delay_short_term, analysis.total_waiting);
+    }
+}

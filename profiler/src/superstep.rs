@@ -1,0 +1,487 @@
+//! Supersteps and the imbalance estimates made from them, without any communication during the run.
+//!
+//! A *superstep* is the interval between two consecutive global synchronising collectives: a
+//! successful call of a routine marked `superstep` in the spec table (Barrier, Allreduce,
+//! Allgather(v), Alltoall(v/w), Reduce_scatter(_block), Scan, Exscan) on a communicator that spans
+//! `MPI_COMM_WORLD`. The first superstep starts at the end of `MPI_Init`; the last one ends when
+//! `MPI_Finalize` is entered. For each superstep this rank keeps d(k), the time from leaving the
+//! previous collective to entering this one, and the part of it spent in other MPI calls, in a
+//! bounded buffer ([`Steps`]). When the buffer is full, adjacent supersteps are merged pairwise;
+//! every rank sees the same sequence of global collectives, so every rank merges identically and
+//! the indices stay aligned. At `MPI_Finalize` the vectors are reduced (max and sum, per MPMD
+//! partition) to rank 0, which computes the figures ([`figures`]).
+//!
+//! Deciding "spans `MPI_COMM_WORLD`" costs a pointer compare for `MPI_COMM_WORLD` itself, else
+//! two real `PMPI_Comm_size` / `PMPI_Comm_test_inter` calls (a few ns each in Open MPI), paid on
+//! those collectives only. No cache of handles: a freed communicator's handle can be reused for a
+//! different group, and a cache would then answer wrongly.
+
+use crate::ffi::MPI_Comm;
+use crate::mpi::{allreduce, comm_is_inter, comm_size, comm_world, reduce_to_root, Op, OwnComm};
+use mpistat_record::model::{Imbalance, PartitionImbalance};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Routine id stored for the last superstep, which `MPI_Finalize` ends.
+pub const TAIL: u32 = u32::MAX;
+/// Most MPMD partitions given separate figures; jobs with more get job-level figures only.
+pub const MAX_PARTITIONS: usize = 16;
+/// Most points of the per-superstep imbalance series kept in the record.
+pub const SERIES_POINTS: usize = 60;
+
+/// One (possibly merged) superstep of one rank: `d` = time outside collectives, of which
+/// `other_mpi` in other MPI calls; `routine` is the id of the collective that ended it (of the
+/// last one when merged). Times are ticks while running, nanoseconds after [`Steps::to_ns`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Slot {
+    pub d: u64,
+    pub other_mpi: u64,
+    pub routine: u32,
+}
+
+/// The bounded per-rank buffer of supersteps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Steps {
+    cap: usize,
+    /// Supersteps per slot (a power of two).
+    pub factor: u64,
+    /// Supersteps in the last slot.
+    in_last: u64,
+    /// Supersteps seen.
+    pub raw: u64,
+    pub slots: Vec<Slot>,
+}
+
+impl Steps {
+    /// A buffer of at most `bytes` bytes of slots (at least two slots).
+    pub fn new(bytes: usize) -> Steps {
+        let cap = (bytes / std::mem::size_of::<Slot>()).max(2) & !1;
+        Steps {
+            cap,
+            factor: 1,
+            in_last: 0,
+            raw: 0,
+            slots: Vec::new(),
+        }
+    }
+
+    /// Add one superstep.
+    pub fn push(&mut self, d: u64, other_mpi: u64, routine: u32) {
+        self.raw += 1;
+        if self.in_last > 0 && self.in_last < self.factor {
+            let last = self.slots.last_mut().expect("in_last > 0 means a slot");
+            last.d += d;
+            last.other_mpi += other_mpi;
+            last.routine = routine;
+            self.in_last += 1;
+            return;
+        }
+        if self.slots.len() == self.cap {
+            self.merge_pairs();
+        }
+        if self.slots.capacity() == 0 {
+            self.slots.reserve_exact(self.cap);
+        }
+        self.slots.push(Slot {
+            d,
+            other_mpi,
+            routine,
+        });
+        self.in_last = 1;
+    }
+
+    /// Merge slots 2i and 2i+1 into slot i; the factor doubles.
+    fn merge_pairs(&mut self) {
+        let n = self.slots.len();
+        let last_alone = n % 2 == 1;
+        for i in 0..n / 2 {
+            let (a, b) = (self.slots[2 * i], self.slots[2 * i + 1]);
+            self.slots[i] = Slot {
+                d: a.d + b.d,
+                other_mpi: a.other_mpi + b.other_mpi,
+                routine: b.routine,
+            };
+        }
+        if last_alone {
+            self.slots[n / 2] = self.slots[n - 1];
+        }
+        self.slots.truncate(n.div_ceil(2));
+        // The last slot holds the old last slot's steps, plus a full old slot before it if paired.
+        self.in_last = if last_alone {
+            self.in_last
+        } else {
+            self.factor + self.in_last
+        };
+        self.factor *= 2;
+    }
+
+    /// Merge until the factor is at least `factor` (a power of two), as a rank with more merges did.
+    pub fn coarsen_to(&mut self, factor: u64) {
+        while self.factor < factor {
+            self.merge_pairs();
+        }
+    }
+
+    /// Times from ticks to nanoseconds.
+    pub fn to_ns(&mut self, ns_per_tick: f64) {
+        for s in &mut self.slots {
+            s.d = (s.d as f64 * ns_per_tick) as u64;
+            s.other_mpi = (s.other_mpi as f64 * ns_per_tick) as u64;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Run time
+// ---------------------------------------------------------------------------------------------
+
+struct State {
+    steps: Steps,
+    /// Ticks when the current superstep began (end of the previous global collective).
+    start: u64,
+    /// The calling thread's MPI ticks at `start`.
+    mpi_at_start: u64,
+}
+
+static ON: AtomicBool = AtomicBool::new(false);
+static WORLD_SIZE: AtomicU32 = AtomicU32::new(0);
+static STATE: Mutex<Option<State>> = Mutex::new(None);
+
+/// At the end of `MPI_Init`: the first superstep starts at `now` (ticks); buffer of `bytes`.
+pub fn start(bytes: usize, world_size: u32, now: u64) {
+    WORLD_SIZE.store(world_size, Relaxed);
+    *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(State {
+        steps: Steps::new(bytes),
+        start: now,
+        mpi_at_start: crate::rt::thread_mpi_ticks(),
+    });
+    ON.store(true, Relaxed);
+}
+
+/// Whether `comm` spans `MPI_COMM_WORLD` (an intracommunicator with as many ranks).
+fn spans_world(comm: MPI_Comm) -> bool {
+    if Some(comm) == comm_world() {
+        return true;
+    }
+    comm_size(comm).is_ok_and(|n| n as u32 == WORLD_SIZE.load(Relaxed))
+        && comm_is_inter(comm).is_ok_and(|inter| !inter)
+}
+
+/// A successful synchronising collective of routine `id` on `comm` ran from `t0` to `t1`.
+#[inline(never)]
+pub fn boundary(t0: u64, t1: u64, id: usize, comm: MPI_Comm) {
+    if !ON.load(Relaxed) {
+        return;
+    }
+    crate::guard::quietly(|| {
+        if !spans_world(comm) {
+            return;
+        }
+        let mpi_now = crate::rt::thread_mpi_ticks();
+        let mut guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(st) = guard.as_mut() else { return };
+        let d = t0.saturating_sub(st.start);
+        // The thread's MPI ticks include this collective's own (t1 - t0) already.
+        let other = mpi_now
+            .saturating_sub(t1.wrapping_sub(t0))
+            .saturating_sub(st.mpi_at_start)
+            .min(d);
+        st.steps.push(d, other, id as u32);
+        st.start = t1;
+        st.mpi_at_start = mpi_now;
+    });
+}
+
+/// At `MPI_Finalize` (entered at `now`): close the last superstep and take the buffer.
+pub fn finish(now: u64) -> Option<Steps> {
+    ON.store(false, Relaxed);
+    let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+    let mpi_now = crate::rt::thread_mpi_ticks();
+    let d = now.saturating_sub(st.start);
+    let other = mpi_now.saturating_sub(st.mpi_at_start).min(d);
+    st.steps.push(d, other, TAIL);
+    Some(st.steps)
+}
+
+/// What rank 0 learns: the figures and the estimated waiting time per routine id (rank-ns).
+pub struct Estimates {
+    pub imbalance: Imbalance,
+    pub sync_ns: BTreeMap<u32, u64>,
+}
+
+/// Per partition block: the slots' d, then these values.
+const USEFUL: usize = 0;
+const TOTAL_D: usize = 1;
+const OTHER_MPI: usize = 2;
+const RANKS: usize = 3;
+const EXTRA: usize = 4;
+
+/// Reduce every rank's supersteps to rank 0 of `comm` (collective) and compute the figures there.
+/// `useful_ns` is this rank's time outside MPI (wall - MPI); `wall_max_ns` matters on rank 0 only.
+pub fn reduce(
+    comm: &OwnComm,
+    steps: Option<Steps>,
+    ns_per_tick: f64,
+    useful_ns: u64,
+    appnum: u32,
+) -> crate::mpi::MpiResult<Option<Estimates>> {
+    let mut steps = steps.unwrap_or_else(|| Steps::new(0));
+    // Agree on the merge factor, the number of supersteps and of partitions.
+    let agree = allreduce(
+        &[steps.factor, steps.raw, u64::MAX - steps.raw, appnum as u64],
+        Op::Max,
+        comm,
+    )?;
+    let (factor, raw_max, raw_min, app_max) = (agree[0], agree[1], u64::MAX - agree[2], agree[3]);
+    let rank0 = crate::mpi::comm_rank(comm.0)? == 0;
+    if raw_min != raw_max {
+        return Ok(rank0.then(|| Estimates {
+            imbalance: Imbalance {
+                supersteps: raw_max,
+                merge_factor: factor,
+                unavailable: Some(format!(
+                    "ranks saw different numbers of global synchronising collectives ({raw_min} to {raw_max})"
+                )),
+                ..Imbalance::default()
+            },
+            sync_ns: BTreeMap::new(),
+        }));
+    }
+    steps.coarsen_to(factor);
+    steps.to_ns(ns_per_tick);
+    let parts = if app_max as usize >= MAX_PARTITIONS {
+        1
+    } else {
+        app_max as usize + 1
+    };
+    let part = if parts == 1 { 0 } else { appnum as usize };
+    let s = steps.slots.len();
+    let block = s + EXTRA;
+    let mut v = vec![0u64; parts * block];
+    {
+        let b = &mut v[part * block..(part + 1) * block];
+        let mut total = 0;
+        let mut other = 0;
+        for (k, slot) in steps.slots.iter().enumerate() {
+            b[k] = slot.d;
+            total += slot.d;
+            other += slot.other_mpi;
+        }
+        b[s + USEFUL] = useful_ns;
+        b[s + TOTAL_D] = total;
+        b[s + OTHER_MPI] = other;
+        b[s + RANKS] = 1;
+    }
+    let max = reduce_to_root(&v, Op::Max, comm)?;
+    let sum = reduce_to_root(&v, Op::Sum, comm)?;
+    let (Some(max), Some(sum)) = (max, sum) else {
+        return Ok(None);
+    };
+    let routines: Vec<u32> = steps.slots.iter().map(|s| s.routine).collect();
+    Ok(Some(figures(&max, &sum, parts, &routines, factor, raw_max)))
+}
+
+/// The figures from the reduced blocks (`parts` blocks of `routines.len()` slots + extras).
+pub fn figures(
+    max: &[u64],
+    sum: &[u64],
+    parts: usize,
+    routines: &[u32],
+    factor: u64,
+    raw: u64,
+) -> Estimates {
+    let s = routines.len();
+    let block = s + EXTRA;
+    let bm = |j: usize| &max[j * block..(j + 1) * block];
+    let bs = |j: usize| &sum[j * block..(j + 1) * block];
+    let n: Vec<u64> = (0..parts).map(|j| bs(j)[s + RANKS]).collect();
+    let p: u64 = n.iter().sum::<u64>().max(1);
+    let mut iota: u128 = 0;
+    let mut inter: u128 = 0;
+    let mut intra = vec![0u128; parts];
+    let mut per_slot = Vec::with_capacity(s);
+    let mut sync_ns: BTreeMap<u32, u64> = BTreeMap::new();
+    for (k, &routine) in routines.iter().enumerate() {
+        let jmax = (0..parts).map(|j| bm(j)[k]).max().unwrap_or(0);
+        let jsum: u64 = (0..parts).map(|j| bs(j)[k]).sum();
+        let wait = (p as u128 * jmax as u128).saturating_sub(jsum as u128);
+        iota += wait;
+        per_slot.push((wait / p as u128) as u64);
+        if routine != TAIL {
+            *sync_ns.entry(routine).or_default() += wait as u64;
+        }
+        for j in 0..parts {
+            let (mj, sj) = (bm(j)[k] as u128, bs(j)[k] as u128);
+            intra[j] += (n[j] as u128 * mj).saturating_sub(sj);
+            inter += n[j] as u128 * (jmax as u128 - mj.min(jmax as u128));
+        }
+    }
+    let total = |j: usize| (bm(j)[s + TOTAL_D], bs(j)[s + TOTAL_D]);
+    let useful = |j: usize| (bm(j)[s + USEFUL], bs(j)[s + USEFUL]);
+    let work_max = (0..parts).map(|j| total(j).0).max().unwrap_or(0);
+    let work_sum: u64 = (0..parts).map(|j| total(j).1).sum();
+    let partitions = if parts > 1 {
+        (0..parts)
+            .filter(|&j| n[j] > 0)
+            .map(|j| PartitionImbalance {
+                appnum: j as u32,
+                ranks: n[j] as u32,
+                critical_path_ns: (intra[j] / n[j] as u128) as u64,
+                profile_ns: total(j).0.saturating_sub(total(j).1 / n[j]),
+                work_max_ns: total(j).0,
+                work_sum_ns: total(j).1,
+                useful_max_ns: useful(j).0,
+                useful_sum_ns: useful(j).1,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let imbalance = Imbalance {
+        supersteps: raw,
+        merge_factor: factor,
+        critical_path_ns: (iota / p as u128) as u64,
+        profile_ns: work_max.saturating_sub(work_sum / p),
+        work_max_ns: work_max,
+        work_sum_ns: work_sum,
+        useful_max_ns: (0..parts).map(|j| useful(j).0).max().unwrap_or(0),
+        useful_sum_ns: (0..parts).map(|j| useful(j).1).sum(),
+        other_mpi_ns: (0..parts).map(|j| bs(j)[s + OTHER_MPI]).sum(),
+        inter_partition_ns: if parts > 1 {
+            (inter / p as u128) as u64
+        } else {
+            0
+        },
+        series_ns: coarsen_series(&per_slot, SERIES_POINTS),
+        series_factor: (per_slot.len().div_ceil(SERIES_POINTS).max(1) as u64) * factor,
+        partitions,
+        unavailable: None,
+    };
+    Estimates { imbalance, sync_ns }
+}
+
+/// Sum adjacent groups of `v` so that at most `points` remain.
+pub fn coarsen_series(v: &[u64], points: usize) -> Vec<u64> {
+    let group = v.len().div_ceil(points.max(1)).max(1);
+    v.chunks(group).map(|c| c.iter().sum()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Reduce per-rank slot vectors the way `reduce` does (one partition) and compute iota.
+    fn iota_of(ranks: &[Steps]) -> u64 {
+        let s = ranks[0].slots.len();
+        let block = s + EXTRA;
+        let mut max = vec![0u64; block];
+        let mut sum = vec![0u64; block];
+        for r in ranks {
+            for (k, slot) in r.slots.iter().enumerate() {
+                max[k] = max[k].max(slot.d);
+                sum[k] += slot.d;
+            }
+            sum[s + RANKS] += 1;
+        }
+        let routines: Vec<u32> = ranks[0].slots.iter().map(|s| s.routine).collect();
+        figures(&max, &sum, 1, &routines, ranks[0].factor, ranks[0].raw)
+            .imbalance
+            .critical_path_ns
+    }
+
+    #[test]
+    fn merging_keeps_totals_and_alignment() {
+        let mut st = Steps::new(4 * std::mem::size_of::<Slot>());
+        for k in 0..11u64 {
+            st.push(k, 0, k as u32);
+        }
+        // 11 steps in 4 slots: factor 4, slots of 4, 4, 3 steps.
+        assert_eq!(st.factor, 4);
+        assert_eq!(st.raw, 11);
+        let d: Vec<u64> = st.slots.iter().map(|s| s.d).collect();
+        assert_eq!(d, vec![6, 22, 27]);
+        assert_eq!(st.slots[2].routine, 10);
+    }
+
+    #[test]
+    fn static_and_dynamic_patterns() {
+        // 4 ranks, 8 supersteps of 100: static (rank 0 has 125, others 75) and dynamic.
+        let mk = |f: &dyn Fn(usize, usize) -> u64| -> Vec<Steps> {
+            (0..4)
+                .map(|p| {
+                    let mut st = Steps::new(1 << 16);
+                    for k in 0..8 {
+                        st.push(f(p, k), 0, 1);
+                    }
+                    st
+                })
+                .collect()
+        };
+        let stat = mk(&|p, _| if p == 0 { 175 } else { 75 });
+        assert_eq!(iota_of(&stat), 8 * 75);
+        let dynamic = mk(&|p, k| if p == k % 4 { 175 } else { 75 });
+        assert_eq!(iota_of(&dynamic), 8 * 75);
+    }
+
+    #[test]
+    fn partitions_split_the_imbalance() {
+        // Two partitions of 2 ranks: a works 100, b works 150 per superstep, 10 supersteps.
+        let s = 10;
+        let block = s + EXTRA;
+        let mut max = vec![0u64; 2 * block];
+        let mut sum = vec![0u64; 2 * block];
+        for (j, w) in [(0, 100u64), (1, 150)] {
+            for k in 0..s {
+                max[j * block + k] = w;
+                sum[j * block + k] = 2 * w;
+            }
+            max[j * block + s + TOTAL_D] = w * s as u64;
+            sum[j * block + s + TOTAL_D] = 2 * w * s as u64;
+            sum[j * block + s + RANKS] = 2;
+        }
+        let e = figures(&max, &sum, 2, &vec![3; s], 1, s as u64);
+        let i = e.imbalance;
+        // Each superstep: avg 125, max 150 -> 25; all of it between partitions.
+        assert_eq!(i.critical_path_ns, 250);
+        assert_eq!(i.inter_partition_ns, 250);
+        assert_eq!(i.partitions.len(), 2);
+        assert!(i.partitions.iter().all(|p| p.critical_path_ns == 0));
+        // Ranks of a wait 50 each superstep: 2 * 50 * 10.
+        assert_eq!(e.sync_ns[&3], 1000);
+    }
+
+    proptest! {
+        /// The merged (coarsened) estimate never exceeds the unmerged one, and equals it when no
+        /// merge happened.
+        #[test]
+        fn merged_estimate_is_a_lower_bound(
+            ranks in 1usize..6,
+            steps in 1usize..200,
+            cap_slots in 2usize..64,
+            seed in any::<u64>(),
+        ) {
+            let mut x = seed | 1;
+            let mut rnd = move || { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x % 1_000_000 };
+            let data: Vec<Vec<u64>> = (0..ranks).map(|_| (0..steps).map(|_| rnd()).collect()).collect();
+            let fill = |bytes: usize| -> Vec<Steps> {
+                data.iter().map(|d| {
+                    let mut st = Steps::new(bytes);
+                    for (k, v) in d.iter().enumerate() { st.push(*v, 0, k as u32); }
+                    st
+                }).collect()
+            };
+            let unmerged = fill(steps * std::mem::size_of::<Slot>() + 64);
+            prop_assert_eq!(unmerged[0].factor, 1);
+            let merged = fill(cap_slots * std::mem::size_of::<Slot>());
+            prop_assert!(merged.iter().all(|m| m.factor == merged[0].factor && m.slots.len() == merged[0].slots.len()));
+            prop_assert!(merged[0].slots.len() <= cap_slots);
+            let (u, m) = (iota_of(&unmerged), iota_of(&merged));
+            prop_assert!(m <= u, "merged {} > unmerged {}", m, u);
+            if merged[0].factor == 1 {
+                prop_assert_eq!(m, u);
+            }
+        }
+    }
+}

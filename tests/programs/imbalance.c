@@ -1,0 +1,60 @@
+/* Synthetic load-imbalance benchmark after seed 001 Sec. IV-A: `iters` iterations of sleep-based
+ * "work" followed by an MPI_Allreduce on MPI_COMM_WORLD (one superstep each).
+ *
+ *   imbalance SCENARIO ITERS WORK_MS [FACTOR]
+ *
+ * Average work per rank and iteration is WORK_MS in every scenario (total work constant). In the
+ * imbalanced ones one rank is overloaded to 1.25 x WORK_MS per iteration and the others share
+ * the rest ((P - 1.25) / (P - 1) x WORK_MS), so each iteration takes 25 % longer than balanced:
+ *   balanced  every rank WORK_MS
+ *   static    rank 1 is overloaded in every iteration
+ *   dynamic   rank k % P is overloaded in iteration k
+ *   mixed     rank 0 is overloaded in the first half of the iterations, rank 1 in the second
+ *   mpmd      every rank sleeps FACTOR x WORK_MS (give each MPMD application its own FACTOR)
+ * Prints "imbalance rank R done" per rank. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void work(double ms) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)(ms / 1000.0);
+    ts.tv_nsec = (long)((ms - ts.tv_sec * 1000.0) * 1e6);
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc < 4) {
+        if (rank == 0) fprintf(stderr, "usage: imbalance SCENARIO ITERS WORK_MS [FACTOR]\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    const char *scenario = argv[1];
+    int iters = atoi(argv[2]);
+    double w = atof(argv[3]);
+    double factor = argc > 4 ? atof(argv[4]) : 1.0;
+    double over = 1.25 * w;
+    double under = size > 1 ? (size - 1.25) / (size - 1) * w : w;
+    for (int k = 0; k < iters; k++) {
+        int overloaded = -1;
+        if (strcmp(scenario, "static") == 0) overloaded = 1 % size;
+        else if (strcmp(scenario, "dynamic") == 0) overloaded = k % size;
+        else if (strcmp(scenario, "mixed") == 0) overloaded = (k < iters / 2 ? 0 : 1) % size;
+        double ms;
+        if (strcmp(scenario, "mpmd") == 0) ms = factor * w;
+        else if (overloaded < 0) ms = w;
+        else ms = rank == overloaded ? over : under;
+        work(ms);
+        int one = 1, sum = 0;
+        MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    printf("imbalance rank %d done\n", rank);
+    MPI_Finalize();
+    return 0;
+}
