@@ -1,0 +1,317 @@
+//! Properties of random valid executions, checked against an independent oracle: the program
+//! activity graph of Korkhov et al. (Algorithms 2023, seed 004), whose longest path is the
+//! critical path.
+
+use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
+use mpistat_analysis::model::{EventKind, MpiClass, RegionRole, Trace};
+use mpistat_analysis::{analyze, Analysis};
+use proptest::prelude::*;
+use std::collections::{HashMap, VecDeque};
+
+/// One step of a random execution.
+#[derive(Debug, Clone)]
+enum Step {
+    Compute {
+        rank: u32,
+        region: usize,
+        duration: u64,
+    },
+    Message {
+        from: u32,
+        to: u32,
+        synchronous: bool,
+        send_cost: u64,
+        recv_cost: u64,
+    },
+    Collective {
+        routine: usize,
+        root: u32,
+        on_half: bool,
+        cost: u64,
+    },
+}
+
+const ROUTINES: [&str; 5] = [
+    "MPI_Barrier",
+    "MPI_Allreduce",
+    "MPI_Bcast",
+    "MPI_Reduce",
+    "MPI_Gather",
+];
+
+fn step(ranks: u32) -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (0..ranks, 0..3usize, 0..20u64).prop_map(|(rank, region, duration)| Step::Compute { rank, region, duration }),
+        3 => (0..ranks, 1..ranks, any::<bool>(), 0..3u64, 0..3u64).prop_map(move |(from, offset, synchronous, send_cost, recv_cost)| {
+            Step::Message { from, to: (from + offset) % ranks, synchronous, send_cost, recv_cost }
+        }),
+        1 => (0..ROUTINES.len(), 0..ranks, any::<bool>(), 0..3u64).prop_map(|(routine, root, on_half, cost)| {
+            Step::Collective { routine, root, on_half, cost }
+        }),
+    ]
+}
+
+fn execution() -> impl Strategy<Value = Trace> {
+    (2..7u32).prop_flat_map(|ranks| {
+        prop::collection::vec(step(ranks), 1..60).prop_map(move |steps| build(ranks, &steps))
+    })
+}
+
+fn build(ranks: u32, steps: &[Step]) -> Trace {
+    let mut b = ExecutionBuilder::new(ranks);
+    let init = b.region("MPI_Barrier", "init");
+    let users = [
+        b.region("solve", ""),
+        b.region("exchange_prep", ""),
+        b.region("io", ""),
+    ];
+    let (send, ssend, recv) = (
+        b.region("MPI_Send", "p.c:1"),
+        b.region("MPI_Ssend", "p.c:2"),
+        b.region("MPI_Recv", "p.c:3"),
+    );
+    let routines: Vec<_> = ROUTINES.iter().map(|r| b.region(r, "p.c:9")).collect();
+    let half = b.communicator((0..ranks).step_by(2).collect());
+    b.collective(WORLD, init, None, 1);
+    for step in steps {
+        match *step {
+            Step::Compute {
+                rank,
+                region,
+                duration,
+            } => b.compute(rank, users[region], duration),
+            Step::Message {
+                from,
+                to,
+                synchronous,
+                send_cost,
+                recv_cost,
+            } => {
+                let site = if synchronous { ssend } else { send };
+                b.message(
+                    (from, site),
+                    (to, recv),
+                    0,
+                    8,
+                    synchronous,
+                    send_cost,
+                    recv_cost,
+                );
+            }
+            Step::Collective {
+                routine,
+                root,
+                on_half,
+                cost,
+            } => {
+                let (comm, root) = if on_half {
+                    (half, root - root % 2)
+                } else {
+                    (WORLD, root)
+                };
+                b.collective(comm, routines[routine], Some(root), cost);
+            }
+        }
+    }
+    b.finish()
+}
+
+/// An event: (rank, index).
+type Vertex = (usize, usize);
+/// The members of one collective instance: (rank, enter, collective exit).
+type Members = Vec<(usize, Vertex, Vertex)>;
+
+/// The longest path of the program activity graph, built from the raw events alone.
+///
+/// Vertices are events. Program edges join consecutive events of a rank and weigh the time
+/// between them, except that an operation's completing event is reached from its enter only by
+/// its time after the release (the latest enter of the ranks it depends on: seed 004's
+/// wait-before). Communication edges join each depended-on rank's enter to the completing event
+/// and weigh the time in between.
+fn longest_activity_path(trace: &Trace) -> u64 {
+    let regions = &trace.definitions.regions;
+    let comms = &trace.definitions.communicators;
+    let mut edges: HashMap<Vertex, Vec<(Vertex, u64)>> = HashMap::new();
+    let mut indegree: HashMap<Vertex, usize> = HashMap::new();
+    let time = |v: Vertex| trace.ranks[v.0][v.1].time;
+    // Enter of the operation around each event, and its class.
+    let mut op_enter: HashMap<Vertex, Vertex> = HashMap::new();
+    let mut sends: HashMap<(usize, usize), VecDeque<Vertex>> = HashMap::new();
+    let mut collectives: HashMap<(u32, usize), Members> = HashMap::new();
+    for (rank, events) in trace.ranks.iter().enumerate() {
+        let mut enter = (rank, 0);
+        let mut sequence: HashMap<u32, usize> = HashMap::new();
+        for (index, event) in events.iter().enumerate() {
+            match event.kind {
+                EventKind::Enter { .. } => enter = (rank, index),
+                EventKind::Send { peer, .. } => sends
+                    .entry((rank, peer as usize))
+                    .or_default()
+                    .push_back(enter),
+                EventKind::CollectiveExit { comm, .. } => {
+                    let n = sequence.entry(comm).or_default();
+                    collectives
+                        .entry((comm, *n))
+                        .or_default()
+                        .push((rank, enter, (rank, index)));
+                    *n += 1;
+                }
+                _ => {}
+            }
+            op_enter.insert((rank, index), enter);
+        }
+    }
+    // Dependencies: completing event -> the enters it waits for.
+    let mut depends: HashMap<Vertex, Vec<Vertex>> = HashMap::new();
+    for (rank, events) in trace.ranks.iter().enumerate() {
+        for (index, event) in events.iter().enumerate() {
+            if let EventKind::Recv { peer, .. } = event.kind {
+                let send_enter = sends
+                    .get_mut(&(peer as usize, rank))
+                    .and_then(VecDeque::pop_front)
+                    .expect("matched");
+                depends.entry((rank, index)).or_default().push(send_enter);
+                let send_event = (send_enter.0, send_enter.1 + 1);
+                if let EventKind::Send {
+                    synchronous: true, ..
+                } = trace.ranks[send_event.0][send_event.1].kind
+                {
+                    // The sender's exit follows its send event.
+                    depends
+                        .entry((send_event.0, send_event.1 + 1))
+                        .or_default()
+                        .push(op_enter[&(rank, index)]);
+                }
+            }
+        }
+    }
+    for members in collectives.values() {
+        let root = match trace.ranks[members[0].2 .0][members[0].2 .1].kind {
+            EventKind::CollectiveExit { root, .. } => root.map(|r| r as usize),
+            _ => None,
+        };
+        let class = match regions[match trace.ranks[members[0].1 .0][members[0].1 .1].kind {
+            EventKind::Enter { region } => region as usize,
+            _ => unreachable!(),
+        }]
+        .role
+        {
+            RegionRole::Mpi(class) => class,
+            RegionRole::User => unreachable!(),
+        };
+        assert_eq!(
+            members.len(),
+            comms
+                .iter()
+                .map(|c| c.members.len())
+                .find(|&n| n == members.len())
+                .unwrap()
+        );
+        for &(rank, _, exit) in members {
+            let on: Vec<Vertex> = members
+                .iter()
+                .filter(|&&(other, _, _)| match class {
+                    MpiClass::OneToAll => Some(rank) != root && Some(other) == root,
+                    MpiClass::AllToOne => Some(rank) == root,
+                    _ => true,
+                })
+                .map(|&(_, enter, _)| enter)
+                .collect();
+            depends.entry(exit).or_default().extend(on);
+        }
+    }
+    let mut add = |from: Vertex, to: Vertex, weight: u64| {
+        edges.entry(from).or_default().push((to, weight));
+        *indegree.entry(to).or_default() += 1;
+        indegree.entry(from).or_default();
+    };
+    for (rank, events) in trace.ranks.iter().enumerate() {
+        for index in 1..events.len() {
+            let (from, to) = ((rank, index - 1), (rank, index));
+            let weight = match depends.get(&to) {
+                Some(on) => {
+                    let release = on
+                        .iter()
+                        .map(|&v| time(v))
+                        .chain([time(op_enter[&to])])
+                        .max()
+                        .unwrap();
+                    // The previous event is inside the operation, at or before the release.
+                    time(to) - release.max(time(from))
+                }
+                None => time(to) - time(from),
+            };
+            add(from, to, weight);
+        }
+    }
+    for (&to, on) in &depends {
+        for &from in on {
+            add(from, to, time(to).saturating_sub(time(from)));
+        }
+    }
+    // Kahn's topological order, longest distances.
+    let mut distance: HashMap<Vertex, u64> = indegree.keys().map(|&v| (v, 0)).collect();
+    let mut ready: Vec<Vertex> = indegree
+        .iter()
+        .filter(|(_, &d)| d == 0)
+        .map(|(&v, _)| v)
+        .collect();
+    let mut visited = 0;
+    while let Some(v) = ready.pop() {
+        visited += 1;
+        for &(to, weight) in edges.get(&v).map(Vec::as_slice).unwrap_or(&[]) {
+            let candidate = distance[&v] + weight;
+            let d = distance.get_mut(&to).unwrap();
+            *d = (*d).max(candidate);
+            let n = indegree.get_mut(&to).unwrap();
+            *n -= 1;
+            if *n == 0 {
+                ready.push(to);
+            }
+        }
+    }
+    assert_eq!(visited, distance.len(), "the activity graph has a cycle");
+    distance.values().copied().max().unwrap_or(0)
+}
+
+fn critical_length(analysis: &Analysis) -> u64 {
+    analysis.critical_path.iter().map(|s| s.end - s.start).sum()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn delay_costs_sum_to_total_waiting_time(trace in execution()) {
+        let analysis = analyze(&trace).unwrap();
+        let totals = analysis.totals();
+        let costs = totals.delay_short_term + totals.delay_long_term;
+        prop_assert!((costs - analysis.total_waiting).abs() <= 1e-6 * (1.0 + analysis.total_waiting),
+            "costs {costs} waiting {}", analysis.total_waiting);
+        prop_assert!((totals.direct_waiting + totals.indirect_waiting - analysis.total_waiting).abs() <= 1e-6 * (1.0 + analysis.total_waiting));
+        prop_assert!((totals.propagating_waiting + totals.terminal_waiting - analysis.total_waiting).abs() <= 1e-9);
+    }
+
+    #[test]
+    fn critical_path_is_as_long_as_the_run_and_free_of_waiting(trace in execution()) {
+        let analysis = analyze(&trace).unwrap();
+        prop_assert_eq!(critical_length(&analysis), analysis.wall());
+        let totals = analysis.totals();
+        prop_assert!((totals.critical - analysis.wall() as f64).abs() < 1e-9);
+        let passes = mpistat_analysis::analysis::run_passes(&trace).unwrap();
+        for segment in &analysis.critical_path {
+            let timeline = &passes.timelines[segment.rank as usize];
+            for wait in &passes.forward.waits[segment.rank as usize] {
+                let enter = timeline.ops[wait.op as usize].enter;
+                let overlap = (enter + wait.wait).min(segment.end).saturating_sub(enter.max(segment.start));
+                prop_assert_eq!(overlap, 0, "wait state {:?} on the critical path {:?}", wait, segment);
+            }
+        }
+    }
+
+    #[test]
+    fn critical_path_is_the_longest_activity_path(trace in execution()) {
+        let analysis = analyze(&trace).unwrap();
+        prop_assert_eq!(critical_length(&analysis), longest_activity_path(&trace));
+    }
+}
