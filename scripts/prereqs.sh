@@ -10,11 +10,12 @@
 # Debian packages: Open MPI (runtime, headers, wrappers), gfortran for the Fortran demo and tests,
 # rsyslog for the private syslog daemon of the demo and e2e tests, hpcc as a real-world MPI
 # program, libclang/clang for bindgen (profiler/build.rs reads mpi.h), pkg-config, python3 (bench
-# table, syslog sink), procps (pgrep/ps in tests).
+# table, syslog sink), procps (pgrep/ps in tests), python3-aiosmtpd (the real SMTP server of the
+# mail tests).
 MPISTAT_APT_PACKAGES=(
     openmpi-bin libopenmpi-dev gfortran rsyslog hpcc
     libclang-dev clang pkg-config python3 procps
-    gcc make
+    gcc make python3-aiosmtpd
 )
 
 mpistat_note() { printf 'prereqs: %s\n' "$*" >&2; }

@@ -18,6 +18,55 @@ pub struct Cli {
 pub enum Command {
     /// Print the job records found in syslog files; problems go to stderr.
     Show(ShowArgs),
+    /// Store the job records of syslog files (and their rotated siblings) in the database.
+    Ingest(IngestArgs),
+    /// Build (and with --send, send) every user's weekly mail.
+    Digest(DigestArgs),
+}
+
+/// Settings shared by the commands that use the database.
+#[derive(Args, Debug)]
+pub struct DatabaseArgs {
+    /// The site configuration (default: $MPISTAT_CONFIG, else /etc/mpistat/site.toml).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The database (default: `[database] path` of the site configuration).
+    #[arg(long)]
+    pub database: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct IngestArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Keep reading as the files grow (and are rotated), every few seconds.
+    #[arg(long)]
+    pub follow: bool,
+    /// Afterwards, print the stored jobs and everything rejected (forged, incomplete, corrupt...).
+    #[arg(long)]
+    pub report: bool,
+    /// The logs rsyslog writes (rotated `FILE.*`/`FILE-*`, also `.gz`, are read too). With
+    /// --report alone, none are needed.
+    #[arg(required_unless_present = "report")]
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct DigestArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// ISO week, e.g. 2026-W47 (default: the last complete week).
+    #[arg(long)]
+    pub week: Option<String>,
+    /// Only this user's mail.
+    #[arg(long)]
+    pub user: Option<String>,
+    /// Print the mails instead of sending them (the default).
+    #[arg(long, conflicts_with = "send")]
+    pub dry_run: bool,
+    /// Send the mails with the site's transport; each (user, week) at most once.
+    #[arg(long)]
+    pub send: bool,
 }
 
 #[derive(Args, Debug)]

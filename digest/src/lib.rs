@@ -2,8 +2,13 @@
 //!
 //! `cli` is the command line, `show` reads syslog files and decodes them and prints each record
 //! as text (`mpistat_record::report`, the same report users get from `MPISTAT_DETAIL`) or as
-//! JSON (`json`).
+//! JSON (`json`). `ingest` stores records in the database (`db`), `mail` builds and sends the
+//! weekly mails from it; `site` loads the site configuration for both.
 
 pub mod cli;
+pub mod db;
+pub mod ingest;
 pub mod json;
+pub mod mail;
 pub mod show;
+pub mod site;

@@ -21,5 +21,7 @@ fn main() -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
+        Command::Ingest(args) => mpistat_digest::ingest::command(&args),
+        Command::Digest(args) => mpistat_digest::mail::command(&args),
     }
 }

@@ -513,6 +513,21 @@ impl Assembler {
         }
     }
 
+    /// Jobs whose parts are still arriving.
+    pub fn pending_jobs(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Every job whose parts are still arriving: its key and the arrival number of its first
+    /// line, i.e. the count of lines pushed into this assembler up to and including that line. A
+    /// caller that counts its pushes the same way can tell where in its input an unfinished job
+    /// began (e.g. to resume reading there after a restart).
+    pub fn pending_first_lines(&self) -> impl Iterator<Item = (&str, u64)> + '_ {
+        self.pending
+            .iter()
+            .map(|(key, job)| (key.as_str(), job.first_seen))
+    }
+
     /// All remaining records and problems, reporting every job that is still incomplete. Jobs
     /// that only miss their summary (part 0) are decoded.
     pub fn finish(mut self) -> Decoded {

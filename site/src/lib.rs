@@ -5,6 +5,7 @@
 //! configuration (the defaults for whatever could not be read) plus the list of problems.
 
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Where the profiler looks when `MPISTAT_CONFIG` is not set.
@@ -15,6 +16,10 @@ pub const DEFAULT_PATH: &str = "/etc/mpistat/site.toml";
 pub struct SiteConfig {
     pub profiler: ProfilerConfig,
     pub syslog: SyslogConfig,
+    pub database: DatabaseConfig,
+    pub ingest: IngestConfig,
+    pub digest: DigestConfig,
+    pub mail: MailConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -80,6 +85,132 @@ impl Default for SyslogConfig {
             socket: PathBuf::from("/dev/log"),
             facility: "local5".into(),
             tag: "mpistat".into(),
+        }
+    }
+}
+
+/// Where `mpistat ingest` stores jobs and `mpistat digest` reads them.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// The SQLite database file (created with its directory's permissions if missing).
+    pub path: PathBuf,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        DatabaseConfig {
+            path: PathBuf::from("/var/lib/mpistat/mpistat.db"),
+        }
+    }
+}
+
+/// How `mpistat ingest` judges the lines it reads.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IngestConfig {
+    /// Reject (as forged) records whose lines carry no kernel-attested sender uid. With `false`
+    /// such records are accepted; a record whose attested uid differs from the uid it claims is
+    /// always rejected.
+    pub require_attested_uid: bool,
+    /// Seconds a job may wait for its missing parts before it is reported incomplete.
+    pub grace_seconds: u64,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig {
+            require_attested_uid: true,
+            grace_seconds: 300,
+        }
+    }
+}
+
+/// What the weekly digest compares against.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DigestConfig {
+    /// Cores of the machine: a week of them is 100 % of its capacity.
+    pub capacity_cores: u64,
+    /// MPI share of wall time (percent) from which it is flagged as critical.
+    pub critical_mpi_percent: f64,
+    /// Load-balance efficiency (0..1) below which it is flagged as critical.
+    pub critical_load_balance: f64,
+    /// Latency and bandwidth of MPI routines measured by benchmarks, by routine name (e.g.
+    /// `MPI_Alltoall`) or, for all others of a class, by class (`p2p`, `collective`,
+    /// `one-sided`). Routines without an entry get no latency/transfer estimate.
+    pub network: BTreeMap<String, LinkCost>,
+}
+
+/// Benchmark figures of one routine or class.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkCost {
+    /// Time of a zero-byte call, microseconds.
+    pub latency_us: f64,
+    /// Bytes per second for large messages, in MB/s (10^6 bytes).
+    pub bandwidth_mb_s: f64,
+}
+
+impl Default for DigestConfig {
+    fn default() -> Self {
+        let cost = |latency_us, bandwidth_mb_s| LinkCost {
+            latency_us,
+            bandwidth_mb_s,
+        };
+        DigestConfig {
+            capacity_cores: 1024,
+            critical_mpi_percent: 25.0,
+            critical_load_balance: 0.8,
+            network: BTreeMap::from([
+                ("p2p".to_string(), cost(1.5, 10_000.0)),
+                ("collective".to_string(), cost(5.0, 5_000.0)),
+                ("one-sided".to_string(), cost(2.0, 10_000.0)),
+            ]),
+        }
+    }
+}
+
+/// How the weekly mails are sent.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MailConfig {
+    /// `directory` (write `.eml` files to `directory`), `smtp` or `sendmail`.
+    pub transport: String,
+    /// Where the `directory` transport writes.
+    pub directory: PathBuf,
+    /// The From: address.
+    pub from: String,
+    /// Recipient of a user's mail; `{user}` is replaced by the login name.
+    pub recipient: String,
+    /// Optional file of `login address` lines, consulted before `recipient`.
+    pub recipient_map: Option<PathBuf>,
+    pub smtp_host: String,
+    pub smtp_port: u16,
+    /// `off`, `opportunistic` or `required`.
+    pub smtp_starttls: String,
+    /// Login name for SMTP authentication (none when empty).
+    pub smtp_user: String,
+    /// File holding the SMTP password (first line), readable only by the digest's user.
+    pub smtp_password_file: Option<PathBuf>,
+    /// The sendmail program of the `sendmail` transport.
+    pub sendmail_command: PathBuf,
+}
+
+impl Default for MailConfig {
+    fn default() -> Self {
+        MailConfig {
+            transport: "directory".into(),
+            directory: PathBuf::from("/var/spool/mpistat/mail"),
+            from: "mpistat <mpistat@localhost>".into(),
+            recipient: "{user}@localhost".into(),
+            recipient_map: None,
+            smtp_host: "localhost".into(),
+            smtp_port: 25,
+            smtp_starttls: "opportunistic".into(),
+            smtp_user: String::new(),
+            smtp_password_file: None,
+            sendmail_command: PathBuf::from("/usr/sbin/sendmail"),
         }
     }
 }

@@ -1,0 +1,343 @@
+//! The SQLite database `mpistat ingest` fills and `mpistat digest` reads.
+//!
+//! The schema is created and upgraded by [`MIGRATIONS`], applied in order; SQLite's
+//! `user_version` counts how many ran. Tables:
+//!
+//! * `jobs`: one row per job record, keyed by [`JobRecord::key`]; the record itself as JSON plus
+//!   the columns the digest selects on.
+//! * `rejected`: everything ingest did not store as a job (forged, incomplete, corrupt,
+//!   unsupported, duplicate and conflicting lines), keyed by kind and a reference (a job key, or
+//!   `<file id>:<byte offset>` of a line), so that reading the same input again adds nothing.
+//! * `positions`: how far each input file has been read. A file is identified by its first bytes
+//!   (`head_len`, `head_crc`), which survive renaming and compression by logrotate; `offset` is
+//!   where reading resumes (in the uncompressed text).
+//! * `mails`: one row per (user, week) mail: sent, or failed with the error and the number of
+//!   attempts.
+
+use anyhow::Context;
+use mpistat_record::JobRecord;
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::Path;
+
+/// Schema versions, oldest first. Never edit a published entry: add a new one.
+pub const MIGRATIONS: &[&str] = &["
+    CREATE TABLE jobs (
+        key TEXT PRIMARY KEY,
+        uid INTEGER NOT NULL,
+        user TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        exe TEXT NOT NULL,
+        ranks INTEGER NOT NULL,
+        start_ms INTEGER NOT NULL,
+        end_ms INTEGER NOT NULL,
+        wall_ns_sum INTEGER NOT NULL,
+        mpi_ns_sum INTEGER NOT NULL,
+        partial TEXT,
+        record TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX jobs_by_end ON jobs (end_ms);
+    CREATE TABLE rejected (
+        kind TEXT NOT NULL,
+        ref TEXT NOT NULL,
+        source TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        line TEXT,
+        PRIMARY KEY (kind, ref)
+    ) WITHOUT ROWID;
+    CREATE TABLE positions (
+        id INTEGER PRIMARY KEY,
+        head_len INTEGER NOT NULL,
+        head_crc INTEGER NOT NULL,
+        offset INTEGER NOT NULL,
+        path TEXT NOT NULL,
+        stat TEXT
+    );
+    CREATE TABLE mails (
+        user TEXT NOT NULL,
+        week TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('sent', 'failed')),
+        attempts INTEGER NOT NULL,
+        error TEXT,
+        recipient TEXT NOT NULL,
+        PRIMARY KEY (user, week)
+    ) WITHOUT ROWID;
+"];
+
+/// An open database with the current schema.
+pub struct Database {
+    pub conn: Connection,
+}
+
+/// How far one input file has been read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    pub id: i64,
+    pub head_len: u64,
+    pub head_crc: u32,
+    pub offset: u64,
+    /// `dev:ino:size:mtime` of the file when it was last read to its end with nothing pending:
+    /// the same stat again means nothing new to read.
+    pub stat: Option<String>,
+}
+
+/// Something ingest did not store as a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    /// `forged`, `incomplete`, `corrupt`, `unsupported`, `duplicate` or `conflicting`.
+    pub kind: &'static str,
+    /// A job key, a job key with the attested uid (`forged`), or `<file id>:<offset>` of a line.
+    pub reference: String,
+    /// The file (as named when read) the problem was found in.
+    pub source: String,
+    pub detail: String,
+    /// The offending line, for line-level problems.
+    pub line: Option<String>,
+}
+
+/// Outcome of a mail attempt for (user, week).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MailStatus {
+    Sent,
+    Failed { attempts: u32, error: String },
+}
+
+impl Database {
+    /// Open (creating if needed) the database at `path` and bring its schema up to date.
+    pub fn open(path: &Path) -> anyhow::Result<Database> {
+        let conn = Connection::open(path)
+            .with_context(|| format!("cannot open database {}", path.display()))?;
+        // WAL: readers (digest) do not block the ingest; synchronous=NORMAL in WAL mode still
+        // never corrupts the database, a crash loses at most the last commits (which ingest
+        // redoes, as their positions are lost with them).
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))?;
+        let mut db = Database { conn };
+        db.migrate()
+            .with_context(|| format!("cannot upgrade the schema of {}", path.display()))?;
+        Ok(db)
+    }
+
+    fn migrate(&mut self) -> anyhow::Result<()> {
+        let tx = self.conn.transaction()?;
+        let done: usize = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        anyhow::ensure!(
+            done <= MIGRATIONS.len(),
+            "schema version {done} is newer than this mpistat ({})",
+            MIGRATIONS.len()
+        );
+        for migration in &MIGRATIONS[done..] {
+            tx.execute_batch(migration)?;
+        }
+        tx.pragma_update(None, "user_version", MIGRATIONS.len())?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    pub fn positions(&self) -> anyhow::Result<Vec<Position>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, head_len, head_crc, offset, stat FROM positions ORDER BY id")?;
+        let rows = stmt.query_map([], |row| {
+            Ok(Position {
+                id: row.get(0)?,
+                head_len: row.get(1)?,
+                head_crc: row.get(2)?,
+                offset: row.get(3)?,
+                stat: row.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every file's last name and read position.
+    pub fn position_paths(&self) -> anyhow::Result<Vec<(String, u64)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT path, offset FROM positions ORDER BY id")?;
+        let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    pub fn job_count(&self) -> anyhow::Result<u64> {
+        Ok(self
+            .conn
+            .query_row("SELECT count(*) FROM jobs", [], |row| row.get(0))?)
+    }
+
+    /// Rejected entries, by kind then reference.
+    pub fn rejected(&self) -> anyhow::Result<Vec<(String, String, String, String)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT kind, ref, source, detail FROM rejected ORDER BY kind, ref")?;
+        let rows = stmt.query_map([], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Records of jobs that ended in `[from_ms, to_ms)`, in end order.
+    pub fn jobs_ended_between(&self, from_ms: u64, to_ms: u64) -> anyhow::Result<Vec<JobRecord>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT key, record FROM jobs WHERE end_ms >= ?1 AND end_ms < ?2 ORDER BY end_ms, key",
+        )?;
+        let rows = stmt.query_map(params![from_ms, to_ms], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        })?;
+        let mut records = Vec::new();
+        for row in rows {
+            let (key, json) = row?;
+            let record = serde_json::from_str(&json)
+                .with_context(|| format!("job {key}: stored record is not readable"))?;
+            records.push(record);
+        }
+        Ok(records)
+    }
+
+    pub fn mail_status(&self, user: &str, week: &str) -> anyhow::Result<Option<MailStatus>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT status, attempts, error FROM mails WHERE user = ?1 AND week = ?2",
+                params![user, week],
+                |row| {
+                    let status: String = row.get(0)?;
+                    Ok(if status == "sent" {
+                        MailStatus::Sent
+                    } else {
+                        MailStatus::Failed {
+                            attempts: row.get(1)?,
+                            error: row.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                        }
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    /// Weeks with mails that failed and are still to be sent.
+    pub fn failed_mail_weeks(&self) -> anyhow::Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT DISTINCT week FROM mails WHERE status = 'failed' ORDER BY week")?;
+        let rows = stmt.query_map([], |row| row.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Record the outcome of one attempt to send (user, week)'s mail to `recipient`.
+    pub fn record_mail(
+        &self,
+        user: &str,
+        week: &str,
+        recipient: &str,
+        outcome: Result<(), &str>,
+    ) -> anyhow::Result<()> {
+        let (status, error) = match outcome {
+            Ok(()) => ("sent", None),
+            Err(e) => ("failed", Some(e)),
+        };
+        self.conn.execute(
+            "INSERT INTO mails (user, week, status, attempts, error, recipient)
+             VALUES (?1, ?2, ?3, 1, ?4, ?5)
+             ON CONFLICT (user, week) DO UPDATE SET status = ?3, attempts = attempts + 1,
+                 error = ?4, recipient = ?5",
+            params![user, week, status, error, recipient],
+        )?;
+        Ok(())
+    }
+}
+
+/// Statements of one ingest transaction, prepared once.
+pub struct IngestBatch<'conn> {
+    insert_job: rusqlite::Statement<'conn>,
+    clear_incomplete: rusqlite::Statement<'conn>,
+    insert_rejected: rusqlite::Statement<'conn>,
+}
+
+impl<'conn> IngestBatch<'conn> {
+    pub fn new(tx: &'conn rusqlite::Transaction<'conn>) -> anyhow::Result<Self> {
+        Ok(IngestBatch {
+            insert_job: tx.prepare(
+                "INSERT OR IGNORE INTO jobs (key, uid, user, job_id, exe, ranks, start_ms, end_ms,
+                     wall_ns_sum, mpi_ns_sum, partial, record)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            )?,
+            clear_incomplete: tx
+                .prepare("DELETE FROM rejected WHERE kind = 'incomplete' AND ref = ?1")?,
+            insert_rejected: tx.prepare(
+                "INSERT OR IGNORE INTO rejected (kind, ref, source, detail, line)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?,
+        })
+    }
+
+    /// Store a job (once: a job already there is left alone); it is no longer incomplete.
+    /// Returns whether it was new.
+    pub fn insert_job(&mut self, record: &JobRecord) -> anyhow::Result<bool> {
+        let key = record.key();
+        let json = serde_json::to_string(record)?;
+        let inserted = self.insert_job.execute(params![
+            key,
+            record.uid,
+            record.user,
+            record.job_id,
+            record.exe,
+            record.ranks,
+            record.start_unix_ms,
+            record.end_unix_ms,
+            record.wall_ns.sum,
+            record.mpi_ns.sum,
+            record.partial,
+            json
+        ])?;
+        self.clear_incomplete.execute(params![key])?;
+        Ok(inserted == 1)
+    }
+
+    pub fn insert_rejected(&mut self, rejected: &Rejected) -> anyhow::Result<()> {
+        self.insert_rejected.execute(params![
+            rejected.kind,
+            rejected.reference,
+            rejected.source,
+            rejected.detail,
+            rejected.line
+        ])?;
+        Ok(())
+    }
+}
+
+/// Create or update the position row of a file; returns its id.
+pub fn save_position(
+    tx: &rusqlite::Transaction<'_>,
+    position: &Position,
+    path: &str,
+) -> anyhow::Result<i64> {
+    if position.id > 0 {
+        tx.execute(
+            "UPDATE positions SET head_len = ?2, head_crc = ?3, offset = ?4, path = ?5, stat = ?6
+             WHERE id = ?1",
+            params![
+                position.id,
+                position.head_len,
+                position.head_crc,
+                position.offset,
+                path,
+                position.stat
+            ],
+        )?;
+        Ok(position.id)
+    } else {
+        tx.execute(
+            "INSERT INTO positions (head_len, head_crc, offset, path, stat)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                position.head_len,
+                position.head_crc,
+                position.offset,
+                path,
+                position.stat
+            ],
+        )?;
+        Ok(tx.last_insert_rowid())
+    }
+}

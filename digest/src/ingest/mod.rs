@@ -1,0 +1,425 @@
+//! `mpistat ingest`: syslog files into the database, once or following them.
+//!
+//! Lines are grouped by their kernel-attested sender ([`trust`]) and each group reassembled by
+//! its own [`Assembler`], so that a record is only ever made of lines one uid sent, and that uid
+//! must be the one the record claims. Everything that is not stored as a job is stored as
+//! rejected (forged, incomplete, corrupt, ...), see [`crate::db`].
+//!
+//! # Crash safety and idempotence
+//!
+//! Every row has a natural key (a job's key; a rejected line's file and offset), and inserts
+//! ignore rows already there, so reading any stretch of input twice changes nothing. Jobs,
+//! rejected entries and the read position of every file are written in one transaction every
+//! [`BATCH_LINES`] lines and at the end. The position saved for a file is the end of the last
+//! line read, or the first line of the oldest job begun in that file that is still waiting for
+//! parts, so a rerun (after `kill -9`, or the next timer run) sees that job whole. A job still
+//! missing parts at the end of a run is reported incomplete once the file its first line is in
+//! has not changed for the site's grace period; if its parts turn up later it is stored and the
+//! report is withdrawn.
+
+pub mod report;
+pub mod source;
+pub mod trust;
+
+use crate::db::{save_position, Database, IngestBatch, Position, Rejected};
+use mpistat_record::{Assembler, JobRecord, Problem};
+use source::{Head, Input, Opened};
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+/// Lines read between two commits.
+pub const BATCH_LINES: u64 = 20_000;
+
+/// What ingest is told to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Logs as rsyslog writes them; their rotated siblings are read too.
+    pub files: Vec<PathBuf>,
+    /// Reject records without a kernel-attested sender uid (site `ingest.require_attested_uid`).
+    pub require_attested_uid: bool,
+    /// How long a job may wait for missing parts (site `ingest.grace_seconds`).
+    pub grace: Duration,
+}
+
+/// What one run did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RunStats {
+    pub files_read: u64,
+    pub lines: u64,
+    /// Records decoded and accepted (new or already stored).
+    pub records: u64,
+    /// Of those, stored for the first time.
+    pub new_jobs: u64,
+    /// Rejected entries found (new or already stored), by kind.
+    pub rejected: u64,
+    /// Files that could not be read (reported to `err`).
+    pub unreadable: u64,
+}
+
+/// Where an unfinished job's first line is.
+#[derive(Debug, Clone, Copy)]
+struct FirstLine {
+    file: usize,
+    offset: u64,
+}
+
+/// One sender's assembler and how many lines it was given.
+#[derive(Default)]
+struct SenderLines {
+    assembler: Assembler,
+    pushed: u64,
+}
+
+/// A file read in this run.
+struct FileRead {
+    input: Input,
+    position: Position,
+    /// End of the last line read.
+    read_to: u64,
+    /// Stat when it was read to the end.
+    stat_at_end: Option<String>,
+}
+
+/// Work of one run not yet committed.
+#[derive(Default)]
+struct Pending {
+    jobs: Vec<JobRecord>,
+    rejected: Vec<Rejected>,
+    lines: u64,
+}
+
+struct Run<'a> {
+    db: &'a mut Database,
+    options: &'a Options,
+    known: HashMap<Head, Position>,
+    senders: HashMap<Option<u32>, SenderLines>,
+    /// First line of every job that was unfinished when last looked at, by sender and arrival.
+    first_lines: HashMap<(Option<u32>, u64), FirstLine>,
+    files: Vec<FileRead>,
+    pending: Pending,
+    stats: RunStats,
+}
+
+/// Read every file of `options` from where the last run stopped and store what is new.
+pub fn run_once(
+    db: &mut Database,
+    options: &Options,
+    err: &mut impl Write,
+) -> anyhow::Result<RunStats> {
+    let known = db
+        .positions()?
+        .into_iter()
+        .map(|p| {
+            let head = Head {
+                len: p.head_len,
+                crc: p.head_crc,
+            };
+            (head, p)
+        })
+        .collect();
+    let mut run = Run {
+        db,
+        options,
+        known,
+        senders: HashMap::new(),
+        first_lines: HashMap::new(),
+        files: Vec::new(),
+        pending: Pending::default(),
+        stats: RunStats::default(),
+    };
+    for file in &options.files {
+        for input in source::inputs_for(file) {
+            if let Err(e) = run.read(input.clone()) {
+                writeln!(err, "mpistat: cannot read {}: {e}", input.path.display())?;
+                run.stats.unreadable += 1;
+            }
+        }
+    }
+    run.finish()
+}
+
+impl Run<'_> {
+    fn read(&mut self, input: Input) -> anyhow::Result<()> {
+        let stat = source::stat_of(&input.path)?;
+        if self.known.values().any(|p| p.stat.as_ref() == Some(&stat)) {
+            return Ok(()); // read to its end before and unchanged since
+        }
+        let Some(head) = source::open(&input)?.map(|opened| opened.head) else {
+            return Ok(());
+        };
+        let position = self.known.get(&head).cloned().unwrap_or(Position {
+            id: 0,
+            head_len: head.len,
+            head_crc: head.crc,
+            offset: 0,
+            stat: None,
+        });
+        let Some(mut opened) = source::open_at(&input, position.offset)? else {
+            return Ok(());
+        };
+        self.stats.files_read += 1;
+        let file = self.files.len();
+        self.files.push(FileRead {
+            input: input.clone(),
+            read_to: opened.offset(),
+            position,
+            stat_at_end: None,
+        });
+        let mut line = Vec::with_capacity(1024);
+        let result = self.read_lines(file, &mut opened, &mut line);
+        self.files[file].read_to = opened.offset();
+        result?;
+        // The stat may have changed while reading; only the one taken before counts as "read".
+        self.files[file].stat_at_end = Some(stat);
+        Ok(())
+    }
+
+    fn read_lines(
+        &mut self,
+        file: usize,
+        opened: &mut Opened,
+        line: &mut Vec<u8>,
+    ) -> anyhow::Result<()> {
+        let take_unfinished = !self.files[file].input.live;
+        while let Some(offset) = opened.next_line(line, take_unfinished)? {
+            self.push_line(file, offset, &String::from_utf8_lossy(line));
+            if self.pending.lines >= BATCH_LINES {
+                self.files[file].read_to = opened.offset();
+                let unfinished = self.unfinished_first_lines();
+                self.commit(&unfinished)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn push_line(&mut self, file: usize, offset: u64, line: &str) {
+        self.pending.lines += 1;
+        self.stats.lines += 1;
+        let sender = trust::attested_uid(line);
+        let lines = self.senders.entry(sender).or_default();
+        let unfinished_before = lines.assembler.pending_jobs();
+        lines.assembler.push(line);
+        lines.pushed += 1;
+        if lines.assembler.pending_jobs() > unfinished_before {
+            self.first_lines
+                .insert((sender, lines.pushed), FirstLine { file, offset });
+        }
+        let decoded = lines.assembler.take_decoded();
+        for problem in decoded.problems {
+            let location = format!("{}:{offset}", self.files[file].input_id());
+            let rejected = self.rejected_of(problem, file, location, Some(line));
+            self.pending.rejected.push(rejected);
+        }
+        for record in decoded.records {
+            self.accept(record, sender, file);
+        }
+    }
+
+    /// Store `record` if `sender` may have written it, else reject it as forged.
+    fn accept(&mut self, record: JobRecord, sender: Option<u32>, file: usize) {
+        let forged = match sender {
+            Some(uid) if uid == record.uid => None,
+            Some(uid) => Some((
+                format!("{}/uid {uid}", record.key()),
+                format!(
+                    "claims uid {} ({}) but uid {uid} sent it",
+                    record.uid, record.user
+                ),
+            )),
+            None if !self.options.require_attested_uid => None,
+            None => Some((
+                format!("{}/unattested", record.key()),
+                format!(
+                    "claims uid {} ({}); syslog attested no sender",
+                    record.uid, record.user
+                ),
+            )),
+        };
+        match forged {
+            None => {
+                self.stats.records += 1;
+                self.pending.jobs.push(record);
+            }
+            Some((reference, detail)) => self.pending.rejected.push(Rejected {
+                kind: "forged",
+                reference,
+                source: self.files[file].input.path.display().to_string(),
+                detail: format!("job {}: {detail}", record.job_id),
+                line: None,
+            }),
+        }
+    }
+
+    /// A decoder problem as a rejected entry: job-level ones are referenced by the job's key,
+    /// line-level ones by `location` (`<file id>:<offset>`) and keep the line.
+    fn rejected_of(
+        &self,
+        problem: Problem,
+        file: usize,
+        location: String,
+        line: Option<&str>,
+    ) -> Rejected {
+        let detail = problem.to_string();
+        let (kind, reference, line) = match &problem {
+            Problem::MissingParts { key, .. } => ("incomplete", key.clone(), None),
+            Problem::DuplicatePart { .. } => ("duplicate", location, line),
+            Problem::ConflictingPart { .. } => ("conflicting", location, line),
+            Problem::CorruptLine { .. } => ("corrupt", location, line),
+            Problem::UnsupportedWireVersion { .. } => ("unsupported", location, line),
+            Problem::ChecksumMismatch { key } | Problem::BadPayload { key, .. } => {
+                ("corrupt", key.clone(), None)
+            }
+            Problem::UnsupportedModelVersion { key, .. } => ("unsupported", key.clone(), None),
+        };
+        Rejected {
+            kind,
+            reference,
+            source: self.files[file].input.path.display().to_string(),
+            detail,
+            line: line.map(|l| l.trim_end().to_string()),
+        }
+    }
+
+    /// First lines of the jobs still waiting for parts (forgetting those that finished).
+    fn unfinished_first_lines(&mut self) -> Vec<(String, FirstLine)> {
+        let mut unfinished = Vec::new();
+        let mut still = HashSet::new();
+        for (sender, lines) in &self.senders {
+            for (key, arrival) in lines.assembler.pending_first_lines() {
+                still.insert((*sender, arrival));
+                if let Some(first) = self.first_lines.get(&(*sender, arrival)) {
+                    unfinished.push((key.to_string(), *first));
+                }
+            }
+        }
+        self.first_lines.retain(|k, _| still.contains(k));
+        unfinished
+    }
+
+    /// Write what was found and every file's position in one transaction; reading resumes at
+    /// the first line of the earliest `unfinished` job in a file, else after its last line read.
+    fn commit(&mut self, unfinished: &[(String, FirstLine)]) -> anyhow::Result<()> {
+        let pending = std::mem::take(&mut self.pending);
+        let tx = self.db.conn.transaction()?;
+        {
+            let mut batch = IngestBatch::new(&tx)?;
+            for rejected in &pending.rejected {
+                batch.insert_rejected(rejected)?;
+            }
+            self.stats.rejected += pending.rejected.len() as u64;
+            for job in &pending.jobs {
+                if batch.insert_job(job)? {
+                    self.stats.new_jobs += 1;
+                }
+            }
+        }
+        for (index, file) in self.files.iter_mut().enumerate() {
+            let unfinished_from = unfinished
+                .iter()
+                .filter(|(_, first)| first.file == index)
+                .map(|(_, first)| first.offset)
+                .min();
+            file.position.offset = unfinished_from.unwrap_or(file.read_to);
+            file.position.stat = match unfinished_from {
+                None => file.stat_at_end.clone(),
+                Some(_) => None,
+            };
+            let path = file.input.path.display().to_string();
+            file.position.id = save_position(&tx, &file.position, &path)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Whether a job begun in `file` may still get its missing parts: the file is the live log
+    /// and changed within the grace period.
+    fn within_grace(&self, file: usize) -> bool {
+        let input = &self.files[file].input;
+        let changed = std::fs::metadata(&input.path).and_then(|m| m.modified());
+        let age = changed.map(|t| SystemTime::now().duration_since(t).unwrap_or_default());
+        input.live && age.is_ok_and(|age| age < self.options.grace)
+    }
+
+    /// Report jobs still missing parts whose grace period is over, and commit everything.
+    fn finish(mut self) -> anyhow::Result<RunStats> {
+        let (in_grace, overdue): (Vec<_>, Vec<_>) = self
+            .unfinished_first_lines()
+            .into_iter()
+            .partition(|(_, first)| self.within_grace(first.file));
+        let waiting: HashSet<&str> = in_grace.iter().map(|(key, _)| key.as_str()).collect();
+        let last_file = self.files.len().saturating_sub(1);
+        let first_file = |key: &str| {
+            let found = overdue.iter().find(|(k, _)| k == key);
+            found.map_or(last_file, |(_, first)| first.file)
+        };
+        for (sender, lines) in std::mem::take(&mut self.senders) {
+            let decoded = lines.assembler.finish();
+            for problem in decoded.problems {
+                let key = match &problem {
+                    Problem::MissingParts { key, .. } => key.clone(),
+                    _ => String::new(),
+                };
+                if waiting.contains(key.as_str()) {
+                    continue;
+                }
+                let file = first_file(&key);
+                let rejected = self.rejected_of(problem, file, String::new(), None);
+                self.pending.rejected.push(rejected);
+            }
+            for record in decoded.records {
+                let file = first_file(&record.key());
+                self.accept(record, sender, file);
+            }
+        }
+        self.commit(&in_grace)?;
+        Ok(self.stats)
+    }
+}
+
+impl FileRead {
+    /// The file's identity as written in references to its lines.
+    fn input_id(&self) -> String {
+        format!("{:08x}", self.position.head_crc)
+    }
+}
+
+/// Seconds between two reads with `--follow`.
+const FOLLOW_INTERVAL: Duration = Duration::from_secs(2);
+
+/// `mpistat ingest`: one run (or one every [`FOLLOW_INTERVAL`] with `--follow`), then the report
+/// if asked. Fails when a file could not be read.
+pub fn command(args: &crate::cli::IngestArgs) -> anyhow::Result<std::process::ExitCode> {
+    let (config, mut db) = crate::site::load(&args.db)?;
+    let options = Options {
+        files: args.files.clone(),
+        require_attested_uid: config.ingest.require_attested_uid,
+        grace: Duration::from_secs(config.ingest.grace_seconds),
+    };
+    let stderr = &mut std::io::stderr().lock();
+    let mut unreadable = 0;
+    if !options.files.is_empty() {
+        loop {
+            let stats = run_once(&mut db, &options, stderr)?;
+            writeln!(
+                stderr,
+                "{} files, {} lines: {} records ({} new), {} rejected",
+                stats.files_read, stats.lines, stats.records, stats.new_jobs, stats.rejected
+            )?;
+            unreadable = stats.unreadable;
+            if !args.follow {
+                break;
+            }
+            std::thread::sleep(FOLLOW_INTERVAL);
+        }
+    }
+    if args.report {
+        report::print(&db, &mut std::io::stdout().lock())?;
+    }
+    Ok(if unreadable > 0 {
+        std::process::ExitCode::FAILURE
+    } else {
+        std::process::ExitCode::SUCCESS
+    })
+}

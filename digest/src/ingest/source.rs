@@ -1,0 +1,158 @@
+//! The files one `FILE` argument stands for, and reading their lines from a byte offset.
+//!
+//! `FILE` is the log rsyslog writes to; logrotate renames it (`FILE.1`, `FILE-20261122`) and
+//! may compress it (`.gz`). So each argument means its rotated siblings, oldest first, then the
+//! file itself. A file is identified by its first line (see [`Head`]), which renaming and
+//! compression keep, so a resumed read continues where it stopped whatever the file is called now.
+
+use flate2::read::MultiGzDecoder;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// Longest first line used to identify a file.
+const HEAD_MAX: usize = 1024;
+
+/// One file to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    pub path: PathBuf,
+    /// The file rsyslog is still writing: a last line without its newline is not read yet.
+    pub live: bool,
+}
+
+/// `file`'s rotated siblings (`file.*`, `file-*`, compressed or not), oldest first, then `file`.
+pub fn inputs_for(file: &Path) -> Vec<Input> {
+    let mut rotated = Vec::new();
+    if let (Some(dir), Some(name)) = (file.parent(), file.file_name()) {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        let name = name.to_string_lossy();
+        let (dotted, dashed) = (format!("{name}."), format!("{name}-"));
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                let sibling = entry.file_name().to_string_lossy().into_owned();
+                let is_rotated = sibling.starts_with(&dotted) || sibling.starts_with(&dashed);
+                let Ok(meta) = entry.metadata() else { continue };
+                if is_rotated && meta.is_file() {
+                    rotated.push((meta.mtime(), meta.mtime_nsec(), sibling, entry.path()));
+                }
+            }
+        }
+    }
+    // Oldest first; at equal times `x.2` before `x.1` (logrotate's higher numbers are older).
+    rotated.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)).then_with(|| b.2.cmp(&a.2)));
+    rotated
+        .into_iter()
+        .map(|(_, _, _, path)| Input { path, live: false })
+        .chain(std::iter::once(Input {
+            path: file.to_path_buf(),
+            live: true,
+        }))
+        .collect()
+}
+
+/// A file's identity: its first line (at most [`HEAD_MAX`] bytes), as length and CRC-32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Head {
+    pub len: u64,
+    pub crc: u32,
+}
+
+/// `dev:ino:size:mtime` of a file: unchanged means nothing new to read.
+pub fn stat_of(path: &Path) -> std::io::Result<String> {
+    let m = std::fs::metadata(path)?;
+    Ok(format!(
+        "{}:{}:{}:{}.{:09}",
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec()
+    ))
+}
+
+/// The text of an open file (inflated if it is `.gz`).
+pub struct Opened {
+    pub head: Head,
+    reader: Box<dyn BufRead>,
+    /// Offset in the text of the next byte `reader` gives.
+    offset: u64,
+}
+
+/// Open `path` and identify it. `None` when it has no complete first line yet (nothing to read).
+pub fn open(input: &Input) -> std::io::Result<Option<Opened>> {
+    let file = File::open(&input.path)?;
+    let compressed = input.path.extension().is_some_and(|e| e == "gz");
+    let mut reader: Box<dyn BufRead> = if compressed {
+        Box::new(BufReader::with_capacity(1 << 16, MultiGzDecoder::new(file)))
+    } else {
+        Box::new(BufReader::with_capacity(1 << 16, file))
+    };
+    let mut head = Vec::new();
+    (&mut reader)
+        .take(HEAD_MAX as u64)
+        .read_until(b'\n', &mut head)?;
+    let complete = head.ends_with(b"\n") || head.len() == HEAD_MAX || !input.live;
+    if head.is_empty() || !complete {
+        return Ok(None);
+    }
+    let id = Head {
+        len: head.len() as u64,
+        crc: crc32fast::hash(&head),
+    };
+    // Give the head back to the line reader, so that reading starts at offset 0.
+    let reader = Box::new(BufReader::new(std::io::Cursor::new(head).chain(reader)));
+    Ok(Some(Opened {
+        head: id,
+        reader,
+        offset: 0,
+    }))
+}
+
+/// Like [`open`] but positioned at `offset` (seeking when the file is not compressed).
+pub fn open_at(input: &Input, offset: u64) -> std::io::Result<Option<Opened>> {
+    let Some(mut opened) = open(input)? else {
+        return Ok(None);
+    };
+    let compressed = input.path.extension().is_some_and(|e| e == "gz");
+    if offset > 0 && !compressed {
+        let mut file = File::open(&input.path)?;
+        file.seek(SeekFrom::Start(offset))?;
+        opened.reader = Box::new(BufReader::with_capacity(1 << 16, file));
+        opened.offset = offset;
+    } else {
+        let skipped = std::io::copy(&mut (&mut opened.reader).take(offset), &mut std::io::sink())?;
+        opened.offset = skipped;
+    }
+    Ok(Some(opened))
+}
+
+impl Opened {
+    /// Offset of the next line in the file's text.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The next line into `line` (with its newline), returning its offset; `None` at the end.
+    /// A last line without newline is returned only when `take_unfinished` (a live file's last
+    /// line may still be being written).
+    pub fn next_line(
+        &mut self,
+        line: &mut Vec<u8>,
+        take_unfinished: bool,
+    ) -> std::io::Result<Option<u64>> {
+        line.clear();
+        let n = self.reader.read_until(b'\n', line)?;
+        if n == 0 || (!line.ends_with(b"\n") && !take_unfinished) {
+            return Ok(None);
+        }
+        let at = self.offset;
+        self.offset += n as u64;
+        Ok(Some(at))
+    }
+}

@@ -1,0 +1,102 @@
+//! The HTML part of the mail: the same content as the text part, in tables, critical values in
+//! bold red. No charts yet (the mail has no image parts).
+
+use super::content::{UserDigest, FURTHER};
+use mpistat_record::units::{bytes, count, duration};
+use std::fmt::Write;
+
+/// `text` with HTML's special characters escaped.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn estimate(ns: Option<f64>) -> String {
+    match ns {
+        Some(ns) if ns < 0.0 => format!("-{}", duration((-ns).round() as u64)),
+        Some(ns) => duration(ns.round() as u64),
+        None => String::new(),
+    }
+}
+
+/// The whole HTML mail.
+pub fn render(d: &UserDigest) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>mpistat {week}</title></head>\n\
+         <body style=\"font-family: sans-serif\">\n<h2>Your MPI jobs in week {week}</h2>",
+        week = escape(&d.week)
+    );
+    out.push_str("<table cellpadding=\"3\">\n<tr><th></th><th>you</th><th>site: min / median / max</th></tr>\n");
+    for f in &d.figures {
+        let value = if f.critical {
+            format!("<b style=\"color:#c00\">{}</b>", escape(&f.value))
+        } else {
+            escape(&f.value)
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td align=\"right\">{value}</td><td>{}</td></tr>",
+            escape(f.name),
+            escape(&f.reference)
+        );
+    }
+    out.push_str("</table>\n<p><small>Hardware counters were not recorded; load balance is estimated from the per-rank MPI times.</small></p>\n");
+    if !d.recommendations.is_empty() {
+        out.push_str("<ul>\n");
+        for r in &d.recommendations {
+            let _ = writeln!(out, "<li>{}</li>", escape(r));
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("<h3>MPI routines</h3>\n<table cellpadding=\"3\" border=\"1\" style=\"border-collapse: collapse\">\n");
+    out.push_str("<tr><th>routine</th><th>calls</th><th>calls/rank</th><th>time</th><th>time/call</th><th>count</th><th>bytes</th><th>bytes/call</th><th>% MPI</th><th>latency &micro;s</th><th>MB/s</th><th>est. latency</th><th>est. transfer</th><th>est. sync</th></tr>\n");
+    for r in &d.routines {
+        let per_call = |v: u64| v as f64 / r.calls.max(1) as f64;
+        let (latency_us, bandwidth) = match r.cost {
+            Some(c) => (
+                format!("{:.1}", c.latency_us),
+                format!("{:.0}", c.bandwidth_mb_s),
+            ),
+            None => (String::new(), String::new()),
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td align=\"right\">{}</td><td align=\"right\">{:.1}</td><td align=\"right\">{}</td><td align=\"right\">{}</td><td align=\"right\">{}</td><td align=\"right\">{}</td><td align=\"right\">{}</td><td align=\"right\">{:.1}</td><td align=\"right\">{latency_us}</td><td align=\"right\">{bandwidth}</td><td align=\"right\">{}</td><td align=\"right\">{}</td><td align=\"right\">{}</td></tr>",
+            escape(&r.name),
+            count(r.calls),
+            r.calls_per_rank,
+            duration(r.time_ns),
+            duration(per_call(r.time_ns).round() as u64),
+            count(r.count),
+            bytes(r.bytes as f64),
+            bytes(per_call(r.bytes)),
+            100.0 * r.share,
+            estimate(r.latency_ns),
+            estimate(r.transfer_ns),
+            estimate(r.sync_ns),
+        );
+    }
+    out.push_str("</table>\n<h3>Your biggest jobs</h3>\n<table cellpadding=\"3\">\n<tr><th>job</th><th>ranks</th><th>CPU h</th><th>MPI %</th><th>load balance</th><th>executable</th></tr>\n");
+    for j in &d.top_jobs {
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td align=\"right\">{}</td><td align=\"right\">{:.2}</td><td align=\"right\">{:.1}</td><td align=\"right\">{:.2}</td><td>{}</td></tr>",
+            escape(&j.job_id),
+            j.ranks,
+            j.cpu_hours,
+            j.mpi_percent,
+            j.load_balance,
+            escape(&j.exe)
+        );
+    }
+    out.push_str("</table>\n<h3>How to go further</h3>\n");
+    for (title, text) in FURTHER {
+        let _ = writeln!(out, "<p><b>{}.</b> {}</p>", escape(title), escape(text));
+    }
+    out.push_str("</body></html>\n");
+    out
+}

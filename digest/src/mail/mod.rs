@@ -1,0 +1,136 @@
+//! `mpistat digest`: one mail per user who ran jobs in a week, built from the database.
+//!
+//! `content` computes what a mail says, `text` and `html` lay it out, `week` is ISO weeks. With
+//! `--send` every (user, week) is sent at most once: the outcome is recorded in the database's
+//! `mails` table, and mails that failed (of any week) are tried again on every `--send` run until
+//! they go out.
+
+pub mod content;
+pub mod html;
+pub mod text;
+pub mod week;
+
+use crate::cli::DigestArgs;
+use crate::db::{Database, MailStatus};
+use mpistat_mailer::{Mail, Mailer};
+use mpistat_site::SiteConfig;
+use std::io::Write;
+use std::process::ExitCode;
+use week::IsoWeek;
+
+/// The mails of `week`, one per user (only `user`'s when given).
+pub fn mails(
+    db: &Database,
+    config: &SiteConfig,
+    week: IsoWeek,
+    user: Option<&str>,
+) -> anyhow::Result<Vec<Mail>> {
+    let (from, to) = week.range_ms();
+    let jobs = db.jobs_ended_between(from, to)?;
+    let week = week.to_string();
+    Ok(content::digests(&jobs, &week, &config.digest)
+        .into_iter()
+        .filter(|d| user.is_none_or(|u| u == d.user))
+        .map(|d| Mail {
+            user: d.user.clone(),
+            tag: week.clone(),
+            subject: format!("mpistat: your MPI jobs in week {week}"),
+            text: text::render(&d),
+            html: html::render(&d),
+            images: Vec::new(),
+        })
+        .collect())
+}
+
+/// What a `--send` run did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct SendStats {
+    pub sent: usize,
+    pub already_sent: usize,
+    pub failed: usize,
+}
+
+/// Send the mails of `week` and retry every earlier failure; each (user, week) at most once.
+pub fn send(
+    db: &Database,
+    config: &SiteConfig,
+    mailer: &Mailer,
+    week: IsoWeek,
+    user: Option<&str>,
+    err: &mut impl Write,
+) -> anyhow::Result<SendStats> {
+    let mut weeks = vec![week];
+    for failed in db.failed_mail_weeks()? {
+        let failed = IsoWeek::parse(&failed).map_err(anyhow::Error::msg)?;
+        if !weeks.contains(&failed) {
+            weeks.push(failed);
+        }
+    }
+    let mut stats = SendStats::default();
+    for week in weeks {
+        for mail in mails(db, config, week, user)? {
+            match db.mail_status(&mail.user, &mail.tag)? {
+                Some(MailStatus::Sent) => {
+                    stats.already_sent += 1;
+                    continue;
+                }
+                Some(MailStatus::Failed { .. }) | None => {}
+            }
+            let recipient = mailer.recipient(&mail.user);
+            match mailer.send(&mail) {
+                Ok(_) => {
+                    db.record_mail(&mail.user, &mail.tag, &recipient, Ok(()))?;
+                    stats.sent += 1;
+                }
+                Err(e) => {
+                    let error = e.to_string();
+                    writeln!(
+                        err,
+                        "mpistat: mail of {} for {} to {recipient} not sent (will retry): {error}",
+                        mail.user, mail.tag
+                    )?;
+                    db.record_mail(&mail.user, &mail.tag, &recipient, Err(&error))?;
+                    stats.failed += 1;
+                }
+            }
+        }
+    }
+    Ok(stats)
+}
+
+/// `mpistat digest`: print the mails' text (default, `--dry-run`) or send them (`--send`).
+pub fn command(args: &DigestArgs) -> anyhow::Result<ExitCode> {
+    let (config, db) = crate::site::load(&args.db)?;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis() as u64;
+    let week = match &args.week {
+        Some(text) => IsoWeek::parse(text).map_err(anyhow::Error::msg)?,
+        None => IsoWeek::last_complete(now_ms),
+    };
+    let user = args.user.as_deref();
+    if !args.send {
+        let out = &mut std::io::stdout().lock();
+        for (n, mail) in mails(&db, &config, week, user)?.iter().enumerate() {
+            if n > 0 {
+                writeln!(out, "\n{}\n", "=".repeat(78))?;
+            }
+            writeln!(out, "To: {}\nSubject: {}\n", mail.user, mail.subject)?;
+            write!(out, "{}", mail.text)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mailer = Mailer::from_site(&config.mail)?;
+    let err = &mut std::io::stderr().lock();
+    let stats = send(&db, &config, &mailer, week, user, err)?;
+    writeln!(
+        err,
+        "{week}: {} sent, {} sent before, {} failed",
+        stats.sent, stats.already_sent, stats.failed
+    )?;
+    Ok(if stats.failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,136 @@
+//! The plain-text part of the mail: at most 80 columns, reads well in mutt. Critical values are
+//! marked with `!`.
+
+use super::content::{UserDigest, FURTHER};
+use mpistat_record::units::{bytes, count, duration};
+use std::fmt::Write;
+
+/// Width paragraphs are wrapped to.
+const WIDTH: usize = 78;
+
+/// A nanosecond estimate (may be negative) as a duration.
+fn signed_duration(ns: f64) -> String {
+    let magnitude = duration(ns.abs().round() as u64);
+    if ns < 0.0 {
+        format!("-{magnitude}")
+    } else {
+        magnitude
+    }
+}
+
+/// `text` wrapped at [`WIDTH`], every line starting with `indent`.
+pub fn wrap(text: &str, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::from(indent);
+    for word in text.split_whitespace() {
+        if line.len() > indent.len() && line.len() + 1 + word.len() > WIDTH {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = String::from(indent);
+        }
+        if line.len() > indent.len() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+    out
+}
+
+/// The whole plain-text mail.
+pub fn render(d: &UserDigest) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "mpistat: your MPI jobs in week {}", d.week);
+    let _ = writeln!(out);
+    let _ = writeln!(out, "  {:<16}{:>18}   site: min / median / max", "", "you");
+    for f in &d.figures {
+        let mark = if f.critical { "!" } else { " " };
+        let _ = writeln!(
+            out,
+            "{mark} {:<16}{:>18}   {}",
+            f.name, f.value, f.reference
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  (hardware counters were not recorded; load balance is estimated from the"
+    );
+    let _ = writeln!(out, "  per-rank MPI times)");
+    if !d.recommendations.is_empty() {
+        let _ = writeln!(out);
+        for r in &d.recommendations {
+            let wrapped = wrap(r, "  ");
+            out.push('*');
+            out.push_str(&wrapped[1..]);
+        }
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "MPI routines (all your jobs, summed over ranks)");
+    let _ = writeln!(
+        out,
+        "{:<16}{:>8}{:>8}{:>9}{:>8}{:>8}{:>8}{:>8}{:>5}",
+        "routine", "calls", "/rank", "time", "/call", "count", "bytes", "/call", "%MPI"
+    );
+    for r in &d.routines {
+        let per_call = |v: u64| v as f64 / r.calls.max(1) as f64;
+        let _ = writeln!(
+            out,
+            "{:<16}{:>8}{:>8.1}{:>9}{:>8}{:>8}{:>8}{:>8}{:>5.1}",
+            r.name,
+            count(r.calls),
+            r.calls_per_rank,
+            duration(r.time_ns),
+            duration(per_call(r.time_ns).round() as u64),
+            count(r.count),
+            bytes(r.bytes as f64),
+            bytes(per_call(r.bytes)),
+            100.0 * r.share
+        );
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Where the time goes (estimates from the site's benchmarks)"
+    );
+    let _ = writeln!(
+        out,
+        "{:<16}{:>9}{:>10}{:>10}{:>10}{:>10}",
+        "routine", "lat us", "MB/s", "latency", "transfer", "sync"
+    );
+    for r in d.routines.iter().filter(|r| r.cost.is_some()) {
+        let cost = r.cost.expect("filtered");
+        let _ = writeln!(
+            out,
+            "{:<16}{:>9.1}{:>10.0}{:>10}{:>10}{:>10}",
+            r.name,
+            cost.latency_us,
+            cost.bandwidth_mb_s,
+            signed_duration(r.latency_ns.unwrap_or_default()),
+            signed_duration(r.transfer_ns.unwrap_or_default()),
+            signed_duration(r.sync_ns.unwrap_or_default()),
+        );
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Your biggest jobs");
+    let _ = writeln!(
+        out,
+        "{:<12}{:>6}{:>9}{:>7}{:>6}  executable",
+        "job", "ranks", "CPU h", "MPI %", "LB"
+    );
+    for j in &d.top_jobs {
+        let exe = j.exe.rsplit('/').next().unwrap_or(&j.exe);
+        let _ = writeln!(
+            out,
+            "{:<12}{:>6}{:>9.2}{:>7.1}{:>6.2}  {}",
+            j.job_id, j.ranks, j.cpu_hours, j.mpi_percent, j.load_balance, exe
+        );
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "How to go further");
+    for (title, text) in FURTHER {
+        let _ = writeln!(out);
+        out.push_str(&wrap(&format!("{title}: {text}"), ""));
+    }
+    out
+}

@@ -1,0 +1,145 @@
+//! Job records and syslog files for the digest's tests and the ingest benchmark: deterministic,
+//! varied enough to exercise the mail (several users, routines of every class, imbalance).
+#![allow(dead_code)] // each test binary uses a part
+
+use mpistat_record::{encode, JobRecord, RoutineStats, Stat};
+use std::io::Write;
+use std::path::Path;
+
+/// 2026-11-16T00:00:00Z, Monday of ISO week 2026-W47, in Unix milliseconds.
+pub const WEEK_47_START_MS: u64 = 1_794_787_200_000;
+
+fn stat(sum: u64, ranks: u32, spread_percent: u64) -> Stat {
+    let avg = sum / u64::from(ranks.max(1));
+    Stat {
+        sum,
+        min: avg - avg * spread_percent / 100,
+        max: avg + avg * spread_percent / 100,
+        max_rank: ranks.saturating_sub(1),
+    }
+}
+
+fn routine(
+    name: &str,
+    class: &str,
+    calls: u64,
+    time_ns: u64,
+    bytes: u64,
+    ranks: u32,
+) -> RoutineStats {
+    RoutineStats {
+        name: name.into(),
+        class: class.into(),
+        calls: stat(calls, ranks, 0),
+        time_ns: stat(time_ns, ranks, 40),
+        count: stat(bytes / 8, ranks, 0),
+        bytes: stat(bytes, ranks, 0),
+        ..Default::default()
+    }
+}
+
+/// Job number `n` of `user` (`uid`), ending `end_ms`: `ranks` ranks for `wall_s` seconds, with an
+/// MPI share of `mpi_percent`, mostly Allreduce and Send/Recv.
+pub fn job(
+    n: u64,
+    user: &str,
+    uid: u32,
+    end_ms: u64,
+    ranks: u32,
+    wall_s: u64,
+    mpi_percent: u64,
+) -> JobRecord {
+    let wall_ns = wall_s * 1_000_000_000 * u64::from(ranks);
+    let mpi_ns = wall_ns * mpi_percent / 100;
+    let calls = 1000 * (n % 7 + 1) * u64::from(ranks);
+    JobRecord {
+        version: 1,
+        job_id: format!("{}", 1000 + n),
+        uid,
+        user: user.into(),
+        exe: format!("/home/{user}/bin/solver{}", n % 3),
+        argv0: format!("solver{}", n % 3),
+        host: "node1".into(),
+        pid: 4000 + n as u32,
+        ranks,
+        nodes: ranks.div_ceil(32),
+        start_unix_ms: end_ms - wall_s * 1000,
+        end_unix_ms: end_ms,
+        wall_ns: stat(wall_ns, ranks, 1),
+        mpi_ns: stat(mpi_ns, ranks, 30),
+        thread_level: "single".into(),
+        mpi_library: "Open MPI v4.1.4".into(),
+        overhead_ns: stat(calls * 100, ranks, 0),
+        routines: vec![
+            routine("MPI_Init", "misc", u64::from(ranks), mpi_ns / 20, 0, ranks),
+            routine("MPI_Send", "p2p", calls, mpi_ns / 5, calls * 4096, ranks),
+            routine("MPI_Recv", "p2p", calls, mpi_ns / 4, calls * 4096, ranks),
+            routine(
+                "MPI_Allreduce",
+                "collective",
+                calls / 10,
+                mpi_ns / 2,
+                calls * 8,
+                ranks,
+            ),
+        ],
+        ..Default::default()
+    }
+}
+
+/// The syslog lines of `record` as the site's rsyslog template writes them, attested as sent by
+/// `sender` (`None`: rsyslog could not attest).
+pub fn syslog_lines(record: &JobRecord, sender: Option<u32>) -> Vec<String> {
+    let uid = sender.map(|u| u.to_string()).unwrap_or_default();
+    let pid = sender.map(|_| record.pid.to_string()).unwrap_or_default();
+    encode(record)
+        .into_iter()
+        .map(|message| {
+            format!(
+                "2026-11-18T10:00:00.000000+00:00 node1 uid={uid} pid={pid} mpistat: {message}\n"
+            )
+        })
+        .collect()
+}
+
+/// `count` jobs of five users in week 47, each sent by its own user.
+pub fn week_of_jobs(count: u64) -> Vec<JobRecord> {
+    const USERS: [(&str, u32); 5] = [
+        ("alice", 1001),
+        ("bob", 1002),
+        ("carol", 1003),
+        ("dave", 1004),
+        ("erin", 1005),
+    ];
+    (0..count)
+        .map(|n| {
+            let (user, uid) = USERS[(n % 5) as usize];
+            let end = WEEK_47_START_MS + 3_600_000 + n * 1000;
+            job(
+                n,
+                user,
+                uid,
+                end,
+                4 << (n % 4),
+                60 + n % 600,
+                5 + (n * 7) % 60,
+            )
+        })
+        .collect()
+}
+
+/// Write the attested syslog lines of `records` to `path` (appending).
+pub fn append_log(path: &Path, records: &[JobRecord]) {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    let mut text = String::new();
+    for record in records {
+        for line in syslog_lines(record, Some(record.uid)) {
+            text.push_str(&line);
+        }
+    }
+    file.write_all(text.as_bytes()).unwrap();
+}

@@ -1,0 +1,296 @@
+//! `mpistat ingest` on generated syslog files: idempotence, rotation (renamed and `.gz`), forged
+//! and unattested records, incomplete jobs after the grace period, and `kill -9` at random points
+//! followed by a rerun giving the same database as one uninterrupted run.
+
+mod common;
+
+use common::{append_log, syslog_lines, week_of_jobs};
+use mpistat_digest::db::Database;
+use mpistat_digest::ingest::{run_once, Options, RunStats};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn temp_dir(label: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mpistat-ingest-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn options(log: &Path) -> Options {
+    Options {
+        files: vec![log.to_path_buf()],
+        require_attested_uid: true,
+        grace: Duration::from_secs(300),
+    }
+}
+
+fn ingest(db: &mut Database, options: &Options) -> RunStats {
+    let mut err = Vec::new();
+    let stats = run_once(db, options, &mut err).unwrap();
+    assert!(err.is_empty(), "{}", String::from_utf8_lossy(&err));
+    stats
+}
+
+/// Every table but the positions' stats, as text: equal dumps are equal databases.
+fn dump(db: &Database) -> String {
+    let mut out = String::new();
+    for query in [
+        "SELECT key || ' ' || uid || ' ' || user || ' ' || record FROM jobs ORDER BY key",
+        "SELECT kind || ' ' || ref || ' ' || detail FROM rejected ORDER BY kind, ref",
+        "SELECT head_len || ' ' || head_crc || ' ' || offset FROM positions ORDER BY head_crc",
+    ] {
+        let mut stmt = db.conn.prepare(query).unwrap();
+        let rows = stmt.query_map([], |row| row.get::<_, String>(0)).unwrap();
+        for row in rows {
+            out.push_str(&row.unwrap());
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn rejected_kinds(db: &Database) -> Vec<String> {
+    db.rejected()
+        .unwrap()
+        .into_iter()
+        .map(|(kind, ..)| kind)
+        .collect()
+}
+
+#[test]
+fn twice_adds_nothing() {
+    let dir = temp_dir("twice");
+    let log = dir.join("records.log");
+    append_log(&log, &week_of_jobs(50));
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let first = ingest(&mut db, &options(&log));
+    assert_eq!((first.records, first.new_jobs, first.rejected), (50, 50, 0));
+    let before = dump(&db);
+    let second = ingest(&mut db, &options(&log));
+    assert_eq!(second.new_jobs, 0);
+    assert_eq!(second.lines, 0, "an unchanged file is not read again");
+    assert_eq!(dump(&db), before);
+    // A new job appended is read from where the last run stopped.
+    append_log(&log, &week_of_jobs(51)[50..]);
+    let third = ingest(&mut db, &options(&log));
+    let lines = syslog_lines(&week_of_jobs(51)[50], Some(1001)).len() as u64;
+    assert_eq!((third.new_jobs, third.lines), (1, lines));
+    assert_eq!(db.job_count().unwrap(), 51);
+}
+
+#[test]
+fn rotation_renamed_then_compressed_neither_loses_nor_repeats() {
+    let dir = temp_dir("rotation");
+    let log = dir.join("records.log");
+    let jobs = week_of_jobs(30);
+    append_log(&log, &jobs[..10]);
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    assert_eq!(ingest(&mut db, &options(&log)).new_jobs, 10);
+
+    // More jobs, then logrotate renames the file and rsyslog starts a new one.
+    append_log(&log, &jobs[10..15]);
+    std::fs::rename(&log, dir.join("records.log.1")).unwrap();
+    append_log(&log, &jobs[15..20]);
+    let stats = ingest(&mut db, &options(&log));
+    assert_eq!(stats.new_jobs, 10, "{stats:?}");
+    assert_eq!(
+        stats.records, 10,
+        "the rotated file resumes where it stopped"
+    );
+
+    // Next rotation compresses the old one: its known content is not read as new.
+    append_log(&log, &jobs[20..25]);
+    let gz = std::fs::File::create(dir.join("records.log.2.gz")).unwrap();
+    let mut encoder = flate2::write::GzEncoder::new(gz, flate2::Compression::fast());
+    encoder
+        .write_all(&std::fs::read(dir.join("records.log.1")).unwrap())
+        .unwrap();
+    encoder.finish().unwrap();
+    std::fs::remove_file(dir.join("records.log.1")).unwrap();
+    std::fs::rename(&log, dir.join("records.log.1")).unwrap();
+    append_log(&log, &jobs[25..30]);
+    let stats = ingest(&mut db, &options(&log));
+    assert_eq!((stats.new_jobs, stats.records), (10, 10), "{stats:?}");
+    assert_eq!(db.job_count().unwrap(), 30);
+    assert!(rejected_kinds(&db).is_empty(), "{:?}", db.rejected());
+}
+
+#[test]
+fn a_record_split_by_rotation_is_stored_whole() {
+    let dir = temp_dir("split");
+    let log = dir.join("records.log");
+    let job = &week_of_jobs(1)[0];
+    let lines = syslog_lines(job, Some(job.uid));
+    std::fs::write(&log, lines[0].as_bytes()).unwrap();
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    assert_eq!(ingest(&mut db, &options(&log)).records, 0);
+    assert!(
+        rejected_kinds(&db).is_empty(),
+        "within grace: not yet incomplete"
+    );
+    std::fs::rename(&log, dir.join("records.log.1")).unwrap();
+    std::fs::write(&log, lines[1..].concat()).unwrap();
+    assert_eq!(ingest(&mut db, &options(&log)).new_jobs, 1);
+    assert!(rejected_kinds(&db).is_empty(), "{:?}", db.rejected());
+}
+
+#[test]
+fn forged_unattested_corrupt_and_incomplete_are_kept_apart() {
+    let dir = temp_dir("rejects");
+    let log = dir.join("records.log");
+    let jobs = week_of_jobs(4);
+    let mut text = String::new();
+    // Sent by uid 1002 (bob) but claiming uid 0.
+    let mut root = jobs[0].clone();
+    root.uid = 0;
+    root.user = "root".into();
+    text.extend(syslog_lines(&root, Some(1002)));
+    // No attestation.
+    text.extend(syslog_lines(&jobs[1], None));
+    // A damaged line of a third job (its record is then also incomplete).
+    let mut damaged = syslog_lines(&jobs[2], Some(jobs[2].uid));
+    let cut_at = damaged[1].len() - 2;
+    damaged[1].replace_range(cut_at.., "#\n");
+    text.extend(damaged);
+    // A job missing its last part.
+    let mut cut = syslog_lines(&jobs[3], Some(jobs[3].uid));
+    cut.pop();
+    text.extend(cut);
+    std::fs::write(&log, text).unwrap();
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut opts = options(&log);
+    opts.grace = Duration::ZERO;
+    let stats = ingest(&mut db, &opts);
+    assert_eq!(stats.new_jobs, 0);
+    let rejected = db.rejected().unwrap();
+    let kinds = rejected_kinds(&db);
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "forged").count(),
+        2,
+        "{rejected:#?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "corrupt").count(),
+        1,
+        "{rejected:#?}"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "incomplete").count(),
+        2,
+        "{rejected:#?}"
+    );
+    assert!(rejected
+        .iter()
+        .any(|r| r.3.contains("claims uid 0 (root) but uid 1002 sent it")));
+    // The same input again adds nothing.
+    let before = dump(&db);
+    std::fs::write(dir.join("touch"), "").unwrap();
+    let mut again = Database::open(&dir.join("db.sqlite")).unwrap();
+    again
+        .conn
+        .execute("UPDATE positions SET offset = 0, stat = NULL", [])
+        .unwrap();
+    ingest(&mut again, &opts);
+    assert_eq!(dump(&again), before);
+
+    // Without required attestation the unattested job is accepted (the forged one never is).
+    let mut lenient = Database::open(&dir.join("lenient.sqlite")).unwrap();
+    opts.require_attested_uid = false;
+    ingest(&mut lenient, &opts);
+    assert_eq!(lenient.job_count().unwrap(), 1);
+    assert_eq!(
+        rejected_kinds(&lenient)
+            .iter()
+            .filter(|k| *k == "forged")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn late_parts_withdraw_the_incomplete_report() {
+    let dir = temp_dir("late");
+    let log = dir.join("records.log");
+    let job = &week_of_jobs(1)[0];
+    let lines = syslog_lines(job, Some(job.uid));
+    std::fs::write(&log, lines[..lines.len() - 1].concat()).unwrap();
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut opts = options(&log);
+    opts.grace = Duration::ZERO;
+    ingest(&mut db, &opts);
+    assert_eq!(rejected_kinds(&db), ["incomplete"]);
+    // Rewritten whole (e.g. a late copy arrives in another file): stored, report withdrawn.
+    let other = dir.join("late.log");
+    std::fs::write(&other, lines.concat()).unwrap();
+    ingest(&mut db, &options(&other));
+    assert_eq!(db.job_count().unwrap(), 1);
+    assert!(rejected_kinds(&db).is_empty());
+}
+
+/// `mpistat ingest` killed with SIGKILL at random moments, rerun each time, then once to the
+/// end: the database equals that of one uninterrupted run.
+#[test]
+fn sigkill_at_random_points_then_rerun_gives_the_same_database() {
+    let dir = temp_dir("sigkill");
+    let log = dir.join("records.log");
+    let mut jobs = week_of_jobs(8_000);
+    // Some trouble in the stream too: a forged record in the middle.
+    jobs[4000].uid = 0;
+    append_log(&log, &jobs);
+    std::fs::write(
+        dir.join("forged.log"),
+        syslog_lines(&jobs[4000], Some(1001)).concat(),
+    )
+    .unwrap();
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str(&std::fs::read_to_string(dir.join("forged.log")).unwrap());
+    std::fs::write(&log, text).unwrap();
+
+    let reference = dir.join("reference.sqlite");
+    let mut db = Database::open(&reference).unwrap();
+    ingest(&mut db, &options(&log));
+    let expected = dump(&db);
+    assert!(expected.contains("forged"));
+
+    let killed = dir.join("killed.sqlite");
+    let config = dir.join("site.toml");
+    std::fs::write(&config, "[ingest]\ngrace_seconds = 300\n").unwrap();
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut kills = 0;
+    for _ in 0..8 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mpistat"))
+            .args(["ingest", "--config"])
+            .arg(&config)
+            .arg("--database")
+            .arg(&killed)
+            .arg(&log)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20 + seed % 400));
+        if child.try_wait().unwrap().is_none() {
+            kills += 1;
+        }
+        let _ = child.kill(); // SIGKILL
+        child.wait().unwrap();
+    }
+    let status = Command::new(env!("CARGO_BIN_EXE_mpistat"))
+        .args(["ingest", "--config"])
+        .arg(&config)
+        .arg("--database")
+        .arg(&killed)
+        .arg(&log)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let after = Database::open(&killed).unwrap();
+    assert_eq!(dump(&after), expected, "after {kills} kills");
+    eprintln!("{kills} of 8 runs were killed mid-way");
+}

@@ -1,0 +1,224 @@
+//! The weekly mail: snapshots of the text and HTML of a fixed data set, at most once per
+//! (user, week) with the directory transport, and a real SMTP server (Debian's aiosmtpd) that is
+//! down at first and up later: the failed mails are retried and arrive exactly once.
+
+mod common;
+
+use common::{append_log, week_of_jobs};
+use mpistat_digest::db::Database;
+use mpistat_digest::ingest::{run_once, Options};
+use mpistat_digest::mail::week::IsoWeek;
+use mpistat_digest::mail::{mails, send, SendStats};
+use mpistat_mailer::Mailer;
+use mpistat_site::SiteConfig;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn temp_dir(label: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mpistat-mail-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A database with 40 jobs of five users in 2026-W47.
+fn fixed_database(dir: &Path) -> Database {
+    let log = dir.join("records.log");
+    append_log(&log, &week_of_jobs(40));
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let options = Options {
+        files: vec![log],
+        require_attested_uid: true,
+        grace: Duration::from_secs(300),
+    };
+    run_once(&mut db, &options, &mut Vec::new()).unwrap();
+    assert_eq!(db.job_count().unwrap(), 40);
+    db
+}
+
+fn week() -> IsoWeek {
+    IsoWeek::parse("2026-W47").unwrap()
+}
+
+#[test]
+fn text_and_html_of_a_fixed_week() {
+    let dir = temp_dir("snapshot");
+    let db = fixed_database(&dir);
+    let all = mails(&db, &SiteConfig::default(), week(), None).unwrap();
+    assert_eq!(all.len(), 5, "one mail per user");
+    let alice = all.iter().find(|m| m.user == "alice").unwrap();
+    assert!(
+        alice.text.lines().all(|l| l.chars().count() <= 80),
+        "{}",
+        alice.text
+    );
+    insta::assert_snapshot!("alice_text", alice.text);
+    insta::assert_snapshot!("alice_html", alice.html);
+}
+
+fn directory_config(dir: &Path) -> SiteConfig {
+    let mut config = SiteConfig::default();
+    config.mail.directory = dir.join("spool");
+    config
+}
+
+#[test]
+fn directory_transport_sends_each_user_week_once() {
+    let dir = temp_dir("directory");
+    let db = fixed_database(&dir);
+    let config = directory_config(&dir);
+    let mailer = Mailer::from_site(&config.mail).unwrap();
+    let mut err = Vec::new();
+    let first = send(&db, &config, &mailer, week(), None, &mut err).unwrap();
+    assert_eq!(
+        first,
+        SendStats {
+            sent: 5,
+            already_sent: 0,
+            failed: 0
+        }
+    );
+    let again = send(&db, &config, &mailer, week(), None, &mut err).unwrap();
+    assert_eq!(
+        again,
+        SendStats {
+            sent: 0,
+            already_sent: 5,
+            failed: 0
+        }
+    );
+    let eml = std::fs::read_to_string(dir.join("spool/2026-W47-bob.eml")).unwrap();
+    assert!(eml.contains("To: bob@localhost"), "{eml}");
+    assert!(eml.contains("Content-Type: multipart/alternative"), "{eml}");
+    assert!(eml.contains("Content-Type: text/plain"), "{eml}");
+    assert!(eml.contains("Content-Type: text/html"), "{eml}");
+    assert_eq!(std::fs::read_dir(dir.join("spool")).unwrap().count(), 5);
+}
+
+/// Debian's aiosmtpd as a real SMTP server that saves every message in `dir`.
+struct SmtpServer(Child);
+
+impl SmtpServer {
+    fn start(port: u16, dir: &Path) -> Option<SmtpServer> {
+        let script = format!(
+            r#"
+import asyncio, os, sys
+from aiosmtpd.controller import Controller
+class Save:
+    async def handle_DATA(self, server, session, envelope):
+        n = len(os.listdir({dir:?}))
+        with open(os.path.join({dir:?}, "%03d.eml" % n), "wb") as f:
+            f.write(envelope.content)
+        return "250 OK"
+c = Controller(Save(), hostname="127.0.0.1", port={port})
+c.start()
+print("ready", flush=True)
+sys.stdin.read()
+"#,
+            dir = dir.display().to_string()
+        );
+        let mut child = Command::new("/usr/bin/python3")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .ok()?;
+        let mut line = String::new();
+        use std::io::BufRead;
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .ok()?;
+        (line.trim() == "ready").then_some(SmtpServer(child))
+    }
+}
+
+impl Drop for SmtpServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn smtp_server_down_then_up_gets_every_mail_once() {
+    let have_aiosmtpd = Command::new("/usr/bin/python3")
+        .args(["-c", "import aiosmtpd"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        have_aiosmtpd,
+        "python3-aiosmtpd is missing: run scripts/prereqs.sh"
+    );
+    let dir = temp_dir("smtp");
+    let db = fixed_database(&dir);
+    let port = free_port();
+    let mut config = SiteConfig::default();
+    config.mail.transport = "smtp".into();
+    config.mail.smtp_host = "127.0.0.1".into();
+    config.mail.smtp_port = port;
+    config.mail.smtp_starttls = "off".into();
+    config.mail.recipient = "{user}@example.org".into();
+    let mailer = Mailer::from_site(&config.mail).unwrap();
+
+    // Server down: every mail fails, is reported and recorded for the next run.
+    let mut err = Vec::new();
+    let down = send(&db, &config, &mailer, week(), None, &mut err).unwrap();
+    assert_eq!(down.failed, 5, "{down:?}");
+    assert!(String::from_utf8_lossy(&err).contains("will retry"));
+
+    // Server up: the next run (even for another week) retries them; a third sends nothing.
+    let inbox = dir.join("inbox");
+    std::fs::create_dir_all(&inbox).unwrap();
+    let _server = SmtpServer::start(port, &inbox).expect("aiosmtpd starts");
+    let later = IsoWeek::parse("2026-W48").unwrap();
+    let up = send(&db, &config, &mailer, later, None, &mut err).unwrap();
+    assert_eq!(
+        up,
+        SendStats {
+            sent: 5,
+            already_sent: 0,
+            failed: 0
+        }
+    );
+    let again = send(&db, &config, &mailer, week(), None, &mut err).unwrap();
+    assert_eq!(
+        again,
+        SendStats {
+            sent: 0,
+            already_sent: 5,
+            failed: 0
+        }
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_dir(&inbox).unwrap().count() < 5 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut received: Vec<String> = std::fs::read_dir(&inbox)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    received.sort();
+    assert_eq!(received.len(), 5);
+    let expected = mails(&db, &config, week(), None).unwrap();
+    for mail in &expected {
+        let to = format!("To: {}@example.org", mail.user);
+        let got: Vec<&String> = received.iter().filter(|m| m.contains(&to)).collect();
+        assert_eq!(got.len(), 1, "exactly one mail for {}", mail.user);
+        assert!(got[0].contains("multipart/alternative"));
+        // The level-1 lines (quoted-printable or plain) carry the user's numbers.
+        let cpu = mail.text.lines().find(|l| l.contains("CPU hours")).unwrap();
+        let value = cpu.split_whitespace().nth(2).unwrap();
+        assert!(got[0].contains(value), "{value} not in {}", got[0]);
+    }
+}

@@ -1,0 +1,262 @@
+//! Sends mpistat's weekly mails with the transport the site chose (`[mail]` in `etc/site.toml`):
+//! SMTP (host, port, STARTTLS, login with a password read from its own file), the local
+//! `sendmail` program, or a directory of `.eml` files (the default, for tests and the demo).
+//!
+//! A [`Mail`] is what the digest wrote: a plain-text and an HTML version of the same content, and
+//! PNG images the HTML refers to as `cid:<name>`. It becomes one MIME message:
+//! `multipart/alternative` of `text/plain` and (`multipart/related` of `text/html` and the
+//! images). Sending never retries by itself; the caller records failures and tries again later.
+
+use lettre::message::header::ContentType;
+use lettre::message::{Attachment, Mailbox, MultiPart, SinglePart};
+use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::{Message, SendmailTransport, SmtpTransport, Transport};
+use mpistat_site::MailConfig;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long an SMTP conversation may stall before the send fails.
+const SMTP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One user's mail as the digest wrote it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mail {
+    /// Login name: the recipient is derived from it.
+    pub user: String,
+    /// Used to name the `.eml` file (`<tag>-<user>.eml`), e.g. the ISO week.
+    pub tag: String,
+    pub subject: String,
+    pub text: String,
+    pub html: String,
+    pub images: Vec<Image>,
+}
+
+/// A PNG the HTML shows as `<img src="cid:{cid}">`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Image {
+    pub cid: String,
+    pub png: Vec<u8>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MailerError {
+    #[error("mail settings: {0}")]
+    Config(String),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("bad address {address:?}: {reason}")]
+    Address { address: String, reason: String },
+    #[error("cannot build the message: {0}")]
+    Build(String),
+    #[error("send failed: {0}")]
+    Send(String),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+enum Channel {
+    Smtp(SmtpTransport),
+    Sendmail(SendmailTransport),
+    Directory(PathBuf),
+}
+
+/// Who gets a user's mail: a mapping file's entry, else the pattern with `{user}` replaced.
+struct Recipients {
+    pattern: String,
+    mapped: HashMap<String, String>,
+}
+
+/// Sends [`Mail`]s as the site configured.
+pub struct Mailer {
+    channel: Channel,
+    from: Mailbox,
+    recipients: Recipients,
+}
+
+impl Mailer {
+    /// The transport, sender and recipients of `config`; reads the password and mapping files.
+    pub fn from_site(config: &MailConfig) -> Result<Mailer, MailerError> {
+        let channel = match config.transport.as_str() {
+            "smtp" => Channel::Smtp(smtp(config)?),
+            "sendmail" => Channel::Sendmail(SendmailTransport::new_with_command(
+                config.sendmail_command.as_os_str(),
+            )),
+            "directory" => Channel::Directory(config.directory.clone()),
+            other => {
+                return Err(MailerError::Config(format!(
+                    "unknown transport {other:?} (smtp, sendmail or directory)"
+                )))
+            }
+        };
+        let from = parse_mailbox(&config.from)?;
+        let mapped = match &config.recipient_map {
+            Some(path) => read_recipient_map(path)?,
+            None => HashMap::new(),
+        };
+        Ok(Mailer {
+            channel,
+            from,
+            recipients: Recipients {
+                pattern: config.recipient.clone(),
+                mapped,
+            },
+        })
+    }
+
+    /// The address `user`'s mail goes to.
+    pub fn recipient(&self, user: &str) -> String {
+        match self.recipients.mapped.get(user) {
+            Some(address) => address.clone(),
+            None => self.recipients.pattern.replace("{user}", user),
+        }
+    }
+
+    /// The MIME message of `mail`.
+    pub fn message(&self, mail: &Mail) -> Result<Message, MailerError> {
+        let to = parse_mailbox(&self.recipient(&mail.user))?;
+        let plain = SinglePart::builder()
+            .header(ContentType::TEXT_PLAIN)
+            .body(mail.text.clone());
+        let html = SinglePart::builder()
+            .header(ContentType::TEXT_HTML)
+            .body(mail.html.clone());
+        let alternative = MultiPart::alternative().singlepart(plain);
+        let body = if mail.images.is_empty() {
+            alternative.singlepart(html)
+        } else {
+            let png = ContentType::parse("image/png").expect("a valid content type");
+            let related =
+                mail.images
+                    .iter()
+                    .fold(MultiPart::related().singlepart(html), |related, image| {
+                        related.singlepart(
+                            Attachment::new_inline(image.cid.clone())
+                                .body(image.png.clone(), png.clone()),
+                        )
+                    });
+            alternative.multipart(related)
+        };
+        Message::builder()
+            .from(self.from.clone())
+            .to(to)
+            .subject(&mail.subject)
+            .multipart(body)
+            .map_err(|e| MailerError::Build(e.to_string()))
+    }
+
+    /// Send `mail`; returns the recipient.
+    pub fn send(&self, mail: &Mail) -> Result<String, MailerError> {
+        let message = self.message(mail)?;
+        let recipient = self.recipient(&mail.user);
+        match &self.channel {
+            Channel::Smtp(transport) => transport
+                .send(&message)
+                .map(drop)
+                .map_err(|e| MailerError::Send(error_chain(&e))),
+            Channel::Sendmail(transport) => transport
+                .send(&message)
+                .map_err(|e| MailerError::Send(error_chain(&e))),
+            Channel::Directory(dir) => write_eml(dir, mail, &message.formatted()),
+        }?;
+        Ok(recipient)
+    }
+}
+
+fn smtp(config: &MailConfig) -> Result<SmtpTransport, MailerError> {
+    let host = config.smtp_host.as_str();
+    let tls_parameters =
+        || TlsParameters::new(host.to_string()).map_err(|e| MailerError::Config(e.to_string()));
+    let tls = match config.smtp_starttls.as_str() {
+        "off" => Tls::None,
+        "opportunistic" => Tls::Opportunistic(tls_parameters()?),
+        "required" => Tls::Required(tls_parameters()?),
+        other => {
+            return Err(MailerError::Config(format!(
+                "smtp_starttls {other:?} (off, opportunistic or required)"
+            )))
+        }
+    };
+    let mut builder = SmtpTransport::builder_dangerous(host)
+        .port(config.smtp_port)
+        .tls(tls)
+        .timeout(Some(SMTP_TIMEOUT));
+    if !config.smtp_user.is_empty() {
+        let Some(path) = &config.smtp_password_file else {
+            return Err(MailerError::Config(
+                "smtp_user is set but smtp_password_file is not".into(),
+            ));
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| MailerError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let password = text.lines().next().unwrap_or_default().to_string();
+        builder = builder.credentials(Credentials::new(config.smtp_user.clone(), password));
+    }
+    Ok(builder.build())
+}
+
+fn parse_mailbox(address: &str) -> Result<Mailbox, MailerError> {
+    address
+        .parse()
+        .map_err(|e: lettre::address::AddressError| MailerError::Address {
+            address: address.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// `login address` per line; blank lines and `#` comments are skipped.
+fn read_recipient_map(path: &Path) -> Result<HashMap<String, String>, MailerError> {
+    let text = std::fs::read_to_string(path).map_err(|source| MailerError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut mapped = HashMap::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((login, address)) = line.split_once(char::is_whitespace) else {
+            return Err(MailerError::Config(format!(
+                "{}:{}: expected `login address`",
+                path.display(),
+                number + 1
+            )));
+        };
+        mapped.insert(login.to_string(), address.trim().to_string());
+    }
+    Ok(mapped)
+}
+
+/// Write `<dir>/<tag>-<user>.eml` whole or not at all (temporary file, then rename).
+fn write_eml(dir: &Path, mail: &Mail, bytes: &[u8]) -> Result<(), MailerError> {
+    let path = dir.join(format!("{}-{}.eml", mail.tag, mail.user));
+    let temporary = dir.join(format!(".{}-{}.eml.tmp", mail.tag, mail.user));
+    let write = || -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(&temporary, bytes)?;
+        std::fs::rename(&temporary, &path)
+    };
+    write().map_err(|source| MailerError::Write { path, source })
+}
+
+/// An error with its causes, on one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    text
+}
