@@ -1,1 +1,554 @@
-//! Trace files (to come).
+//! The trace file format, version 1: one definitions file and one file per rank in a directory.
+//!
+//! All integers are unsigned LEB128 varints (tags are signed, zigzag-encoded); strings are a length
+//! and UTF-8 bytes. A file starts with an 8-byte magic and a little-endian `u16` version.
+//!
+//! - `definitions.mpt` (magic `MPSTDEF\0`): ticks per second; regions (name, site, role: 0 user,
+//!   1-5 the [`MpiClass`]); communicators (members); partitions (0, or 1 and one per rank);
+//!   Cartesian topology (0, or 1, the dimensions, and for each rank its coordinates); the byte `E`.
+//! - `rank-NNNNNN.mpt` (magic `MPSTRNK\0`): the rank; events as a tag byte, the time since the
+//!   previous event, and the tag's fields; then tag `0xFF` and the number of events, so a file cut
+//!   short is recognised. A typical event takes 3-6 bytes.
+//!
+//! Decoding never panics: a truncated or garbled file is a [`TraceFileError`] naming the file
+//! and the byte offset.
+
+use crate::error::TraceFileError;
+use crate::model::{
+    Cartesian, Communicator, Definitions, Event, EventKind, MpiClass, Rank, Region, RegionRole,
+    Ticks, Trace,
+};
+use std::io::{self, Write};
+use std::path::Path;
+
+pub const VERSION: u16 = 1;
+pub const DEFINITIONS_FILE: &str = "definitions.mpt";
+const DEFINITIONS_MAGIC: &[u8; 8] = b"MPSTDEF\0";
+const RANK_MAGIC: &[u8; 8] = b"MPSTRNK\0";
+const END_OF_DEFINITIONS: u8 = b'E';
+
+const TAG_ENTER: u8 = 1;
+const TAG_EXIT: u8 = 2;
+const TAG_SEND: u8 = 3;
+const TAG_SYNC_SEND: u8 = 4;
+const TAG_RECV: u8 = 5;
+const TAG_REQUEST_POST: u8 = 6;
+const TAG_REQUEST_COMPLETE: u8 = 7;
+const TAG_COLLECTIVE_EXIT: u8 = 8;
+const TAG_END: u8 = 0xFF;
+
+/// The file name of a rank's trace.
+pub fn rank_file_name(rank: Rank) -> String {
+    format!("rank-{rank:06}.mpt")
+}
+
+fn put(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+fn put_signed(out: &mut Vec<u8>, value: i32) {
+    put(out, ((value << 1) ^ (value >> 31)) as u32 as u64);
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    put(out, s.len() as u64);
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn header(magic: &[u8; 8]) -> Vec<u8> {
+    let mut out = magic.to_vec();
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out
+}
+
+fn role_code(role: RegionRole) -> u64 {
+    match role {
+        RegionRole::User => 0,
+        RegionRole::Mpi(MpiClass::PointToPoint) => 1,
+        RegionRole::Mpi(MpiClass::Barrier) => 2,
+        RegionRole::Mpi(MpiClass::AllToAll) => 3,
+        RegionRole::Mpi(MpiClass::OneToAll) => 4,
+        RegionRole::Mpi(MpiClass::AllToOne) => 5,
+    }
+}
+
+/// The definitions file's bytes.
+pub fn encode_definitions(defs: &Definitions) -> Vec<u8> {
+    let mut out = header(DEFINITIONS_MAGIC);
+    put(&mut out, defs.ticks_per_second);
+    put(&mut out, defs.regions.len() as u64);
+    for region in &defs.regions {
+        put_str(&mut out, &region.name);
+        put_str(&mut out, &region.site);
+        put(&mut out, role_code(region.role));
+    }
+    put(&mut out, defs.communicators.len() as u64);
+    for comm in &defs.communicators {
+        put(&mut out, comm.members.len() as u64);
+        comm.members.iter().for_each(|&m| put(&mut out, m.into()));
+    }
+    match &defs.partitions {
+        None => put(&mut out, 0),
+        Some(partitions) => {
+            put(&mut out, 1);
+            put(&mut out, partitions.len() as u64);
+            partitions.iter().for_each(|&p| put(&mut out, p.into()));
+        }
+    }
+    match &defs.cartesian {
+        None => put(&mut out, 0),
+        Some(cart) => {
+            put(&mut out, 1);
+            put(&mut out, cart.dims.len() as u64);
+            cart.dims.iter().for_each(|&d| put(&mut out, d.into()));
+            put(&mut out, cart.coords.len() as u64);
+            for coords in &cart.coords {
+                coords.iter().for_each(|&c| put(&mut out, c.into()));
+            }
+        }
+    }
+    out.push(END_OF_DEFINITIONS);
+    out
+}
+
+/// Streams one rank's events into a writer; the profiler's side of the format.
+pub struct RankWriter<W: Write> {
+    out: W,
+    buffer: Vec<u8>,
+    last_time: Ticks,
+    events: u64,
+}
+
+impl<W: Write> RankWriter<W> {
+    pub fn new(out: W, rank: Rank) -> Self {
+        let mut buffer = header(RANK_MAGIC);
+        put(&mut buffer, rank.into());
+        RankWriter {
+            out,
+            buffer,
+            last_time: 0,
+            events: 0,
+        }
+    }
+
+    /// Appends an event; times must not decrease.
+    pub fn event(&mut self, event: &Event) -> io::Result<()> {
+        let delta = event.time.checked_sub(self.last_time).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "event time {} before the previous {}",
+                    event.time, self.last_time
+                ),
+            )
+        })?;
+        let b = &mut self.buffer;
+        let tag = match event.kind {
+            EventKind::Enter { .. } => TAG_ENTER,
+            EventKind::Exit => TAG_EXIT,
+            EventKind::Send {
+                synchronous: false, ..
+            } => TAG_SEND,
+            EventKind::Send {
+                synchronous: true, ..
+            } => TAG_SYNC_SEND,
+            EventKind::Recv { .. } => TAG_RECV,
+            EventKind::RequestPost { .. } => TAG_REQUEST_POST,
+            EventKind::RequestComplete { .. } => TAG_REQUEST_COMPLETE,
+            EventKind::CollectiveExit { .. } => TAG_COLLECTIVE_EXIT,
+        };
+        b.push(tag);
+        put(b, delta);
+        match event.kind {
+            EventKind::Enter { region } => put(b, region.into()),
+            EventKind::Exit => {}
+            EventKind::Send {
+                peer,
+                tag,
+                comm,
+                bytes,
+                ..
+            }
+            | EventKind::Recv {
+                peer,
+                tag,
+                comm,
+                bytes,
+            } => {
+                put(b, peer.into());
+                put_signed(b, tag);
+                put(b, comm.into());
+                put(b, bytes);
+            }
+            EventKind::RequestPost { request } | EventKind::RequestComplete { request } => {
+                put(b, request)
+            }
+            EventKind::CollectiveExit {
+                comm,
+                root,
+                sent,
+                received,
+            } => {
+                put(b, comm.into());
+                put(b, root.map_or(0, |r| u64::from(r) + 1));
+                put(b, sent);
+                put(b, received);
+            }
+        }
+        self.last_time = event.time;
+        self.events += 1;
+        if self.buffer.len() >= 1 << 16 {
+            self.out.write_all(&self.buffer)?;
+            self.buffer.clear();
+        }
+        Ok(())
+    }
+
+    /// Writes the end marker and returns the writer.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.buffer.push(TAG_END);
+        put(&mut self.buffer, self.events);
+        self.out.write_all(&self.buffer)?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+/// A rank file's bytes.
+pub fn encode_rank(rank: Rank, events: &[Event]) -> io::Result<Vec<u8>> {
+    let mut writer = RankWriter::new(Vec::new(), rank);
+    for event in events {
+        writer.event(event)?;
+    }
+    writer.finish()
+}
+
+/// Reads varints and strings, turning every shortfall into an error that names the file.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    path: &'a str,
+}
+
+impl<'a> Reader<'a> {
+    fn new(bytes: &'a [u8], path: &'a str, magic: &[u8; 8]) -> Result<Self, TraceFileError> {
+        if bytes.len() < 10 || &bytes[..8] != magic {
+            return Err(TraceFileError::BadMagic {
+                path: path.to_string(),
+            });
+        }
+        let found = u16::from_le_bytes([bytes[8], bytes[9]]);
+        if found != VERSION {
+            return Err(TraceFileError::Version {
+                path: path.to_string(),
+                found,
+                supported: VERSION,
+            });
+        }
+        Ok(Reader {
+            bytes,
+            at: 10,
+            path,
+        })
+    }
+
+    fn truncated(&self, what: &'static str) -> TraceFileError {
+        TraceFileError::Truncated {
+            path: self.path.to_string(),
+            offset: self.at,
+            what,
+        }
+    }
+
+    fn garbled(&self, what: impl Into<String>) -> TraceFileError {
+        TraceFileError::Garbled {
+            path: self.path.to_string(),
+            offset: self.at,
+            what: what.into(),
+        }
+    }
+
+    fn byte(&mut self, what: &'static str) -> Result<u8, TraceFileError> {
+        let byte = *self
+            .bytes
+            .get(self.at)
+            .ok_or_else(|| self.truncated(what))?;
+        self.at += 1;
+        Ok(byte)
+    }
+
+    fn varint(&mut self, what: &'static str) -> Result<u64, TraceFileError> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = self.byte(what)?;
+            value |= u64::from(byte & 0x7F) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(self.garbled(format!("{what}: varint longer than 64 bits")))
+    }
+
+    fn u32(&mut self, what: &'static str) -> Result<u32, TraceFileError> {
+        let value = self.varint(what)?;
+        u32::try_from(value)
+            .map_err(|_| self.garbled(format!("{what} {value} does not fit 32 bits")))
+    }
+
+    fn signed(&mut self, what: &'static str) -> Result<i32, TraceFileError> {
+        let raw = self.u32(what)?;
+        Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
+    }
+
+    /// A count of items that each take at least one byte (so garbage cannot demand huge memory).
+    fn count(&mut self, what: &'static str) -> Result<usize, TraceFileError> {
+        let n = self.varint(what)?;
+        if n > (self.bytes.len() - self.at) as u64 {
+            return Err(self.garbled(format!("{what} {n} exceeds the file")));
+        }
+        Ok(n as usize)
+    }
+
+    fn string(&mut self, what: &'static str) -> Result<String, TraceFileError> {
+        let len = self.count(what)?;
+        let bytes = &self.bytes[self.at..self.at + len];
+        let s =
+            std::str::from_utf8(bytes).map_err(|_| self.garbled(format!("{what} is not UTF-8")))?;
+        self.at += len;
+        Ok(s.to_string())
+    }
+
+    fn u32s(&mut self, n: usize, what: &'static str) -> Result<Vec<u32>, TraceFileError> {
+        (0..n).map(|_| self.u32(what)).collect()
+    }
+}
+
+/// Decodes a definitions file.
+pub fn decode_definitions(bytes: &[u8], path: &str) -> Result<Definitions, TraceFileError> {
+    let mut r = Reader::new(bytes, path, DEFINITIONS_MAGIC)?;
+    let ticks_per_second = r.varint("ticks per second")?;
+    let regions = (0..r.count("region count")?)
+        .map(|_| {
+            let name = r.string("region name")?;
+            let site = r.string("region site")?;
+            let role = match r.varint("region role")? {
+                0 => RegionRole::User,
+                1 => RegionRole::Mpi(MpiClass::PointToPoint),
+                2 => RegionRole::Mpi(MpiClass::Barrier),
+                3 => RegionRole::Mpi(MpiClass::AllToAll),
+                4 => RegionRole::Mpi(MpiClass::OneToAll),
+                5 => RegionRole::Mpi(MpiClass::AllToOne),
+                other => return Err(r.garbled(format!("unknown region role {other}"))),
+            };
+            Ok(Region { name, site, role })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let communicators = (0..r.count("communicator count")?)
+        .map(|_| {
+            let n = r.count("communicator size")?;
+            Ok(Communicator {
+                members: r.u32s(n, "communicator member")?,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let partitions = match r.byte("partitions flag")? {
+        0 => None,
+        1 => {
+            let n = r.count("partition count")?;
+            Some(r.u32s(n, "partition")?)
+        }
+        other => return Err(r.garbled(format!("partitions flag {other}"))),
+    };
+    let cartesian = match r.byte("topology flag")? {
+        0 => None,
+        1 => {
+            let n = r.count("dimension count")?;
+            let dims = r.u32s(n, "dimension")?;
+            let ranks = r.count("coordinate count")?;
+            let coords = (0..ranks)
+                .map(|_| r.u32s(n, "coordinate"))
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(Cartesian { dims, coords })
+        }
+        other => return Err(r.garbled(format!("topology flag {other}"))),
+    };
+    if r.byte("end marker")? != END_OF_DEFINITIONS {
+        return Err(r.garbled("no end marker after the definitions"));
+    }
+    Ok(Definitions {
+        ticks_per_second,
+        regions,
+        communicators,
+        partitions,
+        cartesian,
+    })
+}
+
+/// Decodes a rank file: its rank and events.
+pub fn decode_rank(bytes: &[u8], path: &str) -> Result<(Rank, Vec<Event>), TraceFileError> {
+    let mut r = Reader::new(bytes, path, RANK_MAGIC)?;
+    let rank = r.u32("rank")?;
+    let mut events = Vec::with_capacity(bytes.len() / 4);
+    let mut time: Ticks = 0;
+    loop {
+        let tag = r.byte("event tag")?;
+        if tag == TAG_END {
+            let count = r.varint("event count")?;
+            if count != events.len() as u64 {
+                return Err(r.garbled(format!(
+                    "the end marker counts {count} events, the file holds {}",
+                    events.len()
+                )));
+            }
+            if r.at != bytes.len() {
+                return Err(r.garbled("bytes after the end marker"));
+            }
+            return Ok((rank, events));
+        }
+        let delta = r.varint("event time")?;
+        time = time
+            .checked_add(delta)
+            .ok_or_else(|| r.garbled("time overflows"))?;
+        let kind = match tag {
+            TAG_ENTER => EventKind::Enter {
+                region: r.u32("region")?,
+            },
+            TAG_EXIT => EventKind::Exit,
+            TAG_SEND | TAG_SYNC_SEND | TAG_RECV => {
+                let (peer, tag_value, comm, bytes) = (
+                    r.u32("peer")?,
+                    r.signed("tag")?,
+                    r.u32("communicator")?,
+                    r.varint("bytes")?,
+                );
+                if tag == TAG_RECV {
+                    EventKind::Recv {
+                        peer,
+                        tag: tag_value,
+                        comm,
+                        bytes,
+                    }
+                } else {
+                    EventKind::Send {
+                        peer,
+                        tag: tag_value,
+                        comm,
+                        bytes,
+                        synchronous: tag == TAG_SYNC_SEND,
+                    }
+                }
+            }
+            TAG_REQUEST_POST => EventKind::RequestPost {
+                request: r.varint("request")?,
+            },
+            TAG_REQUEST_COMPLETE => EventKind::RequestComplete {
+                request: r.varint("request")?,
+            },
+            TAG_COLLECTIVE_EXIT => {
+                let comm = r.u32("communicator")?;
+                let root = r.u32("root")?.checked_sub(1);
+                EventKind::CollectiveExit {
+                    comm,
+                    root,
+                    sent: r.varint("bytes sent")?,
+                    received: r.varint("bytes received")?,
+                }
+            }
+            other => return Err(r.garbled(format!("unknown event tag {other}"))),
+        };
+        events.push(Event { time, kind });
+    }
+}
+
+/// Writes `trace` into `dir` (created if missing).
+pub fn write_dir(dir: &Path, trace: &Trace) -> Result<(), TraceFileError> {
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| TraceFileError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let path = dir.join(DEFINITIONS_FILE);
+    std::fs::write(&path, encode_definitions(&trace.definitions)).map_err(io(&path))?;
+    for (rank, events) in trace.ranks.iter().enumerate() {
+        let path = dir.join(rank_file_name(rank as Rank));
+        let bytes = encode_rank(rank as Rank, events).map_err(io(&path))?;
+        std::fs::write(&path, bytes).map_err(io(&path))?;
+    }
+    Ok(())
+}
+
+/// Reads a trace directory: the trace, plus problems that did not stop the reading (missing or
+/// duplicate ranks, stray files). A broken file is an error.
+pub fn read_dir(dir: &Path) -> Result<(Trace, Vec<String>), TraceFileError> {
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| TraceFileError::Io { path, source }
+    };
+    let defs_path = dir.join(DEFINITIONS_FILE);
+    let defs_bytes = match std::fs::read(&defs_path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(TraceFileError::NoDefinitions {
+                dir: dir.display().to_string(),
+                name: DEFINITIONS_FILE,
+            })
+        }
+        other => other.map_err(io(&defs_path))?,
+    };
+    let definitions = decode_definitions(&defs_bytes, &defs_path.display().to_string())?;
+    let mut problems = Vec::new();
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .map_err(io(dir))?
+        .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_, _>>()
+        .map_err(io(dir))?;
+    names.sort();
+    let mut ranks: Vec<Option<Vec<Event>>> = Vec::new();
+    for name in names {
+        if name == DEFINITIONS_FILE {
+            continue;
+        }
+        if !(name.starts_with("rank-") && name.ends_with(".mpt")) {
+            problems.push(format!("{name}: not a trace file; ignored"));
+            continue;
+        }
+        let path = dir.join(&name);
+        let bytes = std::fs::read(&path).map_err(io(&path))?;
+        let (rank, events) = decode_rank(&bytes, &path.display().to_string())?;
+        let slot = rank as usize;
+        if ranks.len() <= slot {
+            ranks.resize(slot + 1, None);
+        }
+        if ranks[slot].is_some() {
+            problems.push(format!("{name}: a second file for rank {rank}; ignored"));
+            continue;
+        }
+        ranks[slot] = Some(events);
+    }
+    let world = definitions
+        .communicators
+        .first()
+        .map_or(0, |c| c.members.len());
+    if ranks.len() < world {
+        ranks.resize(world, None);
+    }
+    let missing: Vec<usize> = ranks
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.is_none())
+        .map(|(i, _)| i)
+        .collect();
+    if !missing.is_empty() {
+        problems.push(format!(
+            "no trace for ranks {missing:?}; they are analysed as empty"
+        ));
+    }
+    let trace = Trace {
+        definitions,
+        ranks: ranks.into_iter().map(Option::unwrap_or_default).collect(),
+    };
+    Ok((trace, problems))
+}

@@ -1,0 +1,114 @@
+//! The trace file format: round trips, and clear errors (never panics) on damaged files.
+
+use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
+use mpistat_analysis::error::TraceFileError;
+use mpistat_analysis::model::{Cartesian, Event, EventKind};
+use mpistat_analysis::tracefile::{
+    decode_definitions, decode_rank, encode_definitions, encode_rank, read_dir, write_dir,
+};
+use proptest::prelude::*;
+
+fn sample() -> mpistat_analysis::model::Trace {
+    let mut b = ExecutionBuilder::new(4);
+    let work = b.region("work", "");
+    let (send, recv) = (b.region("MPI_Send", "a.c:1"), b.region("MPI_Recv", "a.c:2"));
+    let allreduce = b.region("MPI_Allreduce", "a.c:3");
+    b.set_partitions(vec![0, 0, 1, 1]);
+    b.set_cartesian(Cartesian {
+        dims: vec![2, 2],
+        coords: vec![vec![0, 0], vec![0, 1], vec![1, 0], vec![1, 1]],
+    });
+    for rank in 0..4 {
+        b.compute(rank, work, 10 + u64::from(rank) * 300);
+    }
+    b.message((0, send), (3, recv), -7, 1 << 40, true, 1, 2);
+    b.collective(WORLD, allreduce, None, 5);
+    b.finish()
+}
+
+#[test]
+fn a_directory_round_trips() {
+    let trace = sample();
+    let dir = std::env::temp_dir().join(format!("mpistat-analysis-rt-{}", std::process::id()));
+    write_dir(&dir, &trace).unwrap();
+    let (read, problems) = read_dir(&dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(read, trace);
+    assert!(problems.is_empty(), "{problems:?}");
+}
+
+#[test]
+fn every_truncation_is_a_clear_error() {
+    let trace = sample();
+    let rank = encode_rank(3, &trace.ranks[3]).unwrap();
+    for len in 0..rank.len() {
+        let err = decode_rank(&rank[..len], "rank-000003.mpt").unwrap_err();
+        let message = err.to_string();
+        assert!(message.starts_with("rank-000003.mpt: "), "{message}");
+        assert!(
+            matches!(
+                err,
+                TraceFileError::Truncated { .. } | TraceFileError::BadMagic { .. }
+            ),
+            "{message}"
+        );
+    }
+    let defs = encode_definitions(&trace.definitions);
+    for len in 0..defs.len() {
+        assert!(decode_definitions(&defs[..len], "definitions.mpt").is_err());
+    }
+}
+
+#[test]
+fn other_versions_are_refused_by_name() {
+    let mut bytes = encode_rank(0, &[]).unwrap();
+    bytes[8] = 9;
+    let err = decode_rank(&bytes, "r").unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "r: trace format version 9 is not supported (this mpistat reads version 1)"
+    );
+}
+
+#[test]
+fn events_are_compact() {
+    let trace = sample();
+    let events = trace.event_count();
+    let bytes: usize = (0..4)
+        .map(|r| encode_rank(r, &trace.ranks[r as usize]).unwrap().len())
+        .sum();
+    assert!(bytes < events * 8, "{bytes} bytes for {events} events");
+}
+
+proptest! {
+    #[test]
+    fn garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..200), keep in 0..40usize) {
+        let mut real = encode_rank(1, &sample().ranks[1]).unwrap();
+        let keep = keep.min(real.len());
+        real.truncate(keep);
+        real.extend(bytes);
+        let _ = decode_rank(&real, "x");
+        let mut defs = encode_definitions(&sample().definitions);
+        defs.truncate(keep.max(10));
+        defs.extend(real);
+        let _ = decode_definitions(&defs, "x");
+    }
+
+    #[test]
+    fn events_round_trip(times in prop::collection::vec(0..1u64 << 50, 0..50), tag in any::<i32>(), root in prop::option::of(0..1000u32)) {
+        let mut times = times;
+        times.sort_unstable();
+        let kinds = [
+            EventKind::Enter { region: 3 },
+            EventKind::Send { peer: 2, tag, comm: 1, bytes: 99, synchronous: true },
+            EventKind::Recv { peer: 5, tag, comm: 0, bytes: 0 },
+            EventKind::RequestPost { request: u64::MAX },
+            EventKind::RequestComplete { request: 7 },
+            EventKind::CollectiveExit { comm: 2, root, sent: 1, received: 2 },
+            EventKind::Exit,
+        ];
+        let events: Vec<Event> = times.iter().zip(kinds.iter().cycle()).map(|(&time, &kind)| Event { time, kind }).collect();
+        let bytes = encode_rank(42, &events).unwrap();
+        prop_assert_eq!(decode_rank(&bytes, "x").unwrap(), (42, events));
+    }
+}
