@@ -5,13 +5,13 @@ use crate::callpath::{CallTree, CallpathId};
 use crate::critical::{critical_path, Segment};
 use crate::error::AnalysisError;
 use crate::forward::{self, Forward};
+use crate::hash::FastMap;
 use crate::matching::{self, Matching};
 use crate::model::{Rank, Ticks, Trace};
 use crate::patterns::Pattern;
 use crate::replay::{parallel_for_each_mut, parallel_map};
 use crate::timeline::{self, RankTimeline};
 use serde::Serialize;
-use std::collections::HashMap;
 
 /// Metrics of one call path on one rank. Times are in clock ticks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -183,9 +183,9 @@ pub fn analyze(trace: &Trace) -> Result<Analysis, AnalysisError> {
     Ok(summarise(trace, &passes))
 }
 
-fn rank_metrics(rank: usize, passes: &Passes) -> HashMap<CallpathId, Metrics> {
+fn rank_metrics(rank: usize, passes: &Passes) -> FastMap<CallpathId, Metrics> {
     let timeline = &passes.timelines[rank];
-    let mut cells: HashMap<CallpathId, Metrics> = HashMap::new();
+    let mut cells: FastMap<CallpathId, Metrics> = FastMap::default();
     let mut start = timeline.start;
     for piece in &timeline.pieces {
         cells.entry(piece.callpath).or_default().time += (piece.end - start) as f64;
@@ -311,7 +311,7 @@ fn summarise(trace: &Trace, passes: &Passes) -> Analysis {
 /// path, in proportion to the difference; intra-partition when the rank runs the call path at
 /// all, inter-partition when it does not.
 fn add_imbalance_costs(
-    per_rank: &mut [HashMap<CallpathId, Metrics>],
+    per_rank: &mut [FastMap<CallpathId, Metrics>],
     totals: &[Metrics],
     wall: f64,
 ) {

@@ -13,11 +13,11 @@
 
 use crate::callpath::CallpathId;
 use crate::forward::{Forward, WaitState};
+use crate::hash::FastMap;
 use crate::matching::Matching;
 use crate::model::{Rank, Ticks};
 use crate::replay::{self, PostOffice, Progress, RankProgram};
 use crate::timeline::RankTimeline;
-use std::collections::HashMap;
 
 /// Delay costs of one call path on one rank.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -40,7 +40,7 @@ pub struct WaitSplit {
 #[derive(Debug, Clone, Default)]
 pub struct Delays {
     /// Per rank, delay costs by call path.
-    pub costs: Vec<HashMap<CallpathId, DelayCost>>,
+    pub costs: Vec<FastMap<CallpathId, DelayCost>>,
     /// Per rank, parallel to `Forward::waits`.
     pub splits: Vec<Vec<WaitSplit>>,
 }
@@ -78,7 +78,7 @@ struct DelayProgram<'a> {
     /// Points of operation `cursor - 1` already handled as the cause.
     point_cursor: Option<u32>,
     long_term: Vec<f64>,
-    costs: HashMap<CallpathId, DelayCost>,
+    costs: FastMap<CallpathId, DelayCost>,
     /// (waiter rank, index into its waits, direct, indirect) for wait states this rank caused.
     splits: Vec<(Rank, u32, f64, f64)>,
 }
@@ -102,7 +102,7 @@ pub fn replay(
             wait_cursor: forward.waits[rank].len(),
             point_cursor: None,
             long_term: vec![0.0; forward.waits[rank].len()],
-            costs: HashMap::new(),
+            costs: FastMap::default(),
             splits: Vec::new(),
         })
         .collect();
@@ -176,14 +176,12 @@ impl DelayProgram<'_> {
     /// The synchronisation interval `[from, enter of op)`.
     fn interval(&self, from: Ticks, op_index: usize) -> Interval {
         let op = &self.timeline.ops[op_index];
-        let mut profile: HashMap<CallpathId, f64> = HashMap::new();
+        let mut profile: Profile = Vec::new();
         self.timeline.for_each_piece_in(
             from,
             op.enter,
             op.first_piece as usize,
-            |callpath, time| {
-                *profile.entry(callpath).or_default() += time as f64;
-            },
+            |callpath, time| add_time(&mut profile, callpath, time as f64),
         );
         let mut waits = Vec::new();
         let first_wait = self.waits.partition_point(|w| (w.op as usize) < op_index);
@@ -197,7 +195,7 @@ impl DelayProgram<'_> {
                 break;
             }
             if clipped > 0 {
-                *profile.entry(waited.callpath).or_default() -= clipped as f64;
+                add_time(&mut profile, waited.callpath, -(clipped as f64));
                 waits.push((index, clipped as f64));
             }
         }
@@ -213,13 +211,12 @@ impl DelayProgram<'_> {
             profile: local,
             waits,
         } = self.interval(message.window_start, op_index);
-        let remote: HashMap<CallpathId, f64> = message.profile.into_iter().collect();
         let excess: Vec<(CallpathId, f64)> = local
             .into_iter()
             .map(|(callpath, time)| {
                 (
                     callpath,
-                    (time - remote.get(&callpath).copied().unwrap_or(0.0)).max(0.0),
+                    (time - time_of(&message.profile, callpath)).max(0.0),
                 )
             })
             .filter(|&(_, delta)| delta > 0.0)
@@ -256,4 +253,19 @@ impl DelayProgram<'_> {
             message.short_term * scale * waiting_sum,
         ));
     }
+}
+
+/// Adds `time` to `callpath` in a short profile (intervals hold few call paths).
+fn add_time(profile: &mut Profile, callpath: CallpathId, time: f64) {
+    match profile.iter_mut().find(|(c, _)| *c == callpath) {
+        Some((_, total)) => *total += time,
+        None => profile.push((callpath, time)),
+    }
+}
+
+/// The time of `callpath` in a sorted profile.
+fn time_of(profile: &[(CallpathId, f64)], callpath: CallpathId) -> f64 {
+    profile
+        .binary_search_by_key(&callpath, |&(c, _)| c)
+        .map_or(0.0, |i| profile[i].1)
 }

@@ -5,8 +5,8 @@
 //! that record only MPI calls therefore still give computation a recognisable name:
 //! `compute after MPI_Recv (solver.c:140) before MPI_Allreduce (solver.c:188)`.
 
+use crate::hash::FastMap;
 use crate::model::{Region, RegionId};
-use std::collections::HashMap;
 
 /// Index into [`CallTree::nodes`].
 pub type CallpathId = u32;
@@ -30,7 +30,7 @@ pub struct CallNode {
 #[derive(Debug, Clone, Default)]
 pub struct CallTree {
     pub nodes: Vec<CallNode>,
-    index: HashMap<CallNode, CallpathId>,
+    index: FastMap<CallNode, CallpathId>,
 }
 
 impl CallTree {

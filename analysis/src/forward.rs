@@ -11,12 +11,12 @@
 //! synchronisation interval starts at the later of the waiter's and the cause's window starts, so
 //! both sides profile the same stretch of time.
 
+use crate::hash::FastMap;
 use crate::matching::{Instance, InstanceId, Matching, Participant, UNMATCHED};
 use crate::model::{Definitions, MpiClass, Rank, Ticks};
 use crate::patterns::Pattern;
 use crate::replay::parallel_map;
 use crate::timeline::{RankTimeline, SyncKind};
-use std::collections::HashMap;
 
 /// A wait state: operation `op` of its rank waited `wait` ticks from its enter on.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -110,8 +110,8 @@ fn local_window_starts(timeline: &RankTimeline, defs: &Definitions) -> Vec<Ticks
             m
         })
         .collect();
-    let mut last_with_peer: HashMap<Rank, Ticks> = HashMap::new();
-    let mut last_on_comm: HashMap<u32, Ticks> = HashMap::new();
+    let mut last_with_peer: FastMap<Rank, Ticks> = FastMap::default();
+    let mut last_on_comm: FastMap<u32, Ticks> = FastMap::default();
     let mut starts = Vec::with_capacity(timeline.points.len());
     for op in &timeline.ops {
         for point in &timeline.points[op.points.start as usize..op.points.end as usize] {

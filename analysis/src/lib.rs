@@ -20,6 +20,7 @@ pub mod callpath;
 pub mod critical;
 pub mod error;
 pub mod forward;
+pub mod hash;
 pub mod matching;
 pub mod model;
 pub mod patterns;

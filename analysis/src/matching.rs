@@ -5,9 +5,10 @@
 //! and tag, so wildcards are already resolved. The k-th collective call on a communicator of every
 //! member forms one instance. Everything matched is a *synchronisation instance* with one id.
 
+use crate::hash::FastMap;
 use crate::model::{CommId, Definitions, MpiClass, Rank};
 use crate::timeline::{RankTimeline, SyncKind};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// Index into [`Matching::instances`].
 pub type InstanceId = u32;
@@ -65,7 +66,7 @@ pub fn match_all(timelines: &[RankTimeline], defs: &Definitions) -> Matching {
 }
 
 fn match_messages(timelines: &[RankTimeline], matching: &mut Matching) {
-    let mut pending: HashMap<ChannelKey, VecDeque<(u32, u32, bool)>> = HashMap::new();
+    let mut pending: FastMap<ChannelKey, VecDeque<(u32, u32, bool)>> = FastMap::default();
     for (sender, timeline) in timelines.iter().enumerate() {
         for (index, point) in timeline.points.iter().enumerate() {
             if let SyncKind::Send {
@@ -128,9 +129,9 @@ fn match_messages(timelines: &[RankTimeline], matching: &mut Matching) {
 
 fn match_collectives(timelines: &[RankTimeline], defs: &Definitions, matching: &mut Matching) {
     // Per communicator, the instances in call order, and per rank how many it has joined.
-    let mut by_comm: HashMap<CommId, Vec<InstanceId>> = HashMap::new();
+    let mut by_comm: FastMap<CommId, Vec<InstanceId>> = FastMap::default();
     for (rank, timeline) in timelines.iter().enumerate() {
-        let mut joined: HashMap<CommId, usize> = HashMap::new();
+        let mut joined: FastMap<CommId, usize> = FastMap::default();
         for (index, point) in timeline.points.iter().enumerate() {
             let SyncKind::Collective { comm, class, root } = point.kind else {
                 continue;

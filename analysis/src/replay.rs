@@ -7,9 +7,10 @@
 //! threads. The same programs could run one per MPI process with `MPI_Send`/`MPI_Recv` in place of
 //! [`PostOffice::deliver`]/[`PostOffice::take`].
 
+use crate::hash::FastMap;
 use crate::matching::InstanceId;
 use crate::model::Rank;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
 
 /// The number of worker threads to use for `items` independent pieces of work.
@@ -73,12 +74,12 @@ struct Mailbox<M> {
 /// Mailboxes per synchronisation instance; an instance expects a known number of messages.
 pub struct PostOffice<'a, M> {
     expected: &'a [u32],
-    shards: Vec<Mutex<HashMap<InstanceId, Mailbox<M>>>>,
+    shards: Vec<Mutex<FastMap<InstanceId, Mailbox<M>>>>,
     ready: &'a Ready,
 }
 
 impl<M> PostOffice<'_, M> {
-    fn shard(&self, instance: InstanceId) -> &Mutex<HashMap<InstanceId, Mailbox<M>>> {
+    fn shard(&self, instance: InstanceId) -> &Mutex<FastMap<InstanceId, Mailbox<M>>> {
         &self.shards[instance as usize % SHARDS]
     }
 
@@ -138,8 +139,11 @@ struct ReadyState {
 
 impl Ready {
     fn push(&self, rank: Rank) {
-        self.state.lock().expect("ready lock").queue.push_back(rank);
-        self.wake.notify_one();
+        let mut state = self.state.lock().expect("ready lock");
+        state.queue.push_back(rank);
+        if state.idle > 0 {
+            self.wake.notify_one();
+        }
     }
 }
 
@@ -158,7 +162,9 @@ pub fn run<P: RankProgram>(programs: &mut [P], expected: &[u32]) -> Result<(), V
     };
     let post = PostOffice {
         expected,
-        shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        shards: (0..SHARDS)
+            .map(|_| Mutex::new(FastMap::default()))
+            .collect(),
         ready: &ready,
     };
     let slots: Vec<Mutex<&mut P>> = programs.iter_mut().map(Mutex::new).collect();
