@@ -97,30 +97,17 @@ fn directory_transport_sends_each_user_week_once() {
     assert_eq!(std::fs::read_dir(dir.join("spool")).unwrap().count(), 5);
 }
 
-/// Debian's aiosmtpd as a real SMTP server that saves every message in `dir`.
+/// Debian's aiosmtpd as a real SMTP server that saves every message in `dir`
+/// (`tests/smtp_sink.py`).
 struct SmtpServer(Child);
 
 impl SmtpServer {
     fn start(port: u16, dir: &Path) -> Option<SmtpServer> {
-        let script = format!(
-            r#"
-import asyncio, os, sys
-from aiosmtpd.controller import Controller
-class Save:
-    async def handle_DATA(self, server, session, envelope):
-        n = len(os.listdir({dir:?}))
-        with open(os.path.join({dir:?}, "%03d.eml" % n), "wb") as f:
-            f.write(envelope.content)
-        return "250 OK"
-c = Controller(Save(), hostname="127.0.0.1", port={port})
-c.start()
-print("ready", flush=True)
-sys.stdin.read()
-"#,
-            dir = dir.display().to_string()
-        );
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/smtp_sink.py");
         let mut child = Command::new("/usr/bin/python3")
-            .args(["-c", &script])
+            .arg(script)
+            .arg(port.to_string())
+            .arg(dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

@@ -143,3 +143,20 @@ pub fn append_log(path: &Path, records: &[JobRecord]) {
     }
     file.write_all(text.as_bytes()).unwrap();
 }
+
+/// `count` jobs of `users` users (`user0`.., uid 2000..) spread over week 47, for the benchmark.
+pub fn jobs_of_many_users(count: u64, users: u64) -> impl Iterator<Item = JobRecord> {
+    (0..count).map(move |n| {
+        let user = n % users;
+        let end = WEEK_47_START_MS + 3_600_000 + n % 500_000_000;
+        job(
+            n,
+            &format!("user{user}"),
+            2000 + user as u32,
+            end,
+            4 << (n % 4),
+            60 + n % 600,
+            5 + (n * 7) % 60,
+        )
+    })
+}

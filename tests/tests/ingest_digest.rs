@@ -1,0 +1,177 @@
+//! Issue 4 end to end with real parts: real `mpirun` jobs under the profiler, a private rsyslogd
+//! with trusted properties, a record forged by user `nobody` (claiming uid 0) through the same
+//! socket, `mpistat ingest` of what rsyslog wrote, then `mpistat digest --send` to a real SMTP
+//! server (Debian's aiosmtpd): the forgery is rejected and counted, the user gets exactly one
+//! multipart/alternative mail whose numbers are those of the records.
+
+use mpistat_e2e::*;
+use mpistat_record::units::count;
+use std::io::BufRead;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn mpistat(args: &[&str], config: &Path) -> Output {
+    let binary = library().with_file_name("mpistat");
+    let output = Command::new(&binary)
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
+    eprintln!(
+        "mpistat {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Send `message` to the daemon as user `nobody` (uid 65534), tagged like the profiler's lines.
+fn send_as_nobody(syslogd: &Syslogd, message: &str) {
+    let status = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "logger",
+            "-u",
+        ])
+        .arg(syslogd.socket())
+        .args(["-p", "local5.info", "-t", "mpistat", "--", message])
+        .status()
+        .expect("run setpriv logger");
+    assert!(status.success(), "logger as nobody failed");
+}
+
+#[test]
+fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
+    let _serial = serial();
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root to send as nobody");
+        return;
+    }
+    let syslogd = Syslogd::start();
+    let site = syslogd.site_config();
+    Job::new(program("basic.c"), 4)
+        .profiled(&site)
+        .assert_success();
+    Job::new(program("basic.c"), 2)
+        .profiled(&site)
+        .assert_success();
+    let records = syslogd.records(2);
+    assert!(records.iter().all(|r| r.uid == 0));
+
+    // nobody may use the socket, and forges a record of root.
+    let socket_dir = syslogd.socket().parent().unwrap().to_path_buf();
+    std::fs::set_permissions(&socket_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut forged = records[0].clone();
+    forged.job_id = "forged-by-nobody".into();
+    for message in mpistat_record::encode(&forged) {
+        send_as_nobody(&syslogd, &message);
+    }
+    syslogd.wait_for_record("forged by nobody", |r| r.job_id == "forged-by-nobody");
+    std::thread::sleep(Duration::from_millis(300));
+
+    // What rsyslog wrote with the attested uids is the input of ingest.
+    let dir = TempDir::new("ingest-digest");
+    let log = dir.path().join("records.log");
+    let trusted: String = syslogd
+        .trusted_lines()
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(trusted.contains("uid=65534 "), "{trusted}");
+    std::fs::write(&log, trusted).unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = dir.path().join("site.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[database]\npath = {db:?}\n[mail]\ntransport = \"smtp\"\nsmtp_host = \"127.0.0.1\"\n\
+             smtp_port = {port}\nsmtp_starttls = \"off\"\nrecipient = \"{{user}}@example.org\"\n",
+            db = dir.path().join("mpistat.db").display().to_string()
+        ),
+    )
+    .unwrap();
+
+    let log_arg = log.to_str().unwrap();
+    assert!(mpistat(&["ingest", log_arg], &config).status.success());
+    let report = mpistat(&["ingest", "--report"], &config);
+    let report = String::from_utf8_lossy(&report.stdout).into_owned();
+    assert!(report.contains("jobs stored: 2"), "{report}");
+    assert!(report.contains("rejected: forged 1\n"), "{report}");
+    assert!(
+        report.contains("claims uid 0 (root) but uid 65534 sent it"),
+        "{report}"
+    );
+    // Again: nothing new.
+    assert!(mpistat(&["ingest", log_arg], &config).status.success());
+    let again = mpistat(&["ingest", "--report"], &config);
+    assert_eq!(String::from_utf8_lossy(&again.stdout), report);
+
+    // A real SMTP server gets exactly one mail (one user, one week), with the records' numbers.
+    let week = Command::new("date")
+        .args(["-u", "+%G-W%V"])
+        .output()
+        .unwrap();
+    let week = String::from_utf8(week.stdout).unwrap().trim().to_string();
+    let inbox = dir.path().join("inbox");
+    std::fs::create_dir_all(&inbox).unwrap();
+    let sink = workspace_root().join("digest/tests/smtp_sink.py");
+    let mut server = Command::new("/usr/bin/python3")
+        .arg(sink)
+        .arg(port.to_string())
+        .arg(&inbox)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3-aiosmtpd (scripts/prereqs.sh installs it)");
+    let mut ready = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let send = ["digest", "--week", week.as_str(), "--send"];
+    assert!(mpistat(&send, &config).status.success());
+    assert!(mpistat(&send, &config).status.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_dir(&inbox).unwrap().count() < 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = server.kill();
+    let _ = server.wait();
+    let mails: Vec<String> = std::fs::read_dir(&inbox)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(mails.len(), 1, "exactly one mail per user and week");
+    let mail = &mails[0];
+    assert!(mail.contains("To: root@example.org"), "{mail}");
+    assert!(
+        mail.contains("Content-Type: multipart/alternative"),
+        "{mail}"
+    );
+    let ranks: Vec<u32> = records.iter().map(|r| r.ranks).collect();
+    let jobs_line = format!(
+        "2 ({}-{} ranks)",
+        ranks.iter().min().unwrap(),
+        ranks.iter().max().unwrap()
+    );
+    assert!(mail.contains(&jobs_line), "{jobs_line} not in {mail}");
+    for routine in ["MPI_Send", "MPI_Allreduce"] {
+        let calls: u64 = records.iter().map(|r| routine_calls(r, routine)).sum();
+        let row = format!("{routine:<16}{:>8}", count(calls));
+        assert!(mail.contains(&row), "{row:?} not in {mail}");
+    }
+}
+
+fn routine_calls(record: &mpistat_record::JobRecord, name: &str) -> u64 {
+    record.routine(name).map_or(0, |r| r.calls.sum)
+}
