@@ -56,6 +56,10 @@ fn text_and_html_of_a_fixed_week() {
     );
     insta::assert_snapshot!("alice_text", alice.text);
     insta::assert_snapshot!("alice_html", alice.html);
+    for image in &alice.images {
+        assert!(image.png.starts_with(b"\x89PNG"), "{} is a PNG", image.cid);
+        assert!(alice.html.contains(&format!("cid:{}", image.cid)));
+    }
 }
 
 fn directory_config(dir: &Path) -> SiteConfig {
@@ -94,6 +98,10 @@ fn directory_transport_sends_each_user_week_once() {
     assert!(eml.contains("Content-Type: multipart/alternative"), "{eml}");
     assert!(eml.contains("Content-Type: text/plain"), "{eml}");
     assert!(eml.contains("Content-Type: text/html"), "{eml}");
+    assert!(eml.contains("Content-Type: multipart/related"), "{eml}");
+    assert_eq!(eml.matches("Content-Type: image/png").count(), 2, "{eml}");
+    assert!(eml.contains("Content-ID: <routines>"), "{eml}");
+    assert!(eml.contains("cid:routines"), "{eml}");
     assert_eq!(std::fs::read_dir(dir.join("spool")).unwrap().count(), 5);
 }
 

@@ -59,6 +59,9 @@ pub struct UserDigest {
     pub recommendations: Vec<String>,
     pub routines: Vec<RoutineRow>,
     pub top_jobs: Vec<TopJob>,
+    /// The user's MPI share of wall time (percent), and every user's of the week.
+    pub mpi_percent: f64,
+    pub site_mpi_percents: Vec<f64>,
 }
 
 /// Per-user totals behind the level-1 figures.
@@ -164,6 +167,7 @@ pub fn digests(jobs: &[JobRecord], week: &str, config: &DigestConfig) -> Vec<Use
         })
         .collect();
     let capacity_hours = config.capacity_cores as f64 * HOURS_PER_WEEK;
+    let site_mpi_percents: Vec<f64> = totals.values().map(Totals::mpi_percent).collect();
     let site = |f: &dyn Fn(&Totals) -> f64| totals.values().map(f).collect::<Vec<f64>>();
     let share = |t: &Totals| percent(t.cpu_hours(), capacity_hours);
     let references = [
@@ -226,6 +230,8 @@ pub fn digests(jobs: &[JobRecord], week: &str, config: &DigestConfig) -> Vec<Use
                 recommendations,
                 routines,
                 top_jobs: top_jobs(jobs),
+                mpi_percent: t.mpi_percent(),
+                site_mpi_percents: site_mpi_percents.clone(),
             }
         })
         .collect()

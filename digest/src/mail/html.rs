@@ -1,9 +1,16 @@
 //! The HTML part of the mail: the same content as the text part, in tables, critical values in
-//! bold red. No charts yet (the mail has no image parts).
+//! bold red, and two charts ([`super::chart`]) as `cid:` images: [`MPI_SHARE_CID`] under the
+//! level-1 table, [`ROUTINES_CID`] under the routine table.
 
+use super::chart::{MAX_ROUTINES, PART_COLOURS};
 use super::content::{UserDigest, FURTHER};
 use mpistat_record::units::{bytes, count, duration};
 use std::fmt::Write;
+
+/// Content id of the MPI-share strip.
+pub const MPI_SHARE_CID: &str = "mpi-share";
+/// Content id of the per-routine bars.
+pub const ROUTINES_CID: &str = "routines";
 
 /// `text` with HTML's special characters escaped.
 fn escape(text: &str) -> String {
@@ -44,7 +51,12 @@ pub fn render(d: &UserDigest) -> String {
             escape(&f.reference)
         );
     }
-    out.push_str("</table>\n<p><small>Hardware counters were not recorded; load balance is estimated from the per-rank MPI times.</small></p>\n");
+    let _ = writeln!(
+        out,
+        "</table>\n<p><img src=\"cid:{MPI_SHARE_CID}\" alt=\"your MPI share among all users\"><br>\
+         <small>MPI share of wall time, 0 to 100 %: you (black) and every user of the week (grey).</small></p>"
+    );
+    out.push_str("<p><small>Hardware counters were not recorded; load balance is estimated from the per-rank MPI times.</small></p>\n");
     if !d.recommendations.is_empty() {
         out.push_str("<ul>\n");
         for r in &d.recommendations {
@@ -80,7 +92,26 @@ pub fn render(d: &UserDigest) -> String {
             estimate(r.sync_ns),
         );
     }
-    out.push_str("</table>\n<h3>Your biggest jobs</h3>\n<table cellpadding=\"3\">\n<tr><th>job</th><th>ranks</th><th>CPU h</th><th>MPI %</th><th>load balance</th><th>executable</th></tr>\n");
+    let shown: Vec<String> = d
+        .routines
+        .iter()
+        .take(MAX_ROUTINES)
+        .map(|r| escape(&r.name))
+        .collect();
+    let legend: Vec<String> = PART_COLOURS
+        .iter()
+        .map(|(name, [r, g, b])| {
+            format!("<span style=\"color:#{r:02x}{g:02x}{b:02x}\">&#9632;</span> {name}")
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "</table>\n<p><img src=\"cid:{ROUTINES_CID}\" alt=\"MPI time by routine\"><br>\
+         <small>Time by routine, top to bottom: {}. {}</small></p>",
+        shown.join(", "),
+        legend.join(" ")
+    );
+    out.push_str("<h3>Your biggest jobs</h3>\n<table cellpadding=\"3\">\n<tr><th>job</th><th>ranks</th><th>CPU h</th><th>MPI %</th><th>load balance</th><th>executable</th></tr>\n");
     for j in &d.top_jobs {
         let _ = writeln!(
             out,

@@ -1,10 +1,12 @@
 //! `mpistat digest`: one mail per user who ran jobs in a week, built from the database.
 //!
-//! `content` computes what a mail says, `text` and `html` lay it out, `week` is ISO weeks. With
+//! `content` computes what a mail says, `text` and `html` lay it out (`chart` draws the HTML's
+//! images), `week` is ISO weeks. With
 //! `--send` every (user, week) is sent at most once: the outcome is recorded in the database's
 //! `mails` table, and mails that failed (of any week) are tried again on every `--send` run until
 //! they go out.
 
+pub mod chart;
 pub mod content;
 pub mod html;
 pub mod text;
@@ -12,7 +14,7 @@ pub mod week;
 
 use crate::cli::DigestArgs;
 use crate::db::{Database, MailStatus};
-use mpistat_mailer::{Mail, Mailer};
+use mpistat_mailer::{Image, Mail, Mailer};
 use mpistat_site::SiteConfig;
 use std::io::Write;
 use std::process::ExitCode;
@@ -37,7 +39,16 @@ pub fn mails(
             subject: format!("mpistat: your MPI jobs in week {week}"),
             text: text::render(&d),
             html: html::render(&d),
-            images: Vec::new(),
+            images: vec![
+                Image {
+                    cid: html::MPI_SHARE_CID.into(),
+                    png: chart::mpi_share_strip(&d),
+                },
+                Image {
+                    cid: html::ROUTINES_CID.into(),
+                    png: chart::routine_bars(&d),
+                },
+            ],
         })
         .collect())
 }
