@@ -38,13 +38,13 @@ mpifort -O2 -Wall -o "$work/heat" scripts/demo/heat.f90
 echo "ring (C, halo exchange + Allreduce), unbalanced (C, load imbalance), heat (Fortran)"
 
 say "Starting a private rsyslogd on $work/log.sock (facility local5 -> $work/mpistat.log)"
-# Only our socket (the system's /dev/log stays with the system's daemon), the raw line format a
-# site would log, and nothing but local5.
+# Only our socket (the system's /dev/log stays with the system's daemon), the line format a site
+# logs (etc/rsyslog.d/mpistat.conf: with the sender's kernel-attested uid), and nothing but local5.
 cat >"$work/rsyslog.conf" <<EOF
 global(workDirectory="$work")
 module(load="imuxsock" SysSock.Use="off")
-input(type="imuxsock" Socket="$work/log.sock" CreatePath="on")
-template(name="raw" type="string" string="%TIMESTAMP:::date-rfc3339% %HOSTNAME% %syslogtag%%msg%\\n")
+input(type="imuxsock" Socket="$work/log.sock" CreatePath="on" ParseTrusted="on" Annotate="on")
+template(name="raw" type="string" string="%TIMESTAMP:::date-rfc3339% %HOSTNAME% uid=%\$!uid% pid=%\$!pid% %syslogtag%%msg%\\n")
 local5.* action(type="omfile" file="$work/mpistat.log" template="raw")
 EOF
 # /usr/sbin is not on every user's PATH.
@@ -116,5 +116,33 @@ echo "... ($(wc -l <"$work/records.jsonl") records, $(wc -c <"$work/records.json
 
 say "A user who opts in: MPISTAT_DETAIL=stderr mpirun ... unbalanced"
 "${mpirun_cmd[@]}" -x MPISTAT_DETAIL=stderr "$work/unbalanced" </dev/null
+
+say "A forger: user nobody replays the lines of the first record (it claims uid $(id -u)) into syslog"
+chmod 755 "$work"
+first_key=$(grep -o -m 1 'MPISTAT1 [0-9a-f]*' "$work/mpistat.log" | cut -d ' ' -f 2)
+grep "MPISTAT1 $first_key " "$work/mpistat.log" | sed 's/.* mpistat: //' | while IFS= read -r message; do
+    setpriv --reuid=nobody --regid=nogroup --clear-groups \
+        logger -u "$work/log.sock" -p local5.info -t mpistat -- "$message"
+done
+sleep 0.5
+
+say "mpistat ingest --report: jobs into a database ($work/mpistat.db), the forgery rejected"
+cat >>"$work/site.toml" <<EOF
+[database]
+path = "$work/mpistat.db"
+
+[mail]
+transport = "directory"
+directory = "$work/mail"
+EOF
+"$mpistat" ingest --config "$work/site.toml" --report "$work/mpistat.log"
+
+week=$(date -u +%G-W%V)
+say "mpistat digest --week $week --send: one mail per user, written to $work/mail (transport directory)"
+"$mpistat" digest --config "$work/site.toml" --week "$week" --send
+ls "$work/mail"
+say "The level-1 lines of the mails (mpistat digest --dry-run prints their text parts)"
+"$mpistat" digest --config "$work/site.toml" --week "$week" --dry-run >"$work/mails.txt"
+awk '/^To: / { print } / you +site:/ { show = 1 } show { print } /^  [(]hardware/ { show = 0 }' "$work/mails.txt"
 
 say "Done. The private rsyslogd is stopped and $work removed on exit."

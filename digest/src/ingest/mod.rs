@@ -261,7 +261,16 @@ impl Run<'_> {
         location: String,
         line: Option<&str>,
     ) -> Rejected {
-        let detail = problem.to_string();
+        // Line-level problems start with the decoder's line count; the reference has the offset.
+        let detail = match &problem {
+            Problem::DuplicatePart { at, .. }
+            | Problem::ConflictingPart { at, .. }
+            | Problem::CorruptLine { at, .. }
+            | Problem::UnsupportedWireVersion { at, .. } => {
+                problem.to_string().replacen(&format!("{at}: "), "", 1)
+            }
+            _ => problem.to_string(),
+        };
         let (kind, reference, line) = match &problem {
             Problem::MissingParts { key, .. } => ("incomplete", key.clone(), None),
             Problem::DuplicatePart { .. } => ("duplicate", location, line),
