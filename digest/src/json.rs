@@ -1,7 +1,8 @@
 //! The JSON view of a record: one object per job, for scripts. Field names are an interface:
 //! `job_id uid user exe ranks wall_s mpi_s binding partial routines.<name>.{calls,time_s,bytes}`
 //! must stay; fields may be added. Imbalance estimates: `imbalance.{critical_path_s, profile_s,
-//! load_balance, comm_efficiency, parallel_efficiency, merge_factor}` and `routines.<name>.sync_s`.
+//! load_balance, comm_efficiency, parallel_efficiency, merge_factor}` and `routines.<name>.sync_s`;
+//! counters: `counters.<event>.{app,mpi}` and `routines.<name>.counters.<event>`.
 
 use mpistat_record::units::{secs, utc};
 use mpistat_record::JobRecord;
@@ -41,6 +42,49 @@ pub struct JobJson<'a> {
     /// Imbalance estimates from supersteps (absent in partial and older records).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub imbalance: Option<ImbalanceJson>,
+    /// How the counters were read (see `CounterSet::mode`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counters_mode: Option<&'a str>,
+    /// `counters.<event>.{app,mpi}`: events outside and inside MPI, summed over ranks.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters: BTreeMap<&'a str, CounterJson>,
+}
+
+/// One counter event.
+#[derive(Serialize)]
+pub struct CounterJson {
+    pub app: u64,
+    pub mpi: u64,
+    /// Events per second of application (non-MPI) time, and of MPI time, over all ranks.
+    pub app_per_s: f64,
+    pub mpi_per_s: f64,
+    /// "unavailable: <reason>" when the event was not counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+}
+
+fn counters_json(r: &JobRecord) -> BTreeMap<&str, CounterJson> {
+    let Some(set) = &r.counters else {
+        return BTreeMap::new();
+    };
+    let app_s = secs(r.wall_ns.sum.saturating_sub(r.mpi_ns.sum));
+    let mpi_s = secs(r.mpi_ns.sum);
+    let rate = |v: u64, s: f64| if s > 0.0 { v as f64 / s } else { 0.0 };
+    set.events
+        .iter()
+        .map(|e| {
+            (
+                e.name.as_str(),
+                CounterJson {
+                    app: e.app,
+                    mpi: e.mpi,
+                    app_per_s: rate(e.app, app_s),
+                    mpi_per_s: rate(e.mpi, mpi_s),
+                    unavailable: e.unavailable.as_ref().map(|u| format!("unavailable: {u}")),
+                },
+            )
+        })
+        .collect()
 }
 
 /// `imbalance.*`: seconds are wall-clock seconds (per rank), efficiencies 0..1.
@@ -149,6 +193,9 @@ pub struct RoutineJson<'a> {
     /// Global synchronising collectives: estimated waiting time summed over ranks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync_s: Option<f64>,
+    /// Counter events inside this routine, by event name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters: &'a BTreeMap<String, u64>,
 }
 
 impl<'a> JobJson<'a> {
@@ -189,11 +236,14 @@ impl<'a> JobJson<'a> {
                         count: s.count.sum,
                         hist: &s.hist,
                         sync_s: s.sync_ns.map(secs),
+                        counters: &s.counters,
                     };
                     (s.name.as_str(), routine)
                 })
                 .collect(),
             imbalance: ImbalanceJson::new(r),
+            counters_mode: r.counters.as_ref().map(|c| c.mode.as_str()),
+            counters: counters_json(r),
         }
     }
 }

@@ -33,6 +33,7 @@ fn routine(
         bytes: stat(bytes, bytes / 8, bytes / 2, 1),
         hist,
         sync_ns: None,
+        counters: Default::default(),
     }
 }
 
@@ -94,6 +95,7 @@ fn fixed_record() -> JobRecord {
             ),
         ],
         imbalance: None,
+        counters: None,
     }
 }
 

@@ -5,6 +5,7 @@
 //! Every hook runs inside [`quietly`]: whatever goes wrong, the user's call proceeds unchanged.
 
 use crate::clock::{ticks, Anchor};
+use crate::counters::JobCounters;
 use crate::detail::Destination;
 use crate::generated::routines::id;
 use crate::guard::quietly;
@@ -101,6 +102,12 @@ pub fn after_init(rc: c_int, provided: c_int, via_pmpi: bool, argc: *const c_int
             detail,
             recorded: false,
         };
+        let (names, unavailable) = crate::counters::choose(
+            &job.config.profiler.counters,
+            &job.config.profiler.counters_allowed,
+            std::env::var("MPISTAT_COUNTERS").ok().as_deref(),
+        );
+        crate::counters::start(names, unavailable, &job.config.profiler.counters_fallback);
         crate::superstep::start(
             job.config.profiler.superstep_buffer_bytes,
             size as u32,
@@ -149,7 +156,13 @@ fn saw_pmpi_tool(job: &Job) -> bool {
 }
 
 /// Build the record, send it to syslog, and give the user the report if asked.
-fn publish(job: &Job, reduced: &Reduced, estimates: Option<&Estimates>, partial: Option<String>) {
+fn publish(
+    job: &Job,
+    reduced: &Reduced,
+    estimates: Option<&Estimates>,
+    counters: Option<&JobCounters>,
+    partial: Option<String>,
+) {
     let mut record = build_record(
         &job.init,
         reduced,
@@ -159,6 +172,15 @@ fn publish(job: &Job, reduced: &Reduced, estimates: Option<&Estimates>, partial:
     );
     if let Some(e) = estimates {
         add_estimates(&mut record, e);
+    }
+    if let Some(c) = counters {
+        record.counters = Some(c.set.clone());
+        for (id, event, v) in &c.per_routine {
+            let name = crate::generated::routines::ROUTINES[*id].name;
+            if let Some(r) = record.routines.iter_mut().find(|r| r.name == name) {
+                r.counters.insert(event.clone(), *v);
+            }
+        }
     }
     let lines = mpistat_record::encode(&record);
     let facility = syslog_facility_code(&job.config.syslog.facility).unwrap_or(21);
@@ -217,6 +239,8 @@ pub fn before_finalize() {
                 return;
             }
             job.recorded = true;
+            // The counters' last read: where MPI_Finalize was entered.
+            let rank_counters = crate::counters::finish();
             let Some(world) = comm_world() else { return };
             let Ok(comm) = OwnComm::dup(world) else {
                 return;
@@ -241,10 +265,11 @@ pub fn before_finalize() {
             )
             .ok()
             .flatten();
+            let counters = crate::counters::reduce(&comm, rank_counters).ok().flatten();
             if let Ok(Some(reduced)) =
                 Reduced::over_ranks(&totals, node_leader, saw_pmpi_tool(job), &comm)
             {
-                publish(job, &reduced, estimates.as_ref(), None);
+                publish(job, &reduced, estimates.as_ref(), counters.as_ref(), None);
             }
         });
     });
@@ -258,7 +283,7 @@ fn publish_partial(job: &mut Job, reason: String, hook_start: u64) {
     job.recorded = true;
     let totals = rank_totals(job, &Anchor::now(), hook_start);
     let reduced = Reduced::local(&totals, job.init.rank, saw_pmpi_tool(job));
-    publish(job, &reduced, None, Some(reason));
+    publish(job, &reduced, None, None, Some(reason));
 }
 
 /// Before the real `MPI_Abort`: the calling rank writes a partial record with its own data.

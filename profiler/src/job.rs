@@ -135,6 +135,7 @@ pub fn build_record(
                 bytes,
                 hist,
                 sync_ns: None,
+                counters: BTreeMap::new(),
             })
         })
         .collect();
@@ -162,5 +163,6 @@ pub fn build_record(
         partial,
         routines,
         imbalance: None,
+        counters: None,
     }
 }

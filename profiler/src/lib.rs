@@ -14,6 +14,7 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 pub mod clock;
+pub mod counters;
 pub mod detail;
 pub mod ffi {
     //! Open MPI's `mpi.h` as Rust declarations (bindgen, see build.rs). Types only: nothing here

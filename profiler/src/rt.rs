@@ -74,6 +74,9 @@ pub fn enter(via_pmpi: bool) -> Option<Call> {
         if via_pmpi && !ENTERED_VIA_PMPI.load(Relaxed) {
             ENTERED_VIA_PMPI.store(true, Relaxed);
         }
+        if crate::counters::PER_CALL.load(Relaxed) {
+            crate::counters::before_call();
+        }
         Some(Call { t0: ticks() })
     })
 }
@@ -97,6 +100,9 @@ fn leave_at(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) -> u64 {
     bump(&table.mpi_ticks, dt);
     if rc == 0 && !traffic.is_none() {
         crate::traffic::record(table, id, traffic);
+    }
+    if crate::counters::PER_CALL.load(Relaxed) {
+        crate::counters::after_call(id);
     }
     DEPTH.with(|d| d.set(0));
     t1

@@ -79,6 +79,10 @@ pub struct RoutineStats {
     /// max_q d_q - d_p (see [`Imbalance`]). `None` for other routines and older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_ns: Option<u64>,
+    /// Performance-counter events inside this routine, summed over ranks and threads, by event
+    /// name (only in the per-call mode; see [`CounterSet`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters: BTreeMap<String, u64>,
 }
 
 /// One record per job.
@@ -124,6 +128,34 @@ pub struct JobRecord {
     /// Imbalance estimates from supersteps (absent in partial and older records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imbalance: Option<Imbalance>,
+    /// Performance counters split into application and MPI parts (absent when none were chosen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<CounterSet>,
+}
+
+/// Performance counters of the job, summed over ranks and threads.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(default)]
+pub struct CounterSet {
+    /// How they were read: "per-call read" (split around every outermost MPI call) or "totals
+    /// (read at MPI_Init and MPI_Finalize)" (everything in `app`, no split).
+    pub mode: String,
+    pub events: Vec<CounterEvent>,
+}
+
+/// One counter event.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(default)]
+pub struct CounterEvent {
+    /// mpistat's name of the event, e.g. `instructions`, `task-clock` (ns).
+    pub name: String,
+    /// Events outside MPI (from the end of `MPI_Init` to the start of `MPI_Finalize`).
+    pub app: u64,
+    /// Events inside outermost MPI calls.
+    pub mpi: u64,
+    /// Why the event was not counted ("unavailable: <reason>" in views).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
 }
 
 /// Imbalance estimates made without extra communication during the run.

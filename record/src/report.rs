@@ -16,7 +16,30 @@ pub fn render(record: &JobRecord) -> String {
     out.push('\n');
     routine_table(&mut out, record);
     imbalance(&mut out, record);
+    counters(&mut out, record);
     out
+}
+
+/// Counter events outside and inside MPI, with rates per second of that time.
+fn counters(out: &mut String, r: &JobRecord) {
+    let Some(set) = &r.counters else { return };
+    let _ = writeln!(out, "\ncounters    {} (summed over ranks)", set.mode);
+    let app_s = secs(r.wall_ns.sum.saturating_sub(r.mpi_ns.sum));
+    let mpi_s = secs(r.mpi_ns.sum);
+    let rate = |v: u64, s: f64| if s > 0.0 { v as f64 / s } else { 0.0 };
+    for e in &set.events {
+        let value = match &e.unavailable {
+            Some(reason) => format!("unavailable: {reason}"),
+            None => format!(
+                "application {} ({}/s), MPI {} ({}/s)",
+                count(e.app),
+                count(rate(e.app, app_s) as u64),
+                count(e.mpi),
+                count(rate(e.mpi, mpi_s) as u64)
+            ),
+        };
+        let _ = writeln!(out, "  {:<22}{value}", e.name);
+    }
 }
 
 /// The imbalance estimates, the per-routine waiting times and the per-superstep sparkline.

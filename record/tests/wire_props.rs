@@ -1,7 +1,7 @@
 //! Property tests of the wire format: round trips, message limits, and that every single lost,
 //! repeated or damaged line is reported and never turns into a wrong record.
 
-use mpistat_record::model::{Imbalance, PartitionImbalance};
+use mpistat_record::model::{CounterEvent, CounterSet, Imbalance, PartitionImbalance};
 use mpistat_record::wire::{Problem, MAX_MESSAGE};
 use mpistat_record::{decode, encode, Binding, JobRecord, RoutineStats, Stat};
 use proptest::prelude::*;
@@ -35,9 +35,10 @@ fn routine() -> impl Strategy<Value = RoutineStats> {
         (stat(), stat(), stat(), stat()),
         prop::collection::vec(any::<u64>(), 0..48),
         prop::option::of(any::<u64>()),
+        prop::collection::btree_map("[a-z-]{1,16}", any::<u64>(), 0..3),
     )
         .prop_map(
-            |(name, class, (calls, time_ns, count, bytes), hist, sync_ns)| RoutineStats {
+            |(name, class, (calls, time_ns, count, bytes), hist, sync_ns, counters)| RoutineStats {
                 name,
                 class,
                 calls,
@@ -46,6 +47,7 @@ fn routine() -> impl Strategy<Value = RoutineStats> {
                 bytes,
                 hist,
                 sync_ns,
+                counters,
             },
         )
 }
@@ -66,6 +68,28 @@ fn partition() -> impl Strategy<Value = PartitionImbalance> {
             useful_max_ns: v[4],
             useful_sum_ns: v[5],
         })
+}
+
+fn counter_set() -> impl Strategy<Value = CounterSet> {
+    (
+        odd_string(),
+        prop::collection::vec(
+            (
+                "[a-z-]{1,16}",
+                any::<u64>(),
+                any::<u64>(),
+                prop::option::of(odd_string()),
+            )
+                .prop_map(|(name, app, mpi, unavailable)| CounterEvent {
+                    name,
+                    app,
+                    mpi,
+                    unavailable,
+                }),
+            0..5,
+        ),
+    )
+        .prop_map(|(mode, events)| CounterSet { mode, events })
 }
 
 fn imbalance() -> impl Strategy<Value = Imbalance> {
@@ -106,6 +130,7 @@ prop_compose! {
         partial in prop::option::of(odd_string()),
         routines in prop::collection::vec(routine(), 0..40),
         imbalance in prop::option::of(imbalance()),
+        counters in prop::option::of(counter_set()),
     ) -> JobRecord {
         JobRecord {
             version: mpistat_record::model::MODEL_VERSION,
@@ -113,7 +138,7 @@ prop_compose! {
             wall_ns, mpi_ns,
             binding: if fortran { Binding::Fortran } else { Binding::C },
             thread_level, mpi_library, env: env.into_iter().collect::<BTreeMap<_, _>>(),
-            user_pmpi_tool, overhead_ns, partial, routines, imbalance,
+            user_pmpi_tool, overhead_ns, partial, routines, imbalance, counters,
         }
     }
 }

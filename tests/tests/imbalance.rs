@@ -3,12 +3,14 @@
 //! `MPI_Allreduce`. In the imbalanced scenarios one rank works 12.5 ms and the others 9.17 ms, so
 //! each iteration takes 25 % longer than balanced (see the program's header).
 //!
-//! Tolerances. Sleeps overshoot by tens of microseconds and a woken rank may wait for a core on
-//! this oversubscribed 2-core machine; iota takes the max over ranks in every superstep, so noise
-//! only adds to it. Measured here: balanced 0.7 %, imbalanced 24.3-24.7 % of work, profile-based
-//! static 24.3 %, dynamic 0.03 %, mixed 8.2 %. We allow ±5 percentage points around 25 % (and
-//! < 5 % where 0 is expected), ±4 points around the mixed 8.3 %, and the 10 % for the
-//! waiting time. No wall-clock thresholds.
+//! Tolerances. Sleeps overshoot by tens of microseconds, and a woken rank may wait for a core on
+//! this 2-core machine shared with builds of other jobs: that delay counts as the rank's work.
+//! Noise therefore only *adds* to both estimates (iota takes the max over ranks in every
+//! superstep; the profile the max over ranks of their sums). Quiet machine: balanced 0.7 %,
+//! imbalanced 24.3-24.7 % of work, profile-based static 24.3 %, dynamic 0.03 %, mixed 8.2 %; under
+//! a concurrent cargo build the mixed profile reached 12.9 %. So every check allows 4 points
+//! below the expected value and 8 above it (0 expected: below 8 %, still far from the 25 % of
+//! the imbalanced cases), and the 10 % for the waiting time. No wall-clock thresholds.
 
 use mpistat_e2e::*;
 use mpistat_record::model::Imbalance;
@@ -64,13 +66,21 @@ fn assert_near(what: &str, got: f64, want: f64, tolerance: f64) {
     );
 }
 
+/// `got` percent is `want` percent, allowing 4 points less and 8 more (see the tolerances above).
+fn assert_percent(what: &str, got: f64, want: f64) {
+    assert!(
+        got >= want - 4.0 && got <= want + 8.0,
+        "{what}: {got:.2} %, expected {want:.2} % (-4/+8)"
+    );
+}
+
 #[test]
 fn balanced_has_no_imbalance() {
     let _serial = serial();
     let r = run("balanced");
     let (iota, profile) = percents(&r);
-    assert!(iota < 5.0, "critical-path imbalance {iota:.2} %");
-    assert!(profile < 5.0, "profile-based imbalance {profile:.2} %");
+    assert!(iota < 8.0, "critical-path imbalance {iota:.2} %");
+    assert!(profile < 8.0, "profile-based imbalance {profile:.2} %");
     let i = imbalance(&r);
     assert!(i.load_balance(r.ranks) > 0.95);
 }
@@ -80,8 +90,8 @@ fn static_imbalance_is_seen_by_both_estimates_and_its_waiting_time_matches() {
     let _serial = serial();
     let r = run("static");
     let (iota, profile) = percents(&r);
-    assert_near("critical-path %", iota, 25.0, 5.0);
-    assert_near("profile-based %", profile, 25.0, 5.0);
+    assert_percent("critical-path", iota, 25.0);
+    assert_percent("profile-based", profile, 25.0);
     let i = imbalance(&r);
     assert!(
         i.dynamic_share() < 0.2,
@@ -114,9 +124,9 @@ fn dynamic_imbalance_is_missed_by_the_profile() {
     let _serial = serial();
     let r = run("dynamic");
     let (iota, profile) = percents(&r);
-    assert_near("critical-path %", iota, 25.0, 5.0);
-    assert!(profile < 5.0, "profile-based imbalance {profile:.2} %");
-    assert!(imbalance(&r).dynamic_share() > 0.8);
+    assert_percent("critical-path", iota, 25.0);
+    assert!(profile < 8.0, "profile-based imbalance {profile:.2} %");
+    assert!(imbalance(&r).dynamic_share() > 0.6);
 }
 
 #[test]
@@ -124,9 +134,9 @@ fn mixed_imbalance_is_a_third_seen_by_the_profile() {
     let _serial = serial();
     let r = run("mixed");
     let (iota, profile) = percents(&r);
-    assert_near("critical-path %", iota, 25.0, 5.0);
+    assert_percent("critical-path", iota, 25.0);
     // Rank 0 works 1.25 W in one half and 0.917 W in the other: (1.25 + 0.9167) / 2 - 1 = 8.3 %.
-    assert_near("profile-based %", profile, 100.0 / 12.0, 4.0);
+    assert_percent("profile-based", profile, 100.0 / 12.0);
 }
 
 #[test]
@@ -158,27 +168,22 @@ fn mpmd_partitions_and_inter_partition_imbalance() {
     assert_eq!(r.ranks, 4);
     let i = imbalance(&r);
     // Partition 0 sleeps 10 ms, partition 1 15 ms per iteration: within each no imbalance, between
-    // them each iteration loses 15 - avg(10, 10, 15, 15) = 2.5 ms: 0.25 s in all.
+    // them each iteration loses 15 - avg(10, 10, 15, 15) = 2.5 ms: 0.25 s in all, 20 % of the
+    // average work of 1.25 s. Same tolerances as above, in percent of the average work.
+    let work_avg = i.work_avg_ns(r.ranks);
+    let pct = |ns: u64| 100.0 * ns as f64 / work_avg;
     assert_eq!(i.partitions.len(), 2);
     for (appnum, p) in i.partitions.iter().enumerate() {
         assert_eq!(p.appnum, appnum as u32);
         assert_eq!(p.ranks, 2);
-        assert!(p.critical_path_ns < 10_000_000, "partition {appnum}: {p:?}");
+        assert!(pct(p.critical_path_ns) < 8.0, "partition {appnum}: {p:?}");
     }
-    let want = ITERS as f64 * 2.5e-3;
-    assert_near(
-        "inter-partition s",
-        i.inter_partition_ns as f64 * 1e-9,
-        want,
-        0.1 * want,
-    );
-    assert_near(
-        "critical path s",
-        i.critical_path_ns as f64 * 1e-9,
-        want,
-        0.1 * want,
-    );
+    assert_percent("inter-partition", pct(i.inter_partition_ns), 20.0);
+    assert_percent("critical path", pct(i.critical_path_ns), 20.0);
+    // iota = inter-partition part + the partitions' own parts weighted by their share of ranks.
+    let intra: u64 = i.partitions.iter().map(|p| p.critical_path_ns / 2).sum();
+    assert!(i.critical_path_ns.abs_diff(i.inter_partition_ns + intra) < 1_000);
     let work = |j: usize| i.partitions[j].work_sum_ns as f64 / 2.0 * 1e-9;
-    assert_near("partition 0 work s", work(0), 1.0, 0.1);
+    assert_near("partition 0 work s", work(0), 1.0, 0.15);
     assert_near("partition 1 work s", work(1), 1.5, 0.15);
 }

@@ -1,0 +1,106 @@
+//! Performance counters split inside/outside MPI, tested with software events (this machine has
+//! no PMU: hardware events must say "unavailable" and change nothing else).
+//!
+//! `counters.c` on 2 ranks: each burns 5 × 40 ms of its own CPU time outside MPI (400 ms in all),
+//! while rank 0 also sleeps 5 × 50 ms outside MPI and rank 1 waits for it in `MPI_Barrier`.
+//! Tolerances: the application's task-clock also holds start-up work outside `MPI_Init`
+//! (tens of ms), so ±25 % around 400 ms; the barrier wait is wall time, of which Open MPI's
+//! polling (yield when idle) uses only part of a core when it shares it, so its task-clock is
+//! below its wall time and below the application's.
+
+use mpistat_e2e::*;
+use mpistat_record::JobRecord;
+use std::path::PathBuf;
+
+const RANKS: u32 = 2;
+
+fn config(syslogd: &Syslogd, extra: &str) -> PathBuf {
+    let path = syslogd.site_config();
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str(extra);
+    let custom = path.with_file_name("counters-site.toml");
+    std::fs::write(&custom, text).unwrap();
+    custom
+}
+
+fn run(extra_config: &str, counters: &str) -> JobRecord {
+    let syslogd = Syslogd::start();
+    let job = Job::new(program("counters.c"), RANKS).env("MPISTAT_COUNTERS", counters);
+    let bare = job.bare();
+    bare.assert_success();
+    let profiled = job.profiled(&config(&syslogd, extra_config));
+    profiled.assert_success();
+    // The job is unaffected: same output, nothing printed by us.
+    assert_same_output(&bare, &profiled);
+    syslogd.single_record()
+}
+
+#[test]
+fn software_counters_split_application_and_mpi() {
+    let _serial = serial();
+    let r = run(
+        "[profiler]\ncounters_fallback = \"per-call\"\n",
+        "task-clock,page-faults,instructions",
+    );
+    let set = r.counters.as_ref().expect("record has counters");
+    assert_eq!(set.mode, "per-call read");
+    let task = set.events.iter().find(|e| e.name == "task-clock").unwrap();
+    assert_eq!(task.unavailable, None);
+    let app_ms = task.app as f64 * 1e-6;
+    let mpi_ms = task.mpi as f64 * 1e-6;
+    assert!(
+        (300.0..500.0).contains(&app_ms),
+        "application task-clock {app_ms:.1} ms, burnt 400 ms"
+    );
+    let barrier = routine(&r, "MPI_Barrier");
+    let barrier_wall_ms = barrier.time_ns.sum as f64 * 1e-6;
+    assert!(mpi_ms < app_ms, "MPI task-clock {mpi_ms:.1} ms");
+    assert!(
+        mpi_ms <= r.mpi_ns.sum as f64 * 1e-6,
+        "MPI task-clock {mpi_ms:.1} ms above MPI wall time"
+    );
+    assert!(barrier_wall_ms > 200.0, "rank 1 waited for rank 0's sleeps");
+    // Per routine: the barrier's part is in the routine's counters.
+    let in_barrier = barrier.counters.get("task-clock").copied().unwrap_or(0);
+    assert!(in_barrier <= task.mpi);
+    // Hardware counters: unavailable with the reason, nothing else changed.
+    let instr = set
+        .events
+        .iter()
+        .find(|e| e.name == "instructions")
+        .unwrap();
+    let reason = instr.unavailable.as_deref().unwrap_or("");
+    assert!(reason.contains("ENOENT") || instr.app > 0, "{instr:?}");
+    assert!(set
+        .events
+        .iter()
+        .any(|e| e.name == "page-faults" && e.unavailable.is_none()));
+    assert!(r.imbalance.is_some());
+}
+
+#[test]
+fn totals_mode_counts_without_split_and_site_default_hardware_set_is_unavailable() {
+    let _serial = serial();
+    // The site's default fallback is "totals": read at MPI_Init and MPI_Finalize only.
+    let r = run("", "task-clock,cycles");
+    let set = r.counters.as_ref().unwrap();
+    assert!(set.mode.starts_with("totals"), "{}", set.mode);
+    let task = set.events.iter().find(|e| e.name == "task-clock").unwrap();
+    assert_eq!(task.mpi, 0);
+    assert!(task.app > 300_000_000, "{task:?}");
+    let cycles = set.events.iter().find(|e| e.name == "cycles").unwrap();
+    assert!(cycles.unavailable.is_some() || cycles.app > 0);
+}
+
+#[test]
+fn names_the_site_does_not_allow_are_not_counted() {
+    let _serial = serial();
+    let r = run(
+        "[profiler]\ncounters_allowed = [\"page-faults\"]\n",
+        "task-clock,page-faults",
+    );
+    let set = r.counters.as_ref().unwrap();
+    let task = set.events.iter().find(|e| e.name == "task-clock").unwrap();
+    assert_eq!(task.unavailable.as_deref(), Some("not allowed by the site"));
+    assert_eq!((task.app, task.mpi), (0, 0));
+}
