@@ -231,7 +231,8 @@ fn rank_metrics(rank: usize, passes: &Passes) -> FastMap<CallpathId, Metrics> {
     cells
 }
 
-fn summarise(trace: &Trace, passes: &Passes) -> Analysis {
+/// The metrics of a finished run of the passes.
+pub fn summarise(trace: &Trace, passes: &Passes) -> Analysis {
     let ranks = passes.timelines.len();
     let start = passes.timelines.iter().map(|t| t.start).min().unwrap_or(0);
     let end = passes.timelines.iter().map(|t| t.end).max().unwrap_or(0);

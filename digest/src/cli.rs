@@ -1,6 +1,6 @@
 //! The command line.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -22,6 +22,8 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Build (and with --send, send) every user's weekly mail.
     Digest(DigestArgs),
+    /// Analyse a trace directory: wait states, delay costs (root causes), critical path.
+    Analyze(AnalyzeArgs),
 }
 
 /// Settings shared by the commands that use the database.
@@ -77,4 +79,23 @@ pub struct ShowArgs {
     /// Syslog files to read (`-` for standard input).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct AnalyzeArgs {
+    /// Report format.
+    #[arg(long, value_enum, default_value_t = AnalyzeFormat::Text)]
+    pub format: AnalyzeFormat,
+    /// Also write the timeline, critical path marked, as Chrome/Perfetto trace JSON here.
+    #[arg(long)]
+    pub perfetto: Option<PathBuf>,
+    /// Directory with `definitions.mpt` and one `rank-NNNNNN.mpt` per rank.
+    pub trace_dir: PathBuf,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnalyzeFormat {
+    Text,
+    Json,
+    Html,
 }

@@ -3,8 +3,10 @@
 //! `cli` is the command line, `show` reads syslog files and decodes them and prints each record
 //! as text (`mpistat_record::report`, the same report users get from `MPISTAT_DETAIL`) or as
 //! JSON (`json`). `ingest` stores records in the database (`db`), `mail` builds and sends the
-//! weekly mails from it; `site` loads the site configuration for both.
+//! weekly mails from it; `site` loads the site configuration for both. `analyze` reports the
+//! replay analysis of a trace directory (crate `mpistat-analysis`).
 
+pub mod analyze;
 pub mod cli;
 pub mod db;
 pub mod ingest;

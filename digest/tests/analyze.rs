@@ -1,0 +1,115 @@
+//! `mpistat analyze` on the worked example of seed 000 (Fig. 3), written as a trace directory.
+
+use mpistat_analysis::builder::ExecutionBuilder;
+use mpistat_analysis::model::Cartesian;
+use mpistat_analysis::tracefile::write_dir;
+use mpistat_digest::analyze::run;
+use mpistat_digest::cli::{AnalyzeArgs, AnalyzeFormat};
+use std::path::PathBuf;
+
+/// Seed 000 Fig. 3 with one tick per second, on a 1-D process grid.
+fn figure_3_dir(name: &str) -> PathBuf {
+    let mut b = ExecutionBuilder::new(3);
+    let (f, g, h) = (b.region("f", ""), b.region("g", ""), b.region("h", ""));
+    let (s3, r3) = (
+        b.region("MPI_Send", "fig3.c:30"),
+        b.region("MPI_Recv", "fig3.c:31"),
+    );
+    let (s4, r4) = (
+        b.region("MPI_Send", "fig3.c:40"),
+        b.region("MPI_Recv", "fig3.c:41"),
+    );
+    b.set_cartesian(Cartesian {
+        dims: vec![3],
+        coords: vec![vec![0], vec![1], vec![2]],
+    });
+    b.compute(0, f, 2);
+    b.compute(0, g, 3);
+    b.compute(1, f, 1);
+    b.compute(1, h, 1);
+    b.message((0, s3), (1, r3), 0, 8, false, 0, 1);
+    b.compute(1, g, 1);
+    b.compute(2, f, 2);
+    b.compute(2, h, 1);
+    b.compute(2, g, 2);
+    b.message((1, s4), (2, r4), 0, 8, false, 0, 1);
+    let mut trace = b.finish();
+    trace.definitions.ticks_per_second = 1;
+    let dir = std::env::temp_dir().join(format!("mpistat-analyze-{name}-{}", std::process::id()));
+    write_dir(&dir, &trace).unwrap();
+    dir
+}
+
+fn analyze(name: &str, format: AnalyzeFormat, perfetto: Option<PathBuf>) -> (String, String) {
+    let dir = figure_3_dir(name);
+    let args = AnalyzeArgs {
+        format,
+        perfetto,
+        trace_dir: dir.clone(),
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    run(&args, &mut out, &mut err).unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+    (
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
+}
+
+#[test]
+fn text_report_of_figure_3() {
+    let (out, err) = analyze("text", AnalyzeFormat::Text, None);
+    assert_eq!(err, "");
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn json_and_html_reports() {
+    let (json, _) = analyze("json", AnalyzeFormat::Json, None);
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(value["total_waiting"], 5.0);
+    let (html, _) = analyze("html", AnalyzeFormat::Html, None);
+    assert!(
+        html.starts_with("<!DOCTYPE html>")
+            && html.contains("<table>")
+            && html.contains("Late Sender")
+    );
+}
+
+#[test]
+fn perfetto_export_marks_the_critical_path() {
+    let path = std::env::temp_dir().join(format!(
+        "mpistat-analyze-perfetto-{}.json",
+        std::process::id()
+    ));
+    analyze("perfetto", AnalyzeFormat::Text, Some(path.clone()));
+    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    std::fs::remove_file(path).unwrap();
+    let events = value["traceEvents"].as_array().unwrap();
+    let critical: Vec<_> = events.iter().filter(|e| e["cat"] == "critical").collect();
+    assert_eq!(critical.len(), 3);
+    assert_eq!(
+        critical
+            .iter()
+            .map(|e| e["dur"].as_f64().unwrap())
+            .sum::<f64>(),
+        8e6
+    );
+    assert_eq!(events.iter().filter(|e| e["cat"] == "wait").count(), 2);
+}
+
+#[test]
+fn a_missing_directory_is_a_clear_error() {
+    let args = AnalyzeArgs {
+        format: AnalyzeFormat::Text,
+        perfetto: None,
+        trace_dir: PathBuf::from("/nonexistent/trace"),
+    };
+    let err = run(&args, &mut Vec::new(), &mut Vec::new())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "/nonexistent/trace: no definitions file `definitions.mpt`"
+    );
+}
