@@ -73,11 +73,6 @@ impl ExecutionBuilder {
         self.trace.definitions.cartesian = Some(cartesian);
     }
 
-    /// The current time of `rank`.
-    pub fn clock(&self, rank: Rank) -> Ticks {
-        self.clocks[rank as usize]
-    }
-
     fn push(&mut self, rank: Rank, time: Ticks, kind: EventKind) {
         self.trace.ranks[rank as usize].push(Event { time, kind });
     }
@@ -88,11 +83,6 @@ impl ExecutionBuilder {
         self.push(rank, start, EventKind::Enter { region });
         self.push(rank, start + duration, EventKind::Exit);
         self.clocks[rank as usize] = start + duration;
-    }
-
-    /// `rank` computes outside any region for `duration` (no events).
-    pub fn idle(&mut self, rank: Rank, duration: Ticks) {
-        self.clocks[rank as usize] += duration;
     }
 
     /// A message from `from` to `to`: `send` and `recv` are the call sites; the send takes
@@ -144,11 +134,6 @@ impl ExecutionBuilder {
         self.push(to, recv_exit, EventKind::Exit);
         self.clocks[from as usize] = send_exit;
         self.clocks[to as usize] = recv_exit;
-    }
-
-    /// An eager message with unit send and receive costs of `cost`.
-    pub fn send_recv(&mut self, from: (Rank, RegionId), to: (Rank, RegionId), cost: Ticks) {
-        self.message(from, to, 0, 8, false, cost, cost);
     }
 
     /// A collective call `region` on `comm` by all its members, taking `cost` after it can finish.

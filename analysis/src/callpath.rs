@@ -70,14 +70,6 @@ impl CallTree {
         frames.reverse();
         frames.join(" / ")
     }
-
-    /// The innermost region of a call path, if its last frame is a region.
-    pub fn region(&self, id: CallpathId) -> Option<RegionId> {
-        match self.nodes[id as usize].frame {
-            Frame::Region(region) => Some(region),
-            Frame::Between(..) => None,
-        }
-    }
 }
 
 fn region_label(region: RegionId, regions: &[Region]) -> String {

@@ -28,8 +28,6 @@ pub enum AnalysisError {
         what: &'static str,
         id: u64,
     },
-    #[error("collective number {sequence} on communicator {comm} is not called by every member (or with different roots)")]
-    CollectiveMismatch { comm: u32, sequence: usize },
     #[error(
         "the backward replay stalled: the trace's messages form a cycle (ranks {stuck:?} wait)"
     )]
