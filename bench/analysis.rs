@@ -49,8 +49,10 @@ fn main() {
     );
 
     let started = Instant::now();
+    let cpu_before = cpu_seconds();
     let analysis = mpistat_analysis::analyze(&trace).expect("analysis");
     let analyze = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu_before;
     println!(
         "analysed in {analyze:.2} s: {:.1} M events/s on {} threads; waiting {:.3} s, critical path {} segments",
         events as f64 / analyze / 1e6,
@@ -58,6 +60,25 @@ fn main() {
         analysis.total_waiting / 1e9,
         analysis.critical_path.len()
     );
+    println!(
+        "analysis CPU time {cpu:.2} s (all threads): {:.1} M events per CPU second",
+        events as f64 / cpu / 1e6
+    );
+}
+
+/// User plus system CPU time of this process so far (Linux `/proc/self/stat`, 100 ticks/s).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit(')').next().unwrap_or("");
+    // utime and stime are fields 14 and 15 of the line: 12th and 13th after the name.
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (field(11) + field(12)) / 100.0
 }
 
 /// A 1-D halo exchange with uneven, varying work and an allreduce every 10 iterations.
