@@ -121,6 +121,10 @@ pub fn build(
         last_time: events.first().map_or(0, |e| e.time),
     };
     builder.timeline.start = builder.last_time;
+    // Typical traces have a piece per two events and an operation per three or four.
+    builder.timeline.pieces.reserve(events.len() / 2 + 1);
+    builder.timeline.ops.reserve(events.len() / 4 + 1);
+    builder.timeline.points.reserve(events.len() / 4 + 1);
     for (index, event) in events.iter().enumerate() {
         builder.event(index, event)?;
     }
