@@ -218,3 +218,36 @@ fn section_4a_runtime_grows_by_a_quarter_and_costs_match_waiting() {
         close(work.total.delay_short_term, analysis.total_waiting);
     }
 }
+
+/// Seed 001 Sec. II-D, Fig. 2: an MPMD run with partitions running A (ranks 0, 1) and B (ranks
+/// 2, 3); the critical path runs on rank 3. Waiting in partition A is inter-partition imbalance
+/// cost of B; rank 2's underload in B is intra-partition cost.
+#[test]
+fn mpmd_imbalance_costs_split_into_intra_and_inter_partition() {
+    let mut b = ExecutionBuilder::new(4);
+    let (activity_a, activity_b) = (b.region("A", ""), b.region("B", ""));
+    let barrier = b.region("MPI_Barrier", "end");
+    b.set_partitions(vec![0, 0, 1, 1]);
+    b.compute(0, activity_a, 4);
+    b.compute(1, activity_a, 4);
+    b.compute(2, activity_b, 6);
+    b.compute(3, activity_b, 8);
+    b.collective(WORLD, barrier, None, 0);
+    let analysis = analyze(&b.finish()).unwrap();
+    let b_total = analysis.callpath("B").unwrap().total;
+    close(b_total.critical, 8.0);
+    close(b_total.inter_partition_cost, 8.0);
+    close(b_total.intra_partition_cost, 2.0);
+    close(
+        analysis.cell(id(&analysis, "B"), 0).inter_partition_cost,
+        4.0,
+    );
+    close(
+        analysis.cell(id(&analysis, "B"), 2).intra_partition_cost,
+        2.0,
+    );
+    close(
+        analysis.callpath("A").unwrap().total.inter_partition_cost,
+        0.0,
+    );
+}
