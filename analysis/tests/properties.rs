@@ -315,3 +315,58 @@ proptest! {
         prop_assert_eq!(critical_length(&analysis), longest_activity_path(&trace));
     }
 }
+
+fn any_event_kind() -> impl Strategy<Value = EventKind> {
+    prop_oneof![
+        (0..6u32).prop_map(|region| EventKind::Enter { region }),
+        Just(EventKind::Exit),
+        (0..5u32, 0..2i32, 0..3u32, any::<bool>()).prop_map(|(peer, tag, comm, synchronous)| {
+            EventKind::Send {
+                peer,
+                tag,
+                comm,
+                bytes: 1,
+                synchronous,
+            }
+        }),
+        (0..5u32, 0..2i32, 0..3u32).prop_map(|(peer, tag, comm)| EventKind::Recv {
+            peer,
+            tag,
+            comm,
+            bytes: 1
+        }),
+        (0..3u32, prop::option::of(0..5u32)).prop_map(|(comm, root)| EventKind::CollectiveExit {
+            comm,
+            root,
+            sent: 0,
+            received: 0
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Arbitrary (mostly invalid) event lists give a result or an error, never a panic or a hang.
+    #[test]
+    fn arbitrary_events_never_panic(
+        ranks in prop::collection::vec(prop::collection::vec((0..5u64, any_event_kind()), 0..25), 1..4)
+    ) {
+        let mut trace = build(2, &[]);
+        trace.definitions.communicators.push(mpistat_analysis::model::Communicator { members: vec![1, 0] });
+        trace.ranks = ranks
+            .into_iter()
+            .map(|events| {
+                let mut time = 0;
+                events
+                    .into_iter()
+                    .map(|(delta, kind)| {
+                        time += delta;
+                        mpistat_analysis::model::Event { time, kind }
+                    })
+                    .collect()
+            })
+            .collect();
+        let _ = analyze(&trace);
+    }
+}
