@@ -280,6 +280,15 @@ fn sigkill_at_random_points_then_rerun_gives_the_same_database() {
         let _ = child.kill(); // SIGKILL
         child.wait().unwrap();
     }
+    let resumed = Database::open(&killed).unwrap();
+    let saved: u64 = resumed
+        .position_paths()
+        .unwrap()
+        .iter()
+        .map(|(_, offset)| offset)
+        .sum();
+    eprintln!("before the last run {saved} bytes were committed");
+    drop(resumed);
     let status = Command::new(env!("CARGO_BIN_EXE_mpistat"))
         .args(["ingest", "--config"])
         .arg(&config)

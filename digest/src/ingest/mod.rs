@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 /// Lines read between two commits.
-pub const BATCH_LINES: u64 = 20_000;
+pub const BATCH_LINES: u64 = 4_000;
 
 /// What ingest is told to do.
 #[derive(Debug, Clone)]
