@@ -3,8 +3,9 @@
 //! The schema is created and upgraded by [`MIGRATIONS`], applied in order; SQLite's
 //! `user_version` counts how many ran. Tables:
 //!
-//! * `jobs`: one row per job record, keyed by [`JobRecord::key`]; the record itself as JSON plus
-//!   the columns the digest selects on.
+//! * `jobs`: one row per job record, keyed by [`JobRecord::key`]; the record itself as JSON,
+//!   raw-DEFLATE compressed (a BLOB; a TEXT value is read as plain JSON), plus the columns the
+//!   digest selects on.
 //! * `rejected`: everything ingest did not store as a job (forged, incomplete, corrupt,
 //!   unsupported, duplicate and conflicting lines), keyed by kind and a reference (a job key, or
 //!   `<file id>:<byte offset>` of a line), so that reading the same input again adds nothing.
@@ -15,8 +16,13 @@
 //!   attempts.
 
 use anyhow::Context;
+use flate2::read::DeflateDecoder;
+use flate2::write::DeflateEncoder;
+use flate2::Compression;
 use mpistat_record::JobRecord;
+use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
+use std::io::{Read, Write};
 use std::path::Path;
 
 /// Schema versions, oldest first. Never edit a published entry: add a new one.
@@ -182,12 +188,12 @@ impl Database {
             "SELECT key, record FROM jobs WHERE end_ms >= ?1 AND end_ms < ?2 ORDER BY end_ms, key",
         )?;
         let rows = stmt.query_map(params![from_ms, to_ms], |row| {
-            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+            Ok((row.get::<_, String>(0)?, row.get::<_, Value>(1)?))
         })?;
         let mut records = Vec::new();
         for row in rows {
-            let (key, json) = row?;
-            let record = serde_json::from_str(&json)
+            let (key, stored) = row?;
+            let record = stored_record(stored)
                 .with_context(|| format!("job {key}: stored record is not readable"))?;
             records.push(record);
         }
@@ -247,6 +253,20 @@ impl Database {
     }
 }
 
+/// A job's stored record: deflated JSON (BLOB) or plain JSON (TEXT).
+fn stored_record(stored: Value) -> anyhow::Result<JobRecord> {
+    let json = match stored {
+        Value::Blob(deflated) => {
+            let mut json = Vec::new();
+            DeflateDecoder::new(deflated.as_slice()).read_to_end(&mut json)?;
+            json
+        }
+        Value::Text(json) => json.into_bytes(),
+        other => anyhow::bail!("unexpected {:?}", other.data_type()),
+    };
+    Ok(serde_json::from_slice(&json)?)
+}
+
 /// Statements of one ingest transaction, prepared once.
 pub struct IngestBatch<'conn> {
     insert_job: rusqlite::Statement<'conn>,
@@ -275,7 +295,10 @@ impl<'conn> IngestBatch<'conn> {
     /// Returns whether it was new.
     pub fn insert_job(&mut self, record: &JobRecord) -> anyhow::Result<bool> {
         let key = record.key();
-        let json = serde_json::to_string(record)?;
+        let json = serde_json::to_vec(record)?;
+        let mut deflated = DeflateEncoder::new(Vec::new(), Compression::fast());
+        deflated.write_all(&json)?;
+        let deflated = deflated.finish()?;
         let inserted = self.insert_job.execute(params![
             key,
             record.uid,
@@ -288,7 +311,7 @@ impl<'conn> IngestBatch<'conn> {
             record.wall_ns.sum,
             record.mpi_ns.sum,
             record.partial,
-            json
+            deflated
         ])?;
         self.clear_incomplete.execute(params![key])?;
         Ok(inserted == 1)

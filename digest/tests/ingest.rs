@@ -38,7 +38,7 @@ fn ingest(db: &mut Database, options: &Options) -> RunStats {
 fn dump(db: &Database) -> String {
     let mut out = String::new();
     for query in [
-        "SELECT key || ' ' || uid || ' ' || user || ' ' || record FROM jobs ORDER BY key",
+        "SELECT key || ' ' || uid || ' ' || user || ' ' || hex(record) FROM jobs ORDER BY key",
         "SELECT kind || ' ' || ref || ' ' || detail FROM rejected ORDER BY kind, ref",
         "SELECT head_len || ' ' || head_crc || ' ' || offset FROM positions ORDER BY head_crc",
     ] {
