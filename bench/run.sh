@@ -6,6 +6,7 @@
 #
 #   bench/run.sh           full size (about a minute)
 #   bench/run.sh --small   CI size (a few seconds; noisy, a smoke test of the harness)
+#   MPISTAT_BENCH_COUNTERS=per-call bench/run.sh   with software counters read around each call
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -53,6 +54,14 @@ EOF
 sink_pid=$!
 for _ in $(seq 50); do [[ -S $work/log.sock ]] && break; sleep 0.1; done
 printf '[syslog]\nsocket = "%s"\n' "$work/log.sock" >"$work/site.toml"
+# MPISTAT_BENCH_COUNTERS=per-call|totals: the profiled runs also count the software events
+# task-clock, page-faults and context-switches in that mode (default: the site's default set,
+# which has only hardware events: on a machine without a PMU nothing is read around calls).
+counter_env=()
+if [[ -n ${MPISTAT_BENCH_COUNTERS:-} ]]; then
+    printf '[profiler]\ncounters_fallback = "%s"\n' "$MPISTAT_BENCH_COUNTERS" >>"$work/site.toml"
+    counter_env=(-x "MPISTAT_COUNTERS=task-clock,page-faults,context-switches")
+fi
 
 # The benchmark's own output only, none of the user's opt-ins.
 unset MPISTAT_DETAIL LD_PRELOAD
@@ -67,7 +76,7 @@ raw=$work/raw.txt
 run_overhead() { # MODE
     local extra=()
     if [[ $1 == mpistat ]]; then
-        extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site.toml")
+        extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site.toml" "${counter_env[@]}")
     fi
     mpirun "${mpirun_flags[@]}" "${extra[@]}" "$work/overhead" "$iters" "$reps" </dev/null |
         sed "s/^/$1 /" >>"$raw"

@@ -11,16 +11,17 @@
 //! the indices stay aligned. At `MPI_Finalize` the vectors are reduced (max and sum, per MPMD
 //! partition) to rank 0, which computes the figures ([`figures`]).
 //!
-//! Deciding "spans `MPI_COMM_WORLD`" costs a pointer compare for `MPI_COMM_WORLD` itself, else
-//! two real `PMPI_Comm_size` / `PMPI_Comm_test_inter` calls (a few ns each in Open MPI), paid on
-//! those collectives only. No cache of handles: a freed communicator's handle can be reused for a
+//! Deciding "spans `MPI_COMM_WORLD`" costs a pointer compare with the handle cached at
+//! `MPI_Init` for `MPI_COMM_WORLD` itself, else two real `PMPI_Comm_size` / `PMPI_Comm_test_inter`
+//! calls (a few ns each in Open MPI), paid on those collectives only. No cache of handles: a freed communicator's handle can be reused for a
 //! different group, and a cache would then answer wrongly.
 
 use crate::ffi::MPI_Comm;
 use crate::mpi::{allreduce, comm_is_inter, comm_size, comm_world, reduce_to_root, Op, OwnComm};
 use mpistat_record::model::{Imbalance, PartitionImbalance};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// Routine id stored for the last superstep, which `MPI_Finalize` ends.
@@ -146,11 +147,17 @@ struct State {
 
 static ON: AtomicBool = AtomicBool::new(false);
 static WORLD_SIZE: AtomicU32 = AtomicU32::new(0);
+/// `MPI_COMM_WORLD`'s handle, looked up once (a `dlsym` costs about 100 ns).
+static WORLD: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 static STATE: Mutex<Option<State>> = Mutex::new(None);
 
 /// At the end of `MPI_Init`: the first superstep starts at `now` (ticks); buffer of `bytes`.
 pub fn start(bytes: usize, world_size: u32, now: u64) {
     WORLD_SIZE.store(world_size, Relaxed);
+    WORLD.store(
+        comm_world().map_or(std::ptr::null_mut(), |w| w.cast()),
+        Relaxed,
+    );
     *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(State {
         steps: Steps::new(bytes),
         start: now,
@@ -161,7 +168,7 @@ pub fn start(bytes: usize, world_size: u32, now: u64) {
 
 /// Whether `comm` spans `MPI_COMM_WORLD` (an intracommunicator with as many ranks).
 fn spans_world(comm: MPI_Comm) -> bool {
-    if Some(comm) == comm_world() {
+    if comm.cast::<c_void>() == WORLD.load(Relaxed) {
         return true;
     }
     comm_size(comm).is_ok_and(|n| n as u32 == WORLD_SIZE.load(Relaxed))
