@@ -5,7 +5,7 @@
 //! calls that succeeded, so every handle it looks at is valid.
 
 use crate::ffi::{MPI_Comm, MPI_Datatype, MPI_Status};
-use crate::next::{mpi_object, Next};
+use crate::next::Next;
 use crate::rt::{bump, RoutineId, ThreadTable};
 use mpistat_record::model::{hist_bucket, HIST_BUCKETS};
 use std::ffi::{c_int, c_void};
@@ -72,11 +72,9 @@ impl Traffic {
 }
 
 type TypeSizeFn = unsafe extern "C" fn(MPI_Datatype, *mut c_int) -> c_int;
-type GetCountFn = unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int;
 type CommIntFn = unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int;
 
 static TYPE_SIZE: Next = Next::new(c"PMPI_Type_size");
-static GET_COUNT: Next = Next::new(c"PMPI_Get_count");
 static COMM_SIZE: Next = Next::new(c"PMPI_Comm_size");
 static COMM_REMOTE_SIZE: Next = Next::new(c"PMPI_Comm_remote_size");
 static COMM_TEST_INTER: Next = Next::new(c"PMPI_Comm_test_inter");
@@ -93,20 +91,15 @@ pub fn type_size(datatype: MPI_Datatype) -> u64 {
     }
 }
 
-/// Bytes that arrived according to `status`.
+/// Bytes that arrived according to `status`. Open MPI keeps them in the status's public
+/// `_ucount` field (what `MPI_Get_count` divides by the type size): reading it is free, where
+/// asking `MPI_Get_count` with `MPI_BYTE` would cost a call and a handle lookup per receive.
 fn received_bytes(status: *const MPI_Status) -> u64 {
-    let byte = mpi_object(c"ompi_mpi_byte") as MPI_Datatype;
-    if status.is_null() || byte.is_null() {
+    if status.is_null() {
         return 0;
     }
-    let mut n: c_int = 0;
-    // SAFETY: status was filled by the successful call; out pointer valid.
-    let rc = unsafe { transmute::<*mut c_void, GetCountFn>(GET_COUNT.get())(status, byte, &mut n) };
-    if rc == 0 && n > 0 {
-        n as u64
-    } else {
-        0
-    }
+    // SAFETY: status was filled by the successful call that just returned.
+    unsafe { (*status)._ucount as u64 }
 }
 
 /// Number of entries in a per-rank counts array of `comm`.
