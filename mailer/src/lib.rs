@@ -260,3 +260,42 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recipients_from_the_map_file_then_the_pattern() {
+        let map = std::env::temp_dir().join(format!("mpistat-map-{}", std::process::id()));
+        std::fs::write(&map, "# login address\nalice  alice.smith@example.org\n\n").unwrap();
+        let config = MailConfig {
+            recipient: "{user}@example.org".into(),
+            recipient_map: Some(map.clone()),
+            ..MailConfig::default()
+        };
+        let mailer = Mailer::from_site(&config).unwrap();
+        assert_eq!(mailer.recipient("alice"), "alice.smith@example.org");
+        assert_eq!(mailer.recipient("bob"), "bob@example.org");
+        std::fs::write(&map, "alice\n").unwrap();
+        let bad = Mailer::from_site(&config).err().unwrap().to_string();
+        assert!(bad.ends_with(":1: expected `login address`"), "{bad}");
+        std::fs::remove_file(&map).unwrap();
+    }
+
+    #[test]
+    fn settings_that_cannot_work_are_errors() {
+        let unknown = MailConfig {
+            transport: "pigeon".into(),
+            ..MailConfig::default()
+        };
+        assert!(Mailer::from_site(&unknown).is_err());
+        let no_password = MailConfig {
+            transport: "smtp".into(),
+            smtp_user: "mpistat".into(),
+            ..MailConfig::default()
+        };
+        let error = Mailer::from_site(&no_password).err().unwrap().to_string();
+        assert!(error.contains("smtp_password_file"), "{error}");
+    }
+}
