@@ -11,7 +11,7 @@
  *
  * Output (rank 0, one line each, machine-readable):
  *   bench NAME ns_per_iter=F calls_per_iter=N iters=N reps=N
- *   mem vmrss_kb_max=N vmrss_kb_mean=F vmhwm_kb_max=N vmhwm_kb_mean=F
+ *   mem vmrss_kb_max=N vmrss_kb_mean=F vmhwm_kb_max=N vmhwm_kb_mean=F rssanon_kb_max=N rssanon_kb_mean=F
  *   finalize ms=F
  * calls_per_iter counts the wrapped calls on the timed path (a ping-pong round trip is four:
  * Send and Recv on each rank).
@@ -162,22 +162,31 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
         run(&benches[i], iters, reps);
 
-    long mem[2] = {status_kb("VmRSS"), status_kb("VmHWM")};
-    long *all = malloc(2 * (size_t)size * sizeof *all);
+    /* RssAnon is the rank's private memory; VmRSS also counts code pages that all ranks of a
+     * node share (most of what a preloaded library adds). */
+    enum { NMEM = 3 };
+    static const char *const mem_keys[NMEM] = {"VmRSS", "VmHWM", "RssAnon"};
+    static const char *const mem_names[NMEM] = {"vmrss", "vmhwm", "rssanon"};
+    long mem[NMEM];
+    for (int k = 0; k < NMEM; k++)
+        mem[k] = status_kb(mem_keys[k]);
+    long *all = malloc(NMEM * (size_t)size * sizeof *all);
     if (!all)
         MPI_Abort(MPI_COMM_WORLD, 1);
-    MPI_Gather(mem, 2, MPI_LONG, all, 2, MPI_LONG, 0, MPI_COMM_WORLD);
+    MPI_Gather(mem, NMEM, MPI_LONG, all, NMEM, MPI_LONG, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-        long rss_max = 0, hwm_max = 0;
-        double rss_sum = 0, hwm_sum = 0;
-        for (int r = 0; r < size; r++) {
-            rss_max = all[2 * r] > rss_max ? all[2 * r] : rss_max;
-            hwm_max = all[2 * r + 1] > hwm_max ? all[2 * r + 1] : hwm_max;
-            rss_sum += (double)all[2 * r];
-            hwm_sum += (double)all[2 * r + 1];
+        printf("mem");
+        for (int k = 0; k < NMEM; k++) {
+            long max = 0;
+            double sum = 0;
+            for (int r = 0; r < size; r++) {
+                long v = all[NMEM * r + k];
+                max = v > max ? v : max;
+                sum += (double)v;
+            }
+            printf(" %s_kb_max=%ld %s_kb_mean=%.1f", mem_names[k], max, mem_names[k], sum / size);
         }
-        printf("mem vmrss_kb_max=%ld vmrss_kb_mean=%.1f vmhwm_kb_max=%ld vmhwm_kb_mean=%.1f\n",
-               rss_max, rss_sum / size, hwm_max, hwm_sum / size);
+        printf("\n");
     }
     free(all);
 
