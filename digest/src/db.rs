@@ -112,12 +112,13 @@ impl Database {
     pub fn open(path: &Path) -> anyhow::Result<Database> {
         let conn = Connection::open(path)
             .with_context(|| format!("cannot open database {}", path.display()))?;
+        // First, so that even switching to WAL waits for another process's transaction.
+        conn.busy_timeout(std::time::Duration::from_secs(30))?;
         // WAL: readers (digest) do not block the ingest; synchronous=NORMAL in WAL mode still
         // never corrupts the database, a crash loses at most the last commits (which ingest
         // redoes, as their positions are lost with them).
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(30))?;
         let mut db = Database { conn };
         db.migrate()
             .with_context(|| format!("cannot upgrade the schema of {}", path.display()))?;

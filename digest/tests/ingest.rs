@@ -1,6 +1,6 @@
 //! `mpistat ingest` on generated syslog files: idempotence, rotation (renamed and `.gz`), forged
-//! and unattested records, incomplete jobs after the grace period, and `kill -9` at random points
-//! followed by a rerun giving the same database as one uninterrupted run.
+//! and unattested records, incomplete jobs after the grace period, `kill -9` at random points
+//! followed by a rerun giving the same database as one uninterrupted run, and `--follow`.
 
 mod common;
 
@@ -302,4 +302,47 @@ fn sigkill_at_random_points_then_rerun_gives_the_same_database() {
     let after = Database::open(&killed).unwrap();
     assert_eq!(dump(&after), expected, "after {kills} kills");
     eprintln!("{kills} of 8 runs were killed mid-way");
+}
+
+/// `--follow` picks up appended records and a rotation while it runs.
+#[test]
+fn follow_reads_appends_and_rotations() {
+    let dir = temp_dir("follow");
+    let log = dir.join("records.log");
+    let jobs = week_of_jobs(30);
+    append_log(&log, &jobs[..10]);
+    let database = dir.join("db.sqlite");
+    let config = dir.join("site.toml");
+    std::fs::write(&config, "[ingest]\ngrace_seconds = 300\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mpistat"))
+        .args(["ingest", "--follow", "--config"])
+        .arg(&config)
+        .arg("--database")
+        .arg(&database)
+        .arg(&log)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let count = || {
+        Database::open(&database)
+            .ok()
+            .and_then(|db| db.job_count().ok())
+            .unwrap_or(0)
+    };
+    let wait_for = |n: u64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while count() < n && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        count()
+    };
+    assert_eq!(wait_for(10), 10);
+    append_log(&log, &jobs[10..20]);
+    assert_eq!(wait_for(20), 20);
+    append_log(&log, &jobs[20..25]);
+    std::fs::rename(&log, dir.join("records.log.1")).unwrap();
+    append_log(&log, &jobs[25..30]);
+    assert_eq!(wait_for(30), 30);
+    let _ = child.kill();
+    child.wait().unwrap();
 }
