@@ -380,7 +380,7 @@ pub fn before_call() {
 /// After an outermost MPI call of routine `id` (per-call mode only).
 #[inline(never)]
 pub fn after_call(id: usize) {
-    crate::guard::quietly(|| {
+    crate::guard::contained(|| {
         let Some(tc) = MINE.with(Cell::get) else {
             return;
         };

@@ -18,14 +18,26 @@ pub fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
     r
 }
 
-/// Wrap the process's panic hook so it stays silent for panics inside [`quietly`] and behaves as
-/// before for everything else (the host program may be Rust and have its own hook).
+/// [`quietly`] for bookkeeping that runs inside a counted MPI call (between `rt::enter` and the
+/// end of `rt::leave`): the hook already stays silent there, so no thread-local flag needs
+/// setting, which keeps this cheap enough for every call.
+#[inline(always)]
+pub fn contained<R>(f: impl FnOnce() -> R) -> Option<R> {
+    install_quiet_hook();
+    catch_unwind(AssertUnwindSafe(f)).ok()
+}
+
+/// Wrap the process's panic hook so it stays silent for panics inside [`quietly`] or inside a
+/// counted MPI call (where only our bookkeeping runs: a panic in a user's MPI callback could not
+/// unwind through MPI's C frames anyway), and behaves as before for everything else (the host
+/// program may be Rust and have its own hook).
+#[inline(always)]
 fn install_quiet_hook() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if !QUIET.with(|q| q.get()) {
+            if !QUIET.with(|q| q.get()) && !crate::rt::inside_mpi() {
                 previous(info)
             }
         }));

@@ -86,9 +86,10 @@ pub fn enter(via_pmpi: bool) -> Option<Call> {
 #[inline(always)]
 pub fn leave(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) {
     leave_at(call, id, rc, traffic);
+    DEPTH.with(|d| d.set(0));
 }
 
-/// [`leave`], returning the end time.
+/// [`leave`] up to the point where the thread is still marked inside MPI; returns the end time.
 #[inline(always)]
 fn leave_at(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) -> u64 {
     let t1 = ticks();
@@ -104,7 +105,6 @@ fn leave_at(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) -> u64 {
     if crate::counters::PER_CALL.load(Relaxed) {
         crate::counters::after_call(id);
     }
-    DEPTH.with(|d| d.set(0));
     t1
 }
 
@@ -117,6 +117,7 @@ pub fn leave_superstep(call: Call, id: RoutineId, rc: c_int, traffic: Traffic, c
     if rc == 0 {
         crate::superstep::boundary(t0, t1, id, comm);
     }
+    DEPTH.with(|d| d.set(0));
 }
 
 /// Ticks this thread spent in outermost MPI calls so far.

@@ -175,13 +175,14 @@ fn spans_world(comm: MPI_Comm) -> bool {
         && comm_is_inter(comm).is_ok_and(|inter| !inter)
 }
 
-/// A successful synchronising collective of routine `id` on `comm` ran from `t0` to `t1`.
+/// A successful synchronising collective of routine `id` on `comm` ran from `t0` to `t1` (called
+/// while the thread is still marked inside that call).
 #[inline(never)]
 pub fn boundary(t0: u64, t1: u64, id: usize, comm: MPI_Comm) {
     if !ON.load(Relaxed) {
         return;
     }
-    crate::guard::quietly(|| {
+    crate::guard::contained(|| {
         if !spans_world(comm) {
             return;
         }

@@ -214,7 +214,7 @@ fn measure(traffic: Traffic) -> (u64, u64) {
 #[inline(never)]
 pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic) {
     // A bug here must not unwind into the user's program: swallow it, lose this call's bytes.
-    let Some((count, bytes)) = crate::guard::quietly(move || measure(traffic)) else {
+    let Some((count, bytes)) = crate::guard::contained(move || measure(traffic)) else {
         return;
     };
     let c = &table.routines[id];
