@@ -23,6 +23,9 @@ fn mpi_include_dirs() -> Vec<PathBuf> {
 }
 
 fn main() {
+    // Keep `.text.hot.*` input sections together in an output `.text.hot` (lld merges them into
+    // `.text` in input order otherwise): the hot wrappers then share a few pages (footprint.rs).
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,keep-text-section-prefix");
     println!("cargo:rerun-if-env-changed=MPISTAT_MPI_INCLUDE");
     let dirs = mpi_include_dirs();
     let mut builder = bindgen::Builder::default()

@@ -50,10 +50,21 @@ fn with_job<R>(f: impl FnOnce(&mut Job) -> R) -> Option<R> {
 /// After the real `MPI_Init` / `MPI_Init_thread` returned `rc` (and after its call was counted).
 /// `provided` is the thread level (`MPI_THREAD_SINGLE` = 0 for `MPI_Init`, or when the call
 /// failed); `via_pmpi` says the call came in through `PMPI_Init*`; `argc` is the caller's argument.
+///
+/// Placed with the hot wrappers: it is the last of our code that `MPI_Init` runs after the pages
+/// used only for starting up were released ([`crate::footprint`]).
+#[link_section = ".text.hot.mpistat"]
 pub fn after_init(rc: c_int, provided: c_int, via_pmpi: bool, argc: *const c_int) {
     if rc != 0 {
         return;
     }
+    start_job(provided, via_pmpi, argc);
+    crate::footprint::release_init_pages();
+}
+
+/// Read the site's configuration and set up this rank's job (counters, supersteps, exit hook).
+#[inline(never)]
+fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
     quietly(|| {
         let path = SiteConfig::path_from_env();
         let (config, problems) = SiteConfig::load(&path);

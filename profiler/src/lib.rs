@@ -16,6 +16,7 @@
 pub mod clock;
 pub mod counters;
 pub mod detail;
+pub mod footprint;
 pub mod ffi {
     //! Open MPI's `mpi.h` as Rust declarations (bindgen, see build.rs). Types only: nothing here
     //! is linked; the real routines are found with `dlsym`.

@@ -33,8 +33,10 @@ impl Next {
         self.resolve()
     }
 
-    #[cold]
+    /// Runs once per routine, at its first call, which may come long after `MPI_Init`: kept with
+    /// the hot wrappers so that it does not map another chunk of code into the rank.
     #[inline(never)]
+    #[link_section = ".text.hot.mpistat"]
     fn resolve(&self) -> *mut c_void {
         let p = lookup(self.name);
         if p.is_null() {

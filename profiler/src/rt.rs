@@ -66,19 +66,19 @@ pub fn enter(via_pmpi: bool) -> Option<Call> {
     if !ACTIVE.load(Relaxed) {
         return None;
     }
-    DEPTH.with(|d| {
-        if d.get() != 0 {
-            return None;
-        }
-        d.set(1);
-        if via_pmpi && !ENTERED_VIA_PMPI.load(Relaxed) {
-            ENTERED_VIA_PMPI.store(true, Relaxed);
-        }
-        if crate::counters::PER_CALL.load(Relaxed) {
-            crate::counters::before_call();
-        }
-        Some(Call { t0: ticks() })
-    })
+    // `get`/`set`, not `with` and a closure: LLVM left `LocalKey::with` out of line for a closure
+    // this size, which cost a call per MPI call and kept another code page mapped.
+    if DEPTH.get() != 0 {
+        return None;
+    }
+    DEPTH.set(1);
+    if via_pmpi && !ENTERED_VIA_PMPI.load(Relaxed) {
+        ENTERED_VIA_PMPI.store(true, Relaxed);
+    }
+    if crate::counters::PER_CALL.load(Relaxed) {
+        crate::counters::before_call();
+    }
+    Some(Call { t0: ticks() })
 }
 
 /// Finish counting a call of routine `id` that returned `rc`; `traffic` describes its data
@@ -86,7 +86,7 @@ pub fn enter(via_pmpi: bool) -> Option<Call> {
 #[inline(always)]
 pub fn leave(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) {
     leave_at(call, id, rc, traffic);
-    DEPTH.with(|d| d.set(0));
+    DEPTH.set(0);
 }
 
 /// [`leave`] up to the point where the thread is still marked inside MPI; returns the end time.
@@ -117,7 +117,7 @@ pub fn leave_superstep(call: Call, id: RoutineId, rc: c_int, traffic: Traffic, c
     if rc == 0 {
         crate::superstep::boundary(t0, t1, id, comm);
     }
-    DEPTH.with(|d| d.set(0));
+    DEPTH.set(0);
 }
 
 /// Ticks this thread spent in outermost MPI calls so far.
@@ -127,15 +127,15 @@ pub fn thread_mpi_ticks() -> u64 {
 
 #[inline(always)]
 fn thread_table() -> &'static ThreadTable {
-    TABLE.with(|t| match t.get() {
+    match TABLE.get() {
         Some(table) => table,
-        None => new_thread_table(t),
-    })
+        None => new_thread_table(),
+    }
 }
 
 #[cold]
 #[inline(never)]
-fn new_thread_table(slot: &Cell<Option<&'static ThreadTable>>) -> &'static ThreadTable {
+fn new_thread_table() -> &'static ThreadTable {
     let layout = std::alloc::Layout::new::<ThreadTable>();
     // SAFETY: all-zero bytes are a valid ThreadTable (it holds only atomics). The allocation is
     // leaked on purpose: readers keep it after the thread ends. Zeroed pages stay unresident until
@@ -148,11 +148,11 @@ fn new_thread_table(slot: &Cell<Option<&'static ThreadTable>>) -> &'static Threa
         &*p
     };
     TABLES.lock().unwrap_or_else(|e| e.into_inner()).push(table);
-    slot.set(Some(table));
+    TABLE.set(Some(table));
     table
 }
 
 /// Whether the calling thread is inside an outermost MPI call (used by hooks that must not count).
 pub fn inside_mpi() -> bool {
-    DEPTH.with(|d| d.get() != 0)
+    DEPTH.get() != 0
 }

@@ -63,7 +63,9 @@ impl Steps {
             factor: 1,
             in_last: 0,
             raw: 0,
-            slots: Vec::new(),
+            // Allocated now, not at the first collective: after `MPI_Init` the hot path should
+            // not run the allocator's code (see footprint.rs). Untouched pages cost no memory.
+            slots: Vec::with_capacity(cap),
         }
     }
 
@@ -80,9 +82,6 @@ impl Steps {
         }
         if self.slots.len() == self.cap {
             self.merge_pairs();
-        }
-        if self.slots.capacity() == 0 {
-            self.slots.reserve_exact(self.cap);
         }
         self.slots.push(Slot {
             d,
@@ -178,6 +177,7 @@ fn spans_world(comm: MPI_Comm) -> bool {
 /// A successful synchronising collective of routine `id` on `comm` ran from `t0` to `t1` (called
 /// while the thread is still marked inside that call).
 #[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 pub fn boundary(t0: u64, t1: u64, id: usize, comm: MPI_Comm) {
     if !ON.load(Relaxed) {
         return;

@@ -212,6 +212,7 @@ fn measure(traffic: Traffic) -> (u64, u64) {
 
 /// Add a successful call's count, bytes and message size to this thread's table.
 #[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic) {
     // A bug here must not unwind into the user's program: swallow it, lose this call's bytes.
     let Some((count, bytes)) = crate::guard::contained(move || measure(traffic)) else {

@@ -342,6 +342,9 @@ fn wrapper(
             format!("{via_pmpi}, {names}")
         };
         writeln!(out, "#[no_mangle]").unwrap();
+        if row.semantics.hot {
+            writeln!(out, "#[link_section = \".text.hot.mpistat\"]").unwrap();
+        }
         writeln!(
             out,
             "pub unsafe extern \"C\" fn {export}({decls}) -> {ret} {{"

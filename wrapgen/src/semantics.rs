@@ -103,6 +103,9 @@ pub struct Semantics {
     /// A global synchronising collective when its communicator spans `MPI_COMM_WORLD`: the call
     /// ends a superstep of the imbalance estimates (needs comm).
     pub superstep: bool,
+    /// One of the routines that most jobs call in their loops: its wrappers are placed together
+    /// in the library's code, so a rank keeps few code pages resident.
+    pub hot: bool,
 }
 
 /// What the generated wrapper passes to `rt::leave` (mirrors `traffic::Traffic`).
@@ -302,7 +305,7 @@ impl Semantics {
                     };
                     set(&mut s.hook, t, hook)?;
                 }
-                "superstep" => {
+                "superstep" | "hot" => {
                     if args.is_some() {
                         return Err(SemanticsError::Arity {
                             term,
@@ -310,10 +313,15 @@ impl Semantics {
                             got: 1,
                         });
                     }
-                    if s.superstep {
+                    let flag = if t == "hot" {
+                        &mut s.hot
+                    } else {
+                        &mut s.superstep
+                    };
+                    if *flag {
                         return Err(SemanticsError::Repeated(term));
                     }
-                    s.superstep = true;
+                    *flag = true;
                 }
                 "handwritten" | "passthrough" => {
                     if args.is_some() {

@@ -117,10 +117,12 @@ unsafe fn wrap_MPI_Get_count(via_pmpi: bool, status: *const MPI_Status, datatype
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
     wrap_MPI_Get_count(false, status, datatype, count)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
     wrap_MPI_Get_count(true, status, datatype, count)
 }
@@ -261,10 +263,12 @@ unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_C
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Iprobe(false, source, tag, comm, flag, status)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Iprobe(true, source, tag, comm, flag, status)
 }
@@ -279,10 +283,12 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, buf: *mut c_void, count: c_int, datatyp
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Irecv(false, buf, count, datatype, source, tag, comm, request)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Irecv(true, buf, count, datatype, source, tag, comm, request)
 }
@@ -315,10 +321,12 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, buf: *const c_void, count: c_int, datat
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Isend(false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Isend(true, buf, count, datatype, dest, tag, comm, request)
 }
@@ -333,10 +341,12 @@ unsafe fn wrap_MPI_Issend(via_pmpi: bool, buf: *const c_void, count: c_int, data
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Issend(false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Issend(true, buf, count, datatype, dest, tag, comm, request)
 }
@@ -389,10 +399,12 @@ unsafe fn wrap_MPI_Probe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_Co
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Probe(false, source, tag, comm, status)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Probe(true, source, tag, comm, status)
 }
@@ -427,10 +439,12 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, buf: *mut c_void, count: c_int, datatype
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Recv(false, buf, count, datatype, source, tag, comm, status)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Recv(true, buf, count, datatype, source, tag, comm, status)
 }
@@ -535,10 +549,12 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, buf: *const c_void, count: c_int, dataty
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Send(false, buf, count, datatype, dest, tag, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Send(true, buf, count, datatype, dest, tag, comm)
 }
@@ -555,10 +571,12 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Sendrecv(false, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Sendrecv(true, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
@@ -575,10 +593,12 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, buf: *mut c_void, count: c_i
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Sendrecv_replace(false, buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Sendrecv_replace(true, buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
@@ -611,10 +631,12 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, buf: *const c_void, count: c_int, datat
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Ssend(false, buf, count, datatype, dest, tag, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Ssend(true, buf, count, datatype, dest, tag, comm)
 }
@@ -629,10 +651,12 @@ unsafe fn wrap_MPI_Start(via_pmpi: bool, request: *mut MPI_Request) -> c_int {
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Start(request: *mut MPI_Request) -> c_int {
     wrap_MPI_Start(false, request)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Start(request: *mut MPI_Request) -> c_int {
     wrap_MPI_Start(true, request)
 }
@@ -647,10 +671,12 @@ unsafe fn wrap_MPI_Startall(via_pmpi: bool, count: c_int, array_of_requests: *mu
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
     wrap_MPI_Startall(false, count, array_of_requests)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
     wrap_MPI_Startall(true, count, array_of_requests)
 }
@@ -719,10 +745,12 @@ unsafe fn wrap_MPI_Testall(via_pmpi: bool, count: c_int, array_of_requests: *mut
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Testall(false, count, array_of_requests, flag, array_of_statuses)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Testall(true, count, array_of_requests, flag, array_of_statuses)
 }
@@ -737,10 +765,12 @@ unsafe fn wrap_MPI_Testany(via_pmpi: bool, count: c_int, array_of_requests: *mut
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Testany(false, count, array_of_requests, index, flag, status)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Testany(true, count, array_of_requests, index, flag, status)
 }
@@ -755,10 +785,12 @@ unsafe fn wrap_MPI_Test(via_pmpi: bool, request: *mut MPI_Request, flag: *mut c_
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Test(false, request, flag, status)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Test(true, request, flag, status)
 }
@@ -791,10 +823,12 @@ unsafe fn wrap_MPI_Testsome(via_pmpi: bool, incount: c_int, array_of_requests: *
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Testsome(false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Testsome(true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
@@ -809,10 +843,12 @@ unsafe fn wrap_MPI_Waitall(via_pmpi: bool, count: c_int, array_of_requests: *mut
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Waitall(false, count, array_of_requests, array_of_statuses)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Waitall(true, count, array_of_requests, array_of_statuses)
 }
@@ -827,10 +863,12 @@ unsafe fn wrap_MPI_Waitany(via_pmpi: bool, count: c_int, array_of_requests: *mut
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Waitany(false, count, array_of_requests, index, status)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Waitany(true, count, array_of_requests, index, status)
 }
@@ -845,10 +883,12 @@ unsafe fn wrap_MPI_Wait(via_pmpi: bool, request: *mut MPI_Request, status: *mut 
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Wait(false, request, status)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Wait(true, request, status)
 }
@@ -863,10 +903,12 @@ unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, incount: c_int, array_of_requests: *
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Waitsome(false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Waitsome(true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
@@ -881,10 +923,12 @@ unsafe fn wrap_MPI_Allgather(via_pmpi: bool, sendbuf: *const c_void, sendcount: 
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Allgather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Allgather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
@@ -917,10 +961,12 @@ unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount:
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Allgatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Allgatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
@@ -953,10 +999,12 @@ unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *m
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Allreduce(false, sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Allreduce(true, sendbuf, recvbuf, count, datatype, op, comm)
 }
@@ -971,10 +1019,12 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iallreduce(false, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iallreduce(true, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
@@ -989,10 +1039,12 @@ unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: c
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Alltoall(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Alltoall(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
@@ -1007,10 +1059,12 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: 
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ialltoall(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ialltoall(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
@@ -1025,10 +1079,12 @@ unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts:
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Alltoallv(false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Alltoallv(true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
@@ -1097,10 +1153,12 @@ unsafe fn wrap_MPI_Barrier(via_pmpi: bool, comm: MPI_Comm) -> c_int {
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
     wrap_MPI_Barrier(false, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Barrier(comm: MPI_Comm) -> c_int {
     wrap_MPI_Barrier(true, comm)
 }
@@ -1115,10 +1173,12 @@ unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, comm: MPI_Comm, request: *mut MPI_Re
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ibarrier(false, comm, request)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ibarrier(true, comm, request)
 }
@@ -1133,10 +1193,12 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, buffer: *mut c_void, count: c_int, data
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Bcast(false, buffer, count, datatype, root, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Bcast(true, buffer, count, datatype, root, comm)
 }
@@ -1151,10 +1213,12 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, buffer: *mut c_void, count: c_int, dat
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ibcast(false, buffer, count, datatype, root, comm, request)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ibcast(true, buffer, count, datatype, root, comm, request)
 }
@@ -1169,10 +1233,12 @@ unsafe fn wrap_MPI_Exscan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut 
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Exscan(false, sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Exscan(true, sendbuf, recvbuf, count, datatype, op, comm)
 }
@@ -1205,10 +1271,12 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_i
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
@@ -1241,10 +1309,12 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
@@ -1457,10 +1527,12 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut 
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Reduce(false, sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Reduce(true, sendbuf, recvbuf, count, datatype, op, root, comm)
 }
@@ -1475,10 +1547,12 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ireduce(false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ireduce(true, sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
@@ -1511,10 +1585,12 @@ unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, sendbuf: *const c_void, recvbu
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Reduce_scatter(false, sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Reduce_scatter(true, sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
@@ -1547,10 +1623,12 @@ unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, sendbuf: *const c_void, 
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Reduce_scatter_block(false, sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Reduce_scatter_block(true, sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
@@ -1583,10 +1661,12 @@ unsafe fn wrap_MPI_Scan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Scan(false, sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Scan(true, sendbuf, recvbuf, count, datatype, op, comm)
 }
@@ -1619,10 +1699,12 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Scatter(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Scatter(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
@@ -1655,10 +1737,12 @@ unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: 
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Scatterv(false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Scatterv(true, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
@@ -1691,10 +1775,12 @@ unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, origin_addr: *const c_void, origin
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
     wrap_MPI_Accumulate(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
     wrap_MPI_Accumulate(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
@@ -1745,10 +1831,12 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, origin_addr: *mut c_void, origin_count: c
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     wrap_MPI_Get(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     wrap_MPI_Get(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
@@ -1781,10 +1869,12 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, origin_addr: *const c_void, origin_count:
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     wrap_MPI_Put(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     wrap_MPI_Put(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
@@ -2069,10 +2159,12 @@ unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, assert: c_int, win: MPI_Win) -> c_i
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_fence(false, assert, win)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_fence(true, assert, win)
 }
@@ -2087,10 +2179,12 @@ unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, rank: c_int, win: MPI_Win) -> c_int
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_flush(false, rank, win)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_flush(true, rank, win)
 }
@@ -2285,10 +2379,12 @@ unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, lock_type: c_int, rank: c_int, asser
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_lock(false, lock_type, rank, assert, win)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_lock(true, lock_type, rank, assert, win)
 }
@@ -2483,10 +2579,12 @@ unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, rank: c_int, win: MPI_Win) -> c_in
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_unlock(false, rank, win)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_unlock(true, rank, win)
 }
@@ -4763,10 +4861,12 @@ unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, comm: MPI_Comm, rank: *mut c_int) -
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
     wrap_MPI_Comm_rank(false, comm, rank)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
     wrap_MPI_Comm_rank(true, comm, rank)
 }
@@ -4889,10 +4989,12 @@ unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, comm: MPI_Comm, size: *mut c_int) -
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
     wrap_MPI_Comm_size(false, comm, size)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
     wrap_MPI_Comm_size(true, comm, size)
 }
@@ -6192,10 +6294,12 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, argc: *mut c_int, argv: *mut *mut *mut c
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
     wrap_MPI_Init(false, argc, argv)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
     wrap_MPI_Init(true, argc, argv)
 }
@@ -6235,10 +6339,12 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, argc: *mut c_int, argv: *mut *mut
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
     wrap_MPI_Init_thread(false, argc, argv, required, provided)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
     wrap_MPI_Init_thread(true, argc, argv, required, provided)
 }
@@ -6361,10 +6467,12 @@ unsafe fn wrap_MPI_Wtime(via_pmpi: bool) -> f64 {
     rc
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Wtime() -> f64 {
     wrap_MPI_Wtime(false)
 }
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Wtime() -> f64 {
     wrap_MPI_Wtime(true)
 }

@@ -1,0 +1,184 @@
+//! Keep what the library adds to every rank's resident memory small.
+//!
+//! `MPI_Init` runs code that no rank needs again (reading site.toml, choosing counters, setting up
+//! supersteps), and the kernel maps code in 64 KiB chunks around each fault ("fault-around"), so
+//! after `MPI_Init` nearly all of the library's code and read-only data would stay in each rank's
+//! RSS. These pages are clean and file-backed: at the end of `MPI_Init` we drop this process's
+//! mappings of them (`MADV_DONTNEED`). They stay in the page cache, shared by all ranks of the
+//! node; the hot path maps back in only the few chunks it runs. Writable segments (RELRO included: the
+//! dynamic loader relocated them in place) are never touched: dropping them would lose the
+//! relocations. The library has no text relocations (a test checks), so read-only segments are
+//! exactly their file's bytes.
+
+use std::ffi::{c_int, c_void};
+
+/// One read-only, clean, file-backed address range of this library, page-aligned inwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    pub start: usize,
+    pub end: usize,
+}
+
+/// Most ranges released (read-only segments of this library and of libgcc_s).
+const MAX_RANGES: usize = 8;
+
+/// Drop this process's mappings of the read-only segments (see the module doc). Placed with the
+/// hot wrappers and allocation-free after the first `madvise`, so that the code running after it
+/// does not map a cold chunk straight back in. Errors (e.g. `mlockall` locked the ranges) are
+/// ignored: the pages then simply stay.
+#[link_section = ".text.hot.mpistat"]
+pub fn release_init_pages() {
+    let mut todo = [Range { start: 0, end: 0 }; MAX_RANGES];
+    let n = fill_release_list(&mut todo);
+    for r in &todo[..n] {
+        // SAFETY: the range lies inside read-only segments that were never written (no text
+        // relocations); MADV_DONTNEED on such private file mappings only drops page-table
+        // entries, and the next access maps the same file bytes back in.
+        unsafe {
+            libc::madvise(r.start as *mut c_void, r.end - r.start, libc::MADV_DONTNEED);
+        }
+    }
+}
+
+#[inline(never)]
+fn fill_release_list(todo: &mut [Range; MAX_RANGES]) -> usize {
+    let ranges = read_only_ranges();
+    let n = ranges.len().min(MAX_RANGES);
+    todo[..n].copy_from_slice(&ranges[..n]);
+    n
+}
+
+/// The read-only `PT_LOAD` segments of this library and of libgcc_s, which Rust's unwinding
+/// brings into C and Fortran programs that would not load it otherwise; its code runs only when
+/// a panic unwinds.
+pub fn read_only_ranges() -> Vec<Range> {
+    struct Search {
+        anchor: usize,
+        ranges: Vec<Range>,
+    }
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: dl_iterate_phdr passes a valid info and our own `Search`.
+        let (info, search) = unsafe { (&*info, &mut *(data as *mut Search)) };
+        // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
+        let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+        let base = info.dlpi_addr as usize;
+        let ours = phdrs.iter().any(|p| {
+            let start = base + p.p_vaddr as usize;
+            p.p_type == libc::PT_LOAD
+                && (start..start + p.p_memsz as usize).contains(&search.anchor)
+        });
+        // SAFETY: dlpi_name is a NUL-terminated string (possibly empty) or null.
+        let unwinder = !info.dlpi_name.is_null()
+            && unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }
+                .to_bytes()
+                .ends_with(b"/libgcc_s.so.1");
+        if ours || unwinder {
+            search.ranges.extend(ranges_of(phdrs, base, page_size()));
+        }
+        0
+    }
+    let mut search = Search {
+        anchor: read_only_ranges as fn() -> Vec<Range> as usize,
+        ranges: Vec::new(),
+    };
+    // SAFETY: `visit` matches the callback type and only reads what the loader gives it.
+    unsafe { libc::dl_iterate_phdr(Some(visit), &mut search as *mut Search as *mut c_void) };
+    search.ranges
+}
+
+/// The read-only loadable segments in `phdrs`, loaded at `base`, shrunk to the pages they alone
+/// occupy (a page shared with a neighbouring, possibly writable, segment is left alone).
+pub fn ranges_of(phdrs: &[libc::Elf64_Phdr], base: usize, page: usize) -> Vec<Range> {
+    phdrs
+        .iter()
+        .filter(|p| p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_W == 0)
+        .filter_map(|p| {
+            let start = base + p.p_vaddr as usize;
+            let r = Range {
+                start: start.next_multiple_of(page),
+                end: (start + p.p_memsz as usize) / page * page,
+            };
+            (r.start < r.end).then_some(r)
+        })
+        .collect()
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn phdr(p_type: u32, flags: u32, vaddr: u64, memsz: u64) -> libc::Elf64_Phdr {
+        libc::Elf64_Phdr {
+            p_type,
+            p_flags: flags,
+            p_offset: vaddr,
+            p_vaddr: vaddr,
+            p_paddr: vaddr,
+            p_filesz: memsz,
+            p_memsz: memsz,
+            p_align: 0x1000,
+        }
+    }
+
+    #[test]
+    fn read_only_segments_shrink_to_whole_pages_and_avoid_written_ones() {
+        // The layout of libmpistat.so as lld links it.
+        let phdrs = [
+            phdr(libc::PT_LOAD, libc::PF_R, 0, 0x6ebfc),
+            phdr(libc::PT_LOAD, libc::PF_R | libc::PF_X, 0x6fbfc, 0x121684),
+            phdr(libc::PT_LOAD, libc::PF_R | libc::PF_W, 0x192280, 0x8d80),
+            phdr(libc::PT_LOAD, libc::PF_R | libc::PF_W, 0x19bfc0, 0x3378),
+            phdr(libc::PT_GNU_RELRO, libc::PF_R, 0x192280, 0x8d80),
+        ];
+        let base = 0x7f00_0000_0000;
+        assert_eq!(
+            ranges_of(&phdrs, base, 0x1000),
+            vec![
+                Range {
+                    start: base,
+                    end: base + 0x6e000
+                },
+                Range {
+                    start: base + 0x70000,
+                    end: base + 0x191000
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_segment_within_one_page_is_left_alone() {
+        let phdrs = [phdr(libc::PT_LOAD, libc::PF_R, 0x1100, 0x800)];
+        assert_eq!(ranges_of(&phdrs, 0, 0x1000), vec![]);
+    }
+
+    #[test]
+    fn this_test_binary_has_read_only_ranges_around_its_code() {
+        let ranges = read_only_ranges();
+        let here = read_only_ranges as fn() -> Vec<Range> as usize;
+        assert!(
+            ranges.iter().any(|r| (r.start..r.end).contains(&here)),
+            "{ranges:x?}"
+        );
+    }
+
+    #[test]
+    fn code_still_runs_after_its_pages_were_released() {
+        release_init_pages();
+        assert!(!read_only_ranges().is_empty(), "and we are still running");
+    }
+}

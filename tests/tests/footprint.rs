@@ -1,0 +1,85 @@
+//! What the library adds to a rank's resident memory (profiler/src/footprint.rs): the code that
+//! only `MPI_Init` needs is released, the hot wrappers sit together, and the read-only segments
+//! that are released hold no relocations.
+
+use mpistat_e2e::*;
+use std::process::Command;
+
+fn readelf(args: &[&str]) -> String {
+    let out = Command::new("readelf")
+        .args(args)
+        .arg(library())
+        .output()
+        .expect("readelf (binutils) runs");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_library_has_no_text_relocations() {
+    // Released read-only pages are re-read from the file: they must be exactly the file's bytes.
+    let dynamic = readelf(&["-d"]);
+    assert!(!dynamic.contains("TEXTREL"), "{dynamic}");
+}
+
+#[test]
+fn hot_wrappers_share_one_section() {
+    let sections = readelf(&["-SW"]);
+    let hot = sections
+        .lines()
+        .find(|l| l.contains(" .text.hot "))
+        .unwrap_or_else(|| panic!("no .text.hot section:\n{sections}"));
+    let field = |i: usize| u64::from_str_radix(hot.split_whitespace().nth(i).unwrap(), 16).unwrap();
+    let (start, size) = (field(3), field(5));
+    let symbols = readelf(&["-sW", "--dyn-syms"]);
+    for name in [
+        "MPI_Send",
+        "PMPI_Recv",
+        "MPI_Allreduce",
+        "MPI_Wait",
+        "MPI_Init",
+    ] {
+        let addr = symbols
+            .lines()
+            .find(|l| l.split_whitespace().last() == Some(name))
+            .map(|l| u64::from_str_radix(l.split_whitespace().nth(1).unwrap(), 16).unwrap())
+            .unwrap_or_else(|| panic!("{name} not exported"));
+        assert!(
+            (start..start + size).contains(&addr),
+            "{name} at {addr:x} is outside .text.hot {start:x}+{size:x}"
+        );
+    }
+}
+
+#[test]
+fn a_rank_keeps_little_of_the_library_code_resident() {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let outcome = Job::new(program("footprint.c"), 2).profiled(&syslogd.site_config());
+    outcome.assert_success();
+    let lines: Vec<&str> = outcome
+        .stdout
+        .lines()
+        .filter(|l| l.contains(" code "))
+        .collect();
+    assert_eq!(lines.len(), 2, "{outcome:?}");
+    for line in lines {
+        let value = |key: &str| -> u64 {
+            let field = line
+                .split_whitespace()
+                .find(|f| f.starts_with(key))
+                .unwrap();
+            field[key.len()..].parse().unwrap()
+        };
+        let (rss, size) = (value("rss_kb="), value("size_kb="));
+        // Without the release nearly all of it stays mapped (fault-around maps 64 KiB around
+        // each page touched while starting up); with it, the hot section and a few neighbours.
+        assert!(size > 500, "{line}");
+        assert!(
+            rss * 2 < size,
+            "{line}: more than half of the code is resident"
+        );
+    }
+    // And the job was profiled as usual.
+    assert_eq!(syslogd.single_record().ranks, 2);
+}
