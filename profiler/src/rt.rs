@@ -37,6 +37,8 @@ pub struct ThreadTable {
     /// Ticks inside all outermost MPI calls of this thread (the supersteps' split of their time
     /// into "outside MPI" and "in other MPI calls" reads it at global collectives only).
     pub mpi_ticks: AtomicU64,
+    /// The size of the datatype this thread counted last (see `traffic::TypeSizeCache`).
+    pub last_type: crate::traffic::TypeSizeCache,
     pub routines: [Counters; N_ROUTINES],
     pub hist: [[AtomicU64; HIST_BUCKETS]; N_ROUTINES],
 }
@@ -85,13 +87,14 @@ pub fn enter(via_pmpi: bool) -> Option<Call> {
 /// and is looked at only when the call succeeded.
 #[inline(always)]
 pub fn leave(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) {
-    leave_at(call, id, rc, traffic);
+    let _ = leave_at(call, id, rc, traffic);
     DEPTH.set(0);
 }
 
-/// [`leave`] up to the point where the thread is still marked inside MPI; returns the end time.
+/// [`leave`] up to the point where the thread is still marked inside MPI; returns the end time
+/// and the thread's table.
 #[inline(always)]
-fn leave_at(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) -> u64 {
+fn leave_at(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) -> (u64, &'static ThreadTable) {
     let t1 = ticks();
     let table = thread_table();
     let c = &table.routines[id];
@@ -105,7 +108,7 @@ fn leave_at(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) -> u64 {
     if crate::counters::PER_CALL.load(Relaxed) {
         crate::counters::after_call(id);
     }
-    t1
+    (t1, table)
 }
 
 /// [`leave`] for a synchronising collective (spec term `superstep`) on `comm`: if it succeeded
@@ -113,9 +116,9 @@ fn leave_at(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) -> u64 {
 #[inline(always)]
 pub fn leave_superstep(call: Call, id: RoutineId, rc: c_int, traffic: Traffic, comm: MPI_Comm) {
     let t0 = call.t0;
-    let t1 = leave_at(call, id, rc, traffic);
+    let (t1, table) = leave_at(call, id, rc, traffic);
     if rc == 0 {
-        crate::superstep::boundary(t0, t1, id, comm);
+        crate::superstep::boundary(t0, t1, table.mpi_ticks.load(Relaxed), id, comm);
     }
     DEPTH.set(0);
 }

@@ -19,10 +19,13 @@
 use crate::ffi::MPI_Comm;
 use crate::mpi::{allreduce, comm_is_inter, comm_size, comm_world, reduce_to_root, Op, OwnComm};
 use mpistat_record::model::{Imbalance, PartitionImbalance};
+use std::cell::UnsafeCell;
 use std::collections::BTreeMap;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 
 /// Routine id stored for the last superstep, which `MPI_Finalize` ends.
 pub const TAIL: u32 = u32::MAX;
@@ -148,7 +151,62 @@ static ON: AtomicBool = AtomicBool::new(false);
 static WORLD_SIZE: AtomicU32 = AtomicU32::new(0);
 /// `MPI_COMM_WORLD`'s handle, looked up once (a `dlsym` costs about 100 ns).
 static WORLD: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
-static STATE: Mutex<Option<State>> = Mutex::new(None);
+static STATE: SpinLock<Option<State>> = SpinLock::new(None);
+
+/// A lock for [`STATE`], which one thread takes for a few nanoseconds per global collective, so
+/// waiting is rare and short. Taking it is one atomic swap and releasing it a plain store, where
+/// `std::sync::Mutex` pays a second atomic read-modify-write on every collective.
+struct SpinLock<T> {
+    locked: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is reached only through a `SpinGuard`, which exists for one thread at a time.
+unsafe impl<T: Send> Sync for SpinLock<T> {}
+
+impl<T> SpinLock<T> {
+    const fn new(value: T) -> SpinLock<T> {
+        SpinLock {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    fn lock(&self) -> SpinGuard<'_, T> {
+        while self.locked.swap(true, Acquire) {
+            while self.locked.load(Relaxed) {
+                std::hint::spin_loop();
+            }
+        }
+        SpinGuard { lock: self }
+    }
+}
+
+/// Holds the lock; releases it when dropped, also while a panic unwinds.
+struct SpinGuard<'a, T> {
+    lock: &'a SpinLock<T>,
+}
+
+impl<T> Deref for SpinGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the lock.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for SpinGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard holds the lock, and `&mut self` makes this the only reference.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for SpinGuard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.locked.store(false, Release);
+    }
+}
 
 /// At the end of `MPI_Init`: the first superstep starts at `now` (ticks); buffer of `bytes`.
 pub fn start(bytes: usize, world_size: u32, now: u64) {
@@ -157,7 +215,7 @@ pub fn start(bytes: usize, world_size: u32, now: u64) {
         comm_world().map_or(std::ptr::null_mut(), |w| w.cast()),
         Relaxed,
     );
-    *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(State {
+    *STATE.lock() = Some(State {
         steps: Steps::new(bytes),
         start: now,
         mpi_at_start: crate::rt::thread_mpi_ticks(),
@@ -174,20 +232,16 @@ fn spans_world(comm: MPI_Comm) -> bool {
         && comm_is_inter(comm).is_ok_and(|inter| !inter)
 }
 
-/// A successful synchronising collective of routine `id` on `comm` ran from `t0` to `t1` (called
-/// while the thread is still marked inside that call).
+/// A successful synchronising collective of routine `id` on `comm` ran from `t0` to `t1`, and the
+/// thread's MPI ticks are now `mpi_now` (called while the thread is still marked inside that call).
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub fn boundary(t0: u64, t1: u64, id: usize, comm: MPI_Comm) {
-    if !ON.load(Relaxed) {
+pub fn boundary(t0: u64, t1: u64, mpi_now: u64, id: usize, comm: MPI_Comm) {
+    if !ON.load(Relaxed) || !spans_world(comm) {
         return;
     }
     crate::guard::contained(|| {
-        if !spans_world(comm) {
-            return;
-        }
-        let mpi_now = crate::rt::thread_mpi_ticks();
-        let mut guard = STATE.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = STATE.lock();
         let Some(st) = guard.as_mut() else { return };
         let d = t0.saturating_sub(st.start);
         // The thread's MPI ticks include this collective's own (t1 - t0) already.
@@ -204,7 +258,7 @@ pub fn boundary(t0: u64, t1: u64, id: usize, comm: MPI_Comm) {
 /// At `MPI_Finalize` (entered at `now`): close the last superstep and take the buffer.
 pub fn finish(now: u64) -> Option<Steps> {
     ON.store(false, Relaxed);
-    let mut st = STATE.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+    let mut st = STATE.lock().take()?;
     let mpi_now = crate::rt::thread_mpi_ticks();
     let d = now.saturating_sub(st.start);
     let other = mpi_now.saturating_sub(st.mpi_at_start).min(d);

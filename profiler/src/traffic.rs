@@ -10,6 +10,7 @@ use crate::rt::{bump, RoutineId, ThreadTable};
 use mpistat_record::model::{hist_bucket, HIST_BUCKETS};
 use std::ffi::{c_int, c_void};
 use std::mem::transmute;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Relaxed};
 
 /// `MPI_PROC_NULL` in Open MPI: communication with it moves nothing.
 pub const PROC_NULL: c_int = -2;
@@ -79,8 +80,45 @@ static COMM_SIZE: Next = Next::new(c"PMPI_Comm_size");
 static COMM_REMOTE_SIZE: Next = Next::new(c"PMPI_Comm_remote_size");
 static COMM_TEST_INTER: Next = Next::new(c"PMPI_Comm_test_inter");
 
+/// Bumped whenever a datatype is freed (`MPI_Type_free`): a freed handle's address can come back
+/// as a different type, so sizes cached before are no longer trusted.
+static TYPES_FREED: AtomicU64 = AtomicU64::new(0);
+
+/// After `MPI_Type_free`: forget every thread's cached type size.
+pub fn forget_type_sizes() {
+    TYPES_FREED.fetch_add(1, Relaxed);
+}
+
+/// One thread's last (datatype, size) pair, so that a loop sending the same type asks MPI once.
+/// All-zero bytes are a valid empty cache (a null handle is never looked up). Written only by
+/// its thread.
+#[derive(Default)]
+pub struct TypeSizeCache {
+    datatype: AtomicPtr<c_void>,
+    size: AtomicU64,
+    /// [`TYPES_FREED`] when the pair was stored.
+    freed: AtomicU64,
+}
+
+/// Size in bytes of one element of `datatype`, from this thread's cache when it holds it.
+fn cached_type_size(table: &ThreadTable, datatype: MPI_Datatype) -> u64 {
+    let cache = &table.last_type;
+    let freed = TYPES_FREED.load(Relaxed);
+    let handle = datatype.cast::<c_void>();
+    if cache.datatype.load(Relaxed) == handle && cache.freed.load(Relaxed) == freed {
+        return cache.size.load(Relaxed);
+    }
+    let size = type_size(datatype);
+    if size > 0 {
+        cache.datatype.store(handle, Relaxed);
+        cache.size.store(size, Relaxed);
+        cache.freed.store(freed, Relaxed);
+    }
+    size
+}
+
 /// Size in bytes of one element of `datatype` (0 if MPI cannot say).
-pub fn type_size(datatype: MPI_Datatype) -> u64 {
+fn type_size(datatype: MPI_Datatype) -> u64 {
     let mut size: c_int = 0;
     // SAFETY: the real PMPI_Type_size with a valid out pointer; datatype came from a call that succeeded.
     let rc = unsafe { transmute::<*mut c_void, TypeSizeFn>(TYPE_SIZE.get())(datatype, &mut size) };
@@ -128,16 +166,16 @@ fn elements(count: c_int) -> u64 {
 /// Bytes of `count` elements of `datatype`. A zero count never asks for the type's size: MPI
 /// ignores the datatype then, so it may be `MPI_DATATYPE_NULL`, and asking would invoke an error
 /// handler.
-fn bytes_of(count: c_int, datatype: MPI_Datatype) -> u64 {
+fn bytes_of(table: &ThreadTable, count: c_int, datatype: MPI_Datatype) -> u64 {
     if count <= 0 {
         0
     } else {
-        elements(count) * type_size(datatype)
+        elements(count) * cached_type_size(table, datatype)
     }
 }
 
 /// The (count, bytes, messages) that `traffic` stands for.
-fn measure(traffic: Traffic) -> (u64, u64) {
+fn measure(table: &ThreadTable, traffic: Traffic) -> (u64, u64) {
     match traffic {
         Traffic::None => (0, 0),
         Traffic::Elements {
@@ -148,7 +186,7 @@ fn measure(traffic: Traffic) -> (u64, u64) {
             if peer == PROC_NULL {
                 (elements(count), 0)
             } else {
-                (elements(count), bytes_of(count, datatype))
+                (elements(count), bytes_of(table, count, datatype))
             }
         }
         Traffic::Received { count, status, .. } => (elements(count), received_bytes(status)),
@@ -163,7 +201,7 @@ fn measure(traffic: Traffic) -> (u64, u64) {
             let sent = if peer == PROC_NULL {
                 0
             } else {
-                bytes_of(count, datatype)
+                bytes_of(table, count, datatype)
             };
             (
                 elements(count) + elements(recv_count),
@@ -180,10 +218,10 @@ fn measure(traffic: Traffic) -> (u64, u64) {
             if buf == IN_PLACE {
                 (
                     elements(in_place_count),
-                    bytes_of(in_place_count, in_place_datatype),
+                    bytes_of(table, in_place_count, in_place_datatype),
                 )
             } else {
-                (elements(count), bytes_of(count, datatype))
+                (elements(count), bytes_of(table, count, datatype))
             }
         }
         Traffic::PerRank {
@@ -203,7 +241,7 @@ fn measure(traffic: Traffic) -> (u64, u64) {
             let bytes = if total == 0 {
                 0
             } else {
-                total * type_size(datatype)
+                total * cached_type_size(table, datatype)
             };
             (total, bytes)
         }
@@ -215,7 +253,7 @@ fn measure(traffic: Traffic) -> (u64, u64) {
 #[link_section = ".text.hot.mpistat"]
 pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic) {
     // A bug here must not unwind into the user's program: swallow it, lose this call's bytes.
-    let Some((count, bytes)) = crate::guard::contained(move || measure(traffic)) else {
+    let Some((count, bytes)) = crate::guard::contained(move || measure(table, traffic)) else {
         return;
     };
     let c = &table.routines[id];

@@ -302,6 +302,7 @@ impl JobRecord {
 }
 
 /// Bucket index of a message of `bytes` bytes in [`RoutineStats::hist`].
+#[inline]
 pub fn hist_bucket(bytes: u64) -> usize {
     (u64::BITS - bytes.leading_zeros()) as usize
 }

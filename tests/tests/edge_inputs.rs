@@ -58,3 +58,26 @@ fn edge_inputs_give_the_same_results_with_and_without_the_profiler() {
     assert_routines(&record, &expected);
     assert_eq!(routine(&record, "MPI_Allgather").calls.sum, 4);
 }
+
+#[test]
+fn a_freed_datatype_handle_reused_for_another_type_counts_the_new_size() {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let outcome = Job::new(program("type_reuse.c"), 2).profiled(&syslogd.site_config());
+    outcome.assert_success();
+    // Otherwise this test would not exercise the cache's invalidation.
+    assert!(
+        !outcome.stdout.contains("reused 0"),
+        "no handle was reused: {outcome:?}"
+    );
+    let record = syslogd.single_record();
+    let ints: u64 = (1..=8).sum();
+    let r = |v: [u64; 2]| RankValues(v.to_vec());
+    assert_routines(
+        &record,
+        &[
+            Expected::per_rank("MPI_Send", r([8, 0]), r([4 * ints, 0])),
+            Expected::per_rank("MPI_Recv", r([0, 8]), r([0, 4 * ints])),
+        ],
+    );
+}

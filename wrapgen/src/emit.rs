@@ -280,8 +280,10 @@ fn wrapper(
         "    let next: unsafe extern \"C\" fn({types}) -> {ret} = transmute(NEXT.get());"
     )
     .unwrap();
-    let after_init = match row.semantics.hook {
+    // Runs after the real call whether or not it was counted.
+    let after = match row.semantics.hook {
         Some(Hook::Init) => Some(format!("crate::hooks::after_init(rc, 0, via_pmpi, {});", ident("argc"))),
+        Some(Hook::TypeFree) => Some("crate::traffic::forget_type_sizes();".to_string()),
         Some(Hook::InitThread) => Some(format!(
             "let provided_level = if rc == 0 && !{p}.is_null() {{ *{p} }} else {{ 0 }};\n    crate::hooks::after_init(rc, provided_level, via_pmpi, {a});",
             p = ident("provided"),
@@ -289,7 +291,7 @@ fn wrapper(
         )),
         _ => None,
     };
-    match &after_init {
+    match &after {
         None => writeln!(
             out,
             "    let Some(call) = rt::enter(via_pmpi) else {{ return next({names}) }};"
@@ -330,7 +332,7 @@ fn wrapper(
     } else {
         writeln!(out, "    rt::leave(call, id::{name}, {rc_arg}, {traffic});").unwrap();
     }
-    if let Some(hook) = &after_init {
+    if let Some(hook) = &after {
         writeln!(out, "    {hook}").unwrap();
     }
     writeln!(out, "    rc").unwrap();

@@ -72,6 +72,8 @@ pub enum Hook {
     InitThread,
     Finalize,
     Abort,
+    /// A datatype handle was freed: its address may come back as another type.
+    TypeFree,
 }
 
 /// Whether and how a wrapper is generated.
@@ -301,6 +303,7 @@ impl Semantics {
                         "init_thread" => Hook::InitThread,
                         "finalize" => Hook::Finalize,
                         "abort" => Hook::Abort,
+                        "type_free" => Hook::TypeFree,
                         other => return Err(SemanticsError::UnknownHook(other.into())),
                     };
                     set(&mut s.hook, t, hook)?;

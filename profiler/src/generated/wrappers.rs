@@ -4099,9 +4099,14 @@ pub unsafe extern "C" fn PMPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_D
 unsafe fn wrap_MPI_Type_free(via_pmpi: bool, r#type: *mut MPI_Datatype) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Type_free");
     let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(NEXT.get());
-    let Some(call) = rt::enter(via_pmpi) else { return next(r#type) };
+    let Some(call) = rt::enter(via_pmpi) else {
+        let rc = next(r#type);
+        crate::traffic::forget_type_sizes();
+        return rc;
+    };
     let rc = next(r#type);
     rt::leave(call, id::MPI_Type_free, rc, Traffic::None);
+    crate::traffic::forget_type_sizes();
     rc
 }
 #[no_mangle]
