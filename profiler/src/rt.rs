@@ -46,14 +46,42 @@ pub struct ThreadTable {
 /// Every thread's table, for the readers. Tables are never freed: a thread that ended still counts.
 pub static TABLES: Mutex<Vec<&'static ThreadTable>> = Mutex::new(Vec::new());
 
-thread_local! {
-    static DEPTH: Cell<u32> = const { Cell::new(0) };
-    static TABLE: Cell<Option<&'static ThreadTable>> = const { Cell::new(None) };
+/// A thread's own state: how deep it is in MPI calls, and its table once it has one.
+struct ThreadState {
+    depth: Cell<u32>,
+    table: Cell<Option<&'static ThreadTable>>,
 }
 
-/// An outermost MPI call in progress.
+thread_local! {
+    static THREAD: ThreadState = const {
+        ThreadState {
+            depth: Cell::new(0),
+            table: Cell::new(None),
+        }
+    };
+}
+
+/// This thread's state. One thread-local lookup (`__tls_get_addr` in a shared library) per
+/// counted call: the pointer travels in [`Call`] from `enter` to `leave`.
+#[inline(always)]
+fn this_thread() -> *const ThreadState {
+    THREAD.with(|t| t as *const ThreadState)
+}
+
+/// An outermost MPI call in progress. Lives in one wrapper's frame on one thread (the raw
+/// pointer keeps it from being sent elsewhere).
 pub struct Call {
     t0: u64,
+    thread: *const ThreadState,
+}
+
+impl Call {
+    #[inline(always)]
+    fn thread(&self) -> &ThreadState {
+        // SAFETY: a thread-local lives as long as its thread, and a `Call` never outlives the
+        // wrapper call on the thread that made it.
+        unsafe { &*self.thread }
+    }
 }
 
 /// Add `v` to a counter that only this thread writes (a plain load and store, no locked op).
@@ -68,35 +96,44 @@ pub fn enter(via_pmpi: bool) -> Option<Call> {
     if !ACTIVE.load(Relaxed) {
         return None;
     }
-    // `get`/`set`, not `with` and a closure: LLVM left `LocalKey::with` out of line for a closure
-    // this size, which cost a call per MPI call and kept another code page mapped.
-    if DEPTH.get() != 0 {
+    let thread = this_thread();
+    // SAFETY: as in `Call::thread`.
+    let depth = unsafe { &(*thread).depth };
+    if depth.get() != 0 {
         return None;
     }
-    DEPTH.set(1);
+    depth.set(1);
     if via_pmpi && !ENTERED_VIA_PMPI.load(Relaxed) {
         ENTERED_VIA_PMPI.store(true, Relaxed);
     }
     if crate::counters::PER_CALL.load(Relaxed) {
         crate::counters::before_call();
     }
-    Some(Call { t0: ticks() })
+    Some(Call {
+        t0: ticks(),
+        thread,
+    })
 }
 
 /// Finish counting a call of routine `id` that returned `rc`; `traffic` describes its data
 /// and is looked at only when the call succeeded.
 #[inline(always)]
 pub fn leave(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) {
-    let _ = leave_at(call, id, rc, traffic);
-    DEPTH.set(0);
+    let _ = leave_at(&call, id, rc, traffic);
+    call.thread().depth.set(0);
 }
 
 /// [`leave`] up to the point where the thread is still marked inside MPI; returns the end time
 /// and the thread's table.
 #[inline(always)]
-fn leave_at(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) -> (u64, &'static ThreadTable) {
+fn leave_at(
+    call: &Call,
+    id: RoutineId,
+    rc: c_int,
+    traffic: Traffic,
+) -> (u64, &'static ThreadTable) {
     let t1 = ticks();
-    let table = thread_table();
+    let table = table_of(call.thread());
     let c = &table.routines[id];
     let dt = t1.wrapping_sub(call.t0);
     bump(&c.calls, 1);
@@ -115,12 +152,11 @@ fn leave_at(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) -> (u64, &'s
 /// and `comm` spans `MPI_COMM_WORLD`, it also ends a superstep (out of line).
 #[inline(always)]
 pub fn leave_superstep(call: Call, id: RoutineId, rc: c_int, traffic: Traffic, comm: MPI_Comm) {
-    let t0 = call.t0;
-    let (t1, table) = leave_at(call, id, rc, traffic);
+    let (t1, table) = leave_at(&call, id, rc, traffic);
     if rc == 0 {
-        crate::superstep::boundary(t0, t1, table.mpi_ticks.load(Relaxed), id, comm);
+        crate::superstep::boundary(call.t0, t1, table.mpi_ticks.load(Relaxed), id, comm);
     }
-    DEPTH.set(0);
+    call.thread().depth.set(0);
 }
 
 /// Ticks this thread spent in outermost MPI calls so far.
@@ -130,15 +166,21 @@ pub fn thread_mpi_ticks() -> u64 {
 
 #[inline(always)]
 fn thread_table() -> &'static ThreadTable {
-    match TABLE.get() {
+    // SAFETY: as in `Call::thread`; the reference does not leave this call.
+    table_of(unsafe { &*this_thread() })
+}
+
+#[inline(always)]
+fn table_of(thread: &ThreadState) -> &'static ThreadTable {
+    match thread.table.get() {
         Some(table) => table,
-        None => new_thread_table(),
+        None => new_thread_table(thread),
     }
 }
 
 #[cold]
 #[inline(never)]
-fn new_thread_table() -> &'static ThreadTable {
+fn new_thread_table(thread: &ThreadState) -> &'static ThreadTable {
     let layout = std::alloc::Layout::new::<ThreadTable>();
     // SAFETY: all-zero bytes are a valid ThreadTable (it holds only atomics). The allocation is
     // leaked on purpose: readers keep it after the thread ends. Zeroed pages stay unresident until
@@ -151,11 +193,12 @@ fn new_thread_table() -> &'static ThreadTable {
         &*p
     };
     TABLES.lock().unwrap_or_else(|e| e.into_inner()).push(table);
-    TABLE.set(Some(table));
+    thread.table.set(Some(table));
     table
 }
 
 /// Whether the calling thread is inside an outermost MPI call (used by hooks that must not count).
 pub fn inside_mpi() -> bool {
-    DEPTH.get() != 0
+    // SAFETY: as in `Call::thread`.
+    unsafe { (*this_thread()).depth.get() != 0 }
 }
