@@ -119,8 +119,85 @@ pub enum EventKind {
     Hardware(perf_event::events::Hardware),
     Software(perf_event::events::Software),
     LlcReadMisses,
+    /// A CPU-specific event: perf's raw `config` (event select | unit mask << 8 on x86).
+    Raw(u64),
     /// Known name without a portable event on this architecture.
     Unknown(&'static str),
+}
+
+/// Intel family-6 models numbered after Broadwell's first (0x3D) without `FP_ARITH_INST_RETIRED`:
+/// Haswell parts, Atom cores (Silvermont to Tremont) and Xeon Phi.
+const NO_FP_ARITH: [u32; 19] = [
+    0x3f, 0x45, 0x46, 0x4c, 0x4d, 0x57, 0x5a, 0x5c, 0x5d, 0x5f, 0x65, 0x6e, 0x75, 0x7a, 0x85, 0x86,
+    0x8a, 0x96, 0x9c,
+];
+
+/// The processor, as far as choosing raw events goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cpu {
+    pub vendor: Vendor,
+    pub family: u32,
+    pub model: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vendor {
+    Intel,
+    Amd,
+    Other,
+}
+
+impl Cpu {
+    /// This machine's processor (from `cpuid`); `None` off x86-64.
+    pub fn this() -> Option<Cpu> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::__cpuid;
+            // SAFETY: cpuid leaves 0 and 1 exist on every x86-64 processor (the intrinsic is
+            // safe in newer Rust, unsafe in the oldest we support).
+            #[allow(unused_unsafe)]
+            let (l0, l1) = unsafe { (__cpuid(0), __cpuid(1)) };
+            let vendor = match (l0.ebx, l0.edx, l0.ecx) {
+                // "GenuineIntel", "AuthenticAMD" as the three registers hold them.
+                (0x756e_6547, 0x4965_6e69, 0x6c65_746e) => Vendor::Intel,
+                (0x6874_7541, 0x6974_6e65, 0x444d_4163) => Vendor::Amd,
+                _ => Vendor::Other,
+            };
+            let base_family = (l1.eax >> 8) & 0xf;
+            let family = if base_family == 0xf {
+                base_family + ((l1.eax >> 20) & 0xff)
+            } else {
+                base_family
+            };
+            let model = if base_family == 0x6 || base_family == 0xf {
+                ((l1.eax >> 12) & 0xf0) | ((l1.eax >> 4) & 0xf)
+            } else {
+                (l1.eax >> 4) & 0xf
+            };
+            Some(Cpu {
+                vendor,
+                family,
+                model,
+            })
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        None
+    }
+
+    /// The raw event that counts floating-point work on this processor, where we know one:
+    /// Intel Broadwell and later big cores, `FP_ARITH_INST_RETIRED` with every width (event
+    /// 0xC7, unit mask 0xFF: FP arithmetic *instructions*, a packed one counting once); AMD Zen
+    /// 1-3, `FpRetSseAvxOps` (event 0x03, unit mask 0xFF: FLOPs).
+    pub fn fp_event(&self) -> Option<u64> {
+        match (self.vendor, self.family) {
+            (Vendor::Intel, 6) if self.model >= 0x3d && !NO_FP_ARITH.contains(&self.model) => {
+                Some(0xc7 | 0xff << 8)
+            }
+            (Vendor::Amd, 0x17) => Some(0x03 | 0xff << 8),
+            (Vendor::Amd, 0x19) if self.model < 0x10 => Some(0x03 | 0xff << 8),
+            _ => None,
+        }
+    }
 }
 
 pub fn event_kind(name: &str) -> Option<EventKind> {
@@ -130,9 +207,12 @@ pub fn event_kind(name: &str) -> Option<EventKind> {
         "cycles" => EventKind::Hardware(H::CPU_CYCLES),
         "branch-misses" => EventKind::Hardware(H::BRANCH_MISSES),
         "llc-misses" => EventKind::LlcReadMisses,
-        "fp-ops" => {
-            EventKind::Unknown("no raw floating-point event is known for this CPU; left out")
-        }
+        "fp-ops" => match Cpu::this().and_then(|cpu| cpu.fp_event()) {
+            Some(config) => EventKind::Raw(config),
+            None => {
+                EventKind::Unknown("no raw floating-point event is known for this CPU; left out")
+            }
+        },
         "l2-misses" => EventKind::Unknown("no portable L2-miss event; use llc-misses"),
         "task-clock" => EventKind::Software(S::TASK_CLOCK),
         "page-faults" => EventKind::Software(S::PAGE_FAULTS),
@@ -170,6 +250,9 @@ impl PerfGroup {
             let built = match *kind {
                 EventKind::Hardware(h) => group.add(&perf_event::Builder::new(h)),
                 EventKind::Software(s) => group.add(&perf_event::Builder::new(s)),
+                EventKind::Raw(config) => group.add(&perf_event::Builder::new(
+                    perf_event::events::Raw::new(config),
+                )),
                 EventKind::LlcReadMisses => group.add(&perf_event::Builder::new(Cache {
                     which: CacheId::LL,
                     operation: CacheOp::READ,
@@ -454,53 +537,90 @@ pub fn reduce(
     if agree[0] != n || u64::MAX - agree[1] != n || n == 0 {
         return Ok(None);
     }
-    let mut v = mine.app.clone();
-    v.extend_from_slice(&mine.mpi);
-    v.extend_from_slice(&mine.per_routine);
-    let Some(sum) = reduce_to_root(&v, Op::Sum, comm)? else {
+    let Some(sum) = reduce_to_root(&mine.flat(), Op::Sum, comm)? else {
         return Ok(None);
     };
-    let n = n as usize;
-    let events = mine
-        .names
-        .iter()
-        .enumerate()
-        .map(|(e, name)| mpistat_record::model::CounterEvent {
-            name: name.clone(),
-            app: if mine.unavailable[e].is_none() {
-                sum[e]
-            } else {
-                0
-            },
-            mpi: if mine.unavailable[e].is_none() {
-                sum[n + e]
-            } else {
-                0
-            },
-            unavailable: mine.unavailable[e].clone(),
-        })
-        .collect();
-    let mut per_routine = Vec::new();
-    for id in 0..N_ROUTINES {
-        for (e, name) in mine.names.iter().enumerate() {
-            let v = sum[2 * n + id * n + e];
-            if v > 0 && mine.unavailable[e].is_none() {
-                per_routine.push((id, name.clone(), v));
+    Ok(Some(mine.summed(&sum)))
+}
+
+/// This rank's counters alone, for a partial record (a job that ends without `MPI_Finalize`).
+pub fn local(mine: &RankCounters) -> JobCounters {
+    mine.summed(&mine.flat())
+}
+
+impl RankCounters {
+    /// Application part, MPI part and per-routine MPI parts, as one vector to reduce.
+    fn flat(&self) -> Vec<u64> {
+        let mut v = self.app.clone();
+        v.extend_from_slice(&self.mpi);
+        v.extend_from_slice(&self.per_routine);
+        v
+    }
+
+    /// The job's counters from `sum`, a [`RankCounters::flat`] vector summed over ranks.
+    fn summed(&self, sum: &[u64]) -> JobCounters {
+        let n = self.names.len();
+        let counted = |e: usize, v: u64| if self.unavailable[e].is_none() { v } else { 0 };
+        let events = self
+            .names
+            .iter()
+            .enumerate()
+            .map(|(e, name)| mpistat_record::model::CounterEvent {
+                name: name.clone(),
+                app: counted(e, sum[e]),
+                mpi: counted(e, sum[n + e]),
+                unavailable: self.unavailable[e].clone(),
+            })
+            .collect();
+        let mut per_routine = Vec::new();
+        for id in 0..N_ROUTINES {
+            for (e, name) in self.names.iter().enumerate() {
+                let v = counted(e, sum[2 * n + id * n + e]);
+                if v > 0 {
+                    per_routine.push((id, name.clone(), v));
+                }
             }
         }
+        JobCounters {
+            set: mpistat_record::model::CounterSet {
+                mode: self.mode.to_string(),
+                events,
+            },
+            per_routine,
+        }
     }
-    Ok(Some(JobCounters {
-        set: mpistat_record::model::CounterSet {
-            mode: mine.mode.to_string(),
-            events,
-        },
-        per_routine,
-    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn floating_point_events_are_known_for_recent_intel_and_amd_processors() {
+        let cpu = |vendor, family, model| Cpu {
+            vendor,
+            family,
+            model,
+        };
+        // Skylake-SP, Ice Lake-SP: FP_ARITH_INST_RETIRED.ALL-widths.
+        assert_eq!(cpu(Vendor::Intel, 6, 0x55).fp_event(), Some(0xffc7));
+        assert_eq!(cpu(Vendor::Intel, 6, 0x6a).fp_event(), Some(0xffc7));
+        // Haswell has no such event.
+        assert_eq!(cpu(Vendor::Intel, 6, 0x3f).fp_event(), None);
+        // Zen 2 (EPYC Rome), Zen 3 (Milan): FpRetSseAvxOps.
+        assert_eq!(cpu(Vendor::Amd, 0x17, 0x31).fp_event(), Some(0xff03));
+        assert_eq!(cpu(Vendor::Amd, 0x19, 0x01).fp_event(), Some(0xff03));
+        assert_eq!(cpu(Vendor::Amd, 0x19, 0x11).fp_event(), None);
+        assert_eq!(cpu(Vendor::Other, 6, 0x55).fp_event(), None);
+    }
+
+    #[test]
+    fn this_processor_is_recognised() {
+        if cfg!(target_arch = "x86_64") {
+            let cpu = Cpu::this().expect("cpuid works");
+            assert!(cpu.family > 0, "{cpu:?}");
+        }
+    }
 
     /// A fake counter: a script of true cumulative values, served with either semantics.
     struct Fake {

@@ -292,9 +292,10 @@ fn publish_partial(job: &mut Job, reason: String, hook_start: u64) {
         return;
     }
     job.recorded = true;
+    let counters = crate::counters::finish().map(|mine| crate::counters::local(&mine));
     let totals = rank_totals(job, &Anchor::now(), hook_start);
     let reduced = Reduced::local(&totals, job.init.rank, saw_pmpi_tool(job));
-    publish(job, &reduced, None, None, Some(reason));
+    publish(job, &reduced, None, counters.as_ref(), Some(reason));
 }
 
 /// Before the real `MPI_Abort`: the calling rank writes a partial record with its own data.

@@ -40,7 +40,7 @@ fn software_counters_split_application_and_mpi() {
     let _serial = serial();
     let r = run(
         "[profiler]\ncounters_fallback = \"per-call\"\n",
-        "task-clock,page-faults,instructions",
+        "task-clock,page-faults,instructions,fp-ops",
     );
     let set = r.counters.as_ref().expect("record has counters");
     assert_eq!(set.mode, "per-call read");
@@ -71,6 +71,14 @@ fn software_counters_split_application_and_mpi() {
         .unwrap();
     let reason = instr.unavailable.as_deref().unwrap_or("");
     assert!(reason.contains("ENOENT") || instr.app > 0, "{instr:?}");
+    // fp-ops: this processor's raw event where one is known (then, without a PMU, ENOENT like
+    // any hardware event), else left out with that reason.
+    let fp = set.events.iter().find(|e| e.name == "fp-ops").unwrap();
+    let reason = fp.unavailable.as_deref().unwrap_or("");
+    assert!(
+        reason.contains("ENOENT") || reason.contains("no raw floating-point event") || fp.app > 0,
+        "{fp:?}"
+    );
     assert!(set
         .events
         .iter()

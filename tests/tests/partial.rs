@@ -51,3 +51,31 @@ fn exit_without_finalize_leaves_one_partial_record_of_rank_0() {
     ];
     check_partial_record(program("no_finalize.c"), &expected, &[]);
 }
+
+#[test]
+fn a_partial_record_carries_the_writing_ranks_counters() {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let outcome = Job::new(program("no_finalize.c"), 4)
+        .env("MPISTAT_COUNTERS", "task-clock,page-faults,instructions")
+        .profiled(&syslogd.site_config());
+    assert!(!outcome.status.success(), "{outcome:?}");
+    let record = syslogd.single_record();
+    assert!(record.partial.is_some());
+    let set = record
+        .counters
+        .as_ref()
+        .expect("partial record has counters");
+    let event = |name: &str| set.events.iter().find(|e| e.name == name).unwrap();
+    // Rank 0's own task-clock from MPI_Init to its exit: some CPU time, and not the other ranks'.
+    let task = event("task-clock");
+    assert_eq!(task.unavailable, None);
+    assert!(task.app > 0, "{set:?}");
+    assert!(
+        task.app + task.mpi <= record.wall_ns.max + 50_000_000,
+        "more CPU time than one rank's wall time: {set:?}"
+    );
+    assert!(event("page-faults").unavailable.is_none());
+    // No PMU here: the hardware event says why, nothing else changes.
+    assert!(event("instructions").unavailable.is_some(), "{set:?}");
+}
