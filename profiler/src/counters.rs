@@ -6,10 +6,13 @@
 //! recorded as "unavailable: <reason>"; nothing else changes, and a failure to open anything just
 //! turns counting off.
 //!
-//! Modes: `per-call` reads the group around every outermost MPI call (the split; one read(2),
-//! about 0.3-0.6 us a call); `totals` reads it only at `MPI_Init` and `MPI_Finalize` (the
-//! application part then holds everything). The user-space `rdpmc` read applies to hardware
-//! events only, which this machine does not have, so it is not used yet (see ARCHITECTURE.md).
+//! Modes: when every opened event is a hardware event that the kernel lets us read in user space
+//! (`rdpmc` through the counter's mmap page; checked by reading each once at `MPI_Init`), the
+//! counters are read that way around every outermost MPI call (tens of ns). Otherwise the site's
+//! `counters_fallback` decides: `per-call` reads the group with one read(2) around every call
+//! (the split; about 0.3-0.6 us a call), `totals` reads it only at `MPI_Init` and
+//! `MPI_Finalize` (the application part then holds everything). Software events have no user
+//! read, so a set with any of them falls back.
 //!
 //! The arithmetic is [`Split`], written for both counter interfaces of seed 003: "read" (counters
 //! run like a clock) and "read-out" (each read returns the count since the previous read and
@@ -226,7 +229,25 @@ pub fn event_kind(name: &str) -> Option<EventKind> {
 pub struct PerfGroup {
     group: perf_event::Group,
     /// Opened members in event order; `None` for events that could not be opened.
-    members: Vec<Option<perf_event::Counter>>,
+    members: Vec<Option<Member>>,
+    /// Every opened member can be read in user space (`rdpmc` through its mmap page).
+    pub user_read: bool,
+}
+
+/// An opened event: a plain counter, or (hardware events, when all opened members are) one
+/// with its mmap page for the user-space read.
+enum Member {
+    Counter(perf_event::Counter),
+    Mapped(perf_event::Sampler),
+}
+
+impl Member {
+    fn counter(&self) -> &perf_event::Counter {
+        match self {
+            Member::Counter(c) => c,
+            Member::Mapped(s) => s,
+        }
+    }
 }
 
 fn reason(e: &std::io::Error) -> String {
@@ -266,7 +287,7 @@ impl PerfGroup {
             };
             match built {
                 Ok(c) => {
-                    members.push(Some(c));
+                    members.push(Some(Member::Counter(c)));
                     problems.push(None);
                 }
                 Err(e) => {
@@ -275,8 +296,48 @@ impl PerfGroup {
                 }
             }
         }
+        let hardware_only = events
+            .iter()
+            .zip(&members)
+            .all(|(k, m)| m.is_none() || !matches!(k, EventKind::Software(_)));
+        if hardware_only {
+            // Give each counter its mmap page (the kernel's page only, no sample buffer).
+            for (member, problem) in members.iter_mut().zip(problems.iter_mut()) {
+                if let Some(Member::Counter(counter)) = member.take() {
+                    match counter.sampled(0) {
+                        Ok(mapped) => *member = Some(Member::Mapped(mapped)),
+                        Err(e) => *problem = Some(format!("cannot map its page: {}", reason(&e))),
+                    }
+                }
+            }
+        }
         group.enable().map_err(|e| reason(&e))?;
-        Ok((PerfGroup { group, members }, problems))
+        let mut group = PerfGroup {
+            group,
+            members,
+            user_read: false,
+        };
+        group.user_read = group.members.iter().flatten().all(|m| match m {
+            Member::Mapped(s) => s.read_user().count().is_some(),
+            Member::Counter(_) => false,
+        }) && group.members.iter().any(Option::is_some);
+        Ok((group, problems))
+    }
+
+    /// Every opened member read in user space; `false` if one is not on a hardware counter just
+    /// now (e.g. multiplexed out), when the caller reads the group with read(2) instead.
+    fn read_user(&self, out: &mut [u64]) -> bool {
+        for (o, m) in out.iter_mut().zip(&self.members) {
+            *o = match m {
+                None => 0,
+                Some(Member::Mapped(s)) => match s.read_user().count() {
+                    Some(v) => v,
+                    None => return false,
+                },
+                Some(Member::Counter(_)) => return false,
+            };
+        }
+        true
     }
 }
 
@@ -286,13 +347,16 @@ impl Backend for PerfGroup {
     }
 
     fn read(&mut self, out: &mut [u64]) -> bool {
+        if self.user_read && self.read_user(out) {
+            return true;
+        }
         let Ok(data) = self.group.read() else {
             return false;
         };
         for (o, m) in out.iter_mut().zip(&self.members) {
             *o = m
                 .as_ref()
-                .and_then(|c| data.get(c))
+                .and_then(|m| data.get(m.counter()))
                 .map_or(0, |v| v.value());
         }
         true
@@ -386,14 +450,17 @@ pub fn start(names: Vec<String>, mut unavailable: Vec<Option<String>>, fallback:
         .iter()
         .map(|n| event_kind(n).unwrap_or(EventKind::Unknown("unknown event name")))
         .collect();
-    let mode = if fallback == "per-call" {
+    let opened = open_for_thread(&kinds);
+    let user_read = matches!(opened, Ok((_, true)));
+    let mode = if user_read {
+        "per-call user-space read (rdpmc)"
+    } else if fallback == "per-call" {
         "per-call read"
     } else {
         "totals (read at MPI_Init and MPI_Finalize)"
     };
-    let opened = open_for_thread(&kinds);
     let any = match &opened {
-        Ok(problems) => {
+        Ok((problems, _)) => {
             for (u, p) in unavailable.iter_mut().zip(problems) {
                 if u.is_none() {
                     u.clone_from(p);
@@ -414,18 +481,21 @@ pub fn start(names: Vec<String>, mut unavailable: Vec<Option<String>>, fallback:
         unavailable,
         mode,
     });
-    PER_CALL.store(any && fallback == "per-call", Relaxed);
+    PER_CALL.store(any && (user_read || fallback == "per-call"), Relaxed);
 }
 
-fn open_for_thread(kinds: &[EventKind]) -> Result<Vec<Option<String>>, String> {
+/// Open the calling thread's group: the reasons of events that failed, and whether the group
+/// can be read in user space.
+fn open_for_thread(kinds: &[EventKind]) -> Result<(Vec<Option<String>>, bool), String> {
     let (group, problems) = PerfGroup::open(kinds)?;
+    let user_read = group.user_read;
     let tc: &'static Mutex<ThreadCounters> = Box::leak(Box::new(Mutex::new(ThreadCounters::new(
         Box::new(group),
         kinds.len(),
     ))));
     THREADS.lock().unwrap_or_else(|e| e.into_inner()).push(tc);
     MINE.with(|m| m.set(Some(tc)));
-    Ok(problems)
+    Ok((problems, user_read))
 }
 
 /// This thread's counters, opened on its first call.
@@ -727,5 +797,32 @@ mod tests {
         assert!(g.read(&mut v));
         // Hardware events either work or carry a reason.
         assert!(problems[1].is_some() || v[1] > 0);
+        // A software event has no user-space read: the group is read with read(2).
+        assert!(!g.user_read);
+    }
+
+    #[test]
+    fn hardware_only_groups_are_read_in_user_space_where_the_kernel_allows() {
+        let kinds = [
+            event_kind("instructions").unwrap(),
+            event_kind("cycles").unwrap(),
+        ];
+        let Ok((mut g, problems)) = PerfGroup::open(&kinds) else {
+            return;
+        };
+        if problems.iter().all(Option::is_some) {
+            // No PMU (this machine: ENOENT): nothing opened, nothing to read in user space.
+            assert!(!g.user_read);
+            return;
+        }
+        let (mut a, mut b) = ([0u64; 2], [0u64; 2]);
+        assert!(g.read(&mut a));
+        std::hint::black_box((0..100_000u64).sum::<u64>());
+        assert!(g.read(&mut b));
+        let opened = problems.iter().position(Option::is_none).unwrap();
+        assert!(
+            b[opened] > a[opened],
+            "counter did not advance: {a:?} {b:?}"
+        );
     }
 }
