@@ -126,8 +126,21 @@ impl Database {
     }
 
     fn migrate(&mut self) -> anyhow::Result<()> {
-        let tx = self.conn.transaction()?;
-        let done: usize = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        let version = |conn: &Connection| -> rusqlite::Result<usize> {
+            conn.query_row("PRAGMA user_version", [], |row| row.get(0))
+        };
+        // Up to date: write nothing, so opening never competes for the write lock.
+        if version(&self.conn)? == MIGRATIONS.len() {
+            return Ok(());
+        }
+        // Immediate: take the write lock first (waiting up to the busy timeout). A deferred
+        // transaction that reads and then writes fails at once if another process wrote in
+        // between (WAL snapshot conflict), which made two processes opening one new database
+        // at the same moment fail.
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let done = version(&tx)?;
         anyhow::ensure!(
             done <= MIGRATIONS.len(),
             "schema version {done} is newer than this mpistat ({})",

@@ -346,3 +346,29 @@ fn follow_reads_appends_and_rotations() {
     let _ = child.kill();
     child.wait().unwrap();
 }
+
+/// Processes that open one database at the same moment (an ingest starting while a digest or a
+/// second ingest opens it) all succeed, also while the schema is being created.
+#[test]
+fn many_openers_of_one_new_database_all_succeed() {
+    for round in 0..20 {
+        let dir = temp_dir(&format!("openers-{round}"));
+        let path = dir.join("db.sqlite");
+        let start = std::sync::Barrier::new(8);
+        std::thread::scope(|s| {
+            let openers: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        let mut db = Database::open(&path)?;
+                        db.job_count()
+                    })
+                })
+                .collect();
+            for opener in openers {
+                let opened = opener.join().unwrap();
+                assert!(opened.is_ok(), "round {round}: {opened:?}");
+            }
+        });
+    }
+}
