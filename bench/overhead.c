@@ -12,6 +12,7 @@
  * Output (rank 0, one line each, machine-readable):
  *   bench NAME ns_per_iter=F calls_per_iter=N iters=N reps=N
  *   mem vmrss_kb_max=N vmrss_kb_mean=F vmhwm_kb_max=N vmhwm_kb_mean=F rssanon_kb_max=N rssanon_kb_mean=F
+ *       pss_kb_max=N pss_kb_mean=F
  *   finalize ms=F
  * calls_per_iter counts the wrapped calls on the timed path (a ping-pong round trip is four:
  * Send and Recv on each rank).
@@ -116,10 +117,10 @@ static void run(const struct bench *b, long iters, int reps)
     free(t);
 }
 
-/* A "VmRSS:   1234 kB" line of /proc/self/status, in kB; -1 if absent. */
-static long status_kb(const char *key)
+/* A "VmRSS:   1234 kB" line of a /proc/self file, in kB; -1 if absent. */
+static long proc_kb(const char *file, const char *key)
 {
-    FILE *f = fopen("/proc/self/status", "r");
+    FILE *f = fopen(file, "r");
     char line[256];
     long kb = -1;
     size_t klen = strlen(key);
@@ -163,13 +164,16 @@ int main(int argc, char **argv)
         run(&benches[i], iters, reps);
 
     /* RssAnon is the rank's private memory; VmRSS also counts code pages that all ranks of a
-     * node share (most of what a preloaded library adds). */
-    enum { NMEM = 3 };
-    static const char *const mem_keys[NMEM] = {"VmRSS", "VmHWM", "RssAnon"};
-    static const char *const mem_names[NMEM] = {"vmrss", "vmhwm", "rssanon"};
+     * node share (most of what a preloaded library adds); Pss divides each shared page among
+     * the processes that map it. */
+    enum { NMEM = 4 };
+    static const char *const mem_files[NMEM] = {"/proc/self/status", "/proc/self/status",
+                                                "/proc/self/status", "/proc/self/smaps_rollup"};
+    static const char *const mem_keys[NMEM] = {"VmRSS", "VmHWM", "RssAnon", "Pss"};
+    static const char *const mem_names[NMEM] = {"vmrss", "vmhwm", "rssanon", "pss"};
     long mem[NMEM];
     for (int k = 0; k < NMEM; k++)
-        mem[k] = status_kb(mem_keys[k]);
+        mem[k] = proc_kb(mem_files[k], mem_keys[k]);
     long *all = malloc(NMEM * (size_t)size * sizeof *all);
     if (!all)
         MPI_Abort(MPI_COMM_WORLD, 1);

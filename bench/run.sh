@@ -136,7 +136,7 @@ for line in open(sys.argv[1]):
         bench[name][mode].append(float(kv["ns_per_iter"]))
         calls[name] = int(kv["calls_per_iter"])
     elif kind == "mem":
-        for k in ("vmrss_kb_mean", "vmhwm_kb_mean", "rssanon_kb_mean"):
+        for k in ("vmrss_kb_mean", "vmhwm_kb_mean", "rssanon_kb_mean", "pss_kb_mean"):
             mem[k][mode].append(float(kv[k]))
     elif kind == "finalize":
         fin[mode].append(float(kv["ms"]))
@@ -168,7 +168,8 @@ for name, d in bench.items():
 print()
 print(f"{'memory per rank':<25} {'bare kB':>9} {'mpistat kB':>10} {'added kB':>9}  budget <= {RSS_KB_BUDGET} kB")
 for key, label in (("vmrss_kb_mean", "VmRSS after loops"), ("vmhwm_kb_mean", "VmHWM (peak)"),
-                   ("rssanon_kb_mean", "RssAnon (private)")):
+                   ("rssanon_kb_mean", "RssAnon (private)"),
+                   ("pss_kb_mean", "Pss (shared split)")):
     d = mem[key]
     if d["bare"] and d["mpistat"]:
         a = added(d)
