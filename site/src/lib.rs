@@ -20,6 +20,8 @@ pub struct SiteConfig {
     pub ingest: IngestConfig,
     pub digest: DigestConfig,
     pub mail: MailConfig,
+    pub site_report: SiteReportConfig,
+    pub serve: ServeConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -244,6 +246,60 @@ impl Default for MailConfig {
     }
 }
 
+/// What the admin pages (`mpistat site-report`, `mpistat serve`) flag as critical.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SiteReportConfig {
+    /// A job is critical when its MPI share of wall time (percent) is at least this...
+    pub critical_mpi_percent: f64,
+    /// ...or its critical-path imbalance is at least this percent of its wall time.
+    pub critical_imbalance_percent: f64,
+    /// Jobs smaller than this many CPU hours are never listed as critical (test runs).
+    pub critical_min_cpu_hours: f64,
+    /// The overview names how much CPU time the top N users consumed, for each N here.
+    pub top_users: Vec<usize>,
+}
+
+impl Default for SiteReportConfig {
+    fn default() -> Self {
+        SiteReportConfig {
+            critical_mpi_percent: 15.0,
+            critical_imbalance_percent: 20.0,
+            critical_min_cpu_hours: 0.0,
+            top_users: vec![5, 10, 20],
+        }
+    }
+}
+
+/// Who may see what in `mpistat serve`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Address the server listens on (`--listen` overrides).
+    pub listen: String,
+    /// `header`: the login name is in `user_header`, set by a trusted reverse proxy (listen on
+    /// loopback only). `token`: `Authorization: Bearer <token>`, looked up in `tokens_file`.
+    pub auth: String,
+    /// The request header that carries the login name with `auth = "header"`.
+    pub user_header: String,
+    /// Lines `login token` (`#` comments); must be owned by root and not writable by others.
+    pub tokens_file: PathBuf,
+    /// Logins that see every page; everyone else sees only their own user and job pages.
+    pub admins: Vec<String>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            listen: "127.0.0.1:8080".into(),
+            auth: "header".into(),
+            user_header: "REMOTE_USER".into(),
+            tokens_file: PathBuf::from("/etc/mpistat/tokens"),
+            admins: vec!["root".into()],
+        }
+    }
+}
+
 /// Something wrong with the configuration; the affected settings keep their defaults.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigProblem {
@@ -253,6 +309,8 @@ pub enum ConfigProblem {
     Malformed { path: String, reason: String },
     #[error("{path}: unknown syslog facility {facility:?} (using local5)")]
     BadFacility { path: String, facility: String },
+    #[error("{path}: [serve] auth must be \"header\" or \"token\", not {auth:?} (using header)")]
+    BadServeAuth { path: String, auth: String },
 }
 
 impl SiteConfig {
@@ -277,6 +335,13 @@ impl SiteConfig {
                 facility: config.syslog.facility.clone(),
             });
             config.syslog.facility = SyslogConfig::default().facility;
+        }
+        if !["header", "token"].contains(&config.serve.auth.as_str()) {
+            problems.push(ConfigProblem::BadServeAuth {
+                path: path.into(),
+                auth: config.serve.auth.clone(),
+            });
+            config.serve.auth = ServeConfig::default().auth;
         }
         (config, problems)
     }
