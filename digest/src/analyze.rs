@@ -8,6 +8,7 @@
 //! Cartesian topology. Rendering is pure (`text`, `html`, `perfetto`); `run` does the IO.
 
 use crate::cli::{AnalyzeArgs, AnalyzeFormat};
+use crate::html::escape;
 use mpistat_analysis::analysis::{run_passes, summarise, CallpathSummary, Passes};
 use mpistat_analysis::model::Trace;
 use mpistat_analysis::patterns::Pattern;
@@ -267,12 +268,6 @@ fn heat_map(analysis: &Analysis) -> Option<String> {
         s += "|\n";
     }
     Some(s)
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// A self-contained HTML page: the report, and the heat map as a coloured table.

@@ -100,6 +100,15 @@ pub struct Rejected {
     pub line: Option<String>,
 }
 
+/// Totals of the jobs of an interval, from the database's columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PeriodTotals {
+    pub jobs: u64,
+    pub wall_ns: u64,
+    pub mpi_ns: u64,
+    pub users: u64,
+}
+
 /// Outcome of a mail attempt for (user, week).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MailStatus {
@@ -212,6 +221,38 @@ impl Database {
             records.push(record);
         }
         Ok(records)
+    }
+
+    /// The stored record of the job with key `key`.
+    pub fn job(&self, key: &str) -> anyhow::Result<Option<JobRecord>> {
+        let stored: Option<Value> = self
+            .conn
+            .query_row("SELECT record FROM jobs WHERE key = ?1", [key], |row| {
+                row.get(0)
+            })
+            .optional()?;
+        stored
+            .map(|s| stored_record(s).with_context(|| format!("job {key}: stored record is not readable")))
+            .transpose()
+    }
+
+    /// Jobs, CPU time (rank-ns), MPI time and users of the jobs that ended in `[from_ms, to_ms)`,
+    /// from the table's columns alone (no record is decompressed; `total` cannot overflow).
+    pub fn totals_between(&self, from_ms: u64, to_ms: u64) -> anyhow::Result<PeriodTotals> {
+        Ok(self.conn.query_row(
+            "SELECT count(*), total(wall_ns_sum), total(mpi_ns_sum),
+                    count(DISTINCT user)
+             FROM jobs WHERE end_ms >= ?1 AND end_ms < ?2",
+            params![from_ms, to_ms],
+            |row| {
+                Ok(PeriodTotals {
+                    jobs: row.get(0)?,
+                    wall_ns: row.get::<_, f64>(1)? as u64,
+                    mpi_ns: row.get::<_, f64>(2)? as u64,
+                    users: row.get(3)?,
+                })
+            },
+        )?)
     }
 
     pub fn mail_status(&self, user: &str, week: &str) -> anyhow::Result<Option<MailStatus>> {

@@ -9,6 +9,7 @@
 pub mod analyze;
 pub mod cli;
 pub mod db;
+pub mod html;
 pub mod ingest;
 pub mod json;
 pub mod mail;

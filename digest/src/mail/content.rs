@@ -7,7 +7,7 @@ use mpistat_record::JobRecord;
 use mpistat_site::{DigestConfig, LinkCost};
 use std::collections::BTreeMap;
 
-const NS_PER_HOUR: f64 = 3600e9;
+pub const NS_PER_HOUR: f64 = 3600e9;
 const HOURS_PER_WEEK: f64 = 168.0;
 
 /// One level-1 figure of a user, with the site's reference values for the week.
@@ -64,20 +64,22 @@ pub struct UserDigest {
     pub site_mpi_percents: Vec<f64>,
 }
 
-/// Per-user totals behind the level-1 figures.
+/// Totals of a set of jobs (a user's, a size class's): behind the level-1 figures of the mail
+/// and the admin pages.
 #[derive(Debug, Default, Clone)]
-struct Totals {
-    jobs: usize,
-    ranks_min: u32,
-    ranks_max: u32,
-    wall_ns: u64,
-    mpi_ns: u64,
+pub struct Totals {
+    pub jobs: usize,
+    pub ranks_min: u32,
+    pub ranks_max: u32,
+    /// Rank-nanoseconds (CPU time) and the part of it in MPI.
+    pub wall_ns: u64,
+    pub mpi_ns: u64,
     /// CPU-time-weighted sum of load-balance efficiencies.
     balance_weighted: f64,
 }
 
 impl Totals {
-    fn add(&mut self, job: &JobRecord) {
+    pub fn add(&mut self, job: &JobRecord) {
         self.ranks_min = if self.jobs == 0 {
             job.ranks
         } else {
@@ -90,15 +92,15 @@ impl Totals {
         self.balance_weighted += load_balance(job) * job.wall_ns.sum as f64;
     }
 
-    fn cpu_hours(&self) -> f64 {
+    pub fn cpu_hours(&self) -> f64 {
         self.wall_ns as f64 / NS_PER_HOUR
     }
 
-    fn mpi_percent(&self) -> f64 {
+    pub fn mpi_percent(&self) -> f64 {
         percent(self.mpi_ns as f64, self.wall_ns as f64)
     }
 
-    fn load_balance(&self) -> f64 {
+    pub fn load_balance(&self) -> f64 {
         if self.wall_ns == 0 {
             1.0
         } else {
@@ -107,7 +109,7 @@ impl Totals {
     }
 }
 
-fn percent(part: f64, whole: f64) -> f64 {
+pub fn percent(part: f64, whole: f64) -> f64 {
     if whole == 0.0 {
         0.0
     } else {
@@ -154,6 +156,17 @@ fn cost_of(config: &DigestConfig, name: &str, class: &str) -> Option<LinkCost> {
 
 /// The mail of every user with jobs in `jobs` (one week's records), by user name.
 pub fn digests(jobs: &[JobRecord], week: &str, config: &DigestConfig) -> Vec<UserDigest> {
+    digests_over(jobs, week, HOURS_PER_WEEK, config)
+}
+
+/// The figures of every user with jobs in `jobs`, records of an interval (`label`) of `hours`
+/// hours (the machine's capacity in that interval is `capacity_cores` × `hours`).
+pub fn digests_over(
+    jobs: &[JobRecord],
+    week: &str,
+    hours: f64,
+    config: &DigestConfig,
+) -> Vec<UserDigest> {
     let mut by_user: BTreeMap<&str, Vec<&JobRecord>> = BTreeMap::new();
     for job in jobs {
         by_user.entry(job.user.as_str()).or_default().push(job);
@@ -166,7 +179,7 @@ pub fn digests(jobs: &[JobRecord], week: &str, config: &DigestConfig) -> Vec<Use
             (*user, t)
         })
         .collect();
-    let capacity_hours = config.capacity_cores as f64 * HOURS_PER_WEEK;
+    let capacity_hours = config.capacity_cores as f64 * hours;
     let site_mpi_percents: Vec<f64> = totals.values().map(Totals::mpi_percent).collect();
     let site = |f: &dyn Fn(&Totals) -> f64| totals.values().map(f).collect::<Vec<f64>>();
     let share = |t: &Totals| percent(t.cpu_hours(), capacity_hours);
@@ -248,7 +261,7 @@ fn figure(name: &'static str, value: String, reference: &str, critical: bool) ->
 
 /// The per-routine table over `jobs`, by time, with the estimates of seed 003 Fig. 4: latency =
 /// calls × latency, transfer = bytes / bandwidth, synchronisation = time − both.
-fn routine_rows(jobs: &[&JobRecord], config: &DigestConfig) -> Vec<RoutineRow> {
+pub fn routine_rows(jobs: &[&JobRecord], config: &DigestConfig) -> Vec<RoutineRow> {
     let total_ranks: u64 = jobs.iter().map(|j| u64::from(j.ranks)).sum();
     let mpi_ns: u64 = jobs.iter().map(|j| j.mpi_ns.sum).sum();
     let mut rows: BTreeMap<&str, RoutineRow> = BTreeMap::new();

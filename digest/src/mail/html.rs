@@ -3,7 +3,8 @@
 //! level-1 table, [`ROUTINES_CID`] under the routine table.
 
 use super::chart::{MAX_ROUTINES, PART_COLOURS};
-use super::content::{UserDigest, FURTHER};
+use super::content::{RoutineRow, UserDigest, FURTHER};
+use crate::html::escape;
 use mpistat_record::units::{bytes, count, duration};
 use std::fmt::Write;
 
@@ -11,14 +12,6 @@ use std::fmt::Write;
 pub const MPI_SHARE_CID: &str = "mpi-share";
 /// Content id of the per-routine bars.
 pub const ROUTINES_CID: &str = "routines";
-
-/// `text` with HTML's special characters escaped.
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 fn estimate(ns: Option<f64>) -> String {
     match ns {
@@ -64,9 +57,54 @@ pub fn render(d: &UserDigest) -> String {
         }
         out.push_str("</ul>\n");
     }
-    out.push_str("<h3>MPI routines</h3>\n<table cellpadding=\"3\" border=\"1\" style=\"border-collapse: collapse\">\n");
+    out.push_str("<h3>MPI routines</h3>\n");
+    routine_table(&mut out, &d.routines);
+    let shown: Vec<String> = d
+        .routines
+        .iter()
+        .take(MAX_ROUTINES)
+        .map(|r| escape(&r.name))
+        .collect();
+    let legend: Vec<String> = PART_COLOURS
+        .iter()
+        .map(|(name, [r, g, b])| {
+            format!("<span style=\"color:#{r:02x}{g:02x}{b:02x}\">&#9632;</span> {name}")
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "<p><img src=\"cid:{ROUTINES_CID}\" alt=\"MPI time by routine\"><br>\
+         <small>Time by routine, top to bottom: {}. {}</small></p>",
+        shown.join(", "),
+        legend.join(" ")
+    );
+    out.push_str("<h3>Your biggest jobs</h3>\n<table cellpadding=\"3\">\n<tr><th>job</th><th>ranks</th><th>CPU h</th><th>MPI %</th><th>load balance</th><th>executable</th></tr>\n");
+    for j in &d.top_jobs {
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td align=\"right\">{}</td><td align=\"right\">{:.2}</td><td align=\"right\">{:.1}</td><td align=\"right\">{:.2}</td><td>{}</td></tr>",
+            escape(&j.job_id),
+            j.ranks,
+            j.cpu_hours,
+            j.mpi_percent,
+            j.load_balance,
+            escape(&j.exe)
+        );
+    }
+    out.push_str("</table>\n<h3>How to go further</h3>\n");
+    for (title, text) in FURTHER {
+        let _ = writeln!(out, "<p><b>{}.</b> {}</p>", escape(title), escape(text));
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+/// The per-routine table (seed 003 Fig. 4 and 12-13) with the latency, transfer and
+/// synchronisation estimates, as an HTML table.
+pub fn routine_table(out: &mut String, routines: &[RoutineRow]) {
+    out.push_str("<table cellpadding=\"3\" border=\"1\" style=\"border-collapse: collapse\">\n");
     out.push_str("<tr><th>routine</th><th>calls</th><th>calls/rank</th><th>time</th><th>time/call</th><th>count</th><th>bytes</th><th>bytes/call</th><th>% MPI</th><th>latency &micro;s</th><th>MB/s</th><th>est. latency</th><th>est. transfer</th><th>est. sync</th></tr>\n");
-    for r in &d.routines {
+    for r in routines {
         let per_call = |v: u64| v as f64 / r.calls.max(1) as f64;
         let (latency_us, bandwidth) = match r.cost {
             Some(c) => (
@@ -92,42 +130,5 @@ pub fn render(d: &UserDigest) -> String {
             estimate(r.sync_ns),
         );
     }
-    let shown: Vec<String> = d
-        .routines
-        .iter()
-        .take(MAX_ROUTINES)
-        .map(|r| escape(&r.name))
-        .collect();
-    let legend: Vec<String> = PART_COLOURS
-        .iter()
-        .map(|(name, [r, g, b])| {
-            format!("<span style=\"color:#{r:02x}{g:02x}{b:02x}\">&#9632;</span> {name}")
-        })
-        .collect();
-    let _ = writeln!(
-        out,
-        "</table>\n<p><img src=\"cid:{ROUTINES_CID}\" alt=\"MPI time by routine\"><br>\
-         <small>Time by routine, top to bottom: {}. {}</small></p>",
-        shown.join(", "),
-        legend.join(" ")
-    );
-    out.push_str("<h3>Your biggest jobs</h3>\n<table cellpadding=\"3\">\n<tr><th>job</th><th>ranks</th><th>CPU h</th><th>MPI %</th><th>load balance</th><th>executable</th></tr>\n");
-    for j in &d.top_jobs {
-        let _ = writeln!(
-            out,
-            "<tr><td>{}</td><td align=\"right\">{}</td><td align=\"right\">{:.2}</td><td align=\"right\">{:.1}</td><td align=\"right\">{:.2}</td><td>{}</td></tr>",
-            escape(&j.job_id),
-            j.ranks,
-            j.cpu_hours,
-            j.mpi_percent,
-            j.load_balance,
-            escape(&j.exe)
-        );
-    }
-    out.push_str("</table>\n<h3>How to go further</h3>\n");
-    for (title, text) in FURTHER {
-        let _ = writeln!(out, "<p><b>{}.</b> {}</p>", escape(title), escape(text));
-    }
-    out.push_str("</body></html>\n");
-    out
+    out.push_str("</table>\n");
 }

@@ -32,6 +32,11 @@ impl IsoWeek {
         IsoWeek::containing(monday)
     }
 
+    /// The week of the instant `ms` (Unix milliseconds).
+    pub fn containing_ms(ms: u64) -> IsoWeek {
+        IsoWeek::containing((ms / DAY_MS) as i64)
+    }
+
     /// The week of day `day` (days since 1970-01-01).
     fn containing(day: i64) -> IsoWeek {
         let thursday = day - weekday(day) + 3;
@@ -73,7 +78,7 @@ fn weeks_in(year: i64) -> u32 {
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+pub(crate) fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
     let era = y.div_euclid(400);
     let year_of_era = y - era * 400;
