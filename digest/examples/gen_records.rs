@@ -1,18 +1,37 @@
 //! Writes a syslog file of generated job records, as rsyslog would with the site template (with
-//! attested uids), for the ingest benchmark: `gen_records COUNT USERS FILE`.
+//! attested uids), for the benchmarks: `gen_records COUNT USERS FILE` (week 2026-W47, uniform
+//! jobs: bench/ingest.sh) or `gen_records COUNT USERS FILE varied` (November 2026, varied jobs
+//! with imbalance, counters and histograms: bench/site_report.sh).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
 use std::io::{BufWriter, Write};
 
+/// November 2026 (UTC).
+const NOVEMBER_START_MS: u64 = 1_793_491_200_000;
+const NOVEMBER_MS: u64 = 30 * 86_400_000;
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, count, users, file] = &args[..] else {
-        anyhow::bail!("usage: gen_records COUNT USERS FILE");
+    let (count, users, file, varied) = match &args[..] {
+        [_, count, users, file] => (count, users, file, false),
+        [_, count, users, file, kind] if kind == "varied" => (count, users, file, true),
+        _ => anyhow::bail!("usage: gen_records COUNT USERS FILE [varied]"),
     };
+    let (count, users) = (count.parse()?, users.parse()?);
     let mut out = BufWriter::new(std::fs::File::create(file)?);
-    for record in common::jobs_of_many_users(count.parse()?, users.parse()?) {
+    let records: Box<dyn Iterator<Item = _>> = if varied {
+        Box::new(common::varied_jobs(
+            count,
+            users,
+            NOVEMBER_START_MS,
+            NOVEMBER_MS,
+        ))
+    } else {
+        Box::new(common::jobs_of_many_users(count, users))
+    };
+    for record in records {
         for line in common::syslog_lines(&record, Some(record.uid)) {
             out.write_all(line.as_bytes())?;
         }

@@ -22,6 +22,10 @@ pub enum Command {
     Ingest(IngestArgs),
     /// Build (and with --send, send) every user's weekly mail.
     Digest(DigestArgs),
+    /// Write the admin web pages of a week or a month as a static site.
+    SiteReport(SiteReportArgs),
+    /// Serve the admin web pages live from the database, with access control.
+    Serve(ServeArgs),
     /// Analyse a trace directory: wait states, delay costs (root causes), critical path.
     Analyze(AnalyzeArgs),
 }
@@ -69,6 +73,30 @@ pub struct DigestArgs {
     /// Send the mails with the site's transport; each (user, week) at most once.
     #[arg(long)]
     pub send: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SiteReportArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// ISO week, e.g. 2026-W47.
+    #[arg(long, required_unless_present = "month", conflicts_with = "month")]
+    pub week: Option<String>,
+    /// Calendar month (UTC), e.g. 2026-11.
+    #[arg(long)]
+    pub month: Option<String>,
+    /// Directory the pages are written to (created if needed).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub db: DatabaseArgs,
+    /// Address to listen on (default: `[serve] listen` of the site configuration).
+    #[arg(long)]
+    pub listen: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -3,7 +3,8 @@
 //! `cli` is the command line, `show` reads syslog files and decodes them and prints each record
 //! as text (`mpistat_record::report`, the same report users get from `MPISTAT_DETAIL`) or as
 //! JSON (`json`). `ingest` stores records in the database (`db`), `mail` builds and sends the
-//! weekly mails from it; `site` loads the site configuration for both. `analyze` reports the
+//! weekly mails from it, `site_report` writes the admin web pages and `serve` serves them live
+//! with access control; `site` loads the site configuration for all of them, `html` escapes. `analyze` reports the
 //! replay analysis of a trace directory (crate `mpistat-analysis`).
 
 pub mod analyze;
@@ -13,5 +14,7 @@ pub mod html;
 pub mod ingest;
 pub mod json;
 pub mod mail;
+pub mod serve;
 pub mod show;
 pub mod site;
+pub mod site_report;

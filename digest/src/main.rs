@@ -23,6 +23,8 @@ fn main() -> anyhow::Result<ExitCode> {
         }
         Command::Ingest(args) => mpistat_digest::ingest::command(&args),
         Command::Digest(args) => mpistat_digest::mail::command(&args),
+        Command::SiteReport(args) => mpistat_digest::site_report::command(&args),
+        Command::Serve(args) => mpistat_digest::serve::command(&args),
         Command::Analyze(args) => {
             let mut err = std::io::stderr().lock();
             mpistat_digest::analyze::run(&args, &mut std::io::stdout().lock(), &mut err)?;

@@ -103,6 +103,16 @@ pub fn size_class(ranks: u32) -> (u32, String) {
     (low, label)
 }
 
+/// Add a message-size histogram to a sum of them.
+pub fn add_histogram(sum: &mut Vec<u64>, hist: &[u64]) {
+    if sum.len() < hist.len() {
+        sum.resize(hist.len(), 0);
+    }
+    for (total, n) in sum.iter_mut().zip(hist) {
+        *total += n;
+    }
+}
+
 /// Critical-path imbalance of a job in percent of its wall time, where it was estimated.
 pub fn imbalance_percent(job: &JobRecord) -> Option<f64> {
     let imbalance = job.imbalance.as_ref()?;
@@ -196,12 +206,7 @@ pub fn summarise<'a>(
         ranks_weighted += f64::from(job.ranks) * job.wall_ns.sum as f64;
         let mut groups = BTreeSet::new();
         for r in &job.routines {
-            if histogram.len() < r.hist.len() {
-                histogram.resize(r.hist.len(), 0);
-            }
-            for (sum, n) in histogram.iter_mut().zip(&r.hist) {
-                *sum += n;
-            }
+            add_histogram(&mut histogram, &r.hist);
             measured_sync_ns += r.sync_ns.unwrap_or(0);
             groups.extend(routine_group(&r.name, &r.class));
         }

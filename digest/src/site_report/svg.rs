@@ -8,7 +8,7 @@ use std::fmt::Write;
 const WIDTH: f64 = 760.0;
 const ROW: f64 = 18.0;
 const LABEL_W: f64 = 190.0;
-const NOTE_W: f64 = 150.0;
+const NOTE_W: f64 = 210.0;
 const TOP: f64 = 44.0;
 
 /// Colours of series, in order (colour-blind safe, after Okabe and Ito).
@@ -66,10 +66,11 @@ pub struct Bar {
 /// Horizontal bars, one row per [`Bar`]: the series stacked (parts of a whole) or side by side
 /// (grouped, thinner). The longest row fills the width; negative values count as zero.
 pub fn hbars(title: &str, series: &[Series], rows: &[Bar], stacked: bool) -> String {
+    let thin = 5.0;
     let per_row = if stacked {
         ROW
     } else {
-        (ROW - 6.0) * series.len() as f64 / 2.0 + 8.0
+        thin * series.len() as f64 + 6.0
     };
     let height = TOP + per_row * rows.len().max(1) as f64 + 8.0;
     let mut out = String::new();
@@ -103,7 +104,6 @@ pub fn hbars(title: &str, series: &[Series], rows: &[Bar], stacked: bool) -> Str
             escape(&row.label)
         );
         let mut x = LABEL_W;
-        let thin = (ROW - 6.0) / 2.0;
         let mut end: f64 = LABEL_W;
         for (k, (value, s)) in row.values.iter().zip(series).enumerate() {
             let w = value.max(0.0) * scale;

@@ -160,3 +160,69 @@ pub fn jobs_of_many_users(count: u64, users: u64) -> impl Iterator<Item = JobRec
         )
     })
 }
+
+/// `count` jobs of `users` users (`user0`.., uid 2000..) ending evenly over `span_ms` from
+/// `from_ms`, varied like a real site's: 1 to 256 ranks, Fortran and C, message-size
+/// histograms, imbalance estimates with a time series (most jobs), instruction counters (half).
+pub fn varied_jobs(
+    count: u64,
+    users: u64,
+    from_ms: u64,
+    span_ms: u64,
+) -> impl Iterator<Item = JobRecord> {
+    (0..count).map(move |n| {
+        // A few heavy users, many light ones.
+        let user = if n % 3 == 0 { n / 3 % 8 } else { n % users };
+        let ranks = 1u32 << (n % 9);
+        let end = from_ms + 3_600_000 + n * (span_ms - 3_600_000) / count.max(1);
+        let mut record = job(
+            n,
+            &format!("user{user}"),
+            2000 + user as u32,
+            end,
+            ranks,
+            60 + (n * 37) % 3000,
+            2 + (n * 13) % 45,
+        );
+        if n % 3 == 0 {
+            record.binding = mpistat_record::Binding::Fortran;
+        }
+        record.env.insert("OMP_NUM_THREADS".into(), format!("{}", 1 + n % 4));
+        for r in &mut record.routines {
+            if r.class == "p2p" {
+                r.hist = (0..14).map(|b| r.calls.sum * (1 + (b + n) % 5) / 20).collect();
+            }
+        }
+        let per_rank_wall = record.wall_ns.max;
+        if n % 5 != 0 {
+            let critical_path_ns = per_rank_wall * ((n * 11) % 45) / 100;
+            record.imbalance = Some(mpistat_record::model::Imbalance {
+                supersteps: 1000 + n % 100,
+                merge_factor: 1,
+                critical_path_ns,
+                profile_ns: critical_path_ns / 2,
+                series_ns: (0..40)
+                    .map(|k| critical_path_ns / 40 * (1 + (k + n) % 7) / 4)
+                    .collect(),
+                series_factor: 25,
+                ..Default::default()
+            });
+            if let Some(allreduce) = record.routines.iter_mut().find(|r| r.name == "MPI_Allreduce") {
+                allreduce.sync_ns = Some(allreduce.time_ns.sum / 2);
+            }
+        }
+        if n % 2 == 0 {
+            let app_s = record.wall_ns.sum.saturating_sub(record.mpi_ns.sum) / 1_000_000_000;
+            record.counters = Some(mpistat_record::model::CounterSet {
+                mode: "totals (read at MPI_Init and MPI_Finalize)".into(),
+                events: vec![mpistat_record::model::CounterEvent {
+                    name: "instructions".into(),
+                    app: app_s * (400_000_000 + (user * 37 % 100) * 20_000_000),
+                    mpi: 0,
+                    unavailable: None,
+                }],
+            });
+        }
+        record
+    })
+}

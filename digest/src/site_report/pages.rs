@@ -1,0 +1,645 @@
+//! The admin pages as HTML strings, shared by the static site (`mpistat site-report`) and the
+//! server (`mpistat serve`). Every page is self-contained (inline CSS, inline SVG, no scripts)
+//! and links only relatively, so that the same pages work from a directory and from the server:
+//! `index.html`, `charts.html`, `tables.html`, `critical.html`, `users.html`,
+//! `users/<slug>.html` and `jobs/<key>.html`.
+
+use super::summary::{add_histogram, imbalance_percent, size_class, Summary};
+use super::svg::{self, series, Bar, Point};
+use crate::html::escape;
+use crate::mail::content::{percent, routine_rows, UserDigest, NS_PER_HOUR};
+use crate::mail::html::routine_table;
+use mpistat_record::units::{bytes, count, duration, utc};
+use mpistat_record::{Binding, JobRecord};
+use mpistat_site::SiteConfig;
+use std::fmt::Write;
+
+/// Routines drawn in the routine chart (the tables list them all); the rest are "other".
+const CHART_ROUTINES: usize = 20;
+
+const STYLE: &str = "body{font-family:sans-serif;margin:0 1.5em 2em;color:#222;max-width:70em}\
+nav{background:#234;padding:.5em 1em;margin:0 -1.5em 1em}nav a{color:#fff;margin-right:1.2em;text-decoration:none}\
+table{border-collapse:collapse;margin:.5em 0}th,td{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}\
+td.n{text-align:right}.crit{color:#c00;font-weight:bold}svg.chart{display:block;margin:1em 0}\
+pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:12px}h1{font-size:1.5em}";
+
+/// Where a page sits: `root` leads back to the site's top directory (`""` or `"../"`), `query`
+/// is appended to links of interval pages (`mpistat serve` names the interval there).
+#[derive(Debug, Clone, Copy)]
+pub struct Place<'a> {
+    pub root: &'a str,
+    pub query: &'a str,
+}
+
+impl Place<'_> {
+    fn link(&self, page: &str) -> String {
+        format!("{}{page}{}", self.root, self.query)
+    }
+
+    fn user(&self, user: &str) -> String {
+        format!("{}users/{}.html{}", self.root, user_slug(user), self.query)
+    }
+
+    fn job(&self, job: &JobRecord) -> String {
+        format!("{}jobs/{}.html", self.root, job.key())
+    }
+}
+
+/// The file name (without `.html`) of a user's page: the login name when it is plain
+/// (`[A-Za-z0-9_-]`, as login names are), else `x` and the name's bytes in hex, so that no name
+/// can leave the directory or need quoting in a link.
+pub fn user_slug(user: &str) -> String {
+    if !user.is_empty()
+        && user
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        user.to_string()
+    } else {
+        let hex: String = user.bytes().map(|b| format!("{b:02x}")).collect();
+        format!("x{hex}")
+    }
+}
+
+fn page(place: Place, title: &str, body: &str) -> String {
+    let nav: String = [
+        ("index.html", "Overview"),
+        ("charts.html", "Charts"),
+        ("tables.html", "Tables"),
+        ("critical.html", "Critical jobs"),
+        ("users.html", "Users"),
+    ]
+    .iter()
+    .map(|(file, name)| format!("<a href=\"{}\">{name}</a>", place.link(file)))
+    .collect();
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width\"><title>mpistat: {t}</title>\
+         <style>{STYLE}</style></head>\n<body>\n<nav>{nav}</nav>\n<h1>{t}</h1>\n{body}</body></html>\n",
+        t = escape(title)
+    )
+}
+
+fn hours(ns: f64) -> String {
+    format!("{:.1} h", ns / NS_PER_HOUR)
+}
+
+fn row(out: &mut String, name: &str, value: &str, note: &str) {
+    let _ = writeln!(
+        out,
+        "<tr><th>{}</th><td class=\"n\">{}</td><td>{}</td></tr>",
+        escape(name),
+        escape(value),
+        escape(note)
+    );
+}
+
+/// Seed 003 Fig. 5: the interval's figures, and the trend over the intervals before it.
+pub fn overview(s: &Summary, config: &SiteConfig, place: Place) -> String {
+    let mut b = String::new();
+    let p = &s.period;
+    let analysed = s.total.wall_ns as f64;
+    let of_analysed = |ns: f64| format!("{:.1} % of analysed", percent(ns, analysed));
+    b.push_str("<table class=\"overview\">\n");
+    row(
+        &mut b,
+        "interval",
+        &format!("{} to {}", utc(p.from_ms), utc(p.to_ms)),
+        &format!("{:.1} days", p.hours() / 24.0),
+    );
+    row(
+        &mut b,
+        "capacity",
+        &format!("{:.0} h", s.capacity_hours),
+        &format!("{} cores", config.digest.capacity_cores),
+    );
+    row(
+        &mut b,
+        "analysed CPU time",
+        &hours(analysed),
+        &format!(
+            "{:.1} % of capacity",
+            percent(s.cpu_hours(), s.capacity_hours)
+        ),
+    );
+    row(
+        &mut b,
+        "MPI time",
+        &hours(s.total.mpi_ns as f64),
+        &of_analysed(s.total.mpi_ns as f64),
+    );
+    row(
+        &mut b,
+        "– latency (estimated)",
+        &hours(s.latency_ns),
+        &of_analysed(s.latency_ns),
+    );
+    row(
+        &mut b,
+        "– transfer (estimated)",
+        &hours(s.transfer_ns),
+        &of_analysed(s.transfer_ns),
+    );
+    row(
+        &mut b,
+        "– synchronisation (estimated)",
+        &hours(s.sync_ns),
+        &of_analysed(s.sync_ns),
+    );
+    row(
+        &mut b,
+        "– waiting in global collectives (measured)",
+        &hours(s.measured_sync_ns as f64),
+        &format!(
+            "{} in {} jobs with imbalance estimates",
+            of_analysed(s.measured_sync_ns as f64),
+            s.jobs_with_imbalance
+        ),
+    );
+    row(&mut b, "analysed jobs", &s.jobs.len().to_string(), "");
+    row(
+        &mut b,
+        "ranks per job",
+        &format!("{:.1}", s.ranks_mean),
+        &format!("{:.1} weighted by CPU time", s.ranks_cpu_weighted),
+    );
+    row(
+        &mut b,
+        "MPI routines used",
+        &s.routines_used(None).to_string(),
+        "",
+    );
+    row(&mut b, "users", &s.users.len().to_string(), "");
+    for n in &config.site_report.top_users {
+        row(
+            &mut b,
+            &format!("top {n} users"),
+            &format!("{:.1} %", s.top_users_percent(*n)),
+            "of the analysed CPU time",
+        );
+    }
+    for (binding, t) in &s.by_language {
+        let name = binding.as_str();
+        let jobs: Vec<&JobRecord> = s.jobs.iter().filter(|j| j.binding == *binding).collect();
+        let ranks: u64 = jobs.iter().map(|j| u64::from(j.ranks)).sum();
+        let weighted: f64 = jobs
+            .iter()
+            .map(|j| f64::from(j.ranks) * j.wall_ns.sum as f64)
+            .sum();
+        row(
+            &mut b,
+            &format!("{name} jobs"),
+            &t.jobs.to_string(),
+            &format!(
+                "{:.1} % of jobs, {:.1} % of analysed time, {:.1} ranks per job ({:.1} weighted), {} routines used",
+                percent(t.jobs as f64, s.jobs.len() as f64),
+                percent(t.wall_ns as f64, analysed),
+                ranks as f64 / jobs.len().max(1) as f64,
+                if t.wall_ns == 0 { 0.0 } else { weighted / t.wall_ns as f64 },
+                s.routines_used(Some(*binding))
+            ),
+        );
+    }
+    b.push_str("</table>\n<h2>Trend</h2>\n<table>\n<tr><th>interval</th><th>jobs</th><th>users</th><th>CPU time</th><th>MPI %</th></tr>\n");
+    for (label, t) in &s.trend {
+        let _ = writeln!(
+            b,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1}</td></tr>",
+            escape(label),
+            t.jobs,
+            t.users,
+            hours(t.wall_ns as f64),
+            percent(t.mpi_ns as f64, t.wall_ns as f64)
+        );
+    }
+    b.push_str("</table>\n");
+    let labels: Vec<String> = s.trend.iter().map(|(l, _)| l.clone()).collect();
+    let cpu: Vec<Vec<f64>> = s
+        .trend
+        .iter()
+        .map(|(_, t)| {
+            vec![
+                t.wall_ns.saturating_sub(t.mpi_ns) as f64 / NS_PER_HOUR,
+                t.mpi_ns as f64 / NS_PER_HOUR,
+            ]
+        })
+        .collect();
+    b.push_str(&svg::columns(
+        "CPU hours per interval: application and MPI",
+        &series(&["application", "MPI"]),
+        &labels,
+        &cpu,
+    ));
+    page(place, &format!("MPI jobs in {}", p.label), &b)
+}
+
+/// Seed 003 Fig. 6-11 and 14, message sizes and imbalance.
+pub fn charts(s: &Summary, place: Place) -> String {
+    let mut b = String::new();
+    let analysed = s.total.wall_ns as f64;
+    let jobs = s.jobs.len() as f64;
+    let size_rows: Vec<Bar> = s
+        .by_size
+        .iter()
+        .map(|(label, t)| Bar {
+            label: format!("{label} ranks"),
+            values: vec![
+                percent(t.wall_ns as f64, analysed),
+                percent(t.jobs as f64, jobs),
+                t.mpi_percent(),
+            ],
+            note: format!("{:.1} CPU h, {} jobs", t.cpu_hours(), t.jobs),
+        })
+        .collect();
+    b.push_str(&svg::hbars(
+        "CPU time by job size (% of analysed), jobs (% of all) and MPI % of each class",
+        &series(&["CPU time %", "jobs %", "MPI %"]),
+        &size_rows,
+        false,
+    ));
+    let language_rows: Vec<Bar> = s
+        .by_language
+        .iter()
+        .map(|(binding, t)| Bar {
+            label: binding.as_str().to_string(),
+            values: vec![
+                t.wall_ns.saturating_sub(t.mpi_ns) as f64 / NS_PER_HOUR,
+                t.mpi_ns as f64 / NS_PER_HOUR,
+            ],
+            note: format!(
+                "{:.1} % of CPU time, {} jobs",
+                percent(t.wall_ns as f64, analysed),
+                t.jobs
+            ),
+        })
+        .collect();
+    b.push_str(&svg::hbars(
+        "CPU hours by language: application and MPI",
+        &series(&["application", "MPI"]),
+        &language_rows,
+        true,
+    ));
+    let user_rows: Vec<Bar> = s
+        .users
+        .iter()
+        .map(|u| Bar {
+            label: u.user.clone(),
+            values: vec![
+                percent(
+                    u.totals.wall_ns.saturating_sub(u.totals.mpi_ns) as f64 / NS_PER_HOUR,
+                    s.capacity_hours,
+                ),
+                percent(u.totals.mpi_ns as f64 / NS_PER_HOUR, s.capacity_hours),
+            ],
+            note: format!("MPI {:.1} %", u.totals.mpi_percent()),
+        })
+        .collect();
+    b.push_str(&svg::hbars(
+        "Users by share of the machine (%): application and MPI",
+        &series(&["application", "MPI"]),
+        &user_rows,
+        true,
+    ));
+    let mut rated: Vec<_> = s
+        .users
+        .iter()
+        .filter_map(|u| u.instruction_rate.map(|r| (u, r)))
+        .collect();
+    rated.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.user.cmp(&b.0.user)));
+    let rate_rows: Vec<Bar> = rated
+        .iter()
+        .map(|(u, rate)| Bar {
+            label: u.user.clone(),
+            values: vec![rate / 1e6],
+            note: format!("MPI {:.1} %", u.totals.mpi_percent()),
+        })
+        .collect();
+    b.push_str(&svg::hbars(
+        "Users by instruction rate outside MPI (million instructions per second and rank)",
+        &series(&["Minstr/s"]),
+        &rate_rows,
+        true,
+    ));
+    let mut routine_bars: Vec<Bar> = s
+        .routines
+        .iter()
+        .take(CHART_ROUTINES)
+        .map(|r| {
+            let parts = match (r.latency_ns, r.transfer_ns, r.sync_ns) {
+                (Some(l), Some(t), Some(y)) => vec![l, t, y.max(0.0), 0.0],
+                _ => vec![0.0, 0.0, 0.0, r.time_ns as f64],
+            };
+            Bar {
+                label: r.name.clone(),
+                values: parts.iter().map(|ns| ns / NS_PER_HOUR).collect(),
+                note: format!("{:.1} % of MPI", 100.0 * r.share),
+            }
+        })
+        .collect();
+    let rest: Vec<_> = s.routines.iter().skip(CHART_ROUTINES).collect();
+    if !rest.is_empty() {
+        let time: u64 = rest.iter().map(|r| r.time_ns).sum();
+        routine_bars.push(Bar {
+            label: format!("{} others", rest.len()),
+            values: vec![0.0, 0.0, 0.0, time as f64 / NS_PER_HOUR],
+            note: format!(
+                "{:.1} % of MPI",
+                percent(time as f64, s.total.mpi_ns as f64)
+            ),
+        });
+    }
+    b.push_str(&svg::hbars(
+        "MPI routines by total time (hours): latency, transfer and synchronisation estimates",
+        &series(&["latency", "transfer", "synchronisation", "no estimate"]),
+        &routine_bars,
+        true,
+    ));
+    let group_rows: Vec<Bar> = s
+        .groups
+        .iter()
+        .map(|g| Bar {
+            label: g.name.to_string(),
+            values: vec![g.jobs_percent, g.cpu_percent],
+            note: format!("{:.1} % / {:.1} %", g.jobs_percent, g.cpu_percent),
+        })
+        .collect();
+    b.push_str(&svg::hbars(
+        "Routine groups: share of jobs using them, and of CPU time (jobs weighted by CPU time)",
+        &series(&["% of jobs", "% of CPU time"]),
+        &group_rows,
+        false,
+    ));
+    b.push_str(&histogram_chart(&s.histogram));
+    let points: Vec<Point> = s
+        .jobs
+        .iter()
+        .filter_map(|j| {
+            imbalance_percent(j).map(|y| Point {
+                x: f64::from(j.ranks),
+                y,
+                label: format!("{} job {}: {y:.1} %", j.user, j.job_id),
+            })
+        })
+        .collect();
+    b.push_str(&svg::scatter(
+        "Critical-path imbalance vs job size",
+        "ranks",
+        "imbalance, % of wall time",
+        &points,
+    ));
+    page(place, &format!("Charts of {}", s.period.label), &b)
+}
+
+/// Seed 003 Fig. 12-13: the routine table of all jobs, Fortran jobs, C jobs and each size class.
+pub fn tables(s: &Summary, config: &SiteConfig, place: Place) -> String {
+    let mut b = String::from("<p>Sections: <a href=\"#all\">all jobs</a>, <a href=\"#fortran\">Fortran</a>, <a href=\"#c\">C</a>");
+    for (label, _) in &s.by_size {
+        let _ = write!(b, ", <a href=\"#ranks-{label}\">{label} ranks</a>");
+    }
+    b.push_str("</p>\n");
+    let mut section = |id: &str, title: &str, jobs: Vec<&JobRecord>| {
+        let _ = writeln!(
+            b,
+            "<h2 id=\"{id}\">{} ({} jobs)</h2>",
+            escape(title),
+            jobs.len()
+        );
+        routine_table(&mut b, &routine_rows(&jobs, &config.digest));
+    };
+    section("all", "All jobs", s.jobs.iter().collect());
+    for (binding, id) in [(Binding::Fortran, "fortran"), (Binding::C, "c")] {
+        section(
+            id,
+            &format!("{} jobs", binding.as_str()),
+            s.jobs.iter().filter(|j| j.binding == binding).collect(),
+        );
+    }
+    for (label, _) in &s.by_size {
+        section(
+            &format!("ranks-{label}"),
+            &format!("Jobs with {label} ranks"),
+            s.jobs
+                .iter()
+                .filter(|j| size_class(j.ranks).1 == *label)
+                .collect(),
+        );
+    }
+    page(place, &format!("Routine tables of {}", s.period.label), &b)
+}
+
+/// Message counts by size bucket (see [`mpistat_record::RoutineStats::hist`]) as columns.
+fn histogram_chart(histogram: &[u64]) -> String {
+    let labels: Vec<String> = (0..histogram.len())
+        .map(|b| {
+            if b == 0 {
+                "0".into()
+            } else {
+                bytes((1u64 << (b - 1).min(63)) as f64)
+            }
+        })
+        .collect();
+    let values: Vec<Vec<f64>> = histogram.iter().map(|n| vec![*n as f64]).collect();
+    svg::columns(
+        "Messages by size (bytes, from)",
+        &series(&["messages"]),
+        &labels,
+        &values,
+    )
+}
+
+fn job_rows(out: &mut String, jobs: &[(&JobRecord, String)], place: Place) {
+    out.push_str("<table>\n<tr><th>job</th><th>user</th><th>end (UTC)</th><th>ranks</th><th>CPU h</th><th>MPI %</th><th>imbalance %</th><th>executable</th><th></th></tr>\n");
+    for (job, note) in jobs {
+        let _ = writeln!(
+            out,
+            "<tr><td><a href=\"{}\">{}</a></td><td><a href=\"{}\">{}</a></td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{:.2}</td><td class=\"n\">{:.1}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
+            place.job(job),
+            escape(&job.job_id),
+            place.user(&job.user),
+            escape(&job.user),
+            &utc(job.end_unix_ms)[..19],
+            job.ranks,
+            job.wall_ns.sum as f64 / NS_PER_HOUR,
+            100.0 * job.mpi_fraction(),
+            imbalance_percent(job).map_or(String::new(), |i| format!("{i:.1}")),
+            escape(&job.exe),
+            escape(note)
+        );
+    }
+    out.push_str("</table>\n");
+}
+
+/// The jobs over the site's thresholds, biggest first.
+pub fn critical(s: &Summary, config: &SiteConfig, place: Place) -> String {
+    let t = &config.site_report;
+    let mut b = format!(
+        "<p>Jobs of at least {} CPU hours with an MPI share of at least {} % or a critical-path \
+         imbalance of at least {} % of their wall time (<code>[site_report]</code> in site.toml): \
+         {} of {} jobs.</p>\n",
+        t.critical_min_cpu_hours,
+        t.critical_mpi_percent,
+        t.critical_imbalance_percent,
+        s.critical.len(),
+        s.jobs.len()
+    );
+    let rows: Vec<(&JobRecord, String)> = s
+        .critical
+        .iter()
+        .map(|c| (c.job, c.reasons.join(", ")))
+        .collect();
+    job_rows(&mut b, &rows, place);
+    page(place, &format!("Critical jobs of {}", s.period.label), &b)
+}
+
+/// Every user, by CPU time.
+pub fn users(s: &Summary, place: Place) -> String {
+    let mut b = String::from("<table>\n<tr><th>user</th><th>jobs</th><th>CPU h</th><th>share of machine</th><th>MPI %</th><th>load balance</th></tr>\n");
+    for u in &s.users {
+        let _ = writeln!(
+            b,
+            "<tr><td><a href=\"{}\">{}</a></td><td class=\"n\">{}</td><td class=\"n\">{:.1}</td><td class=\"n\">{:.3} %</td><td class=\"n\">{:.1}</td><td class=\"n\">{:.2}</td></tr>",
+            place.user(&u.user),
+            escape(&u.user),
+            u.totals.jobs,
+            u.totals.cpu_hours(),
+            percent(u.totals.cpu_hours(), s.capacity_hours),
+            u.totals.mpi_percent(),
+            u.totals.load_balance()
+        );
+    }
+    b.push_str("</table>\n");
+    page(place, &format!("Users of {}", s.period.label), &b)
+}
+
+/// One user's figures against the site's reference values, their routines and their jobs.
+pub fn user(d: &UserDigest, jobs: &[&JobRecord], period: &str, place: Place) -> String {
+    let mut b = String::from(
+        "<table>\n<tr><th></th><th>this user</th><th>all users: min / median / max</th></tr>\n",
+    );
+    for f in &d.figures {
+        let _ = writeln!(
+            b,
+            "<tr><th>{}</th><td class=\"n{}\">{}</td><td>{}</td></tr>",
+            escape(f.name),
+            if f.critical { " crit" } else { "" },
+            escape(&f.value),
+            escape(&f.reference)
+        );
+    }
+    b.push_str("</table>\n");
+    if !d.recommendations.is_empty() {
+        b.push_str("<ul>\n");
+        for r in &d.recommendations {
+            let _ = writeln!(b, "<li>{}</li>", escape(r));
+        }
+        b.push_str("</ul>\n");
+    }
+    b.push_str("<h2>MPI routines</h2>\n");
+    routine_table(&mut b, &d.routines);
+    let _ = writeln!(b, "<h2>Jobs ({})</h2>", jobs.len());
+    let rows: Vec<(&JobRecord, String)> = jobs.iter().map(|j| (*j, String::new())).collect();
+    job_rows(&mut b, &rows, place);
+    page(place, &format!("{} in {period}", d.user), &b)
+}
+
+/// Everything in one job's record: facts, the readable report, the imbalance time series and
+/// message sizes as charts, and the record itself as JSON.
+pub fn job(job: &JobRecord, place: Place) -> String {
+    let mut b = String::from("<table>\n");
+    let facts: Vec<(&str, String)> = vec![
+        ("job id", job.job_id.clone()),
+        ("user", format!("{} (uid {})", job.user, job.uid)),
+        ("executable", job.exe.clone()),
+        ("argv[0]", job.argv0.clone()),
+        ("host, pid of rank 0", format!("{}, {}", job.host, job.pid)),
+        ("ranks, nodes", format!("{}, {}", job.ranks, job.nodes)),
+        ("start (UTC)", utc(job.start_unix_ms)),
+        ("end (UTC)", utc(job.end_unix_ms)),
+        ("wall time", duration(job.wall_ns.max)),
+        (
+            "CPU time",
+            format!("{:.2} h", job.wall_ns.sum as f64 / NS_PER_HOUR),
+        ),
+        (
+            "MPI time",
+            format!(
+                "{} ({:.1} %)",
+                duration(job.mpi_ns.sum),
+                100.0 * job.mpi_fraction()
+            ),
+        ),
+        ("language binding", job.binding.as_str().to_string()),
+        ("thread level", job.thread_level.clone()),
+        ("MPI library", job.mpi_library.clone()),
+        ("profiler overhead", duration(job.overhead_ns.sum)),
+        (
+            "user PMPI tool",
+            if job.user_pmpi_tool { "yes" } else { "no" }.into(),
+        ),
+        ("partial", job.partial.clone().unwrap_or_else(|| "no".into())),
+        ("key", job.key()),
+    ];
+    for (name, value) in &facts {
+        let _ = writeln!(
+            b,
+            "<tr><th>{}</th><td>{}</td></tr>",
+            escape(name),
+            escape(value)
+        );
+    }
+    for (name, value) in &job.env {
+        let _ = writeln!(
+            b,
+            "<tr><th>env {}</th><td>{}</td></tr>",
+            escape(name),
+            escape(value)
+        );
+    }
+    let _ = writeln!(
+        b,
+        "</table>\n<p><a href=\"{}\">all jobs of {}</a></p>",
+        place.user(&job.user),
+        escape(&job.user)
+    );
+    match &job.imbalance {
+        Some(i) if !i.series_ns.is_empty() => {
+            let labels: Vec<String> = (0..i.series_ns.len())
+                .map(|k| format!("{}", k as u64 * i.series_factor.max(1)))
+                .collect();
+            let values: Vec<Vec<f64>> = i.series_ns.iter().map(|ns| vec![*ns as f64 / 1e6]).collect();
+            b.push_str(&svg::columns(
+                &format!(
+                    "Imbalance per superstep (max - mean over ranks, ms), {} supersteps per column",
+                    i.series_factor.max(1)
+                ),
+                &series(&["imbalance ms"]),
+                &labels,
+                &values,
+            ));
+        }
+        Some(i) if i.unavailable.is_some() => {
+            let _ = writeln!(
+                b,
+                "<p>No imbalance estimates: {}</p>",
+                escape(i.unavailable.as_deref().unwrap_or_default())
+            );
+        }
+        _ => b.push_str("<p>No imbalance time series in this record.</p>\n"),
+    }
+    let mut histogram = Vec::new();
+    for r in &job.routines {
+        add_histogram(&mut histogram, &r.hist);
+    }
+    if !histogram.is_empty() {
+        b.push_str(&histogram_chart(&histogram));
+    }
+    let _ = writeln!(
+        b,
+        "<h2>Report</h2>\n<pre>{}</pre>\n<details><summary>The record as JSON ({} routines, {} calls)</summary><pre>{}</pre></details>",
+        escape(&mpistat_record::report::render(job)),
+        job.routines.len(),
+        count(job.routines.iter().map(|r| r.calls.sum).sum()),
+        escape(&serde_json::to_string(job).unwrap_or_default())
+    );
+    page(place, &format!("Job {} of {}", job.job_id, job.user), &b)
+}
