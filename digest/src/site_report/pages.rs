@@ -7,7 +7,7 @@
 use super::summary::{add_histogram, imbalance_percent, size_class, Summary};
 use super::svg::{self, series, Bar, Point};
 use crate::html::escape;
-use crate::mail::content::{percent, routine_rows, UserDigest, NS_PER_HOUR};
+use crate::mail::content::{percent, routine_rows, RoutineRow, UserDigest, NS_PER_HOUR};
 use crate::mail::html::routine_table;
 use mpistat_record::units::{bytes, count, duration, utc};
 use mpistat_record::{Binding, JobRecord};
@@ -320,40 +320,7 @@ pub fn charts(s: &Summary, place: Place) -> String {
         &rate_rows,
         true,
     ));
-    let mut routine_bars: Vec<Bar> = s
-        .routines
-        .iter()
-        .take(CHART_ROUTINES)
-        .map(|r| {
-            let parts = match (r.latency_ns, r.transfer_ns, r.sync_ns) {
-                (Some(l), Some(t), Some(y)) => vec![l, t, y.max(0.0), 0.0],
-                _ => vec![0.0, 0.0, 0.0, r.time_ns as f64],
-            };
-            Bar {
-                label: r.name.clone(),
-                values: parts.iter().map(|ns| ns / NS_PER_HOUR).collect(),
-                note: format!("{:.1} % of MPI", 100.0 * r.share),
-            }
-        })
-        .collect();
-    let rest: Vec<_> = s.routines.iter().skip(CHART_ROUTINES).collect();
-    if !rest.is_empty() {
-        let time: u64 = rest.iter().map(|r| r.time_ns).sum();
-        routine_bars.push(Bar {
-            label: format!("{} others", rest.len()),
-            values: vec![0.0, 0.0, 0.0, time as f64 / NS_PER_HOUR],
-            note: format!(
-                "{:.1} % of MPI",
-                percent(time as f64, s.total.mpi_ns as f64)
-            ),
-        });
-    }
-    b.push_str(&svg::hbars(
-        "MPI routines by total time (hours): latency, transfer and synchronisation estimates",
-        &series(&["latency", "transfer", "synchronisation", "no estimate"]),
-        &routine_bars,
-        true,
-    ));
+    b.push_str(&routine_chart(&s.routines, s.total.mpi_ns));
     let group_rows: Vec<Bar> = s
         .groups
         .iter()
@@ -425,6 +392,41 @@ pub fn tables(s: &Summary, config: &SiteConfig, place: Place) -> String {
         );
     }
     page(place, &format!("Routine tables of {}", s.period.label), &b)
+}
+
+/// The routines by total time (hours) with their latency, transfer and synchronisation
+/// estimates (seed 003 Fig. 10): the first [`CHART_ROUTINES`], then the rest as one bar.
+fn routine_chart(routines: &[RoutineRow], mpi_ns: u64) -> String {
+    let mut bars: Vec<Bar> = routines
+        .iter()
+        .take(CHART_ROUTINES)
+        .map(|r| {
+            let parts = match (r.latency_ns, r.transfer_ns, r.sync_ns) {
+                (Some(l), Some(t), Some(y)) => vec![l, t, y.max(0.0), 0.0],
+                _ => vec![0.0, 0.0, 0.0, r.time_ns as f64],
+            };
+            Bar {
+                label: r.name.clone(),
+                values: parts.iter().map(|ns| ns / NS_PER_HOUR).collect(),
+                note: format!("{:.1} % of MPI", 100.0 * r.share),
+            }
+        })
+        .collect();
+    let rest = &routines[routines.len().min(CHART_ROUTINES)..];
+    if !rest.is_empty() {
+        let time: u64 = rest.iter().map(|r| r.time_ns).sum();
+        bars.push(Bar {
+            label: format!("{} others", rest.len()),
+            values: vec![0.0, 0.0, 0.0, time as f64 / NS_PER_HOUR],
+            note: format!("{:.1} % of MPI", percent(time as f64, mpi_ns as f64)),
+        });
+    }
+    svg::hbars(
+        "MPI routines by total time (hours): latency, transfer and synchronisation estimates",
+        &series(&["latency", "transfer", "synchronisation", "no estimate"]),
+        &bars,
+        true,
+    )
 }
 
 /// Message counts by size bucket (see [`mpistat_record::RoutineStats::hist`]) as columns.
@@ -535,6 +537,8 @@ pub fn user(d: &UserDigest, jobs: &[&JobRecord], period: &str, place: Place) -> 
         b.push_str("</ul>\n");
     }
     b.push_str("<h2>MPI routines</h2>\n");
+    let mpi_ns = jobs.iter().map(|j| j.mpi_ns.sum).sum();
+    b.push_str(&routine_chart(&d.routines, mpi_ns));
     routine_table(&mut b, &d.routines);
     let _ = writeln!(b, "<h2>Jobs ({})</h2>", jobs.len());
     let rows: Vec<(&JobRecord, String)> = jobs.iter().map(|j| (*j, String::new())).collect();
