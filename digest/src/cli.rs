@@ -79,13 +79,14 @@ pub struct DigestArgs {
 pub struct SiteReportArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
-    /// ISO week, e.g. 2026-W47.
+    /// ISO week, e.g. 2026-W47, or `last` (the last complete week).
     #[arg(long, required_unless_present = "month", conflicts_with = "month")]
     pub week: Option<String>,
-    /// Calendar month (UTC), e.g. 2026-11.
+    /// Calendar month (UTC), e.g. 2026-11, or `last` (the last complete month).
     #[arg(long)]
     pub month: Option<String>,
-    /// Directory the pages are written to (created if needed).
+    /// Directory the pages are written to (created if needed); `{period}` in it becomes the
+    /// interval's name, e.g. `/var/lib/mpistat/site/{period}`.
     #[arg(long)]
     pub out: PathBuf,
 }

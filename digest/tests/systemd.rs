@@ -26,7 +26,11 @@ fn units_pass_systemd_analyze_verify() {
         std::fs::write(&copy, text).unwrap();
         paths.push(copy);
     }
-    assert_eq!(paths.len(), 3, "ingest service, digest service and timer");
+    assert_eq!(
+        paths.len(),
+        6,
+        "ingest, digest and serve services, site-report template service, two timers"
+    );
     let output = Command::new("systemd-analyze")
         .arg("verify")
         .args(&paths)

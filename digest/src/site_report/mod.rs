@@ -18,7 +18,8 @@ use mpistat_site::SiteConfig;
 use pages::{user_slug, Place};
 use period::Period;
 use std::collections::BTreeMap;
-use std::path::Path;
+use crate::mail::week::IsoWeek;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// What a static site holds.
@@ -87,24 +88,59 @@ pub fn write_site(
     })
 }
 
+/// The interval of `--week` / `--month` (`last`: the last complete one) at `now_ms`.
+pub fn period_of(week: Option<&str>, month: Option<&str>, now_ms: u64) -> anyhow::Result<Period> {
+    let this_month = || Period::month(&mpistat_record::units::utc(now_ms)[..7]);
+    Ok(match (week, month) {
+        (Some("last"), None) => Period::week(IsoWeek::last_complete(now_ms)),
+        (Some(week), None) => Period::parse(week).map_err(anyhow::Error::msg)?,
+        (None, Some("last")) => this_month()
+            .map_err(anyhow::Error::msg)?
+            .previous()
+            .context("no month before 1970")?,
+        (None, Some(month)) => Period::month(month).map_err(anyhow::Error::msg)?,
+        _ => anyhow::bail!("give --week or --month"),
+    })
+}
+
 /// `mpistat site-report --week W | --month M --out DIR`.
 pub fn command(args: &SiteReportArgs) -> anyhow::Result<ExitCode> {
     let (config, db) = crate::site::load(&args.db)?;
-    let period = match (&args.week, &args.month) {
-        (Some(week), None) => Period::parse(week).map_err(anyhow::Error::msg)?,
-        (None, Some(month)) => Period::month(month).map_err(anyhow::Error::msg)?,
-        _ => anyhow::bail!("give --week or --month"),
-    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis() as u64;
+    let period = period_of(args.week.as_deref(), args.month.as_deref(), now_ms)?;
+    let out = PathBuf::from(
+        args.out
+            .to_string_lossy()
+            .replace("{period}", &period.label),
+    );
     let start = std::time::Instant::now();
-    let written = write_site(&db, &config, &period, &args.out)?;
+    let written = write_site(&db, &config, &period, &out)?;
     eprintln!(
         "{}: {} pages ({} users, {} jobs) in {} ({:.2} s)",
         period.label,
         written.pages,
         written.users,
         written.jobs,
-        args.out.display(),
+        out.display(),
         start.elapsed().as_secs_f64()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_week_and_month() {
+        // Monday 2026-11-23 09:00 UTC.
+        let now = 1_795_424_400_000;
+        assert_eq!(period_of(Some("last"), None, now).unwrap().label, "2026-W47");
+        assert_eq!(period_of(None, Some("last"), now).unwrap().label, "2026-10");
+        assert_eq!(period_of(None, Some("2026-11"), now).unwrap().label, "2026-11");
+        assert!(period_of(None, None, now).is_err());
+        assert!(period_of(Some("2026-13"), None, now).is_err());
+    }
 }
