@@ -232,7 +232,10 @@ impl Database {
             })
             .optional()?;
         stored
-            .map(|s| stored_record(s).with_context(|| format!("job {key}: stored record is not readable")))
+            .map(|s| {
+                stored_record(s)
+                    .with_context(|| format!("job {key}: stored record is not readable"))
+            })
             .transpose()
     }
 

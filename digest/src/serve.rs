@@ -53,7 +53,10 @@ pub fn parse_tokens(text: &str) -> (HashMap<String, String>, Vec<String>) {
         let fields: Vec<&str> = line.split_whitespace().collect();
         match fields[..] {
             [login, token] if token.len() >= 16 => {
-                if tokens.insert(token.to_string(), login.to_string()).is_some() {
+                if tokens
+                    .insert(token.to_string(), login.to_string())
+                    .is_some()
+                {
                     problems.push(format!("line {}: token used twice (last one wins)", n + 1));
                 }
             }
@@ -138,7 +141,10 @@ pub struct Pages {
 
 impl Pages {
     /// The login of a request with these headers (name, value), if it has one we trust.
-    pub fn identify<'a>(&self, headers: impl Iterator<Item = (&'a str, &'a str)>) -> Option<String> {
+    pub fn identify<'a>(
+        &self,
+        headers: impl Iterator<Item = (&'a str, &'a str)>,
+    ) -> Option<String> {
         let mut headers = headers;
         match &self.auth {
             Auth::Header(name) => headers
@@ -296,8 +302,7 @@ fn respond(pages: &Pages, db: &Database, request: tiny_http::Request) {
     } else {
         "text/plain; charset=utf-8"
     };
-    let mut response =
-        tiny_http::Response::from_string(reply.body).with_status_code(reply.status);
+    let mut response = tiny_http::Response::from_string(reply.body).with_status_code(reply.status);
     let mut headers = vec![
         ("Content-Type", content_type),
         // The pages need no scripts and no external anything: forbid them outright.
@@ -386,7 +391,10 @@ mod tests {
 
     #[test]
     fn query_values_are_decoded() {
-        assert_eq!(percent_decode("2026-11-01..2026-11-02"), "2026-11-01..2026-11-02");
+        assert_eq!(
+            percent_decode("2026-11-01..2026-11-02"),
+            "2026-11-01..2026-11-02"
+        );
         assert_eq!(percent_decode("2026%2DW47"), "2026-W47");
         assert_eq!(percent_decode("a+b%"), "a b%");
     }

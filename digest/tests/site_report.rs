@@ -72,12 +72,15 @@ fn overview_of_a_fixed_week() {
     // 47, and 20 varied ones in the four weeks before (the trend).
     let mut records = week_of_jobs(40);
     records.extend(varied_jobs(20, 4, WEEK_47_START_MS + DAY_MS, 5 * DAY_MS));
-    records.extend(varied_jobs(20, 4, WEEK_47_START_MS - 28 * DAY_MS, 28 * DAY_MS));
+    records.extend(varied_jobs(
+        20,
+        4,
+        WEEK_47_START_MS - 28 * DAY_MS,
+        28 * DAY_MS,
+    ));
     let db = database(&dir, &records);
     let period = Period::parse("2026-W47").unwrap();
-    let jobs = db
-        .jobs_ended_between(period.from_ms, period.to_ms)
-        .unwrap();
+    let jobs = db.jobs_ended_between(period.from_ms, period.to_ms).unwrap();
     let config = SiteConfig::default();
     let summary = summarise(&db, &jobs, &period, &config).unwrap();
     let html = pages::overview(
@@ -127,11 +130,7 @@ fn crawl(site: &Path) -> BTreeSet<PathBuf> {
             } else {
                 page.parent().unwrap().join(file)
             };
-            assert!(
-                target.is_file(),
-                "{}: broken link {link}",
-                page.display()
-            );
+            assert!(target.is_file(), "{}: broken link {link}", page.display());
             if !fragment.is_empty() {
                 let text = std::fs::read_to_string(&target).unwrap();
                 assert!(
@@ -172,7 +171,11 @@ fn static_site_of_a_synthetic_month() {
 
     // Charts: one SVG per figure, each with drawn marks.
     let charts = std::fs::read_to_string(site.join("charts.html")).unwrap();
-    assert_eq!(charts.matches("<svg").count(), 8, "Fig. 6-11, 14, sizes, imbalance");
+    assert_eq!(
+        charts.matches("<svg").count(),
+        9,
+        "Fig. 6-11, 14, sizes, imbalance"
+    );
     for svg in charts.split("<svg").skip(1) {
         let svg = &svg[..svg.find("</svg>").unwrap()];
         assert!(
@@ -184,7 +187,12 @@ fn static_site_of_a_synthetic_month() {
     assert!(overview.contains("<th>users</th><td class=\"n\">100</td>"));
     assert!(overview.contains("<th>analysed jobs</th><td class=\"n\">3001</td>"));
     let tables = std::fs::read_to_string(site.join("tables.html")).unwrap();
-    for section in ["id=\"all\"", "id=\"fortran\"", "id=\"c\"", "id=\"ranks-256-511\""] {
+    for section in [
+        "id=\"all\"",
+        "id=\"fortran\"",
+        "id=\"c\"",
+        "id=\"ranks-256-511\"",
+    ] {
         assert!(tables.contains(section), "{section}");
     }
 
@@ -222,7 +230,12 @@ impl Server {
             .unwrap()
             .port();
         let child = Command::new(env!("CARGO_BIN_EXE_mpistat"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--config"])
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--config",
+            ])
             .arg(config)
             .stdin(Stdio::null())
             .spawn()
@@ -238,11 +251,14 @@ impl Server {
     /// Status and body of `GET path` with `headers`.
     fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        let mut request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+        let mut request =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
         for (name, value) in headers {
             request += &format!("{name}: {value}\r\n");
         }
-        stream.write_all(format!("{request}\r\n").as_bytes()).unwrap();
+        stream
+            .write_all(format!("{request}\r\n").as_bytes())
+            .unwrap();
         let mut response = String::new();
         stream.read_to_string(&mut response).unwrap();
         let status = response[9..12].parse().unwrap();
@@ -297,40 +313,74 @@ fn serve_with_proxy_header() {
     assert_eq!(status, 200);
     assert!(body.contains(&format!("jobs/{alice_job}.html")), "{body}");
     assert_eq!(
-        server.get(&format!("/jobs/{alice_job}.html"), &as_user("alice")).0,
+        server
+            .get(&format!("/jobs/{alice_job}.html"), &as_user("alice"))
+            .0,
         200
     );
     assert_eq!(
-        server.get(&format!("/users/bob.html{week}"), &as_user("alice")).0,
+        server
+            .get(&format!("/users/bob.html{week}"), &as_user("alice"))
+            .0,
         403
     );
     assert_eq!(
-        server.get(&format!("/jobs/{bob_job}.html"), &as_user("alice")).0,
+        server
+            .get(&format!("/jobs/{bob_job}.html"), &as_user("alice"))
+            .0,
         403
     );
-    for page in ["/", "/index.html", "/charts.html", "/tables.html", "/critical.html", "/users.html"] {
-        assert_eq!(server.get(&format!("{page}{week}"), &as_user("alice")).0, 403, "{page}");
+    for page in [
+        "/",
+        "/index.html",
+        "/charts.html",
+        "/tables.html",
+        "/critical.html",
+        "/users.html",
+    ] {
+        assert_eq!(
+            server.get(&format!("{page}{week}"), &as_user("alice")).0,
+            403,
+            "{page}"
+        );
     }
 
     // Admins (root, carol) see everything, for any interval.
     for admin in ["root", "carol"] {
-        for page in ["/", "/charts.html", "/tables.html", "/critical.html", "/users.html", "/users/bob.html"] {
+        for page in [
+            "/",
+            "/charts.html",
+            "/tables.html",
+            "/critical.html",
+            "/users.html",
+            "/users/bob.html",
+        ] {
             let (status, body) = server.get(&format!("{page}{week}"), &as_user(admin));
             assert_eq!(status, 200, "{admin} {page}: {body}");
             assert!(!body.contains("<script"), "{page}");
         }
         let (status, body) = server.get(&format!("/jobs/{bob_job}.html"), &as_user(admin));
         assert_eq!(status, 200);
-        assert!(body.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && !body.contains("<script"));
+        assert!(
+            body.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && !body.contains("<script")
+        );
     }
     let (status, overview) = server.get("/?period=2026-11-16..2026-11-17", &as_user("root"));
     assert_eq!(status, 200);
-    assert!(overview.contains("<th>analysed jobs</th><td class=\"n\">10</td>"), "{overview}");
+    assert!(
+        overview.contains("<th>analysed jobs</th><td class=\"n\">10</td>"),
+        "{overview}"
+    );
     let (status, overview) = server.get("/?period=2026-W46", &as_user("root"));
     assert_eq!(status, 200);
     assert!(overview.contains("<th>analysed jobs</th><td class=\"n\">0</td>"));
     assert_eq!(server.get("/?period=2026-W99", &as_user("root")).0, 400);
-    assert_eq!(server.get("/jobs/0000000000000000.html", &as_user("root")).0, 404);
+    assert_eq!(
+        server
+            .get("/jobs/0000000000000000.html", &as_user("root"))
+            .0,
+        404
+    );
     assert_eq!(server.get("/../etc/passwd", &as_user("root")).0, 404);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
@@ -349,7 +399,10 @@ fn serve_with_tokens_file() {
     .unwrap();
     let (config, records) = served_week(
         &dir,
-        &format!("auth = \"token\"\ntokens_file = {:?}\n", tokens.display().to_string()),
+        &format!(
+            "auth = \"token\"\ntokens_file = {:?}\n",
+            tokens.display().to_string()
+        ),
     );
     // A file we create is ours: root's only when we run as root.
     let am_root = std::fs::metadata(&tokens).unwrap().uid() == 0;
@@ -363,7 +416,10 @@ fn serve_with_tokens_file() {
             .unwrap();
         assert!(!output.status.success());
         let err = String::from_utf8_lossy(&output.stderr);
-        assert!(err.contains("must not be writable by group or others"), "{err}");
+        assert!(
+            err.contains("must not be writable by group or others"),
+            "{err}"
+        );
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o640)).unwrap();
     } else {
         eprintln!("SKIPPED (part): the tokens file must be owned by root");
@@ -373,22 +429,56 @@ fn serve_with_tokens_file() {
     let bearer = |t: &str| format!("Bearer {t}");
     let bob_job = records.iter().find(|r| r.user == "bob").unwrap().key();
     assert_eq!(server.get("/", &[]).0, 401);
-    assert_eq!(server.get("/", &[("Authorization", "Bearer wrong-token-000000")]).0, 401);
-    assert_eq!(server.get("/", &[("REMOTE_USER", "root")]).0, 401, "no header trust in token mode");
+    assert_eq!(
+        server
+            .get("/", &[("Authorization", "Bearer wrong-token-000000")])
+            .0,
+        401
+    );
+    assert_eq!(
+        server.get("/", &[("REMOTE_USER", "root")]).0,
+        401,
+        "no header trust in token mode"
+    );
     let alice = bearer(alice_token);
     let root = bearer(root_token);
     assert_eq!(
-        server.get("/users/alice.html?period=2026-W47", &[("Authorization", &alice)]).0,
+        server
+            .get(
+                "/users/alice.html?period=2026-W47",
+                &[("Authorization", &alice)]
+            )
+            .0,
         200
     );
     assert_eq!(
-        server.get(&format!("/jobs/{bob_job}.html"), &[("Authorization", &alice)]).0,
+        server
+            .get(
+                &format!("/jobs/{bob_job}.html"),
+                &[("Authorization", &alice)]
+            )
+            .0,
         403
     );
-    assert_eq!(server.get("/?period=2026-W47", &[("Authorization", &alice)]).0, 403);
-    assert_eq!(server.get("/?period=2026-W47", &[("Authorization", &root)]).0, 200);
     assert_eq!(
-        server.get(&format!("/jobs/{bob_job}.html"), &[("Authorization", &root)]).0,
+        server
+            .get("/?period=2026-W47", &[("Authorization", &alice)])
+            .0,
+        403
+    );
+    assert_eq!(
+        server
+            .get("/?period=2026-W47", &[("Authorization", &root)])
+            .0,
+        200
+    );
+    assert_eq!(
+        server
+            .get(
+                &format!("/jobs/{bob_job}.html"),
+                &[("Authorization", &root)]
+            )
+            .0,
         200
     );
     drop(server);

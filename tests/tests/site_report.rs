@@ -111,9 +111,7 @@ fn site_of_real_and_synthetic_jobs_renders_in_chromium() {
         name: "basic_use_mpi",
         flags: &["-DUSE_MPI"],
     };
-    Job::new(fortran.path(), 2)
-        .profiled(&site)
-        .assert_success();
+    Job::new(fortran.path(), 2).profiled(&site).assert_success();
     Job::new(program("imbalance.c"), 4)
         .arg("static")
         .arg("40")
@@ -164,7 +162,13 @@ fn site_of_real_and_synthetic_jobs_renders_in_chromium() {
     mpistat(&["ingest", log.to_str().unwrap()], &config);
     let out = dir.path().join("site");
     mpistat(
-        &["site-report", "--month", &month, "--out", out.to_str().unwrap()],
+        &[
+            "site-report",
+            "--month",
+            &month,
+            "--out",
+            out.to_str().unwrap(),
+        ],
         &config,
     );
 
@@ -174,7 +178,7 @@ fn site_of_real_and_synthetic_jobs_renders_in_chromium() {
     let hostile_page = out.join(format!("jobs/{}.html", hostile_job.key()));
     let pages: [(&Path, usize); 8] = [
         (&out.join("index.html"), 1),
-        (&out.join("charts.html"), 8),
+        (&out.join("charts.html"), 9),
         (&out.join("tables.html"), 0),
         (&out.join("critical.html"), 0),
         (&out.join("users.html"), 0),

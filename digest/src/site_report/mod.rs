@@ -12,13 +12,13 @@ pub mod svg;
 use crate::cli::SiteReportArgs;
 use crate::db::Database;
 use crate::mail::content::digests_over;
+use crate::mail::week::IsoWeek;
 use anyhow::Context;
 use mpistat_record::JobRecord;
 use mpistat_site::SiteConfig;
 use pages::{user_slug, Place};
 use period::Period;
 use std::collections::BTreeMap;
-use crate::mail::week::IsoWeek;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -63,10 +63,19 @@ pub fn write_site(
         root: "../",
         query: "",
     };
-    write(&out.join("index.html"), pages::overview(&summary, config, top))?;
+    write(
+        &out.join("index.html"),
+        pages::overview(&summary, config, top),
+    )?;
     write(&out.join("charts.html"), pages::charts(&summary, top))?;
-    write(&out.join("tables.html"), pages::tables(&summary, config, top))?;
-    write(&out.join("critical.html"), pages::critical(&summary, config, top))?;
+    write(
+        &out.join("tables.html"),
+        pages::tables(&summary, config, top),
+    )?;
+    write(
+        &out.join("critical.html"),
+        pages::critical(&summary, config, top),
+    )?;
     write(&out.join("users.html"), pages::users(&summary, top))?;
     let by_user = jobs_by_user(&jobs);
     let digests = digests_over(&jobs, &period.label, period.hours(), &config.digest);
@@ -137,9 +146,15 @@ mod tests {
     fn last_week_and_month() {
         // Monday 2026-11-23 09:00 UTC.
         let now = 1_795_424_400_000;
-        assert_eq!(period_of(Some("last"), None, now).unwrap().label, "2026-W47");
+        assert_eq!(
+            period_of(Some("last"), None, now).unwrap().label,
+            "2026-W47"
+        );
         assert_eq!(period_of(None, Some("last"), now).unwrap().label, "2026-10");
-        assert_eq!(period_of(None, Some("2026-11"), now).unwrap().label, "2026-11");
+        assert_eq!(
+            period_of(None, Some("2026-11"), now).unwrap().label,
+            "2026-11"
+        );
         assert!(period_of(None, None, now).is_err());
         assert!(period_of(Some("2026-13"), None, now).is_err());
     }

@@ -257,6 +257,26 @@ pub fn charts(s: &Summary, place: Place) -> String {
         &size_rows,
         false,
     ));
+    let job_cpu_rows: Vec<Bar> = s
+        .by_job_cpu
+        .iter()
+        .map(|(label, [fortran, c])| Bar {
+            label: label.to_string(),
+            values: vec![
+                percent(fortran.wall_ns as f64, analysed),
+                percent(c.wall_ns as f64, analysed),
+                percent(fortran.jobs as f64, jobs),
+                percent(c.jobs as f64, jobs),
+            ],
+            note: format!("{} jobs", fortran.jobs + c.jobs),
+        })
+        .collect();
+    b.push_str(&svg::hbars(
+        "Jobs by their CPU time: share of CPU time and of jobs, Fortran and C",
+        &series(&["Fortran CPU %", "C CPU %", "Fortran jobs %", "C jobs %"]),
+        &job_cpu_rows,
+        false,
+    ));
     let language_rows: Vec<Bar> = s
         .by_language
         .iter()
@@ -580,7 +600,10 @@ pub fn job(job: &JobRecord, place: Place) -> String {
             "user PMPI tool",
             if job.user_pmpi_tool { "yes" } else { "no" }.into(),
         ),
-        ("partial", job.partial.clone().unwrap_or_else(|| "no".into())),
+        (
+            "partial",
+            job.partial.clone().unwrap_or_else(|| "no".into()),
+        ),
         ("key", job.key()),
     ];
     for (name, value) in &facts {
@@ -610,7 +633,11 @@ pub fn job(job: &JobRecord, place: Place) -> String {
             let labels: Vec<String> = (0..i.series_ns.len())
                 .map(|k| format!("{}", k as u64 * i.series_factor.max(1)))
                 .collect();
-            let values: Vec<Vec<f64>> = i.series_ns.iter().map(|ns| vec![*ns as f64 / 1e6]).collect();
+            let values: Vec<Vec<f64>> = i
+                .series_ns
+                .iter()
+                .map(|ns| vec![*ns as f64 / 1e6])
+                .collect();
             b.push_str(&svg::columns(
                 &format!(
                     "Imbalance per superstep (max - mean over ranks, ms), {} supersteps per column",

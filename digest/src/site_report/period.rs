@@ -96,7 +96,7 @@ impl Period {
             return None;
         }
         Some(match self.kind {
-            Kind::Month { year, month } if month == 1 => Period::of_month(year - 1, 12),
+            Kind::Month { year, month: 1 } => Period::of_month(year - 1, 12),
             Kind::Month { year, month } => Period::of_month(year, month - 1),
             Kind::Week | Kind::Days => {
                 let len = self.to_ms - self.from_ms;
@@ -134,7 +134,9 @@ fn day(ms: u64) -> String {
 
 fn parse_day(text: &str) -> Result<i64, String> {
     let bad = || format!("{text:?} is not a day like 2026-11-01");
-    let mut parts = text.splitn(3, '-').map(|p| p.parse::<i64>().map_err(|_| bad()));
+    let mut parts = text
+        .splitn(3, '-')
+        .map(|p| p.parse::<i64>().map_err(|_| bad()));
     let (y, m, d) = (
         parts.next().ok_or_else(bad)??,
         parts.next().ok_or_else(bad)??,

@@ -58,6 +58,8 @@ pub struct Summary<'a> {
     /// (Fortran, C) totals.
     pub by_language: [(Binding, Totals); 2],
     pub by_size: Vec<(String, Totals)>,
+    /// Jobs by their CPU time (seed 003 Fig. 6-7): the class, and Fortran and C totals in it.
+    pub by_job_cpu: Vec<(&'static str, [Totals; 2])>,
     pub groups: Vec<GroupRow>,
     /// Message-size histogram over every routine of every job (entry b: 2^(b-1)..2^b-1 bytes).
     pub histogram: Vec<u64>,
@@ -111,6 +113,24 @@ pub fn add_histogram(sum: &mut Vec<u64>, hist: &[u64]) {
     for (total, n) in sum.iter_mut().zip(hist) {
         *total += n;
     }
+}
+
+/// Classes of a job's CPU time (rank-hours), from: test runs to production jobs.
+pub const JOB_CPU_CLASSES: [(f64, &str); 5] = [
+    (0.0, "< 1 CPU h"),
+    (1.0, "1-10 CPU h"),
+    (10.0, "10-100 CPU h"),
+    (100.0, "100-1000 CPU h"),
+    (1000.0, ">= 1000 CPU h"),
+];
+
+/// Index of a job's class in [`JOB_CPU_CLASSES`].
+fn job_cpu_class(job: &JobRecord) -> usize {
+    let hours = job.wall_ns.sum as f64 / 3.6e12;
+    JOB_CPU_CLASSES
+        .iter()
+        .rposition(|(from, _)| hours >= *from)
+        .unwrap_or(0)
 }
 
 /// Critical-path imbalance of a job in percent of its wall time, where it was estimated.
@@ -187,6 +207,7 @@ pub fn summarise<'a>(
     let mut by_size: BTreeMap<u32, (String, Totals)> = BTreeMap::new();
     let mut fortran = Totals::default();
     let mut c = Totals::default();
+    let mut by_job_cpu: Vec<[Totals; 2]> = vec![Default::default(); JOB_CPU_CLASSES.len()];
     let mut ranks_weighted = 0.0;
     let mut ranks_sum = 0u64;
     let mut histogram: Vec<u64> = Vec::new();
@@ -197,11 +218,22 @@ pub fn summarise<'a>(
         total.add(job);
         by_user.entry(job.user.as_str()).or_default().push(job);
         let (low, label) = size_class(job.ranks);
-        by_size.entry(low).or_insert((label, Totals::default())).1.add(job);
-        match job.binding {
-            Binding::Fortran => fortran.add(job),
-            Binding::C => c.add(job),
-        }
+        by_size
+            .entry(low)
+            .or_insert((label, Totals::default()))
+            .1
+            .add(job);
+        let language = match job.binding {
+            Binding::Fortran => {
+                fortran.add(job);
+                0
+            }
+            Binding::C => {
+                c.add(job);
+                1
+            }
+        };
+        by_job_cpu[job_cpu_class(job)][language].add(job);
         ranks_sum += u64::from(job.ranks);
         ranks_weighted += f64::from(job.ranks) * job.wall_ns.sum as f64;
         let mut groups = BTreeSet::new();
@@ -302,6 +334,11 @@ pub fn summarise<'a>(
         users,
         by_language: [(Binding::Fortran, fortran), (Binding::C, c)],
         by_size: by_size.into_values().collect(),
+        by_job_cpu: JOB_CPU_CLASSES
+            .iter()
+            .map(|(_, label)| *label)
+            .zip(by_job_cpu)
+            .collect(),
         groups,
         histogram,
         critical,

@@ -92,7 +92,11 @@ pub fn hbars(title: &str, series: &[Series], rows: &[Bar], stacked: bool) -> Str
         0.0
     };
     if rows.is_empty() {
-        let _ = write!(out, "<text x=\"{LABEL_W}\" y=\"{}\">no data</text>", TOP + 12.0);
+        let _ = write!(
+            out,
+            "<text x=\"{LABEL_W}\" y=\"{}\">no data</text>",
+            TOP + 12.0
+        );
     }
     for (i, row) in rows.iter().enumerate() {
         let y = TOP + per_row * i as f64;
@@ -148,11 +152,7 @@ pub fn columns(title: &str, series: &[Series], labels: &[String], values: &[Vec<
     for (i, label) in labels.iter().enumerate() {
         let x0 = left + slot * i as f64 + slot * 0.1;
         for (k, s) in series.iter().enumerate() {
-            let v = values
-                .get(i)
-                .and_then(|v| v.get(k))
-                .copied()
-                .unwrap_or(0.0);
+            let v = values.get(i).and_then(|v| v.get(k)).copied().unwrap_or(0.0);
             let h = if max > 0.0 {
                 v.max(0.0) / max * (bottom - top)
             } else {
@@ -170,7 +170,9 @@ pub fn columns(title: &str, series: &[Series], labels: &[String], values: &[Vec<
             );
         }
         // Thin out labels so that they do not overlap.
-        let every = (labels.len() as f64 * 7.0 * 6.0 / (WIDTH - left)).ceil().max(1.0) as usize;
+        let every = (labels.len() as f64 * 7.0 * 6.0 / (WIDTH - left))
+            .ceil()
+            .max(1.0) as usize;
         if i % every == 0 {
             let _ = write!(
                 out,

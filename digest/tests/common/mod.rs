@@ -187,10 +187,14 @@ pub fn varied_jobs(
         if n % 3 == 0 {
             record.binding = mpistat_record::Binding::Fortran;
         }
-        record.env.insert("OMP_NUM_THREADS".into(), format!("{}", 1 + n % 4));
+        record
+            .env
+            .insert("OMP_NUM_THREADS".into(), format!("{}", 1 + n % 4));
         for r in &mut record.routines {
             if r.class == "p2p" {
-                r.hist = (0..14).map(|b| r.calls.sum * (1 + (b + n) % 5) / 20).collect();
+                r.hist = (0..14)
+                    .map(|b| r.calls.sum * (1 + (b + n) % 5) / 20)
+                    .collect();
             }
         }
         let per_rank_wall = record.wall_ns.max;
@@ -207,7 +211,11 @@ pub fn varied_jobs(
                 series_factor: 25,
                 ..Default::default()
             });
-            if let Some(allreduce) = record.routines.iter_mut().find(|r| r.name == "MPI_Allreduce") {
+            if let Some(allreduce) = record
+                .routines
+                .iter_mut()
+                .find(|r| r.name == "MPI_Allreduce")
+            {
                 allreduce.sync_ns = Some(allreduce.time_ns.sum / 2);
             }
         }
