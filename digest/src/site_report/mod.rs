@@ -84,12 +84,26 @@ pub fn write_site(
         let html = pages::user(digest, &by_user[digest.user.as_str()], &period.label, below);
         write(&path, html)?;
     }
-    for job in &jobs {
-        write(
-            &out.join(format!("jobs/{}.html", job.key())),
-            pages::job(job, below),
-        )?;
-    }
+    // Job pages are most of the work (a report and charts each): on all cores.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = jobs
+            .chunks(jobs.len().div_ceil(threads).max(1))
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk.iter().try_for_each(|job| {
+                        write(
+                            &out.join(format!("jobs/{}.html", job.key())),
+                            pages::job(job, below),
+                        )
+                    })
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().map_err(|_| anyhow::anyhow!("a job page panicked"))?)
+    })?;
     Ok(Written {
         pages: 5 + digests.len() + jobs.len(),
         jobs: jobs.len(),
