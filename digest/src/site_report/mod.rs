@@ -100,9 +100,10 @@ pub fn write_site(
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .try_for_each(|w| w.join().map_err(|_| anyhow::anyhow!("a job page panicked"))?)
+        workers.into_iter().try_for_each(|w| {
+            w.join()
+                .map_err(|_| anyhow::anyhow!("a job page panicked"))?
+        })
     })?;
     Ok(Written {
         pages: 5 + digests.len() + jobs.len(),
