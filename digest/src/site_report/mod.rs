@@ -117,7 +117,7 @@ pub fn period_of(week: Option<&str>, month: Option<&str>, now_ms: u64) -> anyhow
     let this_month = || Period::month(&mpistat_record::units::utc(now_ms)[..7]);
     Ok(match (week, month) {
         (Some("last"), None) => Period::week(IsoWeek::last_complete(now_ms)),
-        (Some(week), None) => Period::parse(week).map_err(anyhow::Error::msg)?,
+        (Some(week), None) => Period::week(IsoWeek::parse(week).map_err(anyhow::Error::msg)?),
         (None, Some("last")) => this_month()
             .map_err(anyhow::Error::msg)?
             .previous()
@@ -171,6 +171,9 @@ mod tests {
             "2026-11"
         );
         assert!(period_of(None, None, now).is_err());
-        assert!(period_of(Some("2026-13"), None, now).is_err());
+        assert!(
+            period_of(Some("2026-11"), None, now).is_err(),
+            "a month is not a week"
+        );
     }
 }
