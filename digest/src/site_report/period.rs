@@ -90,7 +90,7 @@ impl Period {
         (self.to_ms - self.from_ms) as f64 / 3.6e6
     }
 
-    /// The interval just before this one, of the same kind.
+    /// The interval just before this one, of the same kind and length (`None` before 1970).
     pub fn previous(&self) -> Option<Period> {
         if self.from_ms == 0 {
             return None;
@@ -100,7 +100,8 @@ impl Period {
             Kind::Month { year, month } => Period::of_month(year, month - 1),
             Kind::Week | Kind::Days => {
                 let len = self.to_ms - self.from_ms;
-                let from_ms = self.from_ms.saturating_sub(len);
+                // None rather than a shorter interval at the start of time.
+                let from_ms = self.from_ms.checked_sub(len)?;
                 Period {
                     label: if self.kind == Kind::Week {
                         IsoWeek::containing_ms(from_ms).to_string()
