@@ -18,8 +18,8 @@ printf '[database]\npath = "%s"\n' "$work/mpistat.db" > "$work/site.toml"
 target/release/mpistat ingest --config "$work/site.toml" "$work/records.log"
 echo "input: $records jobs of $users users, database $(du -h "$work/mpistat.db" | cut -f1)"
 sync
-/usr/bin/time -f '%e %M' -o "$work/time" \
+/usr/bin/time -f '%e %U %S %M' -o "$work/time" \
     target/release/mpistat site-report --config "$work/site.toml" --month 2026-11 --out "$work/site"
-read -r seconds max_kib < "$work/time"
+read -r seconds user_s sys_s max_kib < "$work/time"
 pages=$(find "$work/site" -name '*.html' | wc -l)
-echo "site-report --month: ${seconds} s for ${pages} pages ($(du -sh "$work/site" | cut -f1)), peak RSS $((max_kib / 1024)) MiB"
+echo "site-report --month: ${seconds} s wall (${user_s} s user, ${sys_s} s system; $(nproc) cores) for ${pages} pages ($(du -sh "$work/site" | cut -f1)), peak RSS $((max_kib / 1024)) MiB"

@@ -200,7 +200,28 @@ pub fn overview(s: &Summary, config: &SiteConfig, place: Place) -> String {
             ),
         );
     }
-    b.push_str("</table>\n<h2>Trend</h2>\n<table>\n<tr><th>interval</th><th>jobs</th><th>users</th><th>CPU time</th><th>MPI %</th></tr>\n");
+    b.push_str("</table>\n<h2>Trend</h2>\n");
+    if let Some(((_, now), before)) = s.trend.split_last().filter(|(_, b)| !b.is_empty()) {
+        let n = before.len() as f64;
+        let cpu_before = before.iter().map(|(_, t)| t.wall_ns as f64).sum::<f64>() / n;
+        let mpi_before = before
+            .iter()
+            .map(|(_, t)| percent(t.mpi_ns as f64, t.wall_ns as f64))
+            .sum::<f64>()
+            / n;
+        let _ = writeln!(
+            b,
+            "<p>Against the mean of the {} intervals before: CPU time {}, MPI share {:+.1} points.</p>",
+            before.len(),
+            if cpu_before > 0.0 {
+                format!("{:+.1} %", percent(now.wall_ns as f64 - cpu_before, cpu_before))
+            } else {
+                "new".to_string()
+            },
+            percent(now.mpi_ns as f64, now.wall_ns as f64) - mpi_before
+        );
+    }
+    b.push_str("<table>\n<tr><th>interval</th><th>jobs</th><th>users</th><th>CPU time</th><th>MPI %</th></tr>\n");
     for (label, t) in &s.trend {
         let _ = writeln!(
             b,
