@@ -1,5 +1,7 @@
-//! Job records and syslog files for the digest's tests and the ingest benchmark: deterministic,
-//! varied enough to exercise the mail (several users, routines of every class, imbalance).
+//! Job records and syslog files for the digest's tests, the site-report end-to-end test (which
+//! includes this file) and the benchmarks (`examples/gen_records.rs`): deterministic, varied
+//! enough to exercise the mail and the admin pages (several users, routines of every class,
+//! imbalance, counters, Fortran and C).
 #![allow(dead_code)] // each test binary uses a part
 
 use mpistat_record::{encode, JobRecord, RoutineStats, Stat};
