@@ -360,7 +360,7 @@ fn many_openers_of_one_new_database_all_succeed() {
                 .map(|_| {
                     s.spawn(|| {
                         start.wait();
-                        let mut db = Database::open(&path)?;
+                        let db = Database::open(&path)?;
                         db.job_count()
                     })
                 })
