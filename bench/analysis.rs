@@ -1,88 +1,159 @@
-//! Benchmark of the trace analysis (not a test): generates a halo-exchange trace of RANKS ranks
-//! with at least EVENTS events (defaults 64 and 10 000 000; override with arguments), then prints
-//! bytes per event of the trace format and events per second of decoding and of the analysis.
+//! Benchmark of the trace analysis (not a test): generates halo-exchange traces of RANKS ranks,
+//! writes them as trace files, and times the whole pipeline (read the files, timeline, matching,
+//! forward replay, backward replay, critical path, metrics) per pass, in wall and CPU time.
+//! Prints bytes per event of the format, events per second, and a scaling series (the trace at a
+//! quarter, half, one and two times EVENTS: time per event should stay flat).
 //!
-//! `cargo run --release -p mpistat-analysis --bin mpistat-analysis-bench -- [RANKS] [EVENTS]`
+//! `cargo run --release -p mpistat-analysis --bin mpistat-analysis-bench -- [RANKS] [EVENTS] [REPS]`
+//! (defaults 64 ranks, 10 000 000 events, 5 repetitions; the best and the median are shown).
 
+use mpistat_analysis::analysis::{run_passes_observed, summarise};
 use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
-use mpistat_analysis::tracefile::{decode_rank, encode_rank};
+use mpistat_analysis::model::Trace;
+use mpistat_analysis::tracefile::{read_dir, write_dir};
+use std::path::Path;
 use std::time::Instant;
 
 fn main() {
     let mut args = std::env::args()
         .skip(1)
-        .map(|a| a.parse::<u64>().expect("numbers: RANKS EVENTS"));
+        .map(|a| a.parse::<u64>().expect("numbers: RANKS EVENTS REPS"));
     let ranks = args.next().unwrap_or(64) as u32;
     let target = args.next().unwrap_or(10_000_000) as usize;
+    let reps = args.next().unwrap_or(5).max(1) as usize;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let dir = std::env::temp_dir().join(format!("mpistat-analysis-bench.{}", std::process::id()));
 
-    let started = Instant::now();
-    let trace = generate(ranks, target);
-    let events = trace.event_count();
-    println!(
-        "generated {events} events on {ranks} ranks in {:.2} s",
-        started.elapsed().as_secs_f64()
-    );
-
-    let started = Instant::now();
-    let files: Vec<Vec<u8>> = trace
-        .ranks
-        .iter()
-        .enumerate()
-        .map(|(rank, events)| encode_rank(rank as u32, events).expect("encode"))
-        .collect();
-    let encode = started.elapsed().as_secs_f64();
-    let bytes: usize = files.iter().map(Vec::len).sum();
-    println!(
-        "trace files: {bytes} bytes, {:.2} bytes/event, encoded at {:.1} M events/s",
-        bytes as f64 / events as f64,
-        events as f64 / encode / 1e6
-    );
-
-    let started = Instant::now();
-    for file in &files {
-        decode_rank(file, "bench").expect("decode");
+    println!("analysis bench: {ranks} ranks, {threads} threads, best and median of {reps} runs");
+    let mut series = Vec::new();
+    for (scale, size) in [(1, 4), (1, 2), (1, 1), (2, 1)] {
+        let events = measure(ranks, target * scale / size, reps, &dir, scale == 1 && size == 1);
+        series.push(events);
     }
-    let decode = started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("\nscaling (whole pipeline, best run):");
     println!(
-        "decoded at {:.1} M events/s (one thread)",
-        events as f64 / decode / 1e6
+        "{:>12} {:>10} {:>10} {:>12} {:>12} {:>12}",
+        "events", "wall s", "CPU s", "ns/event", "CPU ns/ev", "M events/s"
     );
-
-    let started = Instant::now();
-    let cpu_before = cpu_seconds();
-    let analysis = mpistat_analysis::analyze(&trace).expect("analysis");
-    let analyze = started.elapsed().as_secs_f64();
-    let cpu = cpu_seconds() - cpu_before;
-    println!(
-        "analysed in {analyze:.2} s: {:.1} M events/s on {} threads; waiting {:.3} s, critical path {} segments",
-        events as f64 / analyze / 1e6,
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
-        analysis.total_waiting / 1e9,
-        analysis.critical_path.len()
-    );
-    println!(
-        "analysis CPU time {cpu:.2} s (all threads): {:.1} M events per CPU second",
-        events as f64 / cpu / 1e6
-    );
+    for (events, wall, cpu) in &series {
+        let per = |t: f64| t * 1e9 / *events as f64;
+        println!(
+            "{events:>12} {wall:>10.3} {cpu:>10.3} {:>12.1} {:>12.1} {:>12.2}",
+            per(*wall),
+            per(*cpu),
+            *events as f64 / wall / 1e6
+        );
+    }
 }
 
-/// User plus system CPU time of this process so far (Linux `/proc/self/stat`, 100 ticks/s).
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after_name = stat.rsplit(')').next().unwrap_or("");
-    // utime and stime are fields 14 and 15 of the line: 12th and 13th after the name.
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let field = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
+/// Generates and writes a trace of about `target` events, analyses it `reps` times; with
+/// `detail`, prints every pass. Returns the events and the best run's wall and CPU seconds.
+fn measure(ranks: u32, target: usize, reps: usize, dir: &Path, detail: bool) -> (usize, f64, f64) {
+    let trace = generate(ranks, target);
+    let events = trace.event_count();
+    let _ = std::fs::remove_dir_all(dir);
+    write_dir(dir, &trace).expect("write the trace");
+    drop(trace);
+    let bytes: u64 = std::fs::read_dir(dir)
+        .expect("trace dir")
+        .map(|e| e.expect("entry").metadata().expect("metadata").len())
+        .sum();
+    println!(
+        "\n{events} events: trace files {bytes} bytes, {:.2} bytes/event",
+        bytes as f64 / events as f64
+    );
+
+    // Per run: (pass, wall s, CPU s) in pipeline order.
+    let mut runs: Vec<Vec<(&'static str, f64, f64)>> = Vec::new();
+    for _ in 0..reps {
+        let mut laps = Laps::start();
+        let (trace, problems) = read_dir(dir).expect("read the trace");
+        assert!(problems.is_empty(), "{problems:?}");
+        laps.lap("read files");
+        let passes = run_passes_observed(&trace, &mut |pass| laps.lap(pass)).expect("analysis");
+        let analysis = summarise(&trace, &passes);
+        laps.lap("metrics");
+        assert!(analysis.total_waiting > 0.0 && !analysis.critical_path.is_empty());
+        drop((passes, analysis, trace));
+        laps.lap("free");
+        runs.push(laps.laps);
+    }
+    let total = |run: &[(&str, f64, f64)]| {
+        run.iter()
+            .fold((0.0, 0.0), |(w, c), &(_, lw, lc)| (w + lw, c + lc))
     };
-    (field(11) + field(12)) / 100.0
+    runs.sort_by(|a, b| total(a).0.total_cmp(&total(b).0));
+    let (best_wall, best_cpu) = total(&runs[0]);
+    let (median_wall, median_cpu) = total(&runs[runs.len() / 2]);
+    if detail {
+        println!(
+            "{:<16} {:>9} {:>9} {:>9} {:>9}   (best run by wall time; median over runs)",
+            "pass", "wall ms", "CPU ms", "med wall", "med CPU"
+        );
+        for (index, &(pass, wall, cpu)) in runs[0].iter().enumerate() {
+            let mut walls: Vec<f64> = runs.iter().map(|r| r[index].1).collect();
+            let mut cpus: Vec<f64> = runs.iter().map(|r| r[index].2).collect();
+            walls.sort_by(f64::total_cmp);
+            cpus.sort_by(f64::total_cmp);
+            println!(
+                "{pass:<16} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+                wall * 1e3,
+                cpu * 1e3,
+                walls[walls.len() / 2] * 1e3,
+                cpus[cpus.len() / 2] * 1e3
+            );
+        }
+    }
+    println!(
+        "pipeline: best {best_wall:.3} s wall ({:.2} M events/s), {best_cpu:.3} s CPU ({:.2} M events per CPU second); median {median_wall:.3} s wall, {median_cpu:.3} s CPU",
+        events as f64 / best_wall / 1e6,
+        events as f64 / best_cpu / 1e6,
+    );
+    (events, best_wall, best_cpu)
+}
+
+/// Wall and CPU time between successive laps.
+struct Laps {
+    wall: Instant,
+    cpu: f64,
+    laps: Vec<(&'static str, f64, f64)>,
+}
+
+impl Laps {
+    fn start() -> Self {
+        Laps {
+            wall: Instant::now(),
+            cpu: cpu_seconds(),
+            laps: Vec::new(),
+        }
+    }
+
+    fn lap(&mut self, pass: &'static str) {
+        let (wall, cpu) = (Instant::now(), cpu_seconds());
+        self.laps.push((
+            pass,
+            (wall - self.wall).as_secs_f64(),
+            cpu - self.cpu,
+        ));
+        (self.wall, self.cpu) = (wall, cpu);
+    }
+}
+
+/// User plus system CPU time of this process so far, all threads (finished ones too).
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 /// A 1-D halo exchange with uneven, varying work and an allreduce every 10 iterations.
-fn generate(ranks: u32, target: usize) -> mpistat_analysis::model::Trace {
+fn generate(ranks: u32, target: usize) -> Trace {
     let mut b = ExecutionBuilder::new(ranks);
     let work = b.region("work", "");
     let (send, recv) = (

@@ -138,6 +138,14 @@ pub struct Passes {
 
 /// Runs all passes over `trace`.
 pub fn run_passes(trace: &Trace) -> Result<Passes, AnalysisError> {
+    run_passes_observed(trace, &mut |_| {})
+}
+
+/// [`run_passes`], calling `finished(pass)` as each pass ends (benchmarks time the passes).
+pub fn run_passes_observed(
+    trace: &Trace,
+    finished: &mut dyn FnMut(&'static str),
+) -> Result<Passes, AnalysisError> {
     if trace.ranks.is_empty() {
         return Err(AnalysisError::Empty);
     }
@@ -162,11 +170,16 @@ pub fn run_passes(trace: &Trace) -> Result<Passes, AnalysisError> {
             op.callpath = remap[op.callpath as usize];
         }
     });
+    finished("timeline");
     let matching = matching::match_all(&timelines, defs);
+    finished("matching");
     let forward = forward::replay(&timelines, &matching, defs);
+    finished("forward replay");
     let delays = backward::replay(&timelines, &matching, &forward)
         .map_err(|stuck| AnalysisError::ReplayStalled { stuck })?;
+    finished("backward replay");
     let critical_path = critical_path(&timelines, &forward);
+    finished("critical path");
     Ok(Passes {
         timelines,
         tree,
