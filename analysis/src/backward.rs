@@ -2,11 +2,16 @@
 //! states", ACM TOPC 2016) and the classification of waiting time.
 //!
 //! Each rank walks its operations from the last to the first. At a wait state, the waiting rank
-//! sends its processing-time profile of the synchronisation interval and the wait's short-term
+//! hands on its processing-time profile of the synchronisation interval and the wait's short-term
 //! (its own waiting time) and long-term (waiting time it caused later) costs to the rank that
 //! caused it. That rank compares profiles: the call paths where it spent more time, and its own
 //! wait states inside the interval (which propagated), share the costs in proportion. Its wait
 //! states' long-term costs grow, and travel further back when their turn comes.
+//!
+//! In shared memory the waiter's profile depends only on its (read-only) timeline, so the cause
+//! computes it itself; only the long-term cost, final once the waiter reaches the wait state, is
+//! handed on, through a per-wait slot and the instance's gate ([`crate::replay::Gates`]). An MPI
+//! version would send the profile with the costs instead.
 //!
 //! Who gets the costs: the sender for a Late Sender, the receiver for a Late Receiver, the last
 //! rank to enter for N×N collectives and barriers, the root for 1×N, the last non-root for N×1.
@@ -16,8 +21,9 @@ use crate::forward::{Forward, WaitState};
 use crate::hash::FastMap;
 use crate::matching::Matching;
 use crate::model::{Rank, Ticks};
-use crate::replay::{self, PostOffice, Progress, RankProgram};
+use crate::replay::{self, Gates, Progress, RankProgram};
 use crate::timeline::RankTimeline;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Delay costs of one call path on one rank.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -48,39 +54,37 @@ pub struct Delays {
 /// Processing time per call path, sorted by call path.
 type Profile = Vec<(CallpathId, f64)>;
 
-/// What a synchronisation interval holds on one rank.
-struct Interval {
-    profile: Profile,
-    /// Wait states inside it: (index into the rank's waits, waiting time inside the interval).
-    waits: Vec<(usize, f64)>,
-}
+/// Per rank and wait state, its long-term cost (`f64` bits). Only the waiting rank adds to it;
+/// the cause reads it once the wait's gate is open.
+type LongTerm = Vec<Vec<AtomicU64>>;
 
-/// What a waiting rank sends to the rank that caused its wait.
-pub struct CostMessage {
-    profile: Profile,
-    short_term: f64,
-    long_term: f64,
-    window_start: Ticks,
-    waiter: (Rank, u32),
+/// Reused buffers of the profile comparison.
+#[derive(Default)]
+struct Scratch {
+    waiter: Profile,
+    local: Profile,
+    /// Own wait states inside the interval: (index into the rank's waits, waiting time inside).
+    waits: Vec<(usize, f64)>,
+    excess: Vec<(CallpathId, f64)>,
 }
 
 /// Per rank state of the backward replay.
 struct DelayProgram<'a> {
     rank: Rank,
-    timeline: &'a RankTimeline,
-    waits: &'a [WaitState],
+    timelines: &'a [RankTimeline],
     matching: &'a Matching,
     forward: &'a Forward,
+    long_term: &'a LongTerm,
     /// Operations still to visit: `0..cursor`.
     cursor: usize,
     /// Wait states still to visit: `0..wait_cursor`.
     wait_cursor: usize,
     /// Points of operation `cursor - 1` already handled as the cause.
     point_cursor: Option<u32>,
-    long_term: Vec<f64>,
     costs: FastMap<CallpathId, DelayCost>,
     /// (waiter rank, index into its waits, direct, indirect) for wait states this rank caused.
     splits: Vec<(Rank, u32, f64, f64)>,
+    scratch: Scratch,
 }
 
 /// Runs the delay analysis over all ranks.
@@ -89,30 +93,42 @@ pub fn replay(
     matching: &Matching,
     forward: &Forward,
 ) -> Result<Delays, Vec<Rank>> {
+    let long_term: LongTerm = forward
+        .waits
+        .iter()
+        .map(|w| w.iter().map(|_| AtomicU64::new(0)).collect())
+        .collect();
     let mut programs: Vec<DelayProgram> = timelines
         .iter()
         .enumerate()
         .map(|(rank, timeline)| DelayProgram {
             rank: rank as Rank,
-            timeline,
-            waits: &forward.waits[rank],
+            timelines,
             matching,
             forward,
+            long_term: &long_term,
             cursor: timeline.ops.len(),
             wait_cursor: forward.waits[rank].len(),
             point_cursor: None,
-            long_term: vec![0.0; forward.waits[rank].len()],
             costs: FastMap::default(),
             splits: Vec::new(),
+            scratch: Scratch::default(),
         })
         .collect();
     replay::run(&mut programs, &forward.waiters)?;
     let mut delays = Delays {
         costs: Vec::with_capacity(programs.len()),
-        splits: forward
-            .waits
+        splits: long_term
             .iter()
-            .map(|w| vec![WaitSplit::default(); w.len()])
+            .map(|waits| {
+                waits
+                    .iter()
+                    .map(|cost| WaitSplit {
+                        long_term_cost: f64::from_bits(cost.load(Ordering::Relaxed)),
+                        ..WaitSplit::default()
+                    })
+                    .collect()
+            })
             .collect(),
     };
     for program in programs {
@@ -121,50 +137,37 @@ pub fn replay(
             split.direct += direct;
             split.indirect += indirect;
         }
-        for (index, long_term) in program.long_term.iter().enumerate() {
-            delays.splits[program.rank as usize][index].long_term_cost = *long_term;
-        }
         delays.costs.push(program.costs);
     }
     Ok(delays)
 }
 
 impl RankProgram for DelayProgram<'_> {
-    type Message = CostMessage;
-
-    fn resume(&mut self, post: &PostOffice<'_, CostMessage>) -> Progress {
+    fn resume(&mut self, gates: &Gates<'_>) -> Progress {
+        let rank = self.rank as usize;
         while self.cursor > 0 {
             let op_index = self.cursor - 1;
-            let op = &self.timeline.ops[op_index];
+            let op = &self.timelines[rank].ops[op_index];
             let mut point = self.point_cursor.unwrap_or(op.points.start);
             while point < op.points.end {
-                let instance = self.matching.point_instance[self.rank as usize][point as usize];
+                let instance = self.matching.point_instance[rank][point as usize];
                 if self.forward.causes.get(instance as usize) == Some(&self.rank) {
-                    let Some(messages) = post.take(instance, self.rank) else {
+                    if !gates.open(instance, self.rank) {
                         self.point_cursor = Some(point);
                         return Progress::Blocked(instance);
-                    };
-                    for message in messages {
-                        self.account(op_index, message);
+                    }
+                    for &(waiter, wait) in self.forward.waiters_of(instance) {
+                        self.account(op_index, waiter, wait as usize);
                     }
                 }
                 point += 1;
             }
             self.point_cursor = None;
-            if self.wait_cursor > 0 && self.waits[self.wait_cursor - 1].op as usize == op_index {
+            let waits = &self.forward.waits[rank];
+            if self.wait_cursor > 0 && waits[self.wait_cursor - 1].op as usize == op_index {
                 self.wait_cursor -= 1;
-                let wait = self.waits[self.wait_cursor];
-                let profile = self.interval(wait.window_start, op_index).profile;
-                post.deliver(
-                    wait.instance,
-                    CostMessage {
-                        profile,
-                        short_term: wait.wait as f64,
-                        long_term: self.long_term[self.wait_cursor],
-                        window_start: wait.window_start,
-                        waiter: (self.rank, self.wait_cursor as u32),
-                    },
-                );
+                // Its long-term cost is final: every later wait it could have caused is done.
+                gates.arrive(waits[self.wait_cursor].instance);
             }
             self.cursor -= 1;
         }
@@ -172,85 +175,117 @@ impl RankProgram for DelayProgram<'_> {
     }
 }
 
-impl DelayProgram<'_> {
-    /// The synchronisation interval `[from, enter of op)`.
-    fn interval(&self, from: Ticks, op_index: usize) -> Interval {
-        let op = &self.timeline.ops[op_index];
-        let mut profile: Profile = Vec::new();
-        self.timeline.for_each_piece_in(
-            from,
-            op.enter,
-            op.first_piece as usize,
-            |callpath, time| add_time(&mut profile, callpath, time as f64),
-        );
-        let mut waits = Vec::new();
-        let first_wait = self.waits.partition_point(|w| (w.op as usize) < op_index);
-        for index in (0..first_wait).rev() {
-            let wait = self.waits[index];
-            let waited = &self.timeline.ops[wait.op as usize];
-            let clipped = (waited.enter + wait.wait)
-                .min(op.enter)
-                .saturating_sub(waited.enter.max(from));
-            if waited.exit <= from {
-                break;
-            }
-            if clipped > 0 {
-                add_time(&mut profile, waited.callpath, -(clipped as f64));
-                waits.push((index, clipped as f64));
+/// The profile of the synchronisation interval `[from, enter of op)` on one rank: processing
+/// time per call path (waiting time taken out), positive entries only, sorted by call path; with
+/// `inside`, the wait states in the interval and their waiting time in it. `waits[..first_wait]`
+/// are the rank's wait states before the operation.
+fn interval(
+    timeline: &RankTimeline,
+    (waits, first_wait): (&[WaitState], usize),
+    from: Ticks,
+    op_index: usize,
+    profile: &mut Profile,
+    mut inside: Option<&mut Vec<(usize, f64)>>,
+) {
+    let op = &timeline.ops[op_index];
+    profile.clear();
+    timeline.for_each_piece_in(from, op.enter, op.first_piece as usize, |callpath, time| {
+        add_time(profile, callpath, time as f64)
+    });
+    if let Some(inside) = inside.as_deref_mut() {
+        inside.clear();
+    }
+    for index in (0..first_wait).rev() {
+        let wait = waits[index];
+        let waited = &timeline.ops[wait.op as usize];
+        let clipped = (waited.enter + wait.wait)
+            .min(op.enter)
+            .saturating_sub(waited.enter.max(from));
+        if waited.exit <= from {
+            break;
+        }
+        if clipped > 0 {
+            add_time(profile, waited.callpath, -(clipped as f64));
+            if let Some(inside) = inside.as_deref_mut() {
+                inside.push((index, clipped as f64));
             }
         }
-        let mut profile: Profile = profile.into_iter().filter(|&(_, t)| t > 0.0).collect();
-        profile.sort_unstable_by_key(|&(callpath, _)| callpath);
-        Interval { profile, waits }
     }
+    profile.retain(|&(_, t)| t > 0.0);
+    profile.sort_unstable_by_key(|&(callpath, _)| callpath);
+}
 
-    /// Lines 16-29 of Algorithm 1: share one waiter's costs among this rank's delays and
-    /// propagating wait states in the synchronisation interval.
-    fn account(&mut self, op_index: usize, message: CostMessage) {
-        let Interval {
-            profile: local,
-            waits,
-        } = self.interval(message.window_start, op_index);
-        let excess: Vec<(CallpathId, f64)> = local
-            .into_iter()
-            .map(|(callpath, time)| {
-                (
-                    callpath,
-                    (time - time_of(&message.profile, callpath)).max(0.0),
-                )
-            })
-            .filter(|&(_, delta)| delta > 0.0)
-            .collect();
-        let excess_sum: f64 = excess.iter().map(|&(_, d)| d).sum();
-        let waiting_sum: f64 = waits.iter().map(|&(_, w)| w).sum();
-        let (waiter_rank, waiter_wait) = message.waiter;
+impl DelayProgram<'_> {
+    /// Lines 16-29 of Algorithm 1: share the costs of wait `wait` of rank `waiter` among this
+    /// rank's delays and propagating wait states in the synchronisation interval.
+    fn account(&mut self, op_index: usize, waiter: Rank, wait: usize) {
+        let rank = self.rank as usize;
+        let waiter_waits = &self.forward.waits[waiter as usize];
+        let state = waiter_waits[wait];
+        let short_term = state.wait as f64;
+        let long_term = f64::from_bits(self.long_term[waiter as usize][wait].load(Ordering::Relaxed));
+        let scratch = &mut self.scratch;
+        interval(
+            &self.timelines[waiter as usize],
+            (waiter_waits, wait),
+            state.window_start,
+            state.op as usize,
+            &mut scratch.waiter,
+            None,
+        );
+        // The wait states not visited yet are before this operation, or in it.
+        let own_waits = &self.forward.waits[rank];
+        let mut first_wait = self.wait_cursor;
+        if first_wait > 0 && own_waits[first_wait - 1].op as usize == op_index {
+            first_wait -= 1;
+        }
+        interval(
+            &self.timelines[rank],
+            (own_waits, first_wait),
+            state.window_start,
+            op_index,
+            &mut scratch.local,
+            Some(&mut scratch.waits),
+        );
+        scratch.excess.clear();
+        scratch.excess.extend(
+            scratch
+                .local
+                .iter()
+                .map(|&(callpath, time)| {
+                    (callpath, (time - time_of(&scratch.waiter, callpath)).max(0.0))
+                })
+                .filter(|&(_, delta)| delta > 0.0),
+        );
+        let excess_sum: f64 = scratch.excess.iter().map(|&(_, d)| d).sum();
+        let waiting_sum: f64 = scratch.waits.iter().map(|&(_, w)| w).sum();
         if excess_sum + waiting_sum <= 0.0 {
             // Nothing in the interval explains the wait (the delay lies before it): the
             // operation that arrived late carries the costs.
-            let cost = self
-                .costs
-                .entry(self.timeline.ops[op_index].callpath)
-                .or_default();
-            cost.short_term += message.short_term;
-            cost.long_term += message.long_term;
-            self.splits
-                .push((waiter_rank, waiter_wait, message.short_term, 0.0));
+            let callpath = self.timelines[rank].ops[op_index].callpath;
+            let cost = self.costs.entry(callpath).or_default();
+            cost.short_term += short_term;
+            cost.long_term += long_term;
+            self.splits.push((waiter, wait as u32, short_term, 0.0));
             return;
         }
         let scale = 1.0 / (excess_sum + waiting_sum);
-        for (callpath, delta) in excess {
+        for &(callpath, delta) in &scratch.excess {
             let cost = self.costs.entry(callpath).or_default();
-            cost.short_term += message.short_term * scale * delta;
-            cost.long_term += message.long_term * scale * delta;
+            cost.short_term += short_term * scale * delta;
+            cost.long_term += long_term * scale * delta;
         }
-        for (index, waited) in waits {
-            self.long_term[index] += (message.short_term + message.long_term) * scale * waited;
+        let own = &self.long_term[rank];
+        for &(index, waited) in &scratch.waits {
+            let before = f64::from_bits(own[index].load(Ordering::Relaxed));
+            let after = before + (short_term + long_term) * scale * waited;
+            own[index].store(after.to_bits(), Ordering::Relaxed);
         }
         self.splits.push((
-            waiter_rank,
-            waiter_wait,
-            message.short_term * scale * excess_sum,
-            message.short_term * scale * waiting_sum,
+            waiter,
+            wait as u32,
+            short_term * scale * excess_sum,
+            short_term * scale * waiting_sum,
         ));
     }
 }

@@ -40,9 +40,19 @@ pub struct Forward {
     pub waiters: Vec<u32>,
     /// Per instance with waiters, the rank that caused the waiting.
     pub causes: Vec<Rank>,
+    /// The waiters of instance `i` are `waiter_list[waiter_start[i]..waiter_start[i + 1]]`:
+    /// (rank, index into its waits), by rank.
+    pub waiter_start: Vec<u32>,
+    pub waiter_list: Vec<(Rank, u32)>,
 }
 
 impl Forward {
+    /// The wait states at `instance`: (rank, index into its waits).
+    pub fn waiters_of(&self, instance: InstanceId) -> &[(Rank, u32)] {
+        let i = instance as usize;
+        &self.waiter_list[self.waiter_start[i] as usize..self.waiter_start[i + 1] as usize]
+    }
+
     /// Total waiting time at synchronisation points, over all ranks.
     pub fn total_waiting(&self) -> Ticks {
         self.waits.iter().flatten().map(|w| w.wait).sum()
@@ -76,10 +86,28 @@ pub fn replay(timelines: &[RankTimeline], matching: &Matching, defs: &Definition
         waiters[wait.instance as usize] += 1;
         causes[wait.instance as usize] = wait.cause.rank;
     }
+    let mut waiter_start = Vec::with_capacity(waiters.len() + 1);
+    let mut next = 0u32;
+    waiter_start.push(0);
+    for &count in &waiters {
+        next += count;
+        waiter_start.push(next);
+    }
+    let mut fill = waiter_start.clone();
+    let mut waiter_list = vec![(0, 0); next as usize];
+    for (rank, rank_waits) in waits.iter().enumerate() {
+        for (index, wait) in rank_waits.iter().enumerate() {
+            let slot = &mut fill[wait.instance as usize];
+            waiter_list[*slot as usize] = (rank as Rank, index as u32);
+            *slot += 1;
+        }
+    }
     Forward {
         waits,
         waiters,
         causes,
+        waiter_start,
+        waiter_list,
     }
 }
 

@@ -1,16 +1,18 @@
 //! Running per-rank passes in parallel on threads.
 //!
 //! [`parallel_map`] runs an independent pass per rank. [`run`] runs *communicating* rank programs
-//! (the backward replay): a program runs until it needs the messages of a synchronisation instance
-//! that have not all arrived, parks there, and is resumed by whoever delivers the last one. A fixed
-//! set of worker threads serves the ready ranks, so thousands of ranks need no thousands of
-//! threads. The same programs could run one per MPI process with `MPI_Send`/`MPI_Recv` in place of
-//! [`PostOffice::deliver`]/[`PostOffice::take`].
+//! (the backward replay): a program runs until it needs the contributions of a synchronisation
+//! instance that have not all arrived, parks there, and is resumed by whoever delivers the last
+//! one. A fixed set of worker threads serves the ready ranks, so thousands of ranks need no
+//! thousands of threads. An instance's arrivals are one atomic counter ([`Gates`]); what the
+//! contributors publish lives with the caller (written before [`Gates::arrive`], read after
+//! [`Gates::open`]), so nothing is allocated per message. The same programs could run one per MPI
+//! process with `MPI_Send`/`MPI_Recv` carrying the contributions in place of the gates.
 
-use crate::hash::FastMap;
 use crate::matching::InstanceId;
 use crate::model::Rank;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
 /// The number of worker threads to use for `items` independent pieces of work.
@@ -24,14 +26,14 @@ fn workers(items: usize) -> usize {
 /// `f(0..n)` computed on all cores, in order.
 pub fn parallel_map<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
     let threads = workers(n);
-    let next = std::sync::atomic::AtomicUsize::new(0);
+    let next = AtomicUsize::new(0);
     let mut results: Vec<(usize, T)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| {
                     let mut mine = Vec::new();
                     loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let i = next.fetch_add(1, Ordering::Relaxed);
                         if i >= n {
                             return mine;
                         }
@@ -53,74 +55,53 @@ pub fn parallel_map<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
     Done,
-    /// It parked at this instance; [`PostOffice::deliver`] will make it ready again.
+    /// It parked at this instance; the last [`Gates::arrive`] there makes it ready again.
     Blocked(InstanceId),
 }
 
 /// A per-rank program of a communicating pass.
 pub trait RankProgram: Send {
-    type Message: Send;
-    /// Runs until done or until [`PostOffice::take`] returned `None`.
-    fn resume(&mut self, post: &PostOffice<'_, Self::Message>) -> Progress;
+    /// Runs until done or until [`Gates::open`] returned `false`.
+    fn resume(&mut self, gates: &Gates<'_>) -> Progress;
 }
 
-const SHARDS: usize = 64;
+/// Set in a gate's state when its taker parked there; the low bits count arrivals.
+const PARKED: u32 = 1 << 31;
 
-struct Mailbox<M> {
-    messages: Vec<M>,
-    parked: Option<Rank>,
-}
-
-/// Mailboxes per synchronisation instance; an instance expects a known number of messages.
-pub struct PostOffice<'a, M> {
+/// Per synchronisation instance, how many of its expected contributions have arrived.
+pub struct Gates<'a> {
     expected: &'a [u32],
-    shards: Vec<Mutex<FastMap<InstanceId, Mailbox<M>>>>,
+    state: Vec<AtomicU32>,
+    parked: Vec<AtomicU32>,
     ready: &'a Ready,
 }
 
-impl<M> PostOffice<'_, M> {
-    fn shard(&self, instance: InstanceId) -> &Mutex<FastMap<InstanceId, Mailbox<M>>> {
-        &self.shards[instance as usize % SHARDS]
-    }
-
-    /// Sends `message` to whoever takes `instance`.
-    pub fn deliver(&self, instance: InstanceId, message: M) {
-        let mut shard = self.shard(instance).lock().expect("mailbox lock");
-        let mailbox = shard.entry(instance).or_insert_with(|| Mailbox {
-            messages: Vec::new(),
-            parked: None,
-        });
-        mailbox.messages.push(message);
-        if mailbox.messages.len() == self.expected[instance as usize] as usize {
-            if let Some(rank) = mailbox.parked.take() {
-                self.ready.push(rank);
-            }
+impl Gates<'_> {
+    /// One contribution to `instance` is published (the caller wrote it before this call).
+    pub fn arrive(&self, instance: InstanceId) {
+        let i = instance as usize;
+        let before = self.state[i].fetch_add(1, Ordering::AcqRel);
+        if before & PARKED != 0 && (before & !PARKED) + 1 == self.expected[i] {
+            self.ready.push(self.parked[i].load(Ordering::Relaxed));
         }
     }
 
-    /// All messages of `instance` once they have arrived; otherwise parks `rank` and returns `None`.
-    pub fn take(&self, instance: InstanceId, rank: Rank) -> Option<Vec<M>> {
-        let expected = self.expected[instance as usize] as usize;
-        let mut shard = self.shard(instance).lock().expect("mailbox lock");
-        match shard.get_mut(&instance) {
-            Some(mailbox) if mailbox.messages.len() == expected => {
-                shard.remove(&instance).map(|m| m.messages)
-            }
-            Some(mailbox) => {
-                mailbox.parked = Some(rank);
-                None
-            }
-            None => {
-                shard.insert(
-                    instance,
-                    Mailbox {
-                        messages: Vec::new(),
-                        parked: Some(rank),
-                    },
-                );
-                None
-            }
+    /// Whether all contributions to `instance` have arrived (they are then visible to the
+    /// caller); otherwise parks `rank` there and returns `false`.
+    pub fn open(&self, instance: InstanceId, rank: Rank) -> bool {
+        let i = instance as usize;
+        let expected = self.expected[i];
+        if self.state[i].load(Ordering::Acquire) & !PARKED == expected {
+            return true;
         }
+        self.parked[i].store(rank, Ordering::Relaxed);
+        let before = self.state[i].fetch_or(PARKED, Ordering::AcqRel);
+        if before & !PARKED == expected {
+            // The last one arrived in between and saw no parked rank: go on.
+            self.state[i].fetch_and(!PARKED, Ordering::Relaxed);
+            return true;
+        }
+        false
     }
 }
 
@@ -147,8 +128,8 @@ impl Ready {
     }
 }
 
-/// Runs `programs` (index = rank) to completion. `expected[i]`: messages instance `i` receives.
-/// Returns the ranks still parked when no rank could run any more (a cycle in the trace).
+/// Runs `programs` (index = rank) to completion. `expected[i]`: contributions instance `i`
+/// receives. Returns the ranks still parked when no rank could run any more (a cycle in the trace).
 pub fn run<P: RankProgram>(programs: &mut [P], expected: &[u32]) -> Result<(), Vec<Rank>> {
     let total = programs.len();
     let ready = Ready {
@@ -160,37 +141,39 @@ pub fn run<P: RankProgram>(programs: &mut [P], expected: &[u32]) -> Result<(), V
         }),
         wake: Condvar::new(),
     };
-    let post = PostOffice {
+    let gates = Gates {
         expected,
-        shards: (0..SHARDS)
-            .map(|_| Mutex::new(FastMap::default()))
-            .collect(),
+        state: expected.iter().map(|_| AtomicU32::new(0)).collect(),
+        parked: expected.iter().map(|_| AtomicU32::new(0)).collect(),
         ready: &ready,
     };
-    let slots: Vec<Mutex<&mut P>> = programs.iter_mut().map(Mutex::new).collect();
+    // Each program with whether it is done.
+    let slots: Vec<Mutex<(&mut P, bool)>> = programs
+        .iter_mut()
+        .map(|p| Mutex::new((p, false)))
+        .collect();
     let threads = workers(total);
     std::thread::scope(|scope| {
         for _ in 0..threads {
-            scope.spawn(|| worker(&slots, &post, &ready, threads));
+            scope.spawn(|| worker(&slots, &gates, &ready, threads));
         }
     });
-    let stalled = ready.state.lock().expect("ready lock").stalled;
-    if !stalled {
+    if !ready.state.lock().expect("ready lock").stalled {
         return Ok(());
     }
-    let mut parked: Vec<Rank> = post
-        .shards
-        .into_iter()
-        .flat_map(|s| s.into_inner().expect("mailbox lock").into_values())
-        .filter_map(|m| m.parked)
+    let mut parked: Vec<Rank> = slots
+        .iter()
+        .enumerate()
+        .filter(|(_, slot)| !slot.lock().expect("program lock").1)
+        .map(|(rank, _)| rank as Rank)
         .collect();
     parked.sort_unstable();
     Err(parked)
 }
 
 fn worker<P: RankProgram>(
-    slots: &[Mutex<&mut P>],
-    post: &PostOffice<'_, P::Message>,
+    slots: &[Mutex<(&mut P, bool)>],
+    gates: &Gates<'_>,
     ready: &Ready,
     threads: usize,
 ) {
@@ -214,10 +197,10 @@ fn worker<P: RankProgram>(
                 state.idle -= 1;
             }
         };
-        let progress = slots[rank as usize]
-            .lock()
-            .expect("program lock")
-            .resume(post);
+        let mut slot = slots[rank as usize].lock().expect("program lock");
+        let progress = slot.0.resume(gates);
+        slot.1 = progress == Progress::Done;
+        drop(slot);
         if progress == Progress::Done {
             let mut state = ready.state.lock().expect("ready lock");
             state.done += 1;
