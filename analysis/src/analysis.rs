@@ -196,13 +196,74 @@ pub fn analyze(trace: &Trace) -> Result<Analysis, AnalysisError> {
     Ok(summarise(trace, &passes))
 }
 
-fn rank_metrics(rank: usize, passes: &Passes) -> FastMap<CallpathId, Metrics> {
+/// Per call path of one rank, a total and whether anything touched it (dense: the inner loops
+/// over pieces run without hashing).
+struct DenseSums {
+    sums: Vec<f64>,
+    touched: Vec<bool>,
+}
+
+impl DenseSums {
+    fn new(callpaths: usize) -> Self {
+        DenseSums {
+            sums: vec![0.0; callpaths],
+            touched: vec![false; callpaths],
+        }
+    }
+
+    fn add(&mut self, callpath: CallpathId, value: f64) {
+        self.sums[callpath as usize] += value;
+        self.touched[callpath as usize] = true;
+    }
+
+    /// The touched call paths and their totals.
+    fn touched(&self) -> impl Iterator<Item = (CallpathId, f64)> + '_ {
+        (0..self.sums.len())
+            .filter(|&i| self.touched[i])
+            .map(|i| (i as CallpathId, self.sums[i]))
+    }
+}
+
+/// `segments`: this rank's stretches of the critical path, in time order.
+fn rank_metrics(
+    rank: usize,
+    passes: &Passes,
+    segments: &[Segment],
+) -> FastMap<CallpathId, Metrics> {
     let timeline = &passes.timelines[rank];
-    let mut cells: FastMap<CallpathId, Metrics> = FastMap::default();
+    let callpaths = passes.tree.nodes.len();
+    let mut time = DenseSums::new(callpaths);
     let mut start = timeline.start;
     for piece in &timeline.pieces {
-        cells.entry(piece.callpath).or_default().time += (piece.end - start) as f64;
+        time.add(piece.callpath, (piece.end - start) as f64);
         start = piece.end;
+    }
+    // Pieces and segments both run forwards in time: one merge.
+    let mut critical = DenseSums::new(callpaths);
+    let mut piece = 0;
+    for segment in segments {
+        while piece < timeline.pieces.len() && timeline.pieces[piece].end <= segment.start {
+            piece += 1;
+        }
+        let mut index = piece;
+        while index < timeline.pieces.len() {
+            let (piece_start, piece_end) = (timeline.piece_start(index), timeline.pieces[index].end);
+            if piece_start >= segment.end {
+                break;
+            }
+            let clipped = piece_end.min(segment.end) - piece_start.max(segment.start);
+            if clipped > 0 {
+                critical.add(timeline.pieces[index].callpath, clipped as f64);
+            }
+            index += 1;
+        }
+    }
+    let mut cells: FastMap<CallpathId, Metrics> = FastMap::default();
+    for (callpath, total) in time.touched() {
+        cells.entry(callpath).or_default().time = total;
+    }
+    for (callpath, total) in critical.touched() {
+        cells.entry(callpath).or_default().critical = total;
     }
     for (wait, split) in passes.forward.waits[rank]
         .iter()
@@ -231,16 +292,6 @@ fn rank_metrics(rank: usize, passes: &Passes) -> FastMap<CallpathId, Metrics> {
         cell.delay_short_term += cost.short_term;
         cell.delay_long_term += cost.long_term;
     }
-    for segment in passes
-        .critical_path
-        .iter()
-        .filter(|s| s.rank as usize == rank)
-    {
-        let last_piece = timeline.pieces.partition_point(|p| p.end < segment.end) + 1;
-        timeline.for_each_piece_in(segment.start, segment.end, last_piece, |callpath, time| {
-            cells.entry(callpath).or_default().critical += time as f64;
-        });
-    }
     cells
 }
 
@@ -249,7 +300,11 @@ pub fn summarise(trace: &Trace, passes: &Passes) -> Analysis {
     let ranks = passes.timelines.len();
     let start = passes.timelines.iter().map(|t| t.start).min().unwrap_or(0);
     let end = passes.timelines.iter().map(|t| t.end).max().unwrap_or(0);
-    let mut per_rank = parallel_map(ranks, |rank| rank_metrics(rank, passes));
+    let mut segments_of: Vec<Vec<Segment>> = vec![Vec::new(); ranks];
+    for segment in &passes.critical_path {
+        segments_of[segment.rank as usize].push(*segment);
+    }
+    let mut per_rank = parallel_map(ranks, |rank| rank_metrics(rank, passes, &segments_of[rank]));
     let callpath_count = passes.tree.nodes.len();
     let mut totals = vec![Metrics::default(); callpath_count];
     let mut max_time = vec![0.0f64; callpath_count];

@@ -27,13 +27,14 @@ pub fn critical_path(timelines: &[RankTimeline], forward: &Forward) -> Vec<Segme
     let mut segments = Vec::new();
     let mut rank = last;
     let mut time = timelines[rank].end;
-    // Wait states of `rank` before this index are still ahead (backwards) of the walk.
-    let mut bound = forward.waits[rank].len();
+    // Per rank, its wait states before this index are still ahead (backwards) of the walk. The
+    // walk goes back in time, so the bounds only fall: moving them is linear over the whole walk.
+    let mut bounds: Vec<usize> = forward.waits.iter().map(Vec::len).collect();
     let mut steps_left = forward.waits.iter().map(Vec::len).sum::<usize>() + 1;
     loop {
         let timeline = &timelines[rank];
         let waits = &forward.waits[rank];
-        let next = waits[..bound]
+        let next = waits[..bounds[rank]]
             .iter()
             .rev()
             .find(|w| timeline.ops[w.op as usize].enter + w.wait <= time);
@@ -48,7 +49,14 @@ pub fn critical_path(timelines: &[RankTimeline], forward: &Forward) -> Vec<Segme
                 });
                 rank = wait.cause.rank as usize;
                 time = timelines[rank].ops[wait.cause.op as usize].enter;
-                bound = forward.waits[rank].partition_point(|w| w.op < wait.cause.op);
+                let (waits, bound) = (&forward.waits[rank], &mut bounds[rank]);
+                if *bound < waits.len() && waits[*bound].op < wait.cause.op {
+                    // Clocks that disagree can send the walk forward: search.
+                    *bound = waits.partition_point(|w| w.op < wait.cause.op);
+                }
+                while *bound > 0 && waits[*bound - 1].op >= wait.cause.op {
+                    *bound -= 1;
+                }
             }
             _ => {
                 segments.push(Segment {
