@@ -7,10 +7,10 @@
 //! `cargo run --release -p mpistat-analysis --bin mpistat-analysis-bench -- [RANKS] [EVENTS] [REPS]`
 //! (defaults 64 ranks, 10 000 000 events, 5 repetitions; the best and the median are shown).
 
-use mpistat_analysis::analysis::{run_passes_observed, summarise};
+use mpistat_analysis::analysis::{run_passes_on_dir, summarise};
 use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
 use mpistat_analysis::model::Trace;
-use mpistat_analysis::tracefile::{read_dir, write_dir};
+use mpistat_analysis::tracefile::write_dir;
 use std::path::Path;
 use std::time::Instant;
 
@@ -68,14 +68,13 @@ fn measure(ranks: u32, target: usize, reps: usize, dir: &Path, detail: bool) -> 
     let mut runs: Vec<Vec<(&'static str, f64, f64)>> = Vec::new();
     for _ in 0..reps {
         let mut laps = Laps::start();
-        let (trace, problems) = read_dir(dir).expect("read the trace");
+        let (passes, problems) =
+            run_passes_on_dir(dir, &mut |pass| laps.lap(pass)).expect("analysis");
         assert!(problems.is_empty(), "{problems:?}");
-        laps.lap("read files");
-        let passes = run_passes_observed(&trace, &mut |pass| laps.lap(pass)).expect("analysis");
-        let analysis = summarise(&trace, &passes);
+        let analysis = summarise(&passes);
         laps.lap("metrics");
         assert!(analysis.total_waiting > 0.0 && !analysis.critical_path.is_empty());
-        drop((passes, analysis, trace));
+        drop((passes, analysis));
         laps.lap("free");
         runs.push(laps.laps);
     }

@@ -3,15 +3,17 @@
 use crate::backward::{self, Delays};
 use crate::callpath::{CallTree, CallpathId};
 use crate::critical::{critical_path, Segment};
-use crate::error::AnalysisError;
+use crate::error::{AnalysisError, AnalyzeDirError};
 use crate::forward::{self, Forward};
 use crate::hash::FastMap;
 use crate::matching::{self, Matching};
-use crate::model::{Rank, Ticks, Trace};
+use crate::model::{Definitions, Rank, Ticks, Trace};
 use crate::patterns::Pattern;
 use crate::replay::{parallel_for_each_mut, parallel_map};
 use crate::timeline::{self, RankTimeline};
+use crate::tracefile::read_dir_with;
 use serde::Serialize;
+use std::path::Path;
 
 /// Metrics of one call path on one rank. Times are in clock ticks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -128,6 +130,9 @@ impl Analysis {
 
 /// Intermediate results of the passes, for callers that want more than the metrics.
 pub struct Passes {
+    pub definitions: Definitions,
+    /// Trace events over all ranks.
+    pub events: usize,
     pub timelines: Vec<RankTimeline>,
     pub tree: CallTree,
     pub matching: Matching,
@@ -146,13 +151,49 @@ pub fn run_passes_observed(
     trace: &Trace,
     finished: &mut dyn FnMut(&'static str),
 ) -> Result<Passes, AnalysisError> {
-    if trace.ranks.is_empty() {
-        return Err(AnalysisError::Empty);
-    }
     let defs = &trace.definitions;
     let built = parallel_map(trace.ranks.len(), |rank| {
-        timeline::build(rank as Rank, &trace.ranks[rank], defs)
+        let events = &trace.ranks[rank];
+        timeline::build(rank as Rank, events.iter().copied(), events.len(), defs)
     });
+    finished("timeline");
+    finish_passes(defs.clone(), built, finished)
+}
+
+/// Reads a trace directory and runs all passes, calling `finished(pass)` as each pass ends.
+/// Each rank file is decoded straight into its timeline (the events are never all in memory).
+/// Returns the passes and the problems of the reading (see [`read_dir_with`]).
+pub fn run_passes_on_dir(
+    dir: &Path,
+    finished: &mut dyn FnMut(&'static str),
+) -> Result<(Passes, Vec<String>), AnalyzeDirError> {
+    let (defs, ranks, problems) = read_dir_with(dir, |rank, events, defs| {
+        let expected = events.remaining_bytes() / 4;
+        timeline::build(rank, events, expected, defs).map_err(AnalyzeDirError::from)
+    })?;
+    let built = ranks
+        .into_iter()
+        .enumerate()
+        .map(|(rank, built)| match built {
+            Some(built) => Ok(built),
+            None => timeline::build(rank as Rank, [], 0, &defs),
+        })
+        .collect();
+    finished("read + timeline");
+    let passes = finish_passes(defs, built, finished)?;
+    Ok((passes, problems))
+}
+
+/// The passes after the timelines.
+fn finish_passes(
+    definitions: Definitions,
+    built: Vec<Result<(RankTimeline, CallTree), AnalysisError>>,
+    finished: &mut dyn FnMut(&'static str),
+) -> Result<Passes, AnalysisError> {
+    if built.is_empty() {
+        return Err(AnalysisError::Empty);
+    }
+    let defs = &definitions;
     let mut tree = CallTree::default();
     let mut timelines = Vec::with_capacity(built.len());
     let mut remaps = Vec::with_capacity(built.len());
@@ -170,7 +211,7 @@ pub fn run_passes_observed(
             op.callpath = remap[op.callpath as usize];
         }
     });
-    finished("timeline");
+    finished("call paths");
     let matching = matching::match_all(&timelines, defs);
     finished("matching");
     let forward = forward::replay(&timelines, &matching, defs);
@@ -181,6 +222,8 @@ pub fn run_passes_observed(
     let critical_path = critical_path(&timelines, &forward);
     finished("critical path");
     Ok(Passes {
+        events: timelines.iter().map(|t| t.events).sum(),
+        definitions,
         timelines,
         tree,
         matching,
@@ -193,7 +236,7 @@ pub fn run_passes_observed(
 /// Analyses a trace: wait states, delay costs, critical path and its indicators.
 pub fn analyze(trace: &Trace) -> Result<Analysis, AnalysisError> {
     let passes = run_passes(trace)?;
-    Ok(summarise(trace, &passes))
+    Ok(summarise(&passes))
 }
 
 /// Per call path of one rank, a total and whether anything touched it (dense: the inner loops
@@ -296,7 +339,8 @@ fn rank_metrics(
 }
 
 /// The metrics of a finished run of the passes.
-pub fn summarise(trace: &Trace, passes: &Passes) -> Analysis {
+pub fn summarise(passes: &Passes) -> Analysis {
+    let defs = &passes.definitions;
     let ranks = passes.timelines.len();
     let start = passes.timelines.iter().map(|t| t.start).min().unwrap_or(0);
     let end = passes.timelines.iter().map(|t| t.end).max().unwrap_or(0);
@@ -331,7 +375,7 @@ pub fn summarise(trace: &Trace, passes: &Passes) -> Analysis {
     for cell in &cells {
         totals[cell.callpath as usize].add(&cell.metrics);
     }
-    let regions = &trace.definitions.regions;
+    let regions = &defs.regions;
     let callpaths = totals
         .iter()
         .enumerate()
@@ -357,17 +401,16 @@ pub fn summarise(trace: &Trace, passes: &Passes) -> Analysis {
     }
     Analysis {
         ranks: ranks as u32,
-        events: trace.event_count(),
-        ticks_per_second: trace.definitions.ticks_per_second,
+        events: passes.events,
+        ticks_per_second: defs.ticks_per_second,
         start,
         end,
         total_waiting: passes.forward.total_waiting() as f64,
         callpaths,
         cells,
         critical_path: passes.critical_path.clone(),
-        partitions: trace.definitions.partitions.clone(),
-        cartesian: trace
-            .definitions
+        partitions: defs.partitions.clone(),
+        cartesian: defs
             .cartesian
             .as_ref()
             .map(|c| (c.dims.clone(), c.coords.clone())),

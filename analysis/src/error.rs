@@ -66,3 +66,12 @@ pub enum TraceFileError {
     #[error("{dir}: no definitions file `{name}`")]
     NoDefinitions { dir: String, name: &'static str },
 }
+
+/// Why a trace directory cannot be analysed: a file, or the trace in it.
+#[derive(Debug, Error)]
+pub enum AnalyzeDirError {
+    #[error(transparent)]
+    File(#[from] TraceFileError),
+    #[error(transparent)]
+    Analysis(#[from] AnalysisError),
+}

@@ -62,6 +62,8 @@ pub struct SyncPoint {
 /// The preprocessed trace of one rank.
 #[derive(Debug, Clone, Default)]
 pub struct RankTimeline {
+    /// The number of trace events it was built from.
+    pub events: usize,
     pub start: Ticks,
     pub end: Ticks,
     pub pieces: Vec<Piece>,
@@ -104,12 +106,16 @@ impl RankTimeline {
     }
 }
 
-/// Builds the timeline of `rank` and its call tree (ids local to this rank).
+/// Builds the timeline of `rank` and its call tree (ids local to this rank) from its events;
+/// `expected_events` sizes the buffers.
 pub fn build(
     rank: Rank,
-    events: &[Event],
+    events: impl IntoIterator<Item = Event>,
+    expected_events: usize,
     defs: &Definitions,
 ) -> Result<(RankTimeline, CallTree), AnalysisError> {
+    let mut events = events.into_iter().peekable();
+    let first_time = events.peek().map_or(0, |e| e.time);
     let mut builder = Builder {
         rank,
         defs,
@@ -118,24 +124,27 @@ pub fn build(
         stack: Vec::new(),
         open_call: None,
         last_top_level: None,
-        last_time: events.first().map_or(0, |e| e.time),
+        last_time: first_time,
     };
-    builder.timeline.start = builder.last_time;
+    builder.timeline.start = first_time;
     // Typical traces have a piece per two events and an operation per three or four.
-    builder.timeline.pieces.reserve(events.len() / 2 + 1);
-    builder.timeline.ops.reserve(events.len() / 4 + 1);
-    builder.timeline.points.reserve(events.len() / 4 + 1);
-    for (index, event) in events.iter().enumerate() {
-        builder.event(index, event)?;
+    builder.timeline.pieces.reserve(expected_events / 2 + 1);
+    builder.timeline.ops.reserve(expected_events / 4 + 1);
+    builder.timeline.points.reserve(expected_events / 4 + 1);
+    let mut count = 0;
+    for event in events {
+        builder.event(count, &event)?;
+        count += 1;
     }
     if !builder.stack.is_empty() {
         return Err(AnalysisError::BadNesting {
             rank,
-            index: events.len(),
+            index: count,
             what: "the trace ends inside a region",
         });
     }
     builder.timeline.end = builder.last_time;
+    builder.timeline.events = count;
     Ok((builder.timeline, builder.tree))
 }
 

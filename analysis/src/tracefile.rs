@@ -18,6 +18,7 @@ use crate::model::{
     Cartesian, Communicator, Definitions, Event, EventKind, MpiClass, Rank, Region, RegionRole,
     Ticks, Trace,
 };
+use crate::replay::parallel_map;
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -390,27 +391,72 @@ pub fn decode_definitions(bytes: &[u8], path: &str) -> Result<Definitions, Trace
 
 /// Decodes a rank file: its rank and events.
 pub fn decode_rank(bytes: &[u8], path: &str) -> Result<(Rank, Vec<Event>), TraceFileError> {
-    let mut r = Reader::new(bytes, path, RANK_MAGIC)?;
-    let rank = r.u32("rank")?;
+    let (rank, mut decoder) = RankEvents::new(bytes, path)?;
     let mut events = Vec::with_capacity(bytes.len() / 4);
-    let mut time: Ticks = 0;
-    loop {
+    events.extend(decoder.by_ref());
+    decoder.finish()?;
+    Ok((rank, events))
+}
+
+/// Decodes a rank file event by event, so an analysis can consume the events without holding
+/// them all. Iterate, then call [`RankEvents::finish`]: a truncated or garbled file ends the
+/// iteration early, and `finish` says why.
+pub struct RankEvents<'a> {
+    r: Reader<'a>,
+    time: Ticks,
+    count: u64,
+    ended: bool,
+    error: Option<TraceFileError>,
+}
+
+impl<'a> RankEvents<'a> {
+    /// Checks the header; returns the file's rank and the decoder of its events.
+    pub fn new(bytes: &'a [u8], path: &'a str) -> Result<(Rank, Self), TraceFileError> {
+        let mut r = Reader::new(bytes, path, RANK_MAGIC)?;
+        let rank = r.u32("rank")?;
+        let decoder = RankEvents {
+            r,
+            time: 0,
+            count: 0,
+            ended: false,
+            error: None,
+        };
+        Ok((rank, decoder))
+    }
+
+    /// Bytes not decoded yet (about four per event).
+    pub fn remaining_bytes(&self) -> usize {
+        self.r.bytes.len() - self.r.at
+    }
+
+    /// Decodes whatever the caller left, and checks the end marker. Returns the event count.
+    pub fn finish(mut self) -> Result<u64, TraceFileError> {
+        while self.next().is_some() {}
+        match self.error {
+            Some(error) => Err(error),
+            None => Ok(self.count),
+        }
+    }
+
+    fn event(&mut self) -> Result<Option<Event>, TraceFileError> {
+        let r = &mut self.r;
         let tag = r.byte("event tag")?;
         if tag == TAG_END {
             let count = r.varint("event count")?;
-            if count != events.len() as u64 {
+            if count != self.count {
                 return Err(r.garbled(format!(
                     "the end marker counts {count} events, the file holds {}",
-                    events.len()
+                    self.count
                 )));
             }
-            if r.at != bytes.len() {
+            if r.at != r.bytes.len() {
                 return Err(r.garbled("bytes after the end marker"));
             }
-            return Ok((rank, events));
+            return Ok(None);
         }
         let delta = r.varint("event time")?;
-        time = time
+        self.time = self
+            .time
             .checked_add(delta)
             .ok_or_else(|| r.garbled("time overflows"))?;
         let kind = match tag {
@@ -460,7 +506,33 @@ pub fn decode_rank(bytes: &[u8], path: &str) -> Result<(Rank, Vec<Event>), Trace
             }
             other => return Err(r.garbled(format!("unknown event tag {other}"))),
         };
-        events.push(Event { time, kind });
+        self.count += 1;
+        Ok(Some(Event {
+            time: self.time,
+            kind,
+        }))
+    }
+}
+
+impl Iterator for RankEvents<'_> {
+    type Item = Event;
+
+    fn next(&mut self) -> Option<Event> {
+        if self.ended {
+            return None;
+        }
+        match self.event() {
+            Ok(Some(event)) => Some(event),
+            Ok(None) => {
+                self.ended = true;
+                None
+            }
+            Err(error) => {
+                self.ended = true;
+                self.error = Some(error);
+                None
+            }
+        }
     }
 }
 
@@ -484,6 +556,31 @@ pub fn write_dir(dir: &Path, trace: &Trace) -> Result<(), TraceFileError> {
 /// Reads a trace directory: the trace, plus problems that did not stop the reading (missing or
 /// duplicate ranks, stray files). A broken file is an error.
 pub fn read_dir(dir: &Path) -> Result<(Trace, Vec<String>), TraceFileError> {
+    let (definitions, ranks, problems) = read_dir_with(dir, |_, events, _| {
+        Ok::<_, TraceFileError>(events.collect::<Vec<Event>>())
+    })?;
+    let trace = Trace {
+        definitions,
+        ranks: ranks.into_iter().map(Option::unwrap_or_default).collect(),
+    };
+    Ok((trace, problems))
+}
+
+/// What [`read_dir_with`] returns: the definitions, per world rank what `read` made of its file
+/// (`None` when the rank has no file), and problems that did not stop the reading.
+pub type DirContents<T> = (Definitions, Vec<Option<T>>, Vec<String>);
+
+/// Reads a trace directory, handing each rank file's events to `read` (in parallel over files).
+/// A broken file is an error (the first in file-name order); missing or duplicate ranks and
+/// stray files are problems.
+pub fn read_dir_with<T, E>(
+    dir: &Path,
+    read: impl Fn(Rank, &mut RankEvents<'_>, &Definitions) -> Result<T, E> + Sync,
+) -> Result<DirContents<T>, E>
+where
+    T: Send,
+    E: From<TraceFileError> + Send,
+{
     let io = |path: &Path| {
         let path = path.display().to_string();
         move |source| TraceFileError::Io { path, source }
@@ -494,7 +591,8 @@ pub fn read_dir(dir: &Path) -> Result<(Trace, Vec<String>), TraceFileError> {
             return Err(TraceFileError::NoDefinitions {
                 dir: dir.display().to_string(),
                 name: DEFINITIONS_FILE,
-            })
+            }
+            .into())
         }
         other => other.map_err(io(&defs_path))?,
     };
@@ -506,34 +604,45 @@ pub fn read_dir(dir: &Path) -> Result<(Trace, Vec<String>), TraceFileError> {
         .collect::<Result<_, _>>()
         .map_err(io(dir))?;
     names.sort();
-    let mut ranks: Vec<Option<Vec<Event>>> = Vec::new();
-    for name in names {
+    names.retain(|name| {
         if name == DEFINITIONS_FILE {
-            continue;
+            return false;
         }
-        if !(name.starts_with("rank-") && name.ends_with(".mpt")) {
+        let trace_file = name.starts_with("rank-") && name.ends_with(".mpt");
+        if !trace_file {
             problems.push(format!("{name}: not a trace file; ignored"));
-            continue;
         }
-        let path = dir.join(&name);
+        trace_file
+    });
+    let files = parallel_map(names.len(), |i| -> Result<(Rank, T), E> {
+        let path = dir.join(&names[i]);
         let bytes = std::fs::read(&path).map_err(io(&path))?;
-        let (rank, events) = decode_rank(&bytes, &path.display().to_string())?;
+        let path = path.display().to_string();
+        let (rank, mut events) = RankEvents::new(&bytes, &path)?;
+        let made = read(rank, &mut events, &definitions);
+        // A damaged file explains whatever `read` made of it.
+        events.finish()?;
+        Ok((rank, made?))
+    });
+    let mut ranks: Vec<Option<T>> = Vec::new();
+    for (name, file) in names.iter().zip(files) {
+        let (rank, made) = file?;
         let slot = rank as usize;
         if ranks.len() <= slot {
-            ranks.resize(slot + 1, None);
+            ranks.resize_with(slot + 1, || None);
         }
         if ranks[slot].is_some() {
             problems.push(format!("{name}: a second file for rank {rank}; ignored"));
             continue;
         }
-        ranks[slot] = Some(events);
+        ranks[slot] = Some(made);
     }
     let world = definitions
         .communicators
         .first()
         .map_or(0, |c| c.members.len());
     if ranks.len() < world {
-        ranks.resize(world, None);
+        ranks.resize_with(world, || None);
     }
     let missing: Vec<usize> = ranks
         .iter()
@@ -546,9 +655,5 @@ pub fn read_dir(dir: &Path) -> Result<(Trace, Vec<String>), TraceFileError> {
             "no trace for ranks {missing:?}; they are analysed as empty"
         ));
     }
-    let trace = Trace {
-        definitions,
-        ranks: ranks.into_iter().map(Option::unwrap_or_default).collect(),
-    };
-    Ok((trace, problems))
+    Ok((definitions, ranks, problems))
 }

@@ -9,29 +9,26 @@
 
 use crate::cli::{AnalyzeArgs, AnalyzeFormat};
 use crate::html::escape;
-use mpistat_analysis::analysis::{run_passes, summarise, CallpathSummary, Passes};
-use mpistat_analysis::model::Trace;
+use mpistat_analysis::analysis::{run_passes_on_dir, summarise, CallpathSummary, Passes};
 use mpistat_analysis::patterns::Pattern;
-use mpistat_analysis::tracefile::read_dir;
 use mpistat_analysis::Analysis;
 use std::fmt::Write as _;
 use std::io::Write;
 
 /// Reads the trace, analyses it, writes the report to `out` and problems to `err`.
 pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> anyhow::Result<()> {
-    let (trace, problems) = read_dir(&args.trace_dir)?;
+    let (passes, problems) = run_passes_on_dir(&args.trace_dir, &mut |_| {})?;
     for problem in &problems {
         writeln!(err, "{}: {problem}", args.trace_dir.display())?;
     }
-    let passes = run_passes(&trace)?;
-    let analysis = summarise(&trace, &passes);
+    let analysis = summarise(&passes);
     match args.format {
         AnalyzeFormat::Text => out.write_all(text(&analysis).as_bytes())?,
         AnalyzeFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&analysis)?)?,
         AnalyzeFormat::Html => out.write_all(html(&analysis).as_bytes())?,
     }
     if let Some(path) = &args.perfetto {
-        let json = perfetto(&trace, &passes, &analysis);
+        let json = perfetto(&passes, &analysis);
         std::fs::write(path, serde_json::to_vec(&json)?)
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
@@ -301,7 +298,7 @@ pub fn html(analysis: &Analysis) -> String {
 
 /// The timeline as Chrome/Perfetto trace JSON: one track per rank with call paths and wait
 /// states, and a "critical path" track (plus `critical` flags) marking the path.
-pub fn perfetto(trace: &Trace, passes: &Passes, analysis: &Analysis) -> serde_json::Value {
+pub fn perfetto(passes: &Passes, analysis: &Analysis) -> serde_json::Value {
     use serde_json::json;
     let micros = |ticks: u64| ticks as f64 * 1e6 / analysis.ticks_per_second as f64;
     let label = |id: u32| analysis.callpaths[id as usize].label.clone();
@@ -332,5 +329,5 @@ pub fn perfetto(trace: &Trace, passes: &Passes, analysis: &Analysis) -> serde_js
         events.push(json!({"ph": "X", "pid": 0, "tid": path_track, "cat": "critical", "name": format!("rank {}", segment.rank),
             "ts": micros(segment.start), "dur": micros(segment.end) - micros(segment.start), "args": {"critical": true}}));
     }
-    json!({"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"ranks": trace.ranks.len()}})
+    json!({"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"ranks": passes.timelines.len()}})
 }
