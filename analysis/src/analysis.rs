@@ -216,7 +216,7 @@ fn finish_passes(
     finished("matching");
     let forward = forward::replay(&timelines, &matching, defs);
     finished("forward replay");
-    let delays = backward::replay(&timelines, &matching, &forward)
+    let delays = backward::replay(&timelines, &forward)
         .map_err(|stuck| AnalysisError::ReplayStalled { stuck })?;
     finished("backward replay");
     let critical_path = critical_path(&timelines, &forward);

@@ -19,7 +19,6 @@
 use crate::callpath::CallpathId;
 use crate::forward::{Forward, WaitState};
 use crate::hash::FastMap;
-use crate::matching::Matching;
 use crate::model::{Rank, Ticks};
 use crate::replay::{self, Gates, Progress, RankProgram};
 use crate::timeline::RankTimeline;
@@ -72,15 +71,12 @@ struct Scratch {
 struct DelayProgram<'a> {
     rank: Rank,
     timelines: &'a [RankTimeline],
-    matching: &'a Matching,
     forward: &'a Forward,
     long_term: &'a LongTerm,
-    /// Operations still to visit: `0..cursor`.
-    cursor: usize,
+    /// Entries of `Forward::caused` still to visit: `0..cause_cursor`.
+    cause_cursor: usize,
     /// Wait states still to visit: `0..wait_cursor`.
     wait_cursor: usize,
-    /// Points of operation `cursor - 1` already handled as the cause.
-    point_cursor: Option<u32>,
     costs: FastMap<CallpathId, DelayCost>,
     /// (waiter rank, index into its waits, direct, indirect) for wait states this rank caused.
     splits: Vec<(Rank, u32, f64, f64)>,
@@ -90,7 +86,6 @@ struct DelayProgram<'a> {
 /// Runs the delay analysis over all ranks.
 pub fn replay(
     timelines: &[RankTimeline],
-    matching: &Matching,
     forward: &Forward,
 ) -> Result<Delays, Vec<Rank>> {
     let long_term: LongTerm = forward
@@ -98,18 +93,14 @@ pub fn replay(
         .iter()
         .map(|w| w.iter().map(|_| AtomicU64::new(0)).collect())
         .collect();
-    let mut programs: Vec<DelayProgram> = timelines
-        .iter()
-        .enumerate()
-        .map(|(rank, timeline)| DelayProgram {
+    let mut programs: Vec<DelayProgram> = (0..timelines.len())
+        .map(|rank| DelayProgram {
             rank: rank as Rank,
             timelines,
-            matching,
             forward,
             long_term: &long_term,
-            cursor: timeline.ops.len(),
+            cause_cursor: forward.caused[rank].len(),
             wait_cursor: forward.waits[rank].len(),
-            point_cursor: None,
             costs: FastMap::default(),
             splits: Vec::new(),
             scratch: Scratch::default(),
@@ -145,33 +136,31 @@ pub fn replay(
 impl RankProgram for DelayProgram<'_> {
     fn resume(&mut self, gates: &Gates<'_>) -> Progress {
         let rank = self.rank as usize;
-        while self.cursor > 0 {
-            let op_index = self.cursor - 1;
-            let op = &self.timelines[rank].ops[op_index];
-            let mut point = self.point_cursor.unwrap_or(op.points.start);
-            while point < op.points.end {
-                let instance = self.matching.point_instance[rank][point as usize];
-                if self.forward.causes.get(instance as usize) == Some(&self.rank) {
+        let (caused, waits) = (&self.forward.caused[rank], &self.forward.waits[rank]);
+        // Backwards over the operations where this rank caused waiting or waited; in one
+        // operation, the waiting it caused first (its own wait state may have propagated it).
+        loop {
+            let cause_op = self.cause_cursor.checked_sub(1).map(|c| caused[c].0);
+            let wait_op = self.wait_cursor.checked_sub(1).map(|w| waits[w].op);
+            match (cause_op, wait_op) {
+                (None, None) => return Progress::Done,
+                (Some(op), wait) if wait.map_or(true, |w| op >= w) => {
+                    let instance = caused[self.cause_cursor - 1].1;
                     if !gates.open(instance, self.rank) {
-                        self.point_cursor = Some(point);
                         return Progress::Blocked(instance);
                     }
                     for &(waiter, wait) in self.forward.waiters_of(instance) {
-                        self.account(op_index, waiter, wait as usize);
+                        self.account(op as usize, waiter, wait as usize);
                     }
+                    self.cause_cursor -= 1;
                 }
-                point += 1;
+                _ => {
+                    self.wait_cursor -= 1;
+                    // Its long-term cost is final: every later wait it could have caused is done.
+                    gates.arrive(waits[self.wait_cursor].instance);
+                }
             }
-            self.point_cursor = None;
-            let waits = &self.forward.waits[rank];
-            if self.wait_cursor > 0 && waits[self.wait_cursor - 1].op as usize == op_index {
-                self.wait_cursor -= 1;
-                // Its long-term cost is final: every later wait it could have caused is done.
-                gates.arrive(waits[self.wait_cursor].instance);
-            }
-            self.cursor -= 1;
         }
-        Progress::Done
     }
 }
 

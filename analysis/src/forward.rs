@@ -15,7 +15,7 @@ use crate::hash::FastMap;
 use crate::matching::{Instance, InstanceId, Matching, Participant, UNMATCHED};
 use crate::model::{Definitions, MpiClass, Rank, Ticks};
 use crate::patterns::Pattern;
-use crate::replay::parallel_map;
+use crate::replay::{parallel_for_each_mut, parallel_map};
 use crate::timeline::{RankTimeline, SyncKind};
 
 /// A wait state: operation `op` of its rank waited `wait` ticks from its enter on.
@@ -44,6 +44,8 @@ pub struct Forward {
     /// (rank, index into its waits), by rank.
     pub waiter_start: Vec<u32>,
     pub waiter_list: Vec<(Rank, u32)>,
+    /// Per rank, the instances where it caused waiting: (its operation, instance), in order.
+    pub caused: Vec<Vec<(u32, InstanceId)>>,
 }
 
 impl Forward {
@@ -95,19 +97,26 @@ pub fn replay(timelines: &[RankTimeline], matching: &Matching, defs: &Definition
     }
     let mut fill = waiter_start.clone();
     let mut waiter_list = vec![(0, 0); next as usize];
+    let mut caused = vec![Vec::new(); timelines.len()];
     for (rank, rank_waits) in waits.iter().enumerate() {
         for (index, wait) in rank_waits.iter().enumerate() {
             let slot = &mut fill[wait.instance as usize];
+            if *slot == waiter_start[wait.instance as usize] {
+                caused[wait.cause.rank as usize].push((wait.cause.op, wait.instance));
+            }
             waiter_list[*slot as usize] = (rank as Rank, index as u32);
             *slot += 1;
         }
     }
+    // Each list is a few runs already in order (one per waiting rank): a merge, nearly.
+    parallel_for_each_mut(&mut caused, |_, list| list.sort());
     Forward {
         waits,
         waiters,
         causes,
         waiter_start,
         waiter_list,
+        caused,
     }
 }
 

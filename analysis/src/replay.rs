@@ -12,7 +12,7 @@
 use crate::matching::InstanceId;
 use crate::model::Rank;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
 /// The number of worker threads to use for `items` independent pieces of work.
@@ -105,25 +105,77 @@ impl Gates<'_> {
     }
 }
 
-/// The queue of ranks ready to run, and how many workers are idle.
+/// The ranks ready to run. Each worker owns a contiguous block of ranks and their queue, so
+/// neighbours in a stencil mostly wake each other without touching another worker's lock.
 struct Ready {
-    state: Mutex<ReadyState>,
-    wake: Condvar,
+    queues: Vec<(Mutex<WorkerQueue>, Condvar)>,
+    ranks: usize,
+    /// Workers asleep on an empty queue; all of them asleep with ranks left means a stall.
+    idle: AtomicUsize,
+    done: AtomicUsize,
+    stalled: AtomicBool,
 }
 
-struct ReadyState {
-    queue: VecDeque<Rank>,
-    idle: usize,
-    done: usize,
-    stalled: bool,
+#[derive(Default)]
+struct WorkerQueue {
+    ranks: VecDeque<Rank>,
+    asleep: bool,
 }
 
 impl Ready {
+    fn owner(&self, rank: Rank) -> usize {
+        rank as usize * self.queues.len() / self.ranks
+    }
+
     fn push(&self, rank: Rank) {
-        let mut state = self.state.lock().expect("ready lock");
-        state.queue.push_back(rank);
-        if state.idle > 0 {
-            self.wake.notify_one();
+        let (queue, wake) = &self.queues[self.owner(rank)];
+        let mut queue = queue.lock().expect("ready lock");
+        queue.ranks.push_back(rank);
+        if queue.asleep {
+            queue.asleep = false;
+            self.idle.fetch_sub(1, Ordering::SeqCst);
+            wake.notify_one();
+        }
+    }
+
+    /// The next rank for `worker`, or `None` when all are done or nothing can run any more.
+    fn next(&self, worker: usize) -> Option<Rank> {
+        let (queue, wake) = &self.queues[worker];
+        let mut queue = queue.lock().expect("ready lock");
+        loop {
+            if self.done.load(Ordering::SeqCst) == self.ranks || self.stalled.load(Ordering::SeqCst)
+            {
+                return None;
+            }
+            if let Some(rank) = queue.ranks.pop_front() {
+                return Some(rank);
+            }
+            queue.asleep = true;
+            if self.idle.fetch_add(1, Ordering::SeqCst) + 1 == self.queues.len() {
+                // Everyone sleeps on an empty queue, and only running ranks wake ranks.
+                self.stalled.store(true, Ordering::SeqCst);
+                drop(queue);
+                self.wake_all();
+                return None;
+            }
+            queue = wake.wait(queue).expect("ready lock");
+        }
+    }
+
+    fn finished_one(&self) {
+        if self.done.fetch_add(1, Ordering::SeqCst) + 1 == self.ranks {
+            self.wake_all();
+        }
+    }
+
+    fn wake_all(&self) {
+        for (queue, wake) in &self.queues {
+            let mut queue = queue.lock().expect("ready lock");
+            if queue.asleep {
+                queue.asleep = false;
+                self.idle.fetch_sub(1, Ordering::SeqCst);
+            }
+            wake.notify_all();
         }
     }
 }
@@ -132,15 +184,19 @@ impl Ready {
 /// receives. Returns the ranks still parked when no rank could run any more (a cycle in the trace).
 pub fn run<P: RankProgram>(programs: &mut [P], expected: &[u32]) -> Result<(), Vec<Rank>> {
     let total = programs.len();
+    let threads = workers(total);
     let ready = Ready {
-        state: Mutex::new(ReadyState {
-            queue: (0..total as Rank).collect(),
-            idle: 0,
-            done: 0,
-            stalled: false,
-        }),
-        wake: Condvar::new(),
+        queues: (0..threads)
+            .map(|_| (Mutex::new(WorkerQueue::default()), Condvar::new()))
+            .collect(),
+        ranks: total,
+        idle: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+        stalled: AtomicBool::new(false),
     };
+    for rank in 0..total as Rank {
+        ready.push(rank);
+    }
     let gates = Gates {
         expected,
         state: expected.iter().map(|_| AtomicU32::new(0)).collect(),
@@ -152,63 +208,31 @@ pub fn run<P: RankProgram>(programs: &mut [P], expected: &[u32]) -> Result<(), V
         .iter_mut()
         .map(|p| Mutex::new((p, false)))
         .collect();
-    let threads = workers(total);
     std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| worker(&slots, &gates, &ready, threads));
+        for worker in 0..threads {
+            let (slots, gates, ready) = (&slots, &gates, &ready);
+            scope.spawn(move || {
+                while let Some(rank) = ready.next(worker) {
+                    let mut slot = slots[rank as usize].lock().expect("program lock");
+                    slot.1 = slot.0.resume(gates) == Progress::Done;
+                    if slot.1 {
+                        drop(slot);
+                        ready.finished_one();
+                    }
+                }
+            });
         }
     });
-    if !ready.state.lock().expect("ready lock").stalled {
+    if !ready.stalled.load(Ordering::SeqCst) {
         return Ok(());
     }
-    let mut parked: Vec<Rank> = slots
+    let parked: Vec<Rank> = slots
         .iter()
         .enumerate()
         .filter(|(_, slot)| !slot.lock().expect("program lock").1)
         .map(|(rank, _)| rank as Rank)
         .collect();
-    parked.sort_unstable();
     Err(parked)
-}
-
-fn worker<P: RankProgram>(
-    slots: &[Mutex<(&mut P, bool)>],
-    gates: &Gates<'_>,
-    ready: &Ready,
-    threads: usize,
-) {
-    loop {
-        let rank = {
-            let mut state = ready.state.lock().expect("ready lock");
-            loop {
-                if state.done == slots.len() || state.stalled {
-                    return;
-                }
-                if let Some(rank) = state.queue.pop_front() {
-                    break rank;
-                }
-                state.idle += 1;
-                if state.idle == threads {
-                    state.stalled = true;
-                    ready.wake.notify_all();
-                    return;
-                }
-                state = ready.wake.wait(state).expect("ready lock");
-                state.idle -= 1;
-            }
-        };
-        let mut slot = slots[rank as usize].lock().expect("program lock");
-        let progress = slot.0.resume(gates);
-        slot.1 = progress == Progress::Done;
-        drop(slot);
-        if progress == Progress::Done {
-            let mut state = ready.state.lock().expect("ready lock");
-            state.done += 1;
-            if state.done == slots.len() {
-                ready.wake.notify_all();
-            }
-        }
-    }
 }
 
 /// `f(index, item)` for every item of `items`, on all cores.
