@@ -31,17 +31,55 @@ pub struct CallNode {
 pub struct CallTree {
     pub nodes: Vec<CallNode>,
     index: FastMap<CallNode, CallpathId>,
+    /// Recently interned nodes by a cheap hash: a trace interns the same few nodes once per
+    /// event, so this answers almost every lookup without the map.
+    recent: Vec<(CallNode, CallpathId)>,
+}
+
+const RECENT_SLOTS: usize = 256;
+
+impl CallNode {
+    fn recent_slot(&self) -> usize {
+        let (a, b) = match self.frame {
+            Frame::Region(region) => (region, 0),
+            Frame::Between(after, before) => (
+                after.map_or(u32::MAX, |r| r.wrapping_add(1)),
+                before.map_or(u32::MAX, |r| r.wrapping_add(1)),
+            ),
+        };
+        let parent = self.parent.map_or(0, |p| p.wrapping_add(1));
+        let mixed = (u64::from(a) | u64::from(b) << 32).wrapping_add(u64::from(parent) << 16);
+        (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % RECENT_SLOTS
+    }
 }
 
 impl CallTree {
     /// The id of `node`, adding it when new.
     pub fn intern(&mut self, node: CallNode) -> CallpathId {
-        if let Some(&id) = self.index.get(&node) {
-            return id;
+        let slot = node.recent_slot();
+        if let Some(&(recent, id)) = self.recent.get(slot) {
+            if recent == node {
+                return id;
+            }
         }
-        let id = self.nodes.len() as CallpathId;
-        self.nodes.push(node);
-        self.index.insert(node, id);
+        let id = match self.index.get(&node) {
+            Some(&id) => id,
+            None => {
+                let id = self.nodes.len() as CallpathId;
+                self.nodes.push(node);
+                self.index.insert(node, id);
+                id
+            }
+        };
+        if self.recent.is_empty() {
+            // An entry that no real node equals: a top-level node cannot be its own parent.
+            let never = CallNode {
+                parent: Some(CallpathId::MAX),
+                frame: Frame::Region(RegionId::MAX),
+            };
+            self.recent = vec![(never, CallpathId::MAX); RECENT_SLOTS];
+        }
+        self.recent[slot] = (node, id);
         id
     }
 

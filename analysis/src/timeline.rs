@@ -114,8 +114,7 @@ pub fn build(
     expected_events: usize,
     defs: &Definitions,
 ) -> Result<(RankTimeline, CallTree), AnalysisError> {
-    let mut events = events.into_iter().peekable();
-    let first_time = events.peek().map_or(0, |e| e.time);
+    let mut events = events.into_iter();
     let mut builder = Builder {
         rank,
         defs,
@@ -124,14 +123,19 @@ pub fn build(
         stack: Vec::new(),
         open_call: None,
         last_top_level: None,
-        last_time: first_time,
+        last_time: 0,
     };
-    builder.timeline.start = first_time;
+    let mut count = 0;
+    if let Some(first) = events.next() {
+        builder.timeline.start = first.time;
+        builder.last_time = first.time;
+        builder.event(0, &first)?;
+        count = 1;
+    }
     // Typical traces have a piece per two events and an operation per three or four.
     builder.timeline.pieces.reserve(expected_events / 2 + 1);
     builder.timeline.ops.reserve(expected_events / 4 + 1);
     builder.timeline.points.reserve(expected_events / 4 + 1);
-    let mut count = 0;
     for event in events {
         builder.event(count, &event)?;
         count += 1;

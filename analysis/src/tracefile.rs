@@ -257,6 +257,8 @@ impl<'a> Reader<'a> {
         })
     }
 
+    #[cold]
+    #[inline(never)]
     fn truncated(&self, what: &'static str) -> TraceFileError {
         TraceFileError::Truncated {
             path: self.path.to_string(),
@@ -265,6 +267,8 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[cold]
+    #[inline(never)]
     fn garbled(&self, what: impl Into<String>) -> TraceFileError {
         TraceFileError::Garbled {
             path: self.path.to_string(),
@@ -273,16 +277,31 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline]
     fn byte(&mut self, what: &'static str) -> Result<u8, TraceFileError> {
-        let byte = *self
-            .bytes
-            .get(self.at)
-            .ok_or_else(|| self.truncated(what))?;
-        self.at += 1;
-        Ok(byte)
+        match self.bytes.get(self.at) {
+            Some(&byte) => {
+                self.at += 1;
+                Ok(byte)
+            }
+            None => Err(self.truncated(what)),
+        }
     }
 
+    /// Most values of a trace fit one byte: that case stays inline.
+    #[inline]
     fn varint(&mut self, what: &'static str) -> Result<u64, TraceFileError> {
+        match self.bytes.get(self.at) {
+            Some(&byte) if byte < 0x80 => {
+                self.at += 1;
+                Ok(byte.into())
+            }
+            _ => self.long_varint(what),
+        }
+    }
+
+    #[inline(never)]
+    fn long_varint(&mut self, what: &'static str) -> Result<u64, TraceFileError> {
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
             let byte = self.byte(what)?;
@@ -294,12 +313,16 @@ impl<'a> Reader<'a> {
         Err(self.garbled(format!("{what}: varint longer than 64 bits")))
     }
 
+    #[inline]
     fn u32(&mut self, what: &'static str) -> Result<u32, TraceFileError> {
         let value = self.varint(what)?;
-        u32::try_from(value)
-            .map_err(|_| self.garbled(format!("{what} {value} does not fit 32 bits")))
+        match u32::try_from(value) {
+            Ok(value) => Ok(value),
+            Err(_) => Err(self.garbled(format!("{what} {value} does not fit 32 bits"))),
+        }
     }
 
+    #[inline]
     fn signed(&mut self, what: &'static str) -> Result<i32, TraceFileError> {
         let raw = self.u32(what)?;
         Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
@@ -438,6 +461,7 @@ impl<'a> RankEvents<'a> {
         }
     }
 
+    #[inline]
     fn event(&mut self) -> Result<Option<Event>, TraceFileError> {
         let r = &mut self.r;
         let tag = r.byte("event tag")?;
@@ -517,6 +541,7 @@ impl<'a> RankEvents<'a> {
 impl Iterator for RankEvents<'_> {
     type Item = Event;
 
+    #[inline]
     fn next(&mut self) -> Option<Event> {
         if self.ended {
             return None;
