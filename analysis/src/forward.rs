@@ -11,7 +11,6 @@
 //! synchronisation interval starts at the later of the waiter's and the cause's window starts, so
 //! both sides profile the same stretch of time.
 
-use crate::hash::FastMap;
 use crate::matching::{Instance, InstanceId, Matching, Participant, UNMATCHED};
 use crate::model::{Definitions, MpiClass, Rank, Ticks};
 use crate::patterns::Pattern;
@@ -71,8 +70,17 @@ struct Arrivals {
 
 /// Runs the forward replay over all ranks in parallel.
 pub fn replay(timelines: &[RankTimeline], matching: &Matching, defs: &Definitions) -> Forward {
+    let members: Vec<Vec<Rank>> = defs
+        .communicators
+        .iter()
+        .map(|c| {
+            let mut m = c.members.clone();
+            m.sort_unstable();
+            m
+        })
+        .collect();
     let window_starts = parallel_map(timelines.len(), |rank| {
-        local_window_starts(&timelines[rank], defs)
+        local_window_starts(&timelines[rank], timelines.len(), &members)
     });
     let arrivals: Vec<Option<Arrivals>> = matching
         .instances
@@ -136,43 +144,60 @@ fn collective_arrivals(instance: &Instance, timelines: &[RankTimeline]) -> Optio
     })
 }
 
-/// Each point's window start on this rank alone.
-fn local_window_starts(timeline: &RankTimeline, defs: &Definitions) -> Vec<Ticks> {
-    let members: Vec<Vec<Rank>> = defs
-        .communicators
-        .iter()
-        .map(|c| {
-            let mut m = c.members.clone();
-            m.sort_unstable();
-            m
-        })
-        .collect();
-    let mut last_with_peer: FastMap<Rank, Ticks> = FastMap::default();
-    let mut last_on_comm: FastMap<u32, Ticks> = FastMap::default();
+/// Each point's window start on this rank alone. `members`: per communicator, its members sorted.
+fn local_window_starts(timeline: &RankTimeline, ranks: usize, members: &[Vec<Rank>]) -> Vec<Ticks> {
+    // Dense per peer and per communicator (`NONE`: no synchronisation yet), and the
+    // communicators used so far: a point looks at those, not at every communicator.
+    const NONE: Ticks = Ticks::MAX;
+    let mut last_with_peer: Vec<Ticks> = vec![NONE; ranks];
+    let mut last_on_comm: Vec<Ticks> = vec![NONE; members.len()];
+    let mut used_comms: Vec<u32> = Vec::new();
+    // The latest collective with each peer, valid while no collective ended since
+    // (`collectives` counts them): recomputed once per peer and collective, not per point.
+    let mut collectives = 0u64;
+    let mut with_peer_cache: Vec<(u64, Ticks)> = vec![(u64::MAX, NONE); ranks];
+    let known = |t: Ticks| (t != NONE).then_some(t);
     let mut starts = Vec::with_capacity(timeline.points.len());
     for op in &timeline.ops {
-        for point in &timeline.points[op.points.start as usize..op.points.end as usize] {
+        let points = &timeline.points[op.points.start as usize..op.points.end as usize];
+        for point in points {
             let start = match point.kind {
                 SyncKind::Send { peer, .. } | SyncKind::Recv { peer, .. } => {
-                    let collective = last_on_comm
-                        .iter()
-                        .filter(|(&comm, _)| members[comm as usize].binary_search(&peer).is_ok())
-                        .map(|(_, &t)| t)
-                        .max();
-                    let p2p = last_with_peer.get(&peer).copied();
+                    let p2p = last_with_peer.get(peer as usize).copied().and_then(known);
+                    let collective = match with_peer_cache.get_mut(peer as usize) {
+                        Some(cached) => {
+                            if cached.0 != collectives {
+                                let latest = used_comms
+                                    .iter()
+                                    .filter(|&&c| members[c as usize].binary_search(&peer).is_ok())
+                                    .map(|&c| last_on_comm[c as usize])
+                                    .max()
+                                    .unwrap_or(NONE);
+                                *cached = (collectives, latest);
+                            }
+                            known(cached.1)
+                        }
+                        None => None,
+                    };
                     p2p.max(collective)
                 }
-                SyncKind::Collective { comm, .. } => last_on_comm.get(&comm).copied(),
+                SyncKind::Collective { comm, .. } => known(last_on_comm[comm as usize]),
             };
             starts.push(start.unwrap_or(timeline.start));
         }
-        for point in &timeline.points[op.points.start as usize..op.points.end as usize] {
+        for point in points {
             match point.kind {
                 SyncKind::Send { peer, .. } | SyncKind::Recv { peer, .. } => {
-                    last_with_peer.insert(peer, op.exit);
+                    if let Some(last) = last_with_peer.get_mut(peer as usize) {
+                        *last = op.exit;
+                    }
                 }
                 SyncKind::Collective { comm, .. } => {
-                    last_on_comm.insert(comm, op.exit);
+                    if last_on_comm[comm as usize] == NONE {
+                        used_comms.push(comm);
+                    }
+                    last_on_comm[comm as usize] = op.exit;
+                    collectives += 1;
                 }
             }
         }
