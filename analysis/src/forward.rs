@@ -11,6 +11,7 @@
 //! synchronisation interval starts at the later of the waiter's and the cause's window starts, so
 //! both sides profile the same stretch of time.
 
+use crate::hash::FastMap;
 use crate::matching::{Instance, InstanceId, Matching, Participant, UNMATCHED};
 use crate::model::{Definitions, MpiClass, Rank, Ticks};
 use crate::patterns::Pattern;
@@ -82,10 +83,13 @@ pub fn replay(timelines: &[RankTimeline], matching: &Matching, defs: &Definition
     let window_starts = parallel_map(timelines.len(), |rank| {
         local_window_starts(&timelines[rank], timelines.len(), &members)
     });
-    let arrivals: Vec<Option<Arrivals>> = matching
+    // Collectives only (messages are most instances and need none).
+    let arrivals: FastMap<InstanceId, Arrivals> = matching
         .instances
         .iter()
-        .map(|i| collective_arrivals(i, timelines))
+        .enumerate()
+        .filter(|(_, i)| matches!(i, Instance::Collective { .. }))
+        .filter_map(|(id, i)| Some((id as InstanceId, collective_arrivals(i, timelines)?)))
         .collect();
     let waits = parallel_map(timelines.len(), |rank| {
         rank_waits(rank as Rank, timelines, matching, &arrivals, &window_starts)
@@ -222,7 +226,7 @@ fn rank_waits(
     rank: Rank,
     timelines: &[RankTimeline],
     matching: &Matching,
-    arrivals: &[Option<Arrivals>],
+    arrivals: &FastMap<InstanceId, Arrivals>,
     window_starts: &[Vec<Ticks>],
 ) -> Vec<WaitState> {
     let timeline = &timelines[rank as usize];
@@ -248,7 +252,7 @@ fn rank_waits(
                     Some((enter_of(*receiver), *receiver))
                 }
                 (Instance::Collective { class, .. }, _) => {
-                    let arrivals = arrivals[instance as usize].as_ref();
+                    let arrivals = arrivals.get(&instance);
                     arrivals.and_then(|a| match class {
                         MpiClass::OneToAll => a.root,
                         MpiClass::AllToOne => a.last_non_root,

@@ -8,7 +8,7 @@
 use crate::hash::FastMap;
 use crate::model::{CommId, Definitions, MpiClass, Rank};
 use crate::timeline::{RankTimeline, SyncKind};
-use std::collections::VecDeque;
+use crate::replay::parallel_map;
 
 /// Index into [`Matching::instances`].
 pub type InstanceId = u32;
@@ -48,27 +48,31 @@ pub struct Matching {
     pub problems: Vec<String>,
 }
 
-/// A send waiting for its receive, by (sender, receiver, communicator, tag).
-type ChannelKey = (Rank, Rank, CommId, i32);
+/// A channel seen from one end: (the other rank, communicator, tag).
+type Channel = (Rank, CommId, i32);
+
+/// A send: its point, operation, and whether it is synchronous.
+type SendPoint = (u32, u32, bool);
+
+/// What matching one receiver's points found.
+#[derive(Default)]
+struct Received {
+    /// Per matched receive, in order: (its point, its operation, sender, the send).
+    messages: Vec<(u32, u32, Rank, SendPoint)>,
+    /// Per channel (sender, communicator, tag), the indices into `messages` in order.
+    by_channel: FastMap<Channel, Vec<u32>>,
+    unmatched: usize,
+    /// Its collective points: (point, operation, communicator, class, root).
+    collectives: Vec<(u32, u32, CommId, MpiClass, Option<Rank>)>,
+}
 
 /// Matches all messages and collectives of the trace.
 pub fn match_all(timelines: &[RankTimeline], defs: &Definitions) -> Matching {
-    let mut matching = Matching {
-        point_instance: timelines
-            .iter()
-            .map(|t| vec![UNMATCHED; t.points.len()])
-            .collect(),
-        ..Matching::default()
-    };
-    match_messages(timelines, &mut matching);
-    match_collectives(timelines, defs, &mut matching);
-    matching
-}
-
-fn match_messages(timelines: &[RankTimeline], matching: &mut Matching) {
-    let mut pending: FastMap<ChannelKey, VecDeque<(u32, u32, bool)>> = FastMap::default();
-    for (sender, timeline) in timelines.iter().enumerate() {
-        for (index, point) in timeline.points.iter().enumerate() {
+    let ranks = timelines.len();
+    // Per sender, its sends by channel (receiver, communicator, tag), in order.
+    let outboxes: Vec<FastMap<Channel, Vec<SendPoint>>> = parallel_map(ranks, |sender| {
+        let mut outbox: FastMap<Channel, Vec<SendPoint>> = FastMap::default();
+        for (index, point) in timelines[sender].points.iter().enumerate() {
             if let SyncKind::Send {
                 peer,
                 tag,
@@ -76,48 +80,98 @@ fn match_messages(timelines: &[RankTimeline], matching: &mut Matching) {
                 synchronous,
             } = point.kind
             {
-                pending
-                    .entry((sender as Rank, peer, comm, tag))
+                outbox
+                    .entry((peer, comm, tag))
                     .or_default()
-                    .push_back((index as u32, point.op, synchronous));
+                    .push((index as u32, point.op, synchronous));
             }
         }
-    }
-    let mut unmatched_receives = 0usize;
-    for (receiver, timeline) in timelines.iter().enumerate() {
-        for (index, point) in timeline.points.iter().enumerate() {
-            let SyncKind::Recv { peer, tag, comm } = point.kind else {
-                continue;
+        outbox
+    });
+    // Per receiver, the k-th receive on a channel meets the k-th send on it.
+    let received: Vec<Received> = parallel_map(ranks, |receiver| {
+        let mut found = Received::default();
+        for (index, point) in timelines[receiver].points.iter().enumerate() {
+            let (peer, tag, comm) = match point.kind {
+                SyncKind::Recv { peer, tag, comm } => (peer, tag, comm),
+                SyncKind::Collective { comm, class, root } => {
+                    found
+                        .collectives
+                        .push((index as u32, point.op, comm, class, root));
+                    continue;
+                }
+                SyncKind::Send { .. } => continue,
             };
-            let found = pending
-                .get_mut(&(peer, receiver as Rank, comm, tag))
-                .and_then(VecDeque::pop_front);
-            let Some((send_point, send_op, synchronous)) = found else {
-                unmatched_receives += 1;
-                continue;
-            };
-            let id = matching.instances.len() as InstanceId;
-            matching.instances.push(Instance::Message {
+            let taken = found.by_channel.entry((peer, comm, tag)).or_default();
+            let send = outboxes
+                .get(peer as usize)
+                .and_then(|outbox| outbox.get(&(receiver as Rank, comm, tag)))
+                .and_then(|sends| sends.get(taken.len()));
+            match send {
+                Some(&send) => {
+                    taken.push(found.messages.len() as u32);
+                    found
+                        .messages
+                        .push((index as u32, point.op, peer, send));
+                }
+                None => found.unmatched += 1,
+            }
+        }
+        found
+    });
+    // Instances are numbered by receiver, then in receive order.
+    let mut first_id = Vec::with_capacity(ranks);
+    let mut instances = Vec::new();
+    for (receiver, found) in received.iter().enumerate() {
+        first_id.push(instances.len() as InstanceId);
+        instances.extend(found.messages.iter().map(|&(_, op, sender, (_, send_op, synchronous))| {
+            Instance::Message {
                 sender: Participant {
-                    rank: peer,
+                    rank: sender,
                     op: send_op,
                 },
                 receiver: Participant {
                     rank: receiver as Rank,
-                    op: point.op,
+                    op,
                 },
                 synchronous,
-            });
-            matching.point_instance[receiver][index] = id;
-            if let Some(slot) = matching.point_instance.get_mut(peer as usize) {
-                slot[send_point as usize] = id;
+            }
+        }));
+    }
+    let point_instance = parallel_map(ranks, |rank| {
+        let mut ids = vec![UNMATCHED; timelines[rank].points.len()];
+        let found = &received[rank];
+        for (local, &(point, ..)) in found.messages.iter().enumerate() {
+            ids[point as usize] = first_id[rank] + local as InstanceId;
+        }
+        for (&(receiver, comm, tag), sends) in &outboxes[rank] {
+            let matched = received
+                .get(receiver as usize)
+                .and_then(|r| r.by_channel.get(&(rank as Rank, comm, tag)));
+            if let Some(locals) = matched {
+                for (send, &local) in sends.iter().zip(locals) {
+                    ids[send.0 as usize] = first_id[receiver as usize] + local;
+                }
             }
         }
-    }
-    let unmatched_sends: usize = pending.values().map(VecDeque::len).sum();
-    if unmatched_sends > 0 {
+        ids
+    });
+    let mut matching = Matching {
+        instances,
+        point_instance,
+        problems: Vec::new(),
+    };
+    let sends: usize = outboxes
+        .iter()
+        .flat_map(|o| o.values())
+        .map(Vec::len)
+        .sum();
+    let matched: usize = received.iter().map(|r| r.messages.len()).sum();
+    let unmatched_receives: usize = received.iter().map(|r| r.unmatched).sum();
+    if sends > matched {
         matching.problems.push(format!(
-            "{unmatched_sends} sends have no matching receive; they are ignored"
+            "{} sends have no matching receive; they are ignored",
+            sends - matched
         ));
     }
     if unmatched_receives > 0 {
@@ -125,17 +179,25 @@ fn match_messages(timelines: &[RankTimeline], matching: &mut Matching) {
             "{unmatched_receives} receives have no matching send; they are ignored"
         ));
     }
+    let collectives: Vec<_> = received.into_iter().map(|r| r.collectives).collect();
+    match_collectives(timelines, &collectives, defs, &mut matching);
+    matching
 }
 
-fn match_collectives(timelines: &[RankTimeline], defs: &Definitions, matching: &mut Matching) {
+/// `collectives[rank]`: the rank's collective points (point, operation, communicator, class,
+/// root), in order.
+#[allow(clippy::type_complexity)]
+fn match_collectives(
+    timelines: &[RankTimeline],
+    collectives: &[Vec<(u32, u32, CommId, MpiClass, Option<Rank>)>],
+    defs: &Definitions,
+    matching: &mut Matching,
+) {
     // Per communicator, the instances in call order, and per rank how many it has joined.
     let mut by_comm: FastMap<CommId, Vec<InstanceId>> = FastMap::default();
-    for (rank, timeline) in timelines.iter().enumerate() {
+    for (rank, points) in collectives.iter().enumerate() {
         let mut joined: FastMap<CommId, usize> = FastMap::default();
-        for (index, point) in timeline.points.iter().enumerate() {
-            let SyncKind::Collective { comm, class, root } = point.kind else {
-                continue;
-            };
+        for &(index, op, comm, class, root) in points {
             let sequence = joined.entry(comm).or_default();
             let instances = by_comm.entry(comm).or_default();
             if *sequence == instances.len() {
@@ -152,10 +214,10 @@ fn match_collectives(timelines: &[RankTimeline], defs: &Definitions, matching: &
             if let Instance::Collective { members, .. } = &mut matching.instances[id as usize] {
                 members.push(Participant {
                     rank: rank as Rank,
-                    op: point.op,
+                    op,
                 });
             }
-            matching.point_instance[rank][index] = id;
+            matching.point_instance[rank][index as usize] = id;
         }
     }
     let mut incomplete = 0usize;
