@@ -139,7 +139,21 @@ impl Ready {
     }
 
     /// The next rank for `worker`, or `None` when all are done or nothing can run any more.
+    /// An empty queue steals from the others before it sleeps (sleeping and waking cost more
+    /// than a rank's stretch of work in a pipelined replay).
     fn next(&self, worker: usize) -> Option<Rank> {
+        let count = self.queues.len();
+        for other in (0..count).map(|i| (worker + i) % count) {
+            let queue = &self.queues[other].0;
+            let taken = if other == worker {
+                queue.lock().expect("ready lock").ranks.pop_front()
+            } else {
+                queue.try_lock().ok().and_then(|mut q| q.ranks.pop_back())
+            };
+            if taken.is_some() {
+                return taken;
+            }
+        }
         let (queue, wake) = &self.queues[worker];
         let mut queue = queue.lock().expect("ready lock");
         loop {
