@@ -152,3 +152,45 @@ fn a_nonblocking_receive_waits_in_mpi_wait() {
     let between = "compute after MPI_Irecv (n.c:1) before MPI_Wait (n.c:2)";
     assert_eq!(analysis.callpath(between).unwrap().total.time, 1.0);
 }
+
+#[test]
+fn receives_that_wait_for_each_other_stall_the_replay_with_a_clear_error() {
+    // Each rank receives before it sends, yet the clocks say each receive waited for the other
+    // rank's send: a cycle no backward replay can finish. It must end, naming both ranks.
+    let mut b = ExecutionBuilder::new(2);
+    let (send, recv) = (b.region("MPI_Send", "c.c:1"), b.region("MPI_Recv", "c.c:2"));
+    let mut trace = b.finish();
+    let event = |time, kind| Event { time, kind };
+    for (rank, peer) in [(0, 1), (1, 0)] {
+        trace.ranks[rank] = vec![
+            event(0, EventKind::Enter { region: recv }),
+            event(
+                10,
+                EventKind::Recv {
+                    peer,
+                    tag: 0,
+                    comm: WORLD,
+                    bytes: 8,
+                },
+            ),
+            event(10, EventKind::Exit),
+            event(10, EventKind::Enter { region: send }),
+            event(
+                10,
+                EventKind::Send {
+                    peer,
+                    tag: 0,
+                    comm: WORLD,
+                    bytes: 8,
+                    synchronous: false,
+                },
+            ),
+            event(11, EventKind::Exit),
+        ];
+    }
+    let error = mpistat_analysis::analysis::run_passes(&trace).err();
+    assert_eq!(
+        error,
+        Some(mpistat_analysis::AnalysisError::ReplayStalled { stuck: vec![0, 1] })
+    );
+}
