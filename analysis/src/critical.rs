@@ -37,18 +37,18 @@ pub fn critical_path(timelines: &[RankTimeline], forward: &Forward) -> Vec<Segme
         let next = waits[..bounds[rank]]
             .iter()
             .rev()
-            .find(|w| timeline.ops[w.op as usize].enter + w.wait <= time);
+            .find(|w| w.enter + w.wait <= time);
         match next {
             Some(wait) if steps_left > 0 => {
                 steps_left -= 1;
-                let resume = timeline.ops[wait.op as usize].enter + wait.wait;
+                let resume = wait.enter + wait.wait;
                 segments.push(Segment {
                     rank: rank as Rank,
                     start: resume,
                     end: time,
                 });
                 rank = wait.cause.rank as usize;
-                time = timelines[rank].ops[wait.cause.op as usize].enter;
+                time = wait.cause_enter;
                 let (waits, bound) = (&forward.waits[rank], &mut bounds[rank]);
                 if *bound < waits.len() && waits[*bound].op < wait.cause.op {
                     // Clocks that disagree can send the walk forward: search.

@@ -22,11 +22,15 @@ use crate::timeline::{RankTimeline, SyncKind};
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WaitState {
     pub op: u32,
+    /// When the operation was entered (copied here: the backward passes read it per wait).
+    pub enter: Ticks,
     pub wait: Ticks,
     pub pattern: Pattern,
     /// The synchronisation instance it waited at, and the rank that arrived late.
     pub instance: InstanceId,
     pub cause: Participant,
+    /// When the cause entered its operation.
+    pub cause_enter: Ticks,
     /// Start of the synchronisation interval `[window_start, enter)`.
     pub window_start: Ticks,
 }
@@ -38,8 +42,6 @@ pub struct Forward {
     pub waits: Vec<Vec<WaitState>>,
     /// Per instance, how many ranks waited at it (all for the same cause).
     pub waiters: Vec<u32>,
-    /// Per instance with waiters, the rank that caused the waiting.
-    pub causes: Vec<Rank>,
     /// The waiters of instance `i` are `waiter_list[waiter_start[i]..waiter_start[i + 1]]`:
     /// (rank, index into its waits), by rank.
     pub waiter_start: Vec<u32>,
@@ -95,10 +97,8 @@ pub fn replay(timelines: &[RankTimeline], matching: &Matching, defs: &Definition
         rank_waits(rank as Rank, timelines, matching, &arrivals, &window_starts)
     });
     let mut waiters = vec![0u32; matching.instances.len()];
-    let mut causes = vec![Rank::MAX; matching.instances.len()];
     for wait in waits.iter().flatten() {
         waiters[wait.instance as usize] += 1;
-        causes[wait.instance as usize] = wait.cause.rank;
     }
     let mut waiter_start = Vec::with_capacity(waiters.len() + 1);
     let mut next = 0u32;
@@ -125,7 +125,6 @@ pub fn replay(timelines: &[RankTimeline], matching: &Matching, defs: &Definition
     Forward {
         waits,
         waiters,
-        causes,
         waiter_start,
         waiter_list,
         caused,
@@ -274,10 +273,12 @@ fn rank_waits(
                 .min(op.enter);
             worst = Some(WaitState {
                 op: op_index as u32,
+                enter: op.enter,
                 wait,
                 pattern,
                 instance,
                 cause,
+                cause_enter: late_enter,
                 window_start,
             });
         }
