@@ -2,9 +2,10 @@
 # Overhead of libmpistat: runs bench/overhead.c bare and under LD_PRELOAD, alternating in one
 # invocation (so both see the same machine state), plus process start-up cost, and prints a table
 # with the budget beside the numbers. Speed is measured, not asserted: this fails only if
-# something crashes.
+# something crashes. Then the trace analysis benchmark (bench/analysis.rs): bytes per event of
+# the trace format, wall and CPU time per pass, events per second, and a scaling series.
 #
-#   bench/run.sh           full size (about a minute)
+#   bench/run.sh           full size (about two minutes)
 #   bench/run.sh --small   CI size (a few seconds; noisy, a smoke test of the harness)
 #   MPISTAT_BENCH_COUNTERS=per-call bench/run.sh   with software counters read around each call
 set -euo pipefail
@@ -20,8 +21,10 @@ esac
 
 if [[ $small == 1 ]]; then
     iters=10000 reps=3 rounds=2 starts=10
+    analysis_size=(64 200000 2) # ranks, events, repetitions
 else
     iters=100000 reps=5 rounds=5 starts=50
+    analysis_size=(64 10000000 5)
 fi
 
 # shellcheck source=scripts/prereqs.sh
@@ -188,3 +191,6 @@ for name, d in start.items():
 print()
 print("Budget shown, not asserted. Cheap local calls are the worst case for a wrapper's fixed cost.")
 EOF
+
+echo
+cargo run --release -q -p mpistat-analysis --bin mpistat-analysis-bench -- "${analysis_size[@]}"
