@@ -54,13 +54,48 @@ type Channel = (Rank, CommId, i32);
 /// A send: its point, operation, and whether it is synchronous.
 type SendPoint = (u32, u32, bool);
 
+/// The channels of one rank, numbered as they appear; the most recent ones are found without
+/// hashing (a rank talks to few peers, and mostly to the same ones again).
+#[derive(Default)]
+struct Channels {
+    ids: FastMap<Channel, u32>,
+    /// (channel, id + 1), 0 for an empty slot.
+    recent: [(Channel, u32); 4],
+}
+
+impl Channels {
+    /// The channel's id, numbering it when new.
+    fn id(&mut self, channel: Channel) -> usize {
+        if let Some(&(_, id)) = self.recent.iter().find(|&&(c, id)| id != 0 && c == channel) {
+            return id as usize - 1;
+        }
+        let next = self.ids.len() as u32;
+        let id = *self.ids.entry(channel).or_insert(next);
+        self.recent.rotate_right(1);
+        self.recent[0] = (channel, id + 1);
+        id as usize
+    }
+
+    fn get(&self, channel: &Channel) -> Option<usize> {
+        self.ids.get(channel).map(|&id| id as usize)
+    }
+}
+
+/// One sender's sends by channel (receiver, communicator, tag), in order.
+#[derive(Default)]
+struct Outbox {
+    channels: Channels,
+    sends: Vec<Vec<SendPoint>>,
+}
+
 /// What matching one receiver's points found.
 #[derive(Default)]
 struct Received {
     /// Per matched receive, in order: (its point, its operation, sender, the send).
     messages: Vec<(u32, u32, Rank, SendPoint)>,
     /// Per channel (sender, communicator, tag), the indices into `messages` in order.
-    by_channel: FastMap<Channel, Vec<u32>>,
+    channels: Channels,
+    by_channel: Vec<Vec<u32>>,
     unmatched: usize,
     /// Its collective points: (point, operation, communicator, class, root).
     collectives: Vec<(u32, u32, CommId, MpiClass, Option<Rank>)>,
@@ -70,8 +105,8 @@ struct Received {
 pub fn match_all(timelines: &[RankTimeline], defs: &Definitions) -> Matching {
     let ranks = timelines.len();
     // Per sender, its sends by channel (receiver, communicator, tag), in order.
-    let outboxes: Vec<FastMap<Channel, Vec<SendPoint>>> = parallel_map(ranks, |sender| {
-        let mut outbox: FastMap<Channel, Vec<SendPoint>> = FastMap::default();
+    let outboxes: Vec<Outbox> = parallel_map(ranks, |sender| {
+        let mut outbox = Outbox::default();
         for (index, point) in timelines[sender].points.iter().enumerate() {
             if let SyncKind::Send {
                 peer,
@@ -80,10 +115,11 @@ pub fn match_all(timelines: &[RankTimeline], defs: &Definitions) -> Matching {
                 synchronous,
             } = point.kind
             {
-                outbox
-                    .entry((peer, comm, tag))
-                    .or_default()
-                    .push((index as u32, point.op, synchronous));
+                let channel = outbox.channels.id((peer, comm, tag));
+                if channel == outbox.sends.len() {
+                    outbox.sends.push(Vec::new());
+                }
+                outbox.sends[channel].push((index as u32, point.op, synchronous));
             }
         }
         outbox
@@ -91,6 +127,7 @@ pub fn match_all(timelines: &[RankTimeline], defs: &Definitions) -> Matching {
     // Per receiver, the k-th receive on a channel meets the k-th send on it.
     let received: Vec<Received> = parallel_map(ranks, |receiver| {
         let mut found = Received::default();
+        let mut sends_of: Vec<Option<&[SendPoint]>> = Vec::new();
         for (index, point) in timelines[receiver].points.iter().enumerate() {
             let (peer, tag, comm) = match point.kind {
                 SyncKind::Recv { peer, tag, comm } => (peer, tag, comm),
@@ -102,11 +139,17 @@ pub fn match_all(timelines: &[RankTimeline], defs: &Definitions) -> Matching {
                 }
                 SyncKind::Send { .. } => continue,
             };
-            let taken = found.by_channel.entry((peer, comm, tag)).or_default();
-            let send = outboxes
-                .get(peer as usize)
-                .and_then(|outbox| outbox.get(&(receiver as Rank, comm, tag)))
-                .and_then(|sends| sends.get(taken.len()));
+            let channel = found.channels.id((peer, comm, tag));
+            if channel == found.by_channel.len() {
+                found.by_channel.push(Vec::new());
+                // The sender's side of the channel, looked up once.
+                sends_of.push(outboxes.get(peer as usize).and_then(|outbox| {
+                    let sends = outbox.channels.get(&(receiver as Rank, comm, tag))?;
+                    Some(&outbox.sends[sends][..])
+                }));
+            }
+            let taken = &mut found.by_channel[channel];
+            let send = sends_of[channel].and_then(|sends| sends.get(taken.len()));
             match send {
                 Some(&send) => {
                     taken.push(found.messages.len() as u32);
@@ -144,10 +187,13 @@ pub fn match_all(timelines: &[RankTimeline], defs: &Definitions) -> Matching {
         for (local, &(point, ..)) in found.messages.iter().enumerate() {
             ids[point as usize] = first_id[rank] + local as InstanceId;
         }
-        for (&(receiver, comm, tag), sends) in &outboxes[rank] {
-            let matched = received
-                .get(receiver as usize)
-                .and_then(|r| r.by_channel.get(&(rank as Rank, comm, tag)));
+        let outbox = &outboxes[rank];
+        for (&(receiver, comm, tag), &channel) in &outbox.channels.ids {
+            let sends = &outbox.sends[channel as usize];
+            let matched = received.get(receiver as usize).and_then(|r| {
+                let channel = r.channels.get(&(rank as Rank, comm, tag))?;
+                Some(&r.by_channel[channel])
+            });
             if let Some(locals) = matched {
                 for (send, &local) in sends.iter().zip(locals) {
                     ids[send.0 as usize] = first_id[receiver as usize] + local;
@@ -163,7 +209,7 @@ pub fn match_all(timelines: &[RankTimeline], defs: &Definitions) -> Matching {
     };
     let sends: usize = outboxes
         .iter()
-        .flat_map(|o| o.values())
+        .flat_map(|o| &o.sends)
         .map(Vec::len)
         .sum();
     let matched: usize = received.iter().map(|r| r.messages.len()).sum();
