@@ -77,7 +77,9 @@ struct DelayProgram<'a> {
     cause_cursor: usize,
     /// Wait states still to visit: `0..wait_cursor`.
     wait_cursor: usize,
-    costs: FastMap<CallpathId, DelayCost>,
+    /// Delay costs by call path (dense: no hashing per share; a rank's costs are a row of the
+    /// (call path, rank) cells the analysis reports anyway), and which call paths got any.
+    costs: Vec<(DelayCost, bool)>,
     /// (waiter rank, index into its waits, direct, indirect) for wait states this rank caused.
     splits: Vec<(Rank, u32, f64, f64)>,
     scratch: Scratch,
@@ -101,7 +103,7 @@ pub fn replay(
             long_term: &long_term,
             cause_cursor: forward.caused[rank].len(),
             wait_cursor: forward.waits[rank].len(),
-            costs: FastMap::default(),
+            costs: Vec::new(),
             splits: Vec::new(),
             scratch: Scratch::default(),
         })
@@ -128,7 +130,12 @@ pub fn replay(
             split.direct += direct;
             split.indirect += indirect;
         }
-        delays.costs.push(program.costs);
+        delays.costs.push(
+            (program.costs.iter().enumerate())
+                .filter(|(_, (_, touched))| *touched)
+                .map(|(callpath, &(cost, _))| (callpath as CallpathId, cost))
+                .collect(),
+        );
     }
     Ok(delays)
 }
@@ -204,6 +211,16 @@ fn interval(
     profile.sort_unstable_by_key(|&(callpath, _)| callpath);
 }
 
+/// The delay cost of `callpath` in a rank's dense costs, marked as touched.
+fn cost_of(costs: &mut Vec<(DelayCost, bool)>, callpath: CallpathId) -> &mut DelayCost {
+    let index = callpath as usize;
+    if index >= costs.len() {
+        costs.resize(index + 1, (DelayCost::default(), false));
+    }
+    costs[index].1 = true;
+    &mut costs[index].0
+}
+
 impl DelayProgram<'_> {
     /// Lines 16-29 of Algorithm 1: share the costs of wait `wait` of rank `waiter` among this
     /// rank's delays and propagating wait states in the synchronisation interval.
@@ -252,7 +269,7 @@ impl DelayProgram<'_> {
             // Nothing in the interval explains the wait (the delay lies before it): the
             // operation that arrived late carries the costs.
             let callpath = self.timelines[rank].ops[op_index].callpath;
-            let cost = self.costs.entry(callpath).or_default();
+            let cost = cost_of(&mut self.costs, callpath);
             cost.short_term += short_term;
             cost.long_term += long_term;
             self.splits.push((waiter, wait as u32, short_term, 0.0));
@@ -260,7 +277,7 @@ impl DelayProgram<'_> {
         }
         let scale = 1.0 / (excess_sum + waiting_sum);
         for &(callpath, delta) in &scratch.excess {
-            let cost = self.costs.entry(callpath).or_default();
+            let cost = cost_of(&mut self.costs, callpath);
             cost.short_term += short_term * scale * delta;
             cost.long_term += long_term * scale * delta;
         }
