@@ -27,7 +27,13 @@ fn main() {
     println!("analysis bench: {ranks} ranks, {threads} threads, best and median of {reps} runs");
     let mut series = Vec::new();
     for (scale, size) in [(1, 4), (1, 2), (1, 1), (2, 1)] {
-        let events = measure(ranks, target * scale / size, reps, &dir, scale == 1 && size == 1);
+        let events = measure(
+            ranks,
+            target * scale / size,
+            reps,
+            &dir,
+            scale == 1 && size == 1,
+        );
         series.push(events);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -130,11 +136,8 @@ impl Laps {
 
     fn lap(&mut self, pass: &'static str) {
         let (wall, cpu) = (Instant::now(), cpu_seconds());
-        self.laps.push((
-            pass,
-            (wall - self.wall).as_secs_f64(),
-            cpu - self.cpu,
-        ));
+        self.laps
+            .push((pass, (wall - self.wall).as_secs_f64(), cpu - self.cpu));
         (self.wall, self.cpu) = (wall, cpu);
     }
 }

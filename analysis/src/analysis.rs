@@ -290,7 +290,8 @@ fn rank_metrics(
         }
         let mut index = piece;
         while index < timeline.pieces.len() {
-            let (piece_start, piece_end) = (timeline.piece_start(index), timeline.pieces[index].end);
+            let (piece_start, piece_end) =
+                (timeline.piece_start(index), timeline.pieces[index].end);
             if piece_start >= segment.end {
                 break;
             }

@@ -86,10 +86,7 @@ struct DelayProgram<'a> {
 }
 
 /// Runs the delay analysis over all ranks.
-pub fn replay(
-    timelines: &[RankTimeline],
-    forward: &Forward,
-) -> Result<Delays, Vec<Rank>> {
+pub fn replay(timelines: &[RankTimeline], forward: &Forward) -> Result<Delays, Vec<Rank>> {
     let long_term: LongTerm = forward
         .waits
         .iter()
@@ -151,7 +148,7 @@ impl RankProgram for DelayProgram<'_> {
             let wait_op = self.wait_cursor.checked_sub(1).map(|w| waits[w].op);
             match (cause_op, wait_op) {
                 (None, None) => return Progress::Done,
-                (Some(op), wait) if wait.map_or(true, |w| op >= w) => {
+                (Some(op), wait) if wait.is_none_or(|w| op >= w) => {
                     let instance = caused[self.cause_cursor - 1].1;
                     if !gates.open(instance, self.rank) {
                         return Progress::Blocked(instance);
@@ -229,7 +226,8 @@ impl DelayProgram<'_> {
         let waiter_waits = &self.forward.waits[waiter as usize];
         let state = waiter_waits[wait];
         let short_term = state.wait as f64;
-        let long_term = f64::from_bits(self.long_term[waiter as usize][wait].load(Ordering::Relaxed));
+        let long_term =
+            f64::from_bits(self.long_term[waiter as usize][wait].load(Ordering::Relaxed));
         let scratch = &mut self.scratch;
         interval(
             &self.timelines[waiter as usize],
@@ -259,7 +257,10 @@ impl DelayProgram<'_> {
                 .local
                 .iter()
                 .map(|&(callpath, time)| {
-                    (callpath, (time - time_of(&scratch.waiter, callpath)).max(0.0))
+                    (
+                        callpath,
+                        (time - time_of(&scratch.waiter, callpath)).max(0.0),
+                    )
                 })
                 .filter(|&(_, delta)| delta > 0.0),
         );

@@ -7,8 +7,8 @@
 
 use crate::hash::FastMap;
 use crate::model::{CommId, Definitions, MpiClass, Rank};
-use crate::timeline::{RankTimeline, SyncKind};
 use crate::replay::parallel_map;
+use crate::timeline::{RankTimeline, SyncKind};
 
 /// Index into [`Matching::instances`].
 pub type InstanceId = u32;
@@ -153,9 +153,7 @@ pub fn match_all(timelines: &[RankTimeline], defs: &Definitions) -> Matching {
             match send {
                 Some(&send) => {
                     taken.push(found.messages.len() as u32);
-                    found
-                        .messages
-                        .push((index as u32, point.op, peer, send));
+                    found.messages.push((index as u32, point.op, peer, send));
                 }
                 None => found.unmatched += 1,
             }
@@ -167,8 +165,8 @@ pub fn match_all(timelines: &[RankTimeline], defs: &Definitions) -> Matching {
     let mut instances = Vec::new();
     for (receiver, found) in received.iter().enumerate() {
         first_id.push(instances.len() as InstanceId);
-        instances.extend(found.messages.iter().map(|&(_, op, sender, (_, send_op, synchronous))| {
-            Instance::Message {
+        instances.extend(found.messages.iter().map(
+            |&(_, op, sender, (_, send_op, synchronous))| Instance::Message {
                 sender: Participant {
                     rank: sender,
                     op: send_op,
@@ -178,8 +176,8 @@ pub fn match_all(timelines: &[RankTimeline], defs: &Definitions) -> Matching {
                     op,
                 },
                 synchronous,
-            }
-        }));
+            },
+        ));
     }
     let point_instance = parallel_map(ranks, |rank| {
         let mut ids = vec![UNMATCHED; timelines[rank].points.len()];
@@ -207,11 +205,7 @@ pub fn match_all(timelines: &[RankTimeline], defs: &Definitions) -> Matching {
         point_instance,
         problems: Vec::new(),
     };
-    let sends: usize = outboxes
-        .iter()
-        .flat_map(|o| &o.sends)
-        .map(Vec::len)
-        .sum();
+    let sends: usize = outboxes.iter().flat_map(|o| &o.sends).map(Vec::len).sum();
     let matched: usize = received.iter().map(|r| r.messages.len()).sum();
     let unmatched_receives: usize = received.iter().map(|r| r.unmatched).sum();
     if sends > matched {
