@@ -138,7 +138,7 @@ pub fn replay(timelines: &[RankTimeline], forward: &Forward) -> Result<Delays, V
 }
 
 impl RankProgram for DelayProgram<'_> {
-    fn resume(&mut self, gates: &Gates<'_>) -> Progress {
+    fn resume(&mut self, gates: &Gates<'_>, woken: &mut Vec<Rank>) -> Progress {
         let rank = self.rank as usize;
         let (caused, waits) = (&self.forward.caused[rank], &self.forward.waits[rank]);
         // Backwards over the operations where this rank caused waiting or waited; in one
@@ -150,7 +150,7 @@ impl RankProgram for DelayProgram<'_> {
                 (None, None) => return Progress::Done,
                 (Some(op), wait) if wait.is_none_or(|w| op >= w) => {
                     let instance = caused[self.cause_cursor - 1].1;
-                    if !gates.open(instance, self.rank) {
+                    if !gates.open(instance) {
                         return Progress::Blocked(instance);
                     }
                     for &(waiter, wait) in self.forward.waiters_of(instance) {
@@ -161,7 +161,7 @@ impl RankProgram for DelayProgram<'_> {
                 _ => {
                     self.wait_cursor -= 1;
                     // Its long-term cost is final: every later wait it could have caused is done.
-                    gates.arrive(waits[self.wait_cursor].instance);
+                    woken.extend(gates.arrive(waits[self.wait_cursor].instance));
                 }
             }
         }

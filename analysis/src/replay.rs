@@ -2,12 +2,15 @@
 //!
 //! [`parallel_map`] runs an independent pass per rank. [`run`] runs *communicating* rank programs
 //! (the backward replay): a program runs until it needs the contributions of a synchronisation
-//! instance that have not all arrived, parks there, and is resumed by whoever delivers the last
-//! one. A fixed set of worker threads serves the ready ranks, so thousands of ranks need no
+//! instance that have not all arrived, parks there, and is made ready by whoever delivers the
+//! last one. A fixed set of worker threads serves the ready ranks, so thousands of ranks need no
 //! thousands of threads. An instance's arrivals are one atomic counter ([`Gates`]); what the
 //! contributors publish lives with the caller (written before [`Gates::arrive`], read after
-//! [`Gates::open`]), so nothing is allocated per message. The same programs could run one per MPI
-//! process with `MPI_Send`/`MPI_Recv` carrying the contributions in place of the gates.
+//! [`Gates::open`]), so nothing is allocated per message. Each worker owns a block of ranks: a
+//! rank of its block that its last run woke runs next, without a queue (a replay is a wavefront,
+//! so that is nearly always the next work); other ready ranks wait in the owner's queue, and an
+//! idle worker steals before it sleeps. The same programs could run one per MPI process with
+//! `MPI_Send`/`MPI_Recv` carrying the contributions in place of the gates.
 
 use crate::matching::InstanceId;
 use crate::model::Rank;
@@ -61,8 +64,9 @@ pub enum Progress {
 
 /// A per-rank program of a communicating pass.
 pub trait RankProgram: Send {
-    /// Runs until done or until [`Gates::open`] returned `false`.
-    fn resume(&mut self, gates: &Gates<'_>) -> Progress;
+    /// Runs until done or until [`Gates::open`] returned `false`; the ranks that its
+    /// [`Gates::arrive`] calls made ready go into `woken`.
+    fn resume(&mut self, gates: &Gates<'_>, woken: &mut Vec<Rank>) -> Progress;
 }
 
 /// Set in a gate's state when its taker parked there; the low bits count arrivals.
@@ -73,35 +77,36 @@ pub struct Gates<'a> {
     expected: &'a [u32],
     state: Vec<AtomicU32>,
     parked: Vec<AtomicU32>,
-    ready: &'a Ready,
 }
 
 impl Gates<'_> {
     /// One contribution to `instance` is published (the caller wrote it before this call).
-    pub fn arrive(&self, instance: InstanceId) {
+    /// Returns the rank parked there when this was the last one.
+    pub fn arrive(&self, instance: InstanceId) -> Option<Rank> {
         let i = instance as usize;
         let before = self.state[i].fetch_add(1, Ordering::AcqRel);
-        if before & PARKED != 0 && (before & !PARKED) + 1 == self.expected[i] {
-            self.ready.push(self.parked[i].load(Ordering::Relaxed));
-        }
+        (before & PARKED != 0 && (before & !PARKED) + 1 == self.expected[i])
+            .then(|| self.parked[i].load(Ordering::Relaxed))
     }
 
     /// Whether all contributions to `instance` have arrived (they are then visible to the
-    /// caller); otherwise parks `rank` there and returns `false`.
-    pub fn open(&self, instance: InstanceId, rank: Rank) -> bool {
+    /// caller).
+    pub fn open(&self, instance: InstanceId) -> bool {
         let i = instance as usize;
-        let expected = self.expected[i];
-        if self.state[i].load(Ordering::Acquire) & !PARKED == expected {
-            return true;
-        }
+        self.state[i].load(Ordering::Acquire) & !PARKED == self.expected[i]
+    }
+
+    /// Parks `rank` at `instance` once its program has stopped there; `false` when the last
+    /// contribution arrived meanwhile (the rank can go on at once).
+    fn park(&self, instance: InstanceId, rank: Rank) -> bool {
+        let i = instance as usize;
         self.parked[i].store(rank, Ordering::Relaxed);
         let before = self.state[i].fetch_or(PARKED, Ordering::AcqRel);
-        if before & !PARKED == expected {
-            // The last one arrived in between and saw no parked rank: go on.
+        if before & !PARKED == self.expected[i] {
             self.state[i].fetch_and(!PARKED, Ordering::Relaxed);
-            return true;
+            return false;
         }
-        false
+        true
     }
 }
 
@@ -146,9 +151,9 @@ impl Ready {
         for other in (0..count).map(|i| (worker + i) % count) {
             let queue = &self.queues[other].0;
             let taken = if other == worker {
-                queue.lock().expect("ready lock").ranks.pop_front()
+                queue.lock().expect("ready lock").ranks.pop_back()
             } else {
-                queue.try_lock().ok().and_then(|mut q| q.ranks.pop_back())
+                queue.try_lock().ok().and_then(|mut q| q.ranks.pop_front())
             };
             if taken.is_some() {
                 return taken;
@@ -161,7 +166,7 @@ impl Ready {
             {
                 return None;
             }
-            if let Some(rank) = queue.ranks.pop_front() {
+            if let Some(rank) = queue.ranks.pop_back() {
                 return Some(rank);
             }
             queue.asleep = true;
@@ -215,7 +220,6 @@ pub fn run<P: RankProgram>(programs: &mut [P], expected: &[u32]) -> Result<(), V
         expected,
         state: expected.iter().map(|_| AtomicU32::new(0)).collect(),
         parked: expected.iter().map(|_| AtomicU32::new(0)).collect(),
-        ready: &ready,
     };
     // Each program with whether it is done.
     let slots: Vec<Mutex<(&mut P, bool)>> = programs
@@ -226,12 +230,33 @@ pub fn run<P: RankProgram>(programs: &mut [P], expected: &[u32]) -> Result<(), V
         for worker in 0..threads {
             let (slots, gates, ready) = (&slots, &gates, &ready);
             scope.spawn(move || {
-                while let Some(rank) = ready.next(worker) {
-                    let mut slot = slots[rank as usize].lock().expect("program lock");
-                    slot.1 = slot.0.resume(gates) == Progress::Done;
-                    if slot.1 {
-                        drop(slot);
-                        ready.finished_one();
+                // A rank of this worker's block that just became ready runs next without
+                // passing through a queue: the replay is a wavefront, and that rank's data
+                // is in this core's cache.
+                let mut next: Option<Rank> = None;
+                let mut woken = Vec::new();
+                while let Some(rank) = next.take().or_else(|| ready.next(worker)) {
+                    let progress = {
+                        let mut slot = slots[rank as usize].lock().expect("program lock");
+                        let progress = slot.0.resume(gates, &mut woken);
+                        slot.1 = progress == Progress::Done;
+                        progress
+                    };
+                    match progress {
+                        Progress::Done => ready.finished_one(),
+                        // Parked only now that nothing touches the program any more.
+                        Progress::Blocked(instance) => {
+                            if !gates.park(instance, rank) {
+                                next = Some(rank);
+                            }
+                        }
+                    }
+                    for rank in woken.drain(..) {
+                        if next.is_none() && ready.owner(rank) == worker {
+                            next = Some(rank);
+                        } else {
+                            ready.push(rank);
+                        }
                     }
                 }
             });
