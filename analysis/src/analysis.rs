@@ -168,7 +168,8 @@ pub fn run_passes_on_dir(
     finished: &mut dyn FnMut(&'static str),
 ) -> Result<(Passes, Vec<String>), AnalyzeDirError> {
     let (defs, ranks, problems) = read_dir_with(dir, |rank, events, defs| {
-        let expected = events.remaining_bytes() / 4;
+        // Events take four bytes or so, never less than two.
+        let expected = events.remaining_bytes() / 3;
         timeline::build(rank, events, expected, defs).map_err(AnalyzeDirError::from)
     })?;
     let built = ranks

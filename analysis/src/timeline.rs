@@ -132,10 +132,11 @@ pub fn build(
         builder.event(0, &first)?;
         count = 1;
     }
-    // Typical traces have a piece per two events and an operation per three or four.
+    // At most a piece, an operation and a point per two events (a collective is two events).
+    // Reserving that much costs address space only, while growing a buffer copies it.
     builder.timeline.pieces.reserve(expected_events / 2 + 1);
-    builder.timeline.ops.reserve(expected_events / 4 + 1);
-    builder.timeline.points.reserve(expected_events / 4 + 1);
+    builder.timeline.ops.reserve(expected_events / 2 + 1);
+    builder.timeline.points.reserve(expected_events / 2 + 1);
     for event in events {
         builder.event(count, &event)?;
         count += 1;
