@@ -205,6 +205,14 @@ fn finish_passes(
     }
     parallel_for_each_mut(&mut timelines, |rank, timeline| {
         let remap = &remaps[rank];
+        // Ranks that met their call paths in the same order as the ranks before keep their ids.
+        if remap
+            .iter()
+            .enumerate()
+            .all(|(local, &id)| id as usize == local)
+        {
+            return;
+        }
         for piece in &mut timeline.pieces {
             piece.callpath = remap[piece.callpath as usize];
         }
