@@ -288,13 +288,17 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Most values of a trace fit one byte: that case stays inline.
+    /// Most values of a trace (tags, ids, time steps) fit one or two bytes: those stay inline.
     #[inline]
     fn varint(&mut self, what: &'static str) -> Result<u64, TraceFileError> {
-        match self.bytes.get(self.at) {
-            Some(&byte) if byte < 0x80 => {
+        match self.bytes.get(self.at..self.at + 2) {
+            Some(&[low, _]) if low < 0x80 => {
                 self.at += 1;
-                Ok(byte.into())
+                Ok(low.into())
+            }
+            Some(&[low, high]) if high < 0x80 => {
+                self.at += 2;
+                Ok(u64::from(low & 0x7F) | u64::from(high) << 7)
             }
             _ => self.long_varint(what),
         }
@@ -461,7 +465,7 @@ impl<'a> RankEvents<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn event(&mut self) -> Result<Option<Event>, TraceFileError> {
         let r = &mut self.r;
         let tag = r.byte("event tag")?;
@@ -541,7 +545,7 @@ impl<'a> RankEvents<'a> {
 impl Iterator for RankEvents<'_> {
     type Item = Event;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Event> {
         if self.ended {
             return None;
