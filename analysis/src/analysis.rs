@@ -248,31 +248,31 @@ pub fn analyze(trace: &Trace) -> Result<Analysis, AnalysisError> {
     Ok(summarise(&passes))
 }
 
-/// Per call path of one rank, a total and whether anything touched it (dense: the inner loops
-/// over pieces run without hashing).
-struct DenseSums {
-    sums: Vec<f64>,
+/// The metrics of one rank by call path while they are summed (dense: the loops over pieces and
+/// wait states run without hashing), and which call paths got any.
+struct DenseCells {
+    metrics: Vec<Metrics>,
     touched: Vec<bool>,
 }
 
-impl DenseSums {
+impl DenseCells {
     fn new(callpaths: usize) -> Self {
-        DenseSums {
-            sums: vec![0.0; callpaths],
+        DenseCells {
+            metrics: vec![Metrics::default(); callpaths],
             touched: vec![false; callpaths],
         }
     }
 
-    fn add(&mut self, callpath: CallpathId, value: f64) {
-        self.sums[callpath as usize] += value;
+    fn cell(&mut self, callpath: CallpathId) -> &mut Metrics {
         self.touched[callpath as usize] = true;
+        &mut self.metrics[callpath as usize]
     }
 
-    /// The touched call paths and their totals.
-    fn touched(&self) -> impl Iterator<Item = (CallpathId, f64)> + '_ {
-        (0..self.sums.len())
-            .filter(|&i| self.touched[i])
-            .map(|i| (i as CallpathId, self.sums[i]))
+    fn into_map(self) -> FastMap<CallpathId, Metrics> {
+        (self.metrics.into_iter().zip(self.touched).enumerate())
+            .filter(|(_, (_, touched))| *touched)
+            .map(|(callpath, (metrics, _))| (callpath as CallpathId, metrics))
+            .collect()
     }
 }
 
@@ -283,15 +283,13 @@ fn rank_metrics(
     segments: &[Segment],
 ) -> FastMap<CallpathId, Metrics> {
     let timeline = &passes.timelines[rank];
-    let callpaths = passes.tree.nodes.len();
-    let mut time = DenseSums::new(callpaths);
+    let mut cells = DenseCells::new(passes.tree.nodes.len());
     let mut start = timeline.start;
     for piece in &timeline.pieces {
-        time.add(piece.callpath, (piece.end - start) as f64);
+        cells.cell(piece.callpath).time += (piece.end - start) as f64;
         start = piece.end;
     }
     // Pieces and segments both run forwards in time: one merge.
-    let mut critical = DenseSums::new(callpaths);
     let mut piece = 0;
     for segment in segments {
         while piece < timeline.pieces.len() && timeline.pieces[piece].end <= segment.start {
@@ -306,25 +304,16 @@ fn rank_metrics(
             }
             let clipped = piece_end.min(segment.end) - piece_start.max(segment.start);
             if clipped > 0 {
-                critical.add(timeline.pieces[index].callpath, clipped as f64);
+                cells.cell(timeline.pieces[index].callpath).critical += clipped as f64;
             }
             index += 1;
         }
-    }
-    let mut cells: FastMap<CallpathId, Metrics> = FastMap::default();
-    for (callpath, total) in time.touched() {
-        cells.entry(callpath).or_default().time = total;
-    }
-    for (callpath, total) in critical.touched() {
-        cells.entry(callpath).or_default().critical = total;
     }
     for (wait, split) in passes.forward.waits[rank]
         .iter()
         .zip(&passes.delays.splits[rank])
     {
-        let cell = cells
-            .entry(timeline.ops[wait.op as usize].callpath)
-            .or_default();
+        let cell = cells.cell(timeline.ops[wait.op as usize].callpath);
         let waited = wait.wait as f64;
         cell.time -= waited;
         let pattern = Pattern::ALL
@@ -341,11 +330,11 @@ fn rank_metrics(
         }
     }
     for (&callpath, cost) in &passes.delays.costs[rank] {
-        let cell = cells.entry(callpath).or_default();
+        let cell = cells.cell(callpath);
         cell.delay_short_term += cost.short_term;
         cell.delay_long_term += cost.long_term;
     }
-    cells
+    cells.into_map()
 }
 
 /// The metrics of a finished run of the passes.
