@@ -11,7 +11,9 @@
 //!   short is recognised. A typical event takes 3-6 bytes.
 //!
 //! Decoding never panics: a truncated or garbled file is a [`TraceFileError`] naming the file
-//! and the byte offset.
+//! and the byte offset. [`RankEvents`] decodes a rank file event by event, so the analysis can
+//! build a timeline without the event list ([`read_dir_with`] hands each file to it, in parallel);
+//! [`read_dir`] gives the whole [`Trace`].
 
 use crate::error::TraceFileError;
 use crate::model::{
