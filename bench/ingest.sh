@@ -15,14 +15,22 @@ trap 'rm -rf "$work"' EXIT
 target/release/examples/gen_records "$records" "$users" "$work/records.log"
 printf '[database]\npath = "%s"\n' "$work/mpistat.db" > "$work/site.toml"
 echo "input: $records records, $(wc -l < "$work/records.log") lines, $(du -h "$work/records.log" | cut -f1)"
-start=$(date +%s.%N)
-target/release/mpistat ingest --config "$work/site.toml" "$work/records.log"
-end=$(date +%s.%N)
-awk -v n="$records" -v s="$start" -v e="$end" \
-    'BEGIN { printf "ingest: %.1f s, %.0f records/s\n", e - s, n / (e - s) }'
-start=$(date +%s.%N)
-target/release/mpistat digest --config "$work/site.toml" --week 2026-W47 --dry-run > "$work/mails.txt"
-end=$(date +%s.%N)
-awk -v u="$users" -v s="$start" -v e="$end" \
-    'BEGIN { printf "digest: %.1f s for %d users\n", e - s, u }'
+# Wall and CPU (user + system) seconds of a command, as "wall cpu" in $work/times: the machine may
+# be shared, and CPU time says what the command itself cost.
+timed() {
+    local TIMEFORMAT='%R %U %S'
+    { time "$@" 2>"$work/stderr" ; } 2>"$work/times"
+    cat "$work/stderr" >&2
+    read -r wall user sys <"$work/times"
+    cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')
+}
+timed target/release/mpistat ingest --config "$work/site.toml" "$work/records.log"
+awk -v n="$records" -v w="$wall" -v c="$cpu" 'BEGIN {
+    printf "ingest: %.1f s wall, %.0f records/s; %.1f s CPU, %.0f records per CPU second\n",
+        w, n / w, c, n / c }'
+echo "database: $(du -h "$work/mpistat.db" | cut -f1)"
+timed target/release/mpistat digest --config "$work/site.toml" --week 2026-W47 --dry-run \
+    >"$work/mails.txt"
+awk -v u="$users" -v w="$wall" -v c="$cpu" \
+    'BEGIN { printf "digest: %.1f s wall, %.1f s CPU for %d users\n", w, c, u }'
 echo "mails: $(grep -c '^To: ' "$work/mails.txt")"

@@ -273,7 +273,7 @@ fn sigkill_at_random_points_then_rerun_gives_the_same_database() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(20 + seed % 400));
+        std::thread::sleep(Duration::from_millis(5 + seed % 200));
         if child.try_wait().unwrap().is_none() {
             kills += 1;
         }

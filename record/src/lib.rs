@@ -12,4 +12,4 @@ pub mod units;
 pub mod wire;
 
 pub use model::{Binding, JobRecord, RoutineStats, Stat};
-pub use wire::{decode, encode, Assembler, Decoded, Problem};
+pub use wire::{decode, encode, Assembler, CompleteJob, Decoded, DecodedJob, Problem};

@@ -161,6 +161,31 @@ pub struct Decoded {
     pub problems: Vec<Problem>,
 }
 
+/// A job whose payload parts have all arrived, not yet decoded (see
+/// [`Assembler::take_complete`]): decoding is the costly step, and independent per job.
+#[derive(Debug, Clone)]
+pub struct CompleteJob {
+    pub key: String,
+    record_crc: u32,
+    /// The base64 payload, parts in order.
+    payload: String,
+}
+
+/// A decoded record and the raw-DEFLATE JSON it came from (checked against the record crc), which
+/// a store can keep as it is instead of serialising and compressing the record again.
+#[derive(Debug, Clone)]
+pub struct DecodedJob {
+    pub record: JobRecord,
+    pub deflated: Vec<u8>,
+}
+
+impl CompleteJob {
+    /// Base64 → inflate → crc check → JSON → record, checking versions and the key.
+    pub fn decode(&self) -> Result<DecodedJob, Problem> {
+        decode_payload(&self.key, &self.payload, self.record_crc)
+    }
+}
+
 /// Bytes of every message before `<i>/<n>`, and of the separators and crcs after it.
 const HEADER_FIXED: usize = MARKER.len() + 1 + 1 + 16 + 1 + 1 + 8 + 1 + 8 + 1;
 
@@ -301,7 +326,7 @@ fn parse_line(line: &str) -> Line<'_> {
     let Some((version, rest)) = find_marker(line) else {
         return Line::NotOurs;
     };
-    if version != WIRE_VERSION.to_string() {
+    if version.parse() != Ok(WIRE_VERSION) {
         return Line::Bad(LineProblem::UnsupportedVersion(version.to_string()));
     }
     match parse_fields(version, rest) {
@@ -311,16 +336,26 @@ fn parse_line(line: &str) -> Line<'_> {
 }
 
 fn parse_fields<'a>(version: &str, rest: &'a str) -> Result<Part<'a>, String> {
-    let fields: Vec<&str> = rest.splitn(5, ' ').collect();
-    let [key, part_of, record_crc, line_crc, data] = fields[..] else {
-        return Err(format!(
-            "{} fields instead of 5 after the marker",
-            fields.len()
-        ));
-    };
+    let mut fields = [""; 5];
+    let mut found = 0;
+    for (slot, field) in fields.iter_mut().zip(rest.splitn(5, ' ')) {
+        *slot = field;
+        found += 1;
+    }
+    if found < fields.len() {
+        return Err(format!("{found} fields instead of 5 after the marker"));
+    }
+    let [key, part_of, record_crc, line_crc, data] = fields;
     let line_crc = parse_hex32(line_crc).ok_or("line checksum is not 8 lowercase hex digits")?;
-    let head = format!("{MARKER}{version} {key} {part_of} {record_crc} ");
-    if self::line_crc(&head, data) != line_crc {
+    // The message up to the line crc field is the part of `rest` before it, after the marker.
+    let head_len = key.len() + part_of.len() + record_crc.len() + 3;
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(MARKER.as_bytes());
+    hasher.update(version.as_bytes());
+    hasher.update(b" ");
+    hasher.update(&rest.as_bytes()[..head_len]);
+    hasher.update(data.as_bytes());
+    if hasher.finalize() != line_crc {
         return Err("line checksum mismatch".into());
     }
     // The line checksum is good: what follows only fails for lines written wrongly.
@@ -366,7 +401,8 @@ struct PendingJob {
     first_seen: u64,
     parts: u32,
     record_crc: u32,
-    data: BTreeMap<u32, String>,
+    /// Line crc and data of every part that arrived, by part number.
+    data: BTreeMap<u32, (u32, String)>,
 }
 
 impl PendingJob {
@@ -394,8 +430,8 @@ pub struct Assembler {
     lines_seen: u64,
     pending: HashMap<String, PendingJob>,
     finished: HashMap<String, FinishedJob>,
-    /// Decoded records not yet handed out, with their job's first-seen index.
-    ready: Vec<(u64, JobRecord)>,
+    /// Jobs with all payload parts, not yet handed out, with their first-seen index.
+    complete: Vec<(u64, CompleteJob)>,
     problems: Vec<Problem>,
 }
 
@@ -465,36 +501,33 @@ impl Assembler {
             self.problems.push(repeat(true));
             return;
         }
-        if let Some(earlier) = job.data.get(&part.part) {
+        if let Some((_, earlier)) = job.data.get(&part.part) {
             let conflicting = earlier != part.data;
             self.problems.push(repeat(conflicting));
             return;
         }
-        job.data.insert(part.part, part.data.to_string());
+        job.data
+            .insert(part.part, (part.line_crc, part.data.to_string()));
         if job.data.len() == job.parts as usize {
             let job = self.pending.remove(key).expect("job is pending");
             self.complete(key.to_string(), job);
         }
     }
 
-    /// Decode a job whose payload parts are all there, and remember it as finished.
+    /// Queue a job whose payload parts are all there for decoding, and remember it as finished.
     fn complete(&mut self, key: String, job: PendingJob) {
         let line_crcs = job
             .data
             .iter()
-            .map(|(&part, data)| {
-                let head = format!(
-                    "{MARKER}{WIRE_VERSION} {key} {part}/{} {:08x} ",
-                    job.parts, job.record_crc
-                );
-                (part, line_crc(&head, data))
-            })
+            .map(|(&part, (line_crc, _))| (part, *line_crc))
             .collect();
-        let payload: String = job.data.range(1..).map(|(_, data)| data.as_str()).collect();
-        match decode_payload(&key, &payload, job.record_crc) {
-            Ok(record) => self.ready.push((job.first_seen, record)),
-            Err(problem) => self.problems.push(problem),
-        }
+        let payload: String = job.data.range(1..).map(|(_, (_, data))| data.as_str()).collect();
+        let complete = CompleteJob {
+            key: key.clone(),
+            record_crc: job.record_crc,
+            payload,
+        };
+        self.complete.push((job.first_seen, complete));
         let finished = FinishedJob {
             parts: job.parts,
             record_crc: job.record_crc,
@@ -506,11 +539,30 @@ impl Assembler {
     /// Records completed so far (in first-seen order) and problems found so far; both are
     /// handed out once. Jobs still missing parts stay pending: they are not problems yet.
     pub fn take_decoded(&mut self) -> Decoded {
-        self.ready.sort_by_key(|(first_seen, _)| *first_seen);
-        Decoded {
-            records: self.ready.drain(..).map(|(_, record)| record).collect(),
+        let mut decoded = Decoded {
+            records: Vec::new(),
             problems: std::mem::take(&mut self.problems),
+        };
+        for job in self.take_complete() {
+            match job.decode() {
+                Ok(job) => decoded.records.push(job.record),
+                Err(problem) => decoded.problems.push(problem),
+            }
         }
+        decoded
+    }
+
+    /// Like [`Assembler::take_decoded`], for callers that decode themselves (e.g. on other
+    /// threads): the jobs completed so far, undecoded, in first-seen order. Problems found in
+    /// lines stay for the next `take_decoded` or [`Assembler::take_problems`].
+    pub fn take_complete(&mut self) -> Vec<CompleteJob> {
+        self.complete.sort_by_key(|(first_seen, _)| *first_seen);
+        self.complete.drain(..).map(|(_, job)| job).collect()
+    }
+
+    /// Problems found in lines so far (handed out once).
+    pub fn take_problems(&mut self) -> Vec<Problem> {
+        std::mem::take(&mut self.problems)
     }
 
     /// Jobs whose parts are still arriving.
@@ -531,13 +583,20 @@ impl Assembler {
     /// All remaining records and problems, reporting every job that is still incomplete. Jobs
     /// that only miss their summary (part 0) are decoded.
     pub fn finish(mut self) -> Decoded {
+        self.give_up_waiting();
+        self.take_decoded()
+    }
+
+    /// What [`Assembler::finish`] does before decoding: every job still waiting for parts is
+    /// reported as a problem, and those that only miss their summary are queued as complete.
+    pub fn give_up_waiting(&mut self) {
         let mut pending: Vec<(String, PendingJob)> = self.pending.drain().collect();
         pending.sort_by_key(|(_, job)| job.first_seen);
         for (key, job) in pending {
             let missing: Vec<u32> = (0..job.parts)
                 .filter(|p| !job.data.contains_key(p))
                 .collect();
-            let summary = job.data.get(&0).cloned();
+            let summary = job.data.get(&0).map(|(_, summary)| summary.clone());
             self.problems.push(Problem::MissingParts {
                 key: key.clone(),
                 missing: PartList(missing),
@@ -548,12 +607,11 @@ impl Assembler {
                 self.complete(key, job);
             }
         }
-        self.take_decoded()
     }
 }
 
 /// Base64 → inflate → crc check → JSON → record, checking versions and the key.
-fn decode_payload(key: &str, payload: &str, record_crc: u32) -> Result<JobRecord, Problem> {
+fn decode_payload(key: &str, payload: &str, record_crc: u32) -> Result<DecodedJob, Problem> {
     let bad = |reason: String| Problem::BadPayload {
         key: key.to_string(),
         reason,
@@ -568,9 +626,15 @@ fn decode_payload(key: &str, payload: &str, record_crc: u32) -> Result<JobRecord
             key: key.to_string(),
         });
     }
-    let value: serde_json::Value =
-        serde_json::from_slice(&json).map_err(|e| bad(format!("JSON: {e}")))?;
-    let version = value.get("version").and_then(serde_json::Value::as_u64);
+    // Straight into a record (the common case); only when that fails is the version looked at,
+    // to tell a newer model from a broken payload.
+    let parsed = serde_json::from_slice::<JobRecord>(&json);
+    let version = match &parsed {
+        Ok(record) => Some(u64::from(record.version)),
+        Err(_) => serde_json::from_slice::<ModelVersion>(&json)
+            .map_err(|e| bad(format!("JSON: {e}")))?
+            .version,
+    };
     match version {
         Some(version) if version > u64::from(MODEL_VERSION) => {
             return Err(Problem::UnsupportedModelVersion {
@@ -581,12 +645,17 @@ fn decode_payload(key: &str, payload: &str, record_crc: u32) -> Result<JobRecord
         Some(_) => {}
         None => return Err(bad("no model version".into())),
     }
-    let record: JobRecord =
-        serde_json::from_value(value).map_err(|e| bad(format!("record: {e}")))?;
+    let record = parsed.map_err(|e| bad(format!("record: {e}")))?;
     if record.key() != key {
         return Err(bad(format!("the record's own key is {}", record.key())));
     }
-    Ok(record)
+    Ok(DecodedJob { record, deflated })
+}
+
+/// Just the model version of a record's JSON (any other field ignored).
+#[derive(serde::Deserialize)]
+struct ModelVersion {
+    version: Option<u64>,
 }
 
 /// Decode all records found in `lines`.

@@ -17,14 +17,16 @@
 //! has not changed for the site's grace period; if its parts turn up later it is stored and the
 //! report is withdrawn.
 
+pub mod decode;
 pub mod report;
 pub mod source;
 pub mod trust;
 
-use crate::db::{save_position, Database, IngestBatch, Position, Rejected};
-use mpistat_record::{Assembler, JobRecord, Problem};
+use crate::db::{save_position, Database, IngestBatch, JobRow, Position, Rejected};
+use mpistat_record::{Assembler, Problem};
+use decode::{Decoders, Outcome};
 use source::{Head, Input, Opened};
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -85,7 +87,7 @@ struct FileRead {
 /// Work of one run not yet committed.
 #[derive(Default)]
 struct Pending {
-    jobs: Vec<JobRecord>,
+    jobs: Vec<JobRow>,
     rejected: Vec<Rejected>,
     lines: u64,
 }
@@ -98,6 +100,9 @@ struct Run<'a> {
     /// First line of every job that was unfinished when last looked at, by sender and arrival.
     first_lines: HashMap<(Option<u32>, u64), FirstLine>,
     files: Vec<FileRead>,
+    decoders: Decoders,
+    /// Sender and file of every job handed to the decoders whose outcome is not taken yet.
+    decoding: VecDeque<(Option<u32>, usize)>,
     pending: Pending,
     stats: RunStats,
 }
@@ -126,6 +131,8 @@ pub fn run_once(
         senders: HashMap::new(),
         first_lines: HashMap::new(),
         files: Vec::new(),
+        decoders: Decoders::new(),
+        decoding: VecDeque::new(),
         pending: Pending::default(),
         stats: RunStats::default(),
     };
@@ -206,23 +213,45 @@ impl Run<'_> {
             self.first_lines
                 .insert((sender, lines.pushed), FirstLine { file, offset });
         }
-        let decoded = lines.assembler.take_decoded();
-        for problem in decoded.problems {
+        let problems = lines.assembler.take_problems();
+        let complete = lines.assembler.take_complete();
+        for problem in problems {
             let location = format!("{}:{offset}", self.files[file].input_id());
             let rejected = self.rejected_of(problem, file, location, Some(line));
             self.pending.rejected.push(rejected);
         }
-        for record in decoded.records {
-            self.accept(record, sender, file);
+        for job in complete {
+            self.decoders.send(job);
+            self.decoding.push_back((sender, file));
+        }
+        self.take_decoded(false);
+    }
+
+    /// Take the decoders' outcomes in order: those ready, or all (`wait`).
+    fn take_decoded(&mut self, wait: bool) {
+        while let Some(outcome) = self.decoders.next(wait) {
+            let (sender, file) = self.decoding.pop_front().expect("one entry per job sent");
+            self.take_outcome(outcome, sender, file);
         }
     }
 
-    /// Store `record` if `sender` may have written it, else reject it as forged.
-    fn accept(&mut self, record: JobRecord, sender: Option<u32>, file: usize) {
+    fn take_outcome(&mut self, outcome: Outcome, sender: Option<u32>, file: usize) {
+        match outcome {
+            Ok(job) => self.accept(job, sender, file),
+            Err(problem) => {
+                let rejected = self.rejected_of(problem, file, String::new(), None);
+                self.pending.rejected.push(rejected);
+            }
+        }
+    }
+
+    /// Store `job` if `sender` may have written it, else reject it as forged.
+    fn accept(&mut self, job: JobRow, sender: Option<u32>, file: usize) {
+        let record = &job;
         let forged = match sender {
             Some(uid) if uid == record.uid => None,
             Some(uid) => Some((
-                format!("{}/uid {uid}", record.key()),
+                format!("{}/uid {uid}", record.key),
                 format!(
                     "claims uid {} ({}) but uid {uid} sent it",
                     record.uid, record.user
@@ -230,7 +259,7 @@ impl Run<'_> {
             )),
             None if !self.options.require_attested_uid => None,
             None => Some((
-                format!("{}/unattested", record.key()),
+                format!("{}/unattested", record.key),
                 format!(
                     "claims uid {} ({}); syslog attested no sender",
                     record.uid, record.user
@@ -238,10 +267,6 @@ impl Run<'_> {
             )),
         };
         match forged {
-            None => {
-                self.stats.records += 1;
-                self.pending.jobs.push(record);
-            }
             Some((reference, detail)) => self.pending.rejected.push(Rejected {
                 kind: "forged",
                 reference,
@@ -249,6 +274,10 @@ impl Run<'_> {
                 detail: format!("job {}: {detail}", record.job_id),
                 line: None,
             }),
+            None => {
+                self.stats.records += 1;
+                self.pending.jobs.push(job);
+            }
         }
     }
 
@@ -310,6 +339,7 @@ impl Run<'_> {
     /// Write what was found and every file's position in one transaction; reading resumes at
     /// the first line of the earliest `unfinished` job in a file, else after its last line read.
     fn commit(&mut self, unfinished: &[(String, FirstLine)]) -> anyhow::Result<()> {
+        self.take_decoded(true);
         let pending = std::mem::take(&mut self.pending);
         let tx = self.db.conn.transaction()?;
         {
@@ -353,6 +383,7 @@ impl Run<'_> {
 
     /// Report jobs still missing parts whose grace period is over, and commit everything.
     fn finish(mut self) -> anyhow::Result<RunStats> {
+        self.take_decoded(true);
         let (in_grace, overdue): (Vec<_>, Vec<_>) = self
             .unfinished_first_lines()
             .into_iter()
@@ -363,9 +394,9 @@ impl Run<'_> {
             let found = overdue.iter().find(|(k, _)| k == key);
             found.map_or(last_file, |(_, first)| first.file)
         };
-        for (sender, lines) in std::mem::take(&mut self.senders) {
-            let decoded = lines.assembler.finish();
-            for problem in decoded.problems {
+        for (sender, mut lines) in std::mem::take(&mut self.senders) {
+            lines.assembler.give_up_waiting();
+            for problem in lines.assembler.take_problems() {
                 let key = match &problem {
                     Problem::MissingParts { key, .. } => key.clone(),
                     _ => String::new(),
@@ -377,9 +408,9 @@ impl Run<'_> {
                 let rejected = self.rejected_of(problem, file, String::new(), None);
                 self.pending.rejected.push(rejected);
             }
-            for record in decoded.records {
-                let file = first_file(&record.key());
-                self.accept(record, sender, file);
+            for job in lines.assembler.take_complete() {
+                let file = first_file(&job.key);
+                self.take_outcome(job.decode().map(JobRow::from), sender, file);
             }
         }
         self.commit(&in_grace)?;

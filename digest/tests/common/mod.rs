@@ -146,12 +146,43 @@ pub fn append_log(path: &Path, records: &[JobRecord]) {
     file.write_all(text.as_bytes()).unwrap();
 }
 
-/// `count` jobs of `users` users (`user0`.., uid 2000..) spread over week 47, for the benchmark.
+/// Routines a production code calls besides those of [`job`], for realistically sized records.
+const MORE_ROUTINES: [(&str, &str); 26] = [
+    ("MPI_Comm_rank", "comm"),
+    ("MPI_Comm_size", "comm"),
+    ("MPI_Finalize", "misc"),
+    ("MPI_Bcast", "collective"),
+    ("MPI_Barrier", "collective"),
+    ("MPI_Isend", "p2p"),
+    ("MPI_Irecv", "p2p"),
+    ("MPI_Waitall", "p2p"),
+    ("MPI_Wait", "p2p"),
+    ("MPI_Reduce", "collective"),
+    ("MPI_Gather", "collective"),
+    ("MPI_Scatter", "collective"),
+    ("MPI_Allgather", "collective"),
+    ("MPI_Alltoall", "collective"),
+    ("MPI_Sendrecv", "p2p"),
+    ("MPI_Comm_dup", "comm"),
+    ("MPI_Comm_split", "comm"),
+    ("MPI_Comm_free", "comm"),
+    ("MPI_Type_commit", "datatype"),
+    ("MPI_Type_free", "datatype"),
+    ("MPI_Type_vector", "datatype"),
+    ("MPI_Wtime", "misc"),
+    ("MPI_Iprobe", "p2p"),
+    ("MPI_Test", "p2p"),
+    ("MPI_Cart_create", "topology"),
+    ("MPI_File_write_all", "io"),
+];
+
+/// `count` jobs of `users` users (`user0`.., uid 2000..) spread over week 47, for the benchmark:
+/// 10 to 30 routines each (20 on average), message-size histograms for the point-to-point ones.
 pub fn jobs_of_many_users(count: u64, users: u64) -> impl Iterator<Item = JobRecord> {
     (0..count).map(move |n| {
         let user = n % users;
         let end = WEEK_47_START_MS + 3_600_000 + n % 500_000_000;
-        job(
+        let mut record = job(
             n,
             &format!("user{user}"),
             2000 + user as u32,
@@ -159,7 +190,23 @@ pub fn jobs_of_many_users(count: u64, users: u64) -> impl Iterator<Item = JobRec
             4 << (n % 4),
             60 + n % 600,
             5 + (n * 7) % 60,
-        )
+        );
+        let extra = (6 + n % 21) as usize;
+        let ranks = record.ranks;
+        let mpi_ns = record.mpi_ns.sum;
+        for (i, (name, class)) in MORE_ROUTINES.iter().take(extra).enumerate() {
+            let calls = (n * 31 + i as u64 * 977) % 50_000 + u64::from(ranks);
+            let bytes = if *class == "p2p" { calls * (64 << (i % 10)) } else { 0 };
+            let mut routine = routine(name, class, calls, mpi_ns / 200 + i as u64, bytes, ranks);
+            if bytes > 0 {
+                routine.hist = (0..12 + i % 8).map(|b| (calls >> (b % 5)) + b as u64).collect();
+            }
+            record.routines.push(routine);
+        }
+        for routine in &mut record.routines[1..3] {
+            routine.hist = (0..14).map(|b| (routine.calls.sum >> (b % 6)) + b).collect();
+        }
+        record
     })
 }
 
