@@ -63,6 +63,22 @@ pub fn count(n: u64) -> String {
     three_digits(value, UNITS[unit])
 }
 
+/// Events per second with a decimal unit and three significant digits, e.g. `850/s`, `12.3k/s`,
+/// `1.23G/s`.
+pub fn rate(per_s: f64) -> String {
+    if per_s < 999.5 {
+        return format!("{per_s:.0}/s");
+    }
+    const UNITS: [&str; 6] = ["k/s", "M/s", "G/s", "T/s", "P/s", "E/s"];
+    let mut value = per_s / 1e3;
+    let mut unit = 0;
+    while value >= 999.5 && unit + 1 < UNITS.len() {
+        value /= 1e3;
+        unit += 1;
+    }
+    three_digits(value, UNITS[unit])
+}
+
 /// Unix milliseconds as ISO 8601 UTC, e.g. `2026-11-23T09:00:00.000Z`.
 pub fn utc(unix_ms: u64) -> String {
     let secs = unix_ms / 1000;
@@ -124,6 +140,15 @@ mod tests {
         assert_eq!(count(9_999_999), "9999999");
         assert_eq!(count(12_345_678), "12.3M");
         assert_eq!(count(u64::MAX), "18.4E");
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(rate(0.0), "0/s");
+        assert_eq!(rate(850.0), "850/s");
+        assert_eq!(rate(12_345.0), "12.3k/s");
+        assert_eq!(rate(1.234e9), "1.23G/s");
+        assert_eq!(rate(999.6e6), "1.00G/s");
     }
 
     #[test]

@@ -167,6 +167,13 @@ pub struct DigestConfig {
     pub critical_mpi_percent: f64,
     /// Load-balance efficiency (0..1) below which it is flagged as critical.
     pub critical_load_balance: f64,
+    /// Critical-path imbalance (percent of wall time) from which it is flagged as critical.
+    pub critical_imbalance_percent: f64,
+    /// Instructions per rank and second outside MPI below which the rate is flagged as critical.
+    pub critical_instructions_per_s: f64,
+    /// Last-level cache misses per rank and second outside MPI from which the rate is flagged as
+    /// critical.
+    pub critical_cache_misses_per_s: f64,
     /// Latency and bandwidth of MPI routines measured by benchmarks, by routine name (e.g.
     /// `MPI_Alltoall`) or, for all others of a class, by class (`p2p`, `collective`,
     /// `one-sided`). Routines without an entry get no latency/transfer estimate.
@@ -193,6 +200,9 @@ impl Default for DigestConfig {
             capacity_cores: 1024,
             critical_mpi_percent: 25.0,
             critical_load_balance: 0.8,
+            critical_imbalance_percent: 10.0,
+            critical_instructions_per_s: 1e9,
+            critical_cache_misses_per_s: 20e6,
             network: BTreeMap::from([
                 ("p2p".to_string(), cost(1.5, 10_000.0)),
                 ("collective".to_string(), cost(5.0, 5_000.0)),

@@ -1,8 +1,10 @@
 //! What one user's weekly mail says, computed from the week's job records: the level-1 lines with
-//! the site's reference values, recommendations, the level-2 routine table (seed 003 Fig. 4) with
-//! latency/transfer/synchronisation estimates, and the top jobs. The text and HTML renderers only
-//! lay this out.
+//! the site's reference values (including the counter rates and the imbalance figures),
+//! recommendations, the level-2 routine table (seed 003 Fig. 4) with latency/transfer/
+//! synchronisation estimates, the counters of the application vs MPI, and the top jobs. The text
+//! and HTML renderers only lay this out.
 
+use mpistat_record::units::rate;
 use mpistat_record::JobRecord;
 use mpistat_site::{DigestConfig, LinkCost};
 use std::collections::BTreeMap;
@@ -38,6 +40,20 @@ pub struct RoutineRow {
     pub sync_ns: Option<f64>,
 }
 
+/// One counter event of the level-2 table, summed over the user's jobs that counted it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterRow {
+    pub name: String,
+    /// Events outside and inside MPI.
+    pub app: u64,
+    pub mpi: u64,
+    /// Events per rank and second outside MPI, and inside MPI.
+    pub app_per_s: f64,
+    pub mpi_per_s: f64,
+    /// Why no job of the user counted it (then the numbers are zero).
+    pub unavailable: Option<String>,
+}
+
 /// One of the user's biggest jobs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopJob {
@@ -47,6 +63,8 @@ pub struct TopJob {
     pub cpu_hours: f64,
     pub mpi_percent: f64,
     pub load_balance: f64,
+    /// Critical-path imbalance, percent of wall time (when the record has the figures).
+    pub imbalance_percent: Option<f64>,
 }
 
 /// Everything one user's mail says.
@@ -56,12 +74,51 @@ pub struct UserDigest {
     pub week: String,
     pub jobs: usize,
     pub figures: Vec<Figure>,
+    /// What the level-1 figures mean and where they come from, one sentence each.
+    pub notes: Vec<String>,
     pub recommendations: Vec<String>,
     pub routines: Vec<RoutineRow>,
+    /// How the counters were read, and the level-2 counter table (empty: none chosen).
+    pub counters_mode: String,
+    pub counters: Vec<CounterRow>,
     pub top_jobs: Vec<TopJob>,
     /// The user's MPI share of wall time (percent), and every user's of the week.
     pub mpi_percent: f64,
     pub site_mpi_percents: Vec<f64>,
+}
+
+/// Counter event names behind the level-1 rates: instructions, floating-point operations and
+/// last-level cache misses.
+const INSTRUCTIONS: &str = "instructions";
+const FP_OPS: &str = "fp-ops";
+const CACHE_MISSES: &str = "llc-misses";
+
+/// One counter event summed over a user's jobs that counted it.
+#[derive(Debug, Default, Clone)]
+struct CounterTotal {
+    app: u64,
+    mpi: u64,
+    /// Rank-time outside and inside MPI of those jobs.
+    app_ns: u64,
+    mpi_ns: u64,
+    counted: bool,
+    /// Why a job did not count it (the first reason seen).
+    unavailable: Option<String>,
+}
+
+impl CounterTotal {
+    /// Events per rank and second outside MPI, if any job counted the event.
+    fn app_rate(&self) -> Option<f64> {
+        (self.counted && self.app_ns > 0).then(|| self.app as f64 / (self.app_ns as f64 * 1e-9))
+    }
+
+    fn mpi_rate(&self) -> f64 {
+        if self.mpi_ns == 0 {
+            0.0
+        } else {
+            self.mpi as f64 / (self.mpi_ns as f64 * 1e-9)
+        }
+    }
 }
 
 /// Totals of a set of jobs (a user's, a size class's): behind the level-1 figures of the mail
@@ -76,6 +133,15 @@ pub struct Totals {
     pub mpi_ns: u64,
     /// CPU-time-weighted sum of load-balance efficiencies.
     balance_weighted: f64,
+    /// Jobs whose load balance is only estimated (no superstep figures).
+    balance_estimated: usize,
+    /// CPU-time-weighted sum of critical-path imbalance percentages, and the weight (CPU time of
+    /// the jobs with the figures).
+    imbalance_weighted: f64,
+    imbalance_weight: f64,
+    /// Counter events by name; the mode of the first job that chose counters.
+    counters: BTreeMap<String, CounterTotal>,
+    counters_mode: String,
 }
 
 impl Totals {
@@ -89,7 +155,45 @@ impl Totals {
         self.jobs += 1;
         self.wall_ns += job.wall_ns.sum;
         self.mpi_ns += job.mpi_ns.sum;
-        self.balance_weighted += load_balance(job) * job.wall_ns.sum as f64;
+        let weight = job.wall_ns.sum as f64;
+        self.balance_weighted += load_balance(job) * weight;
+        if superstep_figures(job).is_none() {
+            self.balance_estimated += 1;
+        }
+        if let Some(percent) = imbalance_percent(job) {
+            self.imbalance_weighted += percent * weight;
+            self.imbalance_weight += weight;
+        }
+        if let Some(set) = &job.counters {
+            if self.counters_mode.is_empty() {
+                self.counters_mode = set.mode.clone();
+            }
+            for event in &set.events {
+                let total = self.counters.entry(event.name.clone()).or_default();
+                match &event.unavailable {
+                    Some(reason) => {
+                        total.unavailable.get_or_insert_with(|| reason.clone());
+                    }
+                    None => {
+                        total.counted = true;
+                        total.app += event.app;
+                        total.mpi += event.mpi;
+                        total.app_ns += job.wall_ns.sum.saturating_sub(job.mpi_ns.sum);
+                        total.mpi_ns += job.mpi_ns.sum;
+                    }
+                }
+            }
+        }
+    }
+
+    /// CPU-time-weighted critical-path imbalance of the jobs with the figures, percent of wall.
+    fn imbalance_percent(&self) -> Option<f64> {
+        (self.imbalance_weight > 0.0).then(|| self.imbalance_weighted / self.imbalance_weight)
+    }
+
+    /// Events of `name` per rank and second outside MPI.
+    fn rate(&self, name: &str) -> Option<f64> {
+        self.counters.get(name).and_then(CounterTotal::app_rate)
     }
 
     pub fn cpu_hours(&self) -> f64 {
@@ -117,9 +221,26 @@ pub fn percent(part: f64, whole: f64) -> f64 {
     }
 }
 
-/// Load-balance efficiency of a job, estimated from its per-rank times: the average rank's
-/// computing time (outside MPI) over the busiest rank's (wall time minus the least MPI time).
+/// The job's superstep figures, if it has usable ones.
+fn superstep_figures(job: &JobRecord) -> Option<&mpistat_record::model::Imbalance> {
+    job.imbalance
+        .as_ref()
+        .filter(|i| i.unavailable.is_none() && i.useful_max_ns > 0)
+}
+
+/// Critical-path imbalance of a job as a percentage of its wall time (the slowest rank's), when
+/// the record has superstep figures.
+pub fn imbalance_percent(job: &JobRecord) -> Option<f64> {
+    superstep_figures(job).map(|i| percent(i.critical_path_ns as f64, job.wall_ns.max as f64))
+}
+
+/// Load-balance efficiency of a job: the POP figure of its record (average over maximum useful
+/// time per rank), else estimated from its per-rank times: the average rank's computing time
+/// (outside MPI) over the busiest rank's (wall time minus the least MPI time).
 pub fn load_balance(job: &JobRecord) -> f64 {
+    if let Some(figures) = superstep_figures(job) {
+        return figures.load_balance(job.ranks);
+    }
     let ranks = f64::from(job.ranks.max(1));
     let average = (job.wall_ns.sum.saturating_sub(job.mpi_ns.sum)) as f64 / ranks;
     let busiest = job.wall_ns.max.saturating_sub(job.mpi_ns.min) as f64;
@@ -130,11 +251,11 @@ pub fn load_balance(job: &JobRecord) -> f64 {
     }
 }
 
-/// `min / median / max` of `values`, formatted by `show`.
+/// `min / median / max` of `values`, formatted by `show` (`-` when no user has a value).
 fn reference(mut values: Vec<f64>, show: impl Fn(f64) -> String) -> String {
     values.sort_by(f64::total_cmp);
     let Some(&max) = values.last() else {
-        return String::new();
+        return "-".to_string();
     };
     let mid = values.len() / 2;
     let median = if values.len().is_multiple_of(2) {
@@ -182,26 +303,48 @@ pub fn digests_over(
     let capacity_hours = config.capacity_cores as f64 * hours;
     let site_mpi_percents: Vec<f64> = totals.values().map(Totals::mpi_percent).collect();
     let site = |f: &dyn Fn(&Totals) -> f64| totals.values().map(f).collect::<Vec<f64>>();
+    let site_some = |f: &dyn Fn(&Totals) -> Option<f64>| totals.values().filter_map(f).collect();
     let share = |t: &Totals| percent(t.cpu_hours(), capacity_hours);
+    let show_percent = |v: f64| format!("{v:.1} %");
     let references = [
         reference(site(&|t| t.jobs as f64), |v| format!("{v:.0}")),
         reference(site(&|t| t.cpu_hours()), |v| format!("{v:.1}")),
         reference(site(&share), |v| format!("{v:.3} %")),
-        reference(site(&|t| t.mpi_percent()), |v| format!("{v:.1} %")),
+        reference(site(&|t| t.mpi_percent()), show_percent),
         reference(site(&|t| t.load_balance()), |v| format!("{v:.2}")),
+        reference(site_some(&|t| t.rate(INSTRUCTIONS)), rate),
+        reference(site_some(&|t| t.rate(FP_OPS)), rate),
+        reference(site_some(&|t| t.rate(CACHE_MISSES)), rate),
+        reference(site_some(&Totals::imbalance_percent), show_percent),
     ];
     by_user
         .iter()
         .map(|(user, jobs)| {
             let t = &totals[user];
-            let mpi_critical = t.mpi_percent() >= config.critical_mpi_percent;
-            let balance_critical = t.load_balance() < config.critical_load_balance;
+            let flags = Flags {
+                mpi: t.mpi_percent() >= config.critical_mpi_percent,
+                balance: t.load_balance() < config.critical_load_balance,
+                imbalance: t
+                    .imbalance_percent()
+                    .is_some_and(|p| p >= config.critical_imbalance_percent),
+                instructions: t
+                    .rate(INSTRUCTIONS)
+                    .is_some_and(|r| r < config.critical_instructions_per_s),
+                cache_misses: t
+                    .rate(CACHE_MISSES)
+                    .is_some_and(|r| r >= config.critical_cache_misses_per_s),
+            };
             let ranks = if t.ranks_min == t.ranks_max {
                 format!("{}", t.ranks_max)
             } else {
                 format!("{}-{}", t.ranks_min, t.ranks_max)
             };
-            let figures = vec![
+            let unavailable = "unavailable".to_string();
+            let counter_figure = |name, event, reference: &str, critical| {
+                let value = t.rate(event).map_or(unavailable.clone(), rate);
+                figure(name, value, reference, critical)
+            };
+            let mut figures = vec![
                 figure(
                     "jobs",
                     format!("{} ({ranks} ranks)", t.jobs),
@@ -224,24 +367,48 @@ pub fn digests_over(
                     "MPI time",
                     format!("{:.1} %", t.mpi_percent()),
                     &references[3],
-                    mpi_critical,
+                    flags.mpi,
                 ),
-                figure(
-                    "load balance",
-                    format!("{:.2}", t.load_balance()),
-                    &references[4],
-                    balance_critical,
+                counter_figure(
+                    "instruction rate",
+                    INSTRUCTIONS,
+                    &references[5],
+                    flags.instructions,
+                ),
+                counter_figure("FP rate", FP_OPS, &references[6], false),
+                counter_figure(
+                    "cache-miss rate",
+                    CACHE_MISSES,
+                    &references[7],
+                    flags.cache_misses,
                 ),
             ];
+            if let Some(imbalance) = t.imbalance_percent() {
+                figures.push(figure(
+                    "imbalance",
+                    format!("{imbalance:.1} %"),
+                    &references[8],
+                    flags.imbalance,
+                ));
+            }
+            figures.push(figure(
+                "load balance",
+                format!("{:.2}", t.load_balance()),
+                &references[4],
+                flags.balance,
+            ));
             let routines = routine_rows(jobs, config);
-            let recommendations = recommendations(t, &routines, mpi_critical, balance_critical);
+            let recommendations = recommendations(t, &routines, &flags);
             UserDigest {
                 user: user.to_string(),
                 week: week.to_string(),
                 jobs: t.jobs,
                 figures,
+                notes: notes(t),
                 recommendations,
                 routines,
+                counters_mode: t.counters_mode.clone(),
+                counters: counter_rows(t),
                 top_jobs: top_jobs(jobs),
                 mpi_percent: t.mpi_percent(),
                 site_mpi_percents: site_mpi_percents.clone(),
@@ -302,15 +469,69 @@ pub fn routine_rows(jobs: &[&JobRecord], config: &DigestConfig) -> Vec<RoutineRo
     rows
 }
 
+/// Which level-1 values are critical.
+struct Flags {
+    mpi: bool,
+    balance: bool,
+    imbalance: bool,
+    instructions: bool,
+    cache_misses: bool,
+}
+
+/// What the level-1 figures mean, only for those the user has, and why counters are missing.
+fn notes(t: &Totals) -> Vec<String> {
+    let mut notes = Vec::new();
+    let rates = [INSTRUCTIONS, FP_OPS, CACHE_MISSES];
+    if rates.iter().any(|name| t.rate(name).is_some()) {
+        notes.push("Rates are per rank and second of computing time outside MPI.".to_string());
+    }
+    let missing: Vec<&str> = rates
+        .into_iter()
+        .filter(|name| t.rate(name).is_none())
+        .collect();
+    if t.counters.is_empty() {
+        notes.push("No hardware counters ran in your jobs.".to_string());
+    } else if let Some(reason) = missing
+        .iter()
+        .find_map(|name| t.counters.get(*name)?.unavailable.as_deref())
+    {
+        notes.push(format!("Unavailable counters: {reason}."));
+    }
+    if t.imbalance_percent().is_some() {
+        notes.push(
+            "Imbalance: time the slowest rank adds between global collectives (critical path), \
+             share of wall time."
+                .to_string(),
+        );
+    }
+    if t.balance_estimated > 0 {
+        notes.push(format!(
+            "Load balance of {} of your {} jobs is estimated from per-rank MPI times.",
+            t.balance_estimated, t.jobs
+        ));
+    }
+    notes
+}
+
+/// The counter events of the user's jobs, in name order.
+fn counter_rows(t: &Totals) -> Vec<CounterRow> {
+    t.counters
+        .iter()
+        .map(|(name, total)| CounterRow {
+            name: name.clone(),
+            app: total.app,
+            mpi: total.mpi,
+            app_per_s: total.app_rate().unwrap_or(0.0),
+            mpi_per_s: total.mpi_rate(),
+            unavailable: (!total.counted).then(|| total.unavailable.clone().unwrap_or_default()),
+        })
+        .collect()
+}
+
 /// At most three plain-language suggestions from the numbers.
-fn recommendations(
-    t: &Totals,
-    routines: &[RoutineRow],
-    mpi_critical: bool,
-    balance_critical: bool,
-) -> Vec<String> {
+fn recommendations(t: &Totals, routines: &[RoutineRow], flags: &Flags) -> Vec<String> {
     let mut said = Vec::new();
-    if let Some(top) = routines.first().filter(|_| mpi_critical) {
+    if let Some(top) = routines.first().filter(|_| flags.mpi) {
         let waiting = top.sync_ns.unwrap_or(0.0) / top.time_ns.max(1) as f64;
         said.push(if waiting > 0.5 {
             format!(
@@ -328,11 +549,30 @@ fn recommendations(
             )
         });
     }
-    if balance_critical {
+    if let Some(imbalance) = t.imbalance_percent().filter(|_| flags.imbalance) {
+        said.push(format!(
+            "{imbalance:.0} % of your run time is imbalance on the critical path: in each step \
+             between global collectives the slowest rank makes all others wait; give the ranks \
+             equal work per step."
+        ));
+    } else if flags.balance {
         said.push(format!(
             "Your busiest ranks compute about {:.0} % longer than the average rank: distribute \
              the work more evenly.",
             100.0 * (1.0 / t.load_balance().max(0.01) - 1.0)
+        ));
+    }
+    if let Some(misses) = t.rate(CACHE_MISSES).filter(|_| flags.cache_misses) {
+        said.push(format!(
+            "Your computation misses the last-level cache {} per rank: reorder loops or block \
+             the data so that what is in cache is reused.",
+            rate(misses).replace("/s", " times a second")
+        ));
+    } else if let Some(instructions) = t.rate(INSTRUCTIONS).filter(|_| flags.instructions) {
+        said.push(format!(
+            "Your computation runs only {} instructions per rank: check compiler optimisation \
+             and vectorisation.",
+            rate(instructions)
         ));
     }
     let latency: f64 = routines.iter().filter_map(|r| r.latency_ns).sum();
@@ -364,6 +604,7 @@ fn top_jobs(jobs: &[&JobRecord]) -> Vec<TopJob> {
             cpu_hours: job.wall_ns.sum as f64 / NS_PER_HOUR,
             mpi_percent: 100.0 * job.mpi_fraction(),
             load_balance: load_balance(job),
+            imbalance_percent: imbalance_percent(job),
         })
         .collect()
 }

@@ -5,7 +5,7 @@
 use super::chart::{MAX_ROUTINES, PART_COLOURS};
 use super::content::{RoutineRow, UserDigest, FURTHER};
 use crate::html::escape;
-use mpistat_record::units::{bytes, count, duration};
+use mpistat_record::units::{bytes, count, duration, rate};
 use std::fmt::Write;
 
 /// Content id of the MPI-share strip.
@@ -49,7 +49,9 @@ pub fn render(d: &UserDigest) -> String {
         "</table>\n<p><img src=\"cid:{MPI_SHARE_CID}\" alt=\"your MPI share among all users\"><br>\
          <small>MPI share of wall time, 0 to 100 %: you (black) and every user of the week (grey).</small></p>"
     );
-    out.push_str("<p><small>Hardware counters were not recorded; load balance is estimated from the per-rank MPI times.</small></p>\n");
+    if !d.notes.is_empty() {
+        let _ = writeln!(out, "<p><small>{}</small></p>", escape(&d.notes.join(" ")));
+    }
     if !d.recommendations.is_empty() {
         out.push_str("<ul>\n");
         for r in &d.recommendations {
@@ -78,11 +80,47 @@ pub fn render(d: &UserDigest) -> String {
         shown.join(", "),
         legend.join(" ")
     );
-    out.push_str("<h3>Your biggest jobs</h3>\n<table cellpadding=\"3\">\n<tr><th>job</th><th>ranks</th><th>CPU h</th><th>MPI %</th><th>load balance</th><th>executable</th></tr>\n");
-    for j in &d.top_jobs {
+    if !d.counters.is_empty() {
         let _ = writeln!(
             out,
-            "<tr><td>{}</td><td align=\"right\">{}</td><td align=\"right\">{:.2}</td><td align=\"right\">{:.1}</td><td align=\"right\">{:.2}</td><td>{}</td></tr>",
+            "<h3>Counters, your program vs MPI</h3>\n<p><small>All your jobs, summed over ranks; how counted: {}.</small></p>\n\
+             <table cellpadding=\"3\" border=\"1\" style=\"border-collapse: collapse\">\n\
+             <tr><th>event</th><th>program</th><th>per rank and s</th><th>MPI</th><th>per rank and s</th></tr>",
+            escape(&d.counters_mode)
+        );
+        for c in &d.counters {
+            match &c.unavailable {
+                Some(reason) => {
+                    let _ = writeln!(
+                        out,
+                        "<tr><td>{}</td><td colspan=\"4\">unavailable: {}</td></tr>",
+                        escape(&c.name),
+                        escape(reason)
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "<tr><td>{}</td><td align=\"right\">{}</td><td align=\"right\">{}</td><td align=\"right\">{}</td><td align=\"right\">{}</td></tr>",
+                        escape(&c.name),
+                        count(c.app),
+                        rate(c.app_per_s),
+                        count(c.mpi),
+                        rate(c.mpi_per_s)
+                    );
+                }
+            }
+        }
+        out.push_str("</table>\n");
+    }
+    out.push_str("<h3>Your biggest jobs</h3>\n<table cellpadding=\"3\">\n<tr><th>job</th><th>ranks</th><th>CPU h</th><th>MPI %</th><th>load balance</th><th>imbalance %</th><th>executable</th></tr>\n");
+    for j in &d.top_jobs {
+        let imbalance = j
+            .imbalance_percent
+            .map_or("-".to_string(), |p| format!("{p:.1}"));
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td align=\"right\">{}</td><td align=\"right\">{:.2}</td><td align=\"right\">{:.1}</td><td align=\"right\">{:.2}</td><td align=\"right\">{imbalance}</td><td>{}</td></tr>",
             escape(&j.job_id),
             j.ranks,
             j.cpu_hours,

@@ -2,7 +2,7 @@
 //! marked with `!`.
 
 use super::content::{UserDigest, FURTHER};
-use mpistat_record::units::{bytes, count, duration};
+use mpistat_record::units::{bytes, count, duration, rate};
 use std::fmt::Write;
 
 /// Width paragraphs are wrapped to.
@@ -52,11 +52,9 @@ pub fn render(d: &UserDigest) -> String {
             f.name, f.value, f.reference
         );
     }
-    let _ = writeln!(
-        out,
-        "  (hardware counters were not recorded; load balance is estimated from the"
-    );
-    let _ = writeln!(out, "  per-rank MPI times)");
+    if !d.notes.is_empty() {
+        out.push_str(&wrap(&format!("({})", d.notes.join(" ")), "  "));
+    }
     if !d.recommendations.is_empty() {
         let _ = writeln!(out);
         for r in &d.recommendations {
@@ -111,18 +109,55 @@ pub fn render(d: &UserDigest) -> String {
             signed_duration(r.sync_ns.unwrap_or_default()),
         );
     }
+    if !d.counters.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "Counters, your program vs MPI (all your jobs, summed over ranks)"
+        );
+        let _ = writeln!(
+            out,
+            "{:<18}{:>12}{:>10}{:>12}{:>10}",
+            "event", "program", "/rank/s", "MPI", "/rank/s"
+        );
+        for c in &d.counters {
+            match &c.unavailable {
+                Some(reason) => {
+                    // The reason wrapped under itself, the event's name in front.
+                    let column = " ".repeat(18);
+                    let reason = wrap(&format!("unavailable: {reason}"), &column);
+                    let _ = write!(out, "{:<17} {}", c.name, &reason[column.len()..]);
+                }
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "{:<18}{:>12}{:>10}{:>12}{:>10}",
+                        c.name,
+                        count(c.app),
+                        rate(c.app_per_s),
+                        count(c.mpi),
+                        rate(c.mpi_per_s)
+                    );
+                }
+            }
+        }
+        let _ = writeln!(out, "(how counted: {})", d.counters_mode);
+    }
     let _ = writeln!(out);
     let _ = writeln!(out, "Your biggest jobs");
     let _ = writeln!(
         out,
-        "{:<12}{:>6}{:>9}{:>7}{:>6}  executable",
-        "job", "ranks", "CPU h", "MPI %", "LB"
+        "{:<12}{:>6}{:>9}{:>7}{:>6}{:>7}  executable",
+        "job", "ranks", "CPU h", "MPI %", "LB", "imb %"
     );
     for j in &d.top_jobs {
         let exe = j.exe.rsplit('/').next().unwrap_or(&j.exe);
+        let imbalance = j
+            .imbalance_percent
+            .map_or("-".to_string(), |p| format!("{p:.1}"));
         let _ = writeln!(
             out,
-            "{:<12}{:>6}{:>9.2}{:>7.1}{:>6.2}  {}",
+            "{:<12}{:>6}{:>9.2}{:>7.1}{:>6.2}{imbalance:>7}  {}",
             j.job_id, j.ranks, j.cpu_hours, j.mpi_percent, j.load_balance, exe
         );
     }

@@ -4,6 +4,7 @@
 //! imbalance, counters, Fortran and C).
 #![allow(dead_code)] // each test binary uses a part
 
+use mpistat_record::model::{CounterEvent, CounterSet, Imbalance};
 use mpistat_record::{encode, JobRecord, RoutineStats, Stat};
 use std::io::Write;
 use std::path::Path;
@@ -40,8 +41,59 @@ fn routine(
     }
 }
 
+/// Superstep figures of job `n`: a critical-path imbalance of 2 to 21 % of the wall time.
+fn imbalance(n: u64, ranks: u32, wall_ns: u64, mpi_ns: u64) -> Imbalance {
+    let per_rank = wall_ns / u64::from(ranks);
+    let useful_sum = wall_ns - mpi_ns;
+    let useful_avg = useful_sum / u64::from(ranks);
+    let critical_path_ns = per_rank * (2 + n % 20) / 100;
+    Imbalance {
+        supersteps: 1000 + n,
+        merge_factor: 1,
+        critical_path_ns,
+        profile_ns: critical_path_ns * 2 / 3,
+        work_max_ns: useful_avg + critical_path_ns,
+        work_sum_ns: useful_sum,
+        useful_max_ns: useful_avg + useful_avg * (n % 30) / 100,
+        useful_sum_ns: useful_sum,
+        ..Default::default()
+    }
+}
+
+/// Counters of job `n` read around every call: instructions, floating-point operations, cache
+/// misses and task-clock, at rates that vary with `n`; `n % 5 == 3` ran on nodes without a PMU.
+fn counters(n: u64, wall_ns: u64, mpi_ns: u64) -> CounterSet {
+    let (app_s, mpi_s) = ((wall_ns - mpi_ns) as f64 * 1e-9, mpi_ns as f64 * 1e-9);
+    let event = |name: &str, app_per_s: f64, mpi_per_s: f64| CounterEvent {
+        name: name.into(),
+        app: (app_s * app_per_s) as u64,
+        mpi: (mpi_s * mpi_per_s) as u64,
+        unavailable: None,
+    };
+    let mut events = vec![
+        event("fp-ops", 0.2e9 * (1 + n % 4) as f64, 1e6),
+        event("instructions", 0.6e9 + 0.2e9 * (n % 10) as f64, 1.8e9),
+        event("llc-misses", 4e6 * (1 + n % 9) as f64, 0.5e6),
+        event("task-clock", 1e9, 0.9e9),
+    ];
+    if n % 5 == 3 {
+        for e in events.iter_mut().filter(|e| e.name != "task-clock") {
+            *e = CounterEvent {
+                name: e.name.clone(),
+                unavailable: Some("no hardware counters on this machine".into()),
+                ..Default::default()
+            };
+        }
+    }
+    CounterSet {
+        mode: "per-call read".into(),
+        events,
+    }
+}
+
 /// Job number `n` of `user` (`uid`), ending `end_ms`: `ranks` ranks for `wall_s` seconds, with an
-/// MPI share of `mpi_percent`, mostly Allreduce and Send/Recv.
+/// MPI share of `mpi_percent`, mostly Allreduce and Send/Recv. Jobs with `n % 5 == 4` have
+/// neither superstep figures nor counters (as from an older profiler).
 pub fn job(
     n: u64,
     user: &str,
@@ -85,6 +137,8 @@ pub fn job(
                 ranks,
             ),
         ],
+        imbalance: (n % 5 != 4).then(|| imbalance(n, ranks, wall_ns, mpi_ns)),
+        counters: (n % 5 != 4).then(|| counters(n, wall_ns, mpi_ns)),
         ..Default::default()
     }
 }
