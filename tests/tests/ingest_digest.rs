@@ -2,10 +2,13 @@
 //! with trusted properties, a record forged by user `nobody` (claiming uid 0) through the same
 //! socket, `mpistat ingest` of what rsyslog wrote, then `mpistat digest --send` to a real SMTP
 //! server (Debian's aiosmtpd): the forgery is rejected and counted, the user gets exactly one
-//! multipart/alternative mail whose numbers are those of the records.
+//! multipart/alternative mail whose numbers are those of the records (routine calls, imbalance,
+//! load balance, counters).
 
 use mpistat_e2e::*;
-use mpistat_record::units::count;
+use mpistat_record::units::{count, rate};
+use mpistat_record::model::CounterEvent;
+use mpistat_record::JobRecord;
 use std::io::BufRead;
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
@@ -58,6 +61,7 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
         .profiled(&site)
         .assert_success();
     Job::new(program("basic.c"), 2)
+        .env("MPISTAT_COUNTERS", "task-clock,instructions")
         .profiled(&site)
         .assert_success();
     let records = syslogd.records(2);
@@ -170,6 +174,74 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
         let row = format!("{routine:<16}{:>8}", count(calls));
         assert!(mail.contains(&row), "{row:?} not in {mail}");
     }
+    assert_imbalance_and_counters_are_the_records(mail, &records);
+}
+
+/// The level-1 value of `name` in the text part.
+fn level_1<'m>(mail: &'m str, name: &str) -> &'m str {
+    let line = mail
+        .lines()
+        .find(|l| l.len() > 2 && l[2..].starts_with(&format!("{name:<16}")))
+        .unwrap_or_else(|| panic!("no level-1 line {name:?} in {mail}"));
+    line[18..36].trim()
+}
+
+/// Imbalance (CPU-time weighted critical path, percent of wall), load balance (POP, weighted)
+/// and the counters of the mail, computed here from the records themselves.
+fn assert_imbalance_and_counters_are_the_records(mail: &str, records: &[JobRecord]) {
+    let weight = |r: &JobRecord| r.wall_ns.sum as f64;
+    let total: f64 = records.iter().map(weight).sum();
+    let figures: Vec<_> = records
+        .iter()
+        .map(|r| {
+            let i = r.imbalance.as_ref().expect("basic.c has global collectives");
+            assert_eq!(i.unavailable, None);
+            let percent = 100.0 * i.critical_path_ns as f64 / r.wall_ns.max as f64;
+            (r, percent, i.load_balance(r.ranks))
+        })
+        .collect();
+    let imbalance: f64 = figures.iter().map(|(r, p, _)| p * weight(r)).sum::<f64>() / total;
+    let balance: f64 = figures.iter().map(|(r, _, b)| b * weight(r)).sum::<f64>() / total;
+    assert_eq!(level_1(mail, "imbalance"), format!("{imbalance:.1} %"), "{mail}");
+    assert_eq!(level_1(mail, "load balance"), format!("{balance:.2}"), "{mail}");
+    for (r, percent, balance) in &figures {
+        let row = mail
+            .lines()
+            .find(|l| l.starts_with(&format!("{:<12}{:>6}", r.job_id, r.ranks)))
+            .unwrap_or_else(|| panic!("job {} not among the biggest jobs: {mail}", r.job_id));
+        assert!(
+            row.contains(&format!("{balance:>6.2}{percent:>7.1}  ")),
+            "{row:?}: load balance {balance:.2}, imbalance {percent:.1}"
+        );
+    }
+
+    // One job counted task-clock (software, always there) and instructions (a hardware event:
+    // unavailable on machines without a PMU, like most CI runners); the other the site's default
+    // events (hardware ones only).
+    fn events(r: &JobRecord) -> &[CounterEvent] {
+        r.counters.as_ref().map_or(&[], |c| &c.events)
+    }
+    let counted = records
+        .iter()
+        .find(|r| events(r).iter().any(|e| e.name == "task-clock"))
+        .expect("the job with MPISTAT_COUNTERS");
+    let events = events(counted);
+    let app_s = (counted.wall_ns.sum - counted.mpi_ns.sum) as f64 * 1e-9;
+    let task = events.iter().find(|e| e.name == "task-clock").unwrap();
+    let row = format!(
+        "{:<18}{:>12}{:>10}{:>12}",
+        "task-clock",
+        count(task.app),
+        rate(task.app as f64 / app_s),
+        count(task.mpi)
+    );
+    assert!(mail.contains(&row), "{row:?} not in {mail}");
+    let instructions = events.iter().find(|e| e.name == "instructions").unwrap();
+    let expected = match &instructions.unavailable {
+        Some(_) => "unavailable".to_string(),
+        None => rate(instructions.app as f64 / app_s),
+    };
+    assert_eq!(level_1(mail, "instruction rate"), expected, "{mail}");
 }
 
 fn routine_calls(record: &mpistat_record::JobRecord, name: &str) -> u64 {
