@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The mpistat demo: builds libmpistat.so, runs three small MPI programs under it with a private
-# syslog daemon, and shows what a site gets (the syslog lines, `mpistat show`) and what a user
-# gets when they ask for it (MPISTAT_DETAIL). Leaves the machine's own syslog alone.
+# syslog daemon, as root and as user nobody, and shows what a site gets (the syslog lines,
+# `mpistat show`, the database and the weekly mails of both users) and what a user gets when they
+# ask for it (MPISTAT_DETAIL). Leaves the machine's own syslog alone.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -96,6 +97,24 @@ for prog in ring unbalanced heat; do
     wait_records "$njobs"
 done
 
+# A second user: nobody needs to reach the programs, the library, the site configuration and the
+# socket (all in $work, which only root could enter so far; the repository may be private too).
+chmod 755 "$work"
+cp "$lib" "$work/libmpistat.so"
+chmod 644 "$work/site.toml" "$work/libmpistat.so"
+mkdir "$work/nobody"
+chown nobody:nogroup "$work/nobody"
+as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups
+    env HOME="$work/nobody" TMPDIR="$work/nobody")
+nobody_mpirun=(mpirun --oversubscribe -np 4
+    -x "LD_PRELOAD=$work/libmpistat.so" -x "MPISTAT_CONFIG=$work/site.toml")
+for prog in unbalanced ring; do
+    say "Running $prog as user nobody: ${as_nobody[*]} ${nobody_mpirun[*]} $prog"
+    (cd "$work/nobody" && "${as_nobody[@]}" "${nobody_mpirun[@]}" "$work/$prog" </dev/null)
+    njobs=$((njobs + 1))
+    wait_records "$njobs"
+done
+
 if [[ ! -s $work/mpistat.log ]]; then
     echo "error: no record reached the private syslog ($work/mpistat.log is empty)" >&2
     exit 1
@@ -118,7 +137,6 @@ say "A user who opts in: MPISTAT_DETAIL=stderr mpirun ... unbalanced"
 "${mpirun_cmd[@]}" -x MPISTAT_DETAIL=stderr "$work/unbalanced" </dev/null
 
 say "A forger: user nobody replays the lines of the first record (it claims uid $(id -u)) into syslog"
-chmod 755 "$work"
 first_key=$(grep -o -m 1 'MPISTAT1 [0-9a-f]*' "$work/mpistat.log" | cut -d ' ' -f 2)
 grep "MPISTAT1 $first_key " "$work/mpistat.log" | sed 's/.* mpistat: //' | while IFS= read -r message; do
     setpriv --reuid=nobody --regid=nogroup --clear-groups \
@@ -141,8 +159,9 @@ week=$(date -u +%G-W%V)
 say "mpistat digest --week $week --send: one mail per user, written to $work/mail (transport directory)"
 "$mpistat" digest --config "$work/site.toml" --week "$week" --send
 ls "$work/mail"
-say "The level-1 lines of the mails (mpistat digest --dry-run prints their text parts)"
+say "The level-1 lines of the mails of both users (mpistat digest --dry-run prints their text parts)"
 "$mpistat" digest --config "$work/site.toml" --week "$week" --dry-run >"$work/mails.txt"
-awk '/^To: / { print } / you +site:/ { show = 1 } show { print } /^  [(]hardware/ { show = 0 }' "$work/mails.txt"
+awk '/^To: / { print; print "" } / you +site:/ { show = 1 } /^MPI routines/ { show = 0 }
+     show { print }' "$work/mails.txt"
 
 say "Done. The private rsyslogd is stopped and $work removed on exit."
