@@ -17,6 +17,7 @@
 //! * `mails`: one row per (user, week) mail: sent, or failed with the error and the number of
 //!   attempts.
 
+use crate::pool::OrderedPool;
 use anyhow::Context;
 use flate2::read::DeflateDecoder;
 use mpistat_record::{DecodedJob, JobRecord};
@@ -26,7 +27,8 @@ use std::io::Read;
 use std::path::Path;
 
 /// Schema versions, oldest first. Never edit a published entry: add a new one.
-pub const MIGRATIONS: &[&str] = &["
+pub const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE jobs (
         key TEXT PRIMARY KEY,
         uid INTEGER NOT NULL,
@@ -67,7 +69,8 @@ pub const MIGRATIONS: &[&str] = &["
         recipient TEXT NOT NULL,
         PRIMARY KEY (user, week)
     ) WITHOUT ROWID;
-", "
+",
+    "
     CREATE TABLE jobs_in_arrival_order (
         id INTEGER PRIMARY KEY,
         key TEXT NOT NULL UNIQUE,
@@ -91,7 +94,8 @@ pub const MIGRATIONS: &[&str] = &["
     DROP TABLE jobs;
     ALTER TABLE jobs_in_arrival_order RENAME TO jobs;
     CREATE INDEX jobs_by_end ON jobs (end_ms);
-"];
+",
+];
 
 /// An open database with the current schema.
 pub struct Database {
@@ -232,22 +236,40 @@ impl Database {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Records of jobs that ended in `[from_ms, to_ms)`, in end order.
+    /// Records of jobs that ended in `[from_ms, to_ms)`, in end order (all in memory: the
+    /// weekly digest takes them one by one with [`Database::each_job_ended_between`]).
     pub fn jobs_ended_between(&self, from_ms: u64, to_ms: u64) -> anyhow::Result<Vec<JobRecord>> {
+        let mut records = Vec::new();
+        self.each_job_ended_between(from_ms, to_ms, |record| records.push(record))?;
+        Ok(records)
+    }
+
+    /// Give `each` the record of every job that ended in `[from_ms, to_ms)`, in end order. The
+    /// records are decoded on other threads meanwhile (see [`OrderedPool`]).
+    pub fn each_job_ended_between(
+        &self,
+        from_ms: u64,
+        to_ms: u64,
+        mut each: impl FnMut(JobRecord),
+    ) -> anyhow::Result<()> {
         let mut stmt = self.conn.prepare(
             "SELECT key, record FROM jobs WHERE end_ms >= ?1 AND end_ms < ?2 ORDER BY end_ms, key",
         )?;
-        let rows = stmt.query_map(params![from_ms, to_ms], |row| {
-            Ok((row.get::<_, String>(0)?, row.get::<_, Value>(1)?))
-        })?;
-        let mut records = Vec::new();
-        for row in rows {
-            let (key, stored) = row?;
-            let record = stored_record(stored)
-                .with_context(|| format!("job {key}: stored record is not readable"))?;
-            records.push(record);
+        let mut rows = stmt.query(params![from_ms, to_ms])?;
+        let mut decoders = OrderedPool::new(|(key, stored): (String, Value)| {
+            stored_record(stored)
+                .with_context(|| format!("job {key}: stored record is not readable"))
+        });
+        while let Some(row) = rows.next()? {
+            decoders.send((row.get(0)?, row.get(1)?));
+            while let Some(record) = decoders.next(false) {
+                each(record?);
+            }
         }
-        Ok(records)
+        while let Some(record) = decoders.next(true) {
+            each(record?);
+        }
+        Ok(())
     }
 
     /// The stored record of the job with key `key`.

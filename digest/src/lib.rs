@@ -14,6 +14,7 @@ pub mod html;
 pub mod ingest;
 pub mod json;
 pub mod mail;
+pub mod pool;
 pub mod serve;
 pub mod show;
 pub mod site;

@@ -61,7 +61,10 @@ fn text_and_html_of_a_fixed_week() {
         let text = &all.iter().find(|m| m.user == user).unwrap().text;
         text.split("\n\n").take(3).collect::<Vec<_>>().join("\n\n")
     };
-    insta::assert_snapshot!("dave_and_erin_level_1", [level_1("dave"), level_1("erin")].join("\n\n"));
+    insta::assert_snapshot!(
+        "dave_and_erin_level_1",
+        [level_1("dave"), level_1("erin")].join("\n\n")
+    );
     for image in &alice.images {
         assert!(image.png.starts_with(b"\x89PNG"), "{} is a PNG", image.cid);
         assert!(alice.html.contains(&format!("cid:{}", image.cid)));

@@ -521,7 +521,11 @@ impl Assembler {
             .iter()
             .map(|(&part, (line_crc, _))| (part, *line_crc))
             .collect();
-        let payload: String = job.data.range(1..).map(|(_, (_, data))| data.as_str()).collect();
+        let payload: String = job
+            .data
+            .range(1..)
+            .map(|(_, (_, data))| data.as_str())
+            .collect();
         let complete = CompleteJob {
             key: key.clone(),
             record_crc: job.record_crc,
@@ -631,9 +635,11 @@ fn decode_payload(key: &str, payload: &str, record_crc: u32) -> Result<DecodedJo
     let parsed = serde_json::from_slice::<JobRecord>(&json);
     let version = match &parsed {
         Ok(record) => Some(u64::from(record.version)),
-        Err(_) => serde_json::from_slice::<ModelVersion>(&json)
-            .map_err(|e| bad(format!("JSON: {e}")))?
-            .version,
+        Err(_) => {
+            serde_json::from_slice::<ModelVersion>(&json)
+                .map_err(|e| bad(format!("JSON: {e}")))?
+                .version
+        }
     };
     match version {
         Some(version) if version > u64::from(MODEL_VERSION) => {

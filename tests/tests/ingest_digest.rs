@@ -6,8 +6,8 @@
 //! load balance, counters).
 
 use mpistat_e2e::*;
-use mpistat_record::units::{count, rate};
 use mpistat_record::model::CounterEvent;
+use mpistat_record::units::{count, rate};
 use mpistat_record::JobRecord;
 use std::io::BufRead;
 use std::net::TcpListener;
@@ -194,7 +194,10 @@ fn assert_imbalance_and_counters_are_the_records(mail: &str, records: &[JobRecor
     let figures: Vec<_> = records
         .iter()
         .map(|r| {
-            let i = r.imbalance.as_ref().expect("basic.c has global collectives");
+            let i = r
+                .imbalance
+                .as_ref()
+                .expect("basic.c has global collectives");
             assert_eq!(i.unavailable, None);
             let percent = 100.0 * i.critical_path_ns as f64 / r.wall_ns.max as f64;
             (r, percent, i.load_balance(r.ranks))
@@ -202,8 +205,16 @@ fn assert_imbalance_and_counters_are_the_records(mail: &str, records: &[JobRecor
         .collect();
     let imbalance: f64 = figures.iter().map(|(r, p, _)| p * weight(r)).sum::<f64>() / total;
     let balance: f64 = figures.iter().map(|(r, _, b)| b * weight(r)).sum::<f64>() / total;
-    assert_eq!(level_1(mail, "imbalance"), format!("{imbalance:.1} %"), "{mail}");
-    assert_eq!(level_1(mail, "load balance"), format!("{balance:.2}"), "{mail}");
+    assert_eq!(
+        level_1(mail, "imbalance"),
+        format!("{imbalance:.1} %"),
+        "{mail}"
+    );
+    assert_eq!(
+        level_1(mail, "load balance"),
+        format!("{balance:.2}"),
+        "{mail}"
+    );
     for (r, percent, balance) in &figures {
         let row = mail
             .lines()

@@ -17,19 +17,21 @@
 //! has not changed for the site's grace period; if its parts turn up later it is stored and the
 //! report is withdrawn.
 
-pub mod decode;
 pub mod report;
 pub mod source;
 pub mod trust;
 
 use crate::db::{save_position, Database, IngestBatch, JobRow, Position, Rejected};
-use mpistat_record::{Assembler, Problem};
-use decode::{Decoders, Outcome};
+use crate::pool::OrderedPool;
+use mpistat_record::{Assembler, CompleteJob, Problem};
 use source::{Head, Input, Opened};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
+
+/// What decoding a complete job gives (the record itself is dropped on the worker, too).
+type Outcome = Result<JobRow, Problem>;
 
 /// Lines read between two commits.
 pub const BATCH_LINES: u64 = 4_000;
@@ -100,7 +102,8 @@ struct Run<'a> {
     /// First line of every job that was unfinished when last looked at, by sender and arrival.
     first_lines: HashMap<(Option<u32>, u64), FirstLine>,
     files: Vec<FileRead>,
-    decoders: Decoders,
+    /// Complete jobs being decoded on other threads.
+    decoders: OrderedPool<CompleteJob, Outcome>,
     /// Sender and file of every job handed to the decoders whose outcome is not taken yet.
     decoding: VecDeque<(Option<u32>, usize)>,
     pending: Pending,
@@ -131,7 +134,7 @@ pub fn run_once(
         senders: HashMap::new(),
         first_lines: HashMap::new(),
         files: Vec::new(),
-        decoders: Decoders::new(),
+        decoders: OrderedPool::new(|job: CompleteJob| job.decode().map(JobRow::from)),
         decoding: VecDeque::new(),
         pending: Pending::default(),
         stats: RunStats::default(),

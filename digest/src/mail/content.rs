@@ -144,6 +144,27 @@ pub struct Totals {
     counters_mode: String,
 }
 
+/// Jobs in the "biggest jobs" table.
+const TOP_JOBS: usize = 5;
+
+/// The routine table's sums over a set of jobs, by routine.
+#[derive(Debug, Default, Clone)]
+struct RoutineSums {
+    rows: BTreeMap<String, RoutineRow>,
+    /// Ranks and MPI time of all the jobs.
+    total_ranks: u64,
+    mpi_ns: u64,
+}
+
+/// What a user's mail needs of their week, built one job at a time.
+#[derive(Debug, Default, Clone)]
+struct UserWeek {
+    totals: Totals,
+    routines: RoutineSums,
+    /// The biggest jobs so far, by CPU time (then key), with their CPU time and key.
+    top: Vec<(u64, String, TopJob)>,
+}
+
 impl Totals {
     pub fn add(&mut self, job: &JobRecord) {
         self.ranks_min = if self.jobs == 0 {
@@ -275,12 +296,46 @@ fn cost_of(config: &DigestConfig, name: &str, class: &str) -> Option<LinkCost> {
         .copied()
 }
 
-/// The mail of every user with jobs in `jobs` (one week's records), by user name.
-pub fn digests(jobs: &[JobRecord], week: &str, config: &DigestConfig) -> Vec<UserDigest> {
-    digests_over(jobs, week, HOURS_PER_WEEK, config)
+/// A week's mails (or an interval's figures), built one job at a time: a week may hold
+/// millions of jobs, so only each user's sums are kept.
+pub struct Week<'c> {
+    config: &'c DigestConfig,
+    /// Length of the interval: the machine's capacity in it is `capacity_cores` × `hours`.
+    hours: f64,
+    users: BTreeMap<String, UserWeek>,
 }
 
-/// The figures of every user with jobs in `jobs`, records of an interval (`label`) of `hours`
+impl<'c> Week<'c> {
+    /// A week (168 hours).
+    pub fn new(config: &'c DigestConfig) -> Week<'c> {
+        Week::of_hours(config, HOURS_PER_WEEK)
+    }
+
+    pub fn of_hours(config: &'c DigestConfig, hours: f64) -> Week<'c> {
+        Week {
+            config,
+            hours,
+            users: BTreeMap::new(),
+        }
+    }
+
+    pub fn add(&mut self, job: &JobRecord) {
+        if !self.users.contains_key(&job.user) {
+            self.users.insert(job.user.clone(), UserWeek::default());
+        }
+        let user = self.users.get_mut(&job.user).expect("inserted");
+        user.totals.add(job);
+        user.routines.add(job, self.config);
+        user.add_top(job);
+    }
+
+    /// The mail of every user with jobs, by user name (`week` names the interval).
+    pub fn digests(&self, week: &str) -> Vec<UserDigest> {
+        digests(&self.users, week, self.hours, self.config)
+    }
+}
+
+/// The figures of every user with jobs in `jobs`, records of an interval (`week`) of `hours`
 /// hours (the machine's capacity in that interval is `capacity_cores` × `hours`).
 pub fn digests_over(
     jobs: &[JobRecord],
@@ -288,22 +343,26 @@ pub fn digests_over(
     hours: f64,
     config: &DigestConfig,
 ) -> Vec<UserDigest> {
-    let mut by_user: BTreeMap<&str, Vec<&JobRecord>> = BTreeMap::new();
-    for job in jobs {
-        by_user.entry(job.user.as_str()).or_default().push(job);
-    }
-    let totals: BTreeMap<&str, Totals> = by_user
+    let mut interval = Week::of_hours(config, hours);
+    jobs.iter().for_each(|job| interval.add(job));
+    interval.digests(week)
+}
+
+fn digests(
+    users: &BTreeMap<String, UserWeek>,
+    week: &str,
+    hours: f64,
+    config: &DigestConfig,
+) -> Vec<UserDigest> {
+    let totals: BTreeMap<&str, &Totals> = users
         .iter()
-        .map(|(user, jobs)| {
-            let mut t = Totals::default();
-            jobs.iter().for_each(|job| t.add(job));
-            (*user, t)
-        })
+        .map(|(user, u)| (user.as_str(), &u.totals))
         .collect();
     let capacity_hours = config.capacity_cores as f64 * hours;
-    let site_mpi_percents: Vec<f64> = totals.values().map(Totals::mpi_percent).collect();
-    let site = |f: &dyn Fn(&Totals) -> f64| totals.values().map(f).collect::<Vec<f64>>();
-    let site_some = |f: &dyn Fn(&Totals) -> Option<f64>| totals.values().filter_map(f).collect();
+    let site_mpi_percents: Vec<f64> = totals.values().map(|t| t.mpi_percent()).collect();
+    let site = |f: &dyn Fn(&Totals) -> f64| totals.values().map(|t| f(t)).collect::<Vec<f64>>();
+    let site_some =
+        |f: &dyn Fn(&Totals) -> Option<f64>| totals.values().filter_map(|t| f(t)).collect();
     let share = |t: &Totals| percent(t.cpu_hours(), capacity_hours);
     let show_percent = |v: f64| format!("{v:.1} %");
     let references = [
@@ -317,10 +376,10 @@ pub fn digests_over(
         reference(site_some(&|t| t.rate(CACHE_MISSES)), rate),
         reference(site_some(&Totals::imbalance_percent), show_percent),
     ];
-    by_user
+    users
         .iter()
-        .map(|(user, jobs)| {
-            let t = &totals[user];
+        .map(|(user, u)| {
+            let t = &u.totals;
             let flags = Flags {
                 mpi: t.mpi_percent() >= config.critical_mpi_percent,
                 balance: t.load_balance() < config.critical_load_balance,
@@ -397,7 +456,7 @@ pub fn digests_over(
                 &references[4],
                 flags.balance,
             ));
-            let routines = routine_rows(jobs, config);
+            let routines = u.routines.rows();
             let recommendations = recommendations(t, &routines, &flags);
             UserDigest {
                 user: user.to_string(),
@@ -409,7 +468,7 @@ pub fn digests_over(
                 routines,
                 counters_mode: t.counters_mode.clone(),
                 counters: counter_rows(t),
-                top_jobs: top_jobs(jobs),
+                top_jobs: u.top.iter().map(|(_, _, job)| job.clone()).collect(),
                 mpi_percent: t.mpi_percent(),
                 site_mpi_percents: site_mpi_percents.clone(),
             }
@@ -426,47 +485,87 @@ fn figure(name: &'static str, value: String, reference: &str, critical: bool) ->
     }
 }
 
-/// The per-routine table over `jobs`, by time, with the estimates of seed 003 Fig. 4: latency =
-/// calls × latency, transfer = bytes / bandwidth, synchronisation = time − both.
+/// The per-routine table over `jobs`, by time, with the estimates of seed 003 Fig. 4 (see
+/// [`RoutineSums::rows`]).
 pub fn routine_rows(jobs: &[&JobRecord], config: &DigestConfig) -> Vec<RoutineRow> {
-    let total_ranks: u64 = jobs.iter().map(|j| u64::from(j.ranks)).sum();
-    let mpi_ns: u64 = jobs.iter().map(|j| j.mpi_ns.sum).sum();
-    let mut rows: BTreeMap<&str, RoutineRow> = BTreeMap::new();
-    for job in jobs {
+    let mut sums = RoutineSums::default();
+    jobs.iter().for_each(|job| sums.add(job, config));
+    sums.rows()
+}
+
+impl RoutineSums {
+    /// Add the job's routines.
+    fn add(&mut self, job: &JobRecord, config: &DigestConfig) {
+        self.total_ranks += u64::from(job.ranks);
+        self.mpi_ns += job.mpi_ns.sum;
         for r in &job.routines {
-            let row = rows.entry(r.name.as_str()).or_insert_with(|| RoutineRow {
-                name: r.name.clone(),
-                calls: 0,
-                calls_per_rank: 0.0,
-                time_ns: 0,
-                count: 0,
-                bytes: 0,
-                share: 0.0,
-                cost: cost_of(config, &r.name, &r.class),
-                latency_ns: None,
-                transfer_ns: None,
-                sync_ns: None,
-            });
+            if !self.rows.contains_key(&r.name) {
+                let row = RoutineRow {
+                    name: r.name.clone(),
+                    calls: 0,
+                    calls_per_rank: 0.0,
+                    time_ns: 0,
+                    count: 0,
+                    bytes: 0,
+                    share: 0.0,
+                    cost: cost_of(config, &r.name, &r.class),
+                    latency_ns: None,
+                    transfer_ns: None,
+                    sync_ns: None,
+                };
+                self.rows.insert(r.name.clone(), row);
+            }
+            let row = self.rows.get_mut(&r.name).expect("inserted");
             row.calls += r.calls.sum;
             row.time_ns += r.time_ns.sum;
             row.count += r.count.sum;
             row.bytes += r.bytes.sum;
         }
     }
-    let mut rows: Vec<RoutineRow> = rows.into_values().collect();
-    for row in &mut rows {
-        row.calls_per_rank = row.calls as f64 / total_ranks.max(1) as f64;
-        row.share = row.time_ns as f64 / mpi_ns.max(1) as f64;
-        if let Some(cost) = row.cost {
-            let latency = row.calls as f64 * cost.latency_us * 1e3;
-            let transfer = row.bytes as f64 / (cost.bandwidth_mb_s * 1e6) * 1e9;
-            row.latency_ns = Some(latency);
-            row.transfer_ns = Some(transfer);
-            row.sync_ns = Some(row.time_ns as f64 - latency - transfer);
+
+    /// The table, by time, with the estimates of seed 003 Fig. 4: latency = calls × latency,
+    /// transfer = bytes / bandwidth, synchronisation = time − both.
+    fn rows(&self) -> Vec<RoutineRow> {
+        let mut rows: Vec<RoutineRow> = self.rows.values().cloned().collect();
+        for row in &mut rows {
+            row.calls_per_rank = row.calls as f64 / self.total_ranks.max(1) as f64;
+            row.share = row.time_ns as f64 / self.mpi_ns.max(1) as f64;
+            if let Some(cost) = row.cost {
+                let latency = row.calls as f64 * cost.latency_us * 1e3;
+                let transfer = row.bytes as f64 / (cost.bandwidth_mb_s * 1e6) * 1e9;
+                row.latency_ns = Some(latency);
+                row.transfer_ns = Some(transfer);
+                row.sync_ns = Some(row.time_ns as f64 - latency - transfer);
+            }
         }
+        rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then_with(|| a.name.cmp(&b.name)));
+        rows
     }
-    rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then_with(|| a.name.cmp(&b.name)));
-    rows
+}
+
+impl UserWeek {
+    /// Keep the job if it is among the biggest by CPU time (ties: by key).
+    fn add_top(&mut self, job: &JobRecord) {
+        let key = job.key();
+        let rank = (std::cmp::Reverse(job.wall_ns.sum), &key);
+        let at = self
+            .top
+            .partition_point(|(wall, k, _)| (std::cmp::Reverse(*wall), k) < rank);
+        if at >= TOP_JOBS {
+            return;
+        }
+        let top = TopJob {
+            job_id: job.job_id.clone(),
+            exe: job.exe.clone(),
+            ranks: job.ranks,
+            cpu_hours: job.wall_ns.sum as f64 / NS_PER_HOUR,
+            mpi_percent: 100.0 * job.mpi_fraction(),
+            load_balance: load_balance(job),
+            imbalance_percent: imbalance_percent(job),
+        };
+        self.top.insert(at, (job.wall_ns.sum, key, top));
+        self.top.truncate(TOP_JOBS);
+    }
 }
 
 /// Which level-1 values are critical.
@@ -584,29 +683,6 @@ fn recommendations(t: &Totals, routines: &[RoutineRow], flags: &Flags) -> Vec<St
     }
     said.truncate(3);
     said
-}
-
-/// The user's five biggest jobs by CPU time.
-fn top_jobs(jobs: &[&JobRecord]) -> Vec<TopJob> {
-    let mut top: Vec<&&JobRecord> = jobs.iter().collect();
-    top.sort_by(|a, b| {
-        b.wall_ns
-            .sum
-            .cmp(&a.wall_ns.sum)
-            .then_with(|| a.key().cmp(&b.key()))
-    });
-    top.into_iter()
-        .take(5)
-        .map(|job| TopJob {
-            job_id: job.job_id.clone(),
-            exe: job.exe.clone(),
-            ranks: job.ranks,
-            cpu_hours: job.wall_ns.sum as f64 / NS_PER_HOUR,
-            mpi_percent: 100.0 * job.mpi_fraction(),
-            load_balance: load_balance(job),
-            imbalance_percent: imbalance_percent(job),
-        })
-        .collect()
 }
 
 /// "How to go further": one paragraph per level 3-6, title and text.

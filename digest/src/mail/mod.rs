@@ -28,9 +28,11 @@ pub fn mails(
     user: Option<&str>,
 ) -> anyhow::Result<Vec<Mail>> {
     let (from, to) = week.range_ms();
-    let jobs = db.jobs_ended_between(from, to)?;
+    let mut jobs = content::Week::new(&config.digest);
+    db.each_job_ended_between(from, to, |job| jobs.add(&job))?;
     let week = week.to_string();
-    Ok(content::digests(&jobs, &week, &config.digest)
+    Ok(jobs
+        .digests(&week)
         .into_iter()
         .filter(|d| user.is_none_or(|u| u == d.user))
         .map(|d| Mail {

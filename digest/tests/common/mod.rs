@@ -250,15 +250,23 @@ pub fn jobs_of_many_users(count: u64, users: u64) -> impl Iterator<Item = JobRec
         let mpi_ns = record.mpi_ns.sum;
         for (i, (name, class)) in MORE_ROUTINES.iter().take(extra).enumerate() {
             let calls = (n * 31 + i as u64 * 977) % 50_000 + u64::from(ranks);
-            let bytes = if *class == "p2p" { calls * (64 << (i % 10)) } else { 0 };
+            let bytes = if *class == "p2p" {
+                calls * (64 << (i % 10))
+            } else {
+                0
+            };
             let mut routine = routine(name, class, calls, mpi_ns / 200 + i as u64, bytes, ranks);
             if bytes > 0 {
-                routine.hist = (0..12 + i % 8).map(|b| (calls >> (b % 5)) + b as u64).collect();
+                routine.hist = (0..12 + i % 8)
+                    .map(|b| (calls >> (b % 5)) + b as u64)
+                    .collect();
             }
             record.routines.push(routine);
         }
         for routine in &mut record.routines[1..3] {
-            routine.hist = (0..14).map(|b| (routine.calls.sum >> (b % 6)) + b).collect();
+            routine.hist = (0..14)
+                .map(|b| (routine.calls.sum >> (b % 6)) + b)
+                .collect();
         }
         record
     })
