@@ -40,7 +40,9 @@
 //! [`Assembler`] takes lines one at a time and never fails: everything wrong is a [`Problem`]
 //! next to the records that could be decoded ([`Decoded`]). Records complete as soon as their
 //! last part arrives and can be taken early with [`Assembler::take_decoded`] (for following a
-//! live log); [`Assembler::finish`] returns the rest and reports what stayed incomplete.
+//! live log); [`Assembler::finish`] returns the rest and reports what stayed incomplete. Callers
+//! that decode on other threads take the complete jobs undecoded ([`Assembler::take_complete`],
+//! [`CompleteJob::decode`]), which also gives the checked deflated payload to store as it is.
 
 use crate::model::{JobRecord, MODEL_VERSION};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

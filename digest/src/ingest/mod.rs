@@ -16,6 +16,10 @@
 //! missing parts at the end of a run is reported incomplete once the file its first line is in
 //! has not changed for the site's grace period; if its parts turn up later it is stored and the
 //! report is withdrawn.
+//!
+//! Complete jobs are decoded on worker threads ([`OrderedPool`]) while lines are read; their
+//! outcomes are taken in the order the jobs completed, and all of them before a commit, so a
+//! commit holds exactly the jobs whose lines lie before the positions it saves.
 
 pub mod report;
 pub mod source;
