@@ -242,6 +242,7 @@ impl Run<'_> {
         }
     }
 
+    /// Store a decoded job (if its sender may have written it) or reject what did not decode.
     fn take_outcome(&mut self, outcome: Outcome, sender: Option<u32>, file: usize) {
         match outcome {
             Ok(job) => self.accept(job, sender, file),
@@ -254,22 +255,21 @@ impl Run<'_> {
 
     /// Store `job` if `sender` may have written it, else reject it as forged.
     fn accept(&mut self, job: JobRow, sender: Option<u32>, file: usize) {
-        let record = &job;
         let forged = match sender {
-            Some(uid) if uid == record.uid => None,
+            Some(uid) if uid == job.uid => None,
             Some(uid) => Some((
-                format!("{}/uid {uid}", record.key),
+                format!("{}/uid {uid}", job.key),
                 format!(
                     "claims uid {} ({}) but uid {uid} sent it",
-                    record.uid, record.user
+                    job.uid, job.user
                 ),
             )),
             None if !self.options.require_attested_uid => None,
             None => Some((
-                format!("{}/unattested", record.key),
+                format!("{}/unattested", job.key),
                 format!(
                     "claims uid {} ({}); syslog attested no sender",
-                    record.uid, record.user
+                    job.uid, job.user
                 ),
             )),
         };
@@ -278,7 +278,7 @@ impl Run<'_> {
                 kind: "forged",
                 reference,
                 source: self.files[file].input.path.display().to_string(),
-                detail: format!("job {}: {detail}", record.job_id),
+                detail: format!("job {}: {detail}", job.job_id),
                 line: None,
             }),
             None => {
