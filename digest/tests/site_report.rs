@@ -68,7 +68,7 @@ fn synthetic_month() -> Vec<JobRecord> {
 #[test]
 fn overview_of_a_fixed_week() {
     let dir = temp_dir("snapshot");
-    // 40 plain jobs of five users and 20 varied ones (Fortran, imbalance, counters) in week
+    // 40 jobs of five users (most with superstep figures and counters) and 20 varied ones in week
     // 47, and 20 varied ones in the four weeks before (the trend).
     let mut records = week_of_jobs(40);
     records.extend(varied_jobs(20, 4, WEEK_47_START_MS + DAY_MS, 5 * DAY_MS));

@@ -295,6 +295,9 @@ pub fn varied_jobs(
             60 + (n * 37) % 3000,
             2 + (n * 13) % 45,
         );
+        // Which jobs have superstep figures and counters is decided below, not by `job`.
+        record.imbalance = None;
+        record.counters = None;
         if n % 3 == 0 {
             record.binding = mpistat_record::Binding::Fortran;
         }
