@@ -97,6 +97,9 @@ pub const MIGRATIONS: &[&str] = &[
 ",
 ];
 
+/// How long opening and writing wait for another process's transaction.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// An open database with the current schema.
 pub struct Database {
     pub conn: Connection,
@@ -150,11 +153,24 @@ impl Database {
         let conn = Connection::open(path)
             .with_context(|| format!("cannot open database {}", path.display()))?;
         // First, so that even switching to WAL waits for another process's transaction.
-        conn.busy_timeout(std::time::Duration::from_secs(30))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
         // WAL: readers (digest) do not block the ingest; synchronous=NORMAL in WAL mode still
         // never corrupts the database, a crash loses at most the last commits (which ingest
         // redoes, as their positions are lost with them).
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        // Switching a new database to WAL needs a moment alone with it, and SQLite answers
+        // "busy" there without asking the busy handler: wait here as the handler would.
+        let waited_since = std::time::Instant::now();
+        loop {
+            match conn.pragma_update(None, "journal_mode", "WAL") {
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::DatabaseBusy
+                        && waited_since.elapsed() < BUSY_TIMEOUT =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                result => break result?,
+            }
+        }
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         // A big ingest touches pages of the key index all over; keep them in memory (64 MiB,
         // about the index of 2 million jobs) rather than reading them back from the file.
