@@ -630,7 +630,14 @@ fn counter_rows(t: &Totals) -> Vec<CounterRow> {
 /// At most three plain-language suggestions from the numbers.
 fn recommendations(t: &Totals, routines: &[RoutineRow], flags: &Flags) -> Vec<String> {
     let mut said = Vec::new();
-    if let Some(top) = routines.first().filter(|_| flags.mpi) {
+    // Start-up and shutdown are not something to send fewer messages in.
+    let communicating = |r: &&RoutineRow| {
+        !matches!(
+            r.name.as_str(),
+            "MPI_Init" | "MPI_Init_thread" | "MPI_Finalize"
+        )
+    };
+    if let Some(top) = routines.iter().find(communicating).filter(|_| flags.mpi) {
         let waiting = top.sync_ns.unwrap_or(0.0) / top.time_ns.max(1) as f64;
         said.push(if waiting > 0.5 {
             format!(
