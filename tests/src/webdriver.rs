@@ -2,7 +2,7 @@
 //! HTTP API (plain HTTP/1.1 on loopback, JSON bodies), so that a test can load thousands of pages
 //! in one browser instead of starting Chromium per page.
 //!
-//! Only what the tests need: navigate, run a script, read the browser's console log. A WebDriver
+//! Only what the tests need: navigate, run an asynchronous script, read the browser's console log. A WebDriver
 //! error (a page that does not load in time, a script that throws) comes back as `Err` so the
 //! caller can collect it per page; a broken connection or a driver that stops answering panics,
 //! since nothing after it could work.
@@ -17,10 +17,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long one WebDriver command may take before the driver counts as hung (the browser's own
-/// page-load and script timeouts, [`PAGE_LOAD_TIMEOUT`], are shorter and come back as errors).
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
+/// page-load and script timeouts are shorter and come back as errors).
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long a page may take to load before its navigation fails.
 const PAGE_LOAD_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a script may run (one that loads pages in a frame may load many).
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long `chromedriver` may take to start listening and to start Chromium.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -81,12 +83,15 @@ impl Browser {
                 "--hide-scrollbars",
                 "--no-first-run",
                 "--window-size=1200,1400",
+                // A page may read the documents of other file:// pages in its frames (each file
+                // is an origin of its own otherwise).
+                "--allow-file-access-from-files",
                 format!("--user-data-dir={}", dir.join("chromium-profile").display()),
             ]},
             "goog:loggingPrefs": {"browser": "ALL"},
             "timeouts": {
                 "pageLoad": PAGE_LOAD_TIMEOUT.as_millis() as u64,
-                "script": PAGE_LOAD_TIMEOUT.as_millis() as u64,
+                "script": SCRIPT_TIMEOUT.as_millis() as u64,
             },
         }}});
         let session = browser
@@ -99,19 +104,20 @@ impl Browser {
         browser
     }
 
+    /// The value `script` (a function body) passes to its callback, the last of its arguments
+    /// after `args`.
+    pub fn run_async(&self, script: &str, args: Value) -> Result<Value, String> {
+        self.session_command(
+            "POST",
+            "execute/async",
+            json!({ "script": script, "args": args }),
+        )
+    }
+
     /// Load `url` and wait until its load event fired.
     pub fn open(&self, url: &str) -> Result<(), String> {
         self.session_command("POST", "url", json!({ "url": url }))
             .map(drop)
-    }
-
-    /// The value of the function body `script` run in the current page.
-    pub fn run(&self, script: &str) -> Result<Value, String> {
-        self.session_command(
-            "POST",
-            "execute/sync",
-            json!({ "script": script, "args": [] }),
-        )
     }
 
     /// The messages the browser logged at level SEVERE (console errors, resources that failed
