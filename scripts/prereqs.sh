@@ -11,12 +11,13 @@
 # rsyslog for the private syslog daemon of the demo and e2e tests, hpcc as a real-world MPI
 # program, libclang/clang for bindgen (profiler/build.rs reads mpi.h), pkg-config, python3 (bench
 # table, syslog sink), procps (pgrep/ps in tests), python3-aiosmtpd (the real SMTP server of the
-# mail tests), chromium and fonts-dejavu-core (headless Chromium renders the admin pages in the
-# site-report test), time (peak memory in bench/site_report.sh).
+# mail tests), chromium, chromium-driver and fonts-dejavu-core (one headless Chromium, driven by
+# chromedriver, renders every admin page in the site-report test), time (peak memory in
+# bench/site_report.sh).
 MPISTAT_APT_PACKAGES=(
     openmpi-bin libopenmpi-dev gfortran rsyslog hpcc
     libclang-dev clang pkg-config python3 procps
-    gcc make python3-aiosmtpd chromium fonts-dejavu-core time
+    gcc make python3-aiosmtpd chromium chromium-driver fonts-dejavu-core time
 )
 
 mpistat_note() { printf 'prereqs: %s\n' "$*" >&2; }

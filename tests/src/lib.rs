@@ -7,9 +7,12 @@
 //! * [`Job`]: a real `mpirun` job, bare or with `libmpistat.so` preloaded, killed after a timeout
 //!   so that a hang fails the test instead of hanging CI.
 //! * [`RankValues`] and [`assert_routine`]: exact expectations on a record's per-routine numbers.
+//! * [`webdriver::Browser`]: one headless Chromium (through `chromedriver`) that loads many pages.
 //!
 //! MPI jobs oversubscribe a small machine, so every test that runs one takes [`serial`] first:
 //! tests of one binary then run one job at a time (cargo runs test binaries one after another).
+
+pub mod webdriver;
 
 use mpistat_record::model::{JobRecord, RoutineStats, Stat};
 use mpistat_record::Decoded;
