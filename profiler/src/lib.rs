@@ -40,4 +40,5 @@ pub mod spec;
 pub mod superstep;
 pub mod syslog;
 pub mod tally;
+pub mod trace;
 pub mod traffic;

@@ -15,6 +15,7 @@ pub const DEFAULT_PATH: &str = "/etc/mpistat/site.toml";
 #[serde(default, deny_unknown_fields)]
 pub struct SiteConfig {
     pub profiler: ProfilerConfig,
+    pub trace: TraceConfig,
     pub syslog: SyslogConfig,
     pub database: DatabaseConfig,
     pub ingest: IngestConfig,
@@ -51,6 +52,35 @@ pub struct ProfilerConfig {
     /// with read(2) around every outermost MPI call (split inside/outside MPI, about 0.3-0.6 us a
     /// call), `totals` reads them only at MPI_Init and MPI_Finalize (totals, no split).
     pub counters_fallback: String,
+}
+
+/// Trace-capture mode: a full event trace of a job, for `mpistat analyze`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TraceConfig {
+    /// Trace every job (for testing a site). Users opt in with `MPISTAT_TRACE=1`.
+    pub everyone: bool,
+    /// Where a job's trace goes: `$HOME` (or `~` at the start) is the user's home, `{job_id}` the
+    /// job's id. Created with the user's permissions, mode 0700.
+    pub directory: String,
+    /// Memory for the events of one rank; when it is full, recording stops (the trace says where).
+    pub budget_bytes: usize,
+    /// Supersteps (intervals between global synchronising collectives) to skip before recording.
+    pub skip_supersteps: u64,
+    /// Supersteps to record after the skipped ones; 0: until the end (or the budget).
+    pub record_supersteps: u64,
+}
+
+impl Default for TraceConfig {
+    fn default() -> Self {
+        TraceConfig {
+            everyone: false,
+            directory: "$HOME/.mpistat/traces/{job_id}".into(),
+            budget_bytes: 64 << 20,
+            skip_supersteps: 0,
+            record_supersteps: 0,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
