@@ -676,7 +676,7 @@ fn test_skew(rank: u32) -> Skew {
 
 /// Tag of the clock ping-pongs (on a private communicator).
 const CLOCK_TAG: c_int = 7001;
-const PING_PONGS: usize = 8;
+const PING_PONGS: usize = 16;
 
 /// This rank's clock offset to rank 0 (rank 0's clock minus ours), by ping-pongs with rank 0
 /// over `comm`, keeping the one with the shortest round trip (collective over `comm`).
