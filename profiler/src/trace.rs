@@ -82,6 +82,9 @@ impl Args {
 pub struct Entered {
     id: RoutineId,
     start: u64,
+    /// Its events are recorded (else, before the window, only supersteps and new
+    /// communicators are followed).
+    recording: bool,
 }
 
 /// Recording state of the window of supersteps.
@@ -264,10 +267,19 @@ impl Recorder {
         let routine = ROUTINES[entered.id].name;
         let class = role_of(routine);
         let comm = (!args.comm.is_null()).then(|| self.comm_id(args.comm));
-        if rc == 0 {
+        if rc == 0 && entered.recording {
             self.communication(&entered, end, routine, comm, traffic, args);
         }
         match (class, comm) {
+            (RegionRole::Mpi(c), Some(comm)) if !entered.recording => {
+                if rc == 0
+                    && matches!(c, MpiClass::Barrier | MpiClass::AllToAll)
+                    && self.spans_world(comm)
+                {
+                    self.superstep_done();
+                }
+            }
+            _ if !entered.recording => {}
             (RegionRole::Mpi(c), Some(comm)) if c != MpiClass::PointToPoint => {
                 let bytes = if rc == 0 { bytes_of(traffic) } else { 0 };
                 let root = match traffic {
@@ -464,8 +476,16 @@ fn status_of(completion: Completion, i: usize) -> *const MPI_Status {
 
 impl Recorder {
     fn enter(&mut self, id: RoutineId, requests: *const MPI_Request, n: c_int) -> Option<Entered> {
-        if self.state != State::Recording {
-            return None;
+        match self.state {
+            State::Recording => {}
+            State::Skipping => {
+                return Some(Entered {
+                    id,
+                    start: 0,
+                    recording: false,
+                })
+            }
+            State::Stopped => return None,
         }
         let n = n.max(0) as usize;
         // A call adds at most an enter, a send, an exit and two events per request.
@@ -486,7 +506,11 @@ impl Recorder {
         let start = self.now();
         self.push(start, EventKind::Enter { region });
         self.overhead_ns += monotonic_ns().saturating_sub(overhead_start);
-        Some(Entered { id, start })
+        Some(Entered {
+            id,
+            start,
+            recording: true,
+        })
     }
 }
 

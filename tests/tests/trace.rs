@@ -305,3 +305,69 @@ fn trace_directory_is_private() {
     let file = t.dir.join(local_file_name(0));
     assert!(!as_nobody(&["cat", file.to_str().unwrap()]).status.success());
 }
+
+/// Barrier exits on `MPI_COMM_WORLD` in each rank's events.
+fn world_barriers(trace: &Trace) -> Vec<usize> {
+    use mpistat_analysis::model::EventKind;
+    trace
+        .ranks
+        .iter()
+        .map(|events| {
+            events
+                .iter()
+                .filter(|e| matches!(e.kind, EventKind::CollectiveExit { comm: 0, .. }))
+                .count()
+        })
+        .collect()
+}
+
+#[test]
+fn budget_stops_recording_at_a_common_superstep() {
+    let _serial = serial();
+    let home = TempDir::new("trace-budget");
+    // 4096 bytes hold 128 events; rank 1 needs 14 + 2 per iteration (80 iterations).
+    let t = run_traced(
+        &home,
+        "[trace]\nbudget_bytes = 4096\n",
+        &[],
+        ["20", "80", "2", "1"].map(String::from),
+    );
+    let stopped = t.record.trace.as_ref().unwrap().stopped.clone();
+    assert!(
+        stopped.as_deref().is_some_and(|s| s.contains("budget (4096 bytes) was reached")),
+        "record: {stopped:?}"
+    );
+    // The analysis covers the recorded part and says so.
+    assert!(
+        t.problems.iter().any(|p| p.contains("recording stopped")),
+        "problems: {:?}",
+        t.problems
+    );
+    let barriers = world_barriers(&t.trace);
+    assert!(
+        barriers.iter().all(|&b| b == barriers[0]) && barriers[0] > 2 && barriers[0] < 82,
+        "every rank cut at the same superstep, within the run: {barriers:?}"
+    );
+    assert!(t.trace.ranks.iter().all(|r| r.len() <= 128));
+    assert!(t.analysis.wall() < t.wall_ns, "the analysis covers a part of the run");
+}
+
+#[test]
+fn window_records_the_chosen_supersteps() {
+    let _serial = serial();
+    let home = TempDir::new("trace-window");
+    let t = run_traced(
+        &home,
+        "[trace]\nskip_supersteps = 3\nrecord_supersteps = 4\n",
+        &[],
+        ["20", "10", "2", "1"].map(String::from),
+    );
+    assert_eq!(world_barriers(&t.trace), vec![4; RANKS as usize]);
+    assert!(
+        t.problems
+            .iter()
+            .any(|p| p.contains("supersteps 4 to 7 recorded")),
+        "problems: {:?}",
+        t.problems
+    );
+}
