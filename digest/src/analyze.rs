@@ -26,6 +26,11 @@ pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> an
         AnalyzeFormat::Text => out.write_all(text(&analysis).as_bytes())?,
         AnalyzeFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&analysis)?)?,
         AnalyzeFormat::Html => out.write_all(html(&analysis).as_bytes())?,
+        AnalyzeFormat::Summary => writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&summary(&analysis, &problems))?
+        )?,
     }
     if let Some(path) = &args.perfetto {
         let json = perfetto(&passes, &analysis);
@@ -77,6 +82,66 @@ fn worst_rank(
         .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
 }
 
+/// The few facts of an analysis that the weekly mail tells (seed 003's "level 6").
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Summary {
+    pub wall_s: f64,
+    /// Waiting time in % of the allocation (ranks × wall time).
+    pub waiting_percent: f64,
+    /// Critical-path imbalance (sum over call paths of time on the path beyond the average) in
+    /// % of the wall time.
+    pub critical_imbalance_percent: f64,
+    /// The top root causes of waiting, in plain language.
+    pub causes: Vec<String>,
+    /// What the trace reader said (e.g. where recording stopped).
+    pub notes: Vec<String>,
+}
+
+/// The root cause at `callpath` in plain language.
+fn cause_sentence(analysis: &Analysis, callpath: &CallpathSummary, cost: f64) -> String {
+    let secs = |t: f64| seconds(analysis, t);
+    let worst = worst_rank(analysis, callpath.id, |m| {
+        m.delay_short_term + m.delay_long_term
+    });
+    let place = worst.map_or(String::new(), |(rank, _)| format!(", most on rank {rank}"));
+    format!(
+        "{}{place}: made other ranks wait {:.6} s ({:.1} % of all waiting), {:.6} s directly and {:.6} s by waiting that propagated.",
+        callpath.label,
+        secs(cost),
+        percent(cost, analysis.total_waiting),
+        secs(callpath.total.delay_short_term),
+        secs(callpath.total.delay_long_term)
+    )
+}
+
+/// The call paths whose delays cost the most waiting, largest first.
+fn root_causes(analysis: &Analysis) -> Vec<(&CallpathSummary, f64)> {
+    ranked(analysis, |c| {
+        c.total.delay_short_term + c.total.delay_long_term
+    })
+}
+
+/// The mail's summary of an analysis (top three causes).
+pub fn summary(analysis: &Analysis, problems: &[String]) -> Summary {
+    let wall = analysis.wall() as f64;
+    let imbalance: f64 = analysis
+        .callpaths
+        .iter()
+        .map(|c| c.critical_imbalance)
+        .sum();
+    Summary {
+        wall_s: seconds(analysis, wall),
+        waiting_percent: percent(analysis.total_waiting, wall * f64::from(analysis.ranks)),
+        critical_imbalance_percent: percent(imbalance, wall),
+        causes: root_causes(analysis)
+            .into_iter()
+            .take(3)
+            .map(|(c, cost)| cause_sentence(analysis, c, cost))
+            .collect(),
+        notes: problems.iter().chain(&analysis.problems).cloned().collect(),
+    }
+}
+
 /// The readable report.
 pub fn text(analysis: &Analysis) -> String {
     let mut s = String::new();
@@ -108,26 +173,16 @@ pub fn text(analysis: &Analysis) -> String {
     );
 
     let _ = writeln!(s, "\nTop root causes of waiting (delay costs):");
-    let causes = ranked(analysis, |c| {
-        c.total.delay_short_term + c.total.delay_long_term
-    });
+    let causes = root_causes(analysis);
     if causes.is_empty() {
         let _ = writeln!(s, "  none: no rank waited for another.");
     }
     for (index, (callpath, cost)) in causes.iter().take(5).enumerate() {
-        let worst = worst_rank(analysis, callpath.id, |m| {
-            m.delay_short_term + m.delay_long_term
-        });
-        let place = worst.map_or(String::new(), |(rank, _)| format!(", most on rank {rank}"));
         let _ = writeln!(
             s,
-            "  {}. {}{place}: made other ranks wait {:.6} s ({:.1} % of all waiting), {:.6} s directly and {:.6} s by waiting that propagated.",
+            "  {}. {}",
             index + 1,
-            callpath.label,
-            secs(*cost),
-            percent(*cost, analysis.total_waiting),
-            secs(callpath.total.delay_short_term),
-            secs(callpath.total.delay_long_term)
+            cause_sentence(analysis, callpath, *cost)
         );
     }
 

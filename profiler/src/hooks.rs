@@ -124,9 +124,7 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             size as u32,
             job.anchor.ticks,
         );
-        if let Some(reason) = crate::trace::wanted(&job.config.trace) {
-            crate::trace::start(&job.config.trace, reason, rank as u32, size as u32);
-        }
+        crate::trace::start_if_wanted(&job.config, rank as u32, size as u32);
         *JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
         register_exit_hook();
     });

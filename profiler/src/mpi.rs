@@ -232,6 +232,16 @@ pub fn allreduce<T: ReduceElement + Default>(
     op: Op,
     comm: &OwnComm,
 ) -> MpiResult<Vec<T>> {
+    allreduce_on(data, op, comm.0)
+}
+
+/// [`allreduce`] on any communicator (e.g. `MPI_COMM_WORLD` inside `MPI_Init`, where the user
+/// cannot have a collective in progress).
+pub fn allreduce_on<T: ReduceElement + Default>(
+    data: &[T],
+    op: Op,
+    comm: MPI_Comm,
+) -> MpiResult<Vec<T>> {
     let datatype: MPI_Datatype = predefined(T::TYPE_SYMBOL).ok_or(MpiError(-1))?;
     let mpi_op: MPI_Op = predefined(op.symbol()).ok_or(MpiError(-1))?;
     let mut out = vec![T::default(); data.len()];
@@ -244,7 +254,7 @@ pub fn allreduce<T: ReduceElement + Default>(
             len,
             datatype,
             mpi_op,
-            comm.0,
+            comm,
         )
     })?;
     Ok(out)

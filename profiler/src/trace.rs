@@ -23,7 +23,7 @@ use mpistat_analysis::model::{
 };
 use mpistat_analysis::tracefile::{encode_local, local_file_name, rank_file_name, RankWriter};
 use mpistat_record::model::TraceInfo;
-use mpistat_site::TraceConfig;
+use mpistat_site::{escalation, SiteConfig, TraceConfig};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void, CStr};
@@ -150,14 +150,44 @@ fn with_recorder<R>(f: impl FnOnce(&mut Recorder) -> R) -> Option<R> {
     guard.as_mut().map(f)
 }
 
-/// Tracing was asked for: by the user, the site, or the escalation list (in that order).
-pub fn wanted(config: &TraceConfig) -> Option<&'static str> {
+/// Why a job is traced, strongest first; the ranks agree on the strongest any of them has.
+const REASONS: [&str; 3] = ["user", "site", "escalation"];
+
+/// Why this rank would trace the job: `MPISTAT_TRACE=1` (the user), the site's `everyone`, or
+/// an entry of the escalation list for this user and executable (index into [`REASONS`]).
+fn wish(config: &SiteConfig) -> Option<usize> {
     if std::env::var_os("MPISTAT_TRACE").is_some_and(|v| v == "1") {
-        Some("user")
-    } else if config.everyone {
-        Some("site")
-    } else {
-        None
+        return Some(0);
+    }
+    if config.trace.everyone {
+        return Some(1);
+    }
+    let text = std::fs::read_to_string(&config.escalation.list).ok()?;
+    let exe = std::fs::read_link("/proc/self/exe").ok()?;
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let now = crate::job::unix_ms_now() / 1000;
+    let (entries, _) = escalation::parse(&text);
+    entries
+        .iter()
+        .any(|e| e.applies(uid, &exe.to_string_lossy(), now))
+        .then_some(2)
+}
+
+/// At the end of `MPI_Init`: if any rank wants a trace, every rank starts tracing (collective
+/// over `MPI_COMM_WORLD`: ranks may read the escalation list at different moments, and a rank
+/// that traced alone would wait forever in the clock measurement).
+pub fn start_if_wanted(config: &SiteConfig, rank: u32, world_size: u32) {
+    let Some(world) = mpi::comm_world() else {
+        return;
+    };
+    let mine = wish(config).map_or(0, |i| (REASONS.len() - i) as u64);
+    let Ok(agreed) = mpi::allreduce_on(&[mine], mpi::Op::Max, world) else {
+        return;
+    };
+    if agreed[0] > 0 {
+        let reason = REASONS[REASONS.len() - agreed[0] as usize];
+        start(&config.trace, reason, rank, world_size);
     }
 }
 
@@ -743,9 +773,9 @@ fn measure_offset(recorder: &Recorder, comm: &OwnComm) -> Option<ClockSample> {
     }
 }
 
-/// At the end of `MPI_Init`, when tracing is wanted: set up this rank's recorder and measure
-/// its clock against rank 0's (collective over `MPI_COMM_WORLD`).
-pub fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32) {
+/// Set up this rank's recorder and measure its clock against rank 0's (collective over
+/// `MPI_COMM_WORLD`).
+fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32) {
     let Some(world) = mpi::comm_world() else {
         return;
     };

@@ -334,7 +334,9 @@ fn budget_stops_recording_at_a_common_superstep() {
     );
     let stopped = t.record.trace.as_ref().unwrap().stopped.clone();
     assert!(
-        stopped.as_deref().is_some_and(|s| s.contains("budget (4096 bytes) was reached")),
+        stopped
+            .as_deref()
+            .is_some_and(|s| s.contains("budget (4096 bytes) was reached")),
         "record: {stopped:?}"
     );
     // The analysis covers the recorded part and says so.
@@ -349,7 +351,10 @@ fn budget_stops_recording_at_a_common_superstep() {
         "every rank cut at the same superstep, within the run: {barriers:?}"
     );
     assert!(t.trace.ranks.iter().all(|r| r.len() <= 128));
-    assert!(t.analysis.wall() < t.wall_ns, "the analysis covers a part of the run");
+    assert!(
+        t.analysis.wall() < t.wall_ns,
+        "the analysis covers a part of the run"
+    );
 }
 
 #[test]

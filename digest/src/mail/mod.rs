@@ -29,10 +29,21 @@ pub fn mails(
 ) -> anyhow::Result<Vec<Mail>> {
     let (from, to) = week.range_ms();
     let jobs = db.jobs_ended_between(from, to)?;
-    let week = week.to_string();
-    Ok(content::digests(&jobs, &week, &config.digest)
+    let week_name = week.to_string();
+    let mut digests: Vec<_> = content::digests(&jobs, &week_name, &config.digest)
         .into_iter()
         .filter(|d| user.is_none_or(|u| u == d.user))
+        .collect();
+    for d in &mut digests {
+        d.traced = db
+            .analyses_between(&d.user, from, to)?
+            .into_iter()
+            .map(content::TracedJob::from_stored)
+            .collect();
+    }
+    let week = week_name;
+    Ok(digests
+        .into_iter()
         .map(|d| Mail {
             user: d.user.clone(),
             tag: week.clone(),
