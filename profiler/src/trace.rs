@@ -4,19 +4,22 @@
 //!
 //! Off (the normal case) it costs the wrappers one relaxed load of [`ON`] and a predictable branch;
 //! everything else is out of line. On, [`enter`] records the call's start and call site (the first
-//! return address outside this library and libmpi) and [`leave`] the call's events. Events go into
+//! return address outside this library and libmpi, see `callsite.rs`) and [`leave`] the call's
+//! events. Events go into
 //! a buffer sized by the site's budget; when it is full, or the window of supersteps ends,
 //! recording stops. At `MPI_Finalize` [`finish`] measures the clock offsets again, cuts every
 //! rank's events at the last superstep all ranks recorded (so that the trace is consistent), and
 //! writes `local-NNNNNN.mpt` (this rank's definitions, clock samples, where recording stopped, the
 //! loaded objects) and `rank-NNNNNN.mpt` into the job's trace directory (mode 0700).
 
+use crate::callsite::CallSites;
 use crate::clock::monotonic_ns;
 use crate::ffi::{MPI_Comm, MPI_Request, MPI_Status};
 use crate::generated::routines::ROUTINES;
 use crate::mpi::{self, OwnComm};
 use crate::rt::RoutineId;
 use crate::traffic::{Traffic, NO_PEER, PROC_NULL};
+use mpistat_analysis::hash::FastMap;
 use mpistat_analysis::model::{
     ClockSample, Communicator, Event, EventKind, LocalDefinitions, Module, MpiClass, Region,
     RegionRole,
@@ -25,7 +28,6 @@ use mpistat_analysis::tracefile::{encode_local, local_file_name, rank_file_name,
 use mpistat_record::model::TraceInfo;
 use mpistat_site::{escalation, SiteConfig, TraceConfig};
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::ffi::{c_int, c_void, CStr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -120,13 +122,14 @@ struct Recorder {
     state: State,
     events: Vec<Event>,
     capacity: usize,
-    regions: HashMap<(RoutineId, usize), u32>,
+    regions: FastMap<(RoutineId, usize), u32>,
+    /// The analysis' class of every routine (by id).
+    roles: Vec<RegionRole>,
     region_keys: Vec<(RoutineId, usize)>,
-    /// Return addresses known to lie in this library or in libmpi (not call sites).
-    internal_frames: HashMap<usize, bool>,
-    comms: HashMap<usize, u32>,
+    sites: CallSites,
+    comms: FastMap<usize, u32>,
     communicators: Vec<Communicator>,
-    pending: HashMap<usize, PendingRecv>,
+    pending: FastMap<usize, PendingRecv>,
     /// The requests a completing call was given, and their values before it ran.
     completing: *const MPI_Request,
     snapshot: Vec<MPI_Request>,
@@ -244,21 +247,7 @@ impl Recorder {
     /// The region of routine `id` called from the first return address outside the profiler
     /// and libmpi.
     fn region(&mut self, id: RoutineId) -> u32 {
-        let mut frames = [std::ptr::null_mut::<c_void>(); 8];
-        // SAFETY: glibc's backtrace with a buffer of 8 entries.
-        let n = unsafe { libc::backtrace(frames.as_mut_ptr(), frames.len() as c_int) };
-        let mut site = 0usize;
-        for &frame in frames.iter().take(n.max(0) as usize).skip(1) {
-            let addr = frame as usize;
-            let internal = *self
-                .internal_frames
-                .entry(addr)
-                .or_insert_with(|| is_internal(addr));
-            if !internal {
-                site = addr;
-                break;
-            }
-        }
+        let site = self.sites.find(id);
         let key = (id, site);
         if let Some(&r) = self.regions.get(&key) {
             return r;
@@ -295,7 +284,7 @@ impl Recorder {
     fn leave(&mut self, entered: Entered, rc: c_int, traffic: Traffic, args: &Args) {
         let end = self.now();
         let routine = ROUTINES[entered.id].name;
-        let class = role_of(routine);
+        let class = self.roles[entered.id];
         let comm = (!args.comm.is_null()).then(|| self.comm_id(args.comm));
         if rc == 0 && entered.recording {
             self.communication(&entered, end, routine, comm, traffic, args);
@@ -360,7 +349,7 @@ impl Recorder {
     ) {
         let synchronous = matches!(routine, "MPI_Ssend" | "MPI_Issend");
         if let Some(comm) = comm {
-            if role_of(routine) == RegionRole::Mpi(MpiClass::PointToPoint) {
+            if self.roles[entered.id] == RegionRole::Mpi(MpiClass::PointToPoint) {
                 match traffic {
                     Traffic::Elements { peer, .. } if !args.request.is_null() => {
                         let sends = !routine.contains("recv");
@@ -571,32 +560,6 @@ fn role_of(routine: &str) -> RegionRole {
     }
 }
 
-/// Whether `addr` lies in this library or in libmpi (a frame between the user's call and us).
-fn is_internal(addr: usize) -> bool {
-    let Some((path, base)) = object_of(addr) else {
-        return false;
-    };
-    let own = object_of(is_internal as *const () as usize).map(|(_, b)| b);
-    Some(base) == own
-        || Path::new(&path)
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("libmpi"))
-}
-
-/// The loaded object holding `addr`: its path and load address.
-fn object_of(addr: usize) -> Option<(String, usize)> {
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: dladdr only reads its address argument and fills info.
-    if unsafe { libc::dladdr(addr as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: dladdr gave a NUL-terminated path.
-    let path = unsafe { CStr::from_ptr(info.dli_fname) }
-        .to_string_lossy()
-        .into_owned();
-    Some((path, info.dli_fbase as usize))
-}
-
 /// Every loaded object: path, build-id, load address and the address ranges of its segments.
 fn loaded_objects() -> Vec<(Module, Vec<(usize, usize)>)> {
     unsafe extern "C" fn each(
@@ -800,14 +763,15 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         // Reserved, not touched: pages become resident only as events arrive.
         events: Vec::with_capacity(capacity),
         capacity,
-        regions: HashMap::new(),
+        regions: FastMap::default(),
+        roles: ROUTINES.iter().map(|r| role_of(r.name)).collect(),
         region_keys: Vec::new(),
-        internal_frames: HashMap::new(),
-        comms: HashMap::new(),
+        sites: CallSites::new(),
+        comms: FastMap::default(),
         communicators: vec![Communicator {
             members: (0..world_size).collect(),
         }],
-        pending: HashMap::new(),
+        pending: FastMap::default(),
         completing: std::ptr::null(),
         snapshot: Vec::new(),
         cartesian: None,
