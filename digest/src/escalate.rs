@@ -276,3 +276,48 @@ pub fn command(args: &EscalateArgs, out: &mut impl Write) -> anyhow::Result<()> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpistat_record::model::{Imbalance, Stat};
+
+    fn job(ranks: u32, wall_s: u64, mpi_percent: u64, imbalance_percent: u64) -> JobRecord {
+        let wall = wall_s * 1_000_000_000;
+        let work = wall * (100 - mpi_percent) / 100;
+        JobRecord {
+            job_id: "7".into(),
+            ranks,
+            wall_ns: Stat {
+                sum: wall * u64::from(ranks),
+                min: wall,
+                max: wall,
+                max_rank: 0,
+            },
+            mpi_ns: Stat {
+                sum: wall * u64::from(ranks) * mpi_percent / 100,
+                ..Default::default()
+            },
+            imbalance: Some(Imbalance {
+                work_sum_ns: work * u64::from(ranks),
+                critical_path_ns: work * imbalance_percent / 100,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_rule_needs_all_three_thresholds() {
+        let rule = EscalationConfig::default(); // 30 % MPI, 20 % imbalance, 1 CPU hour
+        assert!(rule_matches(&rule, &job(64, 3600, 40, 25)).is_some());
+        assert!(rule_matches(&rule, &job(64, 3600, 20, 25)).is_none(), "MPI share");
+        assert!(rule_matches(&rule, &job(64, 3600, 40, 10)).is_none(), "imbalance");
+        assert!(rule_matches(&rule, &job(4, 60, 40, 25)).is_none(), "CPU hours");
+        let partial = JobRecord {
+            partial: Some("MPI_Abort".into()),
+            ..job(64, 3600, 40, 25)
+        };
+        assert!(rule_matches(&rule, &partial).is_none());
+    }
+}
