@@ -744,6 +744,35 @@ pub fn write_dir(dir: &Path, trace: &Trace) -> Result<(), TraceFileError> {
     Ok(())
 }
 
+/// The loaded objects the profiler recorded in a directory's local definitions (for turning call
+/// sites into source lines); empty for other traces. Unreadable files are skipped.
+pub fn modules_of_dir(dir: &Path) -> Vec<Module> {
+    let mut modules: Vec<Module> = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return modules;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("local-") && name.ends_with(".mpt")) {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(entry.path()) else {
+            continue;
+        };
+        if let Ok(local) = decode_local(&bytes, &name) {
+            for m in local.modules {
+                if !modules
+                    .iter()
+                    .any(|k| k.path == m.path && k.build_id == m.build_id)
+                {
+                    modules.push(m);
+                }
+            }
+        }
+    }
+    modules
+}
+
 /// Reads a trace directory: the trace, plus problems that did not stop the reading (missing or
 /// duplicate ranks, stray files, where recording stopped). A broken file is an error. A directory
 /// the profiler wrote holds per-rank local definitions instead of `definitions.mpt`; they are

@@ -10,14 +10,17 @@
 use crate::cli::{AnalyzeArgs, AnalyzeFormat};
 use crate::html::escape;
 use mpistat_analysis::analysis::{run_passes_on_dir, summarise, CallpathSummary, Passes};
+use mpistat_analysis::model::{Definitions, Module};
 use mpistat_analysis::patterns::Pattern;
+use mpistat_analysis::tracefile::modules_of_dir;
 use mpistat_analysis::Analysis;
 use std::fmt::Write as _;
 use std::io::Write;
 
 /// Reads the trace, analyses it, writes the report to `out` and problems to `err`.
 pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> anyhow::Result<()> {
-    let (passes, problems) = run_passes_on_dir(&args.trace_dir, &mut |_| {})?;
+    let (mut passes, problems) = run_passes_on_dir(&args.trace_dir, &mut |_| {})?;
+    symbolize(&mut passes.definitions, &modules_of_dir(&args.trace_dir));
     for problem in &problems {
         writeln!(err, "{}: {problem}", args.trace_dir.display())?;
     }
@@ -38,6 +41,52 @@ pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> an
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// Turns call sites `object+0xOFFSET` (as the profiler writes them) into `file.c:LINE` with
+/// binutils' `addr2line`, for objects that are still where the trace says. Sites it cannot
+/// resolve (no debug information, object gone, no addr2line) stay as they are.
+fn symbolize(definitions: &mut Definitions, modules: &[Module]) {
+    for module in modules {
+        let path = std::path::Path::new(&module.path);
+        let Some(file) = path.file_name().map(|f| f.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        let prefix = format!("{file}+0x");
+        let offsets: Vec<(usize, u64)> = definitions
+            .regions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let hex = r.site.strip_prefix(&prefix)?;
+                Some((i, u64::from_str_radix(hex, 16).ok()?))
+            })
+            .collect();
+        if offsets.is_empty() || !path.is_file() {
+            continue;
+        }
+        // A return address: the call instruction ends there, so look up the byte before.
+        let output = std::process::Command::new("addr2line")
+            .arg("-s")
+            .arg("-e")
+            .arg(path)
+            .args(
+                offsets
+                    .iter()
+                    .map(|(_, o)| format!("{:#x}", o.saturating_sub(1))),
+            )
+            .stderr(std::process::Stdio::null())
+            .output();
+        let Ok(output) = output else { return };
+        let text = String::from_utf8_lossy(&output.stdout);
+        for ((i, _), line) in offsets.iter().zip(text.lines()) {
+            // `file.c:52 (discriminator 1)` or `??:0` / `??:?` when unknown.
+            let location = line.split(" (").next().unwrap_or("").trim();
+            if !location.starts_with("??") && !location.ends_with(":0") && !location.is_empty() {
+                definitions.regions[*i].site = location.to_string();
+            }
+        }
+    }
 }
 
 fn seconds(analysis: &Analysis, ticks: f64) -> f64 {

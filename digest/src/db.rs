@@ -128,7 +128,7 @@ pub struct PeriodTotals {
     pub wall_ns: u64,
     pub mpi_ns: u64,
     pub users: u64,
-    }
+}
 
 /// A traced job's analysis as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]

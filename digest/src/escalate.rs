@@ -311,9 +311,18 @@ mod tests {
     fn the_rule_needs_all_three_thresholds() {
         let rule = EscalationConfig::default(); // 30 % MPI, 20 % imbalance, 1 CPU hour
         assert!(rule_matches(&rule, &job(64, 3600, 40, 25)).is_some());
-        assert!(rule_matches(&rule, &job(64, 3600, 20, 25)).is_none(), "MPI share");
-        assert!(rule_matches(&rule, &job(64, 3600, 40, 10)).is_none(), "imbalance");
-        assert!(rule_matches(&rule, &job(4, 60, 40, 25)).is_none(), "CPU hours");
+        assert!(
+            rule_matches(&rule, &job(64, 3600, 20, 25)).is_none(),
+            "MPI share"
+        );
+        assert!(
+            rule_matches(&rule, &job(64, 3600, 40, 10)).is_none(),
+            "imbalance"
+        );
+        assert!(
+            rule_matches(&rule, &job(4, 60, 40, 25)).is_none(),
+            "CPU hours"
+        );
         let partial = JobRecord {
             partial: Some("MPI_Abort".into()),
             ..job(64, 3600, 40, 25)

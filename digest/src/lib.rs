@@ -12,8 +12,8 @@
 pub mod analyze;
 pub mod cli;
 pub mod db;
-pub mod html;
 pub mod escalate;
+pub mod html;
 pub mod ingest;
 pub mod json;
 pub mod mail;

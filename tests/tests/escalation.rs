@@ -81,11 +81,18 @@ fn a_flagged_job_is_traced_next_time_and_the_mail_tells_where_it_waited() {
     assert_eq!(mails.len(), 1);
     // Quoted-printable may break long lines: undo soft breaks before looking.
     let mail = mails[0].replace("=\r\n", "").replace("=\n", "");
+    // The delaying call site as a source line (the analysis symbolises it with addr2line).
+    let source = std::fs::read_to_string(programs_dir().join("delays.c")).unwrap();
+    let send_line = source
+        .lines()
+        .position(|l| l.contains("DELAYED SEND"))
+        .unwrap()
+        + 1;
     for expected in [
+        format!("before MPI_Send (delays.c:{send_line}), most on rank 0"),
         "Level 6: where your traced jobs waited".to_string(),
         format!("Job {} (delays) was traced.", second.job_id),
         "1. compute after MPI_Barrier".to_string(),
-        "most on rank 0".to_string(),
         format!("Full report: mpistat analyze {}", trace.dir),
     ] {
         assert!(mail.contains(&expected), "{expected:?} not in {mail}");
