@@ -121,15 +121,18 @@ fn own_object_base() -> Option<usize> {
     (found != 0).then_some(info.dli_fbase as usize)
 }
 
-impl CallSites {
-    pub fn new() -> CallSites {
+impl Default for CallSites {
+    /// For the calling thread's stack and the objects loaded now.
+    fn default() -> CallSites {
         CallSites {
             offsets: vec![None; crate::generated::routines::N_ROUTINES],
             texts: texts(),
             stack_end: stack_end(),
         }
     }
+}
 
+impl CallSites {
     fn text_of(&self, addr: usize) -> Option<Text> {
         let i = self.texts.partition_point(|t| t.end <= addr);
         self.texts.get(i).copied().filter(|t| t.start <= addr)
@@ -195,8 +198,8 @@ impl CallSites {
         (sp..end.saturating_sub(7))
             .step_by(std::mem::size_of::<usize>())
             // SAFETY: every address read lies in this thread's stack, between sp and its end.
-            .filter(|&a| unsafe { *(a as *const usize) } == site)
-            .last()
+            .rev()
+            .find(|&a| unsafe { *(a as *const usize) } == site)
             .map(|a| a - sp)
     }
 }

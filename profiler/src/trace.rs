@@ -766,7 +766,7 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         regions: FastMap::default(),
         roles: ROUTINES.iter().map(|r| role_of(r.name)).collect(),
         region_keys: Vec::new(),
-        sites: CallSites::new(),
+        sites: CallSites::default(),
         comms: FastMap::default(),
         communicators: vec![Communicator {
             members: (0..world_size).collect(),

@@ -217,10 +217,10 @@ fn trace_args_expr(semantics: &Semantics) -> String {
                     statuses,
                     ..
                 } => format!(
-                    "trace::Completion::Some {{ indices: {}, outcount: {}, statuses: {} }}",
-                    ident(indices),
-                    ident(outcount),
-                    ident(statuses)
+                    "trace::Completion::Some {{ {}, {}, {} }}",
+                    field("indices", &ident(indices)),
+                    field("outcount", &ident(outcount)),
+                    field("statuses", &ident(statuses))
                 ),
             }
         ));

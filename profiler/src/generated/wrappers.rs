@@ -948,7 +948,7 @@ unsafe fn wrap_MPI_Testsome(via_pmpi: bool, incount: c_int, array_of_requests: *
     let traced = if trace::on() { trace::enter(id::MPI_Testsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount: outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Testsome, rc, traffic);
     rc
 }
@@ -1040,7 +1040,7 @@ unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, incount: c_int, array_of_requests: *
     let traced = if trace::on() { trace::enter(id::MPI_Waitsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount: outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Waitsome, rc, traffic);
     rc
 }
