@@ -100,16 +100,29 @@ fn perfetto_export_marks_the_critical_path() {
 
 #[test]
 fn a_missing_directory_is_a_clear_error() {
-    let args = AnalyzeArgs {
-        format: AnalyzeFormat::Text,
-        perfetto: None,
-        trace_dir: PathBuf::from("/nonexistent/trace"),
+    let analyze = |dir: &std::path::Path| {
+        let args = AnalyzeArgs {
+            format: AnalyzeFormat::Text,
+            perfetto: None,
+            trace_dir: dir.to_path_buf(),
+        };
+        run(&args, &mut Vec::new(), &mut Vec::new())
+            .unwrap_err()
+            .to_string()
     };
-    let err = run(&args, &mut Vec::new(), &mut Vec::new())
-        .unwrap_err()
-        .to_string();
+    assert_eq!(
+        analyze(std::path::Path::new("/nonexistent/trace")),
+        "/nonexistent/trace: No such file or directory (os error 2)"
+    );
+    let empty = std::env::temp_dir().join(format!("mpistat-empty-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let err = analyze(&empty);
+    std::fs::remove_dir_all(&empty).unwrap();
     assert_eq!(
         err,
-        "/nonexistent/trace: no definitions file `definitions.mpt`"
+        format!(
+            "{}: no definitions file `definitions.mpt` (nor the profiler's local-NNNNNN.mpt files)",
+            empty.display()
+        )
     );
 }
