@@ -12,11 +12,12 @@
 # program, libclang/clang for bindgen (profiler/build.rs reads mpi.h), pkg-config, python3 (bench
 # table, syslog sink), procps (pgrep/ps in tests), python3-aiosmtpd (the real SMTP server of the
 # mail tests), chromium and fonts-dejavu-core (headless Chromium renders the admin pages in the
-# site-report test), time (peak memory in bench/site_report.sh).
+# site-report test), time (peak memory in bench/site_report.sh), binutils (addr2line, readelf:
+# `mpistat analyze` turns call sites into source lines).
 MPISTAT_APT_PACKAGES=(
     openmpi-bin libopenmpi-dev gfortran rsyslog hpcc
     libclang-dev clang pkg-config python3 procps
-    gcc make python3-aiosmtpd chromium fonts-dejavu-core time
+    gcc make python3-aiosmtpd chromium fonts-dejavu-core time binutils
 )
 
 mpistat_note() { printf 'prereqs: %s\n' "$*" >&2; }
