@@ -11,6 +11,11 @@
 //! rank's events at the last superstep all ranks recorded (so that the trace is consistent), and
 //! writes `local-NNNNNN.mpt` (this rank's definitions, clock samples, where recording stopped, the
 //! loaded objects) and `rank-NNNNNN.mpt` into the job's trace directory (mode 0700).
+//!
+//! Not traced, by design: calls of other threads than the one that called `MPI_Init`, persistent
+//! requests (`MPI_Start`), one-sided and I/O data movement (their calls are traced as regions);
+//! a wildcard `MPI_Irecv` completed with `MPI_STATUS(ES)_IGNORE` records no receive (its source
+//! is unknown). A job that ends without `MPI_Finalize` writes no trace.
 
 use crate::callsite::CallSites;
 use crate::clock::monotonic_ns;
