@@ -15,7 +15,7 @@
 //! Not traced, by design: calls of other threads than the one that called `MPI_Init`, persistent
 //! requests (`MPI_Start`), one-sided and I/O data movement (their calls are traced as regions);
 //! a wildcard `MPI_Irecv` completed with `MPI_STATUS(ES)_IGNORE` records no receive (its source
-//! is unknown). A job that ends without `MPI_Finalize` writes no trace.
+//! or tag is unknown; a non-wildcard one records the posted source, tag and size). A job that ends without `MPI_Finalize` writes no trace.
 
 use crate::callsite::CallSites;
 use crate::clock::monotonic_ns;
@@ -105,6 +105,11 @@ enum State {
 /// An `MPI_Irecv` waiting for its completion.
 struct PendingRecv {
     comm: u32,
+    /// The posted source (world rank) and tag unless wildcards, and the posted size: what the
+    /// receive is when its completion gives no status (`MPI_STATUS(ES)_IGNORE`).
+    source: Option<u32>,
+    tag: Option<c_int>,
+    bytes: u64,
 }
 
 /// Artificial clock error of one rank, for testing the correction (`MPISTAT_TRACE_TEST_SKEW`).
@@ -370,7 +375,13 @@ impl Recorder {
                             },
                         );
                         if !sends {
-                            self.pending.insert(request as usize, PendingRecv { comm });
+                            let posted = PendingRecv {
+                                comm,
+                                source: self.world_rank(comm, peer),
+                                tag: (args.tag != ANY_TAG).then_some(args.tag),
+                                bytes: bytes_of(traffic),
+                            };
+                            self.pending.insert(request as usize, posted);
                         }
                     }
                     Traffic::Elements { peer, .. } => {
@@ -464,7 +475,20 @@ impl Recorder {
             );
             if let Some(recv) = self.pending.remove(&(before as usize)) {
                 let status = status_of(args.completion, i);
-                self.recv(end, recv.comm, status);
+                if !status.is_null() {
+                    self.recv(end, recv.comm, status);
+                } else if let (Some(peer), Some(tag)) = (recv.source, recv.tag) {
+                    let (comm, bytes) = (recv.comm, recv.bytes);
+                    self.push(
+                        end,
+                        EventKind::Recv {
+                            peer,
+                            tag,
+                            comm,
+                            bytes,
+                        },
+                    );
+                }
             }
         }
         self.snapshot = snapshot;
@@ -695,6 +719,9 @@ fn test_skew(rank: u32) -> Skew {
         _ => Skew::default(),
     }
 }
+
+/// `MPI_ANY_TAG` in Open MPI.
+const ANY_TAG: c_int = -1;
 
 /// Tag of the clock ping-pongs (on a private communicator).
 const CLOCK_TAG: c_int = 7001;

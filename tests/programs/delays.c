@@ -5,7 +5,7 @@
  * 1. After a barrier, rank 0 "computes" DELAY_MS (sleeps; the other ranks none) and then starts a
  *    point-to-point chain 0 -> 1 -> 2 -> ... -> P-1: rank 1 waits DELAY_MS in its receive (a Late
  *    Sender caused directly by rank 0's computation), and ranks 2..P-1 wait as long (indirectly:
- *    the wait propagates along the chain).
+ *    the wait propagates along the chain; the last rank waits in MPI_Wait of an MPI_Irecv).
  * 2. ITERS iterations: every rank works WORK_MS, rank 2 EXTRA_MS more, then MPI_Barrier: the
  *    other ranks wait EXTRA_MS at each barrier.
  * Each rank prints "delays rank R start S end E" (CLOCK_MONOTONIC ns, before its first and after
@@ -44,11 +44,14 @@ int main(int argc, char **argv) {
     if (rank == 0) {
         work(delay_ms);
         MPI_Send(&token, 1, MPI_INT, 1, 0, MPI_COMM_WORLD); /* DELAYED SEND */
-    } else {
+    } else if (rank + 1 < size) {
         MPI_Recv(&token, 1, MPI_INT, rank - 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        if (rank + 1 < size) {
-            MPI_Send(&token, 1, MPI_INT, rank + 1, 0, MPI_COMM_WORLD);
-        }
+        MPI_Send(&token, 1, MPI_INT, rank + 1, 0, MPI_COMM_WORLD);
+    } else {
+        /* The chain's end receives nonblocking, without a status. */
+        MPI_Request request;
+        MPI_Irecv(&token, 1, MPI_INT, rank - 1, 0, MPI_COMM_WORLD, &request);
+        MPI_Wait(&request, MPI_STATUS_IGNORE);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     for (int i = 0; i < iters; i++) {
