@@ -43,9 +43,30 @@ pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> an
     Ok(())
 }
 
+/// Whether the object at `path` is the build the trace ran (GNU build-id, by binutils'
+/// `readelf`); an object without a recorded build-id is taken as it is.
+fn same_build(path: &std::path::Path, build_id: &str) -> bool {
+    if build_id.is_empty() {
+        return true;
+    }
+    let Ok(output) = std::process::Command::new("readelf")
+        .arg("-n")
+        .arg(path)
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return false;
+    };
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Build ID:"))
+        .any(|id| id.trim() == build_id)
+}
+
 /// Turns call sites `object+0xOFFSET` (as the profiler writes them) into `file.c:LINE` with
-/// binutils' `addr2line`, for objects that are still where the trace says. Sites it cannot
-/// resolve (no debug information, object gone, no addr2line) stay as they are.
+/// binutils' `addr2line`, for objects that are still where the trace says and still the same
+/// build. Sites it cannot resolve (no debug information, object gone or rebuilt, no binutils)
+/// stay as they are.
 fn symbolize(definitions: &mut Definitions, modules: &[Module]) {
     for module in modules {
         let path = std::path::Path::new(&module.path);
@@ -62,7 +83,7 @@ fn symbolize(definitions: &mut Definitions, modules: &[Module]) {
                 Some((i, u64::from_str_radix(hex, 16).ok()?))
             })
             .collect();
-        if offsets.is_empty() || !path.is_file() {
+        if offsets.is_empty() || !path.is_file() || !same_build(path, &module.build_id) {
             continue;
         }
         // A return address: the call instruction ends there, so look up the byte before.
