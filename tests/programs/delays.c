@@ -9,7 +9,8 @@
  * 2. ITERS iterations: every rank works WORK_MS, rank 2 EXTRA_MS more, then MPI_Barrier: the
  *    other ranks wait EXTRA_MS at each barrier.
  * Each rank prints "delays rank R start S end E" (CLOCK_MONOTONIC ns, before its first and after
- * its last MPI call of the pattern). Work is sleeping, so that ranks do not compete for cores. */
+ * its last MPI call of the pattern) and "delays rank R arrivals A1 ... A_ITERS" (when it called
+ * each loop barrier). Work is sleeping, so that ranks do not compete for cores. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,12 +55,20 @@ int main(int argc, char **argv) {
         MPI_Wait(&request, MPI_STATUS_IGNORE);
     }
     MPI_Barrier(MPI_COMM_WORLD);
+    long long *arrivals = malloc(sizeof(long long) * (iters > 0 ? iters : 1));
     for (int i = 0; i < iters; i++) {
         work(work_ms + (rank == 2 ? extra_ms : 0.0));
+        arrivals[i] = now_ns();
         MPI_Barrier(MPI_COMM_WORLD); /* LOOP BARRIER */
     }
     long long end = now_ns();
     printf("delays rank %d start %lld end %lld\n", rank, start, end);
+    printf("delays rank %d arrivals", rank);
+    for (int i = 0; i < iters; i++) {
+        printf(" %lld", arrivals[i]);
+    }
+    printf("\n");
+    free(arrivals);
     MPI_Finalize();
     return 0;
 }
