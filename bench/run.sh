@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Overhead of libmpistat: runs bench/overhead.c bare and under LD_PRELOAD, alternating in one
-# invocation (so both see the same machine state), plus process start-up cost, and prints a table
-# with the budget beside the numbers. Speed is measured, not asserted: this fails only if
-# something crashes. Then the trace analysis benchmark (bench/analysis.rs): bytes per event of
-# the trace format, wall and CPU time per pass, events per second, and a scaling series.
+# Overhead of libmpistat: runs bench/overhead.c bare, under LD_PRELOAD (counting mode) and in
+# trace mode (MPISTAT_TRACE=1; a tenth of the iterations, so that every call of the run fits the
+# trace budget), alternating in one invocation (so all see the same machine state), plus process
+# start-up cost, and prints a table with the budget beside the numbers. Speed is measured, not
+# asserted: this fails only if something crashes. Then the trace analysis benchmark
+# (bench/analysis.rs): bytes per event of the trace format, wall and CPU time per pass, events
+# per second, and a scaling series.
 #
 #   bench/run.sh           full size (about two minutes)
 #   bench/run.sh --small   CI size (a few seconds; noisy, a smoke test of the harness)
@@ -57,6 +59,9 @@ EOF
 sink_pid=$!
 for _ in $(seq 50); do [[ -S $work/log.sock ]] && break; sleep 0.1; done
 printf '[syslog]\nsocket = "%s"\n' "$work/log.sock" >"$work/site.toml"
+# Trace mode: the traces go to the work directory; the budget holds every event of the run.
+cp "$work/site.toml" "$work/site-trace.toml"
+printf '[trace]\ndirectory = "%s/traces/{job_id}"\nbudget_bytes = 536870912\n' "$work" >>"$work/site-trace.toml"
 # MPISTAT_BENCH_COUNTERS=per-call|totals: the profiled runs also count the software events
 # task-clock, page-faults and context-switches in that mode (default: the site's default set,
 # which has only hardware events: on a machine without a PMU nothing is read around calls).
@@ -77,11 +82,14 @@ fi
 
 raw=$work/raw.txt
 run_overhead() { # MODE
-    local extra=()
+    local extra=() n=$iters
     if [[ $1 == mpistat ]]; then
         extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site.toml" "${counter_env[@]}")
+    elif [[ $1 == trace ]]; then
+        extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site-trace.toml" -x MPISTAT_TRACE=1)
+        n=$((iters / 10))
     fi
-    mpirun "${mpirun_flags[@]}" "${extra[@]}" "$work/overhead" "$iters" "$reps" </dev/null |
+    mpirun "${mpirun_flags[@]}" "${extra[@]}" "$work/overhead" "$n" "$reps" </dev/null |
         sed "s/^/$1 /" >>"$raw"
 }
 
@@ -102,7 +110,7 @@ run_startup() { # MODE NAME COMMAND...
 # One untimed run first: the first job after a build pays for page-cache misses.
 mpirun "${mpirun_flags[@]}" "$work/overhead" 100 1 </dev/null >/dev/null
 
-echo "bench: $rounds rounds x (bare, mpistat), $iters iterations x $reps repetitions, 2 ranks"
+echo "bench: $rounds rounds x (bare, mpistat, trace), $iters iterations x $reps repetitions, 2 ranks"
 for ((round = 1; round <= rounds; round++)); do
     # Alternate which mode goes first, so slow drift of the machine does not favour either.
     if ((round % 2)); then order=(bare mpistat); else order=(mpistat bare); fi
@@ -112,6 +120,9 @@ for ((round = 1; round <= rounds; round++)); do
         run_startup "$mode" "bash -c true" bash -c true
         run_startup "$mode" "python3 -c pass" "$python_bin" -c pass
     done
+    echo "round $round/$rounds: trace"
+    run_overhead trace
+    rm -rf "$work/traces"
 done
 
 # Keep the raw numbers when asked (MPISTAT_BENCH_RAW=file), e.g. to look at their spread.
@@ -169,6 +180,17 @@ for name, d in bench.items():
           f"{verdict(a / c <= ADDED_NS_BUDGET)}")
 
 print()
+print(f"{'trace mode':<12} {'unit':<22} {'bare ns':>9} {'trace ns':>10} {'added ns':>9} "
+      f"{'added/call':>10} {'ratio':>6}  (MPISTAT_TRACE=1 vs bare; counting mode above)")
+for name, d in bench.items():
+    if not d["bare"] or not d["trace"]:
+        continue
+    b, t = med(d["bare"]), med(d["trace"])
+    c = calls[name]
+    unit = "call" if c == 1 else f"round trip ({c} calls)"
+    print(f"{name:<12} {unit:<22} {b:>9.1f} {t:>10.1f} {t - b:>9.1f} {(t - b) / c:>10.1f} {t / b:>6.2f}")
+
+print()
 print(f"{'memory per rank':<25} {'bare kB':>9} {'mpistat kB':>10} {'added kB':>9}  budget <= {RSS_KB_BUDGET} kB")
 for key, label in (("vmrss_kb_mean", "VmRSS after loops"), ("vmhwm_kb_mean", "VmHWM (peak)"),
                    ("rssanon_kb_mean", "RssAnon (private)"),
@@ -184,6 +206,9 @@ print(f"{'time (ms)':<25} {'bare':>9} {'mpistat':>10} {'added':>9}")
 if fin["bare"] and fin["mpistat"]:
     print(f"{'MPI_Finalize (rank 0)':<25} {med(fin['bare']):>9.2f} {med(fin['mpistat']):>10.2f} "
           f"{added(fin):>9.2f}   (median)")
+if fin["trace"]:
+    print(f"{'MPI_Finalize, trace mode':<25} {med(fin['bare']):>9.2f} {med(fin['trace']):>10.2f} "
+          f"{med(fin['trace']) - med(fin['bare']):>9.2f}   (median; writes the trace)")
 for name, d in start.items():
     if d["bare"] and d["mpistat"]:
         b, p = statistics.mean(d["bare"]), statistics.mean(d["mpistat"])

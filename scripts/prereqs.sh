@@ -13,11 +13,12 @@
 # table, syslog sink), procps (pgrep/ps in tests), python3-aiosmtpd (the real SMTP server of the
 # mail tests), chromium, chromium-driver and fonts-dejavu-core (one headless Chromium, driven by
 # chromedriver, renders every admin page in the site-report test), time (peak memory in
-# bench/site_report.sh).
+# bench/site_report.sh), binutils (addr2line, readelf: `mpistat analyze` turns call sites into
+# source lines).
 MPISTAT_APT_PACKAGES=(
     openmpi-bin libopenmpi-dev gfortran rsyslog hpcc
     libclang-dev clang pkg-config python3 procps
-    gcc make python3-aiosmtpd chromium chromium-driver fonts-dejavu-core time
+    gcc make python3-aiosmtpd chromium chromium-driver fonts-dejavu-core time binutils
 )
 
 mpistat_note() { printf 'prereqs: %s\n' "$*" >&2; }

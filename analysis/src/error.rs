@@ -63,7 +63,7 @@ pub enum TraceFileError {
         offset: usize,
         what: String,
     },
-    #[error("{dir}: no definitions file `{name}`")]
+    #[error("{dir}: no definitions file `{name}` (nor the profiler's local-NNNNNN.mpt files)")]
     NoDefinitions { dir: String, name: &'static str },
 }
 

@@ -27,6 +27,7 @@ pub mod patterns;
 pub mod replay;
 pub mod timeline;
 pub mod tracefile;
+pub mod unify;
 
 pub use analysis::{analyze, Analysis};
 pub use error::AnalysisError;

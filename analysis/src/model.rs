@@ -188,3 +188,43 @@ impl Trace {
         self.ranks.iter().map(Vec::len).sum()
     }
 }
+
+/// One rank's own definitions, as the profiler writes them next to the rank's events: region and
+/// communicator ids in that rank's events index these lists. Reading a directory of them unifies
+/// the ranks' lists into [`Definitions`] (see `unify.rs`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LocalDefinitions {
+    pub rank: Rank,
+    /// `MPI_COMM_WORLD`'s size.
+    pub world_size: u32,
+    pub ticks_per_second: u64,
+    pub regions: Vec<Region>,
+    /// Communicators in creation order; the first is `MPI_COMM_WORLD`.
+    pub communicators: Vec<Communicator>,
+    /// `MPI_APPNUM` of this rank, if MPI gave one.
+    pub partition: Option<u32>,
+    /// A Cartesian topology spanning every rank: its dimensions and this rank's coordinates.
+    pub cartesian: Option<(Vec<u32>, Vec<u32>)>,
+    /// Measurements of this rank's clock against rank 0's (at `MPI_Init` and `MPI_Finalize`).
+    pub clock: Vec<ClockSample>,
+    /// Recording stopped before the end: why and where (the events end there).
+    pub stopped: Option<String>,
+    /// The loaded objects call sites point into (for turning addresses into source lines).
+    pub modules: Vec<Module>,
+}
+
+/// Rank 0's clock minus this rank's, measured at this rank's time `local`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClockSample {
+    pub local: Ticks,
+    pub offset: i64,
+}
+
+/// A loaded object (the executable or a shared library): call-site regions name it and an offset.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Module {
+    pub path: String,
+    /// The GNU build-id, hex; empty when the object has none.
+    pub build_id: String,
+    pub load_address: u64,
+}

@@ -10,6 +10,11 @@
 //!   previous event, and the tag's fields; then tag `0xFF` and the number of events, so a file cut
 //!   short is recognised. A typical event takes 3-6 bytes.
 //!
+//! - `local-NNNNNN.mpt` (magic `MPSTLOC\0`), instead of `definitions.mpt` when the profiler wrote
+//!   the trace: one rank's own definitions ([`LocalDefinitions`]; its events use its own region and
+//!   communicator ids), with clock measurements, where recording stopped, and the loaded objects.
+//!   [`read_dir`] unifies them (`unify.rs`).
+//!
 //! Decoding never panics: a truncated or garbled file is a [`TraceFileError`] naming the file
 //! and the byte offset. [`RankEvents`] decodes a rank file event by event, so the analysis can
 //! build a timeline without the event list ([`read_dir_with`] hands each file to it, in parallel);
@@ -17,8 +22,8 @@
 
 use crate::error::TraceFileError;
 use crate::model::{
-    Cartesian, Communicator, Definitions, Event, EventKind, MpiClass, Rank, Region, RegionRole,
-    Ticks, Trace,
+    Cartesian, ClockSample, Communicator, Definitions, Event, EventKind, LocalDefinitions, Module,
+    MpiClass, Rank, Region, RegionRole, Ticks, Trace,
 };
 use crate::replay::parallel_map;
 use std::io::{self, Write};
@@ -28,6 +33,7 @@ pub const VERSION: u16 = 1;
 pub const DEFINITIONS_FILE: &str = "definitions.mpt";
 const DEFINITIONS_MAGIC: &[u8; 8] = b"MPSTDEF\0";
 const RANK_MAGIC: &[u8; 8] = b"MPSTRNK\0";
+const LOCAL_MAGIC: &[u8; 8] = b"MPSTLOC\0";
 const END_OF_DEFINITIONS: u8 = b'E';
 
 const TAG_ENTER: u8 = 1;
@@ -39,6 +45,11 @@ const TAG_REQUEST_POST: u8 = 6;
 const TAG_REQUEST_COMPLETE: u8 = 7;
 const TAG_COLLECTIVE_EXIT: u8 = 8;
 const TAG_END: u8 = 0xFF;
+
+/// The file name of a rank's own definitions.
+pub fn local_file_name(rank: Rank) -> String {
+    format!("local-{rank:06}.mpt")
+}
 
 /// The file name of a rank's trace.
 pub fn rank_file_name(rank: Rank) -> String {
@@ -55,6 +66,10 @@ fn put(out: &mut Vec<u8>, mut value: u64) {
 
 fn put_signed(out: &mut Vec<u8>, value: i32) {
     put(out, ((value << 1) ^ (value >> 31)) as u32 as u64);
+}
+
+fn put_signed64(out: &mut Vec<u8>, value: i64) {
+    put(out, ((value << 1) ^ (value >> 63)) as u64);
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
@@ -79,21 +94,68 @@ fn role_code(role: RegionRole) -> u64 {
     }
 }
 
+fn put_regions_and_communicators(out: &mut Vec<u8>, regions: &[Region], comms: &[Communicator]) {
+    put(out, regions.len() as u64);
+    for region in regions {
+        put_str(out, &region.name);
+        put_str(out, &region.site);
+        put(out, role_code(region.role));
+    }
+    put(out, comms.len() as u64);
+    for comm in comms {
+        put(out, comm.members.len() as u64);
+        comm.members.iter().for_each(|&m| put(out, m.into()));
+    }
+}
+
+fn put_u32s(out: &mut Vec<u8>, values: &[u32]) {
+    put(out, values.len() as u64);
+    values.iter().for_each(|&v| put(out, v.into()));
+}
+
+/// A local definitions file's bytes.
+pub fn encode_local(local: &LocalDefinitions) -> Vec<u8> {
+    let mut out = header(LOCAL_MAGIC);
+    put(&mut out, local.rank.into());
+    put(&mut out, local.world_size.into());
+    put(&mut out, local.ticks_per_second);
+    put_regions_and_communicators(&mut out, &local.regions, &local.communicators);
+    match local.partition {
+        None => put(&mut out, 0),
+        Some(p) => {
+            put(&mut out, 1);
+            put(&mut out, p.into());
+        }
+    }
+    match &local.cartesian {
+        None => put(&mut out, 0),
+        Some((dims, coords)) => {
+            put(&mut out, 1);
+            put_u32s(&mut out, dims);
+            put_u32s(&mut out, coords);
+        }
+    }
+    put(&mut out, local.clock.len() as u64);
+    for sample in &local.clock {
+        put(&mut out, sample.local);
+        put_signed64(&mut out, sample.offset);
+    }
+    put_str(&mut out, local.stopped.as_deref().unwrap_or(""));
+    put(&mut out, local.modules.len() as u64);
+    for module in &local.modules {
+        put_str(&mut out, &module.path);
+        put_str(&mut out, &module.build_id);
+        put(&mut out, module.load_address);
+    }
+    out.push(END_OF_DEFINITIONS);
+    out
+}
+
 /// The definitions file's bytes.
 pub fn encode_definitions(defs: &Definitions) -> Vec<u8> {
     let mut out = header(DEFINITIONS_MAGIC);
     put(&mut out, defs.ticks_per_second);
-    put(&mut out, defs.regions.len() as u64);
-    for region in &defs.regions {
-        put_str(&mut out, &region.name);
-        put_str(&mut out, &region.site);
-        put(&mut out, role_code(region.role));
-    }
-    put(&mut out, defs.communicators.len() as u64);
-    for comm in &defs.communicators {
-        put(&mut out, comm.members.len() as u64);
-        comm.members.iter().for_each(|&m| put(&mut out, m.into()));
-    }
+    put_regions_and_communicators(&mut out, &defs.regions, &defs.communicators);
     match &defs.partitions {
         None => put(&mut out, 0),
         Some(partitions) => {
@@ -355,36 +417,120 @@ impl<'a> Reader<'a> {
     fn u32s(&mut self, n: usize, what: &'static str) -> Result<Vec<u32>, TraceFileError> {
         (0..n).map(|_| self.u32(what)).collect()
     }
+
+    fn counted_u32s(&mut self, what: &'static str) -> Result<Vec<u32>, TraceFileError> {
+        let n = self.count(what)?;
+        self.u32s(n, what)
+    }
+
+    fn signed64(&mut self, what: &'static str) -> Result<i64, TraceFileError> {
+        let raw = self.varint(what)?;
+        Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
+    }
+
+    fn flag(&mut self, what: &'static str) -> Result<bool, TraceFileError> {
+        match self.byte(what)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            other => Err(self.garbled(format!("{what} {other}"))),
+        }
+    }
+
+    fn regions_and_communicators(
+        &mut self,
+    ) -> Result<(Vec<Region>, Vec<Communicator>), TraceFileError> {
+        let regions = (0..self.count("region count")?)
+            .map(|_| {
+                let name = self.string("region name")?;
+                let site = self.string("region site")?;
+                let role = match self.varint("region role")? {
+                    0 => RegionRole::User,
+                    1 => RegionRole::Mpi(MpiClass::PointToPoint),
+                    2 => RegionRole::Mpi(MpiClass::Barrier),
+                    3 => RegionRole::Mpi(MpiClass::AllToAll),
+                    4 => RegionRole::Mpi(MpiClass::OneToAll),
+                    5 => RegionRole::Mpi(MpiClass::AllToOne),
+                    other => return Err(self.garbled(format!("unknown region role {other}"))),
+                };
+                Ok(Region { name, site, role })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let communicators = (0..self.count("communicator count")?)
+            .map(|_| {
+                Ok(Communicator {
+                    members: self.counted_u32s("communicator member")?,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((regions, communicators))
+    }
+
+    fn end_of_definitions(&mut self) -> Result<(), TraceFileError> {
+        if self.byte("end marker")? != END_OF_DEFINITIONS {
+            return Err(self.garbled("no end marker after the definitions"));
+        }
+        if self.at != self.bytes.len() {
+            return Err(self.garbled("bytes after the end marker"));
+        }
+        Ok(())
+    }
+}
+
+/// Decodes a local definitions file.
+pub fn decode_local(bytes: &[u8], path: &str) -> Result<LocalDefinitions, TraceFileError> {
+    let mut r = Reader::new(bytes, path, LOCAL_MAGIC)?;
+    let rank = r.u32("rank")?;
+    let world_size = r.u32("world size")?;
+    let ticks_per_second = r.varint("ticks per second")?;
+    let (regions, communicators) = r.regions_and_communicators()?;
+    let partition = if r.flag("partition flag")? {
+        Some(r.u32("partition")?)
+    } else {
+        None
+    };
+    let cartesian = if r.flag("topology flag")? {
+        Some((r.counted_u32s("dimension")?, r.counted_u32s("coordinate")?))
+    } else {
+        None
+    };
+    let clock = (0..r.count("clock sample count")?)
+        .map(|_| {
+            Ok(ClockSample {
+                local: r.varint("clock sample time")?,
+                offset: r.signed64("clock offset")?,
+            })
+        })
+        .collect::<Result<Vec<_>, TraceFileError>>()?;
+    let stopped = Some(r.string("stop note")?).filter(|s| !s.is_empty());
+    let modules = (0..r.count("module count")?)
+        .map(|_| {
+            Ok(Module {
+                path: r.string("module path")?,
+                build_id: r.string("module build-id")?,
+                load_address: r.varint("module load address")?,
+            })
+        })
+        .collect::<Result<Vec<_>, TraceFileError>>()?;
+    r.end_of_definitions()?;
+    Ok(LocalDefinitions {
+        rank,
+        world_size,
+        ticks_per_second,
+        regions,
+        communicators,
+        partition,
+        cartesian,
+        clock,
+        stopped,
+        modules,
+    })
 }
 
 /// Decodes a definitions file.
 pub fn decode_definitions(bytes: &[u8], path: &str) -> Result<Definitions, TraceFileError> {
     let mut r = Reader::new(bytes, path, DEFINITIONS_MAGIC)?;
     let ticks_per_second = r.varint("ticks per second")?;
-    let regions = (0..r.count("region count")?)
-        .map(|_| {
-            let name = r.string("region name")?;
-            let site = r.string("region site")?;
-            let role = match r.varint("region role")? {
-                0 => RegionRole::User,
-                1 => RegionRole::Mpi(MpiClass::PointToPoint),
-                2 => RegionRole::Mpi(MpiClass::Barrier),
-                3 => RegionRole::Mpi(MpiClass::AllToAll),
-                4 => RegionRole::Mpi(MpiClass::OneToAll),
-                5 => RegionRole::Mpi(MpiClass::AllToOne),
-                other => return Err(r.garbled(format!("unknown region role {other}"))),
-            };
-            Ok(Region { name, site, role })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let communicators = (0..r.count("communicator count")?)
-        .map(|_| {
-            let n = r.count("communicator size")?;
-            Ok(Communicator {
-                members: r.u32s(n, "communicator member")?,
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let (regions, communicators) = r.regions_and_communicators()?;
     let partitions = match r.byte("partitions flag")? {
         0 => None,
         1 => {
@@ -436,6 +582,8 @@ pub struct RankEvents<'a> {
     count: u64,
     ended: bool,
     error: Option<TraceFileError>,
+    /// A profiler's file: its ids and times become the unified ones (`unify.rs`).
+    mapping: Option<(&'a crate::unify::RankMapping, Ticks)>,
 }
 
 impl<'a> RankEvents<'a> {
@@ -449,8 +597,15 @@ impl<'a> RankEvents<'a> {
             count: 0,
             ended: false,
             error: None,
+            mapping: None,
         };
         Ok((rank, decoder))
+    }
+
+    /// Renumber and re-time the events with a rank's mapping from [`crate::unify::unify`].
+    pub fn with_mapping(mut self, mapping: &'a crate::unify::RankMapping) -> Self {
+        self.mapping = Some((mapping, 0));
+        self
     }
 
     /// Bytes not decoded yet (about four per event).
@@ -553,7 +708,12 @@ impl Iterator for RankEvents<'_> {
             return None;
         }
         match self.event() {
-            Ok(Some(event)) => Some(event),
+            Ok(Some(mut event)) => {
+                if let Some((mapping, previous)) = &mut self.mapping {
+                    mapping.apply(&mut event, previous);
+                }
+                Some(event)
+            }
             Ok(None) => {
                 self.ended = true;
                 None
@@ -584,8 +744,39 @@ pub fn write_dir(dir: &Path, trace: &Trace) -> Result<(), TraceFileError> {
     Ok(())
 }
 
+/// The loaded objects the profiler recorded in a directory's local definitions (for turning call
+/// sites into source lines); empty for other traces. Unreadable files are skipped.
+pub fn modules_of_dir(dir: &Path) -> Vec<Module> {
+    let mut modules: Vec<Module> = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return modules;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("local-") && name.ends_with(".mpt")) {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(entry.path()) else {
+            continue;
+        };
+        if let Ok(local) = decode_local(&bytes, &name) {
+            for m in local.modules {
+                if !modules
+                    .iter()
+                    .any(|k| k.path == m.path && k.build_id == m.build_id)
+                {
+                    modules.push(m);
+                }
+            }
+        }
+    }
+    modules
+}
+
 /// Reads a trace directory: the trace, plus problems that did not stop the reading (missing or
-/// duplicate ranks, stray files). A broken file is an error.
+/// duplicate ranks, stray files, where recording stopped). A broken file is an error. A directory
+/// the profiler wrote holds per-rank local definitions instead of `definitions.mpt`; they are
+/// unified, and each rank's clock is corrected to rank 0's (`unify.rs`).
 pub fn read_dir(dir: &Path) -> Result<(Trace, Vec<String>), TraceFileError> {
     let (definitions, ranks, problems) = read_dir_with(dir, |_, events, _| {
         Ok::<_, TraceFileError>(events.collect::<Vec<Event>>())
@@ -616,28 +807,18 @@ where
         let path = path.display().to_string();
         move |source| TraceFileError::Io { path, source }
     };
-    let defs_path = dir.join(DEFINITIONS_FILE);
-    let defs_bytes = match std::fs::read(&defs_path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(TraceFileError::NoDefinitions {
-                dir: dir.display().to_string(),
-                name: DEFINITIONS_FILE,
-            }
-            .into())
-        }
-        other => other.map_err(io(&defs_path))?,
-    };
-    let definitions = decode_definitions(&defs_bytes, &defs_path.display().to_string())?;
-    let mut problems = Vec::new();
     let mut names: Vec<_> = std::fs::read_dir(dir)
         .map_err(io(dir))?
         .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
         .collect::<Result<_, _>>()
         .map_err(io(dir))?;
     names.sort();
+    let mut problems = Vec::new();
+    let mut locals: Vec<LocalDefinitions> = Vec::new();
+    let mut global: Option<Definitions> = None;
     names.retain(|name| {
-        if name == DEFINITIONS_FILE {
-            return false;
+        if name == DEFINITIONS_FILE || (name.starts_with("local-") && name.ends_with(".mpt")) {
+            return true;
         }
         let trace_file = name.starts_with("rank-") && name.ends_with(".mpt");
         if !trace_file {
@@ -645,19 +826,66 @@ where
         }
         trace_file
     });
-    let files = parallel_map(names.len(), |i| -> Result<(Rank, T), E> {
-        let path = dir.join(&names[i]);
+    let mut rank_files = Vec::new();
+    for name in names {
+        let path = dir.join(&name);
+        if name == DEFINITIONS_FILE {
+            let bytes = std::fs::read(&path).map_err(io(&path))?;
+            global = Some(decode_definitions(&bytes, &path.display().to_string())?);
+        } else if name.starts_with("local-") {
+            let bytes = std::fs::read(&path).map_err(io(&path))?;
+            locals.push(decode_local(&bytes, &path.display().to_string())?);
+        } else {
+            rank_files.push(name);
+        }
+    }
+    // A profiler's directory: unify the ranks' own definitions; each rank's events are
+    // renumbered and re-timed as they are decoded.
+    let (definitions, mappings) = match global {
+        Some(defs) => {
+            if !locals.is_empty() {
+                problems.push("local definitions beside definitions.mpt; ignored".into());
+            }
+            (defs, None)
+        }
+        None if !locals.is_empty() => {
+            let (defs, mappings) = crate::unify::unify(&locals, &mut problems);
+            (defs, Some(mappings))
+        }
+        None => {
+            return Err(TraceFileError::NoDefinitions {
+                dir: dir.display().to_string(),
+                name: DEFINITIONS_FILE,
+            }
+            .into())
+        }
+    };
+    let files = parallel_map(rank_files.len(), |i| -> Result<(Rank, Option<T>), E> {
+        let path = dir.join(&rank_files[i]);
         let bytes = std::fs::read(&path).map_err(io(&path))?;
         let path = path.display().to_string();
-        let (rank, mut events) = RankEvents::new(&bytes, &path)?;
+        let (rank, events) = RankEvents::new(&bytes, &path)?;
+        let mut events = match &mappings {
+            None => events,
+            Some(m) => match m.get(rank as usize) {
+                Some(Some(mapping)) => events.with_mapping(mapping),
+                _ => return Ok((rank, None)),
+            },
+        };
         let made = read(rank, &mut events, &definitions);
         // A damaged file explains whatever `read` made of it.
         events.finish()?;
-        Ok((rank, made?))
+        Ok((rank, Some(made?)))
     });
     let mut ranks: Vec<Option<T>> = Vec::new();
-    for (name, file) in names.iter().zip(files) {
+    for (name, file) in rank_files.iter().zip(files) {
         let (rank, made) = file?;
+        let Some(made) = made else {
+            problems.push(format!(
+                "{name}: rank {rank} has events but no local definitions; analysed as empty"
+            ));
+            continue;
+        };
         let slot = rank as usize;
         if ranks.len() <= slot {
             ranks.resize_with(slot + 1, || None);

@@ -2,9 +2,13 @@
 
 use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
 use mpistat_analysis::error::TraceFileError;
-use mpistat_analysis::model::{Cartesian, Event, EventKind};
+use mpistat_analysis::model::{
+    Cartesian, ClockSample, Communicator, Event, EventKind, LocalDefinitions, Module, MpiClass,
+    Region, RegionRole,
+};
 use mpistat_analysis::tracefile::{
-    decode_definitions, decode_rank, encode_definitions, encode_rank, read_dir, write_dir,
+    decode_definitions, decode_local, decode_rank, encode_definitions, encode_local, encode_rank,
+    local_file_name, rank_file_name, read_dir, write_dir,
 };
 use proptest::prelude::*;
 
@@ -111,4 +115,148 @@ proptest! {
         let bytes = encode_rank(42, &events).unwrap();
         prop_assert_eq!(decode_rank(&bytes, "x").unwrap(), (42, events));
     }
+
+    #[test]
+    fn local_definitions_round_trip(
+        rank in 0..64u32,
+        names in prop::collection::vec("[a-zA-Z_]{1,12}", 0..6),
+        comms in prop::collection::vec(prop::collection::vec(0..64u32, 0..5), 0..4),
+        partition in prop::option::of(any::<u32>()),
+        cart in prop::option::of((prop::collection::vec(1..8u32, 1..4), any::<u8>())),
+        clock in prop::collection::vec((any::<u64>(), any::<i64>()), 0..3),
+        stopped in prop::option::of("[a-z ]{1,30}"),
+        build_id in "[0-9a-f]{0,40}",
+        load_address in any::<u64>(),
+        keep in 0..200usize,
+    ) {
+        let local = LocalDefinitions {
+            rank,
+            world_size: 64,
+            ticks_per_second: 1_000_000_000,
+            regions: names
+                .iter()
+                .map(|n| Region {
+                    name: n.clone(),
+                    site: format!("{n}+0x10"),
+                    role: RegionRole::Mpi(MpiClass::of_routine(n)),
+                })
+                .collect(),
+            communicators: comms.into_iter().map(|members| Communicator { members }).collect(),
+            partition,
+            cartesian: cart.map(|(dims, c)| {
+                let coords = dims.iter().map(|d| u32::from(c) % d).collect();
+                (dims, coords)
+            }),
+            clock: clock
+                .into_iter()
+                .map(|(local, offset)| ClockSample { local, offset })
+                .collect(),
+            stopped,
+            modules: vec![Module { path: "/bin/app".into(), build_id, load_address }],
+        };
+        let bytes = encode_local(&local);
+        prop_assert_eq!(decode_local(&bytes, "x").unwrap(), local);
+        // A cut file is an error, never a panic.
+        if keep < bytes.len() {
+            prop_assert!(decode_local(&bytes[..keep], "x").is_err());
+        }
+    }
+}
+
+/// A directory as the profiler writes it: per-rank local definitions, unified on reading.
+#[test]
+fn profiler_directories_are_unified() {
+    let dir = std::env::temp_dir().join(format!("mpistat-local-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let region = |name: &str| Region {
+        name: name.into(),
+        site: "app+0x1".into(),
+        role: RegionRole::Mpi(MpiClass::of_routine(name)),
+    };
+    for rank in 0..2u32 {
+        // Each rank met its routine first: local region 0 is MPI_Send on rank 0, MPI_Recv on 1.
+        let (first, second) = if rank == 0 {
+            ("MPI_Send", "MPI_Recv")
+        } else {
+            ("MPI_Recv", "MPI_Send")
+        };
+        let local = LocalDefinitions {
+            rank,
+            world_size: 2,
+            ticks_per_second: 1_000_000_000,
+            regions: vec![region(first), region(second)],
+            communicators: vec![Communicator {
+                members: vec![0, 1],
+            }],
+            clock: vec![ClockSample {
+                local: 0,
+                offset: if rank == 1 { 1_000 } else { 0 },
+            }],
+            stopped: (rank == 1).then(|| "recording stopped here".to_string()),
+            ..Default::default()
+        };
+        std::fs::write(dir.join(local_file_name(rank)), encode_local(&local)).unwrap();
+        let events = if rank == 0 {
+            vec![
+                Event {
+                    time: 10,
+                    kind: EventKind::Enter { region: 0 },
+                },
+                Event {
+                    time: 10,
+                    kind: EventKind::Send {
+                        peer: 1,
+                        tag: 0,
+                        comm: 0,
+                        bytes: 4,
+                        synchronous: false,
+                    },
+                },
+                Event {
+                    time: 20,
+                    kind: EventKind::Exit,
+                },
+            ]
+        } else {
+            vec![
+                Event {
+                    time: 0,
+                    kind: EventKind::Enter { region: 0 },
+                },
+                Event {
+                    time: 30,
+                    kind: EventKind::Recv {
+                        peer: 0,
+                        tag: 0,
+                        comm: 0,
+                        bytes: 4,
+                    },
+                },
+                Event {
+                    time: 30,
+                    kind: EventKind::Exit,
+                },
+            ]
+        };
+        std::fs::write(
+            dir.join(rank_file_name(rank)),
+            encode_rank(rank, &events).unwrap(),
+        )
+        .unwrap();
+    }
+    let (trace, problems) = read_dir(&dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(problems, vec!["recording stopped here".to_string()]);
+    assert_eq!(trace.definitions.regions.len(), 2);
+    assert_eq!(trace.definitions.partitions, None);
+    let recv = trace
+        .definitions
+        .regions
+        .iter()
+        .position(|r| r.name == "MPI_Recv")
+        .unwrap() as u32;
+    assert_eq!(trace.ranks[1][0].kind, EventKind::Enter { region: recv });
+    // Rank 1's clock is 1000 ticks behind rank 0's.
+    assert_eq!(trace.ranks[1][1].time, 1_030);
+    mpistat_analysis::analyze(&trace).unwrap();
 }

@@ -10,14 +10,17 @@
 use crate::cli::{AnalyzeArgs, AnalyzeFormat};
 use crate::html::escape;
 use mpistat_analysis::analysis::{run_passes_on_dir, summarise, CallpathSummary, Passes};
+use mpistat_analysis::model::{Definitions, Module};
 use mpistat_analysis::patterns::Pattern;
+use mpistat_analysis::tracefile::modules_of_dir;
 use mpistat_analysis::Analysis;
 use std::fmt::Write as _;
 use std::io::Write;
 
 /// Reads the trace, analyses it, writes the report to `out` and problems to `err`.
 pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> anyhow::Result<()> {
-    let (passes, problems) = run_passes_on_dir(&args.trace_dir, &mut |_| {})?;
+    let (mut passes, problems) = run_passes_on_dir(&args.trace_dir, &mut |_| {})?;
+    symbolize(&mut passes.definitions, &modules_of_dir(&args.trace_dir));
     for problem in &problems {
         writeln!(err, "{}: {problem}", args.trace_dir.display())?;
     }
@@ -26,6 +29,11 @@ pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> an
         AnalyzeFormat::Text => out.write_all(text(&analysis).as_bytes())?,
         AnalyzeFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&analysis)?)?,
         AnalyzeFormat::Html => out.write_all(html(&analysis).as_bytes())?,
+        AnalyzeFormat::Summary => writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&summary(&analysis, &problems))?
+        )?,
     }
     if let Some(path) = &args.perfetto {
         let json = perfetto(&passes, &analysis);
@@ -33,6 +41,73 @@ pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> an
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// Whether the object at `path` is the build the trace ran (GNU build-id, by binutils'
+/// `readelf`); an object without a recorded build-id is taken as it is.
+fn same_build(path: &std::path::Path, build_id: &str) -> bool {
+    if build_id.is_empty() {
+        return true;
+    }
+    let Ok(output) = std::process::Command::new("readelf")
+        .arg("-n")
+        .arg(path)
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return false;
+    };
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Build ID:"))
+        .any(|id| id.trim() == build_id)
+}
+
+/// Turns call sites `object+0xOFFSET` (as the profiler writes them) into `file.c:LINE` with
+/// binutils' `addr2line`, for objects that are still where the trace says and still the same
+/// build. Sites it cannot resolve (no debug information, object gone or rebuilt, no binutils)
+/// stay as they are.
+fn symbolize(definitions: &mut Definitions, modules: &[Module]) {
+    for module in modules {
+        let path = std::path::Path::new(&module.path);
+        let Some(file) = path.file_name().map(|f| f.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        let prefix = format!("{file}+0x");
+        let offsets: Vec<(usize, u64)> = definitions
+            .regions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let hex = r.site.strip_prefix(&prefix)?;
+                Some((i, u64::from_str_radix(hex, 16).ok()?))
+            })
+            .collect();
+        if offsets.is_empty() || !path.is_file() || !same_build(path, &module.build_id) {
+            continue;
+        }
+        // A return address: the call instruction ends there, so look up the byte before.
+        let output = std::process::Command::new("addr2line")
+            .arg("-s")
+            .arg("-e")
+            .arg(path)
+            .args(
+                offsets
+                    .iter()
+                    .map(|(_, o)| format!("{:#x}", o.saturating_sub(1))),
+            )
+            .stderr(std::process::Stdio::null())
+            .output();
+        let Ok(output) = output else { return };
+        let text = String::from_utf8_lossy(&output.stdout);
+        for ((i, _), line) in offsets.iter().zip(text.lines()) {
+            // `file.c:52 (discriminator 1)` or `??:0` / `??:?` when unknown.
+            let location = line.split(" (").next().unwrap_or("").trim();
+            if !location.starts_with("??") && !location.ends_with(":0") && !location.is_empty() {
+                definitions.regions[*i].site = location.to_string();
+            }
+        }
+    }
 }
 
 fn seconds(analysis: &Analysis, ticks: f64) -> f64 {
@@ -77,6 +152,66 @@ fn worst_rank(
         .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
 }
 
+/// The few facts of an analysis that the weekly mail tells (seed 003's "level 6").
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Summary {
+    pub wall_s: f64,
+    /// Waiting time in % of the allocation (ranks × wall time).
+    pub waiting_percent: f64,
+    /// Critical-path imbalance (sum over call paths of time on the path beyond the average) in
+    /// % of the wall time.
+    pub critical_imbalance_percent: f64,
+    /// The top root causes of waiting, in plain language.
+    pub causes: Vec<String>,
+    /// What the trace reader said (e.g. where recording stopped).
+    pub notes: Vec<String>,
+}
+
+/// The root cause at `callpath` in plain language.
+fn cause_sentence(analysis: &Analysis, callpath: &CallpathSummary, cost: f64) -> String {
+    let secs = |t: f64| seconds(analysis, t);
+    let worst = worst_rank(analysis, callpath.id, |m| {
+        m.delay_short_term + m.delay_long_term
+    });
+    let place = worst.map_or(String::new(), |(rank, _)| format!(", most on rank {rank}"));
+    format!(
+        "{}{place}: made other ranks wait {:.6} s ({:.1} % of all waiting), {:.6} s directly and {:.6} s by waiting that propagated.",
+        callpath.label,
+        secs(cost),
+        percent(cost, analysis.total_waiting),
+        secs(callpath.total.delay_short_term),
+        secs(callpath.total.delay_long_term)
+    )
+}
+
+/// The call paths whose delays cost the most waiting, largest first.
+fn root_causes(analysis: &Analysis) -> Vec<(&CallpathSummary, f64)> {
+    ranked(analysis, |c| {
+        c.total.delay_short_term + c.total.delay_long_term
+    })
+}
+
+/// The mail's summary of an analysis (top three causes).
+pub fn summary(analysis: &Analysis, problems: &[String]) -> Summary {
+    let wall = analysis.wall() as f64;
+    let imbalance: f64 = analysis
+        .callpaths
+        .iter()
+        .map(|c| c.critical_imbalance)
+        .sum();
+    Summary {
+        wall_s: seconds(analysis, wall),
+        waiting_percent: percent(analysis.total_waiting, wall * f64::from(analysis.ranks)),
+        critical_imbalance_percent: percent(imbalance, wall),
+        causes: root_causes(analysis)
+            .into_iter()
+            .take(3)
+            .map(|(c, cost)| cause_sentence(analysis, c, cost))
+            .collect(),
+        notes: problems.iter().chain(&analysis.problems).cloned().collect(),
+    }
+}
+
 /// The readable report.
 pub fn text(analysis: &Analysis) -> String {
     let mut s = String::new();
@@ -108,26 +243,16 @@ pub fn text(analysis: &Analysis) -> String {
     );
 
     let _ = writeln!(s, "\nTop root causes of waiting (delay costs):");
-    let causes = ranked(analysis, |c| {
-        c.total.delay_short_term + c.total.delay_long_term
-    });
+    let causes = root_causes(analysis);
     if causes.is_empty() {
         let _ = writeln!(s, "  none: no rank waited for another.");
     }
     for (index, (callpath, cost)) in causes.iter().take(5).enumerate() {
-        let worst = worst_rank(analysis, callpath.id, |m| {
-            m.delay_short_term + m.delay_long_term
-        });
-        let place = worst.map_or(String::new(), |(rank, _)| format!(", most on rank {rank}"));
         let _ = writeln!(
             s,
-            "  {}. {}{place}: made other ranks wait {:.6} s ({:.1} % of all waiting), {:.6} s directly and {:.6} s by waiting that propagated.",
+            "  {}. {}",
             index + 1,
-            callpath.label,
-            secs(*cost),
-            percent(*cost, analysis.total_waiting),
-            secs(callpath.total.delay_short_term),
-            secs(callpath.total.delay_long_term)
+            cause_sentence(analysis, callpath, *cost)
         );
     }
 

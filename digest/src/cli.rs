@@ -28,6 +28,42 @@ pub enum Command {
     Serve(ServeArgs),
     /// Analyse a trace directory: wait states, delay costs (root causes), critical path.
     Analyze(AnalyzeArgs),
+    /// The escalation list: jobs the profiler traces automatically.
+    Escalate(EscalateArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct EscalateArgs {
+    /// The site configuration (default: $MPISTAT_CONFIG, else /etc/mpistat/site.toml).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub action: EscalateAction,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EscalateAction {
+    /// Print the list's entries.
+    List,
+    /// Trace the next runs of a user's executable.
+    Add {
+        /// User name or uid.
+        user: String,
+        /// The executable's absolute path (as the job record's `exe`).
+        exe: String,
+        /// Traced runs (default: the site's `[escalation] captures`).
+        #[arg(long)]
+        captures: Option<u32>,
+        /// Days until the entry expires (default: the site's `[escalation] expiry_days`).
+        #[arg(long)]
+        days: Option<u64>,
+    },
+    /// Remove a user's entries (all of them, or only those for one executable).
+    Remove {
+        /// User name or uid.
+        user: String,
+        exe: Option<String>,
+    },
 }
 
 /// Settings shared by the commands that use the database.
@@ -118,7 +154,8 @@ pub struct AnalyzeArgs {
     /// Also write the timeline, critical path marked, as Chrome/Perfetto trace JSON here.
     #[arg(long)]
     pub perfetto: Option<PathBuf>,
-    /// Directory with `definitions.mpt` and one `rank-NNNNNN.mpt` per rank.
+    /// Directory with `definitions.mpt` (or the profiler's `local-NNNNNN.mpt`) and one
+    /// `rank-NNNNNN.mpt` per rank.
     pub trace_dir: PathBuf,
 }
 
@@ -127,4 +164,6 @@ pub enum AnalyzeFormat {
     Text,
     Json,
     Html,
+    /// The short summary the weekly mail uses (JSON).
+    Summary,
 }

@@ -95,6 +95,25 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE jobs_in_arrival_order RENAME TO jobs;
     CREATE INDEX jobs_by_end ON jobs (end_ms);
 ",
+    "
+    -- Jobs the escalation rules have looked at (the jobs stored before this version count as
+    -- looked at: upgrading must not escalate old jobs).
+    CREATE TABLE considered (key TEXT PRIMARY KEY) WITHOUT ROWID;
+    INSERT INTO considered SELECT key FROM jobs;
+    -- The analysis of a traced job's trace (summary: JSON of analyze::Summary).
+    CREATE TABLE analyses (
+        key TEXT PRIMARY KEY,
+        user TEXT NOT NULL,
+        end_ms INTEGER NOT NULL,
+        job_id TEXT NOT NULL,
+        exe TEXT NOT NULL,
+        dir TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+        summary TEXT,
+        error TEXT
+    ) WITHOUT ROWID;
+    CREATE INDEX analyses_by_user ON analyses (user, end_ms);
+",
 ];
 
 /// How long opening and writing wait for another process's transaction.
@@ -138,6 +157,17 @@ pub struct PeriodTotals {
     pub wall_ns: u64,
     pub mpi_ns: u64,
     pub users: u64,
+}
+
+/// A traced job's analysis as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredAnalysis {
+    pub job_id: String,
+    pub exe: String,
+    pub dir: String,
+    /// JSON of `analyze::Summary` when the analysis succeeded.
+    pub summary: Option<String>,
+    pub error: Option<String>,
 }
 
 /// Outcome of a mail attempt for (user, week).
@@ -321,6 +351,85 @@ impl Database {
                 })
             },
         )?)
+    }
+
+    /// Jobs the escalation rules have not looked at yet, in end order.
+    pub fn unconsidered_jobs(&self) -> anyhow::Result<Vec<JobRecord>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT key, record FROM jobs WHERE key NOT IN (SELECT key FROM considered)
+             ORDER BY end_ms, key",
+        )?;
+        let rows = stmt.query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, Value>(1)?))
+        })?;
+        let mut records = Vec::new();
+        for row in rows {
+            let (key, stored) = row?;
+            records.push(
+                stored_record(stored)
+                    .with_context(|| format!("job {key}: stored record is not readable"))?,
+            );
+        }
+        Ok(records)
+    }
+
+    /// The escalation rules have looked at job `key` (and its trace is analysed, if any).
+    pub fn mark_considered(&self, key: &str) -> anyhow::Result<()> {
+        self.conn
+            .execute("INSERT OR IGNORE INTO considered (key) VALUES (?1)", [key])?;
+        Ok(())
+    }
+
+    /// Store the analysis of `record`'s trace: its summary (JSON) or why it failed.
+    pub fn store_analysis(
+        &self,
+        record: &JobRecord,
+        dir: &str,
+        outcome: Result<&str, &str>,
+    ) -> anyhow::Result<()> {
+        let (status, summary, error) = match outcome {
+            Ok(summary) => ("ok", Some(summary), None),
+            Err(error) => ("failed", None, Some(error)),
+        };
+        self.conn.execute(
+            "INSERT OR REPLACE INTO analyses (key, user, end_ms, job_id, exe, dir, status, summary,
+                 error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                record.key(),
+                record.user,
+                record.end_unix_ms,
+                record.job_id,
+                record.exe,
+                dir,
+                status,
+                summary,
+                error
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The analyses of `user`'s jobs that ended in `[from_ms, to_ms)`, in end order.
+    pub fn analyses_between(
+        &self,
+        user: &str,
+        from_ms: u64,
+        to_ms: u64,
+    ) -> anyhow::Result<Vec<StoredAnalysis>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT job_id, exe, dir, summary, error FROM analyses
+             WHERE user = ?1 AND end_ms >= ?2 AND end_ms < ?3 ORDER BY end_ms, key",
+        )?;
+        let rows = stmt.query_map(params![user, from_ms, to_ms], |row| {
+            Ok(StoredAnalysis {
+                job_id: row.get(0)?,
+                exe: row.get(1)?,
+                dir: row.get(2)?,
+                summary: row.get(3)?,
+                error: row.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     pub fn mail_status(&self, user: &str, week: &str) -> anyhow::Result<Option<MailStatus>> {

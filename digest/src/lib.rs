@@ -4,12 +4,15 @@
 //! as text (`mpistat_record::report`, the same report users get from `MPISTAT_DETAIL`) or as
 //! JSON (`json`). `ingest` stores records in the database (`db`), `mail` builds and sends the
 //! weekly mails from it, `site_report` writes the admin web pages and `serve` serves them live
-//! with access control; `site` loads the site configuration for all of them, `html` escapes. `analyze` reports the
-//! replay analysis of a trace directory (crate `mpistat-analysis`).
+//! with access control; `site` loads the site configuration for all of them, `html` escapes.
+//! `analyze` reports the replay analysis of a trace directory (crate `mpistat-analysis`);
+//! `escalate` keeps the escalation list (which jobs the profiler traces) and analyses the traces
+//! that come back.
 
 pub mod analyze;
 pub mod cli;
 pub mod db;
+pub mod escalate;
 pub mod html;
 pub mod ingest;
 pub mod json;

@@ -30,5 +30,9 @@ fn main() -> anyhow::Result<ExitCode> {
             mpistat_digest::analyze::run(&args, &mut std::io::stdout().lock(), &mut err)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Escalate(args) => {
+            mpistat_digest::escalate::command(&args, &mut std::io::stdout().lock())?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

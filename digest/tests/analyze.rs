@@ -100,16 +100,132 @@ fn perfetto_export_marks_the_critical_path() {
 
 #[test]
 fn a_missing_directory_is_a_clear_error() {
-    let args = AnalyzeArgs {
-        format: AnalyzeFormat::Text,
-        perfetto: None,
-        trace_dir: PathBuf::from("/nonexistent/trace"),
+    let analyze = |dir: &std::path::Path| {
+        let args = AnalyzeArgs {
+            format: AnalyzeFormat::Text,
+            perfetto: None,
+            trace_dir: dir.to_path_buf(),
+        };
+        run(&args, &mut Vec::new(), &mut Vec::new())
+            .unwrap_err()
+            .to_string()
     };
-    let err = run(&args, &mut Vec::new(), &mut Vec::new())
-        .unwrap_err()
-        .to_string();
+    assert_eq!(
+        analyze(std::path::Path::new("/nonexistent/trace")),
+        "/nonexistent/trace: No such file or directory (os error 2)"
+    );
+    let empty = std::env::temp_dir().join(format!("mpistat-empty-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let err = analyze(&empty);
+    std::fs::remove_dir_all(&empty).unwrap();
     assert_eq!(
         err,
-        "/nonexistent/trace: no definitions file `definitions.mpt`"
+        format!(
+            "{}: no definitions file `definitions.mpt` (nor the profiler's local-NNNNNN.mpt files)",
+            empty.display()
+        )
+    );
+}
+
+#[inline(never)]
+fn a_call_site() -> u32 {
+    std::hint::black_box(42)
+}
+
+/// The label `mpistat analyze` gives a call site in this test binary (at `a_call_site`),
+/// recorded with `build_id`, in a profiler-written directory (local definitions).
+fn label_of_own_call_site(build_id: &str) -> String {
+    use mpistat_analysis::model::{
+        Communicator, Event, EventKind, LocalDefinitions, Module, MpiClass, Region, RegionRole,
+    };
+    use mpistat_analysis::tracefile::{encode_local, encode_rank, local_file_name, rank_file_name};
+    let exe = std::env::current_exe().unwrap();
+    let name = exe.file_name().unwrap().to_string_lossy().into_owned();
+    let addr = a_call_site as *const () as usize;
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    assert_ne!(
+        unsafe { libc::dladdr(addr as *const libc::c_void, &mut info) },
+        0
+    );
+    // Sites are return addresses: the analysis looks up the byte before.
+    let offset = addr - info.dli_fbase as usize + 1;
+    let dir = std::env::temp_dir().join(format!(
+        "mpistat-own-site-{}-{build_id}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let local = LocalDefinitions {
+        rank: 0,
+        world_size: 1,
+        ticks_per_second: 1_000_000_000,
+        regions: vec![Region {
+            name: "MPI_Barrier".into(),
+            site: format!("{name}+{offset:#x}"),
+            role: RegionRole::Mpi(MpiClass::Barrier),
+        }],
+        communicators: vec![Communicator { members: vec![0] }],
+        modules: vec![Module {
+            path: exe.display().to_string(),
+            build_id: build_id.into(),
+            load_address: info.dli_fbase as u64,
+        }],
+        ..Default::default()
+    };
+    std::fs::write(dir.join(local_file_name(0)), encode_local(&local)).unwrap();
+    let events = [
+        Event {
+            time: 1,
+            kind: EventKind::Enter { region: 0 },
+        },
+        Event {
+            time: 2,
+            kind: EventKind::CollectiveExit {
+                comm: 0,
+                root: None,
+                sent: 0,
+                received: 0,
+            },
+        },
+    ];
+    std::fs::write(
+        dir.join(rank_file_name(0)),
+        encode_rank(0, &events).unwrap(),
+    )
+    .unwrap();
+    let args = AnalyzeArgs {
+        format: AnalyzeFormat::Json,
+        perfetto: None,
+        trace_dir: dir.clone(),
+    };
+    let mut out = Vec::new();
+    run(&args, &mut out, &mut Vec::new()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// Call sites become source lines only for the build the trace ran: a rebuilt object (another
+/// build-id) keeps `object+0xOFFSET`, never a wrong line.
+#[test]
+fn call_sites_are_symbolised_only_for_the_same_build() {
+    let exe = std::env::current_exe().unwrap();
+    let notes = std::process::Command::new("readelf")
+        .arg("-n")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let notes = String::from_utf8_lossy(&notes.stdout).into_owned();
+    let build_id = notes
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID:"))
+        .expect("the test binary has a build-id")
+        .trim()
+        .to_string();
+    // Symbolised: `file.rs:LINE` (the first instruction may be inlined from std).
+    let same = label_of_own_call_site(&build_id);
+    assert!(same.contains(".rs:") && !same.contains("+0x"), "{same}");
+    let rebuilt = label_of_own_call_site(&"00".repeat(20));
+    assert!(
+        !rebuilt.contains(".rs:") && rebuilt.contains("+0x"),
+        "{rebuilt}"
     );
 }

@@ -71,6 +71,49 @@ fn text_and_html_of_a_fixed_week() {
     }
 }
 
+/// The level-6 section: a traced job of alice's with its stored analysis summary, and one whose
+/// analysis failed.
+#[test]
+fn level_6_section_of_traced_jobs() {
+    let dir = temp_dir("level6");
+    let db = fixed_database(&dir);
+    let (from, to) = week().range_ms();
+    let jobs = db.jobs_ended_between(from, to).unwrap();
+    let mut traced = jobs.iter().filter(|j| j.user == "alice");
+    let summary = mpistat_digest::analyze::Summary {
+        wall_s: 12.5,
+        waiting_percent: 41.2,
+        critical_imbalance_percent: 23.4,
+        causes: vec![
+            "compute after MPI_Barrier (solver+0x1305) before MPI_Send (solver+0x1343), most on rank 0: made other ranks wait 6.000000 s (58.2 % of all waiting), 2.000000 s directly and 4.000000 s by waiting that propagated.".into(),
+        ],
+        notes: vec!["recording stopped: a rank's trace budget (67108864 bytes) was reached".into()],
+    };
+    let json = serde_json::to_string(&summary).unwrap();
+    let first = traced.next().unwrap();
+    db.store_analysis(first, "/home/alice/.mpistat/traces/1001", Ok(&json))
+        .unwrap();
+    let second = traced.next().unwrap();
+    db.store_analysis(
+        second,
+        "/home/alice/.mpistat/traces/1002",
+        Err("the analysis took longer than 600 s and was stopped"),
+    )
+    .unwrap();
+    let all = mails(&db, &SiteConfig::default(), week(), Some("alice")).unwrap();
+    let text = &all[0].text;
+    let start = text.find("Level 6").expect("a level-6 section");
+    let end = text.find("How to go further").unwrap();
+    insta::assert_snapshot!("alice_level6_text", &text[start..end]);
+    let html = &all[0].html;
+    let start = html.find("<h3>Level 6").expect("a level-6 section");
+    let end = html.find("<h3>How to go further").unwrap();
+    insta::assert_snapshot!("alice_level6_html", &html[start..end]);
+    // Everyone else's mail has no such section.
+    let bob = mails(&db, &SiteConfig::default(), week(), Some("bob")).unwrap();
+    assert!(!bob[0].text.contains("Level 6:"));
+}
+
 fn directory_config(dir: &Path) -> SiteConfig {
     let mut config = SiteConfig::default();
     config.mail.directory = dir.join("spool");

@@ -96,6 +96,7 @@ fn fixed_record() -> JobRecord {
         ],
         imbalance: None,
         counters: None,
+        trace: None,
     }
 }
 

@@ -124,6 +124,7 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             size as u32,
             job.anchor.ticks,
         );
+        crate::trace::start_if_wanted(&job.config, rank as u32, size as u32);
         *JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
         register_exit_hook();
     });
@@ -184,6 +185,7 @@ fn publish(
     if let Some(e) = estimates {
         add_estimates(&mut record, e);
     }
+    record.trace = crate::trace::take_info();
     if let Some(c) = counters {
         record.counters = Some(c.set.clone());
         for (id, event, v) in &c.per_routine {
@@ -277,6 +279,7 @@ pub fn before_finalize() {
             .ok()
             .flatten();
             let counters = crate::counters::reduce(&comm, rank_counters).ok().flatten();
+            crate::trace::finish(&comm, job.init.start_unix_ms, job.init.pid);
             if let Ok(Some(reduced)) =
                 Reduced::over_ranks(&totals, node_leader, saw_pmpi_tool(job), &comm)
             {

@@ -37,7 +37,7 @@ pub fn thread_level_name(level: c_int) -> &'static str {
 }
 
 /// The batch system's job id, or one made from the start time and pid.
-fn job_id(start_unix_ms: u64, pid: u32) -> String {
+pub fn job_id(start_unix_ms: u64, pid: u32) -> String {
     for var in ["SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID"] {
         if let Ok(id) = std::env::var(var) {
             if !id.is_empty() {
@@ -164,5 +164,6 @@ pub fn build_record(
         routines,
         imbalance: None,
         counters: None,
+        trace: None,
     }
 }

@@ -13,6 +13,7 @@
 // clippy cannot know that and would have every function taking a handle be `unsafe`.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+pub mod callsite;
 pub mod clock;
 pub mod counters;
 pub mod detail;
@@ -40,4 +41,5 @@ pub mod spec;
 pub mod superstep;
 pub mod syslog;
 pub mod tally;
+pub mod trace;
 pub mod traffic;

@@ -232,6 +232,16 @@ pub fn allreduce<T: ReduceElement + Default>(
     op: Op,
     comm: &OwnComm,
 ) -> MpiResult<Vec<T>> {
+    allreduce_on(data, op, comm.0)
+}
+
+/// [`allreduce`] on any communicator (e.g. `MPI_COMM_WORLD` inside `MPI_Init`, where the user
+/// cannot have a collective in progress).
+pub fn allreduce_on<T: ReduceElement + Default>(
+    data: &[T],
+    op: Op,
+    comm: MPI_Comm,
+) -> MpiResult<Vec<T>> {
     let datatype: MPI_Datatype = predefined(T::TYPE_SYMBOL).ok_or(MpiError(-1))?;
     let mpi_op: MPI_Op = predefined(op.symbol()).ok_or(MpiError(-1))?;
     let mut out = vec![T::default(); data.len()];
@@ -244,7 +254,7 @@ pub fn allreduce<T: ReduceElement + Default>(
             len,
             datatype,
             mpi_op,
-            comm.0,
+            comm,
         )
     })?;
     Ok(out)
@@ -267,4 +277,139 @@ pub fn library_version() -> String {
     // SAFETY: MPI wrote a NUL-terminated string into buf (we zeroed the extra byte).
     let s = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
     s.lines().next().unwrap_or("").trim().to_string()
+}
+
+static SEND: Next = Next::new(c"PMPI_Send");
+static RECV: Next = Next::new(c"PMPI_Recv");
+static COMM_GROUP: Next = Next::new(c"PMPI_Comm_group");
+static GROUP_SIZE: Next = Next::new(c"PMPI_Group_size");
+static GROUP_TRANSLATE_RANKS: Next = Next::new(c"PMPI_Group_translate_ranks");
+static GROUP_FREE: Next = Next::new(c"PMPI_Group_free");
+static TOPO_TEST: Next = Next::new(c"PMPI_Topo_test");
+static CARTDIM_GET: Next = Next::new(c"PMPI_Cartdim_get");
+static CART_GET: Next = Next::new(c"PMPI_Cart_get");
+
+type SendFn =
+    unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int;
+type RecvFn = unsafe extern "C" fn(
+    *mut c_void,
+    c_int,
+    MPI_Datatype,
+    c_int,
+    c_int,
+    MPI_Comm,
+    *mut crate::ffi::MPI_Status,
+) -> c_int;
+type CommGroupFn = unsafe extern "C" fn(MPI_Comm, *mut crate::ffi::MPI_Group) -> c_int;
+type GroupSizeFn = unsafe extern "C" fn(crate::ffi::MPI_Group, *mut c_int) -> c_int;
+type GroupTranslateFn = unsafe extern "C" fn(
+    crate::ffi::MPI_Group,
+    c_int,
+    *const c_int,
+    crate::ffi::MPI_Group,
+    *mut c_int,
+) -> c_int;
+type GroupFreeFn = unsafe extern "C" fn(*mut crate::ffi::MPI_Group) -> c_int;
+type CartGetFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int;
+
+/// `MPI_Send` of `data` (64-bit words) to `dest` of `comm`.
+pub fn send_u64s(data: &[u64], dest: c_int, tag: c_int, comm: &OwnComm) -> MpiResult<()> {
+    let datatype: MPI_Datatype = predefined(u64::TYPE_SYMBOL).ok_or(MpiError(-1))?;
+    // SAFETY: the real routine; `data` holds `len` 64-bit words.
+    check(unsafe {
+        transmute::<*mut c_void, SendFn>(SEND.get())(
+            data.as_ptr().cast(),
+            data.len() as c_int,
+            datatype,
+            dest,
+            tag,
+            comm.0,
+        )
+    })
+}
+
+/// `MPI_Recv` of `N` 64-bit words from `source` of `comm`.
+pub fn recv_u64s<const N: usize>(source: c_int, tag: c_int, comm: &OwnComm) -> MpiResult<[u64; N]> {
+    let datatype: MPI_Datatype = predefined(u64::TYPE_SYMBOL).ok_or(MpiError(-1))?;
+    let mut out = [0u64; N];
+    let mut status = std::mem::MaybeUninit::<crate::ffi::MPI_Status>::uninit();
+    // SAFETY: the real routine; `out` has room for N words; MPI fills `status`.
+    check(unsafe {
+        transmute::<*mut c_void, RecvFn>(RECV.get())(
+            out.as_mut_ptr().cast(),
+            N as c_int,
+            datatype,
+            source,
+            tag,
+            comm.0,
+            status.as_mut_ptr(),
+        )
+    })?;
+    Ok(out)
+}
+
+/// The members of `comm` (its local group) as ranks of `MPI_COMM_WORLD`, in `comm`'s rank order.
+pub fn world_ranks_of(comm: MPI_Comm) -> MpiResult<Vec<u32>> {
+    let world = comm_world().ok_or(MpiError(-1))?;
+    // SAFETY: real routines on valid handles; every group we create is freed.
+    unsafe {
+        let mut group: crate::ffi::MPI_Group = std::ptr::null_mut();
+        let mut world_group: crate::ffi::MPI_Group = std::ptr::null_mut();
+        check(transmute::<*mut c_void, CommGroupFn>(COMM_GROUP.get())(
+            comm, &mut group,
+        ))?;
+        let result = (|| {
+            check(transmute::<*mut c_void, CommGroupFn>(COMM_GROUP.get())(
+                world,
+                &mut world_group,
+            ))?;
+            let mut n: c_int = 0;
+            check(transmute::<*mut c_void, GroupSizeFn>(GROUP_SIZE.get())(
+                group, &mut n,
+            ))?;
+            let ranks: Vec<c_int> = (0..n).collect();
+            let mut out = vec![0 as c_int; n.max(0) as usize];
+            check(transmute::<*mut c_void, GroupTranslateFn>(
+                GROUP_TRANSLATE_RANKS.get(),
+            )(
+                group, n, ranks.as_ptr(), world_group, out.as_mut_ptr()
+            ))?;
+            Ok(out.into_iter().map(|r| r.max(0) as u32).collect())
+        })();
+        let free = transmute::<*mut c_void, GroupFreeFn>(GROUP_FREE.get());
+        free(&mut group);
+        if !world_group.is_null() {
+            free(&mut world_group);
+        }
+        result
+    }
+}
+
+/// If `comm` has a Cartesian topology: its dimensions and the caller's coordinates.
+pub fn cartesian_of(comm: MPI_Comm) -> MpiResult<Option<(Vec<u32>, Vec<u32>)>> {
+    let mut kind: c_int = 0;
+    // SAFETY: real routines on a valid communicator with out pointers of the right sizes.
+    unsafe {
+        check(transmute::<*mut c_void, CommIntFn>(TOPO_TEST.get())(
+            comm, &mut kind,
+        ))?;
+        if kind != crate::ffi::MPI_CART as c_int {
+            return Ok(None);
+        }
+        let mut ndims: c_int = 0;
+        check(transmute::<*mut c_void, CommIntFn>(CARTDIM_GET.get())(
+            comm, &mut ndims,
+        ))?;
+        let n = ndims.max(0) as usize;
+        let (mut dims, mut periods, mut coords) = (vec![0; n], vec![0; n], vec![0; n]);
+        check(transmute::<*mut c_void, CartGetFn>(CART_GET.get())(
+            comm,
+            ndims,
+            dims.as_mut_ptr(),
+            periods.as_mut_ptr(),
+            coords.as_mut_ptr(),
+        ))?;
+        let u = |v: Vec<c_int>| v.into_iter().map(|x| x.max(0) as u32).collect();
+        Ok(Some((u(dims), u(coords))))
+    }
 }

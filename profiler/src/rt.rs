@@ -165,7 +165,7 @@ pub fn thread_mpi_ticks() -> u64 {
 }
 
 #[inline(always)]
-fn thread_table() -> &'static ThreadTable {
+pub(crate) fn thread_table() -> &'static ThreadTable {
     // SAFETY: as in `Call::thread`; the reference does not leave this call.
     table_of(unsafe { &*this_thread() })
 }

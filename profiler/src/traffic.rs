@@ -20,7 +20,8 @@ pub const NO_PEER: c_int = -1;
 #[allow(clippy::manual_dangling_ptr)]
 pub const IN_PLACE: *const c_void = 1 as *const c_void;
 
-/// The data arguments of one call.
+/// The data arguments of one call (copied: trace mode reads them too).
+#[derive(Clone, Copy)]
 pub enum Traffic {
     /// Nothing moved (or nothing we count).
     None,
@@ -174,8 +175,8 @@ fn bytes_of(table: &ThreadTable, count: c_int, datatype: MPI_Datatype) -> u64 {
     }
 }
 
-/// The (count, bytes, messages) that `traffic` stands for.
-fn measure(table: &ThreadTable, traffic: Traffic) -> (u64, u64) {
+/// The (count, bytes) that `traffic` stands for.
+pub(crate) fn measure(table: &ThreadTable, traffic: Traffic) -> (u64, u64) {
     match traffic {
         Traffic::None => (0, 0),
         Traffic::Elements {

@@ -131,6 +131,28 @@ pub struct JobRecord {
     /// Performance counters split into application and MPI parts (absent when none were chosen).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<CounterSet>,
+    /// The job was traced (trace-capture mode): where the trace is and what it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceInfo>,
+}
+
+/// A job's event trace (trace-capture mode), for `mpistat analyze`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(default)]
+pub struct TraceInfo {
+    /// The trace directory (on the file system the ranks wrote to).
+    pub dir: String,
+    /// Why the job was traced: "user" (`MPISTAT_TRACE=1`), "site" (every job), "escalation".
+    pub reason: String,
+    /// Events recorded, over all ranks.
+    pub events: u64,
+    /// Ranks whose trace file was written.
+    pub ranks_written: u32,
+    /// Set when recording stopped before the end (budget or window): where and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    /// Time the tracing added, summed over ranks (event recording and writing the files).
+    pub overhead_ns: u64,
 }
 
 /// Performance counters of the job, summed over ranks and threads.

@@ -226,6 +226,23 @@ fn header(out: &mut String, r: &JobRecord) {
     if let Some(reason) = &r.partial {
         field("partial", reason.clone());
     }
+    if let Some(t) = &r.trace {
+        field(
+            "trace",
+            format!(
+                "{} ({} events of {} ranks, asked by: {}; tracing took {:.6} s over all ranks); analyse with `mpistat analyze {}`",
+                t.dir,
+                count(t.events),
+                t.ranks_written,
+                t.reason,
+                secs(t.overhead_ns),
+                t.dir
+            ),
+        );
+        if let Some(stopped) = &t.stopped {
+            field("trace", stopped.clone());
+        }
+    }
     for (name, value) in &r.env {
         field("env", format!("{name}={value}"));
     }

@@ -1,7 +1,7 @@
 //! Property tests of the wire format: round trips, message limits, and that every single lost,
 //! repeated or damaged line is reported and never turns into a wrong record.
 
-use mpistat_record::model::{CounterEvent, CounterSet, Imbalance, PartitionImbalance};
+use mpistat_record::model::{CounterEvent, CounterSet, Imbalance, PartitionImbalance, TraceInfo};
 use mpistat_record::wire::{Problem, MAX_MESSAGE};
 use mpistat_record::{decode, encode, Binding, JobRecord, RoutineStats, Stat};
 use proptest::prelude::*;
@@ -131,6 +131,7 @@ prop_compose! {
         routines in prop::collection::vec(routine(), 0..40),
         imbalance in prop::option::of(imbalance()),
         counters in prop::option::of(counter_set()),
+        trace in prop::option::of(trace_info()),
     ) -> JobRecord {
         JobRecord {
             version: mpistat_record::model::MODEL_VERSION,
@@ -138,8 +139,18 @@ prop_compose! {
             wall_ns, mpi_ns,
             binding: if fortran { Binding::Fortran } else { Binding::C },
             thread_level, mpi_library, env: env.into_iter().collect::<BTreeMap<_, _>>(),
-            user_pmpi_tool, overhead_ns, partial, routines, imbalance, counters,
+            user_pmpi_tool, overhead_ns, partial, routines, imbalance, counters, trace,
         }
+    }
+}
+
+prop_compose! {
+    fn trace_info()(
+        (dir, reason) in (odd_string(), odd_string()),
+        (events, ranks_written, overhead_ns) in (any::<u64>(), any::<u32>(), any::<u64>()),
+        stopped in prop::option::of(odd_string()),
+    ) -> TraceInfo {
+        TraceInfo { dir, reason, events, ranks_written, stopped, overhead_ns }
     }
 }
 

@@ -4,6 +4,8 @@
 //! malformed file must not break a job, so [`SiteConfig::parse`] always returns a usable
 //! configuration (the defaults for whatever could not be read) plus the list of problems.
 
+pub mod escalation;
+
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,6 +17,8 @@ pub const DEFAULT_PATH: &str = "/etc/mpistat/site.toml";
 #[serde(default, deny_unknown_fields)]
 pub struct SiteConfig {
     pub profiler: ProfilerConfig,
+    pub trace: TraceConfig,
+    pub escalation: EscalationConfig,
     pub syslog: SyslogConfig,
     pub database: DatabaseConfig,
     pub ingest: IngestConfig,
@@ -51,6 +55,69 @@ pub struct ProfilerConfig {
     /// with read(2) around every outermost MPI call (split inside/outside MPI, about 0.3-0.6 us a
     /// call), `totals` reads them only at MPI_Init and MPI_Finalize (totals, no split).
     pub counters_fallback: String,
+}
+
+/// Trace-capture mode: a full event trace of a job, for `mpistat analyze`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TraceConfig {
+    /// Trace every job (for testing a site). Users opt in with `MPISTAT_TRACE=1`.
+    pub everyone: bool,
+    /// Where a job's trace goes: `$HOME` (or `~` at the start) is the user's home, `{job_id}` the
+    /// job's id. Created with the user's permissions, mode 0700.
+    pub directory: String,
+    /// Memory for the events of one rank; when it is full, recording stops (the trace says where).
+    pub budget_bytes: usize,
+    /// Supersteps (intervals between global synchronising collectives) to skip before recording.
+    pub skip_supersteps: u64,
+    /// Supersteps to record after the skipped ones; 0: until the end (or the budget).
+    pub record_supersteps: u64,
+}
+
+impl Default for TraceConfig {
+    fn default() -> Self {
+        TraceConfig {
+            everyone: false,
+            directory: "$HOME/.mpistat/traces/{job_id}".into(),
+            budget_bytes: 64 << 20,
+            skip_supersteps: 0,
+            record_supersteps: 0,
+        }
+    }
+}
+
+/// Automatic escalation from the always-on profile to a trace (seed 003's "level 6").
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EscalationConfig {
+    /// The escalation list `mpistat ingest` writes and the profiler reads at `MPI_Init`.
+    pub list: PathBuf,
+    /// The rule: a job is put on the list when all three hold (MPI share of the wall time in %,
+    /// critical-path imbalance in % of the average work, CPU hours = ranks × wall time).
+    pub mpi_percent_min: f64,
+    pub critical_path_imbalance_percent_min: f64,
+    pub cpu_hours_min: f64,
+    /// Traced runs per entry, and days until an entry expires.
+    pub captures: u32,
+    pub expiry_days: u64,
+    /// Bounds of the analysis of a traced job's trace at ingest.
+    pub analysis_timeout_seconds: u64,
+    pub analysis_memory_bytes: u64,
+}
+
+impl Default for EscalationConfig {
+    fn default() -> Self {
+        EscalationConfig {
+            list: PathBuf::from("/var/lib/mpistat/escalation.list"),
+            mpi_percent_min: 30.0,
+            critical_path_imbalance_percent_min: 20.0,
+            cpu_hours_min: 1.0,
+            captures: 1,
+            expiry_days: 14,
+            analysis_timeout_seconds: 600,
+            analysis_memory_bytes: 4 << 30,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -946,3 +946,104 @@ pub fn check_basic_program(program: PathBuf, binding: mpistat_record::Binding) -
     );
     record
 }
+
+// ---------------------------------------------------------------------------------------------
+// The mpistat command and a real SMTP server
+// ---------------------------------------------------------------------------------------------
+
+/// Run the `mpistat` binary (built beside the library) with `args` and `--config config`; its
+/// stderr is echoed for the test log.
+pub fn mpistat(args: &[&str], config: &Path) -> std::process::Output {
+    let binary = library().with_file_name("mpistat");
+    let output = Command::new(&binary)
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
+    eprintln!(
+        "mpistat {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Write what rsyslog wrote with the attested uids (the input of `mpistat ingest`) to `path`.
+pub fn write_trusted_log(syslogd: &Syslogd, path: &Path) {
+    let trusted: String = syslogd
+        .trusted_lines()
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(path, trusted).expect("write the trusted log");
+}
+
+/// The ISO week of today (UTC), e.g. `2026-W48`, as `mpistat digest --week` takes it.
+pub fn this_week() -> String {
+    let week = Command::new("date")
+        .args(["-u", "+%G-W%V"])
+        .output()
+        .unwrap();
+    String::from_utf8(week.stdout).unwrap().trim().to_string()
+}
+
+/// A free TCP port on localhost.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A real SMTP server (Debian's python3-aiosmtpd, `digest/tests/smtp_sink.py`) on `port` that
+/// stores each mail it gets as a file in `inbox`; stopped when dropped.
+pub struct SmtpSink {
+    child: Child,
+    inbox: PathBuf,
+}
+
+impl SmtpSink {
+    pub fn start(port: u16, inbox: &Path) -> SmtpSink {
+        use std::io::BufRead;
+        std::fs::create_dir_all(inbox).unwrap();
+        let sink = workspace_root().join("digest/tests/smtp_sink.py");
+        let mut child = Command::new("/usr/bin/python3")
+            .arg(sink)
+            .arg(port.to_string())
+            .arg(inbox)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3-aiosmtpd (scripts/prereqs.sh installs it)");
+        let mut ready = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut ready)
+            .unwrap();
+        assert_eq!(ready.trim(), "ready");
+        SmtpSink {
+            child,
+            inbox: inbox.to_path_buf(),
+        }
+    }
+
+    /// The mails received, once at least `n` arrived (or after 10 s), then a little longer.
+    pub fn mails(&self, n: usize) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::read_dir(&self.inbox).unwrap().count() < n && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        std::fs::read_dir(&self.inbox)
+            .unwrap()
+            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for SmtpSink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -9,27 +9,9 @@ use mpistat_e2e::*;
 use mpistat_record::model::CounterEvent;
 use mpistat_record::units::{count, rate};
 use mpistat_record::JobRecord;
-use std::io::BufRead;
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-fn mpistat(args: &[&str], config: &Path) -> Output {
-    let binary = library().with_file_name("mpistat");
-    let output = Command::new(&binary)
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
-    eprintln!(
-        "mpistat {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
+use std::process::Command;
+use std::time::Duration;
 
 /// Send `message` to the daemon as user `nobody` (uid 65534), tagged like the profiler's lines.
 fn send_as_nobody(syslogd: &Syslogd, message: &str) {
@@ -81,18 +63,10 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
     // What rsyslog wrote with the attested uids is the input of ingest.
     let dir = TempDir::new("ingest-digest");
     let log = dir.path().join("records.log");
-    let trusted: String = syslogd
-        .trusted_lines()
-        .iter()
-        .map(|l| format!("{l}\n"))
-        .collect();
+    write_trusted_log(&syslogd, &log);
+    let trusted = std::fs::read_to_string(&log).unwrap();
     assert!(trusted.contains("uid=65534 "), "{trusted}");
-    std::fs::write(&log, trusted).unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let config = dir.path().join("site.toml");
     std::fs::write(
         &config,
@@ -120,41 +94,13 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
     assert_eq!(String::from_utf8_lossy(&again.stdout), report);
 
     // A real SMTP server gets exactly one mail (one user, one week), with the records' numbers.
-    let week = Command::new("date")
-        .args(["-u", "+%G-W%V"])
-        .output()
-        .unwrap();
-    let week = String::from_utf8(week.stdout).unwrap().trim().to_string();
-    let inbox = dir.path().join("inbox");
-    std::fs::create_dir_all(&inbox).unwrap();
-    let sink = workspace_root().join("digest/tests/smtp_sink.py");
-    let mut server = Command::new("/usr/bin/python3")
-        .arg(sink)
-        .arg(port.to_string())
-        .arg(&inbox)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3-aiosmtpd (scripts/prereqs.sh installs it)");
-    let mut ready = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut ready)
-        .unwrap();
-    assert_eq!(ready.trim(), "ready");
+    let week = this_week();
+    let server = SmtpSink::start(port, &dir.path().join("inbox"));
     let send = ["digest", "--week", week.as_str(), "--send"];
     assert!(mpistat(&send, &config).status.success());
     assert!(mpistat(&send, &config).status.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::read_dir(&inbox).unwrap().count() < 1 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    let _ = server.kill();
-    let _ = server.wait();
-    let mails: Vec<String> = std::fs::read_dir(&inbox)
-        .unwrap()
-        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
-        .collect();
+    let mails = server.mails(1);
+    drop(server);
     assert_eq!(mails.len(), 1, "exactly one mail per user and week");
     let mail = &mails[0];
     assert!(mail.contains("To: root@example.org"), "{mail}");

@@ -76,6 +76,50 @@ pub enum Hook {
     TypeFree,
 }
 
+/// How a request-completing call (`MPI_Wait*`, `MPI_Test*`) reports its statuses, for tracing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completion {
+    /// `completes(COUNT, REQUESTS, STATUS)`: one status, for the one request that completed.
+    One {
+        count: Count,
+        requests: String,
+        status: String,
+    },
+    /// `completes_each(COUNT, REQUESTS, STATUSES)`: a status per request.
+    Each {
+        count: Count,
+        requests: String,
+        statuses: String,
+    },
+    /// `completes_some(COUNT, REQUESTS, INDICES, OUTCOUNT, STATUSES)`: `OUTCOUNT` requests
+    /// completed, the k-th is `REQUESTS[INDICES[k]]` with status `STATUSES[k]`.
+    Some {
+        count: Count,
+        requests: String,
+        indices: String,
+        outcount: String,
+        statuses: String,
+    },
+}
+
+impl Completion {
+    pub fn count(&self) -> &Count {
+        match self {
+            Completion::One { count, .. }
+            | Completion::Each { count, .. }
+            | Completion::Some { count, .. } => count,
+        }
+    }
+
+    pub fn requests(&self) -> &str {
+        match self {
+            Completion::One { requests, .. }
+            | Completion::Each { requests, .. }
+            | Completion::Some { requests, .. } => requests,
+        }
+    }
+}
+
 /// Whether and how a wrapper is generated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Wrapping {
@@ -108,6 +152,14 @@ pub struct Semantics {
     /// One of the routines that most jobs call in their loops: its wrappers are placed together
     /// in the library's code, so a rank keeps few code pages resident.
     pub hot: bool,
+    /// The message tag of a send (trace mode only).
+    pub tag: Option<String>,
+    /// The `MPI_Request *` a nonblocking call fills (trace mode only).
+    pub request: Option<String>,
+    /// The requests a `MPI_Wait*`/`MPI_Test*` call may complete (trace mode only).
+    pub completes: Option<Completion>,
+    /// The `MPI_Comm *` a communicator-creating call fills (trace mode only).
+    pub newcomm: Option<String>,
 }
 
 /// What the generated wrapper passes to `rt::leave` (mirrors `traffic::Traffic`).
@@ -266,16 +318,53 @@ impl Semantics {
                     };
                     set(slot, t, side)?;
                 }
-                "status" | "peer" | "root" | "only_if_rank" | "comm" => {
+                "status" | "peer" | "root" | "only_if_rank" | "comm" | "tag" | "request"
+                | "newcomm" => {
                     let a = name_arg(t, &arity(1)?[0])?;
                     let slot = match t {
                         "status" => &mut s.status,
                         "peer" => &mut s.peer,
                         "root" => &mut s.root,
                         "only_if_rank" => &mut s.only_if_rank,
+                        "tag" => &mut s.tag,
+                        "request" => &mut s.request,
+                        "newcomm" => &mut s.newcomm,
                         _ => &mut s.comm,
                     };
                     set(slot, t, a)?;
+                }
+                "completes" | "completes_each" => {
+                    let a = arity(3)?;
+                    let (count, requests, last) = (
+                        count_arg(t, &a[0])?,
+                        name_arg(t, &a[1])?,
+                        name_arg(t, &a[2])?,
+                    );
+                    let c = if t == "completes" {
+                        Completion::One {
+                            count,
+                            requests,
+                            status: last,
+                        }
+                    } else {
+                        Completion::Each {
+                            count,
+                            requests,
+                            statuses: last,
+                        }
+                    };
+                    set(&mut s.completes, "completes", c)?;
+                }
+                "completes_some" => {
+                    let a = arity(5)?;
+                    let c = Completion::Some {
+                        count: count_arg(t, &a[0])?,
+                        requests: name_arg(t, &a[1])?,
+                        indices: name_arg(t, &a[2])?,
+                        outcount: name_arg(t, &a[3])?,
+                        statuses: name_arg(t, &a[4])?,
+                    };
+                    set(&mut s.completes, "completes", c)?;
                 }
                 "in_place" => {
                     let a = arity(3)?;
@@ -494,6 +583,39 @@ impl Semantics {
             out.push(("per_rank", pr.counts.clone(), ArgKind::Counts));
             out.push(("per_rank", pr.datatype.clone(), ArgKind::Datatype));
         }
+        for (term, arg, kind) in [
+            ("tag", &self.tag, ArgKind::Int),
+            ("request", &self.request, ArgKind::Requests),
+            ("newcomm", &self.newcomm, ArgKind::CommOut),
+        ] {
+            if let Some(a) = arg {
+                out.push((term, a.clone(), kind));
+            }
+        }
+        if let Some(c) = &self.completes {
+            if let Count::Arg(n) = c.count() {
+                out.push(("completes", n.clone(), ArgKind::Int));
+            }
+            out.push(("completes", c.requests().to_string(), ArgKind::Requests));
+            match c {
+                Completion::One { status, .. } => {
+                    out.push(("completes", status.clone(), ArgKind::Status))
+                }
+                Completion::Each { statuses, .. } => {
+                    out.push(("completes", statuses.clone(), ArgKind::Statuses))
+                }
+                Completion::Some {
+                    indices,
+                    outcount,
+                    statuses,
+                    ..
+                } => {
+                    out.push(("completes", indices.clone(), ArgKind::IntOut));
+                    out.push(("completes", outcount.clone(), ArgKind::IntOut));
+                    out.push(("completes", statuses.clone(), ArgKind::Statuses));
+                }
+            }
+        }
         out
     }
 
@@ -521,6 +643,14 @@ impl Semantics {
                 }
                 ArgKind::Buffer => ty.base == "void" && ty.indirections() == 1,
                 ArgKind::Counts => ty.base == "int" && ty.indirections() == 1,
+                ArgKind::IntOut => ty.base == "int" && ty.indirections() == 1 && !ty.is_const,
+                ArgKind::Requests => ty.base == "MPI_Request" && ty.indirections() == 1,
+                ArgKind::Statuses => {
+                    ty.base == "MPI_Status" && ty.indirections() == 1 && !ty.is_const
+                }
+                ArgKind::CommOut => {
+                    ty.base == "MPI_Comm" && ty.pointers == 1 && ty.arrays.is_empty()
+                }
             };
             if !fits {
                 problems.push(SemanticsError::WrongArgumentType {
@@ -571,6 +701,10 @@ enum ArgKind {
     Status,
     Buffer,
     Counts,
+    IntOut,
+    Requests,
+    Statuses,
+    CommOut,
 }
 
 impl ArgKind {
@@ -582,6 +716,10 @@ impl ArgKind {
             ArgKind::Status => "`MPI_Status *`",
             ArgKind::Buffer => "a buffer pointer",
             ArgKind::Counts => "an `int` array",
+            ArgKind::IntOut => "an `int *`",
+            ArgKind::Requests => "an `MPI_Request` pointer or array",
+            ArgKind::Statuses => "an `MPI_Status` pointer or array",
+            ArgKind::CommOut => "`MPI_Comm *`",
         }
     }
 }

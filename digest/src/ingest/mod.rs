@@ -455,6 +455,7 @@ pub fn command(args: &crate::cli::IngestArgs) -> anyhow::Result<std::process::Ex
                 stats.files_read, stats.lines, stats.records, stats.new_jobs, stats.rejected
             )?;
             unreadable = stats.unreadable;
+            crate::escalate::after_ingest(&config, &db, stderr)?;
             if !args.follow {
                 break;
             }

@@ -85,6 +85,37 @@ pub struct UserDigest {
     /// The user's MPI share of wall time (percent), and every user's of the week.
     pub mpi_percent: f64,
     pub site_mpi_percents: Vec<f64>,
+    /// Level 6: the user's traced jobs of the week and what their traces' analyses found.
+    pub traced: Vec<TracedJob>,
+}
+
+/// A traced job's analysis, for the mail's level-6 section.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TracedJob {
+    pub job_id: String,
+    pub exe: String,
+    /// The trace directory (the full report: `mpistat analyze DIR`).
+    pub dir: String,
+    /// The analysis' summary, or why there is none.
+    pub summary: Result<crate::analyze::Summary, String>,
+}
+
+impl TracedJob {
+    /// From a stored analysis (a summary that no longer parses is told as such).
+    pub fn from_stored(stored: crate::db::StoredAnalysis) -> TracedJob {
+        let summary = match (&stored.summary, &stored.error) {
+            (Some(json), _) => serde_json::from_str(json)
+                .map_err(|e| format!("the stored summary is not readable: {e}")),
+            (None, Some(e)) => Err(e.clone()),
+            (None, None) => Err("no result".into()),
+        };
+        TracedJob {
+            job_id: stored.job_id,
+            exe: stored.exe,
+            dir: stored.dir,
+            summary,
+        }
+    }
 }
 
 /// Counter event names behind the level-1 rates: instructions, floating-point operations and
@@ -471,6 +502,7 @@ fn digests(
                 top_jobs: u.top.iter().map(|(_, _, job)| job.clone()).collect(),
                 mpi_percent: t.mpi_percent(),
                 site_mpi_percents: site_mpi_percents.clone(),
+                traced: Vec::new(),
             }
         })
         .collect()

@@ -129,12 +129,54 @@ pub fn render(d: &UserDigest) -> String {
             escape(&j.exe)
         );
     }
-    out.push_str("</table>\n<h3>How to go further</h3>\n");
+    out.push_str("</table>\n");
+    level6(&mut out, d);
+    out.push_str("<h3>How to go further</h3>\n");
     for (title, text) in FURTHER {
         let _ = writeln!(out, "<p><b>{}.</b> {}</p>", escape(title), escape(text));
     }
     out.push_str("</body></html>\n");
     out
+}
+
+/// Level 6: the user's traced jobs and what their analyses found (nothing without traced jobs).
+fn level6(out: &mut String, d: &UserDigest) {
+    if d.traced.is_empty() {
+        return;
+    }
+    out.push_str("<h3>Level 6: where your traced jobs waited</h3>\n");
+    for t in &d.traced {
+        let _ = writeln!(
+            out,
+            "<p>Job <b>{}</b> ({}) was traced.</p>",
+            escape(&t.job_id),
+            escape(&t.exe)
+        );
+        match &t.summary {
+            Ok(s) => {
+                let _ = writeln!(
+                    out,
+                    "<p>Ranks waited {:.1} % of the time; the critical path's imbalance is {:.1} % of the run ({:.3} s).</p>\n<ol>",
+                    s.waiting_percent, s.critical_imbalance_percent, s.wall_s
+                );
+                for cause in &s.causes {
+                    let _ = writeln!(out, "<li>{}</li>", escape(cause));
+                }
+                out.push_str("</ol>\n");
+                for note in &s.notes {
+                    let _ = writeln!(out, "<p><small>Note: {}</small></p>", escape(note));
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(out, "<p>Its analysis failed: {}</p>", escape(e));
+            }
+        }
+        let _ = writeln!(
+            out,
+            "<p>Full report: <code>mpistat analyze {}</code></p>",
+            escape(&t.dir)
+        );
+    }
 }
 
 /// The per-routine table (seed 003 Fig. 4 and 12-13) with the latency, transfer and

@@ -30,11 +30,22 @@ pub fn mails(
     let (from, to) = week.range_ms();
     let mut jobs = content::Week::new(&config.digest);
     db.each_job_ended_between(from, to, |job| jobs.add(&job))?;
-    let week = week.to_string();
-    Ok(jobs
-        .digests(&week)
+    let week_name = week.to_string();
+    let mut digests: Vec<_> = jobs
+        .digests(&week_name)
         .into_iter()
         .filter(|d| user.is_none_or(|u| u == d.user))
+        .collect();
+    for d in &mut digests {
+        d.traced = db
+            .analyses_between(&d.user, from, to)?
+            .into_iter()
+            .map(content::TracedJob::from_stored)
+            .collect();
+    }
+    let week = week_name;
+    Ok(digests
+        .into_iter()
         .map(|d| Mail {
             user: d.user.clone(),
             tag: week.clone(),

@@ -161,6 +161,35 @@ pub fn render(d: &UserDigest) -> String {
             j.job_id, j.ranks, j.cpu_hours, j.mpi_percent, j.load_balance, exe
         );
     }
+    if !d.traced.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "Level 6: where your traced jobs waited");
+        for t in &d.traced {
+            let exe = t.exe.rsplit('/').next().unwrap_or(&t.exe);
+            let _ = writeln!(out);
+            let _ = writeln!(out, "Job {} ({exe}) was traced.", t.job_id);
+            match &t.summary {
+                Ok(s) => {
+                    out.push_str(&wrap(
+                        &format!(
+                            "Ranks waited {:.1} % of the time; the critical path's imbalance is {:.1} % of the run ({:.3} s).",
+                            s.waiting_percent, s.critical_imbalance_percent, s.wall_s
+                        ),
+                        "",
+                    ));
+                    for (i, cause) in s.causes.iter().enumerate() {
+                        out.push_str(&wrap(&format!("{}. {cause}", i + 1), "   "));
+                    }
+                    for note in &s.notes {
+                        out.push_str(&wrap(&format!("Note: {note}"), ""));
+                    }
+                }
+                Err(e) => out.push_str(&wrap(&format!("Its analysis failed: {e}"), "")),
+            }
+            // Unwrapped: a path must stay in one piece to be copied.
+            let _ = writeln!(out, "Full report: mpistat analyze {}", t.dir);
+        }
+    }
     let _ = writeln!(out);
     let _ = writeln!(out, "How to go further");
     for (title, text) in FURTHER {

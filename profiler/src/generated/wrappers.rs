@@ -13,6 +13,7 @@ use super::routines::id;
 use crate::ffi::{MPI_Aint, MPI_Comm, MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, MPI_Comm_errhandler_function, MPI_Copy_function, MPI_Count, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, MPI_Datatype, MPI_Delete_function, MPI_Errhandler, MPI_File, MPI_File_errhandler_function, MPI_Grequest_cancel_function, MPI_Grequest_free_function, MPI_Grequest_query_function, MPI_Group, MPI_Info, MPI_Message, MPI_Offset, MPI_Op, MPI_Request, MPI_Status, MPI_T_cvar_handle, MPI_T_enum, MPI_T_pvar_handle, MPI_T_pvar_session, MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, MPI_User_function, MPI_Win, MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, MPI_Win_errhandler_function};
 use crate::next::Next;
 use crate::rt;
+use crate::trace;
 use crate::traffic::{self, Traffic};
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::{transmute, MaybeUninit};
@@ -22,8 +23,11 @@ unsafe fn wrap_MPI_Bsend(via_pmpi: bool, buf: *const c_void, count: c_int, datat
     static NEXT: Next = Next::new(c"PMPI_Bsend");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Bsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
-    rt::leave(call, id::MPI_Bsend, rc, Traffic::Elements { count, datatype, peer: dest });
+    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Bsend, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -40,8 +44,11 @@ unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, buf: *const c_void, count: c_int, 
     static NEXT: Next = Next::new(c"PMPI_Bsend_init");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    rt::leave(call, id::MPI_Bsend_init, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Bsend_init, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -58,8 +65,11 @@ unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, buffer: *mut c_void, size: c_in
     static NEXT: Next = Next::new(c"PMPI_Buffer_attach");
     let next: unsafe extern "C" fn(*mut c_void, c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, size) };
+    let traced = if trace::on() { trace::enter(id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
-    rt::leave(call, id::MPI_Buffer_attach, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Buffer_attach, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -76,8 +86,11 @@ unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, buffer: *mut c_void, size: *mut
     static NEXT: Next = Next::new(c"PMPI_Buffer_detach");
     let next: unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, size) };
+    let traced = if trace::on() { trace::enter(id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
-    rt::leave(call, id::MPI_Buffer_detach, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Buffer_detach, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -94,8 +107,11 @@ unsafe fn wrap_MPI_Cancel(via_pmpi: bool, request: *mut MPI_Request) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Cancel");
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Cancel, std::ptr::null(), 0) } else { None };
     let rc = next(request);
-    rt::leave(call, id::MPI_Cancel, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Cancel, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -112,8 +128,11 @@ unsafe fn wrap_MPI_Get_count(via_pmpi: bool, status: *const MPI_Status, datatype
     static NEXT: Next = Next::new(c"PMPI_Get_count");
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
+    let traced = if trace::on() { trace::enter(id::MPI_Get_count, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
-    rt::leave(call, id::MPI_Get_count, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Get_count, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -132,8 +151,11 @@ unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, status: *const MPI_Status, datat
     static NEXT: Next = Next::new(c"PMPI_Get_elements");
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
+    let traced = if trace::on() { trace::enter(id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
-    rt::leave(call, id::MPI_Get_elements, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Get_elements, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -150,8 +172,11 @@ unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, status: *const MPI_Status, dat
     static NEXT: Next = Next::new(c"PMPI_Get_elements_x");
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
+    let traced = if trace::on() { trace::enter(id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
-    rt::leave(call, id::MPI_Get_elements_x, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Get_elements_x, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -168,8 +193,11 @@ unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, request: MPI_Request) -> c_
     static NEXT: Next = Next::new(c"PMPI_Grequest_complete");
     let next: unsafe extern "C" fn(MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
     let rc = next(request);
-    rt::leave(call, id::MPI_Grequest_complete, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Grequest_complete, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -186,8 +214,11 @@ unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, query_fn: MPI_Grequest_query_f
     static NEXT: Next = Next::new(c"PMPI_Grequest_start");
     let next: unsafe extern "C" fn(MPI_Grequest_query_function, MPI_Grequest_free_function, MPI_Grequest_cancel_function, *mut c_void, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(query_fn, free_fn, cancel_fn, extra_state, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
     let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
-    rt::leave(call, id::MPI_Grequest_start, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Grequest_start, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -204,8 +235,11 @@ unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, buf: *const c_void, count: c_int, data
     static NEXT: Next = Next::new(c"PMPI_Ibsend");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    rt::leave(call, id::MPI_Ibsend, rc, Traffic::Elements { count, datatype, peer: dest });
+    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ibsend, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -222,8 +256,11 @@ unsafe fn wrap_MPI_Improbe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_
     static NEXT: Next = Next::new(c"PMPI_Improbe");
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, flag, message, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_Improbe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, message, status);
-    rt::leave(call, id::MPI_Improbe, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Improbe, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -240,8 +277,11 @@ unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, buf: *mut c_void, count: c_int, r#type
     static NEXT: Next = Next::new(c"PMPI_Imrecv");
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, r#type, message, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, request);
-    rt::leave(call, id::MPI_Imrecv, rc, Traffic::Elements { count, datatype: r#type, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype: r#type, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Imrecv, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -258,8 +298,11 @@ unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_C
     static NEXT: Next = Next::new(c"PMPI_Iprobe");
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, flag, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, status);
-    rt::leave(call, id::MPI_Iprobe, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Iprobe, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -278,8 +321,11 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, buf: *mut c_void, count: c_int, datatyp
     static NEXT: Next = Next::new(c"PMPI_Irecv");
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Irecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
-    rt::leave(call, id::MPI_Irecv, rc, Traffic::Elements { count, datatype, peer: source });
+    let traffic = Traffic::Elements { count, datatype, peer: source };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Irecv, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -298,8 +344,11 @@ unsafe fn wrap_MPI_Irsend(via_pmpi: bool, buf: *const c_void, count: c_int, data
     static NEXT: Next = Next::new(c"PMPI_Irsend");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Irsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    rt::leave(call, id::MPI_Irsend, rc, Traffic::Elements { count, datatype, peer: dest });
+    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Irsend, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -316,8 +365,11 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, buf: *const c_void, count: c_int, datat
     static NEXT: Next = Next::new(c"PMPI_Isend");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Isend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    rt::leave(call, id::MPI_Isend, rc, Traffic::Elements { count, datatype, peer: dest });
+    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Isend, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -336,8 +388,11 @@ unsafe fn wrap_MPI_Issend(via_pmpi: bool, buf: *const c_void, count: c_int, data
     static NEXT: Next = Next::new(c"PMPI_Issend");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Issend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    rt::leave(call, id::MPI_Issend, rc, Traffic::Elements { count, datatype, peer: dest });
+    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Issend, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -356,8 +411,11 @@ unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_C
     static NEXT: Next = Next::new(c"PMPI_Mprobe");
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, message, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, message, status);
-    rt::leave(call, id::MPI_Mprobe, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Mprobe, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -376,8 +434,11 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, buf: *mut c_void, count: c_int, r#type:
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, r#type, message, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let traced = if trace::on() { trace::enter(id::MPI_Mrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, status);
-    rt::leave(call, id::MPI_Mrecv, rc, Traffic::Received { count, datatype: r#type, status });
+    let traffic = Traffic::Received { count, datatype: r#type, status };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Mrecv, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -394,8 +455,11 @@ unsafe fn wrap_MPI_Probe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_Co
     static NEXT: Next = Next::new(c"PMPI_Probe");
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_Probe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, status);
-    rt::leave(call, id::MPI_Probe, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Probe, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -414,8 +478,11 @@ unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, buf: *mut c_void, count: c_int, dat
     static NEXT: Next = Next::new(c"PMPI_Recv_init");
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
-    rt::leave(call, id::MPI_Recv_init, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Recv_init, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -434,8 +501,11 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, buf: *mut c_void, count: c_int, datatype
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let traced = if trace::on() { trace::enter(id::MPI_Recv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, status);
-    rt::leave(call, id::MPI_Recv, rc, Traffic::Received { count, datatype, status });
+    let traffic = Traffic::Received { count, datatype, status };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Recv, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -454,8 +524,11 @@ unsafe fn wrap_MPI_Request_free(via_pmpi: bool, request: *mut MPI_Request) -> c_
     static NEXT: Next = Next::new(c"PMPI_Request_free");
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Request_free, std::ptr::null(), 0) } else { None };
     let rc = next(request);
-    rt::leave(call, id::MPI_Request_free, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Request_free, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -472,8 +545,11 @@ unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, request: MPI_Request, flag
     static NEXT: Next = Next::new(c"PMPI_Request_get_status");
     let next: unsafe extern "C" fn(MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request, flag, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
     let rc = next(request, flag, status);
-    rt::leave(call, id::MPI_Request_get_status, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Request_get_status, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -490,8 +566,11 @@ unsafe fn wrap_MPI_Rsend(via_pmpi: bool, ibuf: *const c_void, count: c_int, data
     static NEXT: Next = Next::new(c"PMPI_Rsend");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(ibuf, count, datatype, dest, tag, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Rsend, std::ptr::null(), 0) } else { None };
     let rc = next(ibuf, count, datatype, dest, tag, comm);
-    rt::leave(call, id::MPI_Rsend, rc, Traffic::Elements { count, datatype, peer: dest });
+    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Rsend, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -508,8 +587,11 @@ unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, buf: *const c_void, count: c_int, 
     static NEXT: Next = Next::new(c"PMPI_Rsend_init");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    rt::leave(call, id::MPI_Rsend_init, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Rsend_init, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -526,8 +608,11 @@ unsafe fn wrap_MPI_Send_init(via_pmpi: bool, buf: *const c_void, count: c_int, d
     static NEXT: Next = Next::new(c"PMPI_Send_init");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Send_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    rt::leave(call, id::MPI_Send_init, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Send_init, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -544,8 +629,11 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, buf: *const c_void, count: c_int, dataty
     static NEXT: Next = Next::new(c"PMPI_Send");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Send, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
-    rt::leave(call, id::MPI_Send, rc, Traffic::Elements { count, datatype, peer: dest });
+    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Send, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -566,8 +654,11 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let traced = if trace::on() { trace::enter(id::MPI_Sendrecv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
-    rt::leave(call, id::MPI_Sendrecv, rc, Traffic::SendReceived { count: sendcount, datatype: sendtype, peer: dest, recv_count: recvcount, recv_datatype: recvtype, status });
+    let traffic = Traffic::SendReceived { count: sendcount, datatype: sendtype, peer: dest, recv_count: recvcount, recv_datatype: recvtype, status };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Sendrecv, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -588,8 +679,11 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, buf: *mut c_void, count: c_i
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let traced = if trace::on() { trace::enter(id::MPI_Sendrecv_replace, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
-    rt::leave(call, id::MPI_Sendrecv_replace, rc, Traffic::SendReceived { count, datatype, peer: dest, recv_count: count, recv_datatype: datatype, status });
+    let traffic = Traffic::SendReceived { count, datatype, peer: dest, recv_count: count, recv_datatype: datatype, status };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Sendrecv_replace, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -608,8 +702,11 @@ unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, buf: *const c_void, count: c_int, 
     static NEXT: Next = Next::new(c"PMPI_Ssend_init");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    rt::leave(call, id::MPI_Ssend_init, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ssend_init, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -626,8 +723,11 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, buf: *const c_void, count: c_int, datat
     static NEXT: Next = Next::new(c"PMPI_Ssend");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ssend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
-    rt::leave(call, id::MPI_Ssend, rc, Traffic::Elements { count, datatype, peer: dest });
+    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ssend, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -646,8 +746,11 @@ unsafe fn wrap_MPI_Start(via_pmpi: bool, request: *mut MPI_Request) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Start");
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Start, std::ptr::null(), 0) } else { None };
     let rc = next(request);
-    rt::leave(call, id::MPI_Start, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Start, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -666,8 +769,11 @@ unsafe fn wrap_MPI_Startall(via_pmpi: bool, count: c_int, array_of_requests: *mu
     static NEXT: Next = Next::new(c"PMPI_Startall");
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests) };
+    let traced = if trace::on() { trace::enter(id::MPI_Startall, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_requests);
-    rt::leave(call, id::MPI_Startall, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Startall, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -686,8 +792,11 @@ unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, status: *mut MPI_Status,
     static NEXT: Next = Next::new(c"PMPI_Status_set_cancelled");
     let next: unsafe extern "C" fn(*mut MPI_Status, c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, flag) };
+    let traced = if trace::on() { trace::enter(id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
-    rt::leave(call, id::MPI_Status_set_cancelled, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Status_set_cancelled, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -704,8 +813,11 @@ unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, status: *mut MPI_Status, 
     static NEXT: Next = Next::new(c"PMPI_Status_set_elements");
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
+    let traced = if trace::on() { trace::enter(id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
-    rt::leave(call, id::MPI_Status_set_elements, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Status_set_elements, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -722,8 +834,11 @@ unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, status: *mut MPI_Status
     static NEXT: Next = Next::new(c"PMPI_Status_set_elements_x");
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, MPI_Count) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
+    let traced = if trace::on() { trace::enter(id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
-    rt::leave(call, id::MPI_Status_set_elements_x, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Status_set_elements_x, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -740,8 +855,11 @@ unsafe fn wrap_MPI_Testall(via_pmpi: bool, count: c_int, array_of_requests: *mut
     static NEXT: Next = Next::new(c"PMPI_Testall");
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, flag, array_of_statuses) };
+    let traced = if trace::on() { trace::enter(id::MPI_Testall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, flag, array_of_statuses);
-    rt::leave(call, id::MPI_Testall, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Testall, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -760,8 +878,11 @@ unsafe fn wrap_MPI_Testany(via_pmpi: bool, count: c_int, array_of_requests: *mut
     static NEXT: Next = Next::new(c"PMPI_Testany");
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, index, flag, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_Testany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, flag, status);
-    rt::leave(call, id::MPI_Testany, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Testany, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -780,8 +901,11 @@ unsafe fn wrap_MPI_Test(via_pmpi: bool, request: *mut MPI_Request, flag: *mut c_
     static NEXT: Next = Next::new(c"PMPI_Test");
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request, flag, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_Test, request, 1) } else { None };
     let rc = next(request, flag, status);
-    rt::leave(call, id::MPI_Test, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Test, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -800,8 +924,11 @@ unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, status: *const MPI_Status, fla
     static NEXT: Next = Next::new(c"PMPI_Test_cancelled");
     let next: unsafe extern "C" fn(*const MPI_Status, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, flag) };
+    let traced = if trace::on() { trace::enter(id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
-    rt::leave(call, id::MPI_Test_cancelled, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Test_cancelled, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -818,8 +945,11 @@ unsafe fn wrap_MPI_Testsome(via_pmpi: bool, incount: c_int, array_of_requests: *
     static NEXT: Next = Next::new(c"PMPI_Testsome");
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
+    let traced = if trace::on() { trace::enter(id::MPI_Testsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
-    rt::leave(call, id::MPI_Testsome, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Testsome, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -838,8 +968,11 @@ unsafe fn wrap_MPI_Waitall(via_pmpi: bool, count: c_int, array_of_requests: *mut
     static NEXT: Next = Next::new(c"PMPI_Waitall");
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, array_of_statuses) };
+    let traced = if trace::on() { trace::enter(id::MPI_Waitall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, array_of_statuses);
-    rt::leave(call, id::MPI_Waitall, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Waitall, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -858,8 +991,11 @@ unsafe fn wrap_MPI_Waitany(via_pmpi: bool, count: c_int, array_of_requests: *mut
     static NEXT: Next = Next::new(c"PMPI_Waitany");
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, index, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_Waitany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, status);
-    rt::leave(call, id::MPI_Waitany, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Waitany, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -878,8 +1014,11 @@ unsafe fn wrap_MPI_Wait(via_pmpi: bool, request: *mut MPI_Request, status: *mut 
     static NEXT: Next = Next::new(c"PMPI_Wait");
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_Wait, request, 1) } else { None };
     let rc = next(request, status);
-    rt::leave(call, id::MPI_Wait, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Wait, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -898,8 +1037,11 @@ unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, incount: c_int, array_of_requests: *
     static NEXT: Next = Next::new(c"PMPI_Waitsome");
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
+    let traced = if trace::on() { trace::enter(id::MPI_Waitsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
-    rt::leave(call, id::MPI_Waitsome, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Waitsome, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -918,8 +1060,11 @@ unsafe fn wrap_MPI_Allgather(via_pmpi: bool, sendbuf: *const c_void, sendcount: 
     static NEXT: Next = Next::new(c"PMPI_Allgather");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    rt::leave_superstep(call, id::MPI_Allgather, rc, Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype }, comm);
+    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave_superstep(call, id::MPI_Allgather, rc, traffic, comm);
     rc
 }
 #[no_mangle]
@@ -938,8 +1083,11 @@ unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, sendbuf: *const c_void, sendcount:
     static NEXT: Next = Next::new(c"PMPI_Iallgather");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    rt::leave(call, id::MPI_Iallgather, rc, Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype });
+    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Iallgather, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -956,8 +1104,11 @@ unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount:
     static NEXT: Next = Next::new(c"PMPI_Allgatherv");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    rt::leave_superstep(call, id::MPI_Allgatherv, rc, Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype }, comm);
+    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave_superstep(call, id::MPI_Allgatherv, rc, traffic, comm);
     rc
 }
 #[no_mangle]
@@ -976,8 +1127,11 @@ unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount
     static NEXT: Next = Next::new(c"PMPI_Iallgatherv");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-    rt::leave(call, id::MPI_Iallgatherv, rc, Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype });
+    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Iallgatherv, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -994,8 +1148,11 @@ unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *m
     static NEXT: Next = Next::new(c"PMPI_Allreduce");
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    rt::leave_superstep(call, id::MPI_Allreduce, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER }, comm);
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave_superstep(call, id::MPI_Allreduce, rc, traffic, comm);
     rc
 }
 #[no_mangle]
@@ -1014,8 +1171,11 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *
     static NEXT: Next = Next::new(c"PMPI_Iallreduce");
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
-    rt::leave(call, id::MPI_Iallreduce, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Iallreduce, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1034,8 +1194,11 @@ unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: c
     static NEXT: Next = Next::new(c"PMPI_Alltoall");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    rt::leave_superstep(call, id::MPI_Alltoall, rc, Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype }, comm);
+    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave_superstep(call, id::MPI_Alltoall, rc, traffic, comm);
     rc
 }
 #[no_mangle]
@@ -1054,8 +1217,11 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: 
     static NEXT: Next = Next::new(c"PMPI_Ialltoall");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    rt::leave(call, id::MPI_Ialltoall, rc, Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype });
+    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ialltoall, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1074,8 +1240,11 @@ unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts:
     static NEXT: Next = Next::new(c"PMPI_Alltoallv");
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-    rt::leave_superstep(call, id::MPI_Alltoallv, rc, if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: recvcounts, datatype: recvtype, comm } } else { Traffic::PerRank { counts: sendcounts, datatype: sendtype, comm } }, comm);
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: recvcounts, datatype: recvtype, comm } } else { Traffic::PerRank { counts: sendcounts, datatype: sendtype, comm } };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave_superstep(call, id::MPI_Alltoallv, rc, traffic, comm);
     rc
 }
 #[no_mangle]
@@ -1094,8 +1263,11 @@ unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts
     static NEXT: Next = Next::new(c"PMPI_Ialltoallv");
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
-    rt::leave(call, id::MPI_Ialltoallv, rc, if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: recvcounts, datatype: recvtype, comm } } else { Traffic::PerRank { counts: sendcounts, datatype: sendtype, comm } });
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: recvcounts, datatype: recvtype, comm } } else { Traffic::PerRank { counts: sendcounts, datatype: sendtype, comm } };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ialltoallv, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1112,8 +1284,11 @@ unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, sendbuf: *const c_void, sendcounts:
     static NEXT: Next = Next::new(c"PMPI_Alltoallw");
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
-    rt::leave_superstep(call, id::MPI_Alltoallw, rc, Traffic::None, comm);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave_superstep(call, id::MPI_Alltoallw, rc, traffic, comm);
     rc
 }
 #[no_mangle]
@@ -1130,8 +1305,11 @@ unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, sendbuf: *const c_void, sendcounts
     static NEXT: Next = Next::new(c"PMPI_Ialltoallw");
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
-    rt::leave(call, id::MPI_Ialltoallw, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ialltoallw, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1148,8 +1326,11 @@ unsafe fn wrap_MPI_Barrier(via_pmpi: bool, comm: MPI_Comm) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Barrier");
     let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Barrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
-    rt::leave_superstep(call, id::MPI_Barrier, rc, Traffic::None, comm);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave_superstep(call, id::MPI_Barrier, rc, traffic, comm);
     rc
 }
 #[no_mangle]
@@ -1168,8 +1349,11 @@ unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, comm: MPI_Comm, request: *mut MPI_Re
     static NEXT: Next = Next::new(c"PMPI_Ibarrier");
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm, request);
-    rt::leave(call, id::MPI_Ibarrier, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ibarrier, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1188,8 +1372,11 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, buffer: *mut c_void, count: c_int, data
     static NEXT: Next = Next::new(c"PMPI_Bcast");
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, count, datatype, root, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Bcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm);
-    rt::leave(call, id::MPI_Bcast, rc, Traffic::Elements { count, datatype, peer: root });
+    let traffic = Traffic::Elements { count, datatype, peer: root };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Bcast, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1208,8 +1395,11 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, buffer: *mut c_void, count: c_int, dat
     static NEXT: Next = Next::new(c"PMPI_Ibcast");
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, count, datatype, root, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, request);
-    rt::leave(call, id::MPI_Ibcast, rc, Traffic::Elements { count, datatype, peer: root });
+    let traffic = Traffic::Elements { count, datatype, peer: root };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ibcast, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1228,8 +1418,11 @@ unsafe fn wrap_MPI_Exscan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut 
     static NEXT: Next = Next::new(c"PMPI_Exscan");
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Exscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    rt::leave_superstep(call, id::MPI_Exscan, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER }, comm);
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave_superstep(call, id::MPI_Exscan, rc, traffic, comm);
     rc
 }
 #[no_mangle]
@@ -1248,8 +1441,11 @@ unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut
     static NEXT: Next = Next::new(c"PMPI_Iexscan");
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
-    rt::leave(call, id::MPI_Iexscan, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Iexscan, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1266,8 +1462,11 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_i
     static NEXT: Next = Next::new(c"PMPI_Gather");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Gather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    rt::leave(call, id::MPI_Gather, rc, if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None });
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Gather, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1286,8 +1485,11 @@ unsafe fn wrap_MPI_Igather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_
     static NEXT: Next = Next::new(c"PMPI_Igather");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Igather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    rt::leave(call, id::MPI_Igather, rc, if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None });
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Igather, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1304,8 +1506,11 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_
     static NEXT: Next = Next::new(c"PMPI_Gatherv");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
-    rt::leave(call, id::MPI_Gatherv, rc, if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None });
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Gatherv, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1324,8 +1529,11 @@ unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c
     static NEXT: Next = Next::new(c"PMPI_Igatherv");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
-    rt::leave(call, id::MPI_Igatherv, rc, if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None });
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Igatherv, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1342,8 +1550,11 @@ unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, sendbuf: *const c_void, se
     static NEXT: Next = Next::new(c"PMPI_Neighbor_allgather");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    rt::leave(call, id::MPI_Neighbor_allgather, rc, Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Neighbor_allgather, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1360,8 +1571,11 @@ unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, sendbuf: *const c_void, s
     static NEXT: Next = Next::new(c"PMPI_Ineighbor_allgather");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    rt::leave(call, id::MPI_Ineighbor_allgather, rc, Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ineighbor_allgather, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1378,8 +1592,11 @@ unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, sendbuf: *const c_void, s
     static NEXT: Next = Next::new(c"PMPI_Neighbor_allgatherv");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    rt::leave(call, id::MPI_Neighbor_allgatherv, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Neighbor_allgatherv, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1396,8 +1613,11 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, sendbuf: *const c_void, 
     static NEXT: Next = Next::new(c"PMPI_Ineighbor_allgatherv");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-    rt::leave(call, id::MPI_Ineighbor_allgatherv, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ineighbor_allgatherv, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1414,8 +1634,11 @@ unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, sendbuf: *const c_void, sen
     static NEXT: Next = Next::new(c"PMPI_Neighbor_alltoall");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    rt::leave(call, id::MPI_Neighbor_alltoall, rc, Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Neighbor_alltoall, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1432,8 +1655,11 @@ unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, sendbuf: *const c_void, se
     static NEXT: Next = Next::new(c"PMPI_Ineighbor_alltoall");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    rt::leave(call, id::MPI_Ineighbor_alltoall, rc, Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ineighbor_alltoall, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1450,8 +1676,11 @@ unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, sendbuf: *const c_void, se
     static NEXT: Next = Next::new(c"PMPI_Neighbor_alltoallv");
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-    rt::leave(call, id::MPI_Neighbor_alltoallv, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Neighbor_alltoallv, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1468,8 +1697,11 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, sendbuf: *const c_void, s
     static NEXT: Next = Next::new(c"PMPI_Ineighbor_alltoallv");
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
-    rt::leave(call, id::MPI_Ineighbor_alltoallv, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ineighbor_alltoallv, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1486,8 +1718,11 @@ unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, sendbuf: *const c_void, se
     static NEXT: Next = Next::new(c"PMPI_Neighbor_alltoallw");
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
-    rt::leave(call, id::MPI_Neighbor_alltoallw, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Neighbor_alltoallw, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1504,8 +1739,11 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, sendbuf: *const c_void, s
     static NEXT: Next = Next::new(c"PMPI_Ineighbor_alltoallw");
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
-    rt::leave(call, id::MPI_Ineighbor_alltoallw, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ineighbor_alltoallw, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1522,8 +1760,11 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut 
     static NEXT: Next = Next::new(c"PMPI_Reduce");
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Reduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
-    rt::leave(call, id::MPI_Reduce, rc, Traffic::Elements { count, datatype, peer: root });
+    let traffic = Traffic::Elements { count, datatype, peer: root };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Reduce, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1542,8 +1783,11 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut
     static NEXT: Next = Next::new(c"PMPI_Ireduce");
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
-    rt::leave(call, id::MPI_Ireduce, rc, Traffic::Elements { count, datatype, peer: root });
+    let traffic = Traffic::Elements { count, datatype, peer: root };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ireduce, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1562,8 +1806,11 @@ unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, inbuf: *const c_void, inoutbuf: 
     static NEXT: Next = Next::new(c"PMPI_Reduce_local");
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, inoutbuf, count, datatype, op) };
+    let traced = if trace::on() { trace::enter(id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, inoutbuf, count, datatype, op);
-    rt::leave(call, id::MPI_Reduce_local, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Reduce_local, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1580,8 +1827,11 @@ unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, sendbuf: *const c_void, recvbu
     static NEXT: Next = Next::new(c"PMPI_Reduce_scatter");
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-    rt::leave_superstep(call, id::MPI_Reduce_scatter, rc, Traffic::PerRank { counts: recvcounts, datatype, comm }, comm);
+    let traffic = Traffic::PerRank { counts: recvcounts, datatype, comm };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave_superstep(call, id::MPI_Reduce_scatter, rc, traffic, comm);
     rc
 }
 #[no_mangle]
@@ -1600,8 +1850,11 @@ unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, sendbuf: *const c_void, recvb
     static NEXT: Next = Next::new(c"PMPI_Ireduce_scatter");
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
-    rt::leave(call, id::MPI_Ireduce_scatter, rc, Traffic::PerRank { counts: recvcounts, datatype, comm });
+    let traffic = Traffic::PerRank { counts: recvcounts, datatype, comm };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ireduce_scatter, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1618,8 +1871,11 @@ unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, sendbuf: *const c_void, 
     static NEXT: Next = Next::new(c"PMPI_Reduce_scatter_block");
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
-    rt::leave_superstep(call, id::MPI_Reduce_scatter_block, rc, Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER }, comm);
+    let traffic = Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave_superstep(call, id::MPI_Reduce_scatter_block, rc, traffic, comm);
     rc
 }
 #[no_mangle]
@@ -1638,8 +1894,11 @@ unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, sendbuf: *const c_void,
     static NEXT: Next = Next::new(c"PMPI_Ireduce_scatter_block");
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
-    rt::leave(call, id::MPI_Ireduce_scatter_block, rc, Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Ireduce_scatter_block, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1656,8 +1915,11 @@ unsafe fn wrap_MPI_Scan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_
     static NEXT: Next = Next::new(c"PMPI_Scan");
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Scan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    rt::leave_superstep(call, id::MPI_Scan, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER }, comm);
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave_superstep(call, id::MPI_Scan, rc, traffic, comm);
     rc
 }
 #[no_mangle]
@@ -1676,8 +1938,11 @@ unsafe fn wrap_MPI_Iscan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c
     static NEXT: Next = Next::new(c"PMPI_Iscan");
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Iscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
-    rt::leave(call, id::MPI_Iscan, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Iscan, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1694,8 +1959,11 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_
     static NEXT: Next = Next::new(c"PMPI_Scatter");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    rt::leave(call, id::MPI_Scatter, rc, if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None });
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Scatter, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1714,8 +1982,11 @@ unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, sendbuf: *const c_void, sendcount: c
     static NEXT: Next = Next::new(c"PMPI_Iscatter");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    rt::leave(call, id::MPI_Iscatter, rc, if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None });
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Iscatter, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1732,8 +2003,11 @@ unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: 
     static NEXT: Next = Next::new(c"PMPI_Scatterv");
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    rt::leave(call, id::MPI_Scatterv, rc, if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None });
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Scatterv, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1752,8 +2026,11 @@ unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, sendbuf: *const c_void, sendcounts:
     static NEXT: Next = Next::new(c"PMPI_Iscatterv");
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    rt::leave(call, id::MPI_Iscatterv, rc, if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None });
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Iscatterv, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1770,8 +2047,11 @@ unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, origin_addr: *const c_void, origin
     static NEXT: Next = Next::new(c"PMPI_Accumulate");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
-    rt::leave(call, id::MPI_Accumulate, rc, Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank });
+    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Accumulate, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1790,8 +2070,11 @@ unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, origin_addr: *const c_void, 
     static NEXT: Next = Next::new(c"PMPI_Compare_and_swap");
     let next: unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
-    rt::leave(call, id::MPI_Compare_and_swap, rc, Traffic::Elements { count: 1, datatype, peer: target_rank });
+    let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Compare_and_swap, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1808,8 +2091,11 @@ unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, origin_addr: *const c_void, resu
     static NEXT: Next = Next::new(c"PMPI_Fetch_and_op");
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Op, MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
-    rt::leave(call, id::MPI_Fetch_and_op, rc, Traffic::Elements { count: 1, datatype, peer: target_rank });
+    let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Fetch_and_op, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1826,8 +2112,11 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, origin_addr: *mut c_void, origin_count: c
     static NEXT: Next = Next::new(c"PMPI_Get");
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Get, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
-    rt::leave(call, id::MPI_Get, rc, Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank });
+    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Get, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1846,8 +2135,11 @@ unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, origin_addr: *const c_void, or
     static NEXT: Next = Next::new(c"PMPI_Get_accumulate");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
-    rt::leave(call, id::MPI_Get_accumulate, rc, Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank });
+    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Get_accumulate, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1864,8 +2156,11 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, origin_addr: *const c_void, origin_count:
     static NEXT: Next = Next::new(c"PMPI_Put");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Put, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
-    rt::leave(call, id::MPI_Put, rc, Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank });
+    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Put, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1884,8 +2179,11 @@ unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, origin_addr: *const c_void, origi
     static NEXT: Next = Next::new(c"PMPI_Raccumulate");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
-    rt::leave(call, id::MPI_Raccumulate, rc, Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank });
+    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Raccumulate, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1902,8 +2200,11 @@ unsafe fn wrap_MPI_Rget(via_pmpi: bool, origin_addr: *mut c_void, origin_count: 
     static NEXT: Next = Next::new(c"PMPI_Rget");
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Rget, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
-    rt::leave(call, id::MPI_Rget, rc, Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank });
+    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Rget, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1920,8 +2221,11 @@ unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, origin_addr: *const c_void, o
     static NEXT: Next = Next::new(c"PMPI_Rget_accumulate");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
-    rt::leave(call, id::MPI_Rget_accumulate, rc, Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank });
+    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Rget_accumulate, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1938,8 +2242,11 @@ unsafe fn wrap_MPI_Rput(via_pmpi: bool, origin_addr: *const c_void, origin_count
     static NEXT: Next = Next::new(c"PMPI_Rput");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Rput, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
-    rt::leave(call, id::MPI_Rput, rc, Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank });
+    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Rput, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1956,8 +2263,11 @@ unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, size: MPI_Aint, disp_unit: c_int
     static NEXT: Next = Next::new(c"PMPI_Win_allocate");
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, disp_unit, info, comm, baseptr, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
-    rt::leave(call, id::MPI_Win_allocate, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Win_allocate, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1974,8 +2284,11 @@ unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, size: MPI_Aint, disp_unit
     static NEXT: Next = Next::new(c"PMPI_Win_allocate_shared");
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, disp_unit, info, comm, baseptr, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
-    rt::leave(call, id::MPI_Win_allocate_shared, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Win_allocate_shared, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -1992,8 +2305,11 @@ unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, win: MPI_Win, base: *mut c_void, s
     static NEXT: Next = Next::new(c"PMPI_Win_attach");
     let next: unsafe extern "C" fn(MPI_Win, *mut c_void, MPI_Aint) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, base, size) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base, size);
-    rt::leave(call, id::MPI_Win_attach, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_attach, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2010,8 +2326,11 @@ unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, win: MPI_Win, errorcode: 
     static NEXT: Next = Next::new(c"PMPI_Win_call_errhandler");
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, errorcode) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errorcode);
-    rt::leave(call, id::MPI_Win_call_errhandler, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_call_errhandler, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2028,8 +2347,11 @@ unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, win: MPI_Win) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Win_complete");
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
     let rc = next(win);
-    rt::leave(call, id::MPI_Win_complete, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_complete, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2046,8 +2368,11 @@ unsafe fn wrap_MPI_Win_create(via_pmpi: bool, base: *mut c_void, size: MPI_Aint,
     static NEXT: Next = Next::new(c"PMPI_Win_create");
     let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(base, size, disp_unit, info, comm, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_create, std::ptr::null(), 0) } else { None };
     let rc = next(base, size, disp_unit, info, comm, win);
-    rt::leave(call, id::MPI_Win_create, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Win_create, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2064,8 +2389,11 @@ unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, info: MPI_Info, comm: MPI_
     static NEXT: Next = Next::new(c"PMPI_Win_create_dynamic");
     let next: unsafe extern "C" fn(MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, comm, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
     let rc = next(info, comm, win);
-    rt::leave(call, id::MPI_Win_create_dynamic, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Win_create_dynamic, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2082,8 +2410,11 @@ unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, function: MPI_Win_errha
     static NEXT: Next = Next::new(c"PMPI_Win_create_errhandler");
     let next: unsafe extern "C" fn(MPI_Win_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, errhandler) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
-    rt::leave(call, id::MPI_Win_create_errhandler, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_create_errhandler, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2100,8 +2431,11 @@ unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, win_copy_attr_fn: MPI_Win_c
     static NEXT: Next = Next::new(c"PMPI_Win_create_keyval");
     let next: unsafe extern "C" fn(MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
-    rt::leave(call, id::MPI_Win_create_keyval, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_create_keyval, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2118,8 +2452,11 @@ unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, win: MPI_Win, win_keyval: c_i
     static NEXT: Next = Next::new(c"PMPI_Win_delete_attr");
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_keyval) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval);
-    rt::leave(call, id::MPI_Win_delete_attr, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_delete_attr, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2136,8 +2473,11 @@ unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, win: MPI_Win, base: *const c_void)
     static NEXT: Next = Next::new(c"PMPI_Win_detach");
     let next: unsafe extern "C" fn(MPI_Win, *const c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, base) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base);
-    rt::leave(call, id::MPI_Win_detach, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_detach, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2154,8 +2494,11 @@ unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, assert: c_int, win: MPI_Win) -> c_i
     static NEXT: Next = Next::new(c"PMPI_Win_fence");
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(assert, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
-    rt::leave(call, id::MPI_Win_fence, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_fence, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2174,8 +2517,11 @@ unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, rank: c_int, win: MPI_Win) -> c_int
     static NEXT: Next = Next::new(c"PMPI_Win_flush");
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(rank, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
-    rt::leave(call, id::MPI_Win_flush, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_flush, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2194,8 +2540,11 @@ unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, win: MPI_Win) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Win_flush_all");
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
-    rt::leave(call, id::MPI_Win_flush_all, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_flush_all, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2212,8 +2561,11 @@ unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, rank: c_int, win: MPI_Win) ->
     static NEXT: Next = Next::new(c"PMPI_Win_flush_local");
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(rank, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
-    rt::leave(call, id::MPI_Win_flush_local, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_flush_local, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2230,8 +2582,11 @@ unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, win: MPI_Win) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Win_flush_local_all");
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
-    rt::leave(call, id::MPI_Win_flush_local_all, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_flush_local_all, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2248,8 +2603,11 @@ unsafe fn wrap_MPI_Win_free(via_pmpi: bool, win: *mut MPI_Win) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Win_free");
     let next: unsafe extern "C" fn(*mut MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_free, std::ptr::null(), 0) } else { None };
     let rc = next(win);
-    rt::leave(call, id::MPI_Win_free, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_free, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2266,8 +2624,11 @@ unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, win_keyval: *mut c_int) -> c_
     static NEXT: Next = Next::new(c"PMPI_Win_free_keyval");
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win_keyval) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_keyval);
-    rt::leave(call, id::MPI_Win_free_keyval, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_free_keyval, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2284,8 +2645,11 @@ unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, win: MPI_Win, win_keyval: c_int,
     static NEXT: Next = Next::new(c"PMPI_Win_get_attr");
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_keyval, attribute_val, flag) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val, flag);
-    rt::leave(call, id::MPI_Win_get_attr, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_get_attr, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2302,8 +2666,11 @@ unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, win: MPI_Win, errhandler: 
     static NEXT: Next = Next::new(c"PMPI_Win_get_errhandler");
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Errhandler) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, errhandler) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
-    rt::leave(call, id::MPI_Win_get_errhandler, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_get_errhandler, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2320,8 +2687,11 @@ unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, win: MPI_Win, group: *mut MPI_G
     static NEXT: Next = Next::new(c"PMPI_Win_get_group");
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Group) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, group) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(win, group);
-    rt::leave(call, id::MPI_Win_get_group, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_get_group, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2338,8 +2708,11 @@ unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, win: MPI_Win, info_used: *mut MP
     static NEXT: Next = Next::new(c"PMPI_Win_get_info");
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Info) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, info_used) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info_used);
-    rt::leave(call, id::MPI_Win_get_info, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_get_info, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2356,8 +2729,11 @@ unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, win: MPI_Win, win_name: *mut c_c
     static NEXT: Next = Next::new(c"PMPI_Win_get_name");
     let next: unsafe extern "C" fn(MPI_Win, *mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_name, resultlen) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name, resultlen);
-    rt::leave(call, id::MPI_Win_get_name, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_get_name, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2374,8 +2750,11 @@ unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, lock_type: c_int, rank: c_int, asser
     static NEXT: Next = Next::new(c"PMPI_Win_lock");
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(lock_type, rank, assert, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
     let rc = next(lock_type, rank, assert, win);
-    rt::leave(call, id::MPI_Win_lock, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_lock, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2394,8 +2773,11 @@ unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, assert: c_int, win: MPI_Win) -> 
     static NEXT: Next = Next::new(c"PMPI_Win_lock_all");
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(assert, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
-    rt::leave(call, id::MPI_Win_lock_all, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_lock_all, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2412,8 +2794,11 @@ unsafe fn wrap_MPI_Win_post(via_pmpi: bool, group: MPI_Group, assert: c_int, win
     static NEXT: Next = Next::new(c"PMPI_Win_post");
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, assert, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_post, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
-    rt::leave(call, id::MPI_Win_post, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_post, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2430,8 +2815,11 @@ unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, win: MPI_Win, win_keyval: c_int,
     static NEXT: Next = Next::new(c"PMPI_Win_set_attr");
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_keyval, attribute_val) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val);
-    rt::leave(call, id::MPI_Win_set_attr, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_set_attr, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2448,8 +2836,11 @@ unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, win: MPI_Win, errhandler: 
     static NEXT: Next = Next::new(c"PMPI_Win_set_errhandler");
     let next: unsafe extern "C" fn(MPI_Win, MPI_Errhandler) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, errhandler) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
-    rt::leave(call, id::MPI_Win_set_errhandler, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_set_errhandler, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2466,8 +2857,11 @@ unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, win: MPI_Win, info: MPI_Info) ->
     static NEXT: Next = Next::new(c"PMPI_Win_set_info");
     let next: unsafe extern "C" fn(MPI_Win, MPI_Info) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, info) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info);
-    rt::leave(call, id::MPI_Win_set_info, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_set_info, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2484,8 +2878,11 @@ unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, win: MPI_Win, win_name: *const c
     static NEXT: Next = Next::new(c"PMPI_Win_set_name");
     let next: unsafe extern "C" fn(MPI_Win, *const c_char) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_name) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name);
-    rt::leave(call, id::MPI_Win_set_name, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_set_name, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2502,8 +2899,11 @@ unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, win: MPI_Win, rank: c_int, s
     static NEXT: Next = Next::new(c"PMPI_Win_shared_query");
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut c_int, *mut c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, rank, size, disp_unit, baseptr) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
     let rc = next(win, rank, size, disp_unit, baseptr);
-    rt::leave(call, id::MPI_Win_shared_query, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_shared_query, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2520,8 +2920,11 @@ unsafe fn wrap_MPI_Win_start(via_pmpi: bool, group: MPI_Group, assert: c_int, wi
     static NEXT: Next = Next::new(c"PMPI_Win_start");
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, assert, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_start, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
-    rt::leave(call, id::MPI_Win_start, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_start, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2538,8 +2941,11 @@ unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, win: MPI_Win) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Win_sync");
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
     let rc = next(win);
-    rt::leave(call, id::MPI_Win_sync, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_sync, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2556,8 +2962,11 @@ unsafe fn wrap_MPI_Win_test(via_pmpi: bool, win: MPI_Win, flag: *mut c_int) -> c
     static NEXT: Next = Next::new(c"PMPI_Win_test");
     let next: unsafe extern "C" fn(MPI_Win, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, flag) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_test, std::ptr::null(), 0) } else { None };
     let rc = next(win, flag);
-    rt::leave(call, id::MPI_Win_test, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_test, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2574,8 +2983,11 @@ unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, rank: c_int, win: MPI_Win) -> c_in
     static NEXT: Next = Next::new(c"PMPI_Win_unlock");
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(rank, win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
-    rt::leave(call, id::MPI_Win_unlock, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_unlock, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2594,8 +3006,11 @@ unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, win: MPI_Win) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Win_unlock_all");
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
-    rt::leave(call, id::MPI_Win_unlock_all, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_unlock_all, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2612,8 +3027,11 @@ unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, win: MPI_Win) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Win_wait");
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
+    let traced = if trace::on() { trace::enter(id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
     let rc = next(win);
-    rt::leave(call, id::MPI_Win_wait, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Win_wait, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2630,8 +3048,11 @@ unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, fh: MPI_File, errorcode:
     static NEXT: Next = Next::new(c"PMPI_File_call_errhandler");
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, errorcode) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(fh, errorcode);
-    rt::leave(call, id::MPI_File_call_errhandler, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_call_errhandler, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2648,8 +3069,11 @@ unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, function: MPI_File_err
     static NEXT: Next = Next::new(c"PMPI_File_create_errhandler");
     let next: unsafe extern "C" fn(MPI_File_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, errhandler) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
-    rt::leave(call, id::MPI_File_create_errhandler, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_create_errhandler, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2666,8 +3090,11 @@ unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, file: MPI_File, errhandle
     static NEXT: Next = Next::new(c"PMPI_File_set_errhandler");
     let next: unsafe extern "C" fn(MPI_File, MPI_Errhandler) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(file, errhandler) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
-    rt::leave(call, id::MPI_File_set_errhandler, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_set_errhandler, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2684,8 +3111,11 @@ unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, file: MPI_File, errhandle
     static NEXT: Next = Next::new(c"PMPI_File_get_errhandler");
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Errhandler) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(file, errhandler) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
-    rt::leave(call, id::MPI_File_get_errhandler, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_get_errhandler, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2702,8 +3132,11 @@ unsafe fn wrap_MPI_File_open(via_pmpi: bool, comm: MPI_Comm, filename: *const c_
     static NEXT: Next = Next::new(c"PMPI_File_open");
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char, c_int, MPI_Info, *mut MPI_File) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, filename, amode, info, fh) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_open, std::ptr::null(), 0) } else { None };
     let rc = next(comm, filename, amode, info, fh);
-    rt::leave(call, id::MPI_File_open, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_File_open, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2720,8 +3153,11 @@ unsafe fn wrap_MPI_File_close(via_pmpi: bool, fh: *mut MPI_File) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_File_close");
     let next: unsafe extern "C" fn(*mut MPI_File) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_close, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
-    rt::leave(call, id::MPI_File_close, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_close, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2738,8 +3174,11 @@ unsafe fn wrap_MPI_File_delete(via_pmpi: bool, filename: *const c_char, info: MP
     static NEXT: Next = Next::new(c"PMPI_File_delete");
     let next: unsafe extern "C" fn(*const c_char, MPI_Info) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(filename, info) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_delete, std::ptr::null(), 0) } else { None };
     let rc = next(filename, info);
-    rt::leave(call, id::MPI_File_delete, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_delete, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2756,8 +3195,11 @@ unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, fh: MPI_File, size: MPI_Offset)
     static NEXT: Next = Next::new(c"PMPI_File_set_size");
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, size) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
-    rt::leave(call, id::MPI_File_set_size, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_set_size, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2774,8 +3216,11 @@ unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, fh: MPI_File, size: MPI_Offs
     static NEXT: Next = Next::new(c"PMPI_File_preallocate");
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, size) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
-    rt::leave(call, id::MPI_File_preallocate, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_preallocate, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2792,8 +3237,11 @@ unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, fh: MPI_File, size: *mut MPI_Of
     static NEXT: Next = Next::new(c"PMPI_File_get_size");
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, size) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
-    rt::leave(call, id::MPI_File_get_size, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_get_size, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2810,8 +3258,11 @@ unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, fh: MPI_File, group: *mut MPI_
     static NEXT: Next = Next::new(c"PMPI_File_get_group");
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Group) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, group) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(fh, group);
-    rt::leave(call, id::MPI_File_get_group, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_get_group, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2828,8 +3279,11 @@ unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, fh: MPI_File, amode: *mut c_in
     static NEXT: Next = Next::new(c"PMPI_File_get_amode");
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, amode) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
     let rc = next(fh, amode);
-    rt::leave(call, id::MPI_File_get_amode, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_get_amode, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2846,8 +3300,11 @@ unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, fh: MPI_File, info: MPI_Info) -
     static NEXT: Next = Next::new(c"PMPI_File_set_info");
     let next: unsafe extern "C" fn(MPI_File, MPI_Info) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, info) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info);
-    rt::leave(call, id::MPI_File_set_info, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_set_info, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2864,8 +3321,11 @@ unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, fh: MPI_File, info_used: *mut M
     static NEXT: Next = Next::new(c"PMPI_File_get_info");
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Info) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, info_used) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info_used);
-    rt::leave(call, id::MPI_File_get_info, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_get_info, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2882,8 +3342,11 @@ unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, fh: MPI_File, disp: MPI_Offset,
     static NEXT: Next = Next::new(c"PMPI_File_set_view");
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, MPI_Datatype, MPI_Datatype, *const c_char, MPI_Info) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, disp, etype, filetype, datarep, info) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep, info);
-    rt::leave(call, id::MPI_File_set_view, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_set_view, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2900,8 +3363,11 @@ unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, fh: MPI_File, disp: *mut MPI_Of
     static NEXT: Next = Next::new(c"PMPI_File_get_view");
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset, *mut MPI_Datatype, *mut MPI_Datatype, *mut c_char) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, disp, etype, filetype, datarep) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep);
-    rt::leave(call, id::MPI_File_get_view, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_get_view, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2920,8 +3386,11 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let traced = if trace::on() { trace::enter(id::MPI_File_read_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
-    rt::leave(call, id::MPI_File_read_at, rc, Traffic::Received { count, datatype, status });
+    let traffic = Traffic::Received { count, datatype, status };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_read_at, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2940,8 +3409,11 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_Of
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let traced = if trace::on() { trace::enter(id::MPI_File_read_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
-    rt::leave(call, id::MPI_File_read_at_all, rc, Traffic::Received { count, datatype, status });
+    let traffic = Traffic::Received { count, datatype, status };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_read_at_all, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2958,8 +3430,11 @@ unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offse
     static NEXT: Next = Next::new(c"PMPI_File_write_at");
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
-    rt::leave(call, id::MPI_File_write_at, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_write_at, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2976,8 +3451,11 @@ unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_O
     static NEXT: Next = Next::new(c"PMPI_File_write_at_all");
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
-    rt::leave(call, id::MPI_File_write_at_all, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_write_at_all, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -2994,8 +3472,11 @@ unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offse
     static NEXT: Next = Next::new(c"PMPI_File_iread_at");
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
-    rt::leave(call, id::MPI_File_iread_at, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_iread_at, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3012,8 +3493,11 @@ unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offs
     static NEXT: Next = Next::new(c"PMPI_File_iwrite_at");
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
-    rt::leave(call, id::MPI_File_iwrite_at, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_iwrite_at, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3030,8 +3514,11 @@ unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_O
     static NEXT: Next = Next::new(c"PMPI_File_iread_at_all");
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
-    rt::leave(call, id::MPI_File_iread_at_all, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_iread_at_all, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3048,8 +3535,11 @@ unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_
     static NEXT: Next = Next::new(c"PMPI_File_iwrite_at_all");
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
-    rt::leave(call, id::MPI_File_iwrite_at_all, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_iwrite_at_all, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3068,8 +3558,11 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, cou
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let traced = if trace::on() { trace::enter(id::MPI_File_read, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    rt::leave(call, id::MPI_File_read, rc, Traffic::Received { count, datatype, status });
+    let traffic = Traffic::Received { count, datatype, status };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_read, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3088,8 +3581,11 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, fh: MPI_File, buf: *mut c_void,
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let traced = if trace::on() { trace::enter(id::MPI_File_read_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    rt::leave(call, id::MPI_File_read_all, rc, Traffic::Received { count, datatype, status });
+    let traffic = Traffic::Received { count, datatype, status };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_read_all, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3106,8 +3602,11 @@ unsafe fn wrap_MPI_File_write(via_pmpi: bool, fh: MPI_File, buf: *const c_void, 
     static NEXT: Next = Next::new(c"PMPI_File_write");
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_write, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    rt::leave(call, id::MPI_File_write, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_write, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3124,8 +3623,11 @@ unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, fh: MPI_File, buf: *const c_vo
     static NEXT: Next = Next::new(c"PMPI_File_write_all");
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    rt::leave(call, id::MPI_File_write_all, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_write_all, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3142,8 +3644,11 @@ unsafe fn wrap_MPI_File_iread(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, co
     static NEXT: Next = Next::new(c"PMPI_File_iread");
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_iread, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
-    rt::leave(call, id::MPI_File_iread, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_iread, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3160,8 +3665,11 @@ unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, fh: MPI_File, buf: *const c_void,
     static NEXT: Next = Next::new(c"PMPI_File_iwrite");
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
-    rt::leave(call, id::MPI_File_iwrite, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_iwrite, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3178,8 +3686,11 @@ unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, fh: MPI_File, buf: *mut c_void
     static NEXT: Next = Next::new(c"PMPI_File_iread_all");
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
-    rt::leave(call, id::MPI_File_iread_all, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_iread_all, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3196,8 +3707,11 @@ unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, fh: MPI_File, buf: *const c_v
     static NEXT: Next = Next::new(c"PMPI_File_iwrite_all");
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
-    rt::leave(call, id::MPI_File_iwrite_all, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_iwrite_all, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3214,8 +3728,11 @@ unsafe fn wrap_MPI_File_seek(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, w
     static NEXT: Next = Next::new(c"PMPI_File_seek");
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, whence) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_seek, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
-    rt::leave(call, id::MPI_File_seek, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_seek, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3232,8 +3749,11 @@ unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, fh: MPI_File, offset: *mut 
     static NEXT: Next = Next::new(c"PMPI_File_get_position");
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
-    rt::leave(call, id::MPI_File_get_position, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_get_position, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3250,8 +3770,11 @@ unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, fh: MPI_File, offset: MP
     static NEXT: Next = Next::new(c"PMPI_File_get_byte_offset");
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut MPI_Offset) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, disp) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, disp);
-    rt::leave(call, id::MPI_File_get_byte_offset, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_get_byte_offset, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3270,8 +3793,11 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, fh: MPI_File, buf: *mut c_vo
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let traced = if trace::on() { trace::enter(id::MPI_File_read_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    rt::leave(call, id::MPI_File_read_shared, rc, Traffic::Received { count, datatype, status });
+    let traffic = Traffic::Received { count, datatype, status };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_read_shared, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3288,8 +3814,11 @@ unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, fh: MPI_File, buf: *const c
     static NEXT: Next = Next::new(c"PMPI_File_write_shared");
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    rt::leave(call, id::MPI_File_write_shared, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_write_shared, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3306,8 +3835,11 @@ unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, fh: MPI_File, buf: *mut c_v
     static NEXT: Next = Next::new(c"PMPI_File_iread_shared");
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
-    rt::leave(call, id::MPI_File_iread_shared, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_iread_shared, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3324,8 +3856,11 @@ unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, fh: MPI_File, buf: *const 
     static NEXT: Next = Next::new(c"PMPI_File_iwrite_shared");
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
-    rt::leave(call, id::MPI_File_iwrite_shared, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_iwrite_shared, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3344,8 +3879,11 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, fh: MPI_File, buf: *mut c_v
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let traced = if trace::on() { trace::enter(id::MPI_File_read_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    rt::leave(call, id::MPI_File_read_ordered, rc, Traffic::Received { count, datatype, status });
+    let traffic = Traffic::Received { count, datatype, status };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_read_ordered, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3362,8 +3900,11 @@ unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, fh: MPI_File, buf: *const 
     static NEXT: Next = Next::new(c"PMPI_File_write_ordered");
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    rt::leave(call, id::MPI_File_write_ordered, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_write_ordered, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3380,8 +3921,11 @@ unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, fh: MPI_File, offset: MPI_Of
     static NEXT: Next = Next::new(c"PMPI_File_seek_shared");
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, whence) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
-    rt::leave(call, id::MPI_File_seek_shared, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_seek_shared, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3398,8 +3942,11 @@ unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, fh: MPI_File, offset
     static NEXT: Next = Next::new(c"PMPI_File_get_position_shared");
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
-    rt::leave(call, id::MPI_File_get_position_shared, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_get_position_shared, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3416,8 +3963,11 @@ unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, fh: MPI_File, offset: 
     static NEXT: Next = Next::new(c"PMPI_File_read_at_all_begin");
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
-    rt::leave(call, id::MPI_File_read_at_all_begin, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_read_at_all_begin, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3434,8 +3984,11 @@ unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, fh: MPI_File, buf: *mut 
     static NEXT: Next = Next::new(c"PMPI_File_read_at_all_end");
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
-    rt::leave(call, id::MPI_File_read_at_all_end, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_read_at_all_end, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3452,8 +4005,11 @@ unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, fh: MPI_File, offset:
     static NEXT: Next = Next::new(c"PMPI_File_write_at_all_begin");
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
-    rt::leave(call, id::MPI_File_write_at_all_begin, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_write_at_all_begin, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3470,8 +4026,11 @@ unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, fh: MPI_File, buf: *con
     static NEXT: Next = Next::new(c"PMPI_File_write_at_all_end");
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
-    rt::leave(call, id::MPI_File_write_at_all_end, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_write_at_all_end, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3488,8 +4047,11 @@ unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, fh: MPI_File, buf: *mut c
     static NEXT: Next = Next::new(c"PMPI_File_read_all_begin");
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
-    rt::leave(call, id::MPI_File_read_all_begin, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_read_all_begin, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3506,8 +4068,11 @@ unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, fh: MPI_File, buf: *mut c_v
     static NEXT: Next = Next::new(c"PMPI_File_read_all_end");
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
-    rt::leave(call, id::MPI_File_read_all_end, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_read_all_end, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3524,8 +4089,11 @@ unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, fh: MPI_File, buf: *cons
     static NEXT: Next = Next::new(c"PMPI_File_write_all_begin");
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
-    rt::leave(call, id::MPI_File_write_all_begin, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_write_all_begin, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3542,8 +4110,11 @@ unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, fh: MPI_File, buf: *const 
     static NEXT: Next = Next::new(c"PMPI_File_write_all_end");
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
-    rt::leave(call, id::MPI_File_write_all_end, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_write_all_end, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3560,8 +4131,11 @@ unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, fh: MPI_File, buf: *m
     static NEXT: Next = Next::new(c"PMPI_File_read_ordered_begin");
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
-    rt::leave(call, id::MPI_File_read_ordered_begin, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_read_ordered_begin, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3578,8 +4152,11 @@ unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, fh: MPI_File, buf: *mut
     static NEXT: Next = Next::new(c"PMPI_File_read_ordered_end");
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
-    rt::leave(call, id::MPI_File_read_ordered_end, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_read_ordered_end, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3596,8 +4173,11 @@ unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, fh: MPI_File, buf: *
     static NEXT: Next = Next::new(c"PMPI_File_write_ordered_begin");
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
-    rt::leave(call, id::MPI_File_write_ordered_begin, rc, Traffic::Elements { count, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_write_ordered_begin, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3614,8 +4194,11 @@ unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, fh: MPI_File, buf: *co
     static NEXT: Next = Next::new(c"PMPI_File_write_ordered_end");
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
-    rt::leave(call, id::MPI_File_write_ordered_end, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_write_ordered_end, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3632,8 +4215,11 @@ unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, fh: MPI_File, datatype: 
     static NEXT: Next = Next::new(c"PMPI_File_get_type_extent");
     let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, datatype, extent) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
     let rc = next(fh, datatype, extent);
-    rt::leave(call, id::MPI_File_get_type_extent, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_get_type_extent, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3650,8 +4236,11 @@ unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, fh: MPI_File, flag: c_int)
     static NEXT: Next = Next::new(c"PMPI_File_set_atomicity");
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, flag) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
-    rt::leave(call, id::MPI_File_set_atomicity, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_set_atomicity, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3668,8 +4257,11 @@ unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, fh: MPI_File, flag: *mut c
     static NEXT: Next = Next::new(c"PMPI_File_get_atomicity");
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, flag) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
-    rt::leave(call, id::MPI_File_get_atomicity, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_get_atomicity, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3686,8 +4278,11 @@ unsafe fn wrap_MPI_File_sync(via_pmpi: bool, fh: MPI_File) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_File_sync");
     let next: unsafe extern "C" fn(MPI_File) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh) };
+    let traced = if trace::on() { trace::enter(id::MPI_File_sync, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
-    rt::leave(call, id::MPI_File_sync, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_File_sync, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3704,8 +4299,11 @@ unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, datarep: *const c_char, read
     static NEXT: Next = Next::new(c"PMPI_Register_datarep");
     let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) };
+    let traced = if trace::on() { trace::enter(id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
-    rt::leave(call, id::MPI_Register_datarep, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Register_datarep, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3722,8 +4320,11 @@ unsafe fn wrap_MPI_Get_address(via_pmpi: bool, location: *const c_void, address:
     static NEXT: Next = Next::new(c"PMPI_Get_address");
     let next: unsafe extern "C" fn(*const c_void, *mut MPI_Aint) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(location, address) };
+    let traced = if trace::on() { trace::enter(id::MPI_Get_address, std::ptr::null(), 0) } else { None };
     let rc = next(location, address);
-    rt::leave(call, id::MPI_Get_address, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Get_address, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3740,8 +4341,11 @@ unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, datarep: *const c_char, inbuf: 
     static NEXT: Next = Next::new(c"PMPI_Pack_external");
     let next: unsafe extern "C" fn(*const c_char, *const c_void, c_int, MPI_Datatype, *mut c_void, MPI_Aint, *mut MPI_Aint) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
+    let traced = if trace::on() { trace::enter(id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
-    rt::leave(call, id::MPI_Pack_external, rc, Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Pack_external, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3758,8 +4362,11 @@ unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, datarep: *const c_char, in
     static NEXT: Next = Next::new(c"PMPI_Pack_external_size");
     let next: unsafe extern "C" fn(*const c_char, c_int, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, incount, datatype, size) };
+    let traced = if trace::on() { trace::enter(id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, incount, datatype, size);
-    rt::leave(call, id::MPI_Pack_external_size, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Pack_external_size, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3776,8 +4383,11 @@ unsafe fn wrap_MPI_Pack(via_pmpi: bool, inbuf: *const c_void, incount: c_int, da
     static NEXT: Next = Next::new(c"PMPI_Pack");
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, *mut c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Pack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
-    rt::leave(call, id::MPI_Pack, rc, Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Pack, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3794,8 +4404,11 @@ unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, incount: c_int, datatype: MPI_Datat
     static NEXT: Next = Next::new(c"PMPI_Pack_size");
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(incount, datatype, comm, size) };
+    let traced = if trace::on() { trace::enter(id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
     let rc = next(incount, datatype, comm, size);
-    rt::leave(call, id::MPI_Pack_size, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Pack_size, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3812,8 +4425,11 @@ unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, r#type: *mut MPI_Datatype) -> c_i
     static NEXT: Next = Next::new(c"PMPI_Type_commit");
     let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
-    rt::leave(call, id::MPI_Type_commit, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_commit, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3830,8 +4446,11 @@ unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, count: c_int, oldtype: MPI_Da
     static NEXT: Next = Next::new(c"PMPI_Type_contiguous");
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, oldtype, newtype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
     let rc = next(count, oldtype, newtype);
-    rt::leave(call, id::MPI_Type_contiguous, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_contiguous, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3848,8 +4467,11 @@ unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, size: c_int, rank: c_int, 
     static NEXT: Next = Next::new(c"PMPI_Type_create_darray");
     let next: unsafe extern "C" fn(c_int, c_int, c_int, *const c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
     let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
-    rt::leave(call, id::MPI_Type_create_darray, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_create_darray, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3866,8 +4488,11 @@ unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, p: c_int, r: c_int, n
     static NEXT: Next = Next::new(c"PMPI_Type_create_f90_complex");
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(p, r, newtype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
-    rt::leave(call, id::MPI_Type_create_f90_complex, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_create_f90_complex, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3884,8 +4509,11 @@ unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, r: c_int, newtype: *m
     static NEXT: Next = Next::new(c"PMPI_Type_create_f90_integer");
     let next: unsafe extern "C" fn(c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r, newtype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
     let rc = next(r, newtype);
-    rt::leave(call, id::MPI_Type_create_f90_integer, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_create_f90_integer, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3902,8 +4530,11 @@ unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, p: c_int, r: c_int, newt
     static NEXT: Next = Next::new(c"PMPI_Type_create_f90_real");
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(p, r, newtype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
-    rt::leave(call, id::MPI_Type_create_f90_real, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_create_f90_real, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3920,8 +4551,11 @@ unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, count: c_int, bloc
     static NEXT: Next = Next::new(c"PMPI_Type_create_hindexed_block");
     let next: unsafe extern "C" fn(c_int, c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
-    rt::leave(call, id::MPI_Type_create_hindexed_block, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_create_hindexed_block, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3938,8 +4572,11 @@ unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, count: c_int, array_of_b
     static NEXT: Next = Next::new(c"PMPI_Type_create_hindexed");
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
-    rt::leave(call, id::MPI_Type_create_hindexed, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_create_hindexed, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3956,8 +4593,11 @@ unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, count: c_int, blocklength
     static NEXT: Next = Next::new(c"PMPI_Type_create_hvector");
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, stride, oldtype, newtype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
-    rt::leave(call, id::MPI_Type_create_hvector, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_create_hvector, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3974,8 +4614,11 @@ unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, type_copy_attr_fn: MPI_Typ
     static NEXT: Next = Next::new(c"PMPI_Type_create_keyval");
     let next: unsafe extern "C" fn(MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
-    rt::leave(call, id::MPI_Type_create_keyval, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_create_keyval, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -3992,8 +4635,11 @@ unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, count: c_int, block
     static NEXT: Next = Next::new(c"PMPI_Type_create_indexed_block");
     let next: unsafe extern "C" fn(c_int, c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
-    rt::leave(call, id::MPI_Type_create_indexed_block, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_create_indexed_block, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4010,8 +4656,11 @@ unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, count: c_int, array_of_blo
     static NEXT: Next = Next::new(c"PMPI_Type_create_struct");
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
-    rt::leave(call, id::MPI_Type_create_struct, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_create_struct, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4028,8 +4677,11 @@ unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, ndims: c_int, size_array
     static NEXT: Next = Next::new(c"PMPI_Type_create_subarray");
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
     let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
-    rt::leave(call, id::MPI_Type_create_subarray, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_create_subarray, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4046,8 +4698,11 @@ unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, oldtype: MPI_Datatype, lb
     static NEXT: Next = Next::new(c"PMPI_Type_create_resized");
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Aint, MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(oldtype, lb, extent, newtype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
     let rc = next(oldtype, lb, extent, newtype);
-    rt::leave(call, id::MPI_Type_create_resized, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_create_resized, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4064,8 +4719,11 @@ unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, r#type: MPI_Datatype, type_k
     static NEXT: Next = Next::new(c"PMPI_Type_delete_attr");
     let next: unsafe extern "C" fn(MPI_Datatype, c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_keyval) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval);
-    rt::leave(call, id::MPI_Type_delete_attr, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_delete_attr, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4082,8 +4740,11 @@ unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, r#type: MPI_Datatype, newtype: *mut 
     static NEXT: Next = Next::new(c"PMPI_Type_dup");
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, newtype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, newtype);
-    rt::leave(call, id::MPI_Type_dup, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_dup, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4104,8 +4765,11 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, r#type: *mut MPI_Datatype) -> c_int
         crate::traffic::forget_type_sizes();
         return rc;
     };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_free, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
-    rt::leave(call, id::MPI_Type_free, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_free, rc, traffic);
     crate::traffic::forget_type_sizes();
     rc
 }
@@ -4123,8 +4787,11 @@ unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, type_keyval: *mut c_int) -> 
     static NEXT: Next = Next::new(c"PMPI_Type_free_keyval");
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(type_keyval) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_keyval);
-    rt::leave(call, id::MPI_Type_free_keyval, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_free_keyval, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4141,8 +4808,11 @@ unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, r#type: MPI_Datatype, type_keyv
     static NEXT: Next = Next::new(c"PMPI_Type_get_attr");
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_keyval, attribute_val, flag) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attribute_val, flag);
-    rt::leave(call, id::MPI_Type_get_attr, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_get_attr, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4159,8 +4829,11 @@ unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, mtype: MPI_Datatype, max_in
     static NEXT: Next = Next::new(c"PMPI_Type_get_contents");
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, c_int, c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
     let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
-    rt::leave(call, id::MPI_Type_get_contents, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_get_contents, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4177,8 +4850,11 @@ unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, r#type: MPI_Datatype, num_i
     static NEXT: Next = Next::new(c"PMPI_Type_get_envelope");
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, num_integers, num_addresses, num_datatypes, combiner) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
-    rt::leave(call, id::MPI_Type_get_envelope, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_get_envelope, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4195,8 +4871,11 @@ unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, r#type: MPI_Datatype, lb: *mu
     static NEXT: Next = Next::new(c"PMPI_Type_get_extent");
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, lb, extent) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
-    rt::leave(call, id::MPI_Type_get_extent, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_get_extent, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4213,8 +4892,11 @@ unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, r#type: MPI_Datatype, lb: *
     static NEXT: Next = Next::new(c"PMPI_Type_get_extent_x");
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, lb, extent) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
-    rt::leave(call, id::MPI_Type_get_extent_x, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_get_extent_x, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4231,8 +4913,11 @@ unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, r#type: MPI_Datatype, type_name
     static NEXT: Next = Next::new(c"PMPI_Type_get_name");
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_name, resultlen) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name, resultlen);
-    rt::leave(call, id::MPI_Type_get_name, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_get_name, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4249,8 +4934,11 @@ unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, datatype: MPI_Datatype, 
     static NEXT: Next = Next::new(c"PMPI_Type_get_true_extent");
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, true_lb, true_extent) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
-    rt::leave(call, id::MPI_Type_get_true_extent, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_get_true_extent, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4267,8 +4955,11 @@ unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, datatype: MPI_Datatype
     static NEXT: Next = Next::new(c"PMPI_Type_get_true_extent_x");
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, true_lb, true_extent) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
-    rt::leave(call, id::MPI_Type_get_true_extent_x, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_get_true_extent_x, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4285,8 +4976,11 @@ unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, count: c_int, array_of_blockleng
     static NEXT: Next = Next::new(c"PMPI_Type_indexed");
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
-    rt::leave(call, id::MPI_Type_indexed, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_indexed, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4303,8 +4997,11 @@ unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, typeclass: c_int, size: c_int
     static NEXT: Next = Next::new(c"PMPI_Type_match_size");
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(typeclass, size, r#type) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
     let rc = next(typeclass, size, r#type);
-    rt::leave(call, id::MPI_Type_match_size, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_match_size, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4321,8 +5018,11 @@ unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, r#type: MPI_Datatype, type_keyv
     static NEXT: Next = Next::new(c"PMPI_Type_set_attr");
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_keyval, attr_val) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attr_val);
-    rt::leave(call, id::MPI_Type_set_attr, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_set_attr, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4339,8 +5039,11 @@ unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, r#type: MPI_Datatype, type_name
     static NEXT: Next = Next::new(c"PMPI_Type_set_name");
     let next: unsafe extern "C" fn(MPI_Datatype, *const c_char) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_name) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name);
-    rt::leave(call, id::MPI_Type_set_name, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_set_name, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4357,8 +5060,11 @@ unsafe fn wrap_MPI_Type_size(via_pmpi: bool, r#type: MPI_Datatype, size: *mut c_
     static NEXT: Next = Next::new(c"PMPI_Type_size");
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, size) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_size, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
-    rt::leave(call, id::MPI_Type_size, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_size, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4375,8 +5081,11 @@ unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, r#type: MPI_Datatype, size: *mut 
     static NEXT: Next = Next::new(c"PMPI_Type_size_x");
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, size) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
-    rt::leave(call, id::MPI_Type_size_x, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_size_x, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4393,8 +5102,11 @@ unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, count: c_int, blocklength: c_int,
     static NEXT: Next = Next::new(c"PMPI_Type_vector");
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, stride, oldtype, newtype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
-    rt::leave(call, id::MPI_Type_vector, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Type_vector, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4411,8 +5123,11 @@ unsafe fn wrap_MPI_Unpack(via_pmpi: bool, inbuf: *const c_void, insize: c_int, p
     static NEXT: Next = Next::new(c"PMPI_Unpack");
     let next: unsafe extern "C" fn(*const c_void, c_int, *mut c_int, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Unpack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
-    rt::leave(call, id::MPI_Unpack, rc, Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Unpack, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4429,8 +5144,11 @@ unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, datarep: *const c_char, inbuf
     static NEXT: Next = Next::new(c"PMPI_Unpack_external");
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Aint, *mut MPI_Aint, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
+    let traced = if trace::on() { trace::enter(id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
-    rt::leave(call, id::MPI_Unpack_external, rc, Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER });
+    let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Unpack_external, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4447,8 +5165,11 @@ unsafe fn wrap_MPI_Close_port(via_pmpi: bool, port_name: *const c_char) -> c_int
     static NEXT: Next = Next::new(c"PMPI_Close_port");
     let next: unsafe extern "C" fn(*const c_char) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(port_name) };
+    let traced = if trace::on() { trace::enter(id::MPI_Close_port, std::ptr::null(), 0) } else { None };
     let rc = next(port_name);
-    rt::leave(call, id::MPI_Close_port, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Close_port, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4465,8 +5186,11 @@ unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, port_name: *const c_char, info: M
     static NEXT: Next = Next::new(c"PMPI_Comm_accept");
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(port_name, info, root, comm, newcomm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
-    rt::leave(call, id::MPI_Comm_accept, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_accept, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4483,8 +5207,11 @@ unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, comm: MPI_Comm, errorcod
     static NEXT: Next = Next::new(c"PMPI_Comm_call_errhandler");
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, errorcode) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
-    rt::leave(call, id::MPI_Comm_call_errhandler, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_call_errhandler, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4501,8 +5228,11 @@ unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, comm1: MPI_Comm, comm2: MPI_Comm
     static NEXT: Next = Next::new(c"PMPI_Comm_compare");
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm1, comm2, result) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
     let rc = next(comm1, comm2, result);
-    rt::leave(call, id::MPI_Comm_compare, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Comm_compare, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4519,8 +5249,11 @@ unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, port_name: *const c_char, info: 
     static NEXT: Next = Next::new(c"PMPI_Comm_connect");
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(port_name, info, root, comm, newcomm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
-    rt::leave(call, id::MPI_Comm_connect, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_connect, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4537,8 +5270,11 @@ unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, function: MPI_Comm_err
     static NEXT: Next = Next::new(c"PMPI_Comm_create_errhandler");
     let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, errhandler) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
-    rt::leave(call, id::MPI_Comm_create_errhandler, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Comm_create_errhandler, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4555,8 +5291,11 @@ unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, comm_copy_attr_fn: MPI_Com
     static NEXT: Next = Next::new(c"PMPI_Comm_create_keyval");
     let next: unsafe extern "C" fn(MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
-    rt::leave(call, id::MPI_Comm_create_keyval, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Comm_create_keyval, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4573,8 +5312,11 @@ unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, comm: MPI_Comm, group: MPI_
     static NEXT: Next = Next::new(c"PMPI_Comm_create_group");
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group, tag, newcomm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, tag, newcomm);
-    rt::leave(call, id::MPI_Comm_create_group, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_create_group, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4591,8 +5333,11 @@ unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, comm: MPI_Comm, group: MPI_Group,
     static NEXT: Next = Next::new(c"PMPI_Comm_create");
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group, newcomm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, newcomm);
-    rt::leave(call, id::MPI_Comm_create, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_create, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4609,8 +5354,11 @@ unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, comm: MPI_Comm, comm_keyval:
     static NEXT: Next = Next::new(c"PMPI_Comm_delete_attr");
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_keyval) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval);
-    rt::leave(call, id::MPI_Comm_delete_attr, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_delete_attr, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4627,8 +5375,11 @@ unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, comm: *mut MPI_Comm) -> c_int
     static NEXT: Next = Next::new(c"PMPI_Comm_disconnect");
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
-    rt::leave(call, id::MPI_Comm_disconnect, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Comm_disconnect, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4645,8 +5396,11 @@ unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, comm: MPI_Comm, newcomm: *mut MPI_Co
     static NEXT: Next = Next::new(c"PMPI_Comm_dup");
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, newcomm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm);
-    rt::leave(call, id::MPI_Comm_dup, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_dup, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4663,8 +5417,11 @@ unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, comm: MPI_Comm, newcomm: *mut MPI_C
     static NEXT: Next = Next::new(c"PMPI_Comm_idup");
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, newcomm, request) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm, request);
-    rt::leave(call, id::MPI_Comm_idup, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_idup, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4681,8 +5438,11 @@ unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, comm: MPI_Comm, info: MPI_
     static NEXT: Next = Next::new(c"PMPI_Comm_dup_with_info");
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, info, newcomm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info, newcomm);
-    rt::leave(call, id::MPI_Comm_dup_with_info, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_dup_with_info, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4699,8 +5459,11 @@ unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, comm_keyval: *mut c_int) -> 
     static NEXT: Next = Next::new(c"PMPI_Comm_free_keyval");
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_keyval) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_keyval);
-    rt::leave(call, id::MPI_Comm_free_keyval, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Comm_free_keyval, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4717,8 +5480,11 @@ unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, comm: *mut MPI_Comm) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Comm_free");
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
-    rt::leave(call, id::MPI_Comm_free, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Comm_free, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4735,8 +5501,11 @@ unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, comm: MPI_Comm, comm_keyval: c_
     static NEXT: Next = Next::new(c"PMPI_Comm_get_attr");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_keyval, attribute_val, flag) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val, flag);
-    rt::leave(call, id::MPI_Comm_get_attr, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_get_attr, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4753,8 +5522,11 @@ unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, comm: MPI_Comm, erhandler
     static NEXT: Next = Next::new(c"PMPI_Comm_get_errhandler");
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, erhandler) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, erhandler);
-    rt::leave(call, id::MPI_Comm_get_errhandler, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_get_errhandler, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4771,8 +5543,11 @@ unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, comm: MPI_Comm, info_used: *mut
     static NEXT: Next = Next::new(c"PMPI_Comm_get_info");
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Info) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, info_used) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info_used);
-    rt::leave(call, id::MPI_Comm_get_info, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_get_info, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4789,8 +5564,11 @@ unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, comm: MPI_Comm, comm_name: *mut
     static NEXT: Next = Next::new(c"PMPI_Comm_get_name");
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_name, resultlen) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name, resultlen);
-    rt::leave(call, id::MPI_Comm_get_name, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_get_name, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4807,8 +5585,11 @@ unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, parent: *mut MPI_Comm) -> c_i
     static NEXT: Next = Next::new(c"PMPI_Comm_get_parent");
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(parent) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
     let rc = next(parent);
-    rt::leave(call, id::MPI_Comm_get_parent, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Comm_get_parent, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4825,8 +5606,11 @@ unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, comm: MPI_Comm, group: *mut MPI_Gr
     static NEXT: Next = Next::new(c"PMPI_Comm_group");
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
-    rt::leave(call, id::MPI_Comm_group, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_group, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4843,8 +5627,11 @@ unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, fd: c_int, intercomm: *mut MPI_Comm
     static NEXT: Next = Next::new(c"PMPI_Comm_join");
     let next: unsafe extern "C" fn(c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fd, intercomm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
     let rc = next(fd, intercomm);
-    rt::leave(call, id::MPI_Comm_join, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Comm_join, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4861,8 +5648,11 @@ unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, comm: MPI_Comm, rank: *mut c_int) -
     static NEXT: Next = Next::new(c"PMPI_Comm_rank");
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank);
-    rt::leave(call, id::MPI_Comm_rank, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_rank, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4881,8 +5671,11 @@ unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, comm: MPI_Comm, group: *mut
     static NEXT: Next = Next::new(c"PMPI_Comm_remote_group");
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
-    rt::leave(call, id::MPI_Comm_remote_group, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_remote_group, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4899,8 +5692,11 @@ unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, comm: MPI_Comm, size: *mut c
     static NEXT: Next = Next::new(c"PMPI_Comm_remote_size");
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, size) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
-    rt::leave(call, id::MPI_Comm_remote_size, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_remote_size, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4917,8 +5713,11 @@ unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, comm: MPI_Comm, comm_keyval: c_
     static NEXT: Next = Next::new(c"PMPI_Comm_set_attr");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_keyval, attribute_val) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val);
-    rt::leave(call, id::MPI_Comm_set_attr, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_set_attr, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4935,8 +5734,11 @@ unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, comm: MPI_Comm, errhandle
     static NEXT: Next = Next::new(c"PMPI_Comm_set_errhandler");
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, errhandler) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errhandler);
-    rt::leave(call, id::MPI_Comm_set_errhandler, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_set_errhandler, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4953,8 +5755,11 @@ unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, comm: MPI_Comm, info: MPI_Info)
     static NEXT: Next = Next::new(c"PMPI_Comm_set_info");
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, info) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info);
-    rt::leave(call, id::MPI_Comm_set_info, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_set_info, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4971,8 +5776,11 @@ unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, comm: MPI_Comm, comm_name: *con
     static NEXT: Next = Next::new(c"PMPI_Comm_set_name");
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_name) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name);
-    rt::leave(call, id::MPI_Comm_set_name, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_set_name, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -4989,8 +5797,11 @@ unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, comm: MPI_Comm, size: *mut c_int) -
     static NEXT: Next = Next::new(c"PMPI_Comm_size");
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, size) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
-    rt::leave(call, id::MPI_Comm_size, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_size, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5009,8 +5820,11 @@ unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, command: *const c_char, argv: *mut
     static NEXT: Next = Next::new(c"PMPI_Comm_spawn");
     let next: unsafe extern "C" fn(*const c_char, *mut *mut c_char, c_int, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
     let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
-    rt::leave(call, id::MPI_Comm_spawn, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_spawn, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5027,8 +5841,11 @@ unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, count: c_int, array_of_co
     static NEXT: Next = Next::new(c"PMPI_Comm_spawn_multiple");
     let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut *mut c_char, *const c_int, *const MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
-    rt::leave(call, id::MPI_Comm_spawn_multiple, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_spawn_multiple, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5045,8 +5862,11 @@ unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, comm: MPI_Comm, color: c_int, key:
     static NEXT: Next = Next::new(c"PMPI_Comm_split");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, color, key, newcomm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
     let rc = next(comm, color, key, newcomm);
-    rt::leave(call, id::MPI_Comm_split, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_split, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5063,8 +5883,11 @@ unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, comm: MPI_Comm, split_type: c
     static NEXT: Next = Next::new(c"PMPI_Comm_split_type");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, split_type, key, info, newcomm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
     let rc = next(comm, split_type, key, info, newcomm);
-    rt::leave(call, id::MPI_Comm_split_type, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_split_type, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5081,8 +5904,11 @@ unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, comm: MPI_Comm, flag: *mut c_
     static NEXT: Next = Next::new(c"PMPI_Comm_test_inter");
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, flag) };
+    let traced = if trace::on() { trace::enter(id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
     let rc = next(comm, flag);
-    rt::leave(call, id::MPI_Comm_test_inter, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Comm_test_inter, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5099,8 +5925,11 @@ unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, errhandler: *mut MPI_Errhandl
     static NEXT: Next = Next::new(c"PMPI_Errhandler_free");
     let next: unsafe extern "C" fn(*mut MPI_Errhandler) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errhandler) };
+    let traced = if trace::on() { trace::enter(id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
     let rc = next(errhandler);
-    rt::leave(call, id::MPI_Errhandler_free, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Errhandler_free, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5117,8 +5946,11 @@ unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, group1: MPI_Group, group2: MPI_
     static NEXT: Next = Next::new(c"PMPI_Group_compare");
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, result) };
+    let traced = if trace::on() { trace::enter(id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, result);
-    rt::leave(call, id::MPI_Group_compare, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Group_compare, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5135,8 +5967,11 @@ unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, group1: MPI_Group, group2: M
     static NEXT: Next = Next::new(c"PMPI_Group_difference");
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, newgroup) };
+    let traced = if trace::on() { trace::enter(id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
-    rt::leave(call, id::MPI_Group_difference, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Group_difference, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5153,8 +5988,11 @@ unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, group: MPI_Group, n: c_int, ranks:
     static NEXT: Next = Next::new(c"PMPI_Group_excl");
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranks, newgroup) };
+    let traced = if trace::on() { trace::enter(id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
-    rt::leave(call, id::MPI_Group_excl, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Group_excl, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5171,8 +6009,11 @@ unsafe fn wrap_MPI_Group_free(via_pmpi: bool, group: *mut MPI_Group) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Group_free");
     let next: unsafe extern "C" fn(*mut MPI_Group) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group) };
+    let traced = if trace::on() { trace::enter(id::MPI_Group_free, std::ptr::null(), 0) } else { None };
     let rc = next(group);
-    rt::leave(call, id::MPI_Group_free, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Group_free, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5189,8 +6030,11 @@ unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, group: MPI_Group, n: c_int, ranks:
     static NEXT: Next = Next::new(c"PMPI_Group_incl");
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranks, newgroup) };
+    let traced = if trace::on() { trace::enter(id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
-    rt::leave(call, id::MPI_Group_incl, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Group_incl, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5207,8 +6051,11 @@ unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, group1: MPI_Group, group2:
     static NEXT: Next = Next::new(c"PMPI_Group_intersection");
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, newgroup) };
+    let traced = if trace::on() { trace::enter(id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
-    rt::leave(call, id::MPI_Group_intersection, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Group_intersection, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5225,8 +6072,11 @@ unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, group: MPI_Group, n: c_int, 
     static NEXT: Next = Next::new(c"PMPI_Group_range_excl");
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranges, newgroup) };
+    let traced = if trace::on() { trace::enter(id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
-    rt::leave(call, id::MPI_Group_range_excl, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Group_range_excl, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5243,8 +6093,11 @@ unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, group: MPI_Group, n: c_int, 
     static NEXT: Next = Next::new(c"PMPI_Group_range_incl");
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranges, newgroup) };
+    let traced = if trace::on() { trace::enter(id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
-    rt::leave(call, id::MPI_Group_range_incl, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Group_range_incl, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5261,8 +6114,11 @@ unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, group: MPI_Group, rank: *mut c_int
     static NEXT: Next = Next::new(c"PMPI_Group_rank");
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, rank) };
+    let traced = if trace::on() { trace::enter(id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
     let rc = next(group, rank);
-    rt::leave(call, id::MPI_Group_rank, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Group_rank, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5279,8 +6135,11 @@ unsafe fn wrap_MPI_Group_size(via_pmpi: bool, group: MPI_Group, size: *mut c_int
     static NEXT: Next = Next::new(c"PMPI_Group_size");
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, size) };
+    let traced = if trace::on() { trace::enter(id::MPI_Group_size, std::ptr::null(), 0) } else { None };
     let rc = next(group, size);
-    rt::leave(call, id::MPI_Group_size, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Group_size, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5297,8 +6156,11 @@ unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, group1: MPI_Group, n: c
     static NEXT: Next = Next::new(c"PMPI_Group_translate_ranks");
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, MPI_Group, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, n, ranks1, group2, ranks2) };
+    let traced = if trace::on() { trace::enter(id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
     let rc = next(group1, n, ranks1, group2, ranks2);
-    rt::leave(call, id::MPI_Group_translate_ranks, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Group_translate_ranks, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5315,8 +6177,11 @@ unsafe fn wrap_MPI_Group_union(via_pmpi: bool, group1: MPI_Group, group2: MPI_Gr
     static NEXT: Next = Next::new(c"PMPI_Group_union");
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, newgroup) };
+    let traced = if trace::on() { trace::enter(id::MPI_Group_union, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
-    rt::leave(call, id::MPI_Group_union, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Group_union, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5333,8 +6198,11 @@ unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, local_comm: MPI_Comm, local_
     static NEXT: Next = Next::new(c"PMPI_Intercomm_create");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
     let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
-    rt::leave(call, id::MPI_Intercomm_create, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Intercomm_create, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5351,8 +6219,11 @@ unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, intercomm: MPI_Comm, high: c_
     static NEXT: Next = Next::new(c"PMPI_Intercomm_merge");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(intercomm, high, newintercomm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
     let rc = next(intercomm, high, newintercomm);
-    rt::leave(call, id::MPI_Intercomm_merge, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Intercomm_merge, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5369,8 +6240,11 @@ unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, service_name: *const c_char, info
     static NEXT: Next = Next::new(c"PMPI_Lookup_name");
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *mut c_char) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(service_name, info, port_name) };
+    let traced = if trace::on() { trace::enter(id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
-    rt::leave(call, id::MPI_Lookup_name, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Lookup_name, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5387,8 +6261,11 @@ unsafe fn wrap_MPI_Open_port(via_pmpi: bool, info: MPI_Info, port_name: *mut c_c
     static NEXT: Next = Next::new(c"PMPI_Open_port");
     let next: unsafe extern "C" fn(MPI_Info, *mut c_char) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, port_name) };
+    let traced = if trace::on() { trace::enter(id::MPI_Open_port, std::ptr::null(), 0) } else { None };
     let rc = next(info, port_name);
-    rt::leave(call, id::MPI_Open_port, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Open_port, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5405,8 +6282,11 @@ unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, service_name: *const c_char, inf
     static NEXT: Next = Next::new(c"PMPI_Publish_name");
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(service_name, info, port_name) };
+    let traced = if trace::on() { trace::enter(id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
-    rt::leave(call, id::MPI_Publish_name, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Publish_name, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5423,8 +6303,11 @@ unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, service_name: *const c_char, i
     static NEXT: Next = Next::new(c"PMPI_Unpublish_name");
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(service_name, info, port_name) };
+    let traced = if trace::on() { trace::enter(id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
-    rt::leave(call, id::MPI_Unpublish_name, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Unpublish_name, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5441,8 +6324,11 @@ unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, comm: MPI_Comm, keyval: c_int) ->
     static NEXT: Next = Next::new(c"PMPI_Attr_delete");
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, keyval) };
+    let traced = if trace::on() { trace::enter(id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval);
-    rt::leave(call, id::MPI_Attr_delete, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Attr_delete, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5459,8 +6345,11 @@ unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, comm: MPI_Comm, keyval: c_int, attri
     static NEXT: Next = Next::new(c"PMPI_Attr_get");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, keyval, attribute_val, flag) };
+    let traced = if trace::on() { trace::enter(id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val, flag);
-    rt::leave(call, id::MPI_Attr_get, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Attr_get, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5477,8 +6366,11 @@ unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, comm: MPI_Comm, keyval: c_int, attri
     static NEXT: Next = Next::new(c"PMPI_Attr_put");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, keyval, attribute_val) };
+    let traced = if trace::on() { trace::enter(id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val);
-    rt::leave(call, id::MPI_Attr_put, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Attr_put, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5495,8 +6387,11 @@ unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, copy_fn: MPI_Copy_function, del
     static NEXT: Next = Next::new(c"PMPI_Keyval_create");
     let next: unsafe extern "C" fn(MPI_Copy_function, MPI_Delete_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(copy_fn, delete_fn, keyval, extra_state) };
+    let traced = if trace::on() { trace::enter(id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
     let rc = next(copy_fn, delete_fn, keyval, extra_state);
-    rt::leave(call, id::MPI_Keyval_create, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Keyval_create, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5513,8 +6408,11 @@ unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, keyval: *mut c_int) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Keyval_free");
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(keyval) };
+    let traced = if trace::on() { trace::enter(id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
     let rc = next(keyval);
-    rt::leave(call, id::MPI_Keyval_free, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Keyval_free, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5531,8 +6429,11 @@ unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, comm: MPI_Comm, rank: c_int, maxd
     static NEXT: Next = Next::new(c"PMPI_Cart_coords");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank, maxdims, coords) };
+    let traced = if trace::on() { trace::enter(id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxdims, coords);
-    rt::leave(call, id::MPI_Cart_coords, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Cart_coords, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5549,8 +6450,11 @@ unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, old_comm: MPI_Comm, ndims: c_int,
     static NEXT: Next = Next::new(c"PMPI_Cart_create");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(old_comm, ndims, dims, periods, reorder, comm_cart) };
+    let traced = if trace::on() { trace::enter(id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
     let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
-    rt::leave(call, id::MPI_Cart_create, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Cart_create, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5567,8 +6471,11 @@ unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, comm: MPI_Comm, maxdims: c_int, dims
     static NEXT: Next = Next::new(c"PMPI_Cart_get");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, maxdims, dims, periods, coords) };
+    let traced = if trace::on() { trace::enter(id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxdims, dims, periods, coords);
-    rt::leave(call, id::MPI_Cart_get, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Cart_get, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5585,8 +6492,11 @@ unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, comm: MPI_Comm, ndims: c_int, dims: 
     static NEXT: Next = Next::new(c"PMPI_Cart_map");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, ndims, dims, periods, newrank) };
+    let traced = if trace::on() { trace::enter(id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims, dims, periods, newrank);
-    rt::leave(call, id::MPI_Cart_map, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Cart_map, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5603,8 +6513,11 @@ unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, comm: MPI_Comm, coords: *const c_in
     static NEXT: Next = Next::new(c"PMPI_Cart_rank");
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, coords, rank) };
+    let traced = if trace::on() { trace::enter(id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, coords, rank);
-    rt::leave(call, id::MPI_Cart_rank, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Cart_rank, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5621,8 +6534,11 @@ unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, comm: MPI_Comm, direction: c_int, 
     static NEXT: Next = Next::new(c"PMPI_Cart_shift");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, direction, disp, rank_source, rank_dest) };
+    let traced = if trace::on() { trace::enter(id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
     let rc = next(comm, direction, disp, rank_source, rank_dest);
-    rt::leave(call, id::MPI_Cart_shift, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Cart_shift, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5639,8 +6555,11 @@ unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, comm: MPI_Comm, remain_dims: *const 
     static NEXT: Next = Next::new(c"PMPI_Cart_sub");
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, remain_dims, new_comm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
     let rc = next(comm, remain_dims, new_comm);
-    rt::leave(call, id::MPI_Cart_sub, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Cart_sub, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5657,8 +6576,11 @@ unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, comm: MPI_Comm, ndims: *mut c_int
     static NEXT: Next = Next::new(c"PMPI_Cartdim_get");
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, ndims) };
+    let traced = if trace::on() { trace::enter(id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims);
-    rt::leave(call, id::MPI_Cartdim_get, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Cartdim_get, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5675,8 +6597,11 @@ unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, comm_old: MPI_Comm, n: c_in
     static NEXT: Next = Next::new(c"PMPI_Dist_graph_create");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm) };
+    let traced = if trace::on() { trace::enter(id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
-    rt::leave(call, id::MPI_Dist_graph_create, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Dist_graph_create, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5693,8 +6618,11 @@ unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, comm_old: MPI_Comm
     static NEXT: Next = Next::new(c"PMPI_Dist_graph_create_adjacent");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) };
+    let traced = if trace::on() { trace::enter(id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
-    rt::leave(call, id::MPI_Dist_graph_create_adjacent, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Dist_graph_create_adjacent, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5711,8 +6639,11 @@ unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, comm: MPI_Comm, maxindeg
     static NEXT: Next = Next::new(c"PMPI_Dist_graph_neighbors");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) };
+    let traced = if trace::on() { trace::enter(id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
-    rt::leave(call, id::MPI_Dist_graph_neighbors, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Dist_graph_neighbors, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5729,8 +6660,11 @@ unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, comm: MPI_Comm, in
     static NEXT: Next = Next::new(c"PMPI_Dist_graph_neighbors_count");
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, inneighbors, outneighbors, weighted) };
+    let traced = if trace::on() { trace::enter(id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, inneighbors, outneighbors, weighted);
-    rt::leave(call, id::MPI_Dist_graph_neighbors_count, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Dist_graph_neighbors_count, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5747,8 +6681,11 @@ unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, nnodes: c_int, ndims: c_int, dims
     static NEXT: Next = Next::new(c"PMPI_Dims_create");
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(nnodes, ndims, dims) };
+    let traced = if trace::on() { trace::enter(id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
     let rc = next(nnodes, ndims, dims);
-    rt::leave(call, id::MPI_Dims_create, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Dims_create, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5765,8 +6702,11 @@ unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, comm_old: MPI_Comm, nnodes: c_in
     static NEXT: Next = Next::new(c"PMPI_Graph_create");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_old, nnodes, index, edges, reorder, comm_graph) };
+    let traced = if trace::on() { trace::enter(id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
-    rt::leave(call, id::MPI_Graph_create, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Graph_create, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5783,8 +6723,11 @@ unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, comm: MPI_Comm, maxindex: c_int, ma
     static NEXT: Next = Next::new(c"PMPI_Graph_get");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, maxindex, maxedges, index, edges) };
+    let traced = if trace::on() { trace::enter(id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindex, maxedges, index, edges);
-    rt::leave(call, id::MPI_Graph_get, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Graph_get, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5801,8 +6744,11 @@ unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, comm: MPI_Comm, nnodes: c_int, inde
     static NEXT: Next = Next::new(c"PMPI_Graph_map");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, nnodes, index, edges, newrank) };
+    let traced = if trace::on() { trace::enter(id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, index, edges, newrank);
-    rt::leave(call, id::MPI_Graph_map, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Graph_map, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5819,8 +6765,11 @@ unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, comm: MPI_Comm, rank: c
     static NEXT: Next = Next::new(c"PMPI_Graph_neighbors_count");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank, nneighbors) };
+    let traced = if trace::on() { trace::enter(id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, nneighbors);
-    rt::leave(call, id::MPI_Graph_neighbors_count, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Graph_neighbors_count, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5837,8 +6786,11 @@ unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, comm: MPI_Comm, rank: c_int, 
     static NEXT: Next = Next::new(c"PMPI_Graph_neighbors");
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank, maxneighbors, neighbors) };
+    let traced = if trace::on() { trace::enter(id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxneighbors, neighbors);
-    rt::leave(call, id::MPI_Graph_neighbors, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Graph_neighbors, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5855,8 +6807,11 @@ unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, comm: MPI_Comm, nnodes: *mut c_
     static NEXT: Next = Next::new(c"PMPI_Graphdims_get");
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, nnodes, nedges) };
+    let traced = if trace::on() { trace::enter(id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, nedges);
-    rt::leave(call, id::MPI_Graphdims_get, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Graphdims_get, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5873,8 +6828,11 @@ unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, comm: MPI_Comm, status: *mut c_int)
     static NEXT: Next = Next::new(c"PMPI_Topo_test");
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, status) };
+    let traced = if trace::on() { trace::enter(id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
     let rc = next(comm, status);
-    rt::leave(call, id::MPI_Topo_test, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Topo_test, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5892,8 +6850,11 @@ unsafe fn wrap_MPI_Abort(via_pmpi: bool, comm: MPI_Comm, errorcode: c_int) -> c_
     static NEXT: Next = Next::new(c"PMPI_Abort");
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, errorcode) };
+    let traced = if trace::on() { trace::enter(id::MPI_Abort, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
-    rt::leave(call, id::MPI_Abort, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    rt::leave(call, id::MPI_Abort, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5910,8 +6871,11 @@ unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, errorclass: *mut c_int) -> c_
     static NEXT: Next = Next::new(c"PMPI_Add_error_class");
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorclass) };
+    let traced = if trace::on() { trace::enter(id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass);
-    rt::leave(call, id::MPI_Add_error_class, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Add_error_class, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5928,8 +6892,11 @@ unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, errorclass: c_int, errorcode: 
     static NEXT: Next = Next::new(c"PMPI_Add_error_code");
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorclass, errorcode) };
+    let traced = if trace::on() { trace::enter(id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass, errorcode);
-    rt::leave(call, id::MPI_Add_error_code, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Add_error_code, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5946,8 +6913,11 @@ unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, errorcode: c_int, string: *c
     static NEXT: Next = Next::new(c"PMPI_Add_error_string");
     let next: unsafe extern "C" fn(c_int, *const c_char) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorcode, string) };
+    let traced = if trace::on() { trace::enter(id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string);
-    rt::leave(call, id::MPI_Add_error_string, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Add_error_string, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5964,8 +6934,11 @@ unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, size: MPI_Aint, info: MPI_Info, bas
     static NEXT: Next = Next::new(c"PMPI_Alloc_mem");
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, info, baseptr) };
+    let traced = if trace::on() { trace::enter(id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
     let rc = next(size, info, baseptr);
-    rt::leave(call, id::MPI_Alloc_mem, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Alloc_mem, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -5982,8 +6955,11 @@ unsafe fn wrap_MPI_Error_class(via_pmpi: bool, errorcode: c_int, errorclass: *mu
     static NEXT: Next = Next::new(c"PMPI_Error_class");
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorcode, errorclass) };
+    let traced = if trace::on() { trace::enter(id::MPI_Error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, errorclass);
-    rt::leave(call, id::MPI_Error_class, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Error_class, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6000,8 +6976,11 @@ unsafe fn wrap_MPI_Error_string(via_pmpi: bool, errorcode: c_int, string: *mut c
     static NEXT: Next = Next::new(c"PMPI_Error_string");
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorcode, string, resultlen) };
+    let traced = if trace::on() { trace::enter(id::MPI_Error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string, resultlen);
-    rt::leave(call, id::MPI_Error_string, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Error_string, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6019,8 +6998,11 @@ unsafe fn wrap_MPI_Finalize(via_pmpi: bool) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Finalize");
     let next: unsafe extern "C" fn() -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
+    let traced = if trace::on() { trace::enter(id::MPI_Finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
-    rt::leave(call, id::MPI_Finalize, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Finalize, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6037,8 +7019,11 @@ unsafe fn wrap_MPI_Finalized(via_pmpi: bool, flag: *mut c_int) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Finalized");
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(flag) };
+    let traced = if trace::on() { trace::enter(id::MPI_Finalized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
-    rt::leave(call, id::MPI_Finalized, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Finalized, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6055,8 +7040,11 @@ unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, base: *mut c_void) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Free_mem");
     let next: unsafe extern "C" fn(*mut c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(base) };
+    let traced = if trace::on() { trace::enter(id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
     let rc = next(base);
-    rt::leave(call, id::MPI_Free_mem, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Free_mem, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6073,8 +7061,11 @@ unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, version: *mut c_char, res
     static NEXT: Next = Next::new(c"PMPI_Get_library_version");
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(version, resultlen) };
+    let traced = if trace::on() { trace::enter(id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, resultlen);
-    rt::leave(call, id::MPI_Get_library_version, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Get_library_version, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6091,8 +7082,11 @@ unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, name: *mut c_char, resultl
     static NEXT: Next = Next::new(c"PMPI_Get_processor_name");
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, resultlen) };
+    let traced = if trace::on() { trace::enter(id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
     let rc = next(name, resultlen);
-    rt::leave(call, id::MPI_Get_processor_name, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Get_processor_name, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6109,8 +7103,11 @@ unsafe fn wrap_MPI_Get_version(via_pmpi: bool, version: *mut c_int, subversion: 
     static NEXT: Next = Next::new(c"PMPI_Get_version");
     let next: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(version, subversion) };
+    let traced = if trace::on() { trace::enter(id::MPI_Get_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, subversion);
-    rt::leave(call, id::MPI_Get_version, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Get_version, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6127,8 +7124,11 @@ unsafe fn wrap_MPI_Info_create(via_pmpi: bool, info: *mut MPI_Info) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Info_create");
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info) };
+    let traced = if trace::on() { trace::enter(id::MPI_Info_create, std::ptr::null(), 0) } else { None };
     let rc = next(info);
-    rt::leave(call, id::MPI_Info_create, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Info_create, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6145,8 +7145,11 @@ unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, info: MPI_Info, key: *const c_cha
     static NEXT: Next = Next::new(c"PMPI_Info_delete");
     let next: unsafe extern "C" fn(MPI_Info, *const c_char) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key) };
+    let traced = if trace::on() { trace::enter(id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
     let rc = next(info, key);
-    rt::leave(call, id::MPI_Info_delete, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Info_delete, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6163,8 +7166,11 @@ unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, info: MPI_Info, newinfo: *mut MPI_In
     static NEXT: Next = Next::new(c"PMPI_Info_dup");
     let next: unsafe extern "C" fn(MPI_Info, *mut MPI_Info) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, newinfo) };
+    let traced = if trace::on() { trace::enter(id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
     let rc = next(info, newinfo);
-    rt::leave(call, id::MPI_Info_dup, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Info_dup, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6181,8 +7187,11 @@ unsafe fn wrap_MPI_Info_free(via_pmpi: bool, info: *mut MPI_Info) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Info_free");
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info) };
+    let traced = if trace::on() { trace::enter(id::MPI_Info_free, std::ptr::null(), 0) } else { None };
     let rc = next(info);
-    rt::leave(call, id::MPI_Info_free, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Info_free, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6199,8 +7208,11 @@ unsafe fn wrap_MPI_Info_get(via_pmpi: bool, info: MPI_Info, key: *const c_char, 
     static NEXT: Next = Next::new(c"PMPI_Info_get");
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key, valuelen, value, flag) };
+    let traced = if trace::on() { trace::enter(id::MPI_Info_get, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, value, flag);
-    rt::leave(call, id::MPI_Info_get, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Info_get, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6217,8 +7229,11 @@ unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, info: MPI_Info, nkeys: *mut c_
     static NEXT: Next = Next::new(c"PMPI_Info_get_nkeys");
     let next: unsafe extern "C" fn(MPI_Info, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, nkeys) };
+    let traced = if trace::on() { trace::enter(id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
     let rc = next(info, nkeys);
-    rt::leave(call, id::MPI_Info_get_nkeys, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Info_get_nkeys, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6235,8 +7250,11 @@ unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, info: MPI_Info, n: c_int, key
     static NEXT: Next = Next::new(c"PMPI_Info_get_nthkey");
     let next: unsafe extern "C" fn(MPI_Info, c_int, *mut c_char) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, n, key) };
+    let traced = if trace::on() { trace::enter(id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
     let rc = next(info, n, key);
-    rt::leave(call, id::MPI_Info_get_nthkey, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Info_get_nthkey, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6253,8 +7271,11 @@ unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, info: MPI_Info, key: *const
     static NEXT: Next = Next::new(c"PMPI_Info_get_valuelen");
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key, valuelen, flag) };
+    let traced = if trace::on() { trace::enter(id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, flag);
-    rt::leave(call, id::MPI_Info_get_valuelen, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Info_get_valuelen, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6271,8 +7292,11 @@ unsafe fn wrap_MPI_Info_set(via_pmpi: bool, info: MPI_Info, key: *const c_char, 
     static NEXT: Next = Next::new(c"PMPI_Info_set");
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *const c_char) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key, value) };
+    let traced = if trace::on() { trace::enter(id::MPI_Info_set, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, value);
-    rt::leave(call, id::MPI_Info_set, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Info_set, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6293,8 +7317,11 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, argc: *mut c_int, argv: *mut *mut *mut c
         crate::hooks::after_init(rc, 0, via_pmpi, argc);
         return rc;
     };
+    let traced = if trace::on() { trace::enter(id::MPI_Init, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv);
-    rt::leave(call, id::MPI_Init, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Init, rc, traffic);
     crate::hooks::after_init(rc, 0, via_pmpi, argc);
     rc
 }
@@ -6314,8 +7341,11 @@ unsafe fn wrap_MPI_Initialized(via_pmpi: bool, flag: *mut c_int) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Initialized");
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(flag) };
+    let traced = if trace::on() { trace::enter(id::MPI_Initialized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
-    rt::leave(call, id::MPI_Initialized, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Initialized, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6337,8 +7367,11 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, argc: *mut c_int, argv: *mut *mut
         crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
         return rc;
     };
+    let traced = if trace::on() { trace::enter(id::MPI_Init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv, required, provided);
-    rt::leave(call, id::MPI_Init_thread, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Init_thread, rc, traffic);
     let provided_level = if rc == 0 && !provided.is_null() { *provided } else { 0 };
     crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
     rc
@@ -6359,8 +7392,11 @@ unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, flag: *mut c_int) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Is_thread_main");
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(flag) };
+    let traced = if trace::on() { trace::enter(id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
-    rt::leave(call, id::MPI_Is_thread_main, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Is_thread_main, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6377,8 +7413,11 @@ unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, op: MPI_Op, commute: *mut c_in
     static NEXT: Next = Next::new(c"PMPI_Op_commutative");
     let next: unsafe extern "C" fn(MPI_Op, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(op, commute) };
+    let traced = if trace::on() { trace::enter(id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
     let rc = next(op, commute);
-    rt::leave(call, id::MPI_Op_commutative, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Op_commutative, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6395,8 +7434,11 @@ unsafe fn wrap_MPI_Op_create(via_pmpi: bool, function: MPI_User_function, commut
     static NEXT: Next = Next::new(c"PMPI_Op_create");
     let next: unsafe extern "C" fn(MPI_User_function, c_int, *mut MPI_Op) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, commute, op) };
+    let traced = if trace::on() { trace::enter(id::MPI_Op_create, std::ptr::null(), 0) } else { None };
     let rc = next(function, commute, op);
-    rt::leave(call, id::MPI_Op_create, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Op_create, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6413,8 +7455,11 @@ unsafe fn wrap_MPI_Op_free(via_pmpi: bool, op: *mut MPI_Op) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Op_free");
     let next: unsafe extern "C" fn(*mut MPI_Op) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(op) };
+    let traced = if trace::on() { trace::enter(id::MPI_Op_free, std::ptr::null(), 0) } else { None };
     let rc = next(op);
-    rt::leave(call, id::MPI_Op_free, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Op_free, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6431,8 +7476,11 @@ unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, provided: *mut c_int) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_Query_thread");
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(provided) };
+    let traced = if trace::on() { trace::enter(id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
     let rc = next(provided);
-    rt::leave(call, id::MPI_Query_thread, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Query_thread, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6449,8 +7497,11 @@ unsafe fn wrap_MPI_Wtick(via_pmpi: bool) -> f64 {
     static NEXT: Next = Next::new(c"PMPI_Wtick");
     let next: unsafe extern "C" fn() -> f64 = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
+    let traced = if trace::on() { trace::enter(id::MPI_Wtick, std::ptr::null(), 0) } else { None };
     let rc = next();
-    rt::leave(call, id::MPI_Wtick, 0, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, 0, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Wtick, 0, traffic);
     rc
 }
 #[no_mangle]
@@ -6467,8 +7518,11 @@ unsafe fn wrap_MPI_Wtime(via_pmpi: bool) -> f64 {
     static NEXT: Next = Next::new(c"PMPI_Wtime");
     let next: unsafe extern "C" fn() -> f64 = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
+    let traced = if trace::on() { trace::enter(id::MPI_Wtime, std::ptr::null(), 0) } else { None };
     let rc = next();
-    rt::leave(call, id::MPI_Wtime, 0, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, 0, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_Wtime, 0, traffic);
     rc
 }
 #[no_mangle]
@@ -6487,8 +7541,11 @@ unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, required: c_int, provided: *mut
     static NEXT: Next = Next::new(c"PMPI_T_init_thread");
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(required, provided) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(required, provided);
-    rt::leave(call, id::MPI_T_init_thread, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_init_thread, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6505,8 +7562,11 @@ unsafe fn wrap_MPI_T_finalize(via_pmpi: bool) -> c_int {
     static NEXT: Next = Next::new(c"PMPI_T_finalize");
     let next: unsafe extern "C" fn() -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
+    let traced = if trace::on() { trace::enter(id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
-    rt::leave(call, id::MPI_T_finalize, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_finalize, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6523,8 +7583,11 @@ unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, num_cvar: *mut c_int) -> c_int
     static NEXT: Next = Next::new(c"PMPI_T_cvar_get_num");
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(num_cvar) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cvar);
-    rt::leave(call, id::MPI_T_cvar_get_num, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_cvar_get_num, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6541,8 +7604,11 @@ unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, cvar_index: c_int, name: *mut
     static NEXT: Next = Next::new(c"PMPI_T_cvar_get_info");
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
-    rt::leave(call, id::MPI_T_cvar_get_info, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_cvar_get_info, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6559,8 +7625,11 @@ unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, name: *const c_char, cvar_in
     static NEXT: Next = Next::new(c"PMPI_T_cvar_get_index");
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, cvar_index) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, cvar_index);
-    rt::leave(call, id::MPI_T_cvar_get_index, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_cvar_get_index, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6577,8 +7646,11 @@ unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, cvar_index: c_int, obj_ha
     static NEXT: Next = Next::new(c"PMPI_T_cvar_handle_alloc");
     let next: unsafe extern "C" fn(c_int, *mut c_void, *mut MPI_T_cvar_handle, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cvar_index, obj_handle, handle, count) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, obj_handle, handle, count);
-    rt::leave(call, id::MPI_T_cvar_handle_alloc, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_cvar_handle_alloc, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6595,8 +7667,11 @@ unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, handle: *mut MPI_T_cvar_ha
     static NEXT: Next = Next::new(c"PMPI_T_cvar_handle_free");
     let next: unsafe extern "C" fn(*mut MPI_T_cvar_handle) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(handle) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(handle);
-    rt::leave(call, id::MPI_T_cvar_handle_free, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_cvar_handle_free, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6613,8 +7688,11 @@ unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, handle: MPI_T_cvar_handle, buf: *
     static NEXT: Next = Next::new(c"PMPI_T_cvar_read");
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *mut c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(handle, buf) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
-    rt::leave(call, id::MPI_T_cvar_read, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_cvar_read, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6631,8 +7709,11 @@ unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, handle: MPI_T_cvar_handle, buf: 
     static NEXT: Next = Next::new(c"PMPI_T_cvar_write");
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *const c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(handle, buf) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
-    rt::leave(call, id::MPI_T_cvar_write, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_cvar_write, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6649,8 +7730,11 @@ unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, num_cat: *mut c_int) -> c_
     static NEXT: Next = Next::new(c"PMPI_T_category_get_num");
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(num_cat) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cat);
-    rt::leave(call, id::MPI_T_category_get_num, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_category_get_num, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6667,8 +7751,11 @@ unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, cat_index: c_int, name: *
     static NEXT: Next = Next::new(c"PMPI_T_category_get_info");
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
-    rt::leave(call, id::MPI_T_category_get_info, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_category_get_info, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6685,8 +7772,11 @@ unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, name: *const c_char, cat
     static NEXT: Next = Next::new(c"PMPI_T_category_get_index");
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, category_index) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, category_index);
-    rt::leave(call, id::MPI_T_category_get_index, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_category_get_index, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6703,8 +7793,11 @@ unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, cat_index: c_int, len: c
     static NEXT: Next = Next::new(c"PMPI_T_category_get_cvars");
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, len, indices) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
-    rt::leave(call, id::MPI_T_category_get_cvars, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_category_get_cvars, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6721,8 +7814,11 @@ unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, cat_index: c_int, len: c
     static NEXT: Next = Next::new(c"PMPI_T_category_get_pvars");
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, len, indices) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
-    rt::leave(call, id::MPI_T_category_get_pvars, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_category_get_pvars, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6739,8 +7835,11 @@ unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, cat_index: c_int, l
     static NEXT: Next = Next::new(c"PMPI_T_category_get_categories");
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, len, indices) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
-    rt::leave(call, id::MPI_T_category_get_categories, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_category_get_categories, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6757,8 +7856,11 @@ unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, stamp: *mut c_int) -> c_in
     static NEXT: Next = Next::new(c"PMPI_T_category_changed");
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(stamp) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
     let rc = next(stamp);
-    rt::leave(call, id::MPI_T_category_changed, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_category_changed, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6775,8 +7877,11 @@ unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, num_pvar: *mut c_int) -> c_int
     static NEXT: Next = Next::new(c"PMPI_T_pvar_get_num");
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(num_pvar) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_pvar);
-    rt::leave(call, id::MPI_T_pvar_get_num, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_pvar_get_num, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6793,8 +7898,11 @@ unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, pvar_index: c_int, name: *mut
     static NEXT: Next = Next::new(c"PMPI_T_pvar_get_info");
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
-    rt::leave(call, id::MPI_T_pvar_get_info, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_pvar_get_info, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6811,8 +7919,11 @@ unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, name: *const c_char, var_cla
     static NEXT: Next = Next::new(c"PMPI_T_pvar_get_index");
     let next: unsafe extern "C" fn(*const c_char, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, var_class, pvar_index) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, var_class, pvar_index);
-    rt::leave(call, id::MPI_T_pvar_get_index, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_pvar_get_index, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6829,8 +7940,11 @@ unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, session: *mut MPI_T_pva
     static NEXT: Next = Next::new(c"PMPI_T_pvar_session_create");
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
     let rc = next(session);
-    rt::leave(call, id::MPI_T_pvar_session_create, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_pvar_session_create, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6847,8 +7961,11 @@ unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, session: *mut MPI_T_pvar_
     static NEXT: Next = Next::new(c"PMPI_T_pvar_session_free");
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
     let rc = next(session);
-    rt::leave(call, id::MPI_T_pvar_session_free, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_pvar_session_free, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6865,8 +7982,11 @@ unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, session: MPI_T_pvar_sessi
     static NEXT: Next = Next::new(c"PMPI_T_pvar_handle_alloc");
     let next: unsafe extern "C" fn(MPI_T_pvar_session, c_int, *mut c_void, *mut MPI_T_pvar_handle, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, pvar_index, obj_handle, handle, count) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(session, pvar_index, obj_handle, handle, count);
-    rt::leave(call, id::MPI_T_pvar_handle_alloc, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_pvar_handle_alloc, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6883,8 +8003,11 @@ unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, session: MPI_T_pvar_sessio
     static NEXT: Next = Next::new(c"PMPI_T_pvar_handle_free");
     let next: unsafe extern "C" fn(MPI_T_pvar_session, *mut MPI_T_pvar_handle) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
-    rt::leave(call, id::MPI_T_pvar_handle_free, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_pvar_handle_free, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6901,8 +8024,11 @@ unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, session: MPI_T_pvar_session, han
     static NEXT: Next = Next::new(c"PMPI_T_pvar_start");
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
-    rt::leave(call, id::MPI_T_pvar_start, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_pvar_start, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6919,8 +8045,11 @@ unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, session: MPI_T_pvar_session, hand
     static NEXT: Next = Next::new(c"PMPI_T_pvar_stop");
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
-    rt::leave(call, id::MPI_T_pvar_stop, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_pvar_stop, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6937,8 +8066,11 @@ unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, session: MPI_T_pvar_session, hand
     static NEXT: Next = Next::new(c"PMPI_T_pvar_read");
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle, buf) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
-    rt::leave(call, id::MPI_T_pvar_read, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_pvar_read, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6955,8 +8087,11 @@ unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, session: MPI_T_pvar_session, han
     static NEXT: Next = Next::new(c"PMPI_T_pvar_write");
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *const c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle, buf) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
-    rt::leave(call, id::MPI_T_pvar_write, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_pvar_write, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6973,8 +8108,11 @@ unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, session: MPI_T_pvar_session, han
     static NEXT: Next = Next::new(c"PMPI_T_pvar_reset");
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
-    rt::leave(call, id::MPI_T_pvar_reset, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_pvar_reset, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -6991,8 +8129,11 @@ unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, session: MPI_T_pvar_session,
     static NEXT: Next = Next::new(c"PMPI_T_pvar_readreset");
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle, buf) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
-    rt::leave(call, id::MPI_T_pvar_readreset, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_pvar_readreset, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -7009,8 +8150,11 @@ unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, enumtype: MPI_T_enum, num: *m
     static NEXT: Next = Next::new(c"PMPI_T_enum_get_info");
     let next: unsafe extern "C" fn(MPI_T_enum, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(enumtype, num, name, name_len) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, num, name, name_len);
-    rt::leave(call, id::MPI_T_enum_get_info, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_enum_get_info, rc, traffic);
     rc
 }
 #[no_mangle]
@@ -7027,8 +8171,11 @@ unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, enumtype: MPI_T_enum, index: 
     static NEXT: Next = Next::new(c"PMPI_T_enum_get_item");
     let next: unsafe extern "C" fn(MPI_T_enum, c_int, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(enumtype, index, value, name, name_len) };
+    let traced = if trace::on() { trace::enter(id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, index, value, name, name_len);
-    rt::leave(call, id::MPI_T_enum_get_item, rc, Traffic::None);
+    let traffic = Traffic::None;
+    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    rt::leave(call, id::MPI_T_enum_get_item, rc, traffic);
     rc
 }
 #[no_mangle]

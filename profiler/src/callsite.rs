@@ -1,0 +1,205 @@
+//! Call sites for trace mode: the return address of the user's call into an MPI routine.
+//!
+//! Unwinding (glibc's `backtrace`) finds it reliably but costs microseconds per call. A wrapper's
+//! stack frames have a fixed layout, though: from the same point in our code the user's return
+//! address is always the same distance up the stack. So the first call of a routine unwinds, finds
+//! where on the stack that address lies, and remembers the distance; later calls read that stack
+//! slot and keep the value only if it is plausible (it points into the executable code of an object
+//! that is neither this library nor libmpi, right after a call instruction). Anything else (a call
+//! from another path, e.g. a Fortran binding, or a library loaded later) falls back to unwinding.
+
+use std::ffi::{c_int, c_void, CStr};
+use std::path::Path;
+
+/// How far up the stack (bytes) a return address is looked for after unwinding.
+const SCAN_BYTES: usize = 4096;
+
+/// Executable code of a loaded object.
+#[derive(Clone, Copy)]
+struct Text {
+    start: usize,
+    end: usize,
+    /// This library or libmpi: frames between the user's call and the tracing.
+    internal: bool,
+}
+
+pub struct CallSites {
+    /// Per routine id: distance from our stack pointer to the slot holding the return address.
+    offsets: Vec<Option<usize>>,
+    texts: Vec<Text>,
+    /// One past the highest address of this thread's stack.
+    stack_end: usize,
+}
+
+/// The stack pointer of the caller's frame (not inlined, so always measured at the same depth
+/// below the caller).
+#[inline(never)]
+fn stack_pointer() -> usize {
+    let sp: usize;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: reads a register.
+    unsafe {
+        std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags))
+    };
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: reads a register.
+    unsafe {
+        std::arch::asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags))
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        sp = 0;
+    }
+    sp
+}
+
+/// One past the highest address of the calling thread's stack (0 if unknown).
+fn stack_end() -> usize {
+    // SAFETY: pthread_getattr_np fills attr for the calling thread; we destroy it after use.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return 0;
+        }
+        let mut addr: *mut c_void = std::ptr::null_mut();
+        let mut size: usize = 0;
+        let rc = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        if rc == 0 {
+            addr as usize + size
+        } else {
+            0
+        }
+    }
+}
+
+/// The loaded objects' executable segments.
+fn texts() -> Vec<Text> {
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
+        // SAFETY: the loader passes a valid info; data is our Vec.
+        let (info, out) = unsafe { (&*info, &mut *(data as *mut Vec<Text>)) };
+        let name = if info.dlpi_name.is_null() {
+            String::new()
+        } else {
+            // SAFETY: a NUL-terminated path from the loader.
+            unsafe { CStr::from_ptr(info.dlpi_name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        let own = own_object_base() == Some(info.dlpi_addr as usize);
+        let internal = own
+            || Path::new(&name)
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libmpi"));
+        // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
+        let headers =
+            unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+        for ph in headers {
+            if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 {
+                let start = info.dlpi_addr as usize + ph.p_vaddr as usize;
+                out.push(Text {
+                    start,
+                    end: start + ph.p_memsz as usize,
+                    internal,
+                });
+            }
+        }
+        0
+    }
+    let mut out: Vec<Text> = Vec::new();
+    // SAFETY: the callback matches dl_iterate_phdr's contract and only touches `out`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut out as *mut Vec<Text>).cast()) };
+    out.sort_by_key(|t| t.start);
+    out
+}
+
+/// The load address of this library.
+fn own_object_base() -> Option<usize> {
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads its address argument and fills info.
+    let found = unsafe { libc::dladdr(own_object_base as *const () as *const c_void, &mut info) };
+    (found != 0).then_some(info.dli_fbase as usize)
+}
+
+impl Default for CallSites {
+    /// For the calling thread's stack and the objects loaded now.
+    fn default() -> CallSites {
+        CallSites {
+            offsets: vec![None; crate::generated::routines::N_ROUTINES],
+            texts: texts(),
+            stack_end: stack_end(),
+        }
+    }
+}
+
+impl CallSites {
+    fn text_of(&self, addr: usize) -> Option<Text> {
+        let i = self.texts.partition_point(|t| t.end <= addr);
+        self.texts.get(i).copied().filter(|t| t.start <= addr)
+    }
+
+    /// `addr` is a return address into user code: in a non-internal object's code, after a
+    /// `call rel32` (E8) or `call [rip+disp32]` (FF 15).
+    fn plausible(&self, addr: usize) -> bool {
+        let Some(text) = self.text_of(addr) else {
+            return false;
+        };
+        if text.internal || addr < text.start + 6 {
+            return false;
+        }
+        // SAFETY: addr-6 .. addr lies inside the mapped, executable (readable) segment.
+        let bytes = unsafe { std::slice::from_raw_parts((addr - 6) as *const u8, 6) };
+        bytes[1] == 0xE8 || (bytes[0] == 0xFF && bytes[1] == 0x15)
+    }
+
+    /// The user's return address for a call of routine `id` (0 if none was found).
+    /// Must be called from the same place in the tracing code for every routine.
+    pub fn find(&mut self, id: usize) -> usize {
+        let sp = stack_pointer();
+        if let Some(offset) = self.offsets[id] {
+            // SAFETY: sp + offset is below the stack's end (checked when it was learned), in this
+            // thread's own stack.
+            let value = unsafe { *((sp + offset) as *const usize) };
+            if self.plausible(value) {
+                return value;
+            }
+        }
+        let site = self.unwind();
+        self.offsets[id] = self.learn(sp, site);
+
+        site
+    }
+
+    /// The first return address outside this library and libmpi, by unwinding.
+    fn unwind(&mut self) -> usize {
+        let mut frames = [std::ptr::null_mut::<c_void>(); 12];
+        // SAFETY: glibc's backtrace with a buffer of 12 entries.
+        let n = unsafe { libc::backtrace(frames.as_mut_ptr(), frames.len() as c_int) };
+        let frames = &frames[..n.max(0) as usize];
+        if frames.iter().any(|&f| self.text_of(f as usize).is_none()) {
+            // Code we do not know: a library loaded since.
+            self.texts = texts();
+        }
+        frames
+            .iter()
+            .map(|&f| f as usize)
+            .find(|&a| self.text_of(a).is_some_and(|t| !t.internal))
+            .unwrap_or(0)
+    }
+
+    /// Where on the stack above `sp` the return address `site` lies: the highest copy, as the
+    /// frames below the wrapper's (ours, the unwinder's) may hold stale copies of it, while the
+    /// user's frames above it cannot (every call from that instruction pushes it to that slot).
+    fn learn(&self, sp: usize, site: usize) -> Option<usize> {
+        if site == 0 || sp == 0 || !self.plausible(site) {
+            return None;
+        }
+        let end = self.stack_end.min(sp.saturating_add(SCAN_BYTES));
+        (sp..end.saturating_sub(7))
+            .step_by(std::mem::size_of::<usize>())
+            // SAFETY: every address read lies in this thread's stack, between sp and its end.
+            .rev()
+            .find(|&a| unsafe { *(a as *const usize) } == site)
+            .map(|a| a - sp)
+    }
+}

@@ -1,0 +1,962 @@
+//! Trace-capture mode: every outermost MPI call of the thread that called `MPI_Init`, with its call
+//! site and its messages, collectives, requests and new communicators, as events of
+//! `mpistat-analysis`'s model, written per rank at `MPI_Finalize` with its writer.
+//!
+//! Off (the normal case) it costs the wrappers one relaxed load of [`ON`] and a predictable branch;
+//! everything else is out of line. On, [`enter`] records the call's start and call site (the first
+//! return address outside this library and libmpi, see `callsite.rs`) and [`leave`] the call's
+//! events. Events go into
+//! a buffer sized by the site's budget; when it is full, or the window of supersteps ends,
+//! recording stops. At `MPI_Finalize` [`finish`] measures the clock offsets again, cuts every
+//! rank's events at the last superstep all ranks recorded (so that the trace is consistent), and
+//! writes `local-NNNNNN.mpt` (this rank's definitions, clock samples, where recording stopped, the
+//! loaded objects) and `rank-NNNNNN.mpt` into the job's trace directory (mode 0700).
+//!
+//! Not traced, by design: calls of other threads than the one that called `MPI_Init`, persistent
+//! requests (`MPI_Start`), one-sided and I/O data movement (their calls are traced as regions);
+//! a wildcard `MPI_Irecv` completed with `MPI_STATUS(ES)_IGNORE` records no receive (its source
+//! or tag is unknown; a non-wildcard one records the posted source, tag and size). A job that ends without `MPI_Finalize` writes no trace.
+
+use crate::callsite::CallSites;
+use crate::clock::monotonic_ns;
+use crate::ffi::{MPI_Comm, MPI_Request, MPI_Status};
+use crate::generated::routines::ROUTINES;
+use crate::mpi::{self, OwnComm};
+use crate::rt::RoutineId;
+use crate::traffic::{Traffic, NO_PEER, PROC_NULL};
+use mpistat_analysis::hash::FastMap;
+use mpistat_analysis::model::{
+    ClockSample, Communicator, Event, EventKind, LocalDefinitions, Module, MpiClass, Region,
+    RegionRole,
+};
+use mpistat_analysis::tracefile::{encode_local, local_file_name, rank_file_name, RankWriter};
+use mpistat_record::model::TraceInfo;
+use mpistat_site::{escalation, SiteConfig, TraceConfig};
+use std::cell::Cell;
+use std::ffi::{c_int, c_void, CStr};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Tracing is on in this process (set at `MPI_Init`, cleared at `MPI_Finalize`).
+pub static ON: AtomicBool = AtomicBool::new(false);
+
+/// Whether the wrappers should call [`enter`]: the only cost of trace mode when it is off.
+#[inline(always)]
+pub fn on() -> bool {
+    ON.load(Relaxed)
+}
+
+thread_local! {
+    /// This thread called `MPI_Init`: the one whose calls are traced.
+    static TRACED_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// How a completing call reports statuses (see the spec's `completes*` terms).
+#[derive(Clone, Copy)]
+pub enum Completion {
+    None,
+    One(*mut MPI_Status),
+    Each(*mut MPI_Status),
+    Some {
+        indices: *mut c_int,
+        outcount: *mut c_int,
+        statuses: *mut MPI_Status,
+    },
+}
+
+/// What the trace needs of a call beyond its [`Traffic`] (filled by the generated wrappers).
+#[derive(Clone, Copy)]
+pub struct Args {
+    pub comm: MPI_Comm,
+    pub tag: c_int,
+    pub request: *mut MPI_Request,
+    pub newcomm: *mut MPI_Comm,
+    pub completion: Completion,
+}
+
+impl Args {
+    pub const NONE: Args = Args {
+        comm: std::ptr::null_mut(),
+        tag: 0,
+        request: std::ptr::null_mut(),
+        newcomm: std::ptr::null_mut(),
+        completion: Completion::None,
+    };
+}
+
+/// A traced call in progress.
+pub struct Entered {
+    id: RoutineId,
+    start: u64,
+    /// Its events are recorded (else, before the window, only supersteps and new
+    /// communicators are followed).
+    recording: bool,
+}
+
+/// Recording state of the window of supersteps.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    Skipping,
+    Recording,
+    Stopped,
+}
+
+/// An `MPI_Irecv` waiting for its completion.
+struct PendingRecv {
+    comm: u32,
+    /// The posted source (world rank) and tag unless wildcards, and the posted size: what the
+    /// receive is when its completion gives no status (`MPI_STATUS(ES)_IGNORE`).
+    source: Option<u32>,
+    tag: Option<c_int>,
+    bytes: u64,
+}
+
+/// Artificial clock error of one rank, for testing the correction (`MPISTAT_TRACE_TEST_SKEW`).
+#[derive(Clone, Copy, Default)]
+struct Skew {
+    offset_ns: i64,
+    drift_ppm: f64,
+    origin: u64,
+}
+
+/// One rank's recording.
+struct Recorder {
+    config: TraceConfig,
+    reason: &'static str,
+    rank: u32,
+    world_size: u32,
+    request_null: MPI_Request,
+    comm_null: MPI_Comm,
+    skew: Skew,
+    state: State,
+    events: Vec<Event>,
+    capacity: usize,
+    regions: FastMap<(RoutineId, usize), u32>,
+    /// The analysis' class of every routine (by id).
+    roles: Vec<RegionRole>,
+    region_keys: Vec<(RoutineId, usize)>,
+    sites: CallSites,
+    comms: FastMap<usize, u32>,
+    communicators: Vec<Communicator>,
+    pending: FastMap<usize, PendingRecv>,
+    /// The requests a completing call was given, and their values before it ran.
+    completing: *const MPI_Request,
+    snapshot: Vec<MPI_Request>,
+    cartesian: Option<(Vec<u32>, Vec<u32>)>,
+    supersteps: u64,
+    /// `events.len()` after each superstep recorded.
+    cuts: Vec<usize>,
+    stop_note: Option<String>,
+    stopped_by_budget: bool,
+    clock: Vec<ClockSample>,
+    overhead_ns: u64,
+}
+
+// SAFETY: the raw handles are MPI's process-wide objects; the recorder is only used under its lock.
+unsafe impl Send for Recorder {}
+
+static RECORDER: Mutex<Option<Recorder>> = Mutex::new(None);
+
+fn with_recorder<R>(f: impl FnOnce(&mut Recorder) -> R) -> Option<R> {
+    let mut guard = RECORDER.lock().unwrap_or_else(|e| e.into_inner());
+    guard.as_mut().map(f)
+}
+
+/// Why a job is traced, strongest first; the ranks agree on the strongest any of them has.
+const REASONS: [&str; 3] = ["user", "site", "escalation"];
+
+/// Why this rank would trace the job: `MPISTAT_TRACE=1` (the user), the site's `everyone`, or
+/// an entry of the escalation list for this user and executable (index into [`REASONS`]).
+fn wish(config: &SiteConfig) -> Option<usize> {
+    if std::env::var_os("MPISTAT_TRACE").is_some_and(|v| v == "1") {
+        return Some(0);
+    }
+    if config.trace.everyone {
+        return Some(1);
+    }
+    let text = std::fs::read_to_string(&config.escalation.list).ok()?;
+    let exe = std::fs::read_link("/proc/self/exe").ok()?;
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let now = crate::job::unix_ms_now() / 1000;
+    let (entries, _) = escalation::parse(&text);
+    entries
+        .iter()
+        .any(|e| e.applies(uid, &exe.to_string_lossy(), now))
+        .then_some(2)
+}
+
+/// At the end of `MPI_Init`: if any rank wants a trace, every rank starts tracing (collective
+/// over `MPI_COMM_WORLD`: ranks may read the escalation list at different moments, and a rank
+/// that traced alone would wait forever in the clock measurement).
+pub fn start_if_wanted(config: &SiteConfig, rank: u32, world_size: u32) {
+    let Some(world) = mpi::comm_world() else {
+        return;
+    };
+    let mine = wish(config).map_or(0, |i| (REASONS.len() - i) as u64);
+    let Ok(agreed) = mpi::allreduce_on(&[mine], mpi::Op::Max, world) else {
+        return;
+    };
+    if agreed[0] > 0 {
+        let reason = REASONS[REASONS.len() - agreed[0] as usize];
+        start(&config.trace, reason, rank, world_size);
+    }
+}
+
+/// Bytes a successful call's `traffic` moved (the counting path's measure).
+fn bytes_of(traffic: Traffic) -> u64 {
+    crate::traffic::measure(crate::rt::thread_table(), traffic).1
+}
+
+impl Recorder {
+    fn now(&self) -> u64 {
+        let t = monotonic_ns();
+        if self.skew.offset_ns == 0 && self.skew.drift_ppm == 0.0 {
+            return t;
+        }
+        let since = t.saturating_sub(self.skew.origin) as f64;
+        (t as i64 + self.skew.offset_ns + (since * self.skew.drift_ppm * 1e-6) as i64).max(0) as u64
+    }
+
+    fn push(&mut self, time: u64, kind: EventKind) {
+        self.events.push(Event { time, kind });
+    }
+
+    /// This rank's id of `comm`, registering a communicator met for the first time.
+    fn comm_id(&mut self, comm: MPI_Comm) -> u32 {
+        if let Some(&id) = self.comms.get(&(comm as usize)) {
+            return id;
+        }
+        self.register_comm(comm)
+    }
+
+    fn register_comm(&mut self, comm: MPI_Comm) -> u32 {
+        let members = mpi::world_ranks_of(comm).unwrap_or_default();
+        if members.len() == self.world_size as usize && self.cartesian.is_none() {
+            self.cartesian = mpi::cartesian_of(comm).ok().flatten();
+        }
+        self.communicators.push(Communicator { members });
+        let id = (self.communicators.len() - 1) as u32;
+        self.comms.insert(comm as usize, id);
+        id
+    }
+
+    /// World rank of rank `peer` of local communicator `comm`.
+    fn world_rank(&self, comm: u32, peer: c_int) -> Option<u32> {
+        let members = &self.communicators.get(comm as usize)?.members;
+        members.get(usize::try_from(peer).ok()?).copied()
+    }
+
+    fn spans_world(&self, comm: u32) -> bool {
+        self.communicators
+            .get(comm as usize)
+            .is_some_and(|c| c.members.len() == self.world_size as usize)
+    }
+
+    /// The region of routine `id` called from the first return address outside the profiler
+    /// and libmpi.
+    fn region(&mut self, id: RoutineId) -> u32 {
+        let site = self.sites.find(id);
+        let key = (id, site);
+        if let Some(&r) = self.regions.get(&key) {
+            return r;
+        }
+        self.region_keys.push(key);
+        let r = (self.region_keys.len() - 1) as u32;
+        self.regions.insert(key, r);
+        r
+    }
+
+    /// End of a synchronising collective on a communicator spanning the world: a superstep.
+    fn superstep_done(&mut self) {
+        self.supersteps += 1;
+        match self.state {
+            State::Recording => {
+                self.cuts.push(self.events.len());
+                let recorded = self.supersteps - self.config.skip_supersteps;
+                if self.config.record_supersteps > 0 && recorded >= self.config.record_supersteps {
+                    self.state = State::Stopped;
+                    self.stop_note = Some(format!(
+                        "the window of supersteps ended: supersteps {} to {} recorded",
+                        self.config.skip_supersteps + 1,
+                        self.supersteps
+                    ));
+                }
+            }
+            State::Skipping if self.supersteps >= self.config.skip_supersteps => {
+                self.state = State::Recording;
+            }
+            _ => {}
+        }
+    }
+
+    fn leave(&mut self, entered: Entered, rc: c_int, traffic: Traffic, args: &Args) {
+        let end = self.now();
+        let routine = ROUTINES[entered.id].name;
+        let class = self.roles[entered.id];
+        let comm = (!args.comm.is_null()).then(|| self.comm_id(args.comm));
+        if rc == 0 && entered.recording {
+            self.communication(&entered, end, routine, comm, traffic, args);
+        }
+        match (class, comm) {
+            (RegionRole::Mpi(c), Some(comm)) if !entered.recording => {
+                if rc == 0
+                    && matches!(c, MpiClass::Barrier | MpiClass::AllToAll)
+                    && self.spans_world(comm)
+                {
+                    self.superstep_done();
+                }
+            }
+            _ if !entered.recording => {}
+            (RegionRole::Mpi(c), Some(comm)) if c != MpiClass::PointToPoint => {
+                let bytes = if rc == 0 { bytes_of(traffic) } else { 0 };
+                let root = match traffic {
+                    Traffic::Elements { peer, .. } | Traffic::SendReceived { peer, .. }
+                        if peer != NO_PEER =>
+                    {
+                        self.world_rank(comm, peer)
+                    }
+                    _ => None,
+                };
+                self.push(
+                    end,
+                    EventKind::CollectiveExit {
+                        comm,
+                        root,
+                        sent: bytes,
+                        received: bytes,
+                    },
+                );
+                if rc == 0
+                    && matches!(c, MpiClass::Barrier | MpiClass::AllToAll)
+                    && self.spans_world(comm)
+                {
+                    self.superstep_done();
+                }
+            }
+            _ => self.push(end, EventKind::Exit),
+        }
+        if rc == 0 && !args.newcomm.is_null() {
+            // SAFETY: the successful call filled *newcomm.
+            let new = unsafe { *args.newcomm };
+            if !new.is_null() && new != self.comm_null {
+                self.register_comm(new);
+            }
+        }
+        self.overhead_ns += self.now().saturating_sub(end);
+    }
+
+    /// The messages and requests of a successful call.
+    fn communication(
+        &mut self,
+        entered: &Entered,
+        end: u64,
+        routine: &str,
+        comm: Option<u32>,
+        traffic: Traffic,
+        args: &Args,
+    ) {
+        let synchronous = matches!(routine, "MPI_Ssend" | "MPI_Issend");
+        if let Some(comm) = comm {
+            if self.roles[entered.id] == RegionRole::Mpi(MpiClass::PointToPoint) {
+                match traffic {
+                    Traffic::Elements { peer, .. } if !args.request.is_null() => {
+                        let sends = !routine.contains("recv");
+                        if sends {
+                            self.send(entered.start, comm, peer, args.tag, traffic, synchronous);
+                        }
+                        // SAFETY: the successful call filled *request.
+                        let request = unsafe { *args.request };
+                        self.push(
+                            end,
+                            EventKind::RequestPost {
+                                request: request as u64,
+                            },
+                        );
+                        if !sends {
+                            let posted = PendingRecv {
+                                comm,
+                                source: self.world_rank(comm, peer),
+                                tag: (args.tag != ANY_TAG).then_some(args.tag),
+                                bytes: bytes_of(traffic),
+                            };
+                            self.pending.insert(request as usize, posted);
+                        }
+                    }
+                    Traffic::Elements { peer, .. } => {
+                        self.send(entered.start, comm, peer, args.tag, traffic, synchronous)
+                    }
+                    Traffic::Received { status, .. } => self.recv(end, comm, status),
+                    Traffic::SendReceived {
+                        count,
+                        datatype,
+                        peer,
+                        status,
+                        ..
+                    } => {
+                        let send = Traffic::Elements {
+                            count,
+                            datatype,
+                            peer,
+                        };
+                        self.send(entered.start, comm, peer, args.tag, send, false);
+                        self.recv(end, comm, status);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if !matches!(args.completion, Completion::None) {
+            self.completions(end, args);
+        }
+    }
+
+    fn send(&mut self, at: u64, comm: u32, peer: c_int, tag: c_int, traffic: Traffic, sync: bool) {
+        if peer == PROC_NULL {
+            return;
+        }
+        if let Some(peer) = self.world_rank(comm, peer) {
+            let bytes = bytes_of(traffic);
+            self.push(
+                at,
+                EventKind::Send {
+                    peer,
+                    tag,
+                    comm,
+                    bytes,
+                    synchronous: sync,
+                },
+            );
+        }
+    }
+
+    fn recv(&mut self, at: u64, comm: u32, status: *const MPI_Status) {
+        if status.is_null() {
+            return;
+        }
+        // SAFETY: the successful call filled the status (the wrapper substitutes its own when
+        // the caller passed MPI_STATUS_IGNORE).
+        let s = unsafe { &*status };
+        if s.MPI_SOURCE == PROC_NULL {
+            return;
+        }
+        if let Some(peer) = self.world_rank(comm, s.MPI_SOURCE) {
+            self.push(
+                at,
+                EventKind::Recv {
+                    peer,
+                    tag: s.MPI_TAG,
+                    comm,
+                    bytes: s._ucount as u64,
+                },
+            );
+        }
+    }
+
+    /// Requests of the snapshot that the call completed (their slot became `MPI_REQUEST_NULL`).
+    fn completions(&mut self, end: u64, args: &Args) {
+        let snapshot = std::mem::take(&mut self.snapshot);
+        let requests = self.completing;
+        for (i, &before) in snapshot.iter().enumerate() {
+            if before.is_null() || before == self.request_null {
+                continue;
+            }
+            // SAFETY: the caller's request array has snapshot.len() entries.
+            let after = unsafe { *requests.add(i) };
+            if after != self.request_null {
+                continue;
+            }
+            self.push(
+                end,
+                EventKind::RequestComplete {
+                    request: before as u64,
+                },
+            );
+            if let Some(recv) = self.pending.remove(&(before as usize)) {
+                let status = status_of(args.completion, i);
+                if !status.is_null() {
+                    self.recv(end, recv.comm, status);
+                } else if let (Some(peer), Some(tag)) = (recv.source, recv.tag) {
+                    let (comm, bytes) = (recv.comm, recv.bytes);
+                    self.push(
+                        end,
+                        EventKind::Recv {
+                            peer,
+                            tag,
+                            comm,
+                            bytes,
+                        },
+                    );
+                }
+            }
+        }
+        self.snapshot = snapshot;
+    }
+}
+
+/// The status of the request at index `i` of a completing call.
+fn status_of(completion: Completion, i: usize) -> *const MPI_Status {
+    match completion {
+        Completion::None => std::ptr::null(),
+        Completion::One(s) => s.cast_const(),
+        Completion::Each(s) if s.is_null() => std::ptr::null(),
+        // SAFETY: a status per request.
+        Completion::Each(s) => unsafe { s.add(i).cast_const() },
+        Completion::Some {
+            indices,
+            outcount,
+            statuses,
+        } => {
+            if statuses.is_null() || indices.is_null() || outcount.is_null() {
+                return std::ptr::null();
+            }
+            // SAFETY: MPI filled outcount indices and statuses.
+            unsafe {
+                let n = (*outcount).max(0) as usize;
+                (0..n)
+                    .find(|&k| *indices.add(k) == i as c_int)
+                    .map_or(std::ptr::null(), |k| statuses.add(k).cast_const())
+            }
+        }
+    }
+}
+
+impl Recorder {
+    fn enter(&mut self, id: RoutineId, requests: *const MPI_Request, n: c_int) -> Option<Entered> {
+        match self.state {
+            State::Recording => {}
+            State::Skipping => {
+                return Some(Entered {
+                    id,
+                    start: 0,
+                    recording: false,
+                })
+            }
+            State::Stopped => return None,
+        }
+        let n = n.max(0) as usize;
+        // A call adds at most an enter, a send, an exit and two events per request.
+        if self.events.len() + 4 + 2 * n > self.capacity {
+            self.state = State::Stopped;
+            self.stopped_by_budget = true;
+            return None;
+        }
+        let overhead_start = monotonic_ns();
+        let region = self.region(id);
+        self.completing = requests;
+        self.snapshot.clear();
+        if !requests.is_null() {
+            // SAFETY: the caller passes `n` requests (MPI's contract for the completing call).
+            self.snapshot
+                .extend_from_slice(unsafe { std::slice::from_raw_parts(requests, n) });
+        }
+        let start = self.now();
+        self.push(start, EventKind::Enter { region });
+        self.overhead_ns += monotonic_ns().saturating_sub(overhead_start);
+        Some(Entered {
+            id,
+            start,
+            recording: true,
+        })
+    }
+}
+
+/// Start of a traced call of routine `id` (out of line); `requests` are the `n` requests a
+/// completing call may complete (null otherwise).
+#[inline(never)]
+pub fn enter(id: RoutineId, requests: *const MPI_Request, n: c_int) -> Option<Entered> {
+    if !TRACED_THREAD.with(Cell::get) {
+        return None;
+    }
+    crate::guard::contained(|| with_recorder(|r| r.enter(id, requests, n)).flatten()).flatten()
+}
+
+/// End of a traced call that returned `rc` (out of line).
+#[inline(never)]
+pub fn leave(entered: Entered, rc: c_int, traffic: Traffic, args: Args) {
+    crate::guard::contained(|| with_recorder(|r| r.leave(entered, rc, traffic, &args)));
+}
+
+/// The analysis' class of a routine; nonblocking collectives synchronise in their completion,
+/// so their start is not a collective.
+fn role_of(routine: &str) -> RegionRole {
+    let class = MpiClass::of_routine(routine);
+    if class != MpiClass::PointToPoint && routine.starts_with("MPI_I") {
+        RegionRole::Mpi(MpiClass::PointToPoint)
+    } else {
+        RegionRole::Mpi(class)
+    }
+}
+
+/// Every loaded object: path, build-id, load address and the address ranges of its segments.
+fn loaded_objects() -> Vec<(Module, Vec<(usize, usize)>)> {
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: the loader passes a valid info; data is our Vec.
+        let (info, out) = unsafe {
+            (
+                &*info,
+                &mut *(data as *mut Vec<(Module, Vec<(usize, usize)>)>),
+            )
+        };
+        let base = info.dlpi_addr as usize;
+        let name = if info.dlpi_name.is_null() {
+            String::new()
+        } else {
+            // SAFETY: a NUL-terminated path from the loader.
+            unsafe { CStr::from_ptr(info.dlpi_name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        let path = if name.is_empty() {
+            std::fs::read_link("/proc/self/exe")
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        } else {
+            name
+        };
+        let mut ranges = Vec::new();
+        let mut build_id = String::new();
+        // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
+        let headers =
+            unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+        for ph in headers {
+            let start = base + ph.p_vaddr as usize;
+            if ph.p_type == libc::PT_LOAD {
+                ranges.push((start, start + ph.p_memsz as usize));
+            } else if ph.p_type == libc::PT_NOTE && build_id.is_empty() {
+                // SAFETY: a loaded note segment of p_memsz bytes.
+                let notes =
+                    unsafe { std::slice::from_raw_parts(start as *const u8, ph.p_memsz as usize) };
+                build_id = gnu_build_id(notes).unwrap_or_default();
+            }
+        }
+        out.push((
+            Module {
+                path,
+                build_id,
+                load_address: base as u64,
+            },
+            ranges,
+        ));
+        0
+    }
+    let mut out: Vec<(Module, Vec<(usize, usize)>)> = Vec::new();
+    // SAFETY: the callback matches dl_iterate_phdr's contract and only touches `out`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut out as *mut Vec<_>).cast()) };
+    out
+}
+
+/// The GNU build-id (hex) in a note segment.
+fn gnu_build_id(mut notes: &[u8]) -> Option<String> {
+    let word = |b: &[u8], at: usize| -> Option<usize> {
+        Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize)
+    };
+    let align = |n: usize| (n + 3) & !3;
+    while notes.len() >= 12 {
+        let (namesz, descsz, kind) = (word(notes, 0)?, word(notes, 4)?, word(notes, 8)?);
+        let desc_at = 12 + align(namesz);
+        let next = desc_at + align(descsz);
+        let name = notes.get(12..12 + namesz)?;
+        if kind == 3 && name == b"GNU\0" {
+            let desc = notes.get(desc_at..desc_at + descsz)?;
+            return Some(desc.iter().map(|b| format!("{b:02x}")).collect());
+        }
+        notes = notes.get(next..)?;
+    }
+    None
+}
+
+/// The call site of a region: `object+0xOFFSET` (of the return address), and the objects used.
+fn site_names(keys: &[(RoutineId, usize)]) -> (Vec<Region>, Vec<Module>) {
+    let objects = loaded_objects();
+    let mut used: Vec<Module> = Vec::new();
+    let regions = keys
+        .iter()
+        .map(|&(id, addr)| {
+            let routine = ROUTINES[id].name;
+            let site = objects
+                .iter()
+                .find(|(_, ranges)| ranges.iter().any(|&(a, b)| (a..b).contains(&addr)))
+                .map(|(module, _)| {
+                    if !used.contains(module) {
+                        used.push(module.clone());
+                    }
+                    let file = Path::new(&module.path)
+                        .file_name()
+                        .map(|f| f.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    format!("{file}+0x{:x}", addr as u64 - module.load_address)
+                })
+                .unwrap_or_default();
+            Region {
+                name: routine.to_string(),
+                site,
+                role: role_of(routine),
+            }
+        })
+        .collect();
+    (regions, used)
+}
+
+/// `MPISTAT_TRACE_TEST_SKEW=RANK:OFFSET_NS:DRIFT_PPM`: a test knob that puts an artificial
+/// offset and drift on one rank's trace clock, to show the analysis corrects them.
+fn test_skew(rank: u32) -> Skew {
+    let Ok(text) = std::env::var("MPISTAT_TRACE_TEST_SKEW") else {
+        return Skew::default();
+    };
+    let parts: Vec<&str> = text.split(':').collect();
+    match parts.as_slice() {
+        [r, offset, drift] if r.parse() == Ok(rank) => Skew {
+            offset_ns: offset.parse().unwrap_or(0),
+            drift_ppm: drift.parse().unwrap_or(0.0),
+            origin: monotonic_ns(),
+        },
+        _ => Skew::default(),
+    }
+}
+
+/// `MPI_ANY_TAG` in Open MPI.
+const ANY_TAG: c_int = -1;
+
+/// Tag of the clock ping-pongs (on a private communicator).
+const CLOCK_TAG: c_int = 7001;
+const PING_PONGS: usize = 16;
+
+/// This rank's clock offset to rank 0 (rank 0's clock minus ours), by ping-pongs with rank 0
+/// over `comm`, keeping the one with the shortest round trip (collective over `comm`).
+fn measure_offset(recorder: &Recorder, comm: &OwnComm) -> Option<ClockSample> {
+    let rank = recorder.rank as c_int;
+    if rank == 0 {
+        for peer in 1..recorder.world_size as c_int {
+            let mut best: Option<(u64, i64)> = None;
+            for _ in 0..PING_PONGS {
+                let t0 = recorder.now();
+                mpi::send_u64s(&[t0], peer, CLOCK_TAG, comm).ok()?;
+                let [remote] = mpi::recv_u64s::<1>(peer, CLOCK_TAG, comm).ok()?;
+                let t1 = recorder.now();
+                let rtt = t1.saturating_sub(t0);
+                let offset = ((t0 as i128 + t1 as i128) / 2 - remote as i128) as i64;
+                if best.is_none_or(|(r, _)| rtt < r) {
+                    best = Some((rtt, offset));
+                }
+            }
+            let (_, offset) = best?;
+            mpi::send_u64s(&[offset as u64], peer, CLOCK_TAG, comm).ok()?;
+        }
+        Some(ClockSample {
+            local: recorder.now(),
+            offset: 0,
+        })
+    } else {
+        let mut at = Vec::with_capacity(PING_PONGS);
+        for _ in 0..PING_PONGS {
+            mpi::recv_u64s::<1>(0, CLOCK_TAG, comm).ok()?;
+            let t = recorder.now();
+            at.push(t);
+            mpi::send_u64s(&[t], 0, CLOCK_TAG, comm).ok()?;
+        }
+        let [offset] = mpi::recv_u64s::<1>(0, CLOCK_TAG, comm).ok()?;
+        Some(ClockSample {
+            local: at[at.len() / 2],
+            offset: offset as i64,
+        })
+    }
+}
+
+/// Set up this rank's recorder and measure its clock against rank 0's (collective over
+/// `MPI_COMM_WORLD`).
+fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32) {
+    let Some(world) = mpi::comm_world() else {
+        return;
+    };
+    let Ok(comm) = OwnComm::dup(world) else {
+        return;
+    };
+    let event_size = std::mem::size_of::<Event>();
+    let capacity = config.budget_bytes / event_size;
+    let mut recorder = Recorder {
+        config: config.clone(),
+        reason,
+        rank,
+        world_size,
+        request_null: mpi::predefined(c"ompi_request_null").unwrap_or(std::ptr::null_mut()),
+        comm_null: mpi::predefined(c"ompi_mpi_comm_null").unwrap_or(std::ptr::null_mut()),
+        skew: test_skew(rank),
+        state: if config.skip_supersteps == 0 {
+            State::Recording
+        } else {
+            State::Skipping
+        },
+        // Reserved, not touched: pages become resident only as events arrive.
+        events: Vec::with_capacity(capacity),
+        capacity,
+        regions: FastMap::default(),
+        roles: ROUTINES.iter().map(|r| role_of(r.name)).collect(),
+        region_keys: Vec::new(),
+        sites: CallSites::default(),
+        comms: FastMap::default(),
+        communicators: vec![Communicator {
+            members: (0..world_size).collect(),
+        }],
+        pending: FastMap::default(),
+        completing: std::ptr::null(),
+        snapshot: Vec::new(),
+        cartesian: None,
+        supersteps: 0,
+        cuts: Vec::new(),
+        stop_note: None,
+        stopped_by_budget: false,
+        clock: Vec::new(),
+        overhead_ns: 0,
+    };
+    recorder.comms.insert(world as usize, 0);
+    if let Some(sample) = measure_offset(&recorder, &comm) {
+        recorder.clock.push(sample);
+    }
+    *RECORDER.lock().unwrap_or_else(|e| e.into_inner()) = Some(recorder);
+    TRACED_THREAD.with(|t| t.set(true));
+    ON.store(true, Relaxed);
+}
+
+/// What rank 0 puts into the job's record.
+static INFO: Mutex<Option<TraceInfo>> = Mutex::new(None);
+
+/// The trace facts for the record (rank 0, after [`finish`]).
+pub fn take_info() -> Option<TraceInfo> {
+    INFO.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
+/// The job's trace directory from the site's pattern.
+fn trace_dir(pattern: &str, job_id: &str) -> PathBuf {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let expanded = match pattern.strip_prefix('~') {
+        Some(rest) => format!("{home}{rest}"),
+        None => pattern.to_string(),
+    };
+    PathBuf::from(
+        expanded
+            .replace("$HOME", &home)
+            .replace("{job_id}", &job_id.replace('/', "_")),
+    )
+}
+
+/// Creates `dir` and its missing parents with mode 0700, and makes `dir` itself 0700.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// A new file readable by its owner only.
+fn create_private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
+fn write_files(dir: &Path, local: &LocalDefinitions, events: &[Event]) -> std::io::Result<()> {
+    use std::io::Write;
+    create_private_dir(dir)?;
+    let rank = local.rank;
+    let file = create_private_file(&dir.join(rank_file_name(rank)))?;
+    let mut writer = RankWriter::new(std::io::BufWriter::new(file), rank);
+    for event in events {
+        writer.event(event)?;
+    }
+    writer.finish()?;
+    create_private_file(&dir.join(local_file_name(rank)))?.write_all(&encode_local(local))
+}
+
+/// Before the real `MPI_Finalize` (collective over `comm`, a duplicate of the world): stop
+/// tracing, measure the clocks again, cut the ranks' events at a common superstep if any rank
+/// stopped early, write this rank's files, and (rank 0) keep the facts for the record.
+pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
+    if !ON.swap(false, Relaxed) {
+        return;
+    }
+    let Some(mut recorder) = RECORDER.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        return;
+    };
+    let write_start = monotonic_ns();
+    if let Some(sample) = measure_offset(&recorder, comm) {
+        recorder.clock.push(sample);
+    }
+    // Rank 0's start and pid make the job id (as in its record); every rank needs the directory.
+    let is_root = recorder.rank == 0;
+    let id_parts = if is_root {
+        [job_start_unix_ms, u64::from(job_pid)]
+    } else {
+        [0, 0]
+    };
+    let Ok(id_parts) = mpi::allreduce(&id_parts, mpi::Op::Sum, comm) else {
+        return;
+    };
+    let job_id = crate::job::job_id(id_parts[0], id_parts[1] as u32);
+    let dir = trace_dir(&recorder.config.directory, &job_id);
+    // Where every rank recorded completely: the cut when any rank stopped for its budget.
+    let recorded = recorder.cuts.len() as u64;
+    let stopped = u64::from(recorder.stopped_by_budget);
+    let agreed = mpi::allreduce(&[u64::MAX - recorded, stopped], mpi::Op::Max, comm).ok();
+    let mut note = recorder.stop_note.clone();
+    if let Some([max_not_recorded, any_stopped]) = agreed.as_deref().map(|a| [a[0], a[1]]) {
+        if any_stopped == 1 {
+            let cut = u64::MAX - max_not_recorded;
+            let keep = match cut {
+                0 => 0,
+                k => recorder.cuts[k as usize - 1],
+            };
+            recorder.events.truncate(keep);
+            note = Some(format!(
+                "recording stopped: a rank's trace budget ({} bytes) was reached; the trace covers \
+                 supersteps {} to {} of the job (cut at the last superstep every rank recorded)",
+                recorder.config.budget_bytes,
+                recorder.config.skip_supersteps + 1,
+                recorder.config.skip_supersteps + cut
+            ));
+        }
+    }
+    if recorder.state == State::Skipping {
+        note = Some(format!(
+            "nothing recorded: the job had only {} supersteps, the window skips {}",
+            recorder.supersteps, recorder.config.skip_supersteps
+        ));
+    }
+    let (regions, modules) = site_names(&recorder.region_keys);
+    let local = LocalDefinitions {
+        rank: recorder.rank,
+        world_size: recorder.world_size,
+        ticks_per_second: 1_000_000_000,
+        regions,
+        communicators: std::mem::take(&mut recorder.communicators),
+        partition: Some(mpi::appnum()),
+        cartesian: recorder.cartesian.clone(),
+        clock: recorder.clock.clone(),
+        stopped: note.clone(),
+        modules,
+    };
+    let written = write_files(&dir, &local, &recorder.events).is_ok();
+    let overhead = recorder.overhead_ns + monotonic_ns().saturating_sub(write_start);
+    let totals = [recorder.events.len() as u64, u64::from(written), overhead];
+    if let Ok(Some(sum)) = mpi::reduce_to_root(&totals, mpi::Op::Sum, comm) {
+        *INFO.lock().unwrap_or_else(|e| e.into_inner()) = Some(TraceInfo {
+            dir: dir.display().to_string(),
+            reason: recorder.reason.to_string(),
+            events: sum[0],
+            ranks_written: sum[1] as u32,
+            stopped: note,
+            overhead_ns: sum[2],
+        });
+    }
+}
