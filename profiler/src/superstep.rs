@@ -73,6 +73,7 @@ impl Steps {
     }
 
     /// Add one superstep.
+    #[inline]
     pub fn push(&mut self, d: u64, other_mpi: u64, routine: u32) {
         self.raw += 1;
         if self.in_last > 0 && self.in_last < self.factor {
@@ -95,6 +96,8 @@ impl Steps {
     }
 
     /// Merge slots 2i and 2i+1 into slot i; the factor doubles.
+    #[cold]
+    #[inline(never)]
     fn merge_pairs(&mut self) {
         let n = self.slots.len();
         let last_alone = n % 2 == 1;
