@@ -15,7 +15,7 @@ use mpistat_record::JobRecord;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const XSS: &str = "<script>alert(1)</script>";
@@ -26,20 +26,10 @@ const BROWSE_TIMEOUT: Duration = Duration::from_secs(20 * 60);
 /// At most this many failing pages are listed in the failure message.
 const SHOWN_FAILURES: usize = 40;
 
-fn mpistat(args: &[&str], config: &Path) -> Output {
-    let binary = library().with_file_name("mpistat");
-    let output = Command::new(&binary)
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
-    eprintln!(
-        "mpistat {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+/// Run `mpistat` (the shared helper) and require success.
+fn mpistat_ok(args: &[&str], config: &Path) {
+    let output = mpistat(args, config);
     assert!(output.status.success(), "mpistat {args:?} failed");
-    output
 }
 
 /// `date -u ARGS...`'s output.
@@ -167,9 +157,9 @@ fn site_of_real_and_synthetic_jobs_renders_in_chromium() {
         ),
     )
     .unwrap();
-    mpistat(&["ingest", log.to_str().unwrap()], &config);
+    mpistat_ok(&["ingest", log.to_str().unwrap()], &config);
     let out = dir.path().join("site");
-    mpistat(
+    mpistat_ok(
         &[
             "site-report",
             "--month",
