@@ -23,6 +23,7 @@ use flate2::read::DeflateDecoder;
 use mpistat_record::{DecodedJob, JobRecord};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 
@@ -407,6 +408,26 @@ impl Database {
             ],
         )?;
         Ok(())
+    }
+
+    /// Every stored analysis by job key (few: only traced jobs have one).
+    pub fn analyses_by_key(&self) -> anyhow::Result<HashMap<String, StoredAnalysis>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT key, job_id, exe, dir, summary, error FROM analyses")?;
+        let rows = stmt.query_map([], |row| {
+            Ok((
+                row.get(0)?,
+                StoredAnalysis {
+                    job_id: row.get(1)?,
+                    exe: row.get(2)?,
+                    dir: row.get(3)?,
+                    summary: row.get(4)?,
+                    error: row.get(5)?,
+                },
+            ))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// The analyses of `user`'s jobs that ended in `[from_ms, to_ms)`, in end order.

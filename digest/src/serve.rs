@@ -16,7 +16,7 @@
 
 use crate::cli::ServeArgs;
 use crate::db::Database;
-use crate::mail::content::digests_over;
+use crate::mail::content::{digests_over, TracedJob};
 use crate::mail::week::IsoWeek;
 use crate::site_report::pages::{self, user_slug, Place};
 use crate::site_report::period::Period;
@@ -210,7 +210,11 @@ impl Pages {
             if !admin && job.user != login {
                 return Ok(Reply::error(403, "not your job"));
             }
-            return Ok(Reply::page(pages::job(&job, below)));
+            let traced = db
+                .analyses_by_key()?
+                .remove(key)
+                .map(TracedJob::from_stored);
+            return Ok(Reply::page(pages::job(&job, traced.as_ref(), below)));
         }
         if let Some(slug) = path
             .strip_prefix("users/")

@@ -484,3 +484,44 @@ fn serve_with_tokens_file() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A traced job's page carries what the analysis of its trace found (from the database's
+/// `analyses`, as the weekly mail's level 6), other jobs' pages do not.
+#[test]
+fn a_traced_jobs_page_links_its_trace_analysis() {
+    let dir = temp_dir("traced");
+    let records = week_of_jobs(3);
+    let db = database(&dir, &records);
+    let summary = mpistat_digest::analyze::Summary {
+        wall_s: 2.5,
+        waiting_percent: 31.0,
+        critical_imbalance_percent: 18.0,
+        causes: vec!["rank 0 computes <longer> before MPI_Send (delays.c:46)".into()],
+        notes: vec![],
+    };
+    let traced = &records[1];
+    db.store_analysis(
+        traced,
+        "/home/alice/.mpistat/traces/42",
+        Ok(&serde_json::to_string(&summary).unwrap()),
+    )
+    .unwrap();
+    let site = dir.join("site");
+    write_site(
+        &db,
+        &SiteConfig::default(),
+        &Period::parse("2026-W47").unwrap(),
+        &site,
+    )
+    .unwrap();
+    let page = |r: &JobRecord| {
+        std::fs::read_to_string(site.join(format!("jobs/{}.html", r.key()))).unwrap()
+    };
+    let html = page(traced);
+    assert!(html.contains("id=\"trace-analysis\""), "{html}");
+    assert!(html.contains("rank 0 computes &lt;longer&gt; before MPI_Send (delays.c:46)"));
+    assert!(html.contains("mpistat analyze /home/alice/.mpistat/traces/42"));
+    assert!(html.contains("31.0 %"));
+    assert!(!page(&records[0]).contains("trace-analysis"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -3,7 +3,7 @@
 //! level-1 table, [`ROUTINES_CID`] under the routine table.
 
 use super::chart::{MAX_ROUTINES, PART_COLOURS};
-use super::content::{RoutineRow, UserDigest, FURTHER};
+use super::content::{RoutineRow, TracedJob, UserDigest, FURTHER};
 use crate::html::escape;
 use mpistat_record::units::{bytes, count, duration, rate};
 use std::fmt::Write;
@@ -146,37 +146,43 @@ fn level6(out: &mut String, d: &UserDigest) {
     }
     out.push_str("<h3>Level 6: where your traced jobs waited</h3>\n");
     for t in &d.traced {
-        let _ = writeln!(
-            out,
-            "<p>Job <b>{}</b> ({}) was traced.</p>",
-            escape(&t.job_id),
-            escape(&t.exe)
-        );
-        match &t.summary {
-            Ok(s) => {
-                let _ = writeln!(
-                    out,
-                    "<p>Ranks waited {:.1} % of the time; the critical path's imbalance is {:.1} % of the run ({:.3} s).</p>\n<ol>",
-                    s.waiting_percent, s.critical_imbalance_percent, s.wall_s
-                );
-                for cause in &s.causes {
-                    let _ = writeln!(out, "<li>{}</li>", escape(cause));
-                }
-                out.push_str("</ol>\n");
-                for note in &s.notes {
-                    let _ = writeln!(out, "<p><small>Note: {}</small></p>", escape(note));
-                }
+        traced_job(out, t);
+    }
+}
+
+/// What the analysis of one traced job found, and where the full report is (the mail's level
+/// 6 and the job's web page).
+pub fn traced_job(out: &mut String, t: &TracedJob) {
+    let _ = writeln!(
+        out,
+        "<p>Job <b>{}</b> ({}) was traced.</p>",
+        escape(&t.job_id),
+        escape(&t.exe)
+    );
+    match &t.summary {
+        Ok(s) => {
+            let _ = writeln!(
+                out,
+                "<p>Ranks waited {:.1} % of the time; the critical path's imbalance is {:.1} % of the run ({:.3} s).</p>\n<ol>",
+                s.waiting_percent, s.critical_imbalance_percent, s.wall_s
+            );
+            for cause in &s.causes {
+                let _ = writeln!(out, "<li>{}</li>", escape(cause));
             }
-            Err(e) => {
-                let _ = writeln!(out, "<p>Its analysis failed: {}</p>", escape(e));
+            out.push_str("</ol>\n");
+            for note in &s.notes {
+                let _ = writeln!(out, "<p><small>Note: {}</small></p>", escape(note));
             }
         }
-        let _ = writeln!(
-            out,
-            "<p>Full report: <code>mpistat analyze {}</code></p>",
-            escape(&t.dir)
-        );
+        Err(e) => {
+            let _ = writeln!(out, "<p>Its analysis failed: {}</p>", escape(e));
+        }
     }
+    let _ = writeln!(
+        out,
+        "<p>Full report: <code>mpistat analyze {}</code></p>",
+        escape(&t.dir)
+    );
 }
 
 /// The per-routine table (seed 003 Fig. 4 and 12-13) with the latency, transfer and

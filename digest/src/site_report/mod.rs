@@ -11,7 +11,7 @@ pub mod svg;
 
 use crate::cli::SiteReportArgs;
 use crate::db::Database;
-use crate::mail::content::digests_over;
+use crate::mail::content::{digests_over, TracedJob};
 use crate::mail::week::IsoWeek;
 use anyhow::Context;
 use mpistat_record::JobRecord;
@@ -84,6 +84,7 @@ pub fn write_site(
         let html = pages::user(digest, &by_user[digest.user.as_str()], &period.label, below);
         write(&path, html)?;
     }
+    let analyses = &db.analyses_by_key()?;
     // Job pages are most of the work (a report and charts each): on all cores.
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     std::thread::scope(|scope| {
@@ -92,9 +93,11 @@ pub fn write_site(
             .map(|chunk| {
                 scope.spawn(move || {
                     chunk.iter().try_for_each(|job| {
+                        let key = job.key();
+                        let traced = analyses.get(&key).cloned().map(TracedJob::from_stored);
                         write(
-                            &out.join(format!("jobs/{}.html", job.key())),
-                            pages::job(job, below),
+                            &out.join(format!("jobs/{key}.html")),
+                            pages::job(job, traced.as_ref(), below),
                         )
                     })
                 })

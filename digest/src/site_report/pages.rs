@@ -7,7 +7,7 @@
 use super::summary::{add_histogram, imbalance_percent, size_class, Summary};
 use super::svg::{self, series, Bar, Point};
 use crate::html::escape;
-use crate::mail::content::{percent, routine_rows, RoutineRow, UserDigest, NS_PER_HOUR};
+use crate::mail::content::{percent, routine_rows, RoutineRow, TracedJob, UserDigest, NS_PER_HOUR};
 use crate::mail::html::routine_table;
 use mpistat_record::units::{bytes, count, duration, utc};
 use mpistat_record::{Binding, JobRecord};
@@ -588,8 +588,9 @@ pub fn user(d: &UserDigest, jobs: &[&JobRecord], period: &str, place: Place) -> 
 }
 
 /// Everything in one job's record: facts, the readable report, the imbalance time series and
-/// message sizes as charts, and the record itself as JSON.
-pub fn job(job: &JobRecord, place: Place) -> String {
+/// message sizes as charts, the analysis of its trace when it was traced, and the record itself
+/// as JSON.
+pub fn job(job: &JobRecord, traced: Option<&TracedJob>, place: Place) -> String {
     let mut b = String::from("<table>\n");
     let facts: Vec<(&str, String)> = vec![
         ("job id", job.job_id.clone()),
@@ -649,6 +650,10 @@ pub fn job(job: &JobRecord, place: Place) -> String {
         place.user(&job.user),
         escape(&job.user)
     );
+    if let Some(t) = traced {
+        b.push_str("<h2 id=\"trace-analysis\">Trace analysis (level 6)</h2>\n");
+        crate::mail::html::traced_job(&mut b, t);
+    }
     match &job.imbalance {
         Some(i) if !i.series_ns.is_empty() => {
             let labels: Vec<String> = (0..i.series_ns.len())
