@@ -175,7 +175,9 @@ fn bytes_of(table: &ThreadTable, count: c_int, datatype: MPI_Datatype) -> u64 {
     }
 }
 
-/// The (count, bytes) that `traffic` stands for.
+/// The (count, bytes) that `traffic` stands for. On the hot path (from [`record`]), so placed
+/// with the hot wrappers (footprint.rs).
+#[link_section = ".text.hot.mpistat"]
 pub(crate) fn measure(table: &ThreadTable, traffic: Traffic) -> (u64, u64) {
     match traffic {
         Traffic::None => (0, 0),
