@@ -5,9 +5,9 @@
 //! after `MPI_Init` nearly all of the library's code and read-only data would stay in each rank's
 //! RSS. These pages are clean and file-backed: at the end of `MPI_Init` we drop this process's
 //! mappings of them (`MADV_DONTNEED`). They stay in the page cache, shared by all ranks of the
-//! node; the hot path maps back in only the few chunks it runs. Writable segments (RELRO included: the
-//! dynamic loader relocated them in place) are never touched: dropping them would lose the
-//! relocations. The library has no text relocations (a test checks), so read-only segments are
+//! node; the hot path maps back in only the few chunks it runs. Writable segments (RELRO
+//! included: the dynamic loader relocated them in place) are never touched: dropping them would
+//! lose the relocations. The library has no text relocations (a test checks), so read-only segments are
 //! exactly their file's bytes.
 
 use std::ffi::{c_int, c_void};
@@ -29,7 +29,8 @@ const MAX_RANGES: usize = 8;
 #[link_section = ".text.hot.mpistat"]
 pub fn release_init_pages() {
     let mut todo = [Range { start: 0, end: 0 }; MAX_RANGES];
-    let n = fill_release_list(&mut todo);
+    // Runs before the first madvise, so its (cold) code may live anywhere.
+    let n = crate::guard::quietly(|| fill_release_list(&mut todo)).unwrap_or(0);
     for r in &todo[..n] {
         // SAFETY: the range lies inside read-only segments that were never written (no text
         // relocations); MADV_DONTNEED on such private file mappings only drops page-table

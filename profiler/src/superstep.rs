@@ -12,9 +12,10 @@
 //! partition) to rank 0, which computes the figures ([`figures`]).
 //!
 //! Deciding "spans `MPI_COMM_WORLD`" costs a pointer compare with the handle cached at
-//! `MPI_Init` for `MPI_COMM_WORLD` itself, else two real `PMPI_Comm_size` / `PMPI_Comm_test_inter`
-//! calls (a few ns each in Open MPI), paid on those collectives only. No cache of handles: a freed communicator's handle can be reused for a
-//! different group, and a cache would then answer wrongly.
+//! `MPI_Init` for `MPI_COMM_WORLD` itself, else two real `PMPI_Comm_size` /
+//! `PMPI_Comm_test_inter` calls (a few ns each in Open MPI), paid on those collectives only. No
+//! cache of handles: a freed communicator's handle can be reused for a different group, and a
+//! cache would then answer wrongly.
 
 use crate::ffi::MPI_Comm;
 use crate::mpi::{allreduce, comm_is_inter, comm_size, comm_world, reduce_to_root, Op, OwnComm};
