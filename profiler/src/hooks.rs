@@ -59,7 +59,16 @@ pub fn after_init(rc: c_int, provided: c_int, via_pmpi: bool, argc: *const c_int
         return;
     }
     start_job(provided, via_pmpi, argc);
+    prefetch_routines();
     crate::footprint::release_init_pages();
+}
+
+/// Find every real routine now, while the pages a lookup reads are still mapped (see
+/// [`crate::next::Next::prefetch`]).
+#[inline(never)]
+fn prefetch_routines() {
+    crate::generated::wrappers::prefetch_all();
+    PCONTROL.prefetch();
 }
 
 /// Read the site's configuration and set up this rank's job (counters, supersteps, exit hook).
@@ -189,7 +198,7 @@ fn publish(
     if let Some(c) = counters {
         record.counters = Some(c.set.clone());
         for (id, event, v) in &c.per_routine {
-            let name = crate::generated::routines::ROUTINES[*id].name;
+            let name = crate::generated::routines::ROUTINES[*id].name();
             if let Some(r) = record.routines.iter_mut().find(|r| r.name == name) {
                 r.counters.insert(event.clone(), *v);
             }
@@ -231,7 +240,7 @@ fn add_estimates(record: &mut JobRecord, e: &Estimates) {
     for (id, ns) in &e.sync_ns {
         let name = crate::generated::routines::ROUTINES
             .get(*id as usize)
-            .map(|r| r.name);
+            .map(|r| r.name());
         if let Some(r) = record
             .routines
             .iter_mut()

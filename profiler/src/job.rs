@@ -127,7 +127,7 @@ pub fn build_record(
                 hist.pop();
             }
             Some(RoutineStats {
-                name: ROUTINES[id].name.to_string(),
+                name: ROUTINES[id].name().to_string(),
                 class: ROUTINES[id].class.as_str().to_string(),
                 calls,
                 time_ns,

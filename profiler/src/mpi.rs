@@ -5,7 +5,19 @@
 //! libmpi; we look them up by symbol name because this library is never linked against libmpi.
 
 use crate::ffi::{MPI_Comm, MPI_Datatype, MPI_Info, MPI_Op};
-use crate::next::{mpi_object, Next};
+// The real routines: the wrappers' `Next`s (one per routine, all looked up at `MPI_Init`).
+use crate::generated::wrappers::{
+    NEXT_MPI_Allreduce as ALLREDUCE, NEXT_MPI_Cart_get as CART_GET,
+    NEXT_MPI_Cartdim_get as CARTDIM_GET, NEXT_MPI_Comm_dup as COMM_DUP,
+    NEXT_MPI_Comm_free as COMM_FREE, NEXT_MPI_Comm_get_attr as COMM_GET_ATTR,
+    NEXT_MPI_Comm_group as COMM_GROUP, NEXT_MPI_Comm_rank as COMM_RANK,
+    NEXT_MPI_Comm_size as COMM_SIZE, NEXT_MPI_Comm_split_type as COMM_SPLIT_TYPE,
+    NEXT_MPI_Comm_test_inter as COMM_TEST_INTER, NEXT_MPI_Get_library_version as LIBRARY_VERSION,
+    NEXT_MPI_Group_free as GROUP_FREE, NEXT_MPI_Group_size as GROUP_SIZE,
+    NEXT_MPI_Group_translate_ranks as GROUP_TRANSLATE_RANKS, NEXT_MPI_Recv as RECV,
+    NEXT_MPI_Reduce as REDUCE, NEXT_MPI_Send as SEND, NEXT_MPI_Topo_test as TOPO_TEST,
+};
+use crate::next::mpi_object;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::mem::transmute;
 
@@ -36,17 +48,6 @@ pub fn predefined<T>(symbol: &'static CStr) -> Option<*mut T> {
 pub fn comm_world() -> Option<MPI_Comm> {
     predefined(c"ompi_mpi_comm_world")
 }
-
-static COMM_RANK: Next = Next::new(c"PMPI_Comm_rank");
-static COMM_SIZE: Next = Next::new(c"PMPI_Comm_size");
-static COMM_DUP: Next = Next::new(c"PMPI_Comm_dup");
-static COMM_FREE: Next = Next::new(c"PMPI_Comm_free");
-static COMM_SPLIT_TYPE: Next = Next::new(c"PMPI_Comm_split_type");
-static REDUCE: Next = Next::new(c"PMPI_Reduce");
-static ALLREDUCE: Next = Next::new(c"PMPI_Allreduce");
-static COMM_TEST_INTER: Next = Next::new(c"PMPI_Comm_test_inter");
-static COMM_GET_ATTR: Next = Next::new(c"PMPI_Comm_get_attr");
-static LIBRARY_VERSION: Next = Next::new(c"PMPI_Get_library_version");
 
 type CommIntFn = unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int;
 type CommDupFn = unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int;
@@ -278,16 +279,6 @@ pub fn library_version() -> String {
     let s = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
     s.lines().next().unwrap_or("").trim().to_string()
 }
-
-static SEND: Next = Next::new(c"PMPI_Send");
-static RECV: Next = Next::new(c"PMPI_Recv");
-static COMM_GROUP: Next = Next::new(c"PMPI_Comm_group");
-static GROUP_SIZE: Next = Next::new(c"PMPI_Group_size");
-static GROUP_TRANSLATE_RANKS: Next = Next::new(c"PMPI_Group_translate_ranks");
-static GROUP_FREE: Next = Next::new(c"PMPI_Group_free");
-static TOPO_TEST: Next = Next::new(c"PMPI_Topo_test");
-static CARTDIM_GET: Next = Next::new(c"PMPI_Cartdim_get");
-static CART_GET: Next = Next::new(c"PMPI_Cart_get");
 
 type SendFn =
     unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int;

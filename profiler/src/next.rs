@@ -3,7 +3,8 @@
 //! Every wrapper forwards to the next definition of `PMPI_X` after this library in the symbol
 //! search order (`dlsym(RTLD_NEXT)`): the MPI library itself, or another PMPI layer loaded after us.
 //! The pointer is resolved on first use and cached, so a process that never calls MPI never even
-//! looks (loading the library into bash or python stays free).
+//! looks (loading the library into bash or python stays free); `MPI_Init` then resolves all the
+//! others at once ([`Next::prefetch`]).
 
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -33,10 +34,23 @@ impl Next {
         self.resolve()
     }
 
-    /// Runs once per routine, at its first call, which may come long after `MPI_Init`: kept with
-    /// the hot wrappers so that it does not map another chunk of code into the rank.
+    /// Look the routine up now if it is not yet: `MPI_Init` does this for every routine, so that
+    /// no lookup runs after it (a `dlsym` reads the name, the loader's tables and this code, all
+    /// on pages released at the end of `MPI_Init`, see footprint.rs). A routine the MPI library
+    /// lacks stays unresolved here; its first call says so.
+    pub fn prefetch(&self) {
+        if self.addr.load(Ordering::Relaxed).is_null() {
+            let p = lookup(self.name);
+            if !p.is_null() {
+                self.addr.store(p, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Runs once per routine, at its first call (before `MPI_Init`, or for a routine the MPI
+    /// library lacks).
+    #[cold]
     #[inline(never)]
-    #[link_section = ".text.hot.mpistat"]
     fn resolve(&self) -> *mut c_void {
         let p = lookup(self.name);
         if p.is_null() {

@@ -28,9 +28,20 @@ impl Class {
     }
 }
 
-/// One row of the routine table.
+/// One row of the routine table. The name is a range of one string
+/// ([`crate::generated::routines::NAMES`]) rather than a `&str`: a table of pointers would be
+/// relocated by the loader, i.e. written, in every rank (private memory), a table of offsets
+/// stays shared read-only data.
 #[derive(Clone, Copy, Debug)]
 pub struct Routine {
-    pub name: &'static str,
+    pub name_at: u16,
+    pub name_len: u8,
     pub class: Class,
+}
+
+impl Routine {
+    pub fn name(&self) -> &'static str {
+        let at = usize::from(self.name_at);
+        &crate::generated::routines::NAMES[at..at + usize::from(self.name_len)]
+    }
 }

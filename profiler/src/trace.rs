@@ -293,7 +293,7 @@ impl Recorder {
 
     fn leave(&mut self, entered: Entered, rc: c_int, traffic: Traffic, args: &Args) {
         let end = self.now();
-        let routine = ROUTINES[entered.id].name;
+        let routine = ROUTINES[entered.id].name();
         let class = self.roles[entered.id];
         let comm = (!args.comm.is_null()).then(|| self.comm_id(args.comm));
         if rc == 0 && entered.recording {
@@ -678,7 +678,7 @@ fn site_names(keys: &[(RoutineId, usize)]) -> (Vec<Region>, Vec<Module>) {
     let regions = keys
         .iter()
         .map(|&(id, addr)| {
-            let routine = ROUTINES[id].name;
+            let routine = ROUTINES[id].name();
             let site = objects
                 .iter()
                 .find(|(_, ranges)| ranges.iter().any(|&(a, b)| (a..b).contains(&addr)))
@@ -796,7 +796,7 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         events: Vec::with_capacity(capacity),
         capacity,
         regions: FastMap::default(),
-        roles: ROUTINES.iter().map(|r| role_of(r.name)).collect(),
+        roles: ROUTINES.iter().map(|r| role_of(r.name())).collect(),
         region_keys: Vec::new(),
         sites: CallSites::default(),
         comms: FastMap::default(),

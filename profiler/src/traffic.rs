@@ -5,7 +5,11 @@
 //! calls that succeeded, so every handle it looks at is valid.
 
 use crate::ffi::{MPI_Comm, MPI_Datatype, MPI_Status};
-use crate::next::Next;
+// The real routines: the wrappers' `Next`s (one per routine, all looked up at `MPI_Init`).
+use crate::generated::wrappers::{
+    NEXT_MPI_Comm_remote_size as COMM_REMOTE_SIZE, NEXT_MPI_Comm_size as COMM_SIZE,
+    NEXT_MPI_Comm_test_inter as COMM_TEST_INTER, NEXT_MPI_Type_size as TYPE_SIZE,
+};
 use crate::rt::{bump, RoutineId, ThreadTable};
 use mpistat_record::model::{hist_bucket, HIST_BUCKETS};
 use std::ffi::{c_int, c_void};
@@ -75,11 +79,6 @@ impl Traffic {
 
 type TypeSizeFn = unsafe extern "C" fn(MPI_Datatype, *mut c_int) -> c_int;
 type CommIntFn = unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int;
-
-static TYPE_SIZE: Next = Next::new(c"PMPI_Type_size");
-static COMM_SIZE: Next = Next::new(c"PMPI_Comm_size");
-static COMM_REMOTE_SIZE: Next = Next::new(c"PMPI_Comm_remote_size");
-static COMM_TEST_INTER: Next = Next::new(c"PMPI_Comm_test_inter");
 
 /// Bumped whenever a datatype is freed (`MPI_Type_free`): a freed handle's address can come back
 /// as a different type, so sizes cached before are no longer trusted.

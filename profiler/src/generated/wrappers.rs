@@ -7,7 +7,7 @@
 
 // Exported names are MPI's (`MPI_Send`); some MPI routines take more than 7 arguments; the
 // safety contract of every exported function is the MPI standard's for that routine.
-#![allow(non_snake_case, clippy::too_many_arguments, clippy::missing_safety_doc)]
+#![allow(non_snake_case, non_upper_case_globals, clippy::too_many_arguments, clippy::missing_safety_doc)]
 
 use super::routines::id;
 use crate::ffi::{MPI_Aint, MPI_Comm, MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, MPI_Comm_errhandler_function, MPI_Copy_function, MPI_Count, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, MPI_Datatype, MPI_Delete_function, MPI_Errhandler, MPI_File, MPI_File_errhandler_function, MPI_Grequest_cancel_function, MPI_Grequest_free_function, MPI_Grequest_query_function, MPI_Group, MPI_Info, MPI_Message, MPI_Offset, MPI_Op, MPI_Request, MPI_Status, MPI_T_cvar_handle, MPI_T_enum, MPI_T_pvar_handle, MPI_T_pvar_session, MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, MPI_User_function, MPI_Win, MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, MPI_Win_errhandler_function};
@@ -18,4754 +18,6276 @@ use crate::traffic::{self, Traffic};
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::{transmute, MaybeUninit};
 
+pub static NEXT_MPI_Bsend: Next = Next::new(c"PMPI_Bsend");
 #[inline(always)]
-unsafe fn wrap_MPI_Bsend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Bsend");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Bsend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bsend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Bsend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Bsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bsend, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Bsend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Bsend(via_pmpi, true, buf, count, datatype, dest, tag, comm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Bsend(false, buf, count, datatype, dest, tag, comm)
+    if trace::on() { return traced_MPI_Bsend(false, buf, count, datatype, dest, tag, comm) }
+    wrap_MPI_Bsend(false, false, buf, count, datatype, dest, tag, comm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Bsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Bsend(true, buf, count, datatype, dest, tag, comm)
+    if trace::on() { return traced_MPI_Bsend(true, buf, count, datatype, dest, tag, comm) }
+    wrap_MPI_Bsend(true, false, buf, count, datatype, dest, tag, comm)
 }
 
+pub static NEXT_MPI_Bsend_init: Next = Next::new(c"PMPI_Bsend_init");
 #[inline(always)]
-unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Bsend_init");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Bsend_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bsend_init, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Bsend_init(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Bsend_init(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Bsend_init(false, buf, count, datatype, dest, tag, comm, request)
+    if trace::on() { return traced_MPI_Bsend_init(false, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Bsend_init(false, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Bsend_init(true, buf, count, datatype, dest, tag, comm, request)
+    if trace::on() { return traced_MPI_Bsend_init(true, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Bsend_init(true, false, buf, count, datatype, dest, tag, comm, request)
 }
 
+pub static NEXT_MPI_Buffer_attach: Next = Next::new(c"PMPI_Buffer_attach");
 #[inline(always)]
-unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, buffer: *mut c_void, size: c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Buffer_attach");
-    let next: unsafe extern "C" fn(*mut c_void, c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, tracing: bool, buffer: *mut c_void, size: c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_void, c_int) -> c_int = transmute(NEXT_MPI_Buffer_attach.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, size) };
-    let traced = if trace::on() { trace::enter(id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Buffer_attach, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Buffer_attach(via_pmpi: bool, buffer: *mut c_void, size: c_int) -> c_int {
+    wrap_MPI_Buffer_attach(via_pmpi, true, buffer, size)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
-    wrap_MPI_Buffer_attach(false, buffer, size)
+    if trace::on() { return traced_MPI_Buffer_attach(false, buffer, size) }
+    wrap_MPI_Buffer_attach(false, false, buffer, size)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
-    wrap_MPI_Buffer_attach(true, buffer, size)
+    if trace::on() { return traced_MPI_Buffer_attach(true, buffer, size) }
+    wrap_MPI_Buffer_attach(true, false, buffer, size)
 }
 
+pub static NEXT_MPI_Buffer_detach: Next = Next::new(c"PMPI_Buffer_detach");
 #[inline(always)]
-unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, buffer: *mut c_void, size: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Buffer_detach");
-    let next: unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, tracing: bool, buffer: *mut c_void, size: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int = transmute(NEXT_MPI_Buffer_detach.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, size) };
-    let traced = if trace::on() { trace::enter(id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Buffer_detach, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Buffer_detach(via_pmpi: bool, buffer: *mut c_void, size: *mut c_int) -> c_int {
+    wrap_MPI_Buffer_detach(via_pmpi, true, buffer, size)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_detach(buffer: *mut c_void, size: *mut c_int) -> c_int {
-    wrap_MPI_Buffer_detach(false, buffer, size)
+    if trace::on() { return traced_MPI_Buffer_detach(false, buffer, size) }
+    wrap_MPI_Buffer_detach(false, false, buffer, size)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_detach(buffer: *mut c_void, size: *mut c_int) -> c_int {
-    wrap_MPI_Buffer_detach(true, buffer, size)
+    if trace::on() { return traced_MPI_Buffer_detach(true, buffer, size) }
+    wrap_MPI_Buffer_detach(true, false, buffer, size)
 }
 
+pub static NEXT_MPI_Cancel: Next = Next::new(c"PMPI_Cancel");
 #[inline(always)]
-unsafe fn wrap_MPI_Cancel(via_pmpi: bool, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Cancel");
-    let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Cancel(via_pmpi: bool, tracing: bool, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(NEXT_MPI_Cancel.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Cancel, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Cancel, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Cancel, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Cancel(via_pmpi: bool, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Cancel(via_pmpi, true, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cancel(request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Cancel(false, request)
+    if trace::on() { return traced_MPI_Cancel(false, request) }
+    wrap_MPI_Cancel(false, false, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cancel(request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Cancel(true, request)
+    if trace::on() { return traced_MPI_Cancel(true, request) }
+    wrap_MPI_Cancel(true, false, request)
 }
 
+pub static NEXT_MPI_Get_count: Next = Next::new(c"PMPI_Get_count");
 #[inline(always)]
-unsafe fn wrap_MPI_Get_count(via_pmpi: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Get_count");
-    let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Get_count(via_pmpi: bool, tracing: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(NEXT_MPI_Get_count.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if trace::on() { trace::enter(id::MPI_Get_count, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Get_count, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_count, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Get_count(via_pmpi: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
+    wrap_MPI_Get_count(via_pmpi, true, status, datatype, count)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    wrap_MPI_Get_count(false, status, datatype, count)
+    if trace::on() { return traced_MPI_Get_count(false, status, datatype, count) }
+    wrap_MPI_Get_count(false, false, status, datatype, count)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    wrap_MPI_Get_count(true, status, datatype, count)
+    if trace::on() { return traced_MPI_Get_count(true, status, datatype, count) }
+    wrap_MPI_Get_count(true, false, status, datatype, count)
 }
 
+pub static NEXT_MPI_Get_elements: Next = Next::new(c"PMPI_Get_elements");
 #[inline(always)]
-unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Get_elements");
-    let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, tracing: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(NEXT_MPI_Get_elements.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if trace::on() { trace::enter(id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_elements, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Get_elements(via_pmpi: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
+    wrap_MPI_Get_elements(via_pmpi, true, status, datatype, count)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    wrap_MPI_Get_elements(false, status, datatype, count)
+    if trace::on() { return traced_MPI_Get_elements(false, status, datatype, count) }
+    wrap_MPI_Get_elements(false, false, status, datatype, count)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    wrap_MPI_Get_elements(true, status, datatype, count)
+    if trace::on() { return traced_MPI_Get_elements(true, status, datatype, count) }
+    wrap_MPI_Get_elements(true, false, status, datatype, count)
 }
 
+pub static NEXT_MPI_Get_elements_x: Next = Next::new(c"PMPI_Get_elements_x");
 #[inline(always)]
-unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Get_elements_x");
-    let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, tracing: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
+    let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Get_elements_x.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if trace::on() { trace::enter(id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_elements_x, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Get_elements_x(via_pmpi: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
+    wrap_MPI_Get_elements_x(via_pmpi, true, status, datatype, count)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    wrap_MPI_Get_elements_x(false, status, datatype, count)
+    if trace::on() { return traced_MPI_Get_elements_x(false, status, datatype, count) }
+    wrap_MPI_Get_elements_x(false, false, status, datatype, count)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    wrap_MPI_Get_elements_x(true, status, datatype, count)
+    if trace::on() { return traced_MPI_Get_elements_x(true, status, datatype, count) }
+    wrap_MPI_Get_elements_x(true, false, status, datatype, count)
 }
 
+pub static NEXT_MPI_Grequest_complete: Next = Next::new(c"PMPI_Grequest_complete");
 #[inline(always)]
-unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, request: MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Grequest_complete");
-    let next: unsafe extern "C" fn(MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, tracing: bool, request: MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Request) -> c_int = transmute(NEXT_MPI_Grequest_complete.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Grequest_complete, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Grequest_complete(via_pmpi: bool, request: MPI_Request) -> c_int {
+    wrap_MPI_Grequest_complete(via_pmpi, true, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Grequest_complete(request: MPI_Request) -> c_int {
-    wrap_MPI_Grequest_complete(false, request)
+    if trace::on() { return traced_MPI_Grequest_complete(false, request) }
+    wrap_MPI_Grequest_complete(false, false, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Grequest_complete(request: MPI_Request) -> c_int {
-    wrap_MPI_Grequest_complete(true, request)
+    if trace::on() { return traced_MPI_Grequest_complete(true, request) }
+    wrap_MPI_Grequest_complete(true, false, request)
 }
 
+pub static NEXT_MPI_Grequest_start: Next = Next::new(c"PMPI_Grequest_start");
 #[inline(always)]
-unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Grequest_start");
-    let next: unsafe extern "C" fn(MPI_Grequest_query_function, MPI_Grequest_free_function, MPI_Grequest_cancel_function, *mut c_void, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, tracing: bool, query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Grequest_query_function, MPI_Grequest_free_function, MPI_Grequest_cancel_function, *mut c_void, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Grequest_start.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(query_fn, free_fn, cancel_fn, extra_state, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
     let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Grequest_start, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Grequest_start(via_pmpi: bool, query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Grequest_start(via_pmpi, true, query_fn, free_fn, cancel_fn, extra_state, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Grequest_start(query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Grequest_start(false, query_fn, free_fn, cancel_fn, extra_state, request)
+    if trace::on() { return traced_MPI_Grequest_start(false, query_fn, free_fn, cancel_fn, extra_state, request) }
+    wrap_MPI_Grequest_start(false, false, query_fn, free_fn, cancel_fn, extra_state, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Grequest_start(query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Grequest_start(true, query_fn, free_fn, cancel_fn, extra_state, request)
+    if trace::on() { return traced_MPI_Grequest_start(true, query_fn, free_fn, cancel_fn, extra_state, request) }
+    wrap_MPI_Grequest_start(true, false, query_fn, free_fn, cancel_fn, extra_state, request)
 }
 
+pub static NEXT_MPI_Ibsend: Next = Next::new(c"PMPI_Ibsend");
 #[inline(always)]
-unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ibsend");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibsend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ibsend, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ibsend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ibsend(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ibsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ibsend(false, buf, count, datatype, dest, tag, comm, request)
+    if trace::on() { return traced_MPI_Ibsend(false, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Ibsend(false, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ibsend(true, buf, count, datatype, dest, tag, comm, request)
+    if trace::on() { return traced_MPI_Ibsend(true, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Ibsend(true, false, buf, count, datatype, dest, tag, comm, request)
 }
 
+pub static NEXT_MPI_Improbe: Next = Next::new(c"PMPI_Improbe");
 #[inline(always)]
-unsafe fn wrap_MPI_Improbe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Improbe");
-    let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Improbe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Improbe.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, flag, message, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_Improbe, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Improbe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, message, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Improbe, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Improbe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_Improbe(via_pmpi, true, source, tag, comm, flag, message, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Improbe(false, source, tag, comm, flag, message, status)
+    if trace::on() { return traced_MPI_Improbe(false, source, tag, comm, flag, message, status) }
+    wrap_MPI_Improbe(false, false, source, tag, comm, flag, message, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Improbe(true, source, tag, comm, flag, message, status)
+    if trace::on() { return traced_MPI_Improbe(true, source, tag, comm, flag, message, status) }
+    wrap_MPI_Improbe(true, false, source, tag, comm, flag, message, status)
 }
 
+pub static NEXT_MPI_Imrecv: Next = Next::new(c"PMPI_Imrecv");
 #[inline(always)]
-unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Imrecv");
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Imrecv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, r#type, message, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, request);
     let traffic = Traffic::Elements { count, datatype: r#type, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Imrecv, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Imrecv(via_pmpi: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Imrecv(via_pmpi, true, buf, count, r#type, message, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Imrecv(false, buf, count, r#type, message, request)
+    if trace::on() { return traced_MPI_Imrecv(false, buf, count, r#type, message, request) }
+    wrap_MPI_Imrecv(false, false, buf, count, r#type, message, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Imrecv(true, buf, count, r#type, message, request)
+    if trace::on() { return traced_MPI_Imrecv(true, buf, count, r#type, message, request) }
+    wrap_MPI_Imrecv(true, false, buf, count, r#type, message, request)
 }
 
+pub static NEXT_MPI_Iprobe: Next = Next::new(c"PMPI_Iprobe");
 #[inline(always)]
-unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Iprobe");
-    let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Iprobe.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, flag, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iprobe, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Iprobe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_Iprobe(via_pmpi, true, source, tag, comm, flag, status)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Iprobe(false, source, tag, comm, flag, status)
+    if trace::on() { return traced_MPI_Iprobe(false, source, tag, comm, flag, status) }
+    wrap_MPI_Iprobe(false, false, source, tag, comm, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Iprobe(true, source, tag, comm, flag, status)
+    if trace::on() { return traced_MPI_Iprobe(true, source, tag, comm, flag, status) }
+    wrap_MPI_Iprobe(true, false, source, tag, comm, flag, status)
 }
 
+pub static NEXT_MPI_Irecv: Next = Next::new(c"PMPI_Irecv");
 #[inline(always)]
-unsafe fn wrap_MPI_Irecv(via_pmpi: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Irecv");
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Irecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Irecv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Irecv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Irecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: source };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Irecv, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Irecv(via_pmpi: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Irecv(via_pmpi, true, buf, count, datatype, source, tag, comm, request)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Irecv(false, buf, count, datatype, source, tag, comm, request)
+    if trace::on() { return traced_MPI_Irecv(false, buf, count, datatype, source, tag, comm, request) }
+    wrap_MPI_Irecv(false, false, buf, count, datatype, source, tag, comm, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Irecv(true, buf, count, datatype, source, tag, comm, request)
+    if trace::on() { return traced_MPI_Irecv(true, buf, count, datatype, source, tag, comm, request) }
+    wrap_MPI_Irecv(true, false, buf, count, datatype, source, tag, comm, request)
 }
 
+pub static NEXT_MPI_Irsend: Next = Next::new(c"PMPI_Irsend");
 #[inline(always)]
-unsafe fn wrap_MPI_Irsend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Irsend");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Irsend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Irsend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Irsend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Irsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Irsend, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Irsend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Irsend(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Irsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Irsend(false, buf, count, datatype, dest, tag, comm, request)
+    if trace::on() { return traced_MPI_Irsend(false, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Irsend(false, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Irsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Irsend(true, buf, count, datatype, dest, tag, comm, request)
+    if trace::on() { return traced_MPI_Irsend(true, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Irsend(true, false, buf, count, datatype, dest, tag, comm, request)
 }
 
+pub static NEXT_MPI_Isend: Next = Next::new(c"PMPI_Isend");
 #[inline(always)]
-unsafe fn wrap_MPI_Isend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Isend");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Isend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Isend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Isend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Isend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Isend, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Isend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Isend(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Isend(false, buf, count, datatype, dest, tag, comm, request)
+    if trace::on() { return traced_MPI_Isend(false, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Isend(false, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Isend(true, buf, count, datatype, dest, tag, comm, request)
+    if trace::on() { return traced_MPI_Isend(true, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Isend(true, false, buf, count, datatype, dest, tag, comm, request)
 }
 
+pub static NEXT_MPI_Issend: Next = Next::new(c"PMPI_Issend");
 #[inline(always)]
-unsafe fn wrap_MPI_Issend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Issend");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Issend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Issend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Issend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Issend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Issend, rc, traffic);
     rc
 }
-#[no_mangle]
-#[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Issend(false, buf, count, datatype, dest, tag, comm, request)
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Issend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Issend(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn MPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Issend(false, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Issend(false, false, buf, count, datatype, dest, tag, comm, request)
+}
+#[no_mangle]
 pub unsafe extern "C" fn PMPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Issend(true, buf, count, datatype, dest, tag, comm, request)
+    if trace::on() { return traced_MPI_Issend(true, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Issend(true, false, buf, count, datatype, dest, tag, comm, request)
 }
 
+pub static NEXT_MPI_Mprobe: Next = Next::new(c"PMPI_Mprobe");
 #[inline(always)]
-unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Mprobe");
-    let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Mprobe.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, message, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, message, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Mprobe, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Mprobe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_Mprobe(via_pmpi, true, source, tag, comm, message, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Mprobe(false, source, tag, comm, message, status)
+    if trace::on() { return traced_MPI_Mprobe(false, source, tag, comm, message, status) }
+    wrap_MPI_Mprobe(false, false, source, tag, comm, message, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Mprobe(true, source, tag, comm, message, status)
+    if trace::on() { return traced_MPI_Mprobe(true, source, tag, comm, message, status) }
+    wrap_MPI_Mprobe(true, false, source, tag, comm, message, status)
 }
 
+pub static NEXT_MPI_Mrecv: Next = Next::new(c"PMPI_Mrecv");
 #[inline(always)]
-unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Mrecv");
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Mrecv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, r#type, message, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
-    let traced = if trace::on() { trace::enter(id::MPI_Mrecv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Mrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, status);
     let traffic = Traffic::Received { count, datatype: r#type, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Mrecv, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Mrecv(via_pmpi: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_Mrecv(via_pmpi, true, buf, count, r#type, message, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Mrecv(false, buf, count, r#type, message, status)
+    if trace::on() { return traced_MPI_Mrecv(false, buf, count, r#type, message, status) }
+    wrap_MPI_Mrecv(false, false, buf, count, r#type, message, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Mrecv(true, buf, count, r#type, message, status)
+    if trace::on() { return traced_MPI_Mrecv(true, buf, count, r#type, message, status) }
+    wrap_MPI_Mrecv(true, false, buf, count, r#type, message, status)
 }
 
+pub static NEXT_MPI_Probe: Next = Next::new(c"PMPI_Probe");
 #[inline(always)]
-unsafe fn wrap_MPI_Probe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Probe");
-    let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Probe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Probe.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_Probe, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Probe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Probe, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Probe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_Probe(via_pmpi, true, source, tag, comm, status)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Probe(false, source, tag, comm, status)
+    if trace::on() { return traced_MPI_Probe(false, source, tag, comm, status) }
+    wrap_MPI_Probe(false, false, source, tag, comm, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Probe(true, source, tag, comm, status)
+    if trace::on() { return traced_MPI_Probe(true, source, tag, comm, status) }
+    wrap_MPI_Probe(true, false, source, tag, comm, status)
 }
 
+pub static NEXT_MPI_Recv_init: Next = Next::new(c"PMPI_Recv_init");
 #[inline(always)]
-unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Recv_init");
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Recv_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Recv_init, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Recv_init(via_pmpi: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Recv_init(via_pmpi, true, buf, count, datatype, source, tag, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Recv_init(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Recv_init(false, buf, count, datatype, source, tag, comm, request)
+    if trace::on() { return traced_MPI_Recv_init(false, buf, count, datatype, source, tag, comm, request) }
+    wrap_MPI_Recv_init(false, false, buf, count, datatype, source, tag, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Recv_init(true, buf, count, datatype, source, tag, comm, request)
+    if trace::on() { return traced_MPI_Recv_init(true, buf, count, datatype, source, tag, comm, request) }
+    wrap_MPI_Recv_init(true, false, buf, count, datatype, source, tag, comm, request)
 }
 
+pub static NEXT_MPI_Recv: Next = Next::new(c"PMPI_Recv");
 #[inline(always)]
-unsafe fn wrap_MPI_Recv(via_pmpi: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Recv");
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Recv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Recv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
-    let traced = if trace::on() { trace::enter(id::MPI_Recv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Recv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count, datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Recv, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Recv(via_pmpi: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_Recv(via_pmpi, true, buf, count, datatype, source, tag, comm, status)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Recv(false, buf, count, datatype, source, tag, comm, status)
+    if trace::on() { return traced_MPI_Recv(false, buf, count, datatype, source, tag, comm, status) }
+    wrap_MPI_Recv(false, false, buf, count, datatype, source, tag, comm, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Recv(true, buf, count, datatype, source, tag, comm, status)
+    if trace::on() { return traced_MPI_Recv(true, buf, count, datatype, source, tag, comm, status) }
+    wrap_MPI_Recv(true, false, buf, count, datatype, source, tag, comm, status)
 }
 
+pub static NEXT_MPI_Request_free: Next = Next::new(c"PMPI_Request_free");
 #[inline(always)]
-unsafe fn wrap_MPI_Request_free(via_pmpi: bool, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Request_free");
-    let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Request_free(via_pmpi: bool, tracing: bool, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(NEXT_MPI_Request_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Request_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Request_free, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Request_free, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Request_free(via_pmpi: bool, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Request_free(via_pmpi, true, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Request_free(request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Request_free(false, request)
+    if trace::on() { return traced_MPI_Request_free(false, request) }
+    wrap_MPI_Request_free(false, false, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Request_free(request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Request_free(true, request)
+    if trace::on() { return traced_MPI_Request_free(true, request) }
+    wrap_MPI_Request_free(true, false, request)
 }
 
+pub static NEXT_MPI_Request_get_status: Next = Next::new(c"PMPI_Request_get_status");
 #[inline(always)]
-unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Request_get_status");
-    let next: unsafe extern "C" fn(MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, tracing: bool, request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Request_get_status.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request, flag, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Request_get_status, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Request_get_status(via_pmpi: bool, request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_Request_get_status(via_pmpi, true, request, flag, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Request_get_status(false, request, flag, status)
+    if trace::on() { return traced_MPI_Request_get_status(false, request, flag, status) }
+    wrap_MPI_Request_get_status(false, false, request, flag, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Request_get_status(true, request, flag, status)
+    if trace::on() { return traced_MPI_Request_get_status(true, request, flag, status) }
+    wrap_MPI_Request_get_status(true, false, request, flag, status)
 }
 
+pub static NEXT_MPI_Rsend: Next = Next::new(c"PMPI_Rsend");
 #[inline(always)]
-unsafe fn wrap_MPI_Rsend(via_pmpi: bool, ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Rsend");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Rsend(via_pmpi: bool, tracing: bool, ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Rsend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(ibuf, count, datatype, dest, tag, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Rsend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Rsend, std::ptr::null(), 0) } else { None };
     let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Rsend, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Rsend(via_pmpi: bool, ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Rsend(via_pmpi, true, ibuf, count, datatype, dest, tag, comm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rsend(ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Rsend(false, ibuf, count, datatype, dest, tag, comm)
+    if trace::on() { return traced_MPI_Rsend(false, ibuf, count, datatype, dest, tag, comm) }
+    wrap_MPI_Rsend(false, false, ibuf, count, datatype, dest, tag, comm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rsend(ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Rsend(true, ibuf, count, datatype, dest, tag, comm)
+    if trace::on() { return traced_MPI_Rsend(true, ibuf, count, datatype, dest, tag, comm) }
+    wrap_MPI_Rsend(true, false, ibuf, count, datatype, dest, tag, comm)
 }
 
+pub static NEXT_MPI_Rsend_init: Next = Next::new(c"PMPI_Rsend_init");
 #[inline(always)]
-unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Rsend_init");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rsend_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Rsend_init, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Rsend_init(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Rsend_init(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Rsend_init(false, buf, count, datatype, dest, tag, comm, request)
+    if trace::on() { return traced_MPI_Rsend_init(false, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Rsend_init(false, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Rsend_init(true, buf, count, datatype, dest, tag, comm, request)
+    if trace::on() { return traced_MPI_Rsend_init(true, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Rsend_init(true, false, buf, count, datatype, dest, tag, comm, request)
 }
 
+pub static NEXT_MPI_Send_init: Next = Next::new(c"PMPI_Send_init");
 #[inline(always)]
-unsafe fn wrap_MPI_Send_init(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Send_init");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Send_init(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Send_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Send_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Send_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Send_init, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Send_init(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Send_init(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Send_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Send_init(false, buf, count, datatype, dest, tag, comm, request)
+    if trace::on() { return traced_MPI_Send_init(false, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Send_init(false, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Send_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Send_init(true, buf, count, datatype, dest, tag, comm, request)
+    if trace::on() { return traced_MPI_Send_init(true, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Send_init(true, false, buf, count, datatype, dest, tag, comm, request)
 }
 
+pub static NEXT_MPI_Send: Next = Next::new(c"PMPI_Send");
 #[inline(always)]
-unsafe fn wrap_MPI_Send(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Send");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Send(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Send.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Send, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Send, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Send, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Send(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Send(via_pmpi, true, buf, count, datatype, dest, tag, comm)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Send(false, buf, count, datatype, dest, tag, comm)
+    if trace::on() { return traced_MPI_Send(false, buf, count, datatype, dest, tag, comm) }
+    wrap_MPI_Send(false, false, buf, count, datatype, dest, tag, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Send(true, buf, count, datatype, dest, tag, comm)
+    if trace::on() { return traced_MPI_Send(true, buf, count, datatype, dest, tag, comm) }
+    wrap_MPI_Send(true, false, buf, count, datatype, dest, tag, comm)
 }
 
+pub static NEXT_MPI_Sendrecv: Next = Next::new(c"PMPI_Sendrecv");
 #[inline(always)]
-unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Sendrecv");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, *mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, *mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Sendrecv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
-    let traced = if trace::on() { trace::enter(id::MPI_Sendrecv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Sendrecv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: sendcount, datatype: sendtype, peer: dest, recv_count: recvcount, recv_datatype: recvtype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Sendrecv, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Sendrecv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_Sendrecv(via_pmpi, true, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Sendrecv(false, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
+    if trace::on() { return traced_MPI_Sendrecv(false, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) }
+    wrap_MPI_Sendrecv(false, false, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Sendrecv(true, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
+    if trace::on() { return traced_MPI_Sendrecv(true, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) }
+    wrap_MPI_Sendrecv(true, false, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 
+pub static NEXT_MPI_Sendrecv_replace: Next = Next::new(c"PMPI_Sendrecv_replace");
 #[inline(always)]
-unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Sendrecv_replace");
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Sendrecv_replace.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
-    let traced = if trace::on() { trace::enter(id::MPI_Sendrecv_replace, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Sendrecv_replace, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count, datatype, peer: dest, recv_count: count, recv_datatype: datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Sendrecv_replace, rc, traffic);
     rc
 }
-#[no_mangle]
-#[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Sendrecv_replace(false, buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Sendrecv_replace(via_pmpi: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_Sendrecv_replace(via_pmpi, true, buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn MPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Sendrecv_replace(false, buf, count, datatype, dest, sendtag, source, recvtag, comm, status) }
+    wrap_MPI_Sendrecv_replace(false, false, buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
+}
+#[no_mangle]
 pub unsafe extern "C" fn PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Sendrecv_replace(true, buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
+    if trace::on() { return traced_MPI_Sendrecv_replace(true, buf, count, datatype, dest, sendtag, source, recvtag, comm, status) }
+    wrap_MPI_Sendrecv_replace(true, false, buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
 
+pub static NEXT_MPI_Ssend_init: Next = Next::new(c"PMPI_Ssend_init");
 #[inline(always)]
-unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ssend_init");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ssend_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ssend_init, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ssend_init(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ssend_init(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ssend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ssend_init(false, buf, count, datatype, dest, tag, comm, request)
+    if trace::on() { return traced_MPI_Ssend_init(false, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Ssend_init(false, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ssend_init(true, buf, count, datatype, dest, tag, comm, request)
+    if trace::on() { return traced_MPI_Ssend_init(true, buf, count, datatype, dest, tag, comm, request) }
+    wrap_MPI_Ssend_init(true, false, buf, count, datatype, dest, tag, comm, request)
 }
 
+pub static NEXT_MPI_Ssend: Next = Next::new(c"PMPI_Ssend");
 #[inline(always)]
-unsafe fn wrap_MPI_Ssend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ssend");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ssend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Ssend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ssend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ssend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ssend, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ssend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Ssend(via_pmpi, true, buf, count, datatype, dest, tag, comm)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Ssend(false, buf, count, datatype, dest, tag, comm)
+    if trace::on() { return traced_MPI_Ssend(false, buf, count, datatype, dest, tag, comm) }
+    wrap_MPI_Ssend(false, false, buf, count, datatype, dest, tag, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Ssend(true, buf, count, datatype, dest, tag, comm)
+    if trace::on() { return traced_MPI_Ssend(true, buf, count, datatype, dest, tag, comm) }
+    wrap_MPI_Ssend(true, false, buf, count, datatype, dest, tag, comm)
 }
 
+pub static NEXT_MPI_Start: Next = Next::new(c"PMPI_Start");
 #[inline(always)]
-unsafe fn wrap_MPI_Start(via_pmpi: bool, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Start");
-    let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Start(via_pmpi: bool, tracing: bool, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(NEXT_MPI_Start.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Start, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Start, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Start, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Start(via_pmpi: bool, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Start(via_pmpi, true, request)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Start(request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Start(false, request)
+    if trace::on() { return traced_MPI_Start(false, request) }
+    wrap_MPI_Start(false, false, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Start(request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Start(true, request)
+    if trace::on() { return traced_MPI_Start(true, request) }
+    wrap_MPI_Start(true, false, request)
 }
 
+pub static NEXT_MPI_Startall: Next = Next::new(c"PMPI_Startall");
 #[inline(always)]
-unsafe fn wrap_MPI_Startall(via_pmpi: bool, count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Startall");
-    let next: unsafe extern "C" fn(c_int, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Startall(via_pmpi: bool, tracing: bool, count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Startall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests) };
-    let traced = if trace::on() { trace::enter(id::MPI_Startall, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Startall, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_requests);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Startall, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Startall(via_pmpi: bool, count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
+    wrap_MPI_Startall(via_pmpi, true, count, array_of_requests)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
-    wrap_MPI_Startall(false, count, array_of_requests)
+    if trace::on() { return traced_MPI_Startall(false, count, array_of_requests) }
+    wrap_MPI_Startall(false, false, count, array_of_requests)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
-    wrap_MPI_Startall(true, count, array_of_requests)
+    if trace::on() { return traced_MPI_Startall(true, count, array_of_requests) }
+    wrap_MPI_Startall(true, false, count, array_of_requests)
 }
 
+pub static NEXT_MPI_Status_set_cancelled: Next = Next::new(c"PMPI_Status_set_cancelled");
 #[inline(always)]
-unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, status: *mut MPI_Status, flag: c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Status_set_cancelled");
-    let next: unsafe extern "C" fn(*mut MPI_Status, c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, tracing: bool, status: *mut MPI_Status, flag: c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Status, c_int) -> c_int = transmute(NEXT_MPI_Status_set_cancelled.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, flag) };
-    let traced = if trace::on() { trace::enter(id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Status_set_cancelled, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Status_set_cancelled(via_pmpi: bool, status: *mut MPI_Status, flag: c_int) -> c_int {
+    wrap_MPI_Status_set_cancelled(via_pmpi, true, status, flag)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) -> c_int {
-    wrap_MPI_Status_set_cancelled(false, status, flag)
+    if trace::on() { return traced_MPI_Status_set_cancelled(false, status, flag) }
+    wrap_MPI_Status_set_cancelled(false, false, status, flag)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) -> c_int {
-    wrap_MPI_Status_set_cancelled(true, status, flag)
+    if trace::on() { return traced_MPI_Status_set_cancelled(true, status, flag) }
+    wrap_MPI_Status_set_cancelled(true, false, status, flag)
 }
 
+pub static NEXT_MPI_Status_set_elements: Next = Next::new(c"PMPI_Status_set_elements");
 #[inline(always)]
-unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Status_set_elements");
-    let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, tracing: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, c_int) -> c_int = transmute(NEXT_MPI_Status_set_elements.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if trace::on() { trace::enter(id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Status_set_elements, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Status_set_elements(via_pmpi: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
+    wrap_MPI_Status_set_elements(via_pmpi, true, status, datatype, count)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
-    wrap_MPI_Status_set_elements(false, status, datatype, count)
+    if trace::on() { return traced_MPI_Status_set_elements(false, status, datatype, count) }
+    wrap_MPI_Status_set_elements(false, false, status, datatype, count)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
-    wrap_MPI_Status_set_elements(true, status, datatype, count)
+    if trace::on() { return traced_MPI_Status_set_elements(true, status, datatype, count) }
+    wrap_MPI_Status_set_elements(true, false, status, datatype, count)
 }
 
+pub static NEXT_MPI_Status_set_elements_x: Next = Next::new(c"PMPI_Status_set_elements_x");
 #[inline(always)]
-unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Status_set_elements_x");
-    let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, MPI_Count) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, tracing: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, MPI_Count) -> c_int = transmute(NEXT_MPI_Status_set_elements_x.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if trace::on() { trace::enter(id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Status_set_elements_x, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Status_set_elements_x(via_pmpi: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
+    wrap_MPI_Status_set_elements_x(via_pmpi, true, status, datatype, count)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
-    wrap_MPI_Status_set_elements_x(false, status, datatype, count)
+    if trace::on() { return traced_MPI_Status_set_elements_x(false, status, datatype, count) }
+    wrap_MPI_Status_set_elements_x(false, false, status, datatype, count)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
-    wrap_MPI_Status_set_elements_x(true, status, datatype, count)
+    if trace::on() { return traced_MPI_Status_set_elements_x(true, status, datatype, count) }
+    wrap_MPI_Status_set_elements_x(true, false, status, datatype, count)
 }
 
+pub static NEXT_MPI_Testall: Next = Next::new(c"PMPI_Testall");
 #[inline(always)]
-unsafe fn wrap_MPI_Testall(via_pmpi: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Testall");
-    let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Testall(via_pmpi: bool, tracing: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Testall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, flag, array_of_statuses) };
-    let traced = if trace::on() { trace::enter(id::MPI_Testall, array_of_requests, count) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Testall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Testall, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Testall(via_pmpi: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+    wrap_MPI_Testall(via_pmpi, true, count, array_of_requests, flag, array_of_statuses)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testall(false, count, array_of_requests, flag, array_of_statuses)
+    if trace::on() { return traced_MPI_Testall(false, count, array_of_requests, flag, array_of_statuses) }
+    wrap_MPI_Testall(false, false, count, array_of_requests, flag, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testall(true, count, array_of_requests, flag, array_of_statuses)
+    if trace::on() { return traced_MPI_Testall(true, count, array_of_requests, flag, array_of_statuses) }
+    wrap_MPI_Testall(true, false, count, array_of_requests, flag, array_of_statuses)
 }
 
+pub static NEXT_MPI_Testany: Next = Next::new(c"PMPI_Testany");
 #[inline(always)]
-unsafe fn wrap_MPI_Testany(via_pmpi: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Testany");
-    let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Testany(via_pmpi: bool, tracing: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Testany.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, index, flag, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_Testany, array_of_requests, count) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Testany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, flag, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Testany, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Testany(via_pmpi: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_Testany(via_pmpi, true, count, array_of_requests, index, flag, status)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testany(false, count, array_of_requests, index, flag, status)
+    if trace::on() { return traced_MPI_Testany(false, count, array_of_requests, index, flag, status) }
+    wrap_MPI_Testany(false, false, count, array_of_requests, index, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testany(true, count, array_of_requests, index, flag, status)
+    if trace::on() { return traced_MPI_Testany(true, count, array_of_requests, index, flag, status) }
+    wrap_MPI_Testany(true, false, count, array_of_requests, index, flag, status)
 }
 
+pub static NEXT_MPI_Test: Next = Next::new(c"PMPI_Test");
 #[inline(always)]
-unsafe fn wrap_MPI_Test(via_pmpi: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Test");
-    let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Test(via_pmpi: bool, tracing: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Test.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request, flag, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_Test, request, 1) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Test, request, 1) } else { None };
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Test, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Test(via_pmpi: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_Test(via_pmpi, true, request, flag, status)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Test(false, request, flag, status)
+    if trace::on() { return traced_MPI_Test(false, request, flag, status) }
+    wrap_MPI_Test(false, false, request, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Test(true, request, flag, status)
+    if trace::on() { return traced_MPI_Test(true, request, flag, status) }
+    wrap_MPI_Test(true, false, request, flag, status)
 }
 
+pub static NEXT_MPI_Test_cancelled: Next = Next::new(c"PMPI_Test_cancelled");
 #[inline(always)]
-unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, status: *const MPI_Status, flag: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Test_cancelled");
-    let next: unsafe extern "C" fn(*const MPI_Status, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, tracing: bool, status: *const MPI_Status, flag: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*const MPI_Status, *mut c_int) -> c_int = transmute(NEXT_MPI_Test_cancelled.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, flag) };
-    let traced = if trace::on() { trace::enter(id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Test_cancelled, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Test_cancelled(via_pmpi: bool, status: *const MPI_Status, flag: *mut c_int) -> c_int {
+    wrap_MPI_Test_cancelled(via_pmpi, true, status, flag)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) -> c_int {
-    wrap_MPI_Test_cancelled(false, status, flag)
+    if trace::on() { return traced_MPI_Test_cancelled(false, status, flag) }
+    wrap_MPI_Test_cancelled(false, false, status, flag)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) -> c_int {
-    wrap_MPI_Test_cancelled(true, status, flag)
+    if trace::on() { return traced_MPI_Test_cancelled(true, status, flag) }
+    wrap_MPI_Test_cancelled(true, false, status, flag)
 }
 
+pub static NEXT_MPI_Testsome: Next = Next::new(c"PMPI_Testsome");
 #[inline(always)]
-unsafe fn wrap_MPI_Testsome(via_pmpi: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Testsome");
-    let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Testsome(via_pmpi: bool, tracing: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Testsome.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
-    let traced = if trace::on() { trace::enter(id::MPI_Testsome, array_of_requests, incount) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Testsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Testsome, rc, traffic);
     rc
 }
-#[no_mangle]
-#[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testsome(false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Testsome(via_pmpi: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+    wrap_MPI_Testsome(via_pmpi, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Testsome(false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses) }
+    wrap_MPI_Testsome(false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+}
+#[no_mangle]
 pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testsome(true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    if trace::on() { return traced_MPI_Testsome(true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses) }
+    wrap_MPI_Testsome(true, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 
+pub static NEXT_MPI_Waitall: Next = Next::new(c"PMPI_Waitall");
 #[inline(always)]
-unsafe fn wrap_MPI_Waitall(via_pmpi: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Waitall");
-    let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Waitall(via_pmpi: bool, tracing: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Waitall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, array_of_statuses) };
-    let traced = if trace::on() { trace::enter(id::MPI_Waitall, array_of_requests, count) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Waitall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, array_of_statuses);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Waitall, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Waitall(via_pmpi: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
+    wrap_MPI_Waitall(via_pmpi, true, count, array_of_requests, array_of_statuses)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitall(false, count, array_of_requests, array_of_statuses)
+    if trace::on() { return traced_MPI_Waitall(false, count, array_of_requests, array_of_statuses) }
+    wrap_MPI_Waitall(false, false, count, array_of_requests, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitall(true, count, array_of_requests, array_of_statuses)
+    if trace::on() { return traced_MPI_Waitall(true, count, array_of_requests, array_of_statuses) }
+    wrap_MPI_Waitall(true, false, count, array_of_requests, array_of_statuses)
 }
 
+pub static NEXT_MPI_Waitany: Next = Next::new(c"PMPI_Waitany");
 #[inline(always)]
-unsafe fn wrap_MPI_Waitany(via_pmpi: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Waitany");
-    let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Waitany(via_pmpi: bool, tracing: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Waitany.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, index, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_Waitany, array_of_requests, count) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Waitany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Waitany, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Waitany(via_pmpi: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_Waitany(via_pmpi, true, count, array_of_requests, index, status)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitany(false, count, array_of_requests, index, status)
+    if trace::on() { return traced_MPI_Waitany(false, count, array_of_requests, index, status) }
+    wrap_MPI_Waitany(false, false, count, array_of_requests, index, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitany(true, count, array_of_requests, index, status)
+    if trace::on() { return traced_MPI_Waitany(true, count, array_of_requests, index, status) }
+    wrap_MPI_Waitany(true, false, count, array_of_requests, index, status)
 }
 
+pub static NEXT_MPI_Wait: Next = Next::new(c"PMPI_Wait");
 #[inline(always)]
-unsafe fn wrap_MPI_Wait(via_pmpi: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Wait");
-    let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Wait(via_pmpi: bool, tracing: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Wait.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_Wait, request, 1) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Wait, request, 1) } else { None };
     let rc = next(request, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Wait, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Wait(via_pmpi: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_Wait(via_pmpi, true, request, status)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Wait(false, request, status)
+    if trace::on() { return traced_MPI_Wait(false, request, status) }
+    wrap_MPI_Wait(false, false, request, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Wait(true, request, status)
+    if trace::on() { return traced_MPI_Wait(true, request, status) }
+    wrap_MPI_Wait(true, false, request, status)
 }
 
+pub static NEXT_MPI_Waitsome: Next = Next::new(c"PMPI_Waitsome");
 #[inline(always)]
-unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Waitsome");
-    let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, tracing: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Waitsome.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
-    let traced = if trace::on() { trace::enter(id::MPI_Waitsome, array_of_requests, incount) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Waitsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Waitsome, rc, traffic);
     rc
 }
-#[no_mangle]
-#[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitsome(false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Waitsome(via_pmpi: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+    wrap_MPI_Waitsome(via_pmpi, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Waitsome(false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses) }
+    wrap_MPI_Waitsome(false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+}
+#[no_mangle]
 pub unsafe extern "C" fn PMPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitsome(true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    if trace::on() { return traced_MPI_Waitsome(true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses) }
+    wrap_MPI_Waitsome(true, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 
+pub static NEXT_MPI_Allgather: Next = Next::new(c"PMPI_Allgather");
 #[inline(always)]
-unsafe fn wrap_MPI_Allgather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Allgather");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Allgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allgather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Allgather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Allgather, rc, traffic, comm);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Allgather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Allgather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allgather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    if trace::on() { return traced_MPI_Allgather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+    wrap_MPI_Allgather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allgather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    if trace::on() { return traced_MPI_Allgather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+    wrap_MPI_Allgather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
+pub static NEXT_MPI_Iallgather: Next = Next::new(c"PMPI_Iallgather");
 #[inline(always)]
-unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Iallgather");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallgather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iallgather, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Iallgather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Iallgather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iallgather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Iallgather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+    wrap_MPI_Iallgather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iallgather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Iallgather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+    wrap_MPI_Iallgather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
+pub static NEXT_MPI_Allgatherv: Next = Next::new(c"PMPI_Allgatherv");
 #[inline(always)]
-unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Allgatherv");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allgatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Allgatherv, rc, traffic, comm);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Allgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Allgatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allgatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
+    if trace::on() { return traced_MPI_Allgatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) }
+    wrap_MPI_Allgatherv(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allgatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
+    if trace::on() { return traced_MPI_Allgatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) }
+    wrap_MPI_Allgatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
+pub static NEXT_MPI_Iallgatherv: Next = Next::new(c"PMPI_Iallgatherv");
 #[inline(always)]
-unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Iallgatherv");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallgatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iallgatherv, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Iallgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Iallgatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iallgatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Iallgatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) }
+    wrap_MPI_Iallgatherv(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iallgatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Iallgatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) }
+    wrap_MPI_Iallgatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
+pub static NEXT_MPI_Allreduce: Next = Next::new(c"PMPI_Allreduce");
 #[inline(always)]
-unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Allreduce");
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allreduce.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Allreduce, rc, traffic, comm);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Allreduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Allreduce(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, comm)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allreduce(false, sendbuf, recvbuf, count, datatype, op, comm)
+    if trace::on() { return traced_MPI_Allreduce(false, sendbuf, recvbuf, count, datatype, op, comm) }
+    wrap_MPI_Allreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allreduce(true, sendbuf, recvbuf, count, datatype, op, comm)
+    if trace::on() { return traced_MPI_Allreduce(true, sendbuf, recvbuf, count, datatype, op, comm) }
+    wrap_MPI_Allreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm)
 }
 
+pub static NEXT_MPI_Iallreduce: Next = Next::new(c"PMPI_Iallreduce");
 #[inline(always)]
-unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Iallreduce");
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallreduce.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iallreduce, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Iallreduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Iallreduce(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, comm, request)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iallreduce(false, sendbuf, recvbuf, count, datatype, op, comm, request)
+    if trace::on() { return traced_MPI_Iallreduce(false, sendbuf, recvbuf, count, datatype, op, comm, request) }
+    wrap_MPI_Iallreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iallreduce(true, sendbuf, recvbuf, count, datatype, op, comm, request)
+    if trace::on() { return traced_MPI_Iallreduce(true, sendbuf, recvbuf, count, datatype, op, comm, request) }
+    wrap_MPI_Iallreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
+pub static NEXT_MPI_Alltoall: Next = Next::new(c"PMPI_Alltoall");
 #[inline(always)]
-unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Alltoall");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Alltoall, rc, traffic, comm);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Alltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Alltoall(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Alltoall(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    if trace::on() { return traced_MPI_Alltoall(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+    wrap_MPI_Alltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Alltoall(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    if trace::on() { return traced_MPI_Alltoall(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+    wrap_MPI_Alltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
+pub static NEXT_MPI_Ialltoall: Next = Next::new(c"PMPI_Ialltoall");
 #[inline(always)]
-unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ialltoall");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ialltoall, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ialltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ialltoall(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ialltoall(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Ialltoall(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+    wrap_MPI_Ialltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ialltoall(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Ialltoall(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+    wrap_MPI_Ialltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
+pub static NEXT_MPI_Alltoallv: Next = Next::new(c"PMPI_Alltoallv");
 #[inline(always)]
-unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Alltoallv");
-    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoallv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: recvcounts, datatype: recvtype, comm } } else { Traffic::PerRank { counts: sendcounts, datatype: sendtype, comm } };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Alltoallv, rc, traffic, comm);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Alltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Alltoallv(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Alltoallv(false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
+    if trace::on() { return traced_MPI_Alltoallv(false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) }
+    wrap_MPI_Alltoallv(false, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Alltoallv(true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
+    if trace::on() { return traced_MPI_Alltoallv(true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) }
+    wrap_MPI_Alltoallv(true, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
+pub static NEXT_MPI_Ialltoallv: Next = Next::new(c"PMPI_Ialltoallv");
 #[inline(always)]
-unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ialltoallv");
-    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoallv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: recvcounts, datatype: recvtype, comm } } else { Traffic::PerRank { counts: sendcounts, datatype: sendtype, comm } };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ialltoallv, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ialltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ialltoallv(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ialltoallv(false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Ialltoallv(false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) }
+    wrap_MPI_Ialltoallv(false, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ialltoallv(true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Ialltoallv(true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) }
+    wrap_MPI_Ialltoallv(true, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
+pub static NEXT_MPI_Alltoallw: Next = Next::new(c"PMPI_Alltoallw");
 #[inline(always)]
-unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Alltoallw");
-    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoallw.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Alltoallw, rc, traffic, comm);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Alltoallw(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Alltoallw(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Alltoallw(false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
+    if trace::on() { return traced_MPI_Alltoallw(false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) }
+    wrap_MPI_Alltoallw(false, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Alltoallw(true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
+    if trace::on() { return traced_MPI_Alltoallw(true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) }
+    wrap_MPI_Alltoallw(true, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
+pub static NEXT_MPI_Ialltoallw: Next = Next::new(c"PMPI_Ialltoallw");
 #[inline(always)]
-unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ialltoallw");
-    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoallw.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ialltoallw, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ialltoallw(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ialltoallw(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ialltoallw(false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
+    if trace::on() { return traced_MPI_Ialltoallw(false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) }
+    wrap_MPI_Ialltoallw(false, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ialltoallw(true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
+    if trace::on() { return traced_MPI_Ialltoallw(true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) }
+    wrap_MPI_Ialltoallw(true, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
+pub static NEXT_MPI_Barrier: Next = Next::new(c"PMPI_Barrier");
 #[inline(always)]
-unsafe fn wrap_MPI_Barrier(via_pmpi: bool, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Barrier");
-    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Barrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(NEXT_MPI_Barrier.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Barrier, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Barrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Barrier, rc, traffic, comm);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Barrier(via_pmpi: bool, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Barrier(via_pmpi, true, comm)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
-    wrap_MPI_Barrier(false, comm)
+    if trace::on() { return traced_MPI_Barrier(false, comm) }
+    wrap_MPI_Barrier(false, false, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Barrier(comm: MPI_Comm) -> c_int {
-    wrap_MPI_Barrier(true, comm)
+    if trace::on() { return traced_MPI_Barrier(true, comm) }
+    wrap_MPI_Barrier(true, false, comm)
 }
 
+pub static NEXT_MPI_Ibarrier: Next = Next::new(c"PMPI_Ibarrier");
 #[inline(always)]
-unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ibarrier");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibarrier.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ibarrier, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ibarrier(via_pmpi: bool, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ibarrier(via_pmpi, true, comm, request)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ibarrier(false, comm, request)
+    if trace::on() { return traced_MPI_Ibarrier(false, comm, request) }
+    wrap_MPI_Ibarrier(false, false, comm, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ibarrier(true, comm, request)
+    if trace::on() { return traced_MPI_Ibarrier(true, comm, request) }
+    wrap_MPI_Ibarrier(true, false, comm, request)
 }
 
+pub static NEXT_MPI_Bcast: Next = Next::new(c"PMPI_Bcast");
 #[inline(always)]
-unsafe fn wrap_MPI_Bcast(via_pmpi: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Bcast");
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Bcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bcast.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, count, datatype, root, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Bcast, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Bcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count, datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bcast, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Bcast(via_pmpi: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Bcast(via_pmpi, true, buffer, count, datatype, root, comm)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Bcast(false, buffer, count, datatype, root, comm)
+    if trace::on() { return traced_MPI_Bcast(false, buffer, count, datatype, root, comm) }
+    wrap_MPI_Bcast(false, false, buffer, count, datatype, root, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Bcast(true, buffer, count, datatype, root, comm)
+    if trace::on() { return traced_MPI_Bcast(true, buffer, count, datatype, root, comm) }
+    wrap_MPI_Bcast(true, false, buffer, count, datatype, root, comm)
 }
 
+pub static NEXT_MPI_Ibcast: Next = Next::new(c"PMPI_Ibcast");
 #[inline(always)]
-unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ibcast");
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibcast.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, count, datatype, root, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ibcast, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ibcast(via_pmpi: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ibcast(via_pmpi, true, buffer, count, datatype, root, comm, request)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ibcast(false, buffer, count, datatype, root, comm, request)
+    if trace::on() { return traced_MPI_Ibcast(false, buffer, count, datatype, root, comm, request) }
+    wrap_MPI_Ibcast(false, false, buffer, count, datatype, root, comm, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ibcast(true, buffer, count, datatype, root, comm, request)
+    if trace::on() { return traced_MPI_Ibcast(true, buffer, count, datatype, root, comm, request) }
+    wrap_MPI_Ibcast(true, false, buffer, count, datatype, root, comm, request)
 }
 
+pub static NEXT_MPI_Exscan: Next = Next::new(c"PMPI_Exscan");
 #[inline(always)]
-unsafe fn wrap_MPI_Exscan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Exscan");
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Exscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Exscan.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Exscan, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Exscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Exscan, rc, traffic, comm);
     rc
 }
-#[no_mangle]
-#[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Exscan(false, sendbuf, recvbuf, count, datatype, op, comm)
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Exscan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Exscan(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn MPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Exscan(false, sendbuf, recvbuf, count, datatype, op, comm) }
+    wrap_MPI_Exscan(false, false, sendbuf, recvbuf, count, datatype, op, comm)
+}
+#[no_mangle]
 pub unsafe extern "C" fn PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Exscan(true, sendbuf, recvbuf, count, datatype, op, comm)
+    if trace::on() { return traced_MPI_Exscan(true, sendbuf, recvbuf, count, datatype, op, comm) }
+    wrap_MPI_Exscan(true, false, sendbuf, recvbuf, count, datatype, op, comm)
 }
 
+pub static NEXT_MPI_Iexscan: Next = Next::new(c"PMPI_Iexscan");
 #[inline(always)]
-unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Iexscan");
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iexscan.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iexscan, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Iexscan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Iexscan(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iexscan(false, sendbuf, recvbuf, count, datatype, op, comm, request)
+    if trace::on() { return traced_MPI_Iexscan(false, sendbuf, recvbuf, count, datatype, op, comm, request) }
+    wrap_MPI_Iexscan(false, false, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iexscan(true, sendbuf, recvbuf, count, datatype, op, comm, request)
+    if trace::on() { return traced_MPI_Iexscan(true, sendbuf, recvbuf, count, datatype, op, comm, request) }
+    wrap_MPI_Iexscan(true, false, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
+pub static NEXT_MPI_Gather: Next = Next::new(c"PMPI_Gather");
 #[inline(always)]
-unsafe fn wrap_MPI_Gather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Gather");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Gather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Gather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Gather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Gather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Gather, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Gather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Gather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Gather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+    if trace::on() { return traced_MPI_Gather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) }
+    wrap_MPI_Gather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Gather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+    if trace::on() { return traced_MPI_Gather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) }
+    wrap_MPI_Gather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
+pub static NEXT_MPI_Igather: Next = Next::new(c"PMPI_Igather");
 #[inline(always)]
-unsafe fn wrap_MPI_Igather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Igather");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Igather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Igather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Igather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Igather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Igather, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Igather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Igather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Igather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+    if trace::on() { return traced_MPI_Igather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) }
+    wrap_MPI_Igather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Igather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+    if trace::on() { return traced_MPI_Igather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) }
+    wrap_MPI_Igather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
+pub static NEXT_MPI_Gatherv: Next = Next::new(c"PMPI_Gatherv");
 #[inline(always)]
-unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Gatherv");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Gatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Gatherv, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Gatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Gatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Gatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
+    if trace::on() { return traced_MPI_Gatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) }
+    wrap_MPI_Gatherv(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Gatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
+    if trace::on() { return traced_MPI_Gatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) }
+    wrap_MPI_Gatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 
+pub static NEXT_MPI_Igatherv: Next = Next::new(c"PMPI_Igatherv");
 #[inline(always)]
-unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Igatherv");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Igatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Igatherv, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Igatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Igatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Igatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
+    if trace::on() { return traced_MPI_Igatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) }
+    wrap_MPI_Igatherv(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Igatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
+    if trace::on() { return traced_MPI_Igatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) }
+    wrap_MPI_Igatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
 }
 
+pub static NEXT_MPI_Neighbor_allgather: Next = Next::new(c"PMPI_Neighbor_allgather");
 #[inline(always)]
-unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Neighbor_allgather");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_allgather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_allgather, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Neighbor_allgather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Neighbor_allgather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Neighbor_allgather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    if trace::on() { return traced_MPI_Neighbor_allgather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+    wrap_MPI_Neighbor_allgather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Neighbor_allgather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    if trace::on() { return traced_MPI_Neighbor_allgather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+    wrap_MPI_Neighbor_allgather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
+pub static NEXT_MPI_Ineighbor_allgather: Next = Next::new(c"PMPI_Ineighbor_allgather");
 #[inline(always)]
-unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ineighbor_allgather");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_allgather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_allgather, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ineighbor_allgather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ineighbor_allgather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ineighbor_allgather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Ineighbor_allgather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+    wrap_MPI_Ineighbor_allgather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ineighbor_allgather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Ineighbor_allgather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+    wrap_MPI_Ineighbor_allgather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
+pub static NEXT_MPI_Neighbor_allgatherv: Next = Next::new(c"PMPI_Neighbor_allgatherv");
 #[inline(always)]
-unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Neighbor_allgatherv");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_allgatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_allgatherv, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Neighbor_allgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Neighbor_allgatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Neighbor_allgatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
+    if trace::on() { return traced_MPI_Neighbor_allgatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) }
+    wrap_MPI_Neighbor_allgatherv(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Neighbor_allgatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
+    if trace::on() { return traced_MPI_Neighbor_allgatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) }
+    wrap_MPI_Neighbor_allgatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
+pub static NEXT_MPI_Ineighbor_allgatherv: Next = Next::new(c"PMPI_Ineighbor_allgatherv");
 #[inline(always)]
-unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ineighbor_allgatherv");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_allgatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_allgatherv, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ineighbor_allgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ineighbor_allgatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ineighbor_allgatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Ineighbor_allgatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) }
+    wrap_MPI_Ineighbor_allgatherv(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ineighbor_allgatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Ineighbor_allgatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) }
+    wrap_MPI_Ineighbor_allgatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
+pub static NEXT_MPI_Neighbor_alltoall: Next = Next::new(c"PMPI_Neighbor_alltoall");
 #[inline(always)]
-unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Neighbor_alltoall");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_alltoall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoall, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Neighbor_alltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Neighbor_alltoall(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Neighbor_alltoall(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    if trace::on() { return traced_MPI_Neighbor_alltoall(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+    wrap_MPI_Neighbor_alltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Neighbor_alltoall(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    if trace::on() { return traced_MPI_Neighbor_alltoall(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+    wrap_MPI_Neighbor_alltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
+pub static NEXT_MPI_Ineighbor_alltoall: Next = Next::new(c"PMPI_Ineighbor_alltoall");
 #[inline(always)]
-unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ineighbor_alltoall");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_alltoall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_alltoall, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ineighbor_alltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ineighbor_alltoall(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ineighbor_alltoall(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Ineighbor_alltoall(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+    wrap_MPI_Ineighbor_alltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ineighbor_alltoall(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Ineighbor_alltoall(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+    wrap_MPI_Ineighbor_alltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
+pub static NEXT_MPI_Neighbor_alltoallv: Next = Next::new(c"PMPI_Neighbor_alltoallv");
 #[inline(always)]
-unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Neighbor_alltoallv");
-    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_alltoallv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoallv, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Neighbor_alltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Neighbor_alltoallv(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Neighbor_alltoallv(false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
+    if trace::on() { return traced_MPI_Neighbor_alltoallv(false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) }
+    wrap_MPI_Neighbor_alltoallv(false, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Neighbor_alltoallv(true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
+    if trace::on() { return traced_MPI_Neighbor_alltoallv(true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) }
+    wrap_MPI_Neighbor_alltoallv(true, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
+pub static NEXT_MPI_Ineighbor_alltoallv: Next = Next::new(c"PMPI_Ineighbor_alltoallv");
 #[inline(always)]
-unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ineighbor_alltoallv");
-    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_alltoallv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_alltoallv, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ineighbor_alltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ineighbor_alltoallv(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ineighbor_alltoallv(false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Ineighbor_alltoallv(false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) }
+    wrap_MPI_Ineighbor_alltoallv(false, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ineighbor_alltoallv(true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
+    if trace::on() { return traced_MPI_Ineighbor_alltoallv(true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) }
+    wrap_MPI_Ineighbor_alltoallv(true, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
+pub static NEXT_MPI_Neighbor_alltoallw: Next = Next::new(c"PMPI_Neighbor_alltoallw");
 #[inline(always)]
-unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Neighbor_alltoallw");
-    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_alltoallw.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoallw, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Neighbor_alltoallw(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Neighbor_alltoallw(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Neighbor_alltoallw(false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
+    if trace::on() { return traced_MPI_Neighbor_alltoallw(false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) }
+    wrap_MPI_Neighbor_alltoallw(false, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Neighbor_alltoallw(true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
+    if trace::on() { return traced_MPI_Neighbor_alltoallw(true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) }
+    wrap_MPI_Neighbor_alltoallw(true, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
+pub static NEXT_MPI_Ineighbor_alltoallw: Next = Next::new(c"PMPI_Ineighbor_alltoallw");
 #[inline(always)]
-unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ineighbor_alltoallw");
-    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_alltoallw.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_alltoallw, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ineighbor_alltoallw(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ineighbor_alltoallw(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ineighbor_alltoallw(false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
+    if trace::on() { return traced_MPI_Ineighbor_alltoallw(false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) }
+    wrap_MPI_Ineighbor_alltoallw(false, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ineighbor_alltoallw(true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
+    if trace::on() { return traced_MPI_Ineighbor_alltoallw(true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) }
+    wrap_MPI_Ineighbor_alltoallw(true, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
+pub static NEXT_MPI_Reduce: Next = Next::new(c"PMPI_Reduce");
 #[inline(always)]
-unsafe fn wrap_MPI_Reduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Reduce");
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Reduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Reduce, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Reduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traffic = Traffic::Elements { count, datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Reduce, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Reduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Reduce(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, root, comm)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Reduce(false, sendbuf, recvbuf, count, datatype, op, root, comm)
+    if trace::on() { return traced_MPI_Reduce(false, sendbuf, recvbuf, count, datatype, op, root, comm) }
+    wrap_MPI_Reduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Reduce(true, sendbuf, recvbuf, count, datatype, op, root, comm)
+    if trace::on() { return traced_MPI_Reduce(true, sendbuf, recvbuf, count, datatype, op, root, comm) }
+    wrap_MPI_Reduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 
+pub static NEXT_MPI_Ireduce: Next = Next::new(c"PMPI_Ireduce");
 #[inline(always)]
-unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ireduce");
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ireduce, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ireduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ireduce(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ireduce(false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+    if trace::on() { return traced_MPI_Ireduce(false, sendbuf, recvbuf, count, datatype, op, root, comm, request) }
+    wrap_MPI_Ireduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ireduce(true, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+    if trace::on() { return traced_MPI_Ireduce(true, sendbuf, recvbuf, count, datatype, op, root, comm, request) }
+    wrap_MPI_Ireduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 
+pub static NEXT_MPI_Reduce_local: Next = Next::new(c"PMPI_Reduce_local");
 #[inline(always)]
-unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Reduce_local");
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, tracing: bool, inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op) -> c_int = transmute(NEXT_MPI_Reduce_local.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, inoutbuf, count, datatype, op) };
-    let traced = if trace::on() { trace::enter(id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Reduce_local, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Reduce_local(via_pmpi: bool, inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
+    wrap_MPI_Reduce_local(via_pmpi, true, inbuf, inoutbuf, count, datatype, op)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    wrap_MPI_Reduce_local(false, inbuf, inoutbuf, count, datatype, op)
+    if trace::on() { return traced_MPI_Reduce_local(false, inbuf, inoutbuf, count, datatype, op) }
+    wrap_MPI_Reduce_local(false, false, inbuf, inoutbuf, count, datatype, op)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    wrap_MPI_Reduce_local(true, inbuf, inoutbuf, count, datatype, op)
+    if trace::on() { return traced_MPI_Reduce_local(true, inbuf, inoutbuf, count, datatype, op) }
+    wrap_MPI_Reduce_local(true, false, inbuf, inoutbuf, count, datatype, op)
 }
 
+pub static NEXT_MPI_Reduce_scatter: Next = Next::new(c"PMPI_Reduce_scatter");
 #[inline(always)]
-unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Reduce_scatter");
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce_scatter.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
     let traffic = Traffic::PerRank { counts: recvcounts, datatype, comm };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Reduce_scatter, rc, traffic, comm);
     rc
 }
-#[no_mangle]
-#[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Reduce_scatter(false, sendbuf, recvbuf, recvcounts, datatype, op, comm)
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Reduce_scatter(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Reduce_scatter(via_pmpi, true, sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn MPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Reduce_scatter(false, sendbuf, recvbuf, recvcounts, datatype, op, comm) }
+    wrap_MPI_Reduce_scatter(false, false, sendbuf, recvbuf, recvcounts, datatype, op, comm)
+}
+#[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Reduce_scatter(true, sendbuf, recvbuf, recvcounts, datatype, op, comm)
+    if trace::on() { return traced_MPI_Reduce_scatter(true, sendbuf, recvbuf, recvcounts, datatype, op, comm) }
+    wrap_MPI_Reduce_scatter(true, false, sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
 
+pub static NEXT_MPI_Ireduce_scatter: Next = Next::new(c"PMPI_Ireduce_scatter");
 #[inline(always)]
-unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ireduce_scatter");
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce_scatter.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traffic = Traffic::PerRank { counts: recvcounts, datatype, comm };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ireduce_scatter, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ireduce_scatter(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ireduce_scatter(via_pmpi, true, sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ireduce_scatter(false, sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
+    if trace::on() { return traced_MPI_Ireduce_scatter(false, sendbuf, recvbuf, recvcounts, datatype, op, comm, request) }
+    wrap_MPI_Ireduce_scatter(false, false, sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ireduce_scatter(true, sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
+    if trace::on() { return traced_MPI_Ireduce_scatter(true, sendbuf, recvbuf, recvcounts, datatype, op, comm, request) }
+    wrap_MPI_Ireduce_scatter(true, false, sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
 }
 
+pub static NEXT_MPI_Reduce_scatter_block: Next = Next::new(c"PMPI_Reduce_scatter_block");
 #[inline(always)]
-unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Reduce_scatter_block");
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce_scatter_block.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
     let traffic = Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Reduce_scatter_block, rc, traffic, comm);
     rc
 }
-#[no_mangle]
-#[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Reduce_scatter_block(false, sendbuf, recvbuf, recvcount, datatype, op, comm)
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Reduce_scatter_block(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Reduce_scatter_block(via_pmpi, true, sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn MPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Reduce_scatter_block(false, sendbuf, recvbuf, recvcount, datatype, op, comm) }
+    wrap_MPI_Reduce_scatter_block(false, false, sendbuf, recvbuf, recvcount, datatype, op, comm)
+}
+#[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Reduce_scatter_block(true, sendbuf, recvbuf, recvcount, datatype, op, comm)
+    if trace::on() { return traced_MPI_Reduce_scatter_block(true, sendbuf, recvbuf, recvcount, datatype, op, comm) }
+    wrap_MPI_Reduce_scatter_block(true, false, sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
 
+pub static NEXT_MPI_Ireduce_scatter_block: Next = Next::new(c"PMPI_Ireduce_scatter_block");
 #[inline(always)]
-unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Ireduce_scatter_block");
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce_scatter_block.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ireduce_scatter_block, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Ireduce_scatter_block(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ireduce_scatter_block(via_pmpi, true, sendbuf, recvbuf, recvcount, datatype, op, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ireduce_scatter_block(false, sendbuf, recvbuf, recvcount, datatype, op, comm, request)
+    if trace::on() { return traced_MPI_Ireduce_scatter_block(false, sendbuf, recvbuf, recvcount, datatype, op, comm, request) }
+    wrap_MPI_Ireduce_scatter_block(false, false, sendbuf, recvbuf, recvcount, datatype, op, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ireduce_scatter_block(true, sendbuf, recvbuf, recvcount, datatype, op, comm, request)
+    if trace::on() { return traced_MPI_Ireduce_scatter_block(true, sendbuf, recvbuf, recvcount, datatype, op, comm, request) }
+    wrap_MPI_Ireduce_scatter_block(true, false, sendbuf, recvbuf, recvcount, datatype, op, comm, request)
 }
 
+pub static NEXT_MPI_Scan: Next = Next::new(c"PMPI_Scan");
 #[inline(always)]
-unsafe fn wrap_MPI_Scan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Scan");
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Scan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scan.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Scan, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Scan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Scan, rc, traffic, comm);
     rc
 }
-#[no_mangle]
-#[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Scan(false, sendbuf, recvbuf, count, datatype, op, comm)
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Scan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Scan(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn MPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Scan(false, sendbuf, recvbuf, count, datatype, op, comm) }
+    wrap_MPI_Scan(false, false, sendbuf, recvbuf, count, datatype, op, comm)
+}
+#[no_mangle]
 pub unsafe extern "C" fn PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Scan(true, sendbuf, recvbuf, count, datatype, op, comm)
+    if trace::on() { return traced_MPI_Scan(true, sendbuf, recvbuf, count, datatype, op, comm) }
+    wrap_MPI_Scan(true, false, sendbuf, recvbuf, count, datatype, op, comm)
 }
 
+pub static NEXT_MPI_Iscan: Next = Next::new(c"PMPI_Iscan");
 #[inline(always)]
-unsafe fn wrap_MPI_Iscan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Iscan");
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Iscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iscan.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Iscan, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Iscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iscan, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Iscan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Iscan(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iscan(false, sendbuf, recvbuf, count, datatype, op, comm, request)
+    if trace::on() { return traced_MPI_Iscan(false, sendbuf, recvbuf, count, datatype, op, comm, request) }
+    wrap_MPI_Iscan(false, false, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iscan(true, sendbuf, recvbuf, count, datatype, op, comm, request)
+    if trace::on() { return traced_MPI_Iscan(true, sendbuf, recvbuf, count, datatype, op, comm, request) }
+    wrap_MPI_Iscan(true, false, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
+pub static NEXT_MPI_Scatter: Next = Next::new(c"PMPI_Scatter");
 #[inline(always)]
-unsafe fn wrap_MPI_Scatter(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Scatter");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scatter.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Scatter, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scatter, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Scatter(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Scatter(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Scatter(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+    if trace::on() { return traced_MPI_Scatter(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) }
+    wrap_MPI_Scatter(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Scatter(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+    if trace::on() { return traced_MPI_Scatter(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) }
+    wrap_MPI_Scatter(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
+pub static NEXT_MPI_Iscatter: Next = Next::new(c"PMPI_Iscatter");
 #[inline(always)]
-unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Iscatter");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iscatter.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iscatter, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Iscatter(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Iscatter(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iscatter(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+    if trace::on() { return traced_MPI_Iscatter(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) }
+    wrap_MPI_Iscatter(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iscatter(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+    if trace::on() { return traced_MPI_Iscatter(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) }
+    wrap_MPI_Iscatter(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
+pub static NEXT_MPI_Scatterv: Next = Next::new(c"PMPI_Scatterv");
 #[inline(always)]
-unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Scatterv");
-    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scatterv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scatterv, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Scatterv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Scatterv(via_pmpi, true, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Scatterv(false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
+    if trace::on() { return traced_MPI_Scatterv(false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) }
+    wrap_MPI_Scatterv(false, false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Scatterv(true, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
+    if trace::on() { return traced_MPI_Scatterv(true, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) }
+    wrap_MPI_Scatterv(true, false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
+pub static NEXT_MPI_Iscatterv: Next = Next::new(c"PMPI_Iscatterv");
 #[inline(always)]
-unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Iscatterv");
-    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iscatterv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iscatterv, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Iscatterv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Iscatterv(via_pmpi, true, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iscatterv(false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+    if trace::on() { return traced_MPI_Iscatterv(false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) }
+    wrap_MPI_Iscatterv(false, false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iscatterv(true, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+    if trace::on() { return traced_MPI_Iscatterv(true, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) }
+    wrap_MPI_Iscatterv(true, false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
+pub static NEXT_MPI_Accumulate: Next = Next::new(c"PMPI_Accumulate");
 #[inline(always)]
-unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Accumulate");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(NEXT_MPI_Accumulate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Accumulate, rc, traffic);
     rc
 }
-#[no_mangle]
-#[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    wrap_MPI_Accumulate(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Accumulate(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
+    wrap_MPI_Accumulate(via_pmpi, true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn MPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Accumulate(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) }
+    wrap_MPI_Accumulate(false, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
+}
+#[no_mangle]
 pub unsafe extern "C" fn PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    wrap_MPI_Accumulate(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
+    if trace::on() { return traced_MPI_Accumulate(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) }
+    wrap_MPI_Accumulate(true, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
+pub static NEXT_MPI_Compare_and_swap: Next = Next::new(c"PMPI_Compare_and_swap");
 #[inline(always)]
-unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Compare_and_swap");
-    let next: unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Win) -> c_int = transmute(NEXT_MPI_Compare_and_swap.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Compare_and_swap, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Compare_and_swap(via_pmpi: bool, origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
+    wrap_MPI_Compare_and_swap(via_pmpi, true, origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
-    wrap_MPI_Compare_and_swap(false, origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
+    if trace::on() { return traced_MPI_Compare_and_swap(false, origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) }
+    wrap_MPI_Compare_and_swap(false, false, origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
-    wrap_MPI_Compare_and_swap(true, origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
+    if trace::on() { return traced_MPI_Compare_and_swap(true, origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) }
+    wrap_MPI_Compare_and_swap(true, false, origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
 }
 
+pub static NEXT_MPI_Fetch_and_op: Next = Next::new(c"PMPI_Fetch_and_op");
 #[inline(always)]
-unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Fetch_and_op");
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Op, MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Op, MPI_Win) -> c_int = transmute(NEXT_MPI_Fetch_and_op.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Fetch_and_op, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Fetch_and_op(via_pmpi: bool, origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
+    wrap_MPI_Fetch_and_op(via_pmpi, true, origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
-    wrap_MPI_Fetch_and_op(false, origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
+    if trace::on() { return traced_MPI_Fetch_and_op(false, origin_addr, result_addr, datatype, target_rank, target_disp, op, win) }
+    wrap_MPI_Fetch_and_op(false, false, origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
-    wrap_MPI_Fetch_and_op(true, origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
+    if trace::on() { return traced_MPI_Fetch_and_op(true, origin_addr, result_addr, datatype, target_rank, target_disp, op, win) }
+    wrap_MPI_Fetch_and_op(true, false, origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
 }
 
+pub static NEXT_MPI_Get: Next = Next::new(c"PMPI_Get");
 #[inline(always)]
-unsafe fn wrap_MPI_Get(via_pmpi: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Get");
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Get(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(NEXT_MPI_Get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Get, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Get(via_pmpi: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
+    wrap_MPI_Get(via_pmpi, true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    wrap_MPI_Get(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
+    if trace::on() { return traced_MPI_Get(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) }
+    wrap_MPI_Get(false, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    wrap_MPI_Get(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
+    if trace::on() { return traced_MPI_Get(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) }
+    wrap_MPI_Get(true, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
+pub static NEXT_MPI_Get_accumulate: Next = Next::new(c"PMPI_Get_accumulate");
 #[inline(always)]
-unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Get_accumulate");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(NEXT_MPI_Get_accumulate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_accumulate, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Get_accumulate(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
+    wrap_MPI_Get_accumulate(via_pmpi, true, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    wrap_MPI_Get_accumulate(false, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
+    if trace::on() { return traced_MPI_Get_accumulate(false, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) }
+    wrap_MPI_Get_accumulate(false, false, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    wrap_MPI_Get_accumulate(true, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
+    if trace::on() { return traced_MPI_Get_accumulate(true, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) }
+    wrap_MPI_Get_accumulate(true, false, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
+pub static NEXT_MPI_Put: Next = Next::new(c"PMPI_Put");
 #[inline(always)]
-unsafe fn wrap_MPI_Put(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Put");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Put(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(NEXT_MPI_Put.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Put, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Put, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Put, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Put(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
+    wrap_MPI_Put(via_pmpi, true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    wrap_MPI_Put(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
+    if trace::on() { return traced_MPI_Put(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) }
+    wrap_MPI_Put(false, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    wrap_MPI_Put(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
+    if trace::on() { return traced_MPI_Put(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) }
+    wrap_MPI_Put(true, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
+pub static NEXT_MPI_Raccumulate: Next = Next::new(c"PMPI_Raccumulate");
 #[inline(always)]
-unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Raccumulate");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Raccumulate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Raccumulate, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Raccumulate(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Raccumulate(via_pmpi, true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Raccumulate(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
+    if trace::on() { return traced_MPI_Raccumulate(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) }
+    wrap_MPI_Raccumulate(false, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Raccumulate(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
+    if trace::on() { return traced_MPI_Raccumulate(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) }
+    wrap_MPI_Raccumulate(true, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
+pub static NEXT_MPI_Rget: Next = Next::new(c"PMPI_Rget");
 #[inline(always)]
-unsafe fn wrap_MPI_Rget(via_pmpi: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Rget");
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Rget(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rget.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Rget, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Rget, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Rget, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Rget(via_pmpi: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Rget(via_pmpi, true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Rget(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
+    if trace::on() { return traced_MPI_Rget(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) }
+    wrap_MPI_Rget(false, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Rget(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
+    if trace::on() { return traced_MPI_Rget(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) }
+    wrap_MPI_Rget(true, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 
+pub static NEXT_MPI_Rget_accumulate: Next = Next::new(c"PMPI_Rget_accumulate");
 #[inline(always)]
-unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Rget_accumulate");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rget_accumulate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Rget_accumulate, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Rget_accumulate(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Rget_accumulate(via_pmpi, true, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Rget_accumulate(false, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
+    if trace::on() { return traced_MPI_Rget_accumulate(false, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) }
+    wrap_MPI_Rget_accumulate(false, false, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Rget_accumulate(true, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
+    if trace::on() { return traced_MPI_Rget_accumulate(true, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) }
+    wrap_MPI_Rget_accumulate(true, false, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
+pub static NEXT_MPI_Rput: Next = Next::new(c"PMPI_Rput");
 #[inline(always)]
-unsafe fn wrap_MPI_Rput(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Rput");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Rput(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rput.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Rput, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Rput, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Rput, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Rput(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Rput(via_pmpi, true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Rput(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
+    if trace::on() { return traced_MPI_Rput(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) }
+    wrap_MPI_Rput(false, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Rput(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
+    if trace::on() { return traced_MPI_Rput(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) }
+    wrap_MPI_Rput(true, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
 }
 
+pub static NEXT_MPI_Win_allocate: Next = Next::new(c"PMPI_Win_allocate");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_allocate");
-    let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, tracing: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_allocate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, disp_unit, info, comm, baseptr, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Win_allocate, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_allocate(via_pmpi: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
+    wrap_MPI_Win_allocate(via_pmpi, true, size, disp_unit, info, comm, baseptr, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    wrap_MPI_Win_allocate(false, size, disp_unit, info, comm, baseptr, win)
+    if trace::on() { return traced_MPI_Win_allocate(false, size, disp_unit, info, comm, baseptr, win) }
+    wrap_MPI_Win_allocate(false, false, size, disp_unit, info, comm, baseptr, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    wrap_MPI_Win_allocate(true, size, disp_unit, info, comm, baseptr, win)
+    if trace::on() { return traced_MPI_Win_allocate(true, size, disp_unit, info, comm, baseptr, win) }
+    wrap_MPI_Win_allocate(true, false, size, disp_unit, info, comm, baseptr, win)
 }
 
+pub static NEXT_MPI_Win_allocate_shared: Next = Next::new(c"PMPI_Win_allocate_shared");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_allocate_shared");
-    let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, tracing: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_allocate_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, disp_unit, info, comm, baseptr, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Win_allocate_shared, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_allocate_shared(via_pmpi: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
+    wrap_MPI_Win_allocate_shared(via_pmpi, true, size, disp_unit, info, comm, baseptr, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    wrap_MPI_Win_allocate_shared(false, size, disp_unit, info, comm, baseptr, win)
+    if trace::on() { return traced_MPI_Win_allocate_shared(false, size, disp_unit, info, comm, baseptr, win) }
+    wrap_MPI_Win_allocate_shared(false, false, size, disp_unit, info, comm, baseptr, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    wrap_MPI_Win_allocate_shared(true, size, disp_unit, info, comm, baseptr, win)
+    if trace::on() { return traced_MPI_Win_allocate_shared(true, size, disp_unit, info, comm, baseptr, win) }
+    wrap_MPI_Win_allocate_shared(true, false, size, disp_unit, info, comm, baseptr, win)
 }
 
+pub static NEXT_MPI_Win_attach: Next = Next::new(c"PMPI_Win_attach");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_attach");
-    let next: unsafe extern "C" fn(MPI_Win, *mut c_void, MPI_Aint) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, tracing: bool, win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win, *mut c_void, MPI_Aint) -> c_int = transmute(NEXT_MPI_Win_attach.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, base, size) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_attach, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_attach(via_pmpi: bool, win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
+    wrap_MPI_Win_attach(via_pmpi, true, win, base, size)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
-    wrap_MPI_Win_attach(false, win, base, size)
+    if trace::on() { return traced_MPI_Win_attach(false, win, base, size) }
+    wrap_MPI_Win_attach(false, false, win, base, size)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
-    wrap_MPI_Win_attach(true, win, base, size)
+    if trace::on() { return traced_MPI_Win_attach(true, win, base, size) }
+    wrap_MPI_Win_attach(true, false, win, base, size)
 }
 
+pub static NEXT_MPI_Win_call_errhandler: Next = Next::new(c"PMPI_Win_call_errhandler");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, win: MPI_Win, errorcode: c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_call_errhandler");
-    let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Win, errorcode: c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(NEXT_MPI_Win_call_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, errorcode) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_call_errhandler, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_call_errhandler(via_pmpi: bool, win: MPI_Win, errorcode: c_int) -> c_int {
+    wrap_MPI_Win_call_errhandler(via_pmpi, true, win, errorcode)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int) -> c_int {
-    wrap_MPI_Win_call_errhandler(false, win, errorcode)
+    if trace::on() { return traced_MPI_Win_call_errhandler(false, win, errorcode) }
+    wrap_MPI_Win_call_errhandler(false, false, win, errorcode)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int) -> c_int {
-    wrap_MPI_Win_call_errhandler(true, win, errorcode)
+    if trace::on() { return traced_MPI_Win_call_errhandler(true, win, errorcode) }
+    wrap_MPI_Win_call_errhandler(true, false, win, errorcode)
 }
 
+pub static NEXT_MPI_Win_complete: Next = Next::new(c"PMPI_Win_complete");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_complete");
-    let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_complete.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_complete, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_complete(via_pmpi: bool, win: MPI_Win) -> c_int {
+    wrap_MPI_Win_complete(via_pmpi, true, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_complete(win: MPI_Win) -> c_int {
-    wrap_MPI_Win_complete(false, win)
+    if trace::on() { return traced_MPI_Win_complete(false, win) }
+    wrap_MPI_Win_complete(false, false, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_complete(win: MPI_Win) -> c_int {
-    wrap_MPI_Win_complete(true, win)
+    if trace::on() { return traced_MPI_Win_complete(true, win) }
+    wrap_MPI_Win_complete(true, false, win)
 }
 
+pub static NEXT_MPI_Win_create: Next = Next::new(c"PMPI_Win_create");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_create(via_pmpi: bool, base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_create");
-    let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_create(via_pmpi: bool, tracing: bool, base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(base, size, disp_unit, info, comm, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_create, std::ptr::null(), 0) } else { None };
     let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Win_create, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_create(via_pmpi: bool, base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
+    wrap_MPI_Win_create(via_pmpi, true, base, size, disp_unit, info, comm, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    wrap_MPI_Win_create(false, base, size, disp_unit, info, comm, win)
+    if trace::on() { return traced_MPI_Win_create(false, base, size, disp_unit, info, comm, win) }
+    wrap_MPI_Win_create(false, false, base, size, disp_unit, info, comm, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    wrap_MPI_Win_create(true, base, size, disp_unit, info, comm, win)
+    if trace::on() { return traced_MPI_Win_create(true, base, size, disp_unit, info, comm, win) }
+    wrap_MPI_Win_create(true, false, base, size, disp_unit, info, comm, win)
 }
 
+pub static NEXT_MPI_Win_create_dynamic: Next = Next::new(c"PMPI_Win_create_dynamic");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_create_dynamic");
-    let next: unsafe extern "C" fn(MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, tracing: bool, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_create_dynamic.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, comm, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
     let rc = next(info, comm, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Win_create_dynamic, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_create_dynamic(via_pmpi: bool, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
+    wrap_MPI_Win_create_dynamic(via_pmpi, true, info, comm, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    wrap_MPI_Win_create_dynamic(false, info, comm, win)
+    if trace::on() { return traced_MPI_Win_create_dynamic(false, info, comm, win) }
+    wrap_MPI_Win_create_dynamic(false, false, info, comm, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    wrap_MPI_Win_create_dynamic(true, info, comm, win)
+    if trace::on() { return traced_MPI_Win_create_dynamic(true, info, comm, win) }
+    wrap_MPI_Win_create_dynamic(true, false, info, comm, win)
 }
 
+pub static NEXT_MPI_Win_create_errhandler: Next = Next::new(c"PMPI_Win_create_errhandler");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_create_errhandler");
-    let next: unsafe extern "C" fn(MPI_Win_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, tracing: bool, function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Win_create_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, errhandler) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_create_errhandler, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_create_errhandler(via_pmpi: bool, function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
+    wrap_MPI_Win_create_errhandler(via_pmpi, true, function, errhandler)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_errhandler(function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    wrap_MPI_Win_create_errhandler(false, function, errhandler)
+    if trace::on() { return traced_MPI_Win_create_errhandler(false, function, errhandler) }
+    wrap_MPI_Win_create_errhandler(false, false, function, errhandler)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_errhandler(function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    wrap_MPI_Win_create_errhandler(true, function, errhandler)
+    if trace::on() { return traced_MPI_Win_create_errhandler(true, function, errhandler) }
+    wrap_MPI_Win_create_errhandler(true, false, function, errhandler)
 }
 
+pub static NEXT_MPI_Win_create_keyval: Next = Next::new(c"PMPI_Win_create_keyval");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_create_keyval");
-    let next: unsafe extern "C" fn(MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, tracing: bool, win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Win_create_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_create_keyval, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_create_keyval(via_pmpi: bool, win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    wrap_MPI_Win_create_keyval(via_pmpi, true, win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    wrap_MPI_Win_create_keyval(false, win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
+    if trace::on() { return traced_MPI_Win_create_keyval(false, win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) }
+    wrap_MPI_Win_create_keyval(false, false, win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    wrap_MPI_Win_create_keyval(true, win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
+    if trace::on() { return traced_MPI_Win_create_keyval(true, win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) }
+    wrap_MPI_Win_create_keyval(true, false, win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
 }
 
+pub static NEXT_MPI_Win_delete_attr: Next = Next::new(c"PMPI_Win_delete_attr");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, win: MPI_Win, win_keyval: c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_delete_attr");
-    let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win_keyval: c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(NEXT_MPI_Win_delete_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_keyval) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_delete_attr, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_delete_attr(via_pmpi: bool, win: MPI_Win, win_keyval: c_int) -> c_int {
+    wrap_MPI_Win_delete_attr(via_pmpi, true, win, win_keyval)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -> c_int {
-    wrap_MPI_Win_delete_attr(false, win, win_keyval)
+    if trace::on() { return traced_MPI_Win_delete_attr(false, win, win_keyval) }
+    wrap_MPI_Win_delete_attr(false, false, win, win_keyval)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -> c_int {
-    wrap_MPI_Win_delete_attr(true, win, win_keyval)
+    if trace::on() { return traced_MPI_Win_delete_attr(true, win, win_keyval) }
+    wrap_MPI_Win_delete_attr(true, false, win, win_keyval)
 }
 
+pub static NEXT_MPI_Win_detach: Next = Next::new(c"PMPI_Win_detach");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, win: MPI_Win, base: *const c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_detach");
-    let next: unsafe extern "C" fn(MPI_Win, *const c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, tracing: bool, win: MPI_Win, base: *const c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win, *const c_void) -> c_int = transmute(NEXT_MPI_Win_detach.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, base) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_detach, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_detach(via_pmpi: bool, win: MPI_Win, base: *const c_void) -> c_int {
+    wrap_MPI_Win_detach(via_pmpi, true, win, base)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_detach(win: MPI_Win, base: *const c_void) -> c_int {
-    wrap_MPI_Win_detach(false, win, base)
+    if trace::on() { return traced_MPI_Win_detach(false, win, base) }
+    wrap_MPI_Win_detach(false, false, win, base)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_detach(win: MPI_Win, base: *const c_void) -> c_int {
-    wrap_MPI_Win_detach(true, win, base)
+    if trace::on() { return traced_MPI_Win_detach(true, win, base) }
+    wrap_MPI_Win_detach(true, false, win, base)
 }
 
+pub static NEXT_MPI_Win_fence: Next = Next::new(c"PMPI_Win_fence");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, assert: c_int, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_fence");
-    let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, tracing: bool, assert: c_int, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_fence.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(assert, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_fence, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_fence(via_pmpi: bool, assert: c_int, win: MPI_Win) -> c_int {
+    wrap_MPI_Win_fence(via_pmpi, true, assert, win)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_fence(false, assert, win)
+    if trace::on() { return traced_MPI_Win_fence(false, assert, win) }
+    wrap_MPI_Win_fence(false, false, assert, win)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_fence(true, assert, win)
+    if trace::on() { return traced_MPI_Win_fence(true, assert, win) }
+    wrap_MPI_Win_fence(true, false, assert, win)
 }
 
+pub static NEXT_MPI_Win_flush: Next = Next::new(c"PMPI_Win_flush");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, rank: c_int, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_flush");
-    let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, tracing: bool, rank: c_int, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_flush.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(rank, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_flush, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_flush(via_pmpi: bool, rank: c_int, win: MPI_Win) -> c_int {
+    wrap_MPI_Win_flush(via_pmpi, true, rank, win)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_flush(false, rank, win)
+    if trace::on() { return traced_MPI_Win_flush(false, rank, win) }
+    wrap_MPI_Win_flush(false, false, rank, win)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_flush(true, rank, win)
+    if trace::on() { return traced_MPI_Win_flush(true, rank, win) }
+    wrap_MPI_Win_flush(true, false, rank, win)
 }
 
+pub static NEXT_MPI_Win_flush_all: Next = Next::new(c"PMPI_Win_flush_all");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_flush_all");
-    let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_flush_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_flush_all, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_flush_all(via_pmpi: bool, win: MPI_Win) -> c_int {
+    wrap_MPI_Win_flush_all(via_pmpi, true, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush_all(win: MPI_Win) -> c_int {
-    wrap_MPI_Win_flush_all(false, win)
+    if trace::on() { return traced_MPI_Win_flush_all(false, win) }
+    wrap_MPI_Win_flush_all(false, false, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush_all(win: MPI_Win) -> c_int {
-    wrap_MPI_Win_flush_all(true, win)
+    if trace::on() { return traced_MPI_Win_flush_all(true, win) }
+    wrap_MPI_Win_flush_all(true, false, win)
 }
 
+pub static NEXT_MPI_Win_flush_local: Next = Next::new(c"PMPI_Win_flush_local");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, rank: c_int, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_flush_local");
-    let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, tracing: bool, rank: c_int, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_flush_local.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(rank, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_flush_local, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_flush_local(via_pmpi: bool, rank: c_int, win: MPI_Win) -> c_int {
+    wrap_MPI_Win_flush_local(via_pmpi, true, rank, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_flush_local(false, rank, win)
+    if trace::on() { return traced_MPI_Win_flush_local(false, rank, win) }
+    wrap_MPI_Win_flush_local(false, false, rank, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_flush_local(true, rank, win)
+    if trace::on() { return traced_MPI_Win_flush_local(true, rank, win) }
+    wrap_MPI_Win_flush_local(true, false, rank, win)
 }
 
+pub static NEXT_MPI_Win_flush_local_all: Next = Next::new(c"PMPI_Win_flush_local_all");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_flush_local_all");
-    let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_flush_local_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_flush_local_all, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_flush_local_all(via_pmpi: bool, win: MPI_Win) -> c_int {
+    wrap_MPI_Win_flush_local_all(via_pmpi, true, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush_local_all(win: MPI_Win) -> c_int {
-    wrap_MPI_Win_flush_local_all(false, win)
+    if trace::on() { return traced_MPI_Win_flush_local_all(false, win) }
+    wrap_MPI_Win_flush_local_all(false, false, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush_local_all(win: MPI_Win) -> c_int {
-    wrap_MPI_Win_flush_local_all(true, win)
+    if trace::on() { return traced_MPI_Win_flush_local_all(true, win) }
+    wrap_MPI_Win_flush_local_all(true, false, win)
 }
 
+pub static NEXT_MPI_Win_free: Next = Next::new(c"PMPI_Win_free");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_free(via_pmpi: bool, win: *mut MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_free");
-    let next: unsafe extern "C" fn(*mut MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_free(via_pmpi: bool, tracing: bool, win: *mut MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_free, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_free, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_free(via_pmpi: bool, win: *mut MPI_Win) -> c_int {
+    wrap_MPI_Win_free(via_pmpi, true, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_free(win: *mut MPI_Win) -> c_int {
-    wrap_MPI_Win_free(false, win)
+    if trace::on() { return traced_MPI_Win_free(false, win) }
+    wrap_MPI_Win_free(false, false, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_free(win: *mut MPI_Win) -> c_int {
-    wrap_MPI_Win_free(true, win)
+    if trace::on() { return traced_MPI_Win_free(true, win) }
+    wrap_MPI_Win_free(true, false, win)
 }
 
+pub static NEXT_MPI_Win_free_keyval: Next = Next::new(c"PMPI_Win_free_keyval");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, win_keyval: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_free_keyval");
-    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, tracing: bool, win_keyval: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Win_free_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win_keyval) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_free_keyval, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_free_keyval(via_pmpi: bool, win_keyval: *mut c_int) -> c_int {
+    wrap_MPI_Win_free_keyval(via_pmpi, true, win_keyval)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
-    wrap_MPI_Win_free_keyval(false, win_keyval)
+    if trace::on() { return traced_MPI_Win_free_keyval(false, win_keyval) }
+    wrap_MPI_Win_free_keyval(false, false, win_keyval)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
-    wrap_MPI_Win_free_keyval(true, win_keyval)
+    if trace::on() { return traced_MPI_Win_free_keyval(true, win_keyval) }
+    wrap_MPI_Win_free_keyval(true, false, win_keyval)
 }
 
+pub static NEXT_MPI_Win_get_attr: Next = Next::new(c"PMPI_Win_get_attr");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_get_attr");
-    let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT_MPI_Win_get_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_keyval, attribute_val, flag) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_get_attr, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_get_attr(via_pmpi: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    wrap_MPI_Win_get_attr(via_pmpi, true, win, win_keyval, attribute_val, flag)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    wrap_MPI_Win_get_attr(false, win, win_keyval, attribute_val, flag)
+    if trace::on() { return traced_MPI_Win_get_attr(false, win, win_keyval, attribute_val, flag) }
+    wrap_MPI_Win_get_attr(false, false, win, win_keyval, attribute_val, flag)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    wrap_MPI_Win_get_attr(true, win, win_keyval, attribute_val, flag)
+    if trace::on() { return traced_MPI_Win_get_attr(true, win, win_keyval, attribute_val, flag) }
+    wrap_MPI_Win_get_attr(true, false, win, win_keyval, attribute_val, flag)
 }
 
+pub static NEXT_MPI_Win_get_errhandler: Next = Next::new(c"PMPI_Win_get_errhandler");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_get_errhandler");
-    let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Errhandler) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Win_get_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, errhandler) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_get_errhandler, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_get_errhandler(via_pmpi: bool, win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
+    wrap_MPI_Win_get_errhandler(via_pmpi, true, win, errhandler)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
-    wrap_MPI_Win_get_errhandler(false, win, errhandler)
+    if trace::on() { return traced_MPI_Win_get_errhandler(false, win, errhandler) }
+    wrap_MPI_Win_get_errhandler(false, false, win, errhandler)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
-    wrap_MPI_Win_get_errhandler(true, win, errhandler)
+    if trace::on() { return traced_MPI_Win_get_errhandler(true, win, errhandler) }
+    wrap_MPI_Win_get_errhandler(true, false, win, errhandler)
 }
 
+pub static NEXT_MPI_Win_get_group: Next = Next::new(c"PMPI_Win_get_group");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, win: MPI_Win, group: *mut MPI_Group) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_get_group");
-    let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Group) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, tracing: bool, win: MPI_Win, group: *mut MPI_Group) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Win_get_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, group) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(win, group);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_get_group, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_get_group(via_pmpi: bool, win: MPI_Win, group: *mut MPI_Group) -> c_int {
+    wrap_MPI_Win_get_group(via_pmpi, true, win, group)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group) -> c_int {
-    wrap_MPI_Win_get_group(false, win, group)
+    if trace::on() { return traced_MPI_Win_get_group(false, win, group) }
+    wrap_MPI_Win_get_group(false, false, win, group)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group) -> c_int {
-    wrap_MPI_Win_get_group(true, win, group)
+    if trace::on() { return traced_MPI_Win_get_group(true, win, group) }
+    wrap_MPI_Win_get_group(true, false, win, group)
 }
 
+pub static NEXT_MPI_Win_get_info: Next = Next::new(c"PMPI_Win_get_info");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_get_info");
-    let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Info) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, tracing: bool, win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_Win_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, info_used) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info_used);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_get_info, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_get_info(via_pmpi: bool, win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
+    wrap_MPI_Win_get_info(via_pmpi, true, win, info_used)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
-    wrap_MPI_Win_get_info(false, win, info_used)
+    if trace::on() { return traced_MPI_Win_get_info(false, win, info_used) }
+    wrap_MPI_Win_get_info(false, false, win, info_used)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
-    wrap_MPI_Win_get_info(true, win, info_used)
+    if trace::on() { return traced_MPI_Win_get_info(true, win, info_used) }
+    wrap_MPI_Win_get_info(true, false, win, info_used)
 }
 
+pub static NEXT_MPI_Win_get_name: Next = Next::new(c"PMPI_Win_get_name");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_get_name");
-    let next: unsafe extern "C" fn(MPI_Win, *mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Win_get_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_name, resultlen) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_get_name, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_get_name(via_pmpi: bool, win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    wrap_MPI_Win_get_name(via_pmpi, true, win, win_name, resultlen)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    wrap_MPI_Win_get_name(false, win, win_name, resultlen)
+    if trace::on() { return traced_MPI_Win_get_name(false, win, win_name, resultlen) }
+    wrap_MPI_Win_get_name(false, false, win, win_name, resultlen)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    wrap_MPI_Win_get_name(true, win, win_name, resultlen)
+    if trace::on() { return traced_MPI_Win_get_name(true, win, win_name, resultlen) }
+    wrap_MPI_Win_get_name(true, false, win, win_name, resultlen)
 }
 
+pub static NEXT_MPI_Win_lock: Next = Next::new(c"PMPI_Win_lock");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_lock");
-    let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, tracing: bool, lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_lock.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(lock_type, rank, assert, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
     let rc = next(lock_type, rank, assert, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_lock, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_lock(via_pmpi: bool, lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
+    wrap_MPI_Win_lock(via_pmpi, true, lock_type, rank, assert, win)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_lock(false, lock_type, rank, assert, win)
+    if trace::on() { return traced_MPI_Win_lock(false, lock_type, rank, assert, win) }
+    wrap_MPI_Win_lock(false, false, lock_type, rank, assert, win)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_lock(true, lock_type, rank, assert, win)
+    if trace::on() { return traced_MPI_Win_lock(true, lock_type, rank, assert, win) }
+    wrap_MPI_Win_lock(true, false, lock_type, rank, assert, win)
 }
 
+pub static NEXT_MPI_Win_lock_all: Next = Next::new(c"PMPI_Win_lock_all");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, assert: c_int, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_lock_all");
-    let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, tracing: bool, assert: c_int, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_lock_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(assert, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_lock_all, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_lock_all(via_pmpi: bool, assert: c_int, win: MPI_Win) -> c_int {
+    wrap_MPI_Win_lock_all(via_pmpi, true, assert, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_lock_all(false, assert, win)
+    if trace::on() { return traced_MPI_Win_lock_all(false, assert, win) }
+    wrap_MPI_Win_lock_all(false, false, assert, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_lock_all(true, assert, win)
+    if trace::on() { return traced_MPI_Win_lock_all(true, assert, win) }
+    wrap_MPI_Win_lock_all(true, false, assert, win)
 }
 
+pub static NEXT_MPI_Win_post: Next = Next::new(c"PMPI_Win_post");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_post(via_pmpi: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_post");
-    let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_post(via_pmpi: bool, tracing: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_post.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, assert, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_post, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_post, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_post, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_post(via_pmpi: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
+    wrap_MPI_Win_post(via_pmpi, true, group, assert, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_post(false, group, assert, win)
+    if trace::on() { return traced_MPI_Win_post(false, group, assert, win) }
+    wrap_MPI_Win_post(false, false, group, assert, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_post(true, group, assert, win)
+    if trace::on() { return traced_MPI_Win_post(true, group, assert, win) }
+    wrap_MPI_Win_post(true, false, group, assert, win)
 }
 
+pub static NEXT_MPI_Win_set_attr: Next = Next::new(c"PMPI_Win_set_attr");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_set_attr");
-    let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Win_set_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_keyval, attribute_val) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_set_attr, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_set_attr(via_pmpi: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
+    wrap_MPI_Win_set_attr(via_pmpi, true, win, win_keyval, attribute_val)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    wrap_MPI_Win_set_attr(false, win, win_keyval, attribute_val)
+    if trace::on() { return traced_MPI_Win_set_attr(false, win, win_keyval, attribute_val) }
+    wrap_MPI_Win_set_attr(false, false, win, win_keyval, attribute_val)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    wrap_MPI_Win_set_attr(true, win, win_keyval, attribute_val)
+    if trace::on() { return traced_MPI_Win_set_attr(true, win, win_keyval, attribute_val) }
+    wrap_MPI_Win_set_attr(true, false, win, win_keyval, attribute_val)
 }
 
+pub static NEXT_MPI_Win_set_errhandler: Next = Next::new(c"PMPI_Win_set_errhandler");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_set_errhandler");
-    let next: unsafe extern "C" fn(MPI_Win, MPI_Errhandler) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win, MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Win_set_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, errhandler) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_set_errhandler, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_set_errhandler(via_pmpi: bool, win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
+    wrap_MPI_Win_set_errhandler(via_pmpi, true, win, errhandler)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
-    wrap_MPI_Win_set_errhandler(false, win, errhandler)
+    if trace::on() { return traced_MPI_Win_set_errhandler(false, win, errhandler) }
+    wrap_MPI_Win_set_errhandler(false, false, win, errhandler)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
-    wrap_MPI_Win_set_errhandler(true, win, errhandler)
+    if trace::on() { return traced_MPI_Win_set_errhandler(true, win, errhandler) }
+    wrap_MPI_Win_set_errhandler(true, false, win, errhandler)
 }
 
+pub static NEXT_MPI_Win_set_info: Next = Next::new(c"PMPI_Win_set_info");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, win: MPI_Win, info: MPI_Info) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_set_info");
-    let next: unsafe extern "C" fn(MPI_Win, MPI_Info) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, tracing: bool, win: MPI_Win, info: MPI_Info) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win, MPI_Info) -> c_int = transmute(NEXT_MPI_Win_set_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, info) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_set_info, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_set_info(via_pmpi: bool, win: MPI_Win, info: MPI_Info) -> c_int {
+    wrap_MPI_Win_set_info(via_pmpi, true, win, info)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_int {
-    wrap_MPI_Win_set_info(false, win, info)
+    if trace::on() { return traced_MPI_Win_set_info(false, win, info) }
+    wrap_MPI_Win_set_info(false, false, win, info)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_int {
-    wrap_MPI_Win_set_info(true, win, info)
+    if trace::on() { return traced_MPI_Win_set_info(true, win, info) }
+    wrap_MPI_Win_set_info(true, false, win, info)
 }
 
+pub static NEXT_MPI_Win_set_name: Next = Next::new(c"PMPI_Win_set_name");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, win: MPI_Win, win_name: *const c_char) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_set_name");
-    let next: unsafe extern "C" fn(MPI_Win, *const c_char) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win_name: *const c_char) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win, *const c_char) -> c_int = transmute(NEXT_MPI_Win_set_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_name) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_set_name, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_set_name(via_pmpi: bool, win: MPI_Win, win_name: *const c_char) -> c_int {
+    wrap_MPI_Win_set_name(via_pmpi, true, win, win_name)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_name(win: MPI_Win, win_name: *const c_char) -> c_int {
-    wrap_MPI_Win_set_name(false, win, win_name)
+    if trace::on() { return traced_MPI_Win_set_name(false, win, win_name) }
+    wrap_MPI_Win_set_name(false, false, win, win_name)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char) -> c_int {
-    wrap_MPI_Win_set_name(true, win, win_name)
+    if trace::on() { return traced_MPI_Win_set_name(true, win, win_name) }
+    wrap_MPI_Win_set_name(true, false, win, win_name)
 }
 
+pub static NEXT_MPI_Win_shared_query: Next = Next::new(c"PMPI_Win_shared_query");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_shared_query");
-    let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut c_int, *mut c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, tracing: bool, win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Win_shared_query.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, rank, size, disp_unit, baseptr) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_shared_query, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_shared_query(via_pmpi: bool, win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
+    wrap_MPI_Win_shared_query(via_pmpi, true, win, rank, size, disp_unit, baseptr)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_shared_query(win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    wrap_MPI_Win_shared_query(false, win, rank, size, disp_unit, baseptr)
+    if trace::on() { return traced_MPI_Win_shared_query(false, win, rank, size, disp_unit, baseptr) }
+    wrap_MPI_Win_shared_query(false, false, win, rank, size, disp_unit, baseptr)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_shared_query(win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    wrap_MPI_Win_shared_query(true, win, rank, size, disp_unit, baseptr)
+    if trace::on() { return traced_MPI_Win_shared_query(true, win, rank, size, disp_unit, baseptr) }
+    wrap_MPI_Win_shared_query(true, false, win, rank, size, disp_unit, baseptr)
 }
 
+pub static NEXT_MPI_Win_start: Next = Next::new(c"PMPI_Win_start");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_start(via_pmpi: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_start");
-    let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_start(via_pmpi: bool, tracing: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_start.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, assert, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_start, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_start, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_start, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_start(via_pmpi: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
+    wrap_MPI_Win_start(via_pmpi, true, group, assert, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_start(false, group, assert, win)
+    if trace::on() { return traced_MPI_Win_start(false, group, assert, win) }
+    wrap_MPI_Win_start(false, false, group, assert, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_start(true, group, assert, win)
+    if trace::on() { return traced_MPI_Win_start(true, group, assert, win) }
+    wrap_MPI_Win_start(true, false, group, assert, win)
 }
 
+pub static NEXT_MPI_Win_sync: Next = Next::new(c"PMPI_Win_sync");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_sync");
-    let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_sync.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_sync, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_sync(via_pmpi: bool, win: MPI_Win) -> c_int {
+    wrap_MPI_Win_sync(via_pmpi, true, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_sync(win: MPI_Win) -> c_int {
-    wrap_MPI_Win_sync(false, win)
+    if trace::on() { return traced_MPI_Win_sync(false, win) }
+    wrap_MPI_Win_sync(false, false, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_sync(win: MPI_Win) -> c_int {
-    wrap_MPI_Win_sync(true, win)
+    if trace::on() { return traced_MPI_Win_sync(true, win) }
+    wrap_MPI_Win_sync(true, false, win)
 }
 
+pub static NEXT_MPI_Win_test: Next = Next::new(c"PMPI_Win_test");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_test(via_pmpi: bool, win: MPI_Win, flag: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_test");
-    let next: unsafe extern "C" fn(MPI_Win, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_test(via_pmpi: bool, tracing: bool, win: MPI_Win, flag: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win, *mut c_int) -> c_int = transmute(NEXT_MPI_Win_test.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, flag) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_test, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_test, std::ptr::null(), 0) } else { None };
     let rc = next(win, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_test, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_test(via_pmpi: bool, win: MPI_Win, flag: *mut c_int) -> c_int {
+    wrap_MPI_Win_test(via_pmpi, true, win, flag)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int {
-    wrap_MPI_Win_test(false, win, flag)
+    if trace::on() { return traced_MPI_Win_test(false, win, flag) }
+    wrap_MPI_Win_test(false, false, win, flag)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int {
-    wrap_MPI_Win_test(true, win, flag)
+    if trace::on() { return traced_MPI_Win_test(true, win, flag) }
+    wrap_MPI_Win_test(true, false, win, flag)
 }
 
+pub static NEXT_MPI_Win_unlock: Next = Next::new(c"PMPI_Win_unlock");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, rank: c_int, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_unlock");
-    let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, tracing: bool, rank: c_int, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_unlock.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(rank, win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_unlock, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_unlock(via_pmpi: bool, rank: c_int, win: MPI_Win) -> c_int {
+    wrap_MPI_Win_unlock(via_pmpi, true, rank, win)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_unlock(false, rank, win)
+    if trace::on() { return traced_MPI_Win_unlock(false, rank, win) }
+    wrap_MPI_Win_unlock(false, false, rank, win)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
-    wrap_MPI_Win_unlock(true, rank, win)
+    if trace::on() { return traced_MPI_Win_unlock(true, rank, win) }
+    wrap_MPI_Win_unlock(true, false, rank, win)
 }
 
+pub static NEXT_MPI_Win_unlock_all: Next = Next::new(c"PMPI_Win_unlock_all");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_unlock_all");
-    let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_unlock_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_unlock_all, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_unlock_all(via_pmpi: bool, win: MPI_Win) -> c_int {
+    wrap_MPI_Win_unlock_all(via_pmpi, true, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_unlock_all(win: MPI_Win) -> c_int {
-    wrap_MPI_Win_unlock_all(false, win)
+    if trace::on() { return traced_MPI_Win_unlock_all(false, win) }
+    wrap_MPI_Win_unlock_all(false, false, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_unlock_all(win: MPI_Win) -> c_int {
-    wrap_MPI_Win_unlock_all(true, win)
+    if trace::on() { return traced_MPI_Win_unlock_all(true, win) }
+    wrap_MPI_Win_unlock_all(true, false, win)
 }
 
+pub static NEXT_MPI_Win_wait: Next = Next::new(c"PMPI_Win_wait");
 #[inline(always)]
-unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, win: MPI_Win) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Win_wait");
-    let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_wait.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if trace::on() { trace::enter(id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_wait, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Win_wait(via_pmpi: bool, win: MPI_Win) -> c_int {
+    wrap_MPI_Win_wait(via_pmpi, true, win)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_wait(win: MPI_Win) -> c_int {
-    wrap_MPI_Win_wait(false, win)
+    if trace::on() { return traced_MPI_Win_wait(false, win) }
+    wrap_MPI_Win_wait(false, false, win)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_wait(win: MPI_Win) -> c_int {
-    wrap_MPI_Win_wait(true, win)
+    if trace::on() { return traced_MPI_Win_wait(true, win) }
+    wrap_MPI_Win_wait(true, false, win)
 }
 
+pub static NEXT_MPI_File_call_errhandler: Next = Next::new(c"PMPI_File_call_errhandler");
 #[inline(always)]
-unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, fh: MPI_File, errorcode: c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_call_errhandler");
-    let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, tracing: bool, fh: MPI_File, errorcode: c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(NEXT_MPI_File_call_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, errorcode) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(fh, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_call_errhandler, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_call_errhandler(via_pmpi: bool, fh: MPI_File, errorcode: c_int) -> c_int {
+    wrap_MPI_File_call_errhandler(via_pmpi, true, fh, errorcode)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_call_errhandler(fh: MPI_File, errorcode: c_int) -> c_int {
-    wrap_MPI_File_call_errhandler(false, fh, errorcode)
+    if trace::on() { return traced_MPI_File_call_errhandler(false, fh, errorcode) }
+    wrap_MPI_File_call_errhandler(false, false, fh, errorcode)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_call_errhandler(fh: MPI_File, errorcode: c_int) -> c_int {
-    wrap_MPI_File_call_errhandler(true, fh, errorcode)
+    if trace::on() { return traced_MPI_File_call_errhandler(true, fh, errorcode) }
+    wrap_MPI_File_call_errhandler(true, false, fh, errorcode)
 }
 
+pub static NEXT_MPI_File_create_errhandler: Next = Next::new(c"PMPI_File_create_errhandler");
 #[inline(always)]
-unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_create_errhandler");
-    let next: unsafe extern "C" fn(MPI_File_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, tracing: bool, function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_File_create_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, errhandler) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_create_errhandler, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_create_errhandler(via_pmpi: bool, function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
+    wrap_MPI_File_create_errhandler(via_pmpi, true, function, errhandler)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_create_errhandler(function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    wrap_MPI_File_create_errhandler(false, function, errhandler)
+    if trace::on() { return traced_MPI_File_create_errhandler(false, function, errhandler) }
+    wrap_MPI_File_create_errhandler(false, false, function, errhandler)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_create_errhandler(function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    wrap_MPI_File_create_errhandler(true, function, errhandler)
+    if trace::on() { return traced_MPI_File_create_errhandler(true, function, errhandler) }
+    wrap_MPI_File_create_errhandler(true, false, function, errhandler)
 }
 
+pub static NEXT_MPI_File_set_errhandler: Next = Next::new(c"PMPI_File_set_errhandler");
 #[inline(always)]
-unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_set_errhandler");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Errhandler) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, tracing: bool, file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Errhandler) -> c_int = transmute(NEXT_MPI_File_set_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(file, errhandler) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_set_errhandler, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_set_errhandler(via_pmpi: bool, file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
+    wrap_MPI_File_set_errhandler(via_pmpi, true, file, errhandler)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_errhandler(file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
-    wrap_MPI_File_set_errhandler(false, file, errhandler)
+    if trace::on() { return traced_MPI_File_set_errhandler(false, file, errhandler) }
+    wrap_MPI_File_set_errhandler(false, false, file, errhandler)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_errhandler(file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
-    wrap_MPI_File_set_errhandler(true, file, errhandler)
+    if trace::on() { return traced_MPI_File_set_errhandler(true, file, errhandler) }
+    wrap_MPI_File_set_errhandler(true, false, file, errhandler)
 }
 
+pub static NEXT_MPI_File_get_errhandler: Next = Next::new(c"PMPI_File_get_errhandler");
 #[inline(always)]
-unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_get_errhandler");
-    let next: unsafe extern "C" fn(MPI_File, *mut MPI_Errhandler) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, tracing: bool, file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_File_get_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(file, errhandler) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_errhandler, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_get_errhandler(via_pmpi: bool, file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
+    wrap_MPI_File_get_errhandler(via_pmpi, true, file, errhandler)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_errhandler(file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
-    wrap_MPI_File_get_errhandler(false, file, errhandler)
+    if trace::on() { return traced_MPI_File_get_errhandler(false, file, errhandler) }
+    wrap_MPI_File_get_errhandler(false, false, file, errhandler)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_errhandler(file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
-    wrap_MPI_File_get_errhandler(true, file, errhandler)
+    if trace::on() { return traced_MPI_File_get_errhandler(true, file, errhandler) }
+    wrap_MPI_File_get_errhandler(true, false, file, errhandler)
 }
 
+pub static NEXT_MPI_File_open: Next = Next::new(c"PMPI_File_open");
 #[inline(always)]
-unsafe fn wrap_MPI_File_open(via_pmpi: bool, comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_open");
-    let next: unsafe extern "C" fn(MPI_Comm, *const c_char, c_int, MPI_Info, *mut MPI_File) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_open(via_pmpi: bool, tracing: bool, comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *const c_char, c_int, MPI_Info, *mut MPI_File) -> c_int = transmute(NEXT_MPI_File_open.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, filename, amode, info, fh) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_open, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_open, std::ptr::null(), 0) } else { None };
     let rc = next(comm, filename, amode, info, fh);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_File_open, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_open(via_pmpi: bool, comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
+    wrap_MPI_File_open(via_pmpi, true, comm, filename, amode, info, fh)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_open(comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
-    wrap_MPI_File_open(false, comm, filename, amode, info, fh)
+    if trace::on() { return traced_MPI_File_open(false, comm, filename, amode, info, fh) }
+    wrap_MPI_File_open(false, false, comm, filename, amode, info, fh)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_open(comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
-    wrap_MPI_File_open(true, comm, filename, amode, info, fh)
+    if trace::on() { return traced_MPI_File_open(true, comm, filename, amode, info, fh) }
+    wrap_MPI_File_open(true, false, comm, filename, amode, info, fh)
 }
 
+pub static NEXT_MPI_File_close: Next = Next::new(c"PMPI_File_close");
 #[inline(always)]
-unsafe fn wrap_MPI_File_close(via_pmpi: bool, fh: *mut MPI_File) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_close");
-    let next: unsafe extern "C" fn(*mut MPI_File) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_close(via_pmpi: bool, tracing: bool, fh: *mut MPI_File) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_File) -> c_int = transmute(NEXT_MPI_File_close.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_close, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_close, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_close, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_close(via_pmpi: bool, fh: *mut MPI_File) -> c_int {
+    wrap_MPI_File_close(via_pmpi, true, fh)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_close(fh: *mut MPI_File) -> c_int {
-    wrap_MPI_File_close(false, fh)
+    if trace::on() { return traced_MPI_File_close(false, fh) }
+    wrap_MPI_File_close(false, false, fh)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_close(fh: *mut MPI_File) -> c_int {
-    wrap_MPI_File_close(true, fh)
+    if trace::on() { return traced_MPI_File_close(true, fh) }
+    wrap_MPI_File_close(true, false, fh)
 }
 
+pub static NEXT_MPI_File_delete: Next = Next::new(c"PMPI_File_delete");
 #[inline(always)]
-unsafe fn wrap_MPI_File_delete(via_pmpi: bool, filename: *const c_char, info: MPI_Info) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_delete");
-    let next: unsafe extern "C" fn(*const c_char, MPI_Info) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_delete(via_pmpi: bool, tracing: bool, filename: *const c_char, info: MPI_Info) -> c_int {
+    let next: unsafe extern "C" fn(*const c_char, MPI_Info) -> c_int = transmute(NEXT_MPI_File_delete.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(filename, info) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_delete, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_delete, std::ptr::null(), 0) } else { None };
     let rc = next(filename, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_delete, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_delete(via_pmpi: bool, filename: *const c_char, info: MPI_Info) -> c_int {
+    wrap_MPI_File_delete(via_pmpi, true, filename, info)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_delete(filename: *const c_char, info: MPI_Info) -> c_int {
-    wrap_MPI_File_delete(false, filename, info)
+    if trace::on() { return traced_MPI_File_delete(false, filename, info) }
+    wrap_MPI_File_delete(false, false, filename, info)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_delete(filename: *const c_char, info: MPI_Info) -> c_int {
-    wrap_MPI_File_delete(true, filename, info)
+    if trace::on() { return traced_MPI_File_delete(true, filename, info) }
+    wrap_MPI_File_delete(true, false, filename, info)
 }
 
+pub static NEXT_MPI_File_set_size: Next = Next::new(c"PMPI_File_set_size");
 #[inline(always)]
-unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_set_size");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, tracing: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(NEXT_MPI_File_set_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, size) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_set_size, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_set_size(via_pmpi: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
+    wrap_MPI_File_set_size(via_pmpi, true, fh, size)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c_int {
-    wrap_MPI_File_set_size(false, fh, size)
+    if trace::on() { return traced_MPI_File_set_size(false, fh, size) }
+    wrap_MPI_File_set_size(false, false, fh, size)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c_int {
-    wrap_MPI_File_set_size(true, fh, size)
+    if trace::on() { return traced_MPI_File_set_size(true, fh, size) }
+    wrap_MPI_File_set_size(true, false, fh, size)
 }
 
+pub static NEXT_MPI_File_preallocate: Next = Next::new(c"PMPI_File_preallocate");
 #[inline(always)]
-unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_preallocate");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, tracing: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(NEXT_MPI_File_preallocate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, size) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_preallocate, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_preallocate(via_pmpi: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
+    wrap_MPI_File_preallocate(via_pmpi, true, fh, size)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -> c_int {
-    wrap_MPI_File_preallocate(false, fh, size)
+    if trace::on() { return traced_MPI_File_preallocate(false, fh, size) }
+    wrap_MPI_File_preallocate(false, false, fh, size)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -> c_int {
-    wrap_MPI_File_preallocate(true, fh, size)
+    if trace::on() { return traced_MPI_File_preallocate(true, fh, size) }
+    wrap_MPI_File_preallocate(true, false, fh, size)
 }
 
+pub static NEXT_MPI_File_get_size: Next = Next::new(c"PMPI_File_get_size");
 #[inline(always)]
-unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, fh: MPI_File, size: *mut MPI_Offset) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_get_size");
-    let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, tracing: bool, fh: MPI_File, size: *mut MPI_Offset) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(NEXT_MPI_File_get_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, size) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_size, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_get_size(via_pmpi: bool, fh: MPI_File, size: *mut MPI_Offset) -> c_int {
+    wrap_MPI_File_get_size(via_pmpi, true, fh, size)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset) -> c_int {
-    wrap_MPI_File_get_size(false, fh, size)
+    if trace::on() { return traced_MPI_File_get_size(false, fh, size) }
+    wrap_MPI_File_get_size(false, false, fh, size)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset) -> c_int {
-    wrap_MPI_File_get_size(true, fh, size)
+    if trace::on() { return traced_MPI_File_get_size(true, fh, size) }
+    wrap_MPI_File_get_size(true, false, fh, size)
 }
 
+pub static NEXT_MPI_File_get_group: Next = Next::new(c"PMPI_File_get_group");
 #[inline(always)]
-unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, fh: MPI_File, group: *mut MPI_Group) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_get_group");
-    let next: unsafe extern "C" fn(MPI_File, *mut MPI_Group) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, tracing: bool, fh: MPI_File, group: *mut MPI_Group) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_File_get_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, group) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(fh, group);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_group, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_get_group(via_pmpi: bool, fh: MPI_File, group: *mut MPI_Group) -> c_int {
+    wrap_MPI_File_get_group(via_pmpi, true, fh, group)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_group(fh: MPI_File, group: *mut MPI_Group) -> c_int {
-    wrap_MPI_File_get_group(false, fh, group)
+    if trace::on() { return traced_MPI_File_get_group(false, fh, group) }
+    wrap_MPI_File_get_group(false, false, fh, group)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_group(fh: MPI_File, group: *mut MPI_Group) -> c_int {
-    wrap_MPI_File_get_group(true, fh, group)
+    if trace::on() { return traced_MPI_File_get_group(true, fh, group) }
+    wrap_MPI_File_get_group(true, false, fh, group)
 }
 
+pub static NEXT_MPI_File_get_amode: Next = Next::new(c"PMPI_File_get_amode");
 #[inline(always)]
-unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, fh: MPI_File, amode: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_get_amode");
-    let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, tracing: bool, fh: MPI_File, amode: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(NEXT_MPI_File_get_amode.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, amode) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
     let rc = next(fh, amode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_amode, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_get_amode(via_pmpi: bool, fh: MPI_File, amode: *mut c_int) -> c_int {
+    wrap_MPI_File_get_amode(via_pmpi, true, fh, amode)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_amode(fh: MPI_File, amode: *mut c_int) -> c_int {
-    wrap_MPI_File_get_amode(false, fh, amode)
+    if trace::on() { return traced_MPI_File_get_amode(false, fh, amode) }
+    wrap_MPI_File_get_amode(false, false, fh, amode)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_amode(fh: MPI_File, amode: *mut c_int) -> c_int {
-    wrap_MPI_File_get_amode(true, fh, amode)
+    if trace::on() { return traced_MPI_File_get_amode(true, fh, amode) }
+    wrap_MPI_File_get_amode(true, false, fh, amode)
 }
 
+pub static NEXT_MPI_File_set_info: Next = Next::new(c"PMPI_File_set_info");
 #[inline(always)]
-unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, fh: MPI_File, info: MPI_Info) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_set_info");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Info) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, tracing: bool, fh: MPI_File, info: MPI_Info) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Info) -> c_int = transmute(NEXT_MPI_File_set_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, info) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_set_info, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_set_info(via_pmpi: bool, fh: MPI_File, info: MPI_Info) -> c_int {
+    wrap_MPI_File_set_info(via_pmpi, true, fh, info)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_int {
-    wrap_MPI_File_set_info(false, fh, info)
+    if trace::on() { return traced_MPI_File_set_info(false, fh, info) }
+    wrap_MPI_File_set_info(false, false, fh, info)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_int {
-    wrap_MPI_File_set_info(true, fh, info)
+    if trace::on() { return traced_MPI_File_set_info(true, fh, info) }
+    wrap_MPI_File_set_info(true, false, fh, info)
 }
 
+pub static NEXT_MPI_File_get_info: Next = Next::new(c"PMPI_File_get_info");
 #[inline(always)]
-unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_get_info");
-    let next: unsafe extern "C" fn(MPI_File, *mut MPI_Info) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, tracing: bool, fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_File_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, info_used) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info_used);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_info, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_get_info(via_pmpi: bool, fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
+    wrap_MPI_File_get_info(via_pmpi, true, fh, info_used)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_info(fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
-    wrap_MPI_File_get_info(false, fh, info_used)
+    if trace::on() { return traced_MPI_File_get_info(false, fh, info_used) }
+    wrap_MPI_File_get_info(false, false, fh, info_used)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_info(fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
-    wrap_MPI_File_get_info(true, fh, info_used)
+    if trace::on() { return traced_MPI_File_get_info(true, fh, info_used) }
+    wrap_MPI_File_get_info(true, false, fh, info_used)
 }
 
+pub static NEXT_MPI_File_set_view: Next = Next::new(c"PMPI_File_set_view");
 #[inline(always)]
-unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_set_view");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, MPI_Datatype, MPI_Datatype, *const c_char, MPI_Info) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, tracing: bool, fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, MPI_Datatype, MPI_Datatype, *const c_char, MPI_Info) -> c_int = transmute(NEXT_MPI_File_set_view.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, disp, etype, filetype, datarep, info) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_set_view, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_set_view(via_pmpi: bool, fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
+    wrap_MPI_File_set_view(via_pmpi, true, fh, disp, etype, filetype, datarep, info)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
-    wrap_MPI_File_set_view(false, fh, disp, etype, filetype, datarep, info)
+    if trace::on() { return traced_MPI_File_set_view(false, fh, disp, etype, filetype, datarep, info) }
+    wrap_MPI_File_set_view(false, false, fh, disp, etype, filetype, datarep, info)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
-    wrap_MPI_File_set_view(true, fh, disp, etype, filetype, datarep, info)
+    if trace::on() { return traced_MPI_File_set_view(true, fh, disp, etype, filetype, datarep, info) }
+    wrap_MPI_File_set_view(true, false, fh, disp, etype, filetype, datarep, info)
 }
 
+pub static NEXT_MPI_File_get_view: Next = Next::new(c"PMPI_File_get_view");
 #[inline(always)]
-unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_get_view");
-    let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset, *mut MPI_Datatype, *mut MPI_Datatype, *mut c_char) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, tracing: bool, fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset, *mut MPI_Datatype, *mut MPI_Datatype, *mut c_char) -> c_int = transmute(NEXT_MPI_File_get_view.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, disp, etype, filetype, datarep) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_view, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_get_view(via_pmpi: bool, fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
+    wrap_MPI_File_get_view(via_pmpi, true, fh, disp, etype, filetype, datarep)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
-    wrap_MPI_File_get_view(false, fh, disp, etype, filetype, datarep)
+    if trace::on() { return traced_MPI_File_get_view(false, fh, disp, etype, filetype, datarep) }
+    wrap_MPI_File_get_view(false, false, fh, disp, etype, filetype, datarep)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
-    wrap_MPI_File_get_view(true, fh, disp, etype, filetype, datarep)
+    if trace::on() { return traced_MPI_File_get_view(true, fh, disp, etype, filetype, datarep) }
+    wrap_MPI_File_get_view(true, false, fh, disp, etype, filetype, datarep)
 }
 
+pub static NEXT_MPI_File_read_at: Next = Next::new(c"PMPI_File_read_at");
 #[inline(always)]
-unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_read_at");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_at.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
-    let traced = if trace::on() { trace::enter(id::MPI_File_read_at, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_read_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_read_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_read_at(via_pmpi, true, fh, offset, buf, count, datatype, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_at(false, fh, offset, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_read_at(false, fh, offset, buf, count, datatype, status) }
+    wrap_MPI_File_read_at(false, false, fh, offset, buf, count, datatype, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_at(true, fh, offset, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_read_at(true, fh, offset, buf, count, datatype, status) }
+    wrap_MPI_File_read_at(true, false, fh, offset, buf, count, datatype, status)
 }
 
+pub static NEXT_MPI_File_read_at_all: Next = Next::new(c"PMPI_File_read_at_all");
 #[inline(always)]
-unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_read_at_all");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_at_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
-    let traced = if trace::on() { trace::enter(id::MPI_File_read_at_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_read_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at_all, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_read_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_read_at_all(via_pmpi, true, fh, offset, buf, count, datatype, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_at_all(false, fh, offset, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_read_at_all(false, fh, offset, buf, count, datatype, status) }
+    wrap_MPI_File_read_at_all(false, false, fh, offset, buf, count, datatype, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_at_all(true, fh, offset, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_read_at_all(true, fh, offset, buf, count, datatype, status) }
+    wrap_MPI_File_read_at_all(true, false, fh, offset, buf, count, datatype, status)
 }
 
+pub static NEXT_MPI_File_write_at: Next = Next::new(c"PMPI_File_write_at");
 #[inline(always)]
-unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_write_at");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_at.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_write_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_write_at(via_pmpi, true, fh, offset, buf, count, datatype, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_at(false, fh, offset, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_write_at(false, fh, offset, buf, count, datatype, status) }
+    wrap_MPI_File_write_at(false, false, fh, offset, buf, count, datatype, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_at(true, fh, offset, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_write_at(true, fh, offset, buf, count, datatype, status) }
+    wrap_MPI_File_write_at(true, false, fh, offset, buf, count, datatype, status)
 }
 
+pub static NEXT_MPI_File_write_at_all: Next = Next::new(c"PMPI_File_write_at_all");
 #[inline(always)]
-unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_write_at_all");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_at_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at_all, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_write_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_write_at_all(via_pmpi, true, fh, offset, buf, count, datatype, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_at_all(false, fh, offset, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_write_at_all(false, fh, offset, buf, count, datatype, status) }
+    wrap_MPI_File_write_at_all(false, false, fh, offset, buf, count, datatype, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_at_all(true, fh, offset, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_write_at_all(true, fh, offset, buf, count, datatype, status) }
+    wrap_MPI_File_write_at_all(true, false, fh, offset, buf, count, datatype, status)
 }
 
+pub static NEXT_MPI_File_iread_at: Next = Next::new(c"PMPI_File_iread_at");
 #[inline(always)]
-unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_iread_at");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_at.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_at, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_iread_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_File_iread_at(via_pmpi, true, fh, offset, buf, count, datatype, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iread_at(false, fh, offset, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iread_at(false, fh, offset, buf, count, datatype, request) }
+    wrap_MPI_File_iread_at(false, false, fh, offset, buf, count, datatype, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iread_at(true, fh, offset, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iread_at(true, fh, offset, buf, count, datatype, request) }
+    wrap_MPI_File_iread_at(true, false, fh, offset, buf, count, datatype, request)
 }
 
+pub static NEXT_MPI_File_iwrite_at: Next = Next::new(c"PMPI_File_iwrite_at");
 #[inline(always)]
-unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_iwrite_at");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_at.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_at, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_iwrite_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_File_iwrite_at(via_pmpi, true, fh, offset, buf, count, datatype, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iwrite_at(false, fh, offset, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iwrite_at(false, fh, offset, buf, count, datatype, request) }
+    wrap_MPI_File_iwrite_at(false, false, fh, offset, buf, count, datatype, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iwrite_at(true, fh, offset, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iwrite_at(true, fh, offset, buf, count, datatype, request) }
+    wrap_MPI_File_iwrite_at(true, false, fh, offset, buf, count, datatype, request)
 }
 
+pub static NEXT_MPI_File_iread_at_all: Next = Next::new(c"PMPI_File_iread_at_all");
 #[inline(always)]
-unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_iread_at_all");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_at_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_at_all, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_iread_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_File_iread_at_all(via_pmpi, true, fh, offset, buf, count, datatype, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iread_at_all(false, fh, offset, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iread_at_all(false, fh, offset, buf, count, datatype, request) }
+    wrap_MPI_File_iread_at_all(false, false, fh, offset, buf, count, datatype, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iread_at_all(true, fh, offset, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iread_at_all(true, fh, offset, buf, count, datatype, request) }
+    wrap_MPI_File_iread_at_all(true, false, fh, offset, buf, count, datatype, request)
 }
 
+pub static NEXT_MPI_File_iwrite_at_all: Next = Next::new(c"PMPI_File_iwrite_at_all");
 #[inline(always)]
-unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_iwrite_at_all");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_at_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_at_all, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_iwrite_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_File_iwrite_at_all(via_pmpi, true, fh, offset, buf, count, datatype, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iwrite_at_all(false, fh, offset, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iwrite_at_all(false, fh, offset, buf, count, datatype, request) }
+    wrap_MPI_File_iwrite_at_all(false, false, fh, offset, buf, count, datatype, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iwrite_at_all(true, fh, offset, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iwrite_at_all(true, fh, offset, buf, count, datatype, request) }
+    wrap_MPI_File_iwrite_at_all(true, false, fh, offset, buf, count, datatype, request)
 }
 
+pub static NEXT_MPI_File_read: Next = Next::new(c"PMPI_File_read");
 #[inline(always)]
-unsafe fn wrap_MPI_File_read(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_read");
-    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_read(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
-    let traced = if trace::on() { trace::enter(id::MPI_File_read, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_read, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_read(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_read(via_pmpi, true, fh, buf, count, datatype, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read(false, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_read(false, fh, buf, count, datatype, status) }
+    wrap_MPI_File_read(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read(true, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_read(true, fh, buf, count, datatype, status) }
+    wrap_MPI_File_read(true, false, fh, buf, count, datatype, status)
 }
 
+pub static NEXT_MPI_File_read_all: Next = Next::new(c"PMPI_File_read_all");
 #[inline(always)]
-unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_read_all");
-    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
-    let traced = if trace::on() { trace::enter(id::MPI_File_read_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_read_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_all, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_read_all(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_read_all(via_pmpi, true, fh, buf, count, datatype, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_all(false, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_read_all(false, fh, buf, count, datatype, status) }
+    wrap_MPI_File_read_all(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_all(true, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_read_all(true, fh, buf, count, datatype, status) }
+    wrap_MPI_File_read_all(true, false, fh, buf, count, datatype, status)
 }
 
+pub static NEXT_MPI_File_write: Next = Next::new(c"PMPI_File_write");
 #[inline(always)]
-unsafe fn wrap_MPI_File_write(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_write");
-    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_write(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_write, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_write, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_write(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_write(via_pmpi, true, fh, buf, count, datatype, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write(false, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_write(false, fh, buf, count, datatype, status) }
+    wrap_MPI_File_write(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write(true, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_write(true, fh, buf, count, datatype, status) }
+    wrap_MPI_File_write(true, false, fh, buf, count, datatype, status)
 }
 
+pub static NEXT_MPI_File_write_all: Next = Next::new(c"PMPI_File_write_all");
 #[inline(always)]
-unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_write_all");
-    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_all, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_write_all(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_write_all(via_pmpi, true, fh, buf, count, datatype, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_all(false, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_write_all(false, fh, buf, count, datatype, status) }
+    wrap_MPI_File_write_all(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_all(true, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_write_all(true, fh, buf, count, datatype, status) }
+    wrap_MPI_File_write_all(true, false, fh, buf, count, datatype, status)
 }
 
+pub static NEXT_MPI_File_iread: Next = Next::new(c"PMPI_File_iread");
 #[inline(always)]
-unsafe fn wrap_MPI_File_iread(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_iread");
-    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_iread(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_iread, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_iread, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_iread(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_File_iread(via_pmpi, true, fh, buf, count, datatype, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iread(false, fh, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iread(false, fh, buf, count, datatype, request) }
+    wrap_MPI_File_iread(false, false, fh, buf, count, datatype, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iread(true, fh, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iread(true, fh, buf, count, datatype, request) }
+    wrap_MPI_File_iread(true, false, fh, buf, count, datatype, request)
 }
 
+pub static NEXT_MPI_File_iwrite: Next = Next::new(c"PMPI_File_iwrite");
 #[inline(always)]
-unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_iwrite");
-    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_iwrite(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_File_iwrite(via_pmpi, true, fh, buf, count, datatype, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iwrite(false, fh, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iwrite(false, fh, buf, count, datatype, request) }
+    wrap_MPI_File_iwrite(false, false, fh, buf, count, datatype, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iwrite(true, fh, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iwrite(true, fh, buf, count, datatype, request) }
+    wrap_MPI_File_iwrite(true, false, fh, buf, count, datatype, request)
 }
 
+pub static NEXT_MPI_File_iread_all: Next = Next::new(c"PMPI_File_iread_all");
 #[inline(always)]
-unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_iread_all");
-    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_all, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_iread_all(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_File_iread_all(via_pmpi, true, fh, buf, count, datatype, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iread_all(false, fh, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iread_all(false, fh, buf, count, datatype, request) }
+    wrap_MPI_File_iread_all(false, false, fh, buf, count, datatype, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iread_all(true, fh, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iread_all(true, fh, buf, count, datatype, request) }
+    wrap_MPI_File_iread_all(true, false, fh, buf, count, datatype, request)
 }
 
+pub static NEXT_MPI_File_iwrite_all: Next = Next::new(c"PMPI_File_iwrite_all");
 #[inline(always)]
-unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_iwrite_all");
-    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_all, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_iwrite_all(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_File_iwrite_all(via_pmpi, true, fh, buf, count, datatype, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iwrite_all(false, fh, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iwrite_all(false, fh, buf, count, datatype, request) }
+    wrap_MPI_File_iwrite_all(false, false, fh, buf, count, datatype, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iwrite_all(true, fh, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iwrite_all(true, fh, buf, count, datatype, request) }
+    wrap_MPI_File_iwrite_all(true, false, fh, buf, count, datatype, request)
 }
 
+pub static NEXT_MPI_File_seek: Next = Next::new(c"PMPI_File_seek");
 #[inline(always)]
-unsafe fn wrap_MPI_File_seek(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_seek");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_seek(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(NEXT_MPI_File_seek.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, whence) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_seek, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_seek, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_seek, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_seek(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
+    wrap_MPI_File_seek(via_pmpi, true, fh, offset, whence)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    wrap_MPI_File_seek(false, fh, offset, whence)
+    if trace::on() { return traced_MPI_File_seek(false, fh, offset, whence) }
+    wrap_MPI_File_seek(false, false, fh, offset, whence)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    wrap_MPI_File_seek(true, fh, offset, whence)
+    if trace::on() { return traced_MPI_File_seek(true, fh, offset, whence) }
+    wrap_MPI_File_seek(true, false, fh, offset, whence)
 }
 
+pub static NEXT_MPI_File_get_position: Next = Next::new(c"PMPI_File_get_position");
 #[inline(always)]
-unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_get_position");
-    let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(NEXT_MPI_File_get_position.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_position, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_get_position(via_pmpi: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
+    wrap_MPI_File_get_position(via_pmpi, true, fh, offset)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_position(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    wrap_MPI_File_get_position(false, fh, offset)
+    if trace::on() { return traced_MPI_File_get_position(false, fh, offset) }
+    wrap_MPI_File_get_position(false, false, fh, offset)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_position(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    wrap_MPI_File_get_position(true, fh, offset)
+    if trace::on() { return traced_MPI_File_get_position(true, fh, offset) }
+    wrap_MPI_File_get_position(true, false, fh, offset)
 }
 
+pub static NEXT_MPI_File_get_byte_offset: Next = Next::new(c"PMPI_File_get_byte_offset");
 #[inline(always)]
-unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_get_byte_offset");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut MPI_Offset) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut MPI_Offset) -> c_int = transmute(NEXT_MPI_File_get_byte_offset.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, disp) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, disp);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_byte_offset, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_get_byte_offset(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
+    wrap_MPI_File_get_byte_offset(via_pmpi, true, fh, offset, disp)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    wrap_MPI_File_get_byte_offset(false, fh, offset, disp)
+    if trace::on() { return traced_MPI_File_get_byte_offset(false, fh, offset, disp) }
+    wrap_MPI_File_get_byte_offset(false, false, fh, offset, disp)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    wrap_MPI_File_get_byte_offset(true, fh, offset, disp)
+    if trace::on() { return traced_MPI_File_get_byte_offset(true, fh, offset, disp) }
+    wrap_MPI_File_get_byte_offset(true, false, fh, offset, disp)
 }
 
+pub static NEXT_MPI_File_read_shared: Next = Next::new(c"PMPI_File_read_shared");
 #[inline(always)]
-unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_read_shared");
-    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
-    let traced = if trace::on() { trace::enter(id::MPI_File_read_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_read_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_shared, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_read_shared(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_read_shared(via_pmpi, true, fh, buf, count, datatype, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_shared(false, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_read_shared(false, fh, buf, count, datatype, status) }
+    wrap_MPI_File_read_shared(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_shared(true, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_read_shared(true, fh, buf, count, datatype, status) }
+    wrap_MPI_File_read_shared(true, false, fh, buf, count, datatype, status)
 }
 
+pub static NEXT_MPI_File_write_shared: Next = Next::new(c"PMPI_File_write_shared");
 #[inline(always)]
-unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_write_shared");
-    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_shared, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_write_shared(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_write_shared(via_pmpi, true, fh, buf, count, datatype, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_shared(false, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_write_shared(false, fh, buf, count, datatype, status) }
+    wrap_MPI_File_write_shared(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_shared(true, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_write_shared(true, fh, buf, count, datatype, status) }
+    wrap_MPI_File_write_shared(true, false, fh, buf, count, datatype, status)
 }
 
+pub static NEXT_MPI_File_iread_shared: Next = Next::new(c"PMPI_File_iread_shared");
 #[inline(always)]
-unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_iread_shared");
-    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_shared, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_iread_shared(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_File_iread_shared(via_pmpi, true, fh, buf, count, datatype, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iread_shared(false, fh, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iread_shared(false, fh, buf, count, datatype, request) }
+    wrap_MPI_File_iread_shared(false, false, fh, buf, count, datatype, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iread_shared(true, fh, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iread_shared(true, fh, buf, count, datatype, request) }
+    wrap_MPI_File_iread_shared(true, false, fh, buf, count, datatype, request)
 }
 
+pub static NEXT_MPI_File_iwrite_shared: Next = Next::new(c"PMPI_File_iwrite_shared");
 #[inline(always)]
-unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_iwrite_shared");
-    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_shared, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_iwrite_shared(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_File_iwrite_shared(via_pmpi, true, fh, buf, count, datatype, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iwrite_shared(false, fh, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iwrite_shared(false, fh, buf, count, datatype, request) }
+    wrap_MPI_File_iwrite_shared(false, false, fh, buf, count, datatype, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_File_iwrite_shared(true, fh, buf, count, datatype, request)
+    if trace::on() { return traced_MPI_File_iwrite_shared(true, fh, buf, count, datatype, request) }
+    wrap_MPI_File_iwrite_shared(true, false, fh, buf, count, datatype, request)
 }
 
+pub static NEXT_MPI_File_read_ordered: Next = Next::new(c"PMPI_File_read_ordered");
 #[inline(always)]
-unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_read_ordered");
-    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_ordered.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
-    let traced = if trace::on() { trace::enter(id::MPI_File_read_ordered, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_read_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_ordered, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_read_ordered(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_read_ordered(via_pmpi, true, fh, buf, count, datatype, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_ordered(false, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_read_ordered(false, fh, buf, count, datatype, status) }
+    wrap_MPI_File_read_ordered(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_ordered(true, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_read_ordered(true, fh, buf, count, datatype, status) }
+    wrap_MPI_File_read_ordered(true, false, fh, buf, count, datatype, status)
 }
 
+pub static NEXT_MPI_File_write_ordered: Next = Next::new(c"PMPI_File_write_ordered");
 #[inline(always)]
-unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_write_ordered");
-    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_ordered.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_ordered, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_write_ordered(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_write_ordered(via_pmpi, true, fh, buf, count, datatype, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_ordered(false, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_write_ordered(false, fh, buf, count, datatype, status) }
+    wrap_MPI_File_write_ordered(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_ordered(true, fh, buf, count, datatype, status)
+    if trace::on() { return traced_MPI_File_write_ordered(true, fh, buf, count, datatype, status) }
+    wrap_MPI_File_write_ordered(true, false, fh, buf, count, datatype, status)
 }
 
+pub static NEXT_MPI_File_seek_shared: Next = Next::new(c"PMPI_File_seek_shared");
 #[inline(always)]
-unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_seek_shared");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(NEXT_MPI_File_seek_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, whence) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_seek_shared, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_seek_shared(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
+    wrap_MPI_File_seek_shared(via_pmpi, true, fh, offset, whence)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    wrap_MPI_File_seek_shared(false, fh, offset, whence)
+    if trace::on() { return traced_MPI_File_seek_shared(false, fh, offset, whence) }
+    wrap_MPI_File_seek_shared(false, false, fh, offset, whence)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    wrap_MPI_File_seek_shared(true, fh, offset, whence)
+    if trace::on() { return traced_MPI_File_seek_shared(true, fh, offset, whence) }
+    wrap_MPI_File_seek_shared(true, false, fh, offset, whence)
 }
 
+pub static NEXT_MPI_File_get_position_shared: Next = Next::new(c"PMPI_File_get_position_shared");
 #[inline(always)]
-unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_get_position_shared");
-    let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(NEXT_MPI_File_get_position_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_position_shared, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_get_position_shared(via_pmpi: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
+    wrap_MPI_File_get_position_shared(via_pmpi, true, fh, offset)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_position_shared(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    wrap_MPI_File_get_position_shared(false, fh, offset)
+    if trace::on() { return traced_MPI_File_get_position_shared(false, fh, offset) }
+    wrap_MPI_File_get_position_shared(false, false, fh, offset)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_position_shared(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    wrap_MPI_File_get_position_shared(true, fh, offset)
+    if trace::on() { return traced_MPI_File_get_position_shared(true, fh, offset) }
+    wrap_MPI_File_get_position_shared(true, false, fh, offset)
 }
 
+pub static NEXT_MPI_File_read_at_all_begin: Next = Next::new(c"PMPI_File_read_at_all_begin");
 #[inline(always)]
-unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_read_at_all_begin");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_read_at_all_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at_all_begin, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_read_at_all_begin(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    wrap_MPI_File_read_at_all_begin(via_pmpi, true, fh, offset, buf, count, datatype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    wrap_MPI_File_read_at_all_begin(false, fh, offset, buf, count, datatype)
+    if trace::on() { return traced_MPI_File_read_at_all_begin(false, fh, offset, buf, count, datatype) }
+    wrap_MPI_File_read_at_all_begin(false, false, fh, offset, buf, count, datatype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    wrap_MPI_File_read_at_all_begin(true, fh, offset, buf, count, datatype)
+    if trace::on() { return traced_MPI_File_read_at_all_begin(true, fh, offset, buf, count, datatype) }
+    wrap_MPI_File_read_at_all_begin(true, false, fh, offset, buf, count, datatype)
 }
 
+pub static NEXT_MPI_File_read_at_all_end: Next = Next::new(c"PMPI_File_read_at_all_end");
 #[inline(always)]
-unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_read_at_all_end");
-    let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_at_all_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at_all_end, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_read_at_all_end(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_read_at_all_end(via_pmpi, true, fh, buf, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_at_all_end(false, fh, buf, status)
+    if trace::on() { return traced_MPI_File_read_at_all_end(false, fh, buf, status) }
+    wrap_MPI_File_read_at_all_end(false, false, fh, buf, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_at_all_end(true, fh, buf, status)
+    if trace::on() { return traced_MPI_File_read_at_all_end(true, fh, buf, status) }
+    wrap_MPI_File_read_at_all_end(true, false, fh, buf, status)
 }
 
+pub static NEXT_MPI_File_write_at_all_begin: Next = Next::new(c"PMPI_File_write_at_all_begin");
 #[inline(always)]
-unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_write_at_all_begin");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_write_at_all_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at_all_begin, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_write_at_all_begin(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    wrap_MPI_File_write_at_all_begin(via_pmpi, true, fh, offset, buf, count, datatype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    wrap_MPI_File_write_at_all_begin(false, fh, offset, buf, count, datatype)
+    if trace::on() { return traced_MPI_File_write_at_all_begin(false, fh, offset, buf, count, datatype) }
+    wrap_MPI_File_write_at_all_begin(false, false, fh, offset, buf, count, datatype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    wrap_MPI_File_write_at_all_begin(true, fh, offset, buf, count, datatype)
+    if trace::on() { return traced_MPI_File_write_at_all_begin(true, fh, offset, buf, count, datatype) }
+    wrap_MPI_File_write_at_all_begin(true, false, fh, offset, buf, count, datatype)
 }
 
+pub static NEXT_MPI_File_write_at_all_end: Next = Next::new(c"PMPI_File_write_at_all_end");
 #[inline(always)]
-unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_write_at_all_end");
-    let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_at_all_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at_all_end, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_write_at_all_end(via_pmpi: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_write_at_all_end(via_pmpi, true, fh, buf, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_at_all_end(false, fh, buf, status)
+    if trace::on() { return traced_MPI_File_write_at_all_end(false, fh, buf, status) }
+    wrap_MPI_File_write_at_all_end(false, false, fh, buf, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_at_all_end(true, fh, buf, status)
+    if trace::on() { return traced_MPI_File_write_at_all_end(true, fh, buf, status) }
+    wrap_MPI_File_write_at_all_end(true, false, fh, buf, status)
 }
 
+pub static NEXT_MPI_File_read_all_begin: Next = Next::new(c"PMPI_File_read_all_begin");
 #[inline(always)]
-unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_read_all_begin");
-    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_read_all_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_all_begin, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_read_all_begin(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    wrap_MPI_File_read_all_begin(via_pmpi, true, fh, buf, count, datatype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    wrap_MPI_File_read_all_begin(false, fh, buf, count, datatype)
+    if trace::on() { return traced_MPI_File_read_all_begin(false, fh, buf, count, datatype) }
+    wrap_MPI_File_read_all_begin(false, false, fh, buf, count, datatype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    wrap_MPI_File_read_all_begin(true, fh, buf, count, datatype)
+    if trace::on() { return traced_MPI_File_read_all_begin(true, fh, buf, count, datatype) }
+    wrap_MPI_File_read_all_begin(true, false, fh, buf, count, datatype)
 }
 
+pub static NEXT_MPI_File_read_all_end: Next = Next::new(c"PMPI_File_read_all_end");
 #[inline(always)]
-unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_read_all_end");
-    let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_all_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_all_end, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_read_all_end(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_read_all_end(via_pmpi, true, fh, buf, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_all_end(false, fh, buf, status)
+    if trace::on() { return traced_MPI_File_read_all_end(false, fh, buf, status) }
+    wrap_MPI_File_read_all_end(false, false, fh, buf, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_all_end(true, fh, buf, status)
+    if trace::on() { return traced_MPI_File_read_all_end(true, fh, buf, status) }
+    wrap_MPI_File_read_all_end(true, false, fh, buf, status)
 }
 
+pub static NEXT_MPI_File_write_all_begin: Next = Next::new(c"PMPI_File_write_all_begin");
 #[inline(always)]
-unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_write_all_begin");
-    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_write_all_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_all_begin, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_write_all_begin(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    wrap_MPI_File_write_all_begin(via_pmpi, true, fh, buf, count, datatype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    wrap_MPI_File_write_all_begin(false, fh, buf, count, datatype)
+    if trace::on() { return traced_MPI_File_write_all_begin(false, fh, buf, count, datatype) }
+    wrap_MPI_File_write_all_begin(false, false, fh, buf, count, datatype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    wrap_MPI_File_write_all_begin(true, fh, buf, count, datatype)
+    if trace::on() { return traced_MPI_File_write_all_begin(true, fh, buf, count, datatype) }
+    wrap_MPI_File_write_all_begin(true, false, fh, buf, count, datatype)
 }
 
+pub static NEXT_MPI_File_write_all_end: Next = Next::new(c"PMPI_File_write_all_end");
 #[inline(always)]
-unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_write_all_end");
-    let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_all_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_all_end, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_write_all_end(via_pmpi: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_write_all_end(via_pmpi, true, fh, buf, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_all_end(false, fh, buf, status)
+    if trace::on() { return traced_MPI_File_write_all_end(false, fh, buf, status) }
+    wrap_MPI_File_write_all_end(false, false, fh, buf, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_all_end(true, fh, buf, status)
+    if trace::on() { return traced_MPI_File_write_all_end(true, fh, buf, status) }
+    wrap_MPI_File_write_all_end(true, false, fh, buf, status)
 }
 
+pub static NEXT_MPI_File_read_ordered_begin: Next = Next::new(c"PMPI_File_read_ordered_begin");
 #[inline(always)]
-unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_read_ordered_begin");
-    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_read_ordered_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_ordered_begin, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_read_ordered_begin(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    wrap_MPI_File_read_ordered_begin(via_pmpi, true, fh, buf, count, datatype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    wrap_MPI_File_read_ordered_begin(false, fh, buf, count, datatype)
+    if trace::on() { return traced_MPI_File_read_ordered_begin(false, fh, buf, count, datatype) }
+    wrap_MPI_File_read_ordered_begin(false, false, fh, buf, count, datatype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    wrap_MPI_File_read_ordered_begin(true, fh, buf, count, datatype)
+    if trace::on() { return traced_MPI_File_read_ordered_begin(true, fh, buf, count, datatype) }
+    wrap_MPI_File_read_ordered_begin(true, false, fh, buf, count, datatype)
 }
 
+pub static NEXT_MPI_File_read_ordered_end: Next = Next::new(c"PMPI_File_read_ordered_end");
 #[inline(always)]
-unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_read_ordered_end");
-    let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_ordered_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_ordered_end, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_read_ordered_end(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_read_ordered_end(via_pmpi, true, fh, buf, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_ordered_end(false, fh, buf, status)
+    if trace::on() { return traced_MPI_File_read_ordered_end(false, fh, buf, status) }
+    wrap_MPI_File_read_ordered_end(false, false, fh, buf, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_read_ordered_end(true, fh, buf, status)
+    if trace::on() { return traced_MPI_File_read_ordered_end(true, fh, buf, status) }
+    wrap_MPI_File_read_ordered_end(true, false, fh, buf, status)
 }
 
+pub static NEXT_MPI_File_write_ordered_begin: Next = Next::new(c"PMPI_File_write_ordered_begin");
 #[inline(always)]
-unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_write_ordered_begin");
-    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_write_ordered_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_ordered_begin, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_write_ordered_begin(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    wrap_MPI_File_write_ordered_begin(via_pmpi, true, fh, buf, count, datatype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    wrap_MPI_File_write_ordered_begin(false, fh, buf, count, datatype)
+    if trace::on() { return traced_MPI_File_write_ordered_begin(false, fh, buf, count, datatype) }
+    wrap_MPI_File_write_ordered_begin(false, false, fh, buf, count, datatype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    wrap_MPI_File_write_ordered_begin(true, fh, buf, count, datatype)
+    if trace::on() { return traced_MPI_File_write_ordered_begin(true, fh, buf, count, datatype) }
+    wrap_MPI_File_write_ordered_begin(true, false, fh, buf, count, datatype)
 }
 
+pub static NEXT_MPI_File_write_ordered_end: Next = Next::new(c"PMPI_File_write_ordered_end");
 #[inline(always)]
-unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_write_ordered_end");
-    let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_ordered_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_ordered_end, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_write_ordered_end(via_pmpi: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
+    wrap_MPI_File_write_ordered_end(via_pmpi, true, fh, buf, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_ordered_end(false, fh, buf, status)
+    if trace::on() { return traced_MPI_File_write_ordered_end(false, fh, buf, status) }
+    wrap_MPI_File_write_ordered_end(false, false, fh, buf, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_File_write_ordered_end(true, fh, buf, status)
+    if trace::on() { return traced_MPI_File_write_ordered_end(true, fh, buf, status) }
+    wrap_MPI_File_write_ordered_end(true, false, fh, buf, status)
 }
 
+pub static NEXT_MPI_File_get_type_extent: Next = Next::new(c"PMPI_File_get_type_extent");
 #[inline(always)]
-unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_get_type_extent");
-    let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, tracing: bool, fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_File_get_type_extent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, datatype, extent) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
     let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_type_extent, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_get_type_extent(via_pmpi: bool, fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
+    wrap_MPI_File_get_type_extent(via_pmpi, true, fh, datatype, extent)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_type_extent(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    wrap_MPI_File_get_type_extent(false, fh, datatype, extent)
+    if trace::on() { return traced_MPI_File_get_type_extent(false, fh, datatype, extent) }
+    wrap_MPI_File_get_type_extent(false, false, fh, datatype, extent)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_type_extent(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    wrap_MPI_File_get_type_extent(true, fh, datatype, extent)
+    if trace::on() { return traced_MPI_File_get_type_extent(true, fh, datatype, extent) }
+    wrap_MPI_File_get_type_extent(true, false, fh, datatype, extent)
 }
 
+pub static NEXT_MPI_File_set_atomicity: Next = Next::new(c"PMPI_File_set_atomicity");
 #[inline(always)]
-unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, fh: MPI_File, flag: c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_set_atomicity");
-    let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_File, flag: c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(NEXT_MPI_File_set_atomicity.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, flag) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_set_atomicity, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_set_atomicity(via_pmpi: bool, fh: MPI_File, flag: c_int) -> c_int {
+    wrap_MPI_File_set_atomicity(via_pmpi, true, fh, flag)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c_int {
-    wrap_MPI_File_set_atomicity(false, fh, flag)
+    if trace::on() { return traced_MPI_File_set_atomicity(false, fh, flag) }
+    wrap_MPI_File_set_atomicity(false, false, fh, flag)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c_int {
-    wrap_MPI_File_set_atomicity(true, fh, flag)
+    if trace::on() { return traced_MPI_File_set_atomicity(true, fh, flag) }
+    wrap_MPI_File_set_atomicity(true, false, fh, flag)
 }
 
+pub static NEXT_MPI_File_get_atomicity: Next = Next::new(c"PMPI_File_get_atomicity");
 #[inline(always)]
-unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, fh: MPI_File, flag: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_get_atomicity");
-    let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_File, flag: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(NEXT_MPI_File_get_atomicity.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, flag) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_atomicity, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_get_atomicity(via_pmpi: bool, fh: MPI_File, flag: *mut c_int) -> c_int {
+    wrap_MPI_File_get_atomicity(via_pmpi, true, fh, flag)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int) -> c_int {
-    wrap_MPI_File_get_atomicity(false, fh, flag)
+    if trace::on() { return traced_MPI_File_get_atomicity(false, fh, flag) }
+    wrap_MPI_File_get_atomicity(false, false, fh, flag)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int) -> c_int {
-    wrap_MPI_File_get_atomicity(true, fh, flag)
+    if trace::on() { return traced_MPI_File_get_atomicity(true, fh, flag) }
+    wrap_MPI_File_get_atomicity(true, false, fh, flag)
 }
 
+pub static NEXT_MPI_File_sync: Next = Next::new(c"PMPI_File_sync");
 #[inline(always)]
-unsafe fn wrap_MPI_File_sync(via_pmpi: bool, fh: MPI_File) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_File_sync");
-    let next: unsafe extern "C" fn(MPI_File) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_File_sync(via_pmpi: bool, tracing: bool, fh: MPI_File) -> c_int {
+    let next: unsafe extern "C" fn(MPI_File) -> c_int = transmute(NEXT_MPI_File_sync.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh) };
-    let traced = if trace::on() { trace::enter(id::MPI_File_sync, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_File_sync, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_sync, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_File_sync(via_pmpi: bool, fh: MPI_File) -> c_int {
+    wrap_MPI_File_sync(via_pmpi, true, fh)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_sync(fh: MPI_File) -> c_int {
-    wrap_MPI_File_sync(false, fh)
+    if trace::on() { return traced_MPI_File_sync(false, fh) }
+    wrap_MPI_File_sync(false, false, fh)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_sync(fh: MPI_File) -> c_int {
-    wrap_MPI_File_sync(true, fh)
+    if trace::on() { return traced_MPI_File_sync(true, fh) }
+    wrap_MPI_File_sync(true, false, fh)
 }
 
+pub static NEXT_MPI_Register_datarep: Next = Next::new(c"PMPI_Register_datarep");
 #[inline(always)]
-unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Register_datarep");
-    let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, tracing: bool, datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
+    let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(NEXT_MPI_Register_datarep.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) };
-    let traced = if trace::on() { trace::enter(id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Register_datarep, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Register_datarep(via_pmpi: bool, datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
+    wrap_MPI_Register_datarep(via_pmpi, true, datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Register_datarep(datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    wrap_MPI_Register_datarep(false, datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
+    if trace::on() { return traced_MPI_Register_datarep(false, datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) }
+    wrap_MPI_Register_datarep(false, false, datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    wrap_MPI_Register_datarep(true, datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
+    if trace::on() { return traced_MPI_Register_datarep(true, datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) }
+    wrap_MPI_Register_datarep(true, false, datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
 }
 
+pub static NEXT_MPI_Get_address: Next = Next::new(c"PMPI_Get_address");
 #[inline(always)]
-unsafe fn wrap_MPI_Get_address(via_pmpi: bool, location: *const c_void, address: *mut MPI_Aint) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Get_address");
-    let next: unsafe extern "C" fn(*const c_void, *mut MPI_Aint) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Get_address(via_pmpi: bool, tracing: bool, location: *const c_void, address: *mut MPI_Aint) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Get_address.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(location, address) };
-    let traced = if trace::on() { trace::enter(id::MPI_Get_address, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Get_address, std::ptr::null(), 0) } else { None };
     let rc = next(location, address);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_address, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Get_address(via_pmpi: bool, location: *const c_void, address: *mut MPI_Aint) -> c_int {
+    wrap_MPI_Get_address(via_pmpi, true, location, address)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_address(location: *const c_void, address: *mut MPI_Aint) -> c_int {
-    wrap_MPI_Get_address(false, location, address)
+    if trace::on() { return traced_MPI_Get_address(false, location, address) }
+    wrap_MPI_Get_address(false, false, location, address)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_address(location: *const c_void, address: *mut MPI_Aint) -> c_int {
-    wrap_MPI_Get_address(true, location, address)
+    if trace::on() { return traced_MPI_Get_address(true, location, address) }
+    wrap_MPI_Get_address(true, false, location, address)
 }
 
+pub static NEXT_MPI_Pack_external: Next = Next::new(c"PMPI_Pack_external");
 #[inline(always)]
-unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Pack_external");
-    let next: unsafe extern "C" fn(*const c_char, *const c_void, c_int, MPI_Datatype, *mut c_void, MPI_Aint, *mut MPI_Aint) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, tracing: bool, datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
+    let next: unsafe extern "C" fn(*const c_char, *const c_void, c_int, MPI_Datatype, *mut c_void, MPI_Aint, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Pack_external.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
-    let traced = if trace::on() { trace::enter(id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Pack_external, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Pack_external(via_pmpi: bool, datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
+    wrap_MPI_Pack_external(via_pmpi, true, datarep, inbuf, incount, datatype, outbuf, outsize, position)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
-    wrap_MPI_Pack_external(false, datarep, inbuf, incount, datatype, outbuf, outsize, position)
+    if trace::on() { return traced_MPI_Pack_external(false, datarep, inbuf, incount, datatype, outbuf, outsize, position) }
+    wrap_MPI_Pack_external(false, false, datarep, inbuf, incount, datatype, outbuf, outsize, position)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
-    wrap_MPI_Pack_external(true, datarep, inbuf, incount, datatype, outbuf, outsize, position)
+    if trace::on() { return traced_MPI_Pack_external(true, datarep, inbuf, incount, datatype, outbuf, outsize, position) }
+    wrap_MPI_Pack_external(true, false, datarep, inbuf, incount, datatype, outbuf, outsize, position)
 }
 
+pub static NEXT_MPI_Pack_external_size: Next = Next::new(c"PMPI_Pack_external_size");
 #[inline(always)]
-unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Pack_external_size");
-    let next: unsafe extern "C" fn(*const c_char, c_int, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, tracing: bool, datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
+    let next: unsafe extern "C" fn(*const c_char, c_int, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Pack_external_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, incount, datatype, size) };
-    let traced = if trace::on() { trace::enter(id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Pack_external_size, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Pack_external_size(via_pmpi: bool, datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
+    wrap_MPI_Pack_external_size(via_pmpi, true, datarep, incount, datatype, size)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
-    wrap_MPI_Pack_external_size(false, datarep, incount, datatype, size)
+    if trace::on() { return traced_MPI_Pack_external_size(false, datarep, incount, datatype, size) }
+    wrap_MPI_Pack_external_size(false, false, datarep, incount, datatype, size)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
-    wrap_MPI_Pack_external_size(true, datarep, incount, datatype, size)
+    if trace::on() { return traced_MPI_Pack_external_size(true, datarep, incount, datatype, size) }
+    wrap_MPI_Pack_external_size(true, false, datarep, incount, datatype, size)
 }
 
+pub static NEXT_MPI_Pack: Next = Next::new(c"PMPI_Pack");
 #[inline(always)]
-unsafe fn wrap_MPI_Pack(via_pmpi: bool, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Pack");
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, *mut c_int, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Pack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, *mut c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Pack.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Pack, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Pack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Pack, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Pack(via_pmpi: bool, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Pack(via_pmpi, true, inbuf, incount, datatype, outbuf, outsize, position, comm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack(inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Pack(false, inbuf, incount, datatype, outbuf, outsize, position, comm)
+    if trace::on() { return traced_MPI_Pack(false, inbuf, incount, datatype, outbuf, outsize, position, comm) }
+    wrap_MPI_Pack(false, false, inbuf, incount, datatype, outbuf, outsize, position, comm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Pack(true, inbuf, incount, datatype, outbuf, outsize, position, comm)
+    if trace::on() { return traced_MPI_Pack(true, inbuf, incount, datatype, outbuf, outsize, position, comm) }
+    wrap_MPI_Pack(true, false, inbuf, incount, datatype, outbuf, outsize, position, comm)
 }
 
+pub static NEXT_MPI_Pack_size: Next = Next::new(c"PMPI_Pack_size");
 #[inline(always)]
-unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Pack_size");
-    let next: unsafe extern "C" fn(c_int, MPI_Datatype, MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, tracing: bool, incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(c_int, MPI_Datatype, MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Pack_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(incount, datatype, comm, size) };
-    let traced = if trace::on() { trace::enter(id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
     let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Pack_size, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Pack_size(via_pmpi: bool, incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
+    wrap_MPI_Pack_size(via_pmpi, true, incount, datatype, comm, size)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_size(incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    wrap_MPI_Pack_size(false, incount, datatype, comm, size)
+    if trace::on() { return traced_MPI_Pack_size(false, incount, datatype, comm, size) }
+    wrap_MPI_Pack_size(false, false, incount, datatype, comm, size)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_size(incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    wrap_MPI_Pack_size(true, incount, datatype, comm, size)
+    if trace::on() { return traced_MPI_Pack_size(true, incount, datatype, comm, size) }
+    wrap_MPI_Pack_size(true, false, incount, datatype, comm, size)
 }
 
+pub static NEXT_MPI_Type_commit: Next = Next::new(c"PMPI_Type_commit");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, r#type: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_commit");
-    let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, tracing: bool, r#type: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_commit.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_commit, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_commit(via_pmpi: bool, r#type: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_commit(via_pmpi, true, r#type)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_commit(false, r#type)
+    if trace::on() { return traced_MPI_Type_commit(false, r#type) }
+    wrap_MPI_Type_commit(false, false, r#type)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_commit(true, r#type)
+    if trace::on() { return traced_MPI_Type_commit(true, r#type) }
+    wrap_MPI_Type_commit(true, false, r#type)
 }
 
+pub static NEXT_MPI_Type_contiguous: Next = Next::new(c"PMPI_Type_contiguous");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_contiguous");
-    let next: unsafe extern "C" fn(c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, tracing: bool, count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_contiguous.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, oldtype, newtype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
     let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_contiguous, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_contiguous(via_pmpi: bool, count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_contiguous(via_pmpi, true, count, oldtype, newtype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_contiguous(false, count, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_contiguous(false, count, oldtype, newtype) }
+    wrap_MPI_Type_contiguous(false, false, count, oldtype, newtype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_contiguous(true, count, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_contiguous(true, count, oldtype, newtype) }
+    wrap_MPI_Type_contiguous(true, false, count, oldtype, newtype)
 }
 
+pub static NEXT_MPI_Type_create_darray: Next = Next::new(c"PMPI_Type_create_darray");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_create_darray");
-    let next: unsafe extern "C" fn(c_int, c_int, c_int, *const c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, tracing: bool, size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, c_int, *const c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_darray.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
     let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_darray, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_create_darray(via_pmpi: bool, size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_create_darray(via_pmpi, true, size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_darray(false, size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_create_darray(false, size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype) }
+    wrap_MPI_Type_create_darray(false, false, size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_darray(true, size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_create_darray(true, size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype) }
+    wrap_MPI_Type_create_darray(true, false, size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
 }
 
+pub static NEXT_MPI_Type_create_f90_complex: Next = Next::new(c"PMPI_Type_create_f90_complex");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_create_f90_complex");
-    let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, tracing: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_f90_complex.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(p, r, newtype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_f90_complex, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_create_f90_complex(via_pmpi: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_create_f90_complex(via_pmpi, true, p, r, newtype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_f90_complex(false, p, r, newtype)
+    if trace::on() { return traced_MPI_Type_create_f90_complex(false, p, r, newtype) }
+    wrap_MPI_Type_create_f90_complex(false, false, p, r, newtype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_f90_complex(true, p, r, newtype)
+    if trace::on() { return traced_MPI_Type_create_f90_complex(true, p, r, newtype) }
+    wrap_MPI_Type_create_f90_complex(true, false, p, r, newtype)
 }
 
+pub static NEXT_MPI_Type_create_f90_integer: Next = Next::new(c"PMPI_Type_create_f90_integer");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_create_f90_integer");
-    let next: unsafe extern "C" fn(c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, tracing: bool, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_f90_integer.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r, newtype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
     let rc = next(r, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_f90_integer, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_create_f90_integer(via_pmpi: bool, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_create_f90_integer(via_pmpi, true, r, newtype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_f90_integer(false, r, newtype)
+    if trace::on() { return traced_MPI_Type_create_f90_integer(false, r, newtype) }
+    wrap_MPI_Type_create_f90_integer(false, false, r, newtype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_f90_integer(true, r, newtype)
+    if trace::on() { return traced_MPI_Type_create_f90_integer(true, r, newtype) }
+    wrap_MPI_Type_create_f90_integer(true, false, r, newtype)
 }
 
+pub static NEXT_MPI_Type_create_f90_real: Next = Next::new(c"PMPI_Type_create_f90_real");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_create_f90_real");
-    let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, tracing: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_f90_real.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(p, r, newtype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_f90_real, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_create_f90_real(via_pmpi: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_create_f90_real(via_pmpi, true, p, r, newtype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_f90_real(false, p, r, newtype)
+    if trace::on() { return traced_MPI_Type_create_f90_real(false, p, r, newtype) }
+    wrap_MPI_Type_create_f90_real(false, false, p, r, newtype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_f90_real(true, p, r, newtype)
+    if trace::on() { return traced_MPI_Type_create_f90_real(true, p, r, newtype) }
+    wrap_MPI_Type_create_f90_real(true, false, p, r, newtype)
 }
 
+pub static NEXT_MPI_Type_create_hindexed_block: Next = Next::new(c"PMPI_Type_create_hindexed_block");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_create_hindexed_block");
-    let next: unsafe extern "C" fn(c_int, c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, tracing: bool, count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_hindexed_block.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_hindexed_block, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_create_hindexed_block(via_pmpi: bool, count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_create_hindexed_block(via_pmpi, true, count, blocklength, array_of_displacements, oldtype, newtype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_hindexed_block(false, count, blocklength, array_of_displacements, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_create_hindexed_block(false, count, blocklength, array_of_displacements, oldtype, newtype) }
+    wrap_MPI_Type_create_hindexed_block(false, false, count, blocklength, array_of_displacements, oldtype, newtype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_hindexed_block(true, count, blocklength, array_of_displacements, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_create_hindexed_block(true, count, blocklength, array_of_displacements, oldtype, newtype) }
+    wrap_MPI_Type_create_hindexed_block(true, false, count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
+pub static NEXT_MPI_Type_create_hindexed: Next = Next::new(c"PMPI_Type_create_hindexed");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_create_hindexed");
-    let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, tracing: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_hindexed.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_hindexed, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_create_hindexed(via_pmpi: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_create_hindexed(via_pmpi, true, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_hindexed(false, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_create_hindexed(false, count, array_of_blocklengths, array_of_displacements, oldtype, newtype) }
+    wrap_MPI_Type_create_hindexed(false, false, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_hindexed(true, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_create_hindexed(true, count, array_of_blocklengths, array_of_displacements, oldtype, newtype) }
+    wrap_MPI_Type_create_hindexed(true, false, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
+pub static NEXT_MPI_Type_create_hvector: Next = Next::new(c"PMPI_Type_create_hvector");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_create_hvector");
-    let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, tracing: bool, count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_hvector.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, stride, oldtype, newtype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_hvector, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_create_hvector(via_pmpi: bool, count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_create_hvector(via_pmpi, true, count, blocklength, stride, oldtype, newtype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_hvector(false, count, blocklength, stride, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_create_hvector(false, count, blocklength, stride, oldtype, newtype) }
+    wrap_MPI_Type_create_hvector(false, false, count, blocklength, stride, oldtype, newtype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_hvector(true, count, blocklength, stride, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_create_hvector(true, count, blocklength, stride, oldtype, newtype) }
+    wrap_MPI_Type_create_hvector(true, false, count, blocklength, stride, oldtype, newtype)
 }
 
+pub static NEXT_MPI_Type_create_keyval: Next = Next::new(c"PMPI_Type_create_keyval");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_create_keyval");
-    let next: unsafe extern "C" fn(MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, tracing: bool, type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Type_create_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_keyval, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_create_keyval(via_pmpi: bool, type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    wrap_MPI_Type_create_keyval(via_pmpi, true, type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    wrap_MPI_Type_create_keyval(false, type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
+    if trace::on() { return traced_MPI_Type_create_keyval(false, type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) }
+    wrap_MPI_Type_create_keyval(false, false, type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    wrap_MPI_Type_create_keyval(true, type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
+    if trace::on() { return traced_MPI_Type_create_keyval(true, type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) }
+    wrap_MPI_Type_create_keyval(true, false, type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
 }
 
+pub static NEXT_MPI_Type_create_indexed_block: Next = Next::new(c"PMPI_Type_create_indexed_block");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_create_indexed_block");
-    let next: unsafe extern "C" fn(c_int, c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, tracing: bool, count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_indexed_block.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_indexed_block, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_create_indexed_block(via_pmpi: bool, count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_create_indexed_block(via_pmpi, true, count, blocklength, array_of_displacements, oldtype, newtype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_indexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_indexed_block(false, count, blocklength, array_of_displacements, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_create_indexed_block(false, count, blocklength, array_of_displacements, oldtype, newtype) }
+    wrap_MPI_Type_create_indexed_block(false, false, count, blocklength, array_of_displacements, oldtype, newtype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_indexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_indexed_block(true, count, blocklength, array_of_displacements, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_create_indexed_block(true, count, blocklength, array_of_displacements, oldtype, newtype) }
+    wrap_MPI_Type_create_indexed_block(true, false, count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
+pub static NEXT_MPI_Type_create_struct: Next = Next::new(c"PMPI_Type_create_struct");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_create_struct");
-    let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, tracing: bool, count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_struct.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_struct, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_create_struct(via_pmpi: bool, count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_create_struct(via_pmpi, true, count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_struct(count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_struct(false, count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
+    if trace::on() { return traced_MPI_Type_create_struct(false, count, array_of_block_lengths, array_of_displacements, array_of_types, newtype) }
+    wrap_MPI_Type_create_struct(false, false, count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_struct(count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_struct(true, count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
+    if trace::on() { return traced_MPI_Type_create_struct(true, count, array_of_block_lengths, array_of_displacements, array_of_types, newtype) }
+    wrap_MPI_Type_create_struct(true, false, count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
 }
 
+pub static NEXT_MPI_Type_create_subarray: Next = Next::new(c"PMPI_Type_create_subarray");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_create_subarray");
-    let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, tracing: bool, ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_subarray.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
     let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_subarray, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_create_subarray(via_pmpi: bool, ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_create_subarray(via_pmpi, true, ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_subarray(ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_subarray(false, ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_create_subarray(false, ndims, size_array, subsize_array, start_array, order, oldtype, newtype) }
+    wrap_MPI_Type_create_subarray(false, false, ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_subarray(ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_subarray(true, ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_create_subarray(true, ndims, size_array, subsize_array, start_array, order, oldtype, newtype) }
+    wrap_MPI_Type_create_subarray(true, false, ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
 }
 
+pub static NEXT_MPI_Type_create_resized: Next = Next::new(c"PMPI_Type_create_resized");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_create_resized");
-    let next: unsafe extern "C" fn(MPI_Datatype, MPI_Aint, MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, tracing: bool, oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Datatype, MPI_Aint, MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_resized.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(oldtype, lb, extent, newtype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
     let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_resized, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_create_resized(via_pmpi: bool, oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_create_resized(via_pmpi, true, oldtype, lb, extent, newtype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_resized(false, oldtype, lb, extent, newtype)
+    if trace::on() { return traced_MPI_Type_create_resized(false, oldtype, lb, extent, newtype) }
+    wrap_MPI_Type_create_resized(false, false, oldtype, lb, extent, newtype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_create_resized(true, oldtype, lb, extent, newtype)
+    if trace::on() { return traced_MPI_Type_create_resized(true, oldtype, lb, extent, newtype) }
+    wrap_MPI_Type_create_resized(true, false, oldtype, lb, extent, newtype)
 }
 
+pub static NEXT_MPI_Type_delete_attr: Next = Next::new(c"PMPI_Type_delete_attr");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_delete_attr");
-    let next: unsafe extern "C" fn(MPI_Datatype, c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Datatype, c_int) -> c_int = transmute(NEXT_MPI_Type_delete_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_keyval) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_delete_attr, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_delete_attr(via_pmpi: bool, r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
+    wrap_MPI_Type_delete_attr(via_pmpi, true, r#type, type_keyval)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
-    wrap_MPI_Type_delete_attr(false, r#type, type_keyval)
+    if trace::on() { return traced_MPI_Type_delete_attr(false, r#type, type_keyval) }
+    wrap_MPI_Type_delete_attr(false, false, r#type, type_keyval)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
-    wrap_MPI_Type_delete_attr(true, r#type, type_keyval)
+    if trace::on() { return traced_MPI_Type_delete_attr(true, r#type, type_keyval) }
+    wrap_MPI_Type_delete_attr(true, false, r#type, type_keyval)
 }
 
+pub static NEXT_MPI_Type_dup: Next = Next::new(c"PMPI_Type_dup");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_dup");
-    let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_dup.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, newtype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_dup, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_dup(via_pmpi: bool, r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_dup(via_pmpi, true, r#type, newtype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_dup(false, r#type, newtype)
+    if trace::on() { return traced_MPI_Type_dup(false, r#type, newtype) }
+    wrap_MPI_Type_dup(false, false, r#type, newtype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_dup(true, r#type, newtype)
+    if trace::on() { return traced_MPI_Type_dup(true, r#type, newtype) }
+    wrap_MPI_Type_dup(true, false, r#type, newtype)
 }
 
+pub static NEXT_MPI_Type_free: Next = Next::new(c"PMPI_Type_free");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_free(via_pmpi: bool, r#type: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_free");
-    let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_free(via_pmpi: bool, tracing: bool, r#type: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_free.get());
     let Some(call) = rt::enter(via_pmpi) else {
         let rc = next(r#type);
         crate::traffic::forget_type_sizes();
         return rc;
     };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_free, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
@@ -4773,2551 +6295,3398 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, r#type: *mut MPI_Datatype) -> c_int
     crate::traffic::forget_type_sizes();
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_free(via_pmpi: bool, r#type: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_free(via_pmpi, true, r#type)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_free(false, r#type)
+    if trace::on() { return traced_MPI_Type_free(false, r#type) }
+    wrap_MPI_Type_free(false, false, r#type)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_free(true, r#type)
+    if trace::on() { return traced_MPI_Type_free(true, r#type) }
+    wrap_MPI_Type_free(true, false, r#type)
 }
 
+pub static NEXT_MPI_Type_free_keyval: Next = Next::new(c"PMPI_Type_free_keyval");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, type_keyval: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_free_keyval");
-    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, tracing: bool, type_keyval: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Type_free_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(type_keyval) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_free_keyval, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_free_keyval(via_pmpi: bool, type_keyval: *mut c_int) -> c_int {
+    wrap_MPI_Type_free_keyval(via_pmpi, true, type_keyval)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int {
-    wrap_MPI_Type_free_keyval(false, type_keyval)
+    if trace::on() { return traced_MPI_Type_free_keyval(false, type_keyval) }
+    wrap_MPI_Type_free_keyval(false, false, type_keyval)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int {
-    wrap_MPI_Type_free_keyval(true, type_keyval)
+    if trace::on() { return traced_MPI_Type_free_keyval(true, type_keyval) }
+    wrap_MPI_Type_free_keyval(true, false, type_keyval)
 }
 
+pub static NEXT_MPI_Type_get_attr: Next = Next::new(c"PMPI_Type_get_attr");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_get_attr");
-    let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT_MPI_Type_get_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_keyval, attribute_val, flag) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attribute_val, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_attr, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_get_attr(via_pmpi: bool, r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    wrap_MPI_Type_get_attr(via_pmpi, true, r#type, type_keyval, attribute_val, flag)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    wrap_MPI_Type_get_attr(false, r#type, type_keyval, attribute_val, flag)
+    if trace::on() { return traced_MPI_Type_get_attr(false, r#type, type_keyval, attribute_val, flag) }
+    wrap_MPI_Type_get_attr(false, false, r#type, type_keyval, attribute_val, flag)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    wrap_MPI_Type_get_attr(true, r#type, type_keyval, attribute_val, flag)
+    if trace::on() { return traced_MPI_Type_get_attr(true, r#type, type_keyval, attribute_val, flag) }
+    wrap_MPI_Type_get_attr(true, false, r#type, type_keyval, attribute_val, flag)
 }
 
+pub static NEXT_MPI_Type_get_contents: Next = Next::new(c"PMPI_Type_get_contents");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_get_contents");
-    let next: unsafe extern "C" fn(MPI_Datatype, c_int, c_int, c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, tracing: bool, mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Datatype, c_int, c_int, c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_get_contents.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
     let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_contents, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_get_contents(via_pmpi: bool, mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_get_contents(via_pmpi, true, mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_contents(mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_get_contents(false, mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
+    if trace::on() { return traced_MPI_Type_get_contents(false, mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes) }
+    wrap_MPI_Type_get_contents(false, false, mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_contents(mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_get_contents(true, mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
+    if trace::on() { return traced_MPI_Type_get_contents(true, mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes) }
+    wrap_MPI_Type_get_contents(true, false, mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
 }
 
+pub static NEXT_MPI_Type_get_envelope: Next = Next::new(c"PMPI_Type_get_envelope");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_get_envelope");
-    let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Type_get_envelope.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, num_integers, num_addresses, num_datatypes, combiner) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_envelope, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_get_envelope(via_pmpi: bool, r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
+    wrap_MPI_Type_get_envelope(via_pmpi, true, r#type, num_integers, num_addresses, num_datatypes, combiner)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_envelope(r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
-    wrap_MPI_Type_get_envelope(false, r#type, num_integers, num_addresses, num_datatypes, combiner)
+    if trace::on() { return traced_MPI_Type_get_envelope(false, r#type, num_integers, num_addresses, num_datatypes, combiner) }
+    wrap_MPI_Type_get_envelope(false, false, r#type, num_integers, num_addresses, num_datatypes, combiner)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_envelope(r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
-    wrap_MPI_Type_get_envelope(true, r#type, num_integers, num_addresses, num_datatypes, combiner)
+    if trace::on() { return traced_MPI_Type_get_envelope(true, r#type, num_integers, num_addresses, num_datatypes, combiner) }
+    wrap_MPI_Type_get_envelope(true, false, r#type, num_integers, num_addresses, num_datatypes, combiner)
 }
 
+pub static NEXT_MPI_Type_get_extent: Next = Next::new(c"PMPI_Type_get_extent");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_get_extent");
-    let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Type_get_extent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, lb, extent) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_extent, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_get_extent(via_pmpi: bool, r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
+    wrap_MPI_Type_get_extent(via_pmpi, true, r#type, lb, extent)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
-    wrap_MPI_Type_get_extent(false, r#type, lb, extent)
+    if trace::on() { return traced_MPI_Type_get_extent(false, r#type, lb, extent) }
+    wrap_MPI_Type_get_extent(false, false, r#type, lb, extent)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
-    wrap_MPI_Type_get_extent(true, r#type, lb, extent)
+    if trace::on() { return traced_MPI_Type_get_extent(true, r#type, lb, extent) }
+    wrap_MPI_Type_get_extent(true, false, r#type, lb, extent)
 }
 
+pub static NEXT_MPI_Type_get_extent_x: Next = Next::new(c"PMPI_Type_get_extent_x");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_get_extent_x");
-    let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Type_get_extent_x.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, lb, extent) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_extent_x, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_get_extent_x(via_pmpi: bool, r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
+    wrap_MPI_Type_get_extent_x(via_pmpi, true, r#type, lb, extent)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    wrap_MPI_Type_get_extent_x(false, r#type, lb, extent)
+    if trace::on() { return traced_MPI_Type_get_extent_x(false, r#type, lb, extent) }
+    wrap_MPI_Type_get_extent_x(false, false, r#type, lb, extent)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    wrap_MPI_Type_get_extent_x(true, r#type, lb, extent)
+    if trace::on() { return traced_MPI_Type_get_extent_x(true, r#type, lb, extent) }
+    wrap_MPI_Type_get_extent_x(true, false, r#type, lb, extent)
 }
 
+pub static NEXT_MPI_Type_get_name: Next = Next::new(c"PMPI_Type_get_name");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_get_name");
-    let next: unsafe extern "C" fn(MPI_Datatype, *mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Datatype, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Type_get_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_name, resultlen) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_name, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_get_name(via_pmpi: bool, r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    wrap_MPI_Type_get_name(via_pmpi, true, r#type, type_name, resultlen)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_name(r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    wrap_MPI_Type_get_name(false, r#type, type_name, resultlen)
+    if trace::on() { return traced_MPI_Type_get_name(false, r#type, type_name, resultlen) }
+    wrap_MPI_Type_get_name(false, false, r#type, type_name, resultlen)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_name(r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    wrap_MPI_Type_get_name(true, r#type, type_name, resultlen)
+    if trace::on() { return traced_MPI_Type_get_name(true, r#type, type_name, resultlen) }
+    wrap_MPI_Type_get_name(true, false, r#type, type_name, resultlen)
 }
 
+pub static NEXT_MPI_Type_get_true_extent: Next = Next::new(c"PMPI_Type_get_true_extent");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_get_true_extent");
-    let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Type_get_true_extent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, true_lb, true_extent) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_true_extent, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_get_true_extent(via_pmpi: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
+    wrap_MPI_Type_get_true_extent(via_pmpi, true, datatype, true_lb, true_extent)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
-    wrap_MPI_Type_get_true_extent(false, datatype, true_lb, true_extent)
+    if trace::on() { return traced_MPI_Type_get_true_extent(false, datatype, true_lb, true_extent) }
+    wrap_MPI_Type_get_true_extent(false, false, datatype, true_lb, true_extent)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
-    wrap_MPI_Type_get_true_extent(true, datatype, true_lb, true_extent)
+    if trace::on() { return traced_MPI_Type_get_true_extent(true, datatype, true_lb, true_extent) }
+    wrap_MPI_Type_get_true_extent(true, false, datatype, true_lb, true_extent)
 }
 
+pub static NEXT_MPI_Type_get_true_extent_x: Next = Next::new(c"PMPI_Type_get_true_extent_x");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_get_true_extent_x");
-    let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Type_get_true_extent_x.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, true_lb, true_extent) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_true_extent_x, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_get_true_extent_x(via_pmpi: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
+    wrap_MPI_Type_get_true_extent_x(via_pmpi, true, datatype, true_lb, true_extent)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    wrap_MPI_Type_get_true_extent_x(false, datatype, true_lb, true_extent)
+    if trace::on() { return traced_MPI_Type_get_true_extent_x(false, datatype, true_lb, true_extent) }
+    wrap_MPI_Type_get_true_extent_x(false, false, datatype, true_lb, true_extent)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    wrap_MPI_Type_get_true_extent_x(true, datatype, true_lb, true_extent)
+    if trace::on() { return traced_MPI_Type_get_true_extent_x(true, datatype, true_lb, true_extent) }
+    wrap_MPI_Type_get_true_extent_x(true, false, datatype, true_lb, true_extent)
 }
 
+pub static NEXT_MPI_Type_indexed: Next = Next::new(c"PMPI_Type_indexed");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_indexed");
-    let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, tracing: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_indexed.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_indexed, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_indexed(via_pmpi: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_indexed(via_pmpi, true, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_indexed(false, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_indexed(false, count, array_of_blocklengths, array_of_displacements, oldtype, newtype) }
+    wrap_MPI_Type_indexed(false, false, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_indexed(true, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_indexed(true, count, array_of_blocklengths, array_of_displacements, oldtype, newtype) }
+    wrap_MPI_Type_indexed(true, false, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
+pub static NEXT_MPI_Type_match_size: Next = Next::new(c"PMPI_Type_match_size");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_match_size");
-    let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, tracing: bool, typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_match_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(typeclass, size, r#type) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
     let rc = next(typeclass, size, r#type);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_match_size, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_match_size(via_pmpi: bool, typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_match_size(via_pmpi, true, typeclass, size, r#type)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_match_size(typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_match_size(false, typeclass, size, r#type)
+    if trace::on() { return traced_MPI_Type_match_size(false, typeclass, size, r#type) }
+    wrap_MPI_Type_match_size(false, false, typeclass, size, r#type)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_match_size(typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_match_size(true, typeclass, size, r#type)
+    if trace::on() { return traced_MPI_Type_match_size(true, typeclass, size, r#type) }
+    wrap_MPI_Type_match_size(true, false, typeclass, size, r#type)
 }
 
+pub static NEXT_MPI_Type_set_attr: Next = Next::new(c"PMPI_Type_set_attr");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_set_attr");
-    let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Type_set_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_keyval, attr_val) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attr_val);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_set_attr, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_set_attr(via_pmpi: bool, r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
+    wrap_MPI_Type_set_attr(via_pmpi, true, r#type, type_keyval, attr_val)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
-    wrap_MPI_Type_set_attr(false, r#type, type_keyval, attr_val)
+    if trace::on() { return traced_MPI_Type_set_attr(false, r#type, type_keyval, attr_val) }
+    wrap_MPI_Type_set_attr(false, false, r#type, type_keyval, attr_val)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
-    wrap_MPI_Type_set_attr(true, r#type, type_keyval, attr_val)
+    if trace::on() { return traced_MPI_Type_set_attr(true, r#type, type_keyval, attr_val) }
+    wrap_MPI_Type_set_attr(true, false, r#type, type_keyval, attr_val)
 }
 
+pub static NEXT_MPI_Type_set_name: Next = Next::new(c"PMPI_Type_set_name");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_set_name");
-    let next: unsafe extern "C" fn(MPI_Datatype, *const c_char) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Datatype, *const c_char) -> c_int = transmute(NEXT_MPI_Type_set_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_name) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_set_name, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_set_name(via_pmpi: bool, r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
+    wrap_MPI_Type_set_name(via_pmpi, true, r#type, type_name)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_set_name(r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
-    wrap_MPI_Type_set_name(false, r#type, type_name)
+    if trace::on() { return traced_MPI_Type_set_name(false, r#type, type_name) }
+    wrap_MPI_Type_set_name(false, false, r#type, type_name)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_set_name(r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
-    wrap_MPI_Type_set_name(true, r#type, type_name)
+    if trace::on() { return traced_MPI_Type_set_name(true, r#type, type_name) }
+    wrap_MPI_Type_set_name(true, false, r#type, type_name)
 }
 
+pub static NEXT_MPI_Type_size: Next = Next::new(c"PMPI_Type_size");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_size(via_pmpi: bool, r#type: MPI_Datatype, size: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_size");
-    let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_size(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, size: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int) -> c_int = transmute(NEXT_MPI_Type_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, size) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_size, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_size, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_size(via_pmpi: bool, r#type: MPI_Datatype, size: *mut c_int) -> c_int {
+    wrap_MPI_Type_size(via_pmpi, true, r#type, size)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) -> c_int {
-    wrap_MPI_Type_size(false, r#type, size)
+    if trace::on() { return traced_MPI_Type_size(false, r#type, size) }
+    wrap_MPI_Type_size(false, false, r#type, size)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) -> c_int {
-    wrap_MPI_Type_size(true, r#type, size)
+    if trace::on() { return traced_MPI_Type_size(true, r#type, size) }
+    wrap_MPI_Type_size(true, false, r#type, size)
 }
 
+pub static NEXT_MPI_Type_size_x: Next = Next::new(c"PMPI_Type_size_x");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_size_x");
-    let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Type_size_x.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, size) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_size_x, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_size_x(via_pmpi: bool, r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
+    wrap_MPI_Type_size_x(via_pmpi, true, r#type, size)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    wrap_MPI_Type_size_x(false, r#type, size)
+    if trace::on() { return traced_MPI_Type_size_x(false, r#type, size) }
+    wrap_MPI_Type_size_x(false, false, r#type, size)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    wrap_MPI_Type_size_x(true, r#type, size)
+    if trace::on() { return traced_MPI_Type_size_x(true, r#type, size) }
+    wrap_MPI_Type_size_x(true, false, r#type, size)
 }
 
+pub static NEXT_MPI_Type_vector: Next = Next::new(c"PMPI_Type_vector");
 #[inline(always)]
-unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Type_vector");
-    let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, tracing: bool, count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_vector.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, stride, oldtype, newtype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_vector, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Type_vector(via_pmpi: bool, count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    wrap_MPI_Type_vector(via_pmpi, true, count, blocklength, stride, oldtype, newtype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_vector(false, count, blocklength, stride, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_vector(false, count, blocklength, stride, oldtype, newtype) }
+    wrap_MPI_Type_vector(false, false, count, blocklength, stride, oldtype, newtype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    wrap_MPI_Type_vector(true, count, blocklength, stride, oldtype, newtype)
+    if trace::on() { return traced_MPI_Type_vector(true, count, blocklength, stride, oldtype, newtype) }
+    wrap_MPI_Type_vector(true, false, count, blocklength, stride, oldtype, newtype)
 }
 
+pub static NEXT_MPI_Unpack: Next = Next::new(c"PMPI_Unpack");
 #[inline(always)]
-unsafe fn wrap_MPI_Unpack(via_pmpi: bool, inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Unpack");
-    let next: unsafe extern "C" fn(*const c_void, c_int, *mut c_int, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Unpack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_void, c_int, *mut c_int, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Unpack.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Unpack, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Unpack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Unpack, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Unpack(via_pmpi: bool, inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Unpack(via_pmpi, true, inbuf, insize, position, outbuf, outcount, datatype, comm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Unpack(false, inbuf, insize, position, outbuf, outcount, datatype, comm)
+    if trace::on() { return traced_MPI_Unpack(false, inbuf, insize, position, outbuf, outcount, datatype, comm) }
+    wrap_MPI_Unpack(false, false, inbuf, insize, position, outbuf, outcount, datatype, comm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Unpack(true, inbuf, insize, position, outbuf, outcount, datatype, comm)
+    if trace::on() { return traced_MPI_Unpack(true, inbuf, insize, position, outbuf, outcount, datatype, comm) }
+    wrap_MPI_Unpack(true, false, inbuf, insize, position, outbuf, outcount, datatype, comm)
 }
 
+pub static NEXT_MPI_Unpack_external: Next = Next::new(c"PMPI_Unpack_external");
 #[inline(always)]
-unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Unpack_external");
-    let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Aint, *mut MPI_Aint, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, tracing: bool, datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
+    let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Aint, *mut MPI_Aint, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_Unpack_external.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
-    let traced = if trace::on() { trace::enter(id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Unpack_external, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Unpack_external(via_pmpi: bool, datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
+    wrap_MPI_Unpack_external(via_pmpi, true, datarep, inbuf, insize, position, outbuf, outcount, datatype)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
-    wrap_MPI_Unpack_external(false, datarep, inbuf, insize, position, outbuf, outcount, datatype)
+    if trace::on() { return traced_MPI_Unpack_external(false, datarep, inbuf, insize, position, outbuf, outcount, datatype) }
+    wrap_MPI_Unpack_external(false, false, datarep, inbuf, insize, position, outbuf, outcount, datatype)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
-    wrap_MPI_Unpack_external(true, datarep, inbuf, insize, position, outbuf, outcount, datatype)
+    if trace::on() { return traced_MPI_Unpack_external(true, datarep, inbuf, insize, position, outbuf, outcount, datatype) }
+    wrap_MPI_Unpack_external(true, false, datarep, inbuf, insize, position, outbuf, outcount, datatype)
 }
 
+pub static NEXT_MPI_Close_port: Next = Next::new(c"PMPI_Close_port");
 #[inline(always)]
-unsafe fn wrap_MPI_Close_port(via_pmpi: bool, port_name: *const c_char) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Close_port");
-    let next: unsafe extern "C" fn(*const c_char) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Close_port(via_pmpi: bool, tracing: bool, port_name: *const c_char) -> c_int {
+    let next: unsafe extern "C" fn(*const c_char) -> c_int = transmute(NEXT_MPI_Close_port.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(port_name) };
-    let traced = if trace::on() { trace::enter(id::MPI_Close_port, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Close_port, std::ptr::null(), 0) } else { None };
     let rc = next(port_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Close_port, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Close_port(via_pmpi: bool, port_name: *const c_char) -> c_int {
+    wrap_MPI_Close_port(via_pmpi, true, port_name)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Close_port(port_name: *const c_char) -> c_int {
-    wrap_MPI_Close_port(false, port_name)
+    if trace::on() { return traced_MPI_Close_port(false, port_name) }
+    wrap_MPI_Close_port(false, false, port_name)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Close_port(port_name: *const c_char) -> c_int {
-    wrap_MPI_Close_port(true, port_name)
+    if trace::on() { return traced_MPI_Close_port(true, port_name) }
+    wrap_MPI_Close_port(true, false, port_name)
 }
 
+pub static NEXT_MPI_Comm_accept: Next = Next::new(c"PMPI_Comm_accept");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_accept");
-    let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, tracing: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_accept.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(port_name, info, root, comm, newcomm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_accept, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_accept(via_pmpi: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Comm_accept(via_pmpi, true, port_name, info, root, comm, newcomm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_accept(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_accept(false, port_name, info, root, comm, newcomm)
+    if trace::on() { return traced_MPI_Comm_accept(false, port_name, info, root, comm, newcomm) }
+    wrap_MPI_Comm_accept(false, false, port_name, info, root, comm, newcomm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_accept(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_accept(true, port_name, info, root, comm, newcomm)
+    if trace::on() { return traced_MPI_Comm_accept(true, port_name, info, root, comm, newcomm) }
+    wrap_MPI_Comm_accept(true, false, port_name, info, root, comm, newcomm)
 }
 
+pub static NEXT_MPI_Comm_call_errhandler: Next = Next::new(c"PMPI_Comm_call_errhandler");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_call_errhandler");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT_MPI_Comm_call_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, errorcode) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_call_errhandler, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_call_errhandler(via_pmpi: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
+    wrap_MPI_Comm_call_errhandler(via_pmpi, true, comm, errorcode)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    wrap_MPI_Comm_call_errhandler(false, comm, errorcode)
+    if trace::on() { return traced_MPI_Comm_call_errhandler(false, comm, errorcode) }
+    wrap_MPI_Comm_call_errhandler(false, false, comm, errorcode)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    wrap_MPI_Comm_call_errhandler(true, comm, errorcode)
+    if trace::on() { return traced_MPI_Comm_call_errhandler(true, comm, errorcode) }
+    wrap_MPI_Comm_call_errhandler(true, false, comm, errorcode)
 }
 
+pub static NEXT_MPI_Comm_compare: Next = Next::new(c"PMPI_Comm_compare");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_compare");
-    let next: unsafe extern "C" fn(MPI_Comm, MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, tracing: bool, comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_compare.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm1, comm2, result) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
     let rc = next(comm1, comm2, result);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_compare, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_compare(via_pmpi: bool, comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
+    wrap_MPI_Comm_compare(via_pmpi, true, comm1, comm2, result)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
-    wrap_MPI_Comm_compare(false, comm1, comm2, result)
+    if trace::on() { return traced_MPI_Comm_compare(false, comm1, comm2, result) }
+    wrap_MPI_Comm_compare(false, false, comm1, comm2, result)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
-    wrap_MPI_Comm_compare(true, comm1, comm2, result)
+    if trace::on() { return traced_MPI_Comm_compare(true, comm1, comm2, result) }
+    wrap_MPI_Comm_compare(true, false, comm1, comm2, result)
 }
 
+pub static NEXT_MPI_Comm_connect: Next = Next::new(c"PMPI_Comm_connect");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_connect");
-    let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, tracing: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_connect.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(port_name, info, root, comm, newcomm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_connect, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_connect(via_pmpi: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Comm_connect(via_pmpi, true, port_name, info, root, comm, newcomm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_connect(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_connect(false, port_name, info, root, comm, newcomm)
+    if trace::on() { return traced_MPI_Comm_connect(false, port_name, info, root, comm, newcomm) }
+    wrap_MPI_Comm_connect(false, false, port_name, info, root, comm, newcomm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_connect(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_connect(true, port_name, info, root, comm, newcomm)
+    if trace::on() { return traced_MPI_Comm_connect(true, port_name, info, root, comm, newcomm) }
+    wrap_MPI_Comm_connect(true, false, port_name, info, root, comm, newcomm)
 }
 
+pub static NEXT_MPI_Comm_create_errhandler: Next = Next::new(c"PMPI_Comm_create_errhandler");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_create_errhandler");
-    let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, tracing: bool, function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Comm_create_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, errhandler) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_create_errhandler, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_create_errhandler(via_pmpi: bool, function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
+    wrap_MPI_Comm_create_errhandler(via_pmpi, true, function, errhandler)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create_errhandler(function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    wrap_MPI_Comm_create_errhandler(false, function, errhandler)
+    if trace::on() { return traced_MPI_Comm_create_errhandler(false, function, errhandler) }
+    wrap_MPI_Comm_create_errhandler(false, false, function, errhandler)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create_errhandler(function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    wrap_MPI_Comm_create_errhandler(true, function, errhandler)
+    if trace::on() { return traced_MPI_Comm_create_errhandler(true, function, errhandler) }
+    wrap_MPI_Comm_create_errhandler(true, false, function, errhandler)
 }
 
+pub static NEXT_MPI_Comm_create_keyval: Next = Next::new(c"PMPI_Comm_create_keyval");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_create_keyval");
-    let next: unsafe extern "C" fn(MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, tracing: bool, comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Comm_create_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_create_keyval, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_create_keyval(via_pmpi: bool, comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    wrap_MPI_Comm_create_keyval(via_pmpi, true, comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    wrap_MPI_Comm_create_keyval(false, comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
+    if trace::on() { return traced_MPI_Comm_create_keyval(false, comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state) }
+    wrap_MPI_Comm_create_keyval(false, false, comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    wrap_MPI_Comm_create_keyval(true, comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
+    if trace::on() { return traced_MPI_Comm_create_keyval(true, comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state) }
+    wrap_MPI_Comm_create_keyval(true, false, comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
 }
 
+pub static NEXT_MPI_Comm_create_group: Next = Next::new(c"PMPI_Comm_create_group");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_create_group");
-    let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_create_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group, tag, newcomm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, tag, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_create_group, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_create_group(via_pmpi: bool, comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Comm_create_group(via_pmpi, true, comm, group, tag, newcomm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_create_group(false, comm, group, tag, newcomm)
+    if trace::on() { return traced_MPI_Comm_create_group(false, comm, group, tag, newcomm) }
+    wrap_MPI_Comm_create_group(false, false, comm, group, tag, newcomm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_create_group(true, comm, group, tag, newcomm)
+    if trace::on() { return traced_MPI_Comm_create_group(true, comm, group, tag, newcomm) }
+    wrap_MPI_Comm_create_group(true, false, comm, group, tag, newcomm)
 }
 
+pub static NEXT_MPI_Comm_create: Next = Next::new(c"PMPI_Comm_create");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_create");
-    let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, tracing: bool, comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group, newcomm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_create, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_create(via_pmpi: bool, comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Comm_create(via_pmpi, true, comm, group, newcomm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_create(false, comm, group, newcomm)
+    if trace::on() { return traced_MPI_Comm_create(false, comm, group, newcomm) }
+    wrap_MPI_Comm_create(false, false, comm, group, newcomm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_create(true, comm, group, newcomm)
+    if trace::on() { return traced_MPI_Comm_create(true, comm, group, newcomm) }
+    wrap_MPI_Comm_create(true, false, comm, group, newcomm)
 }
 
+pub static NEXT_MPI_Comm_delete_attr: Next = Next::new(c"PMPI_Comm_delete_attr");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, comm: MPI_Comm, comm_keyval: c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_delete_attr");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, comm_keyval: c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT_MPI_Comm_delete_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_keyval) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_delete_attr, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_delete_attr(via_pmpi: bool, comm: MPI_Comm, comm_keyval: c_int) -> c_int {
+    wrap_MPI_Comm_delete_attr(via_pmpi, true, comm, comm_keyval)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_int) -> c_int {
-    wrap_MPI_Comm_delete_attr(false, comm, comm_keyval)
+    if trace::on() { return traced_MPI_Comm_delete_attr(false, comm, comm_keyval) }
+    wrap_MPI_Comm_delete_attr(false, false, comm, comm_keyval)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_int) -> c_int {
-    wrap_MPI_Comm_delete_attr(true, comm, comm_keyval)
+    if trace::on() { return traced_MPI_Comm_delete_attr(true, comm, comm_keyval) }
+    wrap_MPI_Comm_delete_attr(true, false, comm, comm_keyval)
 }
 
+pub static NEXT_MPI_Comm_disconnect: Next = Next::new(c"PMPI_Comm_disconnect");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, comm: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_disconnect");
-    let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, tracing: bool, comm: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_disconnect.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_disconnect, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_disconnect(via_pmpi: bool, comm: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Comm_disconnect(via_pmpi, true, comm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_disconnect(false, comm)
+    if trace::on() { return traced_MPI_Comm_disconnect(false, comm) }
+    wrap_MPI_Comm_disconnect(false, false, comm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_disconnect(true, comm)
+    if trace::on() { return traced_MPI_Comm_disconnect(true, comm) }
+    wrap_MPI_Comm_disconnect(true, false, comm)
 }
 
+pub static NEXT_MPI_Comm_dup: Next = Next::new(c"PMPI_Comm_dup");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_dup");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_dup.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, newcomm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_dup, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_dup(via_pmpi: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Comm_dup(via_pmpi, true, comm, newcomm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_dup(false, comm, newcomm)
+    if trace::on() { return traced_MPI_Comm_dup(false, comm, newcomm) }
+    wrap_MPI_Comm_dup(false, false, comm, newcomm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_dup(true, comm, newcomm)
+    if trace::on() { return traced_MPI_Comm_dup(true, comm, newcomm) }
+    wrap_MPI_Comm_dup(true, false, comm, newcomm)
 }
 
+pub static NEXT_MPI_Comm_idup: Next = Next::new(c"PMPI_Comm_idup");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_idup");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Comm_idup.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, newcomm, request) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_idup, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_idup(via_pmpi: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Comm_idup(via_pmpi, true, comm, newcomm, request)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Comm_idup(false, comm, newcomm, request)
+    if trace::on() { return traced_MPI_Comm_idup(false, comm, newcomm, request) }
+    wrap_MPI_Comm_idup(false, false, comm, newcomm, request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Comm_idup(true, comm, newcomm, request)
+    if trace::on() { return traced_MPI_Comm_idup(true, comm, newcomm, request) }
+    wrap_MPI_Comm_idup(true, false, comm, newcomm, request)
 }
 
+pub static NEXT_MPI_Comm_dup_with_info: Next = Next::new(c"PMPI_Comm_dup_with_info");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_dup_with_info");
-    let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_dup_with_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, info, newcomm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_dup_with_info, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_dup_with_info(via_pmpi: bool, comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Comm_dup_with_info(via_pmpi, true, comm, info, newcomm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_dup_with_info(false, comm, info, newcomm)
+    if trace::on() { return traced_MPI_Comm_dup_with_info(false, comm, info, newcomm) }
+    wrap_MPI_Comm_dup_with_info(false, false, comm, info, newcomm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_dup_with_info(true, comm, info, newcomm)
+    if trace::on() { return traced_MPI_Comm_dup_with_info(true, comm, info, newcomm) }
+    wrap_MPI_Comm_dup_with_info(true, false, comm, info, newcomm)
 }
 
+pub static NEXT_MPI_Comm_free_keyval: Next = Next::new(c"PMPI_Comm_free_keyval");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, comm_keyval: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_free_keyval");
-    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, tracing: bool, comm_keyval: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Comm_free_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_keyval) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_free_keyval, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_free_keyval(via_pmpi: bool, comm_keyval: *mut c_int) -> c_int {
+    wrap_MPI_Comm_free_keyval(via_pmpi, true, comm_keyval)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int {
-    wrap_MPI_Comm_free_keyval(false, comm_keyval)
+    if trace::on() { return traced_MPI_Comm_free_keyval(false, comm_keyval) }
+    wrap_MPI_Comm_free_keyval(false, false, comm_keyval)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int {
-    wrap_MPI_Comm_free_keyval(true, comm_keyval)
+    if trace::on() { return traced_MPI_Comm_free_keyval(true, comm_keyval) }
+    wrap_MPI_Comm_free_keyval(true, false, comm_keyval)
 }
 
+pub static NEXT_MPI_Comm_free: Next = Next::new(c"PMPI_Comm_free");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, comm: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_free");
-    let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, tracing: bool, comm: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_free, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_free(via_pmpi: bool, comm: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Comm_free(via_pmpi, true, comm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_free(false, comm)
+    if trace::on() { return traced_MPI_Comm_free(false, comm) }
+    wrap_MPI_Comm_free(false, false, comm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_free(true, comm)
+    if trace::on() { return traced_MPI_Comm_free(true, comm) }
+    wrap_MPI_Comm_free(true, false, comm)
 }
 
+pub static NEXT_MPI_Comm_get_attr: Next = Next::new(c"PMPI_Comm_get_attr");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_get_attr");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_get_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_keyval, attribute_val, flag) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_get_attr, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_get_attr(via_pmpi: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    wrap_MPI_Comm_get_attr(via_pmpi, true, comm, comm_keyval, attribute_val, flag)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    wrap_MPI_Comm_get_attr(false, comm, comm_keyval, attribute_val, flag)
+    if trace::on() { return traced_MPI_Comm_get_attr(false, comm, comm_keyval, attribute_val, flag) }
+    wrap_MPI_Comm_get_attr(false, false, comm, comm_keyval, attribute_val, flag)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    wrap_MPI_Comm_get_attr(true, comm, comm_keyval, attribute_val, flag)
+    if trace::on() { return traced_MPI_Comm_get_attr(true, comm, comm_keyval, attribute_val, flag) }
+    wrap_MPI_Comm_get_attr(true, false, comm, comm_keyval, attribute_val, flag)
 }
 
+pub static NEXT_MPI_Comm_get_errhandler: Next = Next::new(c"PMPI_Comm_get_errhandler");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_get_errhandler");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Comm_get_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, erhandler) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, erhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_get_errhandler, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_get_errhandler(via_pmpi: bool, comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
+    wrap_MPI_Comm_get_errhandler(via_pmpi, true, comm, erhandler)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
-    wrap_MPI_Comm_get_errhandler(false, comm, erhandler)
+    if trace::on() { return traced_MPI_Comm_get_errhandler(false, comm, erhandler) }
+    wrap_MPI_Comm_get_errhandler(false, false, comm, erhandler)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
-    wrap_MPI_Comm_get_errhandler(true, comm, erhandler)
+    if trace::on() { return traced_MPI_Comm_get_errhandler(true, comm, erhandler) }
+    wrap_MPI_Comm_get_errhandler(true, false, comm, erhandler)
 }
 
+pub static NEXT_MPI_Comm_get_info: Next = Next::new(c"PMPI_Comm_get_info");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_get_info");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Info) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_Comm_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, info_used) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info_used);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_get_info, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_get_info(via_pmpi: bool, comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
+    wrap_MPI_Comm_get_info(via_pmpi, true, comm, info_used)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
-    wrap_MPI_Comm_get_info(false, comm, info_used)
+    if trace::on() { return traced_MPI_Comm_get_info(false, comm, info_used) }
+    wrap_MPI_Comm_get_info(false, false, comm, info_used)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
-    wrap_MPI_Comm_get_info(true, comm, info_used)
+    if trace::on() { return traced_MPI_Comm_get_info(true, comm, info_used) }
+    wrap_MPI_Comm_get_info(true, false, comm, info_used)
 }
 
+pub static NEXT_MPI_Comm_get_name: Next = Next::new(c"PMPI_Comm_get_name");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_get_name");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_get_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_name, resultlen) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_get_name, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_get_name(via_pmpi: bool, comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    wrap_MPI_Comm_get_name(via_pmpi, true, comm, comm_name, resultlen)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    wrap_MPI_Comm_get_name(false, comm, comm_name, resultlen)
+    if trace::on() { return traced_MPI_Comm_get_name(false, comm, comm_name, resultlen) }
+    wrap_MPI_Comm_get_name(false, false, comm, comm_name, resultlen)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    wrap_MPI_Comm_get_name(true, comm, comm_name, resultlen)
+    if trace::on() { return traced_MPI_Comm_get_name(true, comm, comm_name, resultlen) }
+    wrap_MPI_Comm_get_name(true, false, comm, comm_name, resultlen)
 }
 
+pub static NEXT_MPI_Comm_get_parent: Next = Next::new(c"PMPI_Comm_get_parent");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, parent: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_get_parent");
-    let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, tracing: bool, parent: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_get_parent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(parent) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
     let rc = next(parent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_get_parent, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_get_parent(via_pmpi: bool, parent: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Comm_get_parent(via_pmpi, true, parent)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_get_parent(false, parent)
+    if trace::on() { return traced_MPI_Comm_get_parent(false, parent) }
+    wrap_MPI_Comm_get_parent(false, false, parent)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_get_parent(true, parent)
+    if trace::on() { return traced_MPI_Comm_get_parent(true, parent) }
+    wrap_MPI_Comm_get_parent(true, false, parent)
 }
 
+pub static NEXT_MPI_Comm_group: Next = Next::new(c"PMPI_Comm_group");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_group");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Comm_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_group, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_group(via_pmpi: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
+    wrap_MPI_Comm_group(via_pmpi, true, comm, group)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    wrap_MPI_Comm_group(false, comm, group)
+    if trace::on() { return traced_MPI_Comm_group(false, comm, group) }
+    wrap_MPI_Comm_group(false, false, comm, group)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    wrap_MPI_Comm_group(true, comm, group)
+    if trace::on() { return traced_MPI_Comm_group(true, comm, group) }
+    wrap_MPI_Comm_group(true, false, comm, group)
 }
 
+pub static NEXT_MPI_Comm_join: Next = Next::new(c"PMPI_Comm_join");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_join");
-    let next: unsafe extern "C" fn(c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, tracing: bool, fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_join.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fd, intercomm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
     let rc = next(fd, intercomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_join, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_join(via_pmpi: bool, fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Comm_join(via_pmpi, true, fd, intercomm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_join(false, fd, intercomm)
+    if trace::on() { return traced_MPI_Comm_join(false, fd, intercomm) }
+    wrap_MPI_Comm_join(false, false, fd, intercomm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_join(true, fd, intercomm)
+    if trace::on() { return traced_MPI_Comm_join(true, fd, intercomm) }
+    wrap_MPI_Comm_join(true, false, fd, intercomm)
 }
 
+pub static NEXT_MPI_Comm_rank: Next = Next::new(c"PMPI_Comm_rank");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, comm: MPI_Comm, rank: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_rank");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_rank.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_rank, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_rank(via_pmpi: bool, comm: MPI_Comm, rank: *mut c_int) -> c_int {
+    wrap_MPI_Comm_rank(via_pmpi, true, comm, rank)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
-    wrap_MPI_Comm_rank(false, comm, rank)
+    if trace::on() { return traced_MPI_Comm_rank(false, comm, rank) }
+    wrap_MPI_Comm_rank(false, false, comm, rank)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
-    wrap_MPI_Comm_rank(true, comm, rank)
+    if trace::on() { return traced_MPI_Comm_rank(true, comm, rank) }
+    wrap_MPI_Comm_rank(true, false, comm, rank)
 }
 
+pub static NEXT_MPI_Comm_remote_group: Next = Next::new(c"PMPI_Comm_remote_group");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_remote_group");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Comm_remote_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_remote_group, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_remote_group(via_pmpi: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
+    wrap_MPI_Comm_remote_group(via_pmpi, true, comm, group)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    wrap_MPI_Comm_remote_group(false, comm, group)
+    if trace::on() { return traced_MPI_Comm_remote_group(false, comm, group) }
+    wrap_MPI_Comm_remote_group(false, false, comm, group)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    wrap_MPI_Comm_remote_group(true, comm, group)
+    if trace::on() { return traced_MPI_Comm_remote_group(true, comm, group) }
+    wrap_MPI_Comm_remote_group(true, false, comm, group)
 }
 
+pub static NEXT_MPI_Comm_remote_size: Next = Next::new(c"PMPI_Comm_remote_size");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_remote_size");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, tracing: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_remote_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, size) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_remote_size, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_remote_size(via_pmpi: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
+    wrap_MPI_Comm_remote_size(via_pmpi, true, comm, size)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    wrap_MPI_Comm_remote_size(false, comm, size)
+    if trace::on() { return traced_MPI_Comm_remote_size(false, comm, size) }
+    wrap_MPI_Comm_remote_size(false, false, comm, size)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    wrap_MPI_Comm_remote_size(true, comm, size)
+    if trace::on() { return traced_MPI_Comm_remote_size(true, comm, size) }
+    wrap_MPI_Comm_remote_size(true, false, comm, size)
 }
 
+pub static NEXT_MPI_Comm_set_attr: Next = Next::new(c"PMPI_Comm_set_attr");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_set_attr");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Comm_set_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_keyval, attribute_val) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_set_attr, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_set_attr(via_pmpi: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
+    wrap_MPI_Comm_set_attr(via_pmpi, true, comm, comm_keyval, attribute_val)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    wrap_MPI_Comm_set_attr(false, comm, comm_keyval, attribute_val)
+    if trace::on() { return traced_MPI_Comm_set_attr(false, comm, comm_keyval, attribute_val) }
+    wrap_MPI_Comm_set_attr(false, false, comm, comm_keyval, attribute_val)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    wrap_MPI_Comm_set_attr(true, comm, comm_keyval, attribute_val)
+    if trace::on() { return traced_MPI_Comm_set_attr(true, comm, comm_keyval, attribute_val) }
+    wrap_MPI_Comm_set_attr(true, false, comm, comm_keyval, attribute_val)
 }
 
+pub static NEXT_MPI_Comm_set_errhandler: Next = Next::new(c"PMPI_Comm_set_errhandler");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_set_errhandler");
-    let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Comm_set_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, errhandler) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_set_errhandler, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_set_errhandler(via_pmpi: bool, comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
+    wrap_MPI_Comm_set_errhandler(via_pmpi, true, comm, errhandler)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    wrap_MPI_Comm_set_errhandler(false, comm, errhandler)
+    if trace::on() { return traced_MPI_Comm_set_errhandler(false, comm, errhandler) }
+    wrap_MPI_Comm_set_errhandler(false, false, comm, errhandler)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    wrap_MPI_Comm_set_errhandler(true, comm, errhandler)
+    if trace::on() { return traced_MPI_Comm_set_errhandler(true, comm, errhandler) }
+    wrap_MPI_Comm_set_errhandler(true, false, comm, errhandler)
 }
 
+pub static NEXT_MPI_Comm_set_info: Next = Next::new(c"PMPI_Comm_set_info");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, comm: MPI_Comm, info: MPI_Info) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_set_info");
-    let next: unsafe extern "C" fn(MPI_Comm, MPI_Info) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, info: MPI_Info) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, MPI_Info) -> c_int = transmute(NEXT_MPI_Comm_set_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, info) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_set_info, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_set_info(via_pmpi: bool, comm: MPI_Comm, info: MPI_Info) -> c_int {
+    wrap_MPI_Comm_set_info(via_pmpi, true, comm, info)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c_int {
-    wrap_MPI_Comm_set_info(false, comm, info)
+    if trace::on() { return traced_MPI_Comm_set_info(false, comm, info) }
+    wrap_MPI_Comm_set_info(false, false, comm, info)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c_int {
-    wrap_MPI_Comm_set_info(true, comm, info)
+    if trace::on() { return traced_MPI_Comm_set_info(true, comm, info) }
+    wrap_MPI_Comm_set_info(true, false, comm, info)
 }
 
+pub static NEXT_MPI_Comm_set_name: Next = Next::new(c"PMPI_Comm_set_name");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, comm: MPI_Comm, comm_name: *const c_char) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_set_name");
-    let next: unsafe extern "C" fn(MPI_Comm, *const c_char) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, comm_name: *const c_char) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *const c_char) -> c_int = transmute(NEXT_MPI_Comm_set_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_name) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_set_name, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_set_name(via_pmpi: bool, comm: MPI_Comm, comm_name: *const c_char) -> c_int {
+    wrap_MPI_Comm_set_name(via_pmpi, true, comm, comm_name)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_char) -> c_int {
-    wrap_MPI_Comm_set_name(false, comm, comm_name)
+    if trace::on() { return traced_MPI_Comm_set_name(false, comm, comm_name) }
+    wrap_MPI_Comm_set_name(false, false, comm, comm_name)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_char) -> c_int {
-    wrap_MPI_Comm_set_name(true, comm, comm_name)
+    if trace::on() { return traced_MPI_Comm_set_name(true, comm, comm_name) }
+    wrap_MPI_Comm_set_name(true, false, comm, comm_name)
 }
 
+pub static NEXT_MPI_Comm_size: Next = Next::new(c"PMPI_Comm_size");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_size");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, tracing: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, size) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_size, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_size(via_pmpi: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
+    wrap_MPI_Comm_size(via_pmpi, true, comm, size)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    wrap_MPI_Comm_size(false, comm, size)
+    if trace::on() { return traced_MPI_Comm_size(false, comm, size) }
+    wrap_MPI_Comm_size(false, false, comm, size)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    wrap_MPI_Comm_size(true, comm, size)
+    if trace::on() { return traced_MPI_Comm_size(true, comm, size) }
+    wrap_MPI_Comm_size(true, false, comm, size)
 }
 
+pub static NEXT_MPI_Comm_spawn: Next = Next::new(c"PMPI_Comm_spawn");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_spawn");
-    let next: unsafe extern "C" fn(*const c_char, *mut *mut c_char, c_int, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, tracing: bool, command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*const c_char, *mut *mut c_char, c_int, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_spawn.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
     let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_spawn, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_spawn(via_pmpi: bool, command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
+    wrap_MPI_Comm_spawn(via_pmpi, true, command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    wrap_MPI_Comm_spawn(false, command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
+    if trace::on() { return traced_MPI_Comm_spawn(false, command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) }
+    wrap_MPI_Comm_spawn(false, false, command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    wrap_MPI_Comm_spawn(true, command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
+    if trace::on() { return traced_MPI_Comm_spawn(true, command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) }
+    wrap_MPI_Comm_spawn(true, false, command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
 }
 
+pub static NEXT_MPI_Comm_spawn_multiple: Next = Next::new(c"PMPI_Comm_spawn_multiple");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_spawn_multiple");
-    let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut *mut c_char, *const c_int, *const MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, tracing: bool, count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut *mut c_char, *const c_int, *const MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_spawn_multiple.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_spawn_multiple, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_spawn_multiple(via_pmpi: bool, count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
+    wrap_MPI_Comm_spawn_multiple(via_pmpi, true, count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    wrap_MPI_Comm_spawn_multiple(false, count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
+    if trace::on() { return traced_MPI_Comm_spawn_multiple(false, count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) }
+    wrap_MPI_Comm_spawn_multiple(false, false, count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    wrap_MPI_Comm_spawn_multiple(true, count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
+    if trace::on() { return traced_MPI_Comm_spawn_multiple(true, count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) }
+    wrap_MPI_Comm_spawn_multiple(true, false, count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
 }
 
+pub static NEXT_MPI_Comm_split: Next = Next::new(c"PMPI_Comm_split");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_split");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, tracing: bool, comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_split.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, color, key, newcomm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
     let rc = next(comm, color, key, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_split, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_split(via_pmpi: bool, comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Comm_split(via_pmpi, true, comm, color, key, newcomm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_split(false, comm, color, key, newcomm)
+    if trace::on() { return traced_MPI_Comm_split(false, comm, color, key, newcomm) }
+    wrap_MPI_Comm_split(false, false, comm, color, key, newcomm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_split(true, comm, color, key, newcomm)
+    if trace::on() { return traced_MPI_Comm_split(true, comm, color, key, newcomm) }
+    wrap_MPI_Comm_split(true, false, comm, color, key, newcomm)
 }
 
+pub static NEXT_MPI_Comm_split_type: Next = Next::new(c"PMPI_Comm_split_type");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_split_type");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, tracing: bool, comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_split_type.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, split_type, key, info, newcomm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
     let rc = next(comm, split_type, key, info, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_split_type, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_split_type(via_pmpi: bool, comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Comm_split_type(via_pmpi, true, comm, split_type, key, info, newcomm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_split_type(false, comm, split_type, key, info, newcomm)
+    if trace::on() { return traced_MPI_Comm_split_type(false, comm, split_type, key, info, newcomm) }
+    wrap_MPI_Comm_split_type(false, false, comm, split_type, key, info, newcomm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Comm_split_type(true, comm, split_type, key, info, newcomm)
+    if trace::on() { return traced_MPI_Comm_split_type(true, comm, split_type, key, info, newcomm) }
+    wrap_MPI_Comm_split_type(true, false, comm, split_type, key, info, newcomm)
 }
 
+pub static NEXT_MPI_Comm_test_inter: Next = Next::new(c"PMPI_Comm_test_inter");
 #[inline(always)]
-unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, comm: MPI_Comm, flag: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Comm_test_inter");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, tracing: bool, comm: MPI_Comm, flag: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_test_inter.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, flag) };
-    let traced = if trace::on() { trace::enter(id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
     let rc = next(comm, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_test_inter, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Comm_test_inter(via_pmpi: bool, comm: MPI_Comm, flag: *mut c_int) -> c_int {
+    wrap_MPI_Comm_test_inter(via_pmpi, true, comm, flag)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) -> c_int {
-    wrap_MPI_Comm_test_inter(false, comm, flag)
+    if trace::on() { return traced_MPI_Comm_test_inter(false, comm, flag) }
+    wrap_MPI_Comm_test_inter(false, false, comm, flag)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) -> c_int {
-    wrap_MPI_Comm_test_inter(true, comm, flag)
+    if trace::on() { return traced_MPI_Comm_test_inter(true, comm, flag) }
+    wrap_MPI_Comm_test_inter(true, false, comm, flag)
 }
 
+pub static NEXT_MPI_Errhandler_free: Next = Next::new(c"PMPI_Errhandler_free");
 #[inline(always)]
-unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, errhandler: *mut MPI_Errhandler) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Errhandler_free");
-    let next: unsafe extern "C" fn(*mut MPI_Errhandler) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, tracing: bool, errhandler: *mut MPI_Errhandler) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Errhandler_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errhandler) };
-    let traced = if trace::on() { trace::enter(id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
     let rc = next(errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Errhandler_free, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Errhandler_free(via_pmpi: bool, errhandler: *mut MPI_Errhandler) -> c_int {
+    wrap_MPI_Errhandler_free(via_pmpi, true, errhandler)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -> c_int {
-    wrap_MPI_Errhandler_free(false, errhandler)
+    if trace::on() { return traced_MPI_Errhandler_free(false, errhandler) }
+    wrap_MPI_Errhandler_free(false, false, errhandler)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -> c_int {
-    wrap_MPI_Errhandler_free(true, errhandler)
+    if trace::on() { return traced_MPI_Errhandler_free(true, errhandler) }
+    wrap_MPI_Errhandler_free(true, false, errhandler)
 }
 
+pub static NEXT_MPI_Group_compare: Next = Next::new(c"PMPI_Group_compare");
 #[inline(always)]
-unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Group_compare");
-    let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, tracing: bool, group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut c_int) -> c_int = transmute(NEXT_MPI_Group_compare.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, result) };
-    let traced = if trace::on() { trace::enter(id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, result);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_compare, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Group_compare(via_pmpi: bool, group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
+    wrap_MPI_Group_compare(via_pmpi, true, group1, group2, result)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
-    wrap_MPI_Group_compare(false, group1, group2, result)
+    if trace::on() { return traced_MPI_Group_compare(false, group1, group2, result) }
+    wrap_MPI_Group_compare(false, false, group1, group2, result)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
-    wrap_MPI_Group_compare(true, group1, group2, result)
+    if trace::on() { return traced_MPI_Group_compare(true, group1, group2, result) }
+    wrap_MPI_Group_compare(true, false, group1, group2, result)
 }
 
+pub static NEXT_MPI_Group_difference: Next = Next::new(c"PMPI_Group_difference");
 #[inline(always)]
-unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Group_difference");
-    let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, tracing: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_difference.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, newgroup) };
-    let traced = if trace::on() { trace::enter(id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_difference, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Group_difference(via_pmpi: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
+    wrap_MPI_Group_difference(via_pmpi, true, group1, group2, newgroup)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_difference(false, group1, group2, newgroup)
+    if trace::on() { return traced_MPI_Group_difference(false, group1, group2, newgroup) }
+    wrap_MPI_Group_difference(false, false, group1, group2, newgroup)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_difference(true, group1, group2, newgroup)
+    if trace::on() { return traced_MPI_Group_difference(true, group1, group2, newgroup) }
+    wrap_MPI_Group_difference(true, false, group1, group2, newgroup)
 }
 
+pub static NEXT_MPI_Group_excl: Next = Next::new(c"PMPI_Group_excl");
 #[inline(always)]
-unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Group_excl");
-    let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, tracing: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_excl.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranks, newgroup) };
-    let traced = if trace::on() { trace::enter(id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_excl, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Group_excl(via_pmpi: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
+    wrap_MPI_Group_excl(via_pmpi, true, group, n, ranks, newgroup)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_excl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_excl(false, group, n, ranks, newgroup)
+    if trace::on() { return traced_MPI_Group_excl(false, group, n, ranks, newgroup) }
+    wrap_MPI_Group_excl(false, false, group, n, ranks, newgroup)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_excl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_excl(true, group, n, ranks, newgroup)
+    if trace::on() { return traced_MPI_Group_excl(true, group, n, ranks, newgroup) }
+    wrap_MPI_Group_excl(true, false, group, n, ranks, newgroup)
 }
 
+pub static NEXT_MPI_Group_free: Next = Next::new(c"PMPI_Group_free");
 #[inline(always)]
-unsafe fn wrap_MPI_Group_free(via_pmpi: bool, group: *mut MPI_Group) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Group_free");
-    let next: unsafe extern "C" fn(*mut MPI_Group) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Group_free(via_pmpi: bool, tracing: bool, group: *mut MPI_Group) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group) };
-    let traced = if trace::on() { trace::enter(id::MPI_Group_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Group_free, std::ptr::null(), 0) } else { None };
     let rc = next(group);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_free, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Group_free(via_pmpi: bool, group: *mut MPI_Group) -> c_int {
+    wrap_MPI_Group_free(via_pmpi, true, group)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_free(group: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_free(false, group)
+    if trace::on() { return traced_MPI_Group_free(false, group) }
+    wrap_MPI_Group_free(false, false, group)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_free(group: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_free(true, group)
+    if trace::on() { return traced_MPI_Group_free(true, group) }
+    wrap_MPI_Group_free(true, false, group)
 }
 
+pub static NEXT_MPI_Group_incl: Next = Next::new(c"PMPI_Group_incl");
 #[inline(always)]
-unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Group_incl");
-    let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, tracing: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_incl.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranks, newgroup) };
-    let traced = if trace::on() { trace::enter(id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_incl, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Group_incl(via_pmpi: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
+    wrap_MPI_Group_incl(via_pmpi, true, group, n, ranks, newgroup)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_incl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_incl(false, group, n, ranks, newgroup)
+    if trace::on() { return traced_MPI_Group_incl(false, group, n, ranks, newgroup) }
+    wrap_MPI_Group_incl(false, false, group, n, ranks, newgroup)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_incl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_incl(true, group, n, ranks, newgroup)
+    if trace::on() { return traced_MPI_Group_incl(true, group, n, ranks, newgroup) }
+    wrap_MPI_Group_incl(true, false, group, n, ranks, newgroup)
 }
 
+pub static NEXT_MPI_Group_intersection: Next = Next::new(c"PMPI_Group_intersection");
 #[inline(always)]
-unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Group_intersection");
-    let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, tracing: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_intersection.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, newgroup) };
-    let traced = if trace::on() { trace::enter(id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_intersection, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Group_intersection(via_pmpi: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
+    wrap_MPI_Group_intersection(via_pmpi, true, group1, group2, newgroup)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_intersection(false, group1, group2, newgroup)
+    if trace::on() { return traced_MPI_Group_intersection(false, group1, group2, newgroup) }
+    wrap_MPI_Group_intersection(false, false, group1, group2, newgroup)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_intersection(true, group1, group2, newgroup)
+    if trace::on() { return traced_MPI_Group_intersection(true, group1, group2, newgroup) }
+    wrap_MPI_Group_intersection(true, false, group1, group2, newgroup)
 }
 
+pub static NEXT_MPI_Group_range_excl: Next = Next::new(c"PMPI_Group_range_excl");
 #[inline(always)]
-unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Group_range_excl");
-    let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, tracing: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_range_excl.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranges, newgroup) };
-    let traced = if trace::on() { trace::enter(id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_range_excl, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Group_range_excl(via_pmpi: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
+    wrap_MPI_Group_range_excl(via_pmpi, true, group, n, ranges, newgroup)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_range_excl(false, group, n, ranges, newgroup)
+    if trace::on() { return traced_MPI_Group_range_excl(false, group, n, ranges, newgroup) }
+    wrap_MPI_Group_range_excl(false, false, group, n, ranges, newgroup)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_range_excl(true, group, n, ranges, newgroup)
+    if trace::on() { return traced_MPI_Group_range_excl(true, group, n, ranges, newgroup) }
+    wrap_MPI_Group_range_excl(true, false, group, n, ranges, newgroup)
 }
 
+pub static NEXT_MPI_Group_range_incl: Next = Next::new(c"PMPI_Group_range_incl");
 #[inline(always)]
-unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Group_range_incl");
-    let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, tracing: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_range_incl.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranges, newgroup) };
-    let traced = if trace::on() { trace::enter(id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_range_incl, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Group_range_incl(via_pmpi: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
+    wrap_MPI_Group_range_incl(via_pmpi, true, group, n, ranges, newgroup)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_range_incl(false, group, n, ranges, newgroup)
+    if trace::on() { return traced_MPI_Group_range_incl(false, group, n, ranges, newgroup) }
+    wrap_MPI_Group_range_incl(false, false, group, n, ranges, newgroup)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_range_incl(true, group, n, ranges, newgroup)
+    if trace::on() { return traced_MPI_Group_range_incl(true, group, n, ranges, newgroup) }
+    wrap_MPI_Group_range_incl(true, false, group, n, ranges, newgroup)
 }
 
+pub static NEXT_MPI_Group_rank: Next = Next::new(c"PMPI_Group_rank");
 #[inline(always)]
-unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, group: MPI_Group, rank: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Group_rank");
-    let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, tracing: bool, group: MPI_Group, rank: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(NEXT_MPI_Group_rank.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, rank) };
-    let traced = if trace::on() { trace::enter(id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
     let rc = next(group, rank);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_rank, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Group_rank(via_pmpi: bool, group: MPI_Group, rank: *mut c_int) -> c_int {
+    wrap_MPI_Group_rank(via_pmpi, true, group, rank)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> c_int {
-    wrap_MPI_Group_rank(false, group, rank)
+    if trace::on() { return traced_MPI_Group_rank(false, group, rank) }
+    wrap_MPI_Group_rank(false, false, group, rank)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> c_int {
-    wrap_MPI_Group_rank(true, group, rank)
+    if trace::on() { return traced_MPI_Group_rank(true, group, rank) }
+    wrap_MPI_Group_rank(true, false, group, rank)
 }
 
+pub static NEXT_MPI_Group_size: Next = Next::new(c"PMPI_Group_size");
 #[inline(always)]
-unsafe fn wrap_MPI_Group_size(via_pmpi: bool, group: MPI_Group, size: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Group_size");
-    let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Group_size(via_pmpi: bool, tracing: bool, group: MPI_Group, size: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(NEXT_MPI_Group_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, size) };
-    let traced = if trace::on() { trace::enter(id::MPI_Group_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Group_size, std::ptr::null(), 0) } else { None };
     let rc = next(group, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_size, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Group_size(via_pmpi: bool, group: MPI_Group, size: *mut c_int) -> c_int {
+    wrap_MPI_Group_size(via_pmpi, true, group, size)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_size(group: MPI_Group, size: *mut c_int) -> c_int {
-    wrap_MPI_Group_size(false, group, size)
+    if trace::on() { return traced_MPI_Group_size(false, group, size) }
+    wrap_MPI_Group_size(false, false, group, size)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_size(group: MPI_Group, size: *mut c_int) -> c_int {
-    wrap_MPI_Group_size(true, group, size)
+    if trace::on() { return traced_MPI_Group_size(true, group, size) }
+    wrap_MPI_Group_size(true, false, group, size)
 }
 
+pub static NEXT_MPI_Group_translate_ranks: Next = Next::new(c"PMPI_Group_translate_ranks");
 #[inline(always)]
-unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Group_translate_ranks");
-    let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, MPI_Group, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, tracing: bool, group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, MPI_Group, *mut c_int) -> c_int = transmute(NEXT_MPI_Group_translate_ranks.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, n, ranks1, group2, ranks2) };
-    let traced = if trace::on() { trace::enter(id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
     let rc = next(group1, n, ranks1, group2, ranks2);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_translate_ranks, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Group_translate_ranks(via_pmpi: bool, group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
+    wrap_MPI_Group_translate_ranks(via_pmpi, true, group1, n, ranks1, group2, ranks2)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
-    wrap_MPI_Group_translate_ranks(false, group1, n, ranks1, group2, ranks2)
+    if trace::on() { return traced_MPI_Group_translate_ranks(false, group1, n, ranks1, group2, ranks2) }
+    wrap_MPI_Group_translate_ranks(false, false, group1, n, ranks1, group2, ranks2)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
-    wrap_MPI_Group_translate_ranks(true, group1, n, ranks1, group2, ranks2)
+    if trace::on() { return traced_MPI_Group_translate_ranks(true, group1, n, ranks1, group2, ranks2) }
+    wrap_MPI_Group_translate_ranks(true, false, group1, n, ranks1, group2, ranks2)
 }
 
+pub static NEXT_MPI_Group_union: Next = Next::new(c"PMPI_Group_union");
 #[inline(always)]
-unsafe fn wrap_MPI_Group_union(via_pmpi: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Group_union");
-    let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Group_union(via_pmpi: bool, tracing: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_union.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, newgroup) };
-    let traced = if trace::on() { trace::enter(id::MPI_Group_union, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Group_union, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_union, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Group_union(via_pmpi: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
+    wrap_MPI_Group_union(via_pmpi, true, group1, group2, newgroup)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_union(false, group1, group2, newgroup)
+    if trace::on() { return traced_MPI_Group_union(false, group1, group2, newgroup) }
+    wrap_MPI_Group_union(false, false, group1, group2, newgroup)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    wrap_MPI_Group_union(true, group1, group2, newgroup)
+    if trace::on() { return traced_MPI_Group_union(true, group1, group2, newgroup) }
+    wrap_MPI_Group_union(true, false, group1, group2, newgroup)
 }
 
+pub static NEXT_MPI_Intercomm_create: Next = Next::new(c"PMPI_Intercomm_create");
 #[inline(always)]
-unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Intercomm_create");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, tracing: bool, local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Intercomm_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
     let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Intercomm_create, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Intercomm_create(via_pmpi: bool, local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Intercomm_create(via_pmpi, true, local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Intercomm_create(false, local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
+    if trace::on() { return traced_MPI_Intercomm_create(false, local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm) }
+    wrap_MPI_Intercomm_create(false, false, local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Intercomm_create(true, local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
+    if trace::on() { return traced_MPI_Intercomm_create(true, local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm) }
+    wrap_MPI_Intercomm_create(true, false, local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
 }
 
+pub static NEXT_MPI_Intercomm_merge: Next = Next::new(c"PMPI_Intercomm_merge");
 #[inline(always)]
-unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Intercomm_merge");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, tracing: bool, intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Intercomm_merge.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(intercomm, high, newintercomm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
     let rc = next(intercomm, high, newintercomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Intercomm_merge, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Intercomm_merge(via_pmpi: bool, intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Intercomm_merge(via_pmpi, true, intercomm, high, newintercomm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Intercomm_merge(false, intercomm, high, newintercomm)
+    if trace::on() { return traced_MPI_Intercomm_merge(false, intercomm, high, newintercomm) }
+    wrap_MPI_Intercomm_merge(false, false, intercomm, high, newintercomm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Intercomm_merge(true, intercomm, high, newintercomm)
+    if trace::on() { return traced_MPI_Intercomm_merge(true, intercomm, high, newintercomm) }
+    wrap_MPI_Intercomm_merge(true, false, intercomm, high, newintercomm)
 }
 
+pub static NEXT_MPI_Lookup_name: Next = Next::new(c"PMPI_Lookup_name");
 #[inline(always)]
-unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Lookup_name");
-    let next: unsafe extern "C" fn(*const c_char, MPI_Info, *mut c_char) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, tracing: bool, service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
+    let next: unsafe extern "C" fn(*const c_char, MPI_Info, *mut c_char) -> c_int = transmute(NEXT_MPI_Lookup_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(service_name, info, port_name) };
-    let traced = if trace::on() { trace::enter(id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Lookup_name, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Lookup_name(via_pmpi: bool, service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
+    wrap_MPI_Lookup_name(via_pmpi, true, service_name, info, port_name)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Lookup_name(service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    wrap_MPI_Lookup_name(false, service_name, info, port_name)
+    if trace::on() { return traced_MPI_Lookup_name(false, service_name, info, port_name) }
+    wrap_MPI_Lookup_name(false, false, service_name, info, port_name)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Lookup_name(service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    wrap_MPI_Lookup_name(true, service_name, info, port_name)
+    if trace::on() { return traced_MPI_Lookup_name(true, service_name, info, port_name) }
+    wrap_MPI_Lookup_name(true, false, service_name, info, port_name)
 }
 
+pub static NEXT_MPI_Open_port: Next = Next::new(c"PMPI_Open_port");
 #[inline(always)]
-unsafe fn wrap_MPI_Open_port(via_pmpi: bool, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Open_port");
-    let next: unsafe extern "C" fn(MPI_Info, *mut c_char) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Open_port(via_pmpi: bool, tracing: bool, info: MPI_Info, port_name: *mut c_char) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Info, *mut c_char) -> c_int = transmute(NEXT_MPI_Open_port.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, port_name) };
-    let traced = if trace::on() { trace::enter(id::MPI_Open_port, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Open_port, std::ptr::null(), 0) } else { None };
     let rc = next(info, port_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Open_port, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Open_port(via_pmpi: bool, info: MPI_Info, port_name: *mut c_char) -> c_int {
+    wrap_MPI_Open_port(via_pmpi, true, info, port_name)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Open_port(info: MPI_Info, port_name: *mut c_char) -> c_int {
-    wrap_MPI_Open_port(false, info, port_name)
+    if trace::on() { return traced_MPI_Open_port(false, info, port_name) }
+    wrap_MPI_Open_port(false, false, info, port_name)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Open_port(info: MPI_Info, port_name: *mut c_char) -> c_int {
-    wrap_MPI_Open_port(true, info, port_name)
+    if trace::on() { return traced_MPI_Open_port(true, info, port_name) }
+    wrap_MPI_Open_port(true, false, info, port_name)
 }
 
+pub static NEXT_MPI_Publish_name: Next = Next::new(c"PMPI_Publish_name");
 #[inline(always)]
-unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Publish_name");
-    let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, tracing: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
+    let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(NEXT_MPI_Publish_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(service_name, info, port_name) };
-    let traced = if trace::on() { trace::enter(id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Publish_name, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Publish_name(via_pmpi: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
+    wrap_MPI_Publish_name(via_pmpi, true, service_name, info, port_name)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Publish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    wrap_MPI_Publish_name(false, service_name, info, port_name)
+    if trace::on() { return traced_MPI_Publish_name(false, service_name, info, port_name) }
+    wrap_MPI_Publish_name(false, false, service_name, info, port_name)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Publish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    wrap_MPI_Publish_name(true, service_name, info, port_name)
+    if trace::on() { return traced_MPI_Publish_name(true, service_name, info, port_name) }
+    wrap_MPI_Publish_name(true, false, service_name, info, port_name)
 }
 
+pub static NEXT_MPI_Unpublish_name: Next = Next::new(c"PMPI_Unpublish_name");
 #[inline(always)]
-unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Unpublish_name");
-    let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, tracing: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
+    let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(NEXT_MPI_Unpublish_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(service_name, info, port_name) };
-    let traced = if trace::on() { trace::enter(id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Unpublish_name, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Unpublish_name(via_pmpi: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
+    wrap_MPI_Unpublish_name(via_pmpi, true, service_name, info, port_name)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpublish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    wrap_MPI_Unpublish_name(false, service_name, info, port_name)
+    if trace::on() { return traced_MPI_Unpublish_name(false, service_name, info, port_name) }
+    wrap_MPI_Unpublish_name(false, false, service_name, info, port_name)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpublish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    wrap_MPI_Unpublish_name(true, service_name, info, port_name)
+    if trace::on() { return traced_MPI_Unpublish_name(true, service_name, info, port_name) }
+    wrap_MPI_Unpublish_name(true, false, service_name, info, port_name)
 }
 
+pub static NEXT_MPI_Attr_delete: Next = Next::new(c"PMPI_Attr_delete");
 #[inline(always)]
-unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, comm: MPI_Comm, keyval: c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Attr_delete");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyval: c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT_MPI_Attr_delete.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, keyval) };
-    let traced = if trace::on() { trace::enter(id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Attr_delete, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Attr_delete(via_pmpi: bool, comm: MPI_Comm, keyval: c_int) -> c_int {
+    wrap_MPI_Attr_delete(via_pmpi, true, comm, keyval)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_int {
-    wrap_MPI_Attr_delete(false, comm, keyval)
+    if trace::on() { return traced_MPI_Attr_delete(false, comm, keyval) }
+    wrap_MPI_Attr_delete(false, false, comm, keyval)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_int {
-    wrap_MPI_Attr_delete(true, comm, keyval)
+    if trace::on() { return traced_MPI_Attr_delete(true, comm, keyval) }
+    wrap_MPI_Attr_delete(true, false, comm, keyval)
 }
 
+pub static NEXT_MPI_Attr_get: Next = Next::new(c"PMPI_Attr_get");
 #[inline(always)]
-unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Attr_get");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT_MPI_Attr_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, keyval, attribute_val, flag) };
-    let traced = if trace::on() { trace::enter(id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Attr_get, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Attr_get(via_pmpi: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    wrap_MPI_Attr_get(via_pmpi, true, comm, keyval, attribute_val, flag)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    wrap_MPI_Attr_get(false, comm, keyval, attribute_val, flag)
+    if trace::on() { return traced_MPI_Attr_get(false, comm, keyval, attribute_val, flag) }
+    wrap_MPI_Attr_get(false, false, comm, keyval, attribute_val, flag)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    wrap_MPI_Attr_get(true, comm, keyval, attribute_val, flag)
+    if trace::on() { return traced_MPI_Attr_get(true, comm, keyval, attribute_val, flag) }
+    wrap_MPI_Attr_get(true, false, comm, keyval, attribute_val, flag)
 }
 
+pub static NEXT_MPI_Attr_put: Next = Next::new(c"PMPI_Attr_put");
 #[inline(always)]
-unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Attr_put");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Attr_put.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, keyval, attribute_val) };
-    let traced = if trace::on() { trace::enter(id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Attr_put, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Attr_put(via_pmpi: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
+    wrap_MPI_Attr_put(via_pmpi, true, comm, keyval, attribute_val)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    wrap_MPI_Attr_put(false, comm, keyval, attribute_val)
+    if trace::on() { return traced_MPI_Attr_put(false, comm, keyval, attribute_val) }
+    wrap_MPI_Attr_put(false, false, comm, keyval, attribute_val)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    wrap_MPI_Attr_put(true, comm, keyval, attribute_val)
+    if trace::on() { return traced_MPI_Attr_put(true, comm, keyval, attribute_val) }
+    wrap_MPI_Attr_put(true, false, comm, keyval, attribute_val)
 }
 
+pub static NEXT_MPI_Keyval_create: Next = Next::new(c"PMPI_Keyval_create");
 #[inline(always)]
-unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Keyval_create");
-    let next: unsafe extern "C" fn(MPI_Copy_function, MPI_Delete_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, tracing: bool, copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Copy_function, MPI_Delete_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Keyval_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(copy_fn, delete_fn, keyval, extra_state) };
-    let traced = if trace::on() { trace::enter(id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
     let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Keyval_create, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Keyval_create(via_pmpi: bool, copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    wrap_MPI_Keyval_create(via_pmpi, true, copy_fn, delete_fn, keyval, extra_state)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Keyval_create(copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    wrap_MPI_Keyval_create(false, copy_fn, delete_fn, keyval, extra_state)
+    if trace::on() { return traced_MPI_Keyval_create(false, copy_fn, delete_fn, keyval, extra_state) }
+    wrap_MPI_Keyval_create(false, false, copy_fn, delete_fn, keyval, extra_state)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Keyval_create(copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    wrap_MPI_Keyval_create(true, copy_fn, delete_fn, keyval, extra_state)
+    if trace::on() { return traced_MPI_Keyval_create(true, copy_fn, delete_fn, keyval, extra_state) }
+    wrap_MPI_Keyval_create(true, false, copy_fn, delete_fn, keyval, extra_state)
 }
 
+pub static NEXT_MPI_Keyval_free: Next = Next::new(c"PMPI_Keyval_free");
 #[inline(always)]
-unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, keyval: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Keyval_free");
-    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, tracing: bool, keyval: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Keyval_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(keyval) };
-    let traced = if trace::on() { trace::enter(id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
     let rc = next(keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Keyval_free, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Keyval_free(via_pmpi: bool, keyval: *mut c_int) -> c_int {
+    wrap_MPI_Keyval_free(via_pmpi, true, keyval)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Keyval_free(keyval: *mut c_int) -> c_int {
-    wrap_MPI_Keyval_free(false, keyval)
+    if trace::on() { return traced_MPI_Keyval_free(false, keyval) }
+    wrap_MPI_Keyval_free(false, false, keyval)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
-    wrap_MPI_Keyval_free(true, keyval)
+    if trace::on() { return traced_MPI_Keyval_free(true, keyval) }
+    wrap_MPI_Keyval_free(true, false, keyval)
 }
 
+pub static NEXT_MPI_Cart_coords: Next = Next::new(c"PMPI_Cart_coords");
 #[inline(always)]
-unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Cart_coords");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Cart_coords.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank, maxdims, coords) };
-    let traced = if trace::on() { trace::enter(id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxdims, coords);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_coords, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Cart_coords(via_pmpi: bool, comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
+    wrap_MPI_Cart_coords(via_pmpi, true, comm, rank, maxdims, coords)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    wrap_MPI_Cart_coords(false, comm, rank, maxdims, coords)
+    if trace::on() { return traced_MPI_Cart_coords(false, comm, rank, maxdims, coords) }
+    wrap_MPI_Cart_coords(false, false, comm, rank, maxdims, coords)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    wrap_MPI_Cart_coords(true, comm, rank, maxdims, coords)
+    if trace::on() { return traced_MPI_Cart_coords(true, comm, rank, maxdims, coords) }
+    wrap_MPI_Cart_coords(true, false, comm, rank, maxdims, coords)
 }
 
+pub static NEXT_MPI_Cart_create: Next = Next::new(c"PMPI_Cart_create");
 #[inline(always)]
-unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Cart_create");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, tracing: bool, old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Cart_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(old_comm, ndims, dims, periods, reorder, comm_cart) };
-    let traced = if trace::on() { trace::enter(id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
     let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_create, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Cart_create(via_pmpi: bool, old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Cart_create(via_pmpi, true, old_comm, ndims, dims, periods, reorder, comm_cart)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Cart_create(false, old_comm, ndims, dims, periods, reorder, comm_cart)
+    if trace::on() { return traced_MPI_Cart_create(false, old_comm, ndims, dims, periods, reorder, comm_cart) }
+    wrap_MPI_Cart_create(false, false, old_comm, ndims, dims, periods, reorder, comm_cart)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Cart_create(true, old_comm, ndims, dims, periods, reorder, comm_cart)
+    if trace::on() { return traced_MPI_Cart_create(true, old_comm, ndims, dims, periods, reorder, comm_cart) }
+    wrap_MPI_Cart_create(true, false, old_comm, ndims, dims, periods, reorder, comm_cart)
 }
 
+pub static NEXT_MPI_Cart_get: Next = Next::new(c"PMPI_Cart_get");
 #[inline(always)]
-unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Cart_get");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Cart_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, maxdims, dims, periods, coords) };
-    let traced = if trace::on() { trace::enter(id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxdims, dims, periods, coords);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_get, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Cart_get(via_pmpi: bool, comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
+    wrap_MPI_Cart_get(via_pmpi, true, comm, maxdims, dims, periods, coords)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
-    wrap_MPI_Cart_get(false, comm, maxdims, dims, periods, coords)
+    if trace::on() { return traced_MPI_Cart_get(false, comm, maxdims, dims, periods, coords) }
+    wrap_MPI_Cart_get(false, false, comm, maxdims, dims, periods, coords)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
-    wrap_MPI_Cart_get(true, comm, maxdims, dims, periods, coords)
+    if trace::on() { return traced_MPI_Cart_get(true, comm, maxdims, dims, periods, coords) }
+    wrap_MPI_Cart_get(true, false, comm, maxdims, dims, periods, coords)
 }
 
+pub static NEXT_MPI_Cart_map: Next = Next::new(c"PMPI_Cart_map");
 #[inline(always)]
-unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Cart_map");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Cart_map.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, ndims, dims, periods, newrank) };
-    let traced = if trace::on() { trace::enter(id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims, dims, periods, newrank);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_map, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Cart_map(via_pmpi: bool, comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
+    wrap_MPI_Cart_map(via_pmpi, true, comm, ndims, dims, periods, newrank)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
-    wrap_MPI_Cart_map(false, comm, ndims, dims, periods, newrank)
+    if trace::on() { return traced_MPI_Cart_map(false, comm, ndims, dims, periods, newrank) }
+    wrap_MPI_Cart_map(false, false, comm, ndims, dims, periods, newrank)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
-    wrap_MPI_Cart_map(true, comm, ndims, dims, periods, newrank)
+    if trace::on() { return traced_MPI_Cart_map(true, comm, ndims, dims, periods, newrank) }
+    wrap_MPI_Cart_map(true, false, comm, ndims, dims, periods, newrank)
 }
 
+pub static NEXT_MPI_Cart_rank: Next = Next::new(c"PMPI_Cart_rank");
 #[inline(always)]
-unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Cart_rank");
-    let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Cart_rank.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, coords, rank) };
-    let traced = if trace::on() { trace::enter(id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, coords, rank);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_rank, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Cart_rank(via_pmpi: bool, comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
+    wrap_MPI_Cart_rank(via_pmpi, true, comm, coords, rank)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
-    wrap_MPI_Cart_rank(false, comm, coords, rank)
+    if trace::on() { return traced_MPI_Cart_rank(false, comm, coords, rank) }
+    wrap_MPI_Cart_rank(false, false, comm, coords, rank)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
-    wrap_MPI_Cart_rank(true, comm, coords, rank)
+    if trace::on() { return traced_MPI_Cart_rank(true, comm, coords, rank) }
+    wrap_MPI_Cart_rank(true, false, comm, coords, rank)
 }
 
+pub static NEXT_MPI_Cart_shift: Next = Next::new(c"PMPI_Cart_shift");
 #[inline(always)]
-unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Cart_shift");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, tracing: bool, comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Cart_shift.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, direction, disp, rank_source, rank_dest) };
-    let traced = if trace::on() { trace::enter(id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
     let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_shift, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Cart_shift(via_pmpi: bool, comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
+    wrap_MPI_Cart_shift(via_pmpi, true, comm, direction, disp, rank_source, rank_dest)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
-    wrap_MPI_Cart_shift(false, comm, direction, disp, rank_source, rank_dest)
+    if trace::on() { return traced_MPI_Cart_shift(false, comm, direction, disp, rank_source, rank_dest) }
+    wrap_MPI_Cart_shift(false, false, comm, direction, disp, rank_source, rank_dest)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
-    wrap_MPI_Cart_shift(true, comm, direction, disp, rank_source, rank_dest)
+    if trace::on() { return traced_MPI_Cart_shift(true, comm, direction, disp, rank_source, rank_dest) }
+    wrap_MPI_Cart_shift(true, false, comm, direction, disp, rank_source, rank_dest)
 }
 
+pub static NEXT_MPI_Cart_sub: Next = Next::new(c"PMPI_Cart_sub");
 #[inline(always)]
-unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Cart_sub");
-    let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, tracing: bool, comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Cart_sub.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, remain_dims, new_comm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
     let rc = next(comm, remain_dims, new_comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_sub, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Cart_sub(via_pmpi: bool, comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Cart_sub(via_pmpi, true, comm, remain_dims, new_comm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Cart_sub(false, comm, remain_dims, new_comm)
+    if trace::on() { return traced_MPI_Cart_sub(false, comm, remain_dims, new_comm) }
+    wrap_MPI_Cart_sub(false, false, comm, remain_dims, new_comm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Cart_sub(true, comm, remain_dims, new_comm)
+    if trace::on() { return traced_MPI_Cart_sub(true, comm, remain_dims, new_comm) }
+    wrap_MPI_Cart_sub(true, false, comm, remain_dims, new_comm)
 }
 
+pub static NEXT_MPI_Cartdim_get: Next = Next::new(c"PMPI_Cartdim_get");
 #[inline(always)]
-unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, comm: MPI_Comm, ndims: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Cartdim_get");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ndims: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Cartdim_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, ndims) };
-    let traced = if trace::on() { trace::enter(id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cartdim_get, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Cartdim_get(via_pmpi: bool, comm: MPI_Comm, ndims: *mut c_int) -> c_int {
+    wrap_MPI_Cartdim_get(via_pmpi, true, comm, ndims)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> c_int {
-    wrap_MPI_Cartdim_get(false, comm, ndims)
+    if trace::on() { return traced_MPI_Cartdim_get(false, comm, ndims) }
+    wrap_MPI_Cartdim_get(false, false, comm, ndims)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> c_int {
-    wrap_MPI_Cartdim_get(true, comm, ndims)
+    if trace::on() { return traced_MPI_Cartdim_get(true, comm, ndims) }
+    wrap_MPI_Cartdim_get(true, false, comm, ndims)
 }
 
+pub static NEXT_MPI_Dist_graph_create: Next = Next::new(c"PMPI_Dist_graph_create");
 #[inline(always)]
-unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Dist_graph_create");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, tracing: bool, comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Dist_graph_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm) };
-    let traced = if trace::on() { trace::enter(id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Dist_graph_create, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Dist_graph_create(via_pmpi: bool, comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Dist_graph_create(via_pmpi, true, comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Dist_graph_create(false, comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
+    if trace::on() { return traced_MPI_Dist_graph_create(false, comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm) }
+    wrap_MPI_Dist_graph_create(false, false, comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Dist_graph_create(true, comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
+    if trace::on() { return traced_MPI_Dist_graph_create(true, comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm) }
+    wrap_MPI_Dist_graph_create(true, false, comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
 }
 
+pub static NEXT_MPI_Dist_graph_create_adjacent: Next = Next::new(c"PMPI_Dist_graph_create_adjacent");
 #[inline(always)]
-unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Dist_graph_create_adjacent");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, tracing: bool, comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Dist_graph_create_adjacent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) };
-    let traced = if trace::on() { trace::enter(id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Dist_graph_create_adjacent, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Dist_graph_create_adjacent(via_pmpi: bool, comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Dist_graph_create_adjacent(via_pmpi, true, comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Dist_graph_create_adjacent(false, comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
+    if trace::on() { return traced_MPI_Dist_graph_create_adjacent(false, comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) }
+    wrap_MPI_Dist_graph_create_adjacent(false, false, comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Dist_graph_create_adjacent(true, comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
+    if trace::on() { return traced_MPI_Dist_graph_create_adjacent(true, comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) }
+    wrap_MPI_Dist_graph_create_adjacent(true, false, comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
 }
 
+pub static NEXT_MPI_Dist_graph_neighbors: Next = Next::new(c"PMPI_Dist_graph_neighbors");
 #[inline(always)]
-unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Dist_graph_neighbors");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Dist_graph_neighbors.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) };
-    let traced = if trace::on() { trace::enter(id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Dist_graph_neighbors, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Dist_graph_neighbors(via_pmpi: bool, comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
+    wrap_MPI_Dist_graph_neighbors(via_pmpi, true, comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
-    wrap_MPI_Dist_graph_neighbors(false, comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
+    if trace::on() { return traced_MPI_Dist_graph_neighbors(false, comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) }
+    wrap_MPI_Dist_graph_neighbors(false, false, comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
-    wrap_MPI_Dist_graph_neighbors(true, comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
+    if trace::on() { return traced_MPI_Dist_graph_neighbors(true, comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) }
+    wrap_MPI_Dist_graph_neighbors(true, false, comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
 }
 
+pub static NEXT_MPI_Dist_graph_neighbors_count: Next = Next::new(c"PMPI_Dist_graph_neighbors_count");
 #[inline(always)]
-unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Dist_graph_neighbors_count");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, tracing: bool, comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Dist_graph_neighbors_count.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, inneighbors, outneighbors, weighted) };
-    let traced = if trace::on() { trace::enter(id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, inneighbors, outneighbors, weighted);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Dist_graph_neighbors_count, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Dist_graph_neighbors_count(via_pmpi: bool, comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
+    wrap_MPI_Dist_graph_neighbors_count(via_pmpi, true, comm, inneighbors, outneighbors, weighted)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
-    wrap_MPI_Dist_graph_neighbors_count(false, comm, inneighbors, outneighbors, weighted)
+    if trace::on() { return traced_MPI_Dist_graph_neighbors_count(false, comm, inneighbors, outneighbors, weighted) }
+    wrap_MPI_Dist_graph_neighbors_count(false, false, comm, inneighbors, outneighbors, weighted)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
-    wrap_MPI_Dist_graph_neighbors_count(true, comm, inneighbors, outneighbors, weighted)
+    if trace::on() { return traced_MPI_Dist_graph_neighbors_count(true, comm, inneighbors, outneighbors, weighted) }
+    wrap_MPI_Dist_graph_neighbors_count(true, false, comm, inneighbors, outneighbors, weighted)
 }
 
+pub static NEXT_MPI_Dims_create: Next = Next::new(c"PMPI_Dims_create");
 #[inline(always)]
-unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Dims_create");
-    let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, tracing: bool, nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Dims_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(nnodes, ndims, dims) };
-    let traced = if trace::on() { trace::enter(id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
     let rc = next(nnodes, ndims, dims);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Dims_create, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Dims_create(via_pmpi: bool, nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
+    wrap_MPI_Dims_create(via_pmpi, true, nnodes, ndims, dims)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    wrap_MPI_Dims_create(false, nnodes, ndims, dims)
+    if trace::on() { return traced_MPI_Dims_create(false, nnodes, ndims, dims) }
+    wrap_MPI_Dims_create(false, false, nnodes, ndims, dims)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    wrap_MPI_Dims_create(true, nnodes, ndims, dims)
+    if trace::on() { return traced_MPI_Dims_create(true, nnodes, ndims, dims) }
+    wrap_MPI_Dims_create(true, false, nnodes, ndims, dims)
 }
 
+pub static NEXT_MPI_Graph_create: Next = Next::new(c"PMPI_Graph_create");
 #[inline(always)]
-unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Graph_create");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, tracing: bool, comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Graph_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_old, nnodes, index, edges, reorder, comm_graph) };
-    let traced = if trace::on() { trace::enter(id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graph_create, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Graph_create(via_pmpi: bool, comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
+    wrap_MPI_Graph_create(via_pmpi, true, comm_old, nnodes, index, edges, reorder, comm_graph)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Graph_create(false, comm_old, nnodes, index, edges, reorder, comm_graph)
+    if trace::on() { return traced_MPI_Graph_create(false, comm_old, nnodes, index, edges, reorder, comm_graph) }
+    wrap_MPI_Graph_create(false, false, comm_old, nnodes, index, edges, reorder, comm_graph)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
-    wrap_MPI_Graph_create(true, comm_old, nnodes, index, edges, reorder, comm_graph)
+    if trace::on() { return traced_MPI_Graph_create(true, comm_old, nnodes, index, edges, reorder, comm_graph) }
+    wrap_MPI_Graph_create(true, false, comm_old, nnodes, index, edges, reorder, comm_graph)
 }
 
+pub static NEXT_MPI_Graph_get: Next = Next::new(c"PMPI_Graph_get");
 #[inline(always)]
-unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Graph_get");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Graph_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, maxindex, maxedges, index, edges) };
-    let traced = if trace::on() { trace::enter(id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindex, maxedges, index, edges);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graph_get, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Graph_get(via_pmpi: bool, comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
+    wrap_MPI_Graph_get(via_pmpi, true, comm, maxindex, maxedges, index, edges)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
-    wrap_MPI_Graph_get(false, comm, maxindex, maxedges, index, edges)
+    if trace::on() { return traced_MPI_Graph_get(false, comm, maxindex, maxedges, index, edges) }
+    wrap_MPI_Graph_get(false, false, comm, maxindex, maxedges, index, edges)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
-    wrap_MPI_Graph_get(true, comm, maxindex, maxedges, index, edges)
+    if trace::on() { return traced_MPI_Graph_get(true, comm, maxindex, maxedges, index, edges) }
+    wrap_MPI_Graph_get(true, false, comm, maxindex, maxedges, index, edges)
 }
 
+pub static NEXT_MPI_Graph_map: Next = Next::new(c"PMPI_Graph_map");
 #[inline(always)]
-unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Graph_map");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Graph_map.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, nnodes, index, edges, newrank) };
-    let traced = if trace::on() { trace::enter(id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, index, edges, newrank);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graph_map, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Graph_map(via_pmpi: bool, comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
+    wrap_MPI_Graph_map(via_pmpi, true, comm, nnodes, index, edges, newrank)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
-    wrap_MPI_Graph_map(false, comm, nnodes, index, edges, newrank)
+    if trace::on() { return traced_MPI_Graph_map(false, comm, nnodes, index, edges, newrank) }
+    wrap_MPI_Graph_map(false, false, comm, nnodes, index, edges, newrank)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
-    wrap_MPI_Graph_map(true, comm, nnodes, index, edges, newrank)
+    if trace::on() { return traced_MPI_Graph_map(true, comm, nnodes, index, edges, newrank) }
+    wrap_MPI_Graph_map(true, false, comm, nnodes, index, edges, newrank)
 }
 
+pub static NEXT_MPI_Graph_neighbors_count: Next = Next::new(c"PMPI_Graph_neighbors_count");
 #[inline(always)]
-unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Graph_neighbors_count");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Graph_neighbors_count.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank, nneighbors) };
-    let traced = if trace::on() { trace::enter(id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, nneighbors);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graph_neighbors_count, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Graph_neighbors_count(via_pmpi: bool, comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
+    wrap_MPI_Graph_neighbors_count(via_pmpi, true, comm, rank, nneighbors)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    wrap_MPI_Graph_neighbors_count(false, comm, rank, nneighbors)
+    if trace::on() { return traced_MPI_Graph_neighbors_count(false, comm, rank, nneighbors) }
+    wrap_MPI_Graph_neighbors_count(false, false, comm, rank, nneighbors)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    wrap_MPI_Graph_neighbors_count(true, comm, rank, nneighbors)
+    if trace::on() { return traced_MPI_Graph_neighbors_count(true, comm, rank, nneighbors) }
+    wrap_MPI_Graph_neighbors_count(true, false, comm, rank, nneighbors)
 }
 
+pub static NEXT_MPI_Graph_neighbors: Next = Next::new(c"PMPI_Graph_neighbors");
 #[inline(always)]
-unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Graph_neighbors");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Graph_neighbors.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank, maxneighbors, neighbors) };
-    let traced = if trace::on() { trace::enter(id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxneighbors, neighbors);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graph_neighbors, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Graph_neighbors(via_pmpi: bool, comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
+    wrap_MPI_Graph_neighbors(via_pmpi, true, comm, rank, maxneighbors, neighbors)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
-    wrap_MPI_Graph_neighbors(false, comm, rank, maxneighbors, neighbors)
+    if trace::on() { return traced_MPI_Graph_neighbors(false, comm, rank, maxneighbors, neighbors) }
+    wrap_MPI_Graph_neighbors(false, false, comm, rank, maxneighbors, neighbors)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
-    wrap_MPI_Graph_neighbors(true, comm, rank, maxneighbors, neighbors)
+    if trace::on() { return traced_MPI_Graph_neighbors(true, comm, rank, maxneighbors, neighbors) }
+    wrap_MPI_Graph_neighbors(true, false, comm, rank, maxneighbors, neighbors)
 }
 
+pub static NEXT_MPI_Graphdims_get: Next = Next::new(c"PMPI_Graphdims_get");
 #[inline(always)]
-unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Graphdims_get");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Graphdims_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, nnodes, nedges) };
-    let traced = if trace::on() { trace::enter(id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, nedges);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graphdims_get, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Graphdims_get(via_pmpi: bool, comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
+    wrap_MPI_Graphdims_get(via_pmpi, true, comm, nnodes, nedges)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    wrap_MPI_Graphdims_get(false, comm, nnodes, nedges)
+    if trace::on() { return traced_MPI_Graphdims_get(false, comm, nnodes, nedges) }
+    wrap_MPI_Graphdims_get(false, false, comm, nnodes, nedges)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    wrap_MPI_Graphdims_get(true, comm, nnodes, nedges)
+    if trace::on() { return traced_MPI_Graphdims_get(true, comm, nnodes, nedges) }
+    wrap_MPI_Graphdims_get(true, false, comm, nnodes, nedges)
 }
 
+pub static NEXT_MPI_Topo_test: Next = Next::new(c"PMPI_Topo_test");
 #[inline(always)]
-unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, comm: MPI_Comm, status: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Topo_test");
-    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, tracing: bool, comm: MPI_Comm, status: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Topo_test.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, status) };
-    let traced = if trace::on() { trace::enter(id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
     let rc = next(comm, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Topo_test, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Topo_test(via_pmpi: bool, comm: MPI_Comm, status: *mut c_int) -> c_int {
+    wrap_MPI_Topo_test(via_pmpi, true, comm, status)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c_int {
-    wrap_MPI_Topo_test(false, comm, status)
+    if trace::on() { return traced_MPI_Topo_test(false, comm, status) }
+    wrap_MPI_Topo_test(false, false, comm, status)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c_int {
-    wrap_MPI_Topo_test(true, comm, status)
+    if trace::on() { return traced_MPI_Topo_test(true, comm, status) }
+    wrap_MPI_Topo_test(true, false, comm, status)
 }
 
+pub static NEXT_MPI_Abort: Next = Next::new(c"PMPI_Abort");
 #[inline(always)]
-unsafe fn wrap_MPI_Abort(via_pmpi: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
+unsafe fn wrap_MPI_Abort(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
     crate::hooks::before_abort(errorcode);
-    static NEXT: Next = Next::new(c"PMPI_Abort");
-    let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT.get());
+    let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT_MPI_Abort.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, errorcode) };
-    let traced = if trace::on() { trace::enter(id::MPI_Abort, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Abort, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Abort, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Abort(via_pmpi: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
+    wrap_MPI_Abort(via_pmpi, true, comm, errorcode)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    wrap_MPI_Abort(false, comm, errorcode)
+    if trace::on() { return traced_MPI_Abort(false, comm, errorcode) }
+    wrap_MPI_Abort(false, false, comm, errorcode)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    wrap_MPI_Abort(true, comm, errorcode)
+    if trace::on() { return traced_MPI_Abort(true, comm, errorcode) }
+    wrap_MPI_Abort(true, false, comm, errorcode)
 }
 
+pub static NEXT_MPI_Add_error_class: Next = Next::new(c"PMPI_Add_error_class");
 #[inline(always)]
-unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, errorclass: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Add_error_class");
-    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, tracing: bool, errorclass: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Add_error_class.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorclass) };
-    let traced = if trace::on() { trace::enter(id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Add_error_class, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Add_error_class(via_pmpi: bool, errorclass: *mut c_int) -> c_int {
+    wrap_MPI_Add_error_class(via_pmpi, true, errorclass)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Add_error_class(errorclass: *mut c_int) -> c_int {
-    wrap_MPI_Add_error_class(false, errorclass)
+    if trace::on() { return traced_MPI_Add_error_class(false, errorclass) }
+    wrap_MPI_Add_error_class(false, false, errorclass)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Add_error_class(errorclass: *mut c_int) -> c_int {
-    wrap_MPI_Add_error_class(true, errorclass)
+    if trace::on() { return traced_MPI_Add_error_class(true, errorclass) }
+    wrap_MPI_Add_error_class(true, false, errorclass)
 }
 
+pub static NEXT_MPI_Add_error_code: Next = Next::new(c"PMPI_Add_error_code");
 #[inline(always)]
-unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, errorclass: c_int, errorcode: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Add_error_code");
-    let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, tracing: bool, errorclass: c_int, errorcode: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Add_error_code.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorclass, errorcode) };
-    let traced = if trace::on() { trace::enter(id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Add_error_code, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Add_error_code(via_pmpi: bool, errorclass: c_int, errorcode: *mut c_int) -> c_int {
+    wrap_MPI_Add_error_code(via_pmpi, true, errorclass, errorcode)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) -> c_int {
-    wrap_MPI_Add_error_code(false, errorclass, errorcode)
+    if trace::on() { return traced_MPI_Add_error_code(false, errorclass, errorcode) }
+    wrap_MPI_Add_error_code(false, false, errorclass, errorcode)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) -> c_int {
-    wrap_MPI_Add_error_code(true, errorclass, errorcode)
+    if trace::on() { return traced_MPI_Add_error_code(true, errorclass, errorcode) }
+    wrap_MPI_Add_error_code(true, false, errorclass, errorcode)
 }
 
+pub static NEXT_MPI_Add_error_string: Next = Next::new(c"PMPI_Add_error_string");
 #[inline(always)]
-unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, errorcode: c_int, string: *const c_char) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Add_error_string");
-    let next: unsafe extern "C" fn(c_int, *const c_char) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, tracing: bool, errorcode: c_int, string: *const c_char) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *const c_char) -> c_int = transmute(NEXT_MPI_Add_error_string.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorcode, string) };
-    let traced = if trace::on() { trace::enter(id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Add_error_string, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Add_error_string(via_pmpi: bool, errorcode: c_int, string: *const c_char) -> c_int {
+    wrap_MPI_Add_error_string(via_pmpi, true, errorcode, string)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Add_error_string(errorcode: c_int, string: *const c_char) -> c_int {
-    wrap_MPI_Add_error_string(false, errorcode, string)
+    if trace::on() { return traced_MPI_Add_error_string(false, errorcode, string) }
+    wrap_MPI_Add_error_string(false, false, errorcode, string)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Add_error_string(errorcode: c_int, string: *const c_char) -> c_int {
-    wrap_MPI_Add_error_string(true, errorcode, string)
+    if trace::on() { return traced_MPI_Add_error_string(true, errorcode, string) }
+    wrap_MPI_Add_error_string(true, false, errorcode, string)
 }
 
+pub static NEXT_MPI_Alloc_mem: Next = Next::new(c"PMPI_Alloc_mem");
 #[inline(always)]
-unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Alloc_mem");
-    let next: unsafe extern "C" fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, tracing: bool, size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int = transmute(NEXT_MPI_Alloc_mem.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, info, baseptr) };
-    let traced = if trace::on() { trace::enter(id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
     let rc = next(size, info, baseptr);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Alloc_mem, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Alloc_mem(via_pmpi: bool, size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
+    wrap_MPI_Alloc_mem(via_pmpi, true, size, info, baseptr)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
-    wrap_MPI_Alloc_mem(false, size, info, baseptr)
+    if trace::on() { return traced_MPI_Alloc_mem(false, size, info, baseptr) }
+    wrap_MPI_Alloc_mem(false, false, size, info, baseptr)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
-    wrap_MPI_Alloc_mem(true, size, info, baseptr)
+    if trace::on() { return traced_MPI_Alloc_mem(true, size, info, baseptr) }
+    wrap_MPI_Alloc_mem(true, false, size, info, baseptr)
 }
 
+pub static NEXT_MPI_Error_class: Next = Next::new(c"PMPI_Error_class");
 #[inline(always)]
-unsafe fn wrap_MPI_Error_class(via_pmpi: bool, errorcode: c_int, errorclass: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Error_class");
-    let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Error_class(via_pmpi: bool, tracing: bool, errorcode: c_int, errorclass: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Error_class.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorcode, errorclass) };
-    let traced = if trace::on() { trace::enter(id::MPI_Error_class, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, errorclass);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Error_class, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Error_class(via_pmpi: bool, errorcode: c_int, errorclass: *mut c_int) -> c_int {
+    wrap_MPI_Error_class(via_pmpi, true, errorcode, errorclass)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {
-    wrap_MPI_Error_class(false, errorcode, errorclass)
+    if trace::on() { return traced_MPI_Error_class(false, errorcode, errorclass) }
+    wrap_MPI_Error_class(false, false, errorcode, errorclass)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {
-    wrap_MPI_Error_class(true, errorcode, errorclass)
+    if trace::on() { return traced_MPI_Error_class(true, errorcode, errorclass) }
+    wrap_MPI_Error_class(true, false, errorcode, errorclass)
 }
 
+pub static NEXT_MPI_Error_string: Next = Next::new(c"PMPI_Error_string");
 #[inline(always)]
-unsafe fn wrap_MPI_Error_string(via_pmpi: bool, errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Error_string");
-    let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Error_string(via_pmpi: bool, tracing: bool, errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Error_string.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorcode, string, resultlen) };
-    let traced = if trace::on() { trace::enter(id::MPI_Error_string, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Error_string, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Error_string(via_pmpi: bool, errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
+    wrap_MPI_Error_string(via_pmpi, true, errorcode, string, resultlen)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
-    wrap_MPI_Error_string(false, errorcode, string, resultlen)
+    if trace::on() { return traced_MPI_Error_string(false, errorcode, string, resultlen) }
+    wrap_MPI_Error_string(false, false, errorcode, string, resultlen)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
-    wrap_MPI_Error_string(true, errorcode, string, resultlen)
+    if trace::on() { return traced_MPI_Error_string(true, errorcode, string, resultlen) }
+    wrap_MPI_Error_string(true, false, errorcode, string, resultlen)
 }
 
+pub static NEXT_MPI_Finalize: Next = Next::new(c"PMPI_Finalize");
 #[inline(always)]
-unsafe fn wrap_MPI_Finalize(via_pmpi: bool) -> c_int {
+unsafe fn wrap_MPI_Finalize(via_pmpi: bool, tracing: bool) -> c_int {
     crate::hooks::before_finalize();
-    static NEXT: Next = Next::new(c"PMPI_Finalize");
-    let next: unsafe extern "C" fn() -> c_int = transmute(NEXT.get());
+    let next: unsafe extern "C" fn() -> c_int = transmute(NEXT_MPI_Finalize.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
-    let traced = if trace::on() { trace::enter(id::MPI_Finalize, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Finalize, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Finalize(via_pmpi: bool) -> c_int {
+    wrap_MPI_Finalize(via_pmpi, true)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Finalize() -> c_int {
-    wrap_MPI_Finalize(false)
+    if trace::on() { return traced_MPI_Finalize(false) }
+    wrap_MPI_Finalize(false, false)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
-    wrap_MPI_Finalize(true)
+    if trace::on() { return traced_MPI_Finalize(true) }
+    wrap_MPI_Finalize(true, false)
 }
 
+pub static NEXT_MPI_Finalized: Next = Next::new(c"PMPI_Finalized");
 #[inline(always)]
-unsafe fn wrap_MPI_Finalized(via_pmpi: bool, flag: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Finalized");
-    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Finalized(via_pmpi: bool, tracing: bool, flag: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Finalized.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(flag) };
-    let traced = if trace::on() { trace::enter(id::MPI_Finalized, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Finalized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Finalized, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Finalized(via_pmpi: bool, flag: *mut c_int) -> c_int {
+    wrap_MPI_Finalized(via_pmpi, true, flag)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Finalized(flag: *mut c_int) -> c_int {
-    wrap_MPI_Finalized(false, flag)
+    if trace::on() { return traced_MPI_Finalized(false, flag) }
+    wrap_MPI_Finalized(false, false, flag)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Finalized(flag: *mut c_int) -> c_int {
-    wrap_MPI_Finalized(true, flag)
+    if trace::on() { return traced_MPI_Finalized(true, flag) }
+    wrap_MPI_Finalized(true, false, flag)
 }
 
+pub static NEXT_MPI_Free_mem: Next = Next::new(c"PMPI_Free_mem");
 #[inline(always)]
-unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, base: *mut c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Free_mem");
-    let next: unsafe extern "C" fn(*mut c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, tracing: bool, base: *mut c_void) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_void) -> c_int = transmute(NEXT_MPI_Free_mem.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(base) };
-    let traced = if trace::on() { trace::enter(id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
     let rc = next(base);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Free_mem, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Free_mem(via_pmpi: bool, base: *mut c_void) -> c_int {
+    wrap_MPI_Free_mem(via_pmpi, true, base)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Free_mem(base: *mut c_void) -> c_int {
-    wrap_MPI_Free_mem(false, base)
+    if trace::on() { return traced_MPI_Free_mem(false, base) }
+    wrap_MPI_Free_mem(false, false, base)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Free_mem(base: *mut c_void) -> c_int {
-    wrap_MPI_Free_mem(true, base)
+    if trace::on() { return traced_MPI_Free_mem(true, base) }
+    wrap_MPI_Free_mem(true, false, base)
 }
 
+pub static NEXT_MPI_Get_library_version: Next = Next::new(c"PMPI_Get_library_version");
 #[inline(always)]
-unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, version: *mut c_char, resultlen: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Get_library_version");
-    let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, tracing: bool, version: *mut c_char, resultlen: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Get_library_version.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(version, resultlen) };
-    let traced = if trace::on() { trace::enter(id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_library_version, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Get_library_version(via_pmpi: bool, version: *mut c_char, resultlen: *mut c_int) -> c_int {
+    wrap_MPI_Get_library_version(via_pmpi, true, version, resultlen)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
-    wrap_MPI_Get_library_version(false, version, resultlen)
+    if trace::on() { return traced_MPI_Get_library_version(false, version, resultlen) }
+    wrap_MPI_Get_library_version(false, false, version, resultlen)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
-    wrap_MPI_Get_library_version(true, version, resultlen)
+    if trace::on() { return traced_MPI_Get_library_version(true, version, resultlen) }
+    wrap_MPI_Get_library_version(true, false, version, resultlen)
 }
 
+pub static NEXT_MPI_Get_processor_name: Next = Next::new(c"PMPI_Get_processor_name");
 #[inline(always)]
-unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Get_processor_name");
-    let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, tracing: bool, name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Get_processor_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, resultlen) };
-    let traced = if trace::on() { trace::enter(id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
     let rc = next(name, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_processor_name, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Get_processor_name(via_pmpi: bool, name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    wrap_MPI_Get_processor_name(via_pmpi, true, name, resultlen)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    wrap_MPI_Get_processor_name(false, name, resultlen)
+    if trace::on() { return traced_MPI_Get_processor_name(false, name, resultlen) }
+    wrap_MPI_Get_processor_name(false, false, name, resultlen)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    wrap_MPI_Get_processor_name(true, name, resultlen)
+    if trace::on() { return traced_MPI_Get_processor_name(true, name, resultlen) }
+    wrap_MPI_Get_processor_name(true, false, name, resultlen)
 }
 
+pub static NEXT_MPI_Get_version: Next = Next::new(c"PMPI_Get_version");
 #[inline(always)]
-unsafe fn wrap_MPI_Get_version(via_pmpi: bool, version: *mut c_int, subversion: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Get_version");
-    let next: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Get_version(via_pmpi: bool, tracing: bool, version: *mut c_int, subversion: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Get_version.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(version, subversion) };
-    let traced = if trace::on() { trace::enter(id::MPI_Get_version, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Get_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, subversion);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_version, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Get_version(via_pmpi: bool, version: *mut c_int, subversion: *mut c_int) -> c_int {
+    wrap_MPI_Get_version(via_pmpi, true, version, subversion)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
-    wrap_MPI_Get_version(false, version, subversion)
+    if trace::on() { return traced_MPI_Get_version(false, version, subversion) }
+    wrap_MPI_Get_version(false, false, version, subversion)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
-    wrap_MPI_Get_version(true, version, subversion)
+    if trace::on() { return traced_MPI_Get_version(true, version, subversion) }
+    wrap_MPI_Get_version(true, false, version, subversion)
 }
 
+pub static NEXT_MPI_Info_create: Next = Next::new(c"PMPI_Info_create");
 #[inline(always)]
-unsafe fn wrap_MPI_Info_create(via_pmpi: bool, info: *mut MPI_Info) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Info_create");
-    let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Info_create(via_pmpi: bool, tracing: bool, info: *mut MPI_Info) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(NEXT_MPI_Info_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info) };
-    let traced = if trace::on() { trace::enter(id::MPI_Info_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Info_create, std::ptr::null(), 0) } else { None };
     let rc = next(info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_create, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Info_create(via_pmpi: bool, info: *mut MPI_Info) -> c_int {
+    wrap_MPI_Info_create(via_pmpi, true, info)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_create(info: *mut MPI_Info) -> c_int {
-    wrap_MPI_Info_create(false, info)
+    if trace::on() { return traced_MPI_Info_create(false, info) }
+    wrap_MPI_Info_create(false, false, info)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_create(info: *mut MPI_Info) -> c_int {
-    wrap_MPI_Info_create(true, info)
+    if trace::on() { return traced_MPI_Info_create(true, info) }
+    wrap_MPI_Info_create(true, false, info)
 }
 
+pub static NEXT_MPI_Info_delete: Next = Next::new(c"PMPI_Info_delete");
 #[inline(always)]
-unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, info: MPI_Info, key: *const c_char) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Info_delete");
-    let next: unsafe extern "C" fn(MPI_Info, *const c_char) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, tracing: bool, info: MPI_Info, key: *const c_char) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Info, *const c_char) -> c_int = transmute(NEXT_MPI_Info_delete.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key) };
-    let traced = if trace::on() { trace::enter(id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
     let rc = next(info, key);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_delete, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Info_delete(via_pmpi: bool, info: MPI_Info, key: *const c_char) -> c_int {
+    wrap_MPI_Info_delete(via_pmpi, true, info, key)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_delete(info: MPI_Info, key: *const c_char) -> c_int {
-    wrap_MPI_Info_delete(false, info, key)
+    if trace::on() { return traced_MPI_Info_delete(false, info, key) }
+    wrap_MPI_Info_delete(false, false, info, key)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_delete(info: MPI_Info, key: *const c_char) -> c_int {
-    wrap_MPI_Info_delete(true, info, key)
+    if trace::on() { return traced_MPI_Info_delete(true, info, key) }
+    wrap_MPI_Info_delete(true, false, info, key)
 }
 
+pub static NEXT_MPI_Info_dup: Next = Next::new(c"PMPI_Info_dup");
 #[inline(always)]
-unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Info_dup");
-    let next: unsafe extern "C" fn(MPI_Info, *mut MPI_Info) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, tracing: bool, info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Info, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_Info_dup.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, newinfo) };
-    let traced = if trace::on() { trace::enter(id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
     let rc = next(info, newinfo);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_dup, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Info_dup(via_pmpi: bool, info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
+    wrap_MPI_Info_dup(via_pmpi, true, info, newinfo)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
-    wrap_MPI_Info_dup(false, info, newinfo)
+    if trace::on() { return traced_MPI_Info_dup(false, info, newinfo) }
+    wrap_MPI_Info_dup(false, false, info, newinfo)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
-    wrap_MPI_Info_dup(true, info, newinfo)
+    if trace::on() { return traced_MPI_Info_dup(true, info, newinfo) }
+    wrap_MPI_Info_dup(true, false, info, newinfo)
 }
 
+pub static NEXT_MPI_Info_free: Next = Next::new(c"PMPI_Info_free");
 #[inline(always)]
-unsafe fn wrap_MPI_Info_free(via_pmpi: bool, info: *mut MPI_Info) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Info_free");
-    let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Info_free(via_pmpi: bool, tracing: bool, info: *mut MPI_Info) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(NEXT_MPI_Info_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info) };
-    let traced = if trace::on() { trace::enter(id::MPI_Info_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Info_free, std::ptr::null(), 0) } else { None };
     let rc = next(info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_free, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Info_free(via_pmpi: bool, info: *mut MPI_Info) -> c_int {
+    wrap_MPI_Info_free(via_pmpi, true, info)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_free(info: *mut MPI_Info) -> c_int {
-    wrap_MPI_Info_free(false, info)
+    if trace::on() { return traced_MPI_Info_free(false, info) }
+    wrap_MPI_Info_free(false, false, info)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_free(info: *mut MPI_Info) -> c_int {
-    wrap_MPI_Info_free(true, info)
+    if trace::on() { return traced_MPI_Info_free(true, info) }
+    wrap_MPI_Info_free(true, false, info)
 }
 
+pub static NEXT_MPI_Info_get: Next = Next::new(c"PMPI_Info_get");
 #[inline(always)]
-unsafe fn wrap_MPI_Info_get(via_pmpi: bool, info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Info_get");
-    let next: unsafe extern "C" fn(MPI_Info, *const c_char, c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Info_get(via_pmpi: bool, tracing: bool, info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Info, *const c_char, c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Info_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key, valuelen, value, flag) };
-    let traced = if trace::on() { trace::enter(id::MPI_Info_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Info_get, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, value, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_get, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Info_get(via_pmpi: bool, info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
+    wrap_MPI_Info_get(via_pmpi, true, info, key, valuelen, value, flag)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    wrap_MPI_Info_get(false, info, key, valuelen, value, flag)
+    if trace::on() { return traced_MPI_Info_get(false, info, key, valuelen, value, flag) }
+    wrap_MPI_Info_get(false, false, info, key, valuelen, value, flag)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    wrap_MPI_Info_get(true, info, key, valuelen, value, flag)
+    if trace::on() { return traced_MPI_Info_get(true, info, key, valuelen, value, flag) }
+    wrap_MPI_Info_get(true, false, info, key, valuelen, value, flag)
 }
 
+pub static NEXT_MPI_Info_get_nkeys: Next = Next::new(c"PMPI_Info_get_nkeys");
 #[inline(always)]
-unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, info: MPI_Info, nkeys: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Info_get_nkeys");
-    let next: unsafe extern "C" fn(MPI_Info, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, tracing: bool, info: MPI_Info, nkeys: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Info, *mut c_int) -> c_int = transmute(NEXT_MPI_Info_get_nkeys.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, nkeys) };
-    let traced = if trace::on() { trace::enter(id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
     let rc = next(info, nkeys);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_get_nkeys, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Info_get_nkeys(via_pmpi: bool, info: MPI_Info, nkeys: *mut c_int) -> c_int {
+    wrap_MPI_Info_get_nkeys(via_pmpi, true, info, nkeys)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) -> c_int {
-    wrap_MPI_Info_get_nkeys(false, info, nkeys)
+    if trace::on() { return traced_MPI_Info_get_nkeys(false, info, nkeys) }
+    wrap_MPI_Info_get_nkeys(false, false, info, nkeys)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) -> c_int {
-    wrap_MPI_Info_get_nkeys(true, info, nkeys)
+    if trace::on() { return traced_MPI_Info_get_nkeys(true, info, nkeys) }
+    wrap_MPI_Info_get_nkeys(true, false, info, nkeys)
 }
 
+pub static NEXT_MPI_Info_get_nthkey: Next = Next::new(c"PMPI_Info_get_nthkey");
 #[inline(always)]
-unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Info_get_nthkey");
-    let next: unsafe extern "C" fn(MPI_Info, c_int, *mut c_char) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, tracing: bool, info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Info, c_int, *mut c_char) -> c_int = transmute(NEXT_MPI_Info_get_nthkey.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, n, key) };
-    let traced = if trace::on() { trace::enter(id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
     let rc = next(info, n, key);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_get_nthkey, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Info_get_nthkey(via_pmpi: bool, info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
+    wrap_MPI_Info_get_nthkey(via_pmpi, true, info, n, key)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
-    wrap_MPI_Info_get_nthkey(false, info, n, key)
+    if trace::on() { return traced_MPI_Info_get_nthkey(false, info, n, key) }
+    wrap_MPI_Info_get_nthkey(false, false, info, n, key)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
-    wrap_MPI_Info_get_nthkey(true, info, n, key)
+    if trace::on() { return traced_MPI_Info_get_nthkey(true, info, n, key) }
+    wrap_MPI_Info_get_nthkey(true, false, info, n, key)
 }
 
+pub static NEXT_MPI_Info_get_valuelen: Next = Next::new(c"PMPI_Info_get_valuelen");
 #[inline(always)]
-unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Info_get_valuelen");
-    let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, tracing: bool, info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Info_get_valuelen.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key, valuelen, flag) };
-    let traced = if trace::on() { trace::enter(id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_get_valuelen, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Info_get_valuelen(via_pmpi: bool, info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
+    wrap_MPI_Info_get_valuelen(via_pmpi, true, info, key, valuelen, flag)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
-    wrap_MPI_Info_get_valuelen(false, info, key, valuelen, flag)
+    if trace::on() { return traced_MPI_Info_get_valuelen(false, info, key, valuelen, flag) }
+    wrap_MPI_Info_get_valuelen(false, false, info, key, valuelen, flag)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
-    wrap_MPI_Info_get_valuelen(true, info, key, valuelen, flag)
+    if trace::on() { return traced_MPI_Info_get_valuelen(true, info, key, valuelen, flag) }
+    wrap_MPI_Info_get_valuelen(true, false, info, key, valuelen, flag)
 }
 
+pub static NEXT_MPI_Info_set: Next = Next::new(c"PMPI_Info_set");
 #[inline(always)]
-unsafe fn wrap_MPI_Info_set(via_pmpi: bool, info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Info_set");
-    let next: unsafe extern "C" fn(MPI_Info, *const c_char, *const c_char) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Info_set(via_pmpi: bool, tracing: bool, info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Info, *const c_char, *const c_char) -> c_int = transmute(NEXT_MPI_Info_set.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key, value) };
-    let traced = if trace::on() { trace::enter(id::MPI_Info_set, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Info_set, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, value);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_set, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Info_set(via_pmpi: bool, info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
+    wrap_MPI_Info_set(via_pmpi, true, info, key, value)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
-    wrap_MPI_Info_set(false, info, key, value)
+    if trace::on() { return traced_MPI_Info_set(false, info, key, value) }
+    wrap_MPI_Info_set(false, false, info, key, value)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
-    wrap_MPI_Info_set(true, info, key, value)
+    if trace::on() { return traced_MPI_Info_set(true, info, key, value) }
+    wrap_MPI_Info_set(true, false, info, key, value)
 }
 
+pub static NEXT_MPI_Init: Next = Next::new(c"PMPI_Init");
 #[inline(always)]
-unsafe fn wrap_MPI_Init(via_pmpi: bool, argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Init");
-    let next: unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Init(via_pmpi: bool, tracing: bool, argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char) -> c_int = transmute(NEXT_MPI_Init.get());
     let Some(call) = rt::enter(via_pmpi) else {
         let rc = next(argc, argv);
         crate::hooks::after_init(rc, 0, via_pmpi, argc);
         return rc;
     };
-    let traced = if trace::on() { trace::enter(id::MPI_Init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Init, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
@@ -7325,49 +9694,63 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, argc: *mut c_int, argv: *mut *mut *mut c
     crate::hooks::after_init(rc, 0, via_pmpi, argc);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Init(via_pmpi: bool, argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
+    wrap_MPI_Init(via_pmpi, true, argc, argv)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    wrap_MPI_Init(false, argc, argv)
+    if trace::on() { return traced_MPI_Init(false, argc, argv) }
+    wrap_MPI_Init(false, false, argc, argv)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    wrap_MPI_Init(true, argc, argv)
+    if trace::on() { return traced_MPI_Init(true, argc, argv) }
+    wrap_MPI_Init(true, false, argc, argv)
 }
 
+pub static NEXT_MPI_Initialized: Next = Next::new(c"PMPI_Initialized");
 #[inline(always)]
-unsafe fn wrap_MPI_Initialized(via_pmpi: bool, flag: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Initialized");
-    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Initialized(via_pmpi: bool, tracing: bool, flag: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Initialized.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(flag) };
-    let traced = if trace::on() { trace::enter(id::MPI_Initialized, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Initialized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Initialized, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Initialized(via_pmpi: bool, flag: *mut c_int) -> c_int {
+    wrap_MPI_Initialized(via_pmpi, true, flag)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Initialized(flag: *mut c_int) -> c_int {
-    wrap_MPI_Initialized(false, flag)
+    if trace::on() { return traced_MPI_Initialized(false, flag) }
+    wrap_MPI_Initialized(false, false, flag)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Initialized(flag: *mut c_int) -> c_int {
-    wrap_MPI_Initialized(true, flag)
+    if trace::on() { return traced_MPI_Initialized(true, flag) }
+    wrap_MPI_Initialized(true, false, flag)
 }
 
+pub static NEXT_MPI_Init_thread: Next = Next::new(c"PMPI_Init_thread");
 #[inline(always)]
-unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Init_thread");
-    let next: unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, tracing: bool, argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Init_thread.get());
     let Some(call) = rt::enter(via_pmpi) else {
         let rc = next(argc, argv, required, provided);
         let provided_level = if rc == 0 && !provided.is_null() { *provided } else { 0 };
         crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
         return rc;
     };
-    let traced = if trace::on() { trace::enter(id::MPI_Init_thread, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv, required, provided);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
@@ -7376,813 +9759,1473 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, argc: *mut c_int, argv: *mut *mut
     crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Init_thread(via_pmpi: bool, argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
+    wrap_MPI_Init_thread(via_pmpi, true, argc, argv, required, provided)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
-    wrap_MPI_Init_thread(false, argc, argv, required, provided)
+    if trace::on() { return traced_MPI_Init_thread(false, argc, argv, required, provided) }
+    wrap_MPI_Init_thread(false, false, argc, argv, required, provided)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
-    wrap_MPI_Init_thread(true, argc, argv, required, provided)
+    if trace::on() { return traced_MPI_Init_thread(true, argc, argv, required, provided) }
+    wrap_MPI_Init_thread(true, false, argc, argv, required, provided)
 }
 
+pub static NEXT_MPI_Is_thread_main: Next = Next::new(c"PMPI_Is_thread_main");
 #[inline(always)]
-unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, flag: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Is_thread_main");
-    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, tracing: bool, flag: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Is_thread_main.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(flag) };
-    let traced = if trace::on() { trace::enter(id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Is_thread_main, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Is_thread_main(via_pmpi: bool, flag: *mut c_int) -> c_int {
+    wrap_MPI_Is_thread_main(via_pmpi, true, flag)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Is_thread_main(flag: *mut c_int) -> c_int {
-    wrap_MPI_Is_thread_main(false, flag)
+    if trace::on() { return traced_MPI_Is_thread_main(false, flag) }
+    wrap_MPI_Is_thread_main(false, false, flag)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
-    wrap_MPI_Is_thread_main(true, flag)
+    if trace::on() { return traced_MPI_Is_thread_main(true, flag) }
+    wrap_MPI_Is_thread_main(true, false, flag)
 }
 
+pub static NEXT_MPI_Op_commutative: Next = Next::new(c"PMPI_Op_commutative");
 #[inline(always)]
-unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, op: MPI_Op, commute: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Op_commutative");
-    let next: unsafe extern "C" fn(MPI_Op, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, tracing: bool, op: MPI_Op, commute: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_Op, *mut c_int) -> c_int = transmute(NEXT_MPI_Op_commutative.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(op, commute) };
-    let traced = if trace::on() { trace::enter(id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
     let rc = next(op, commute);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Op_commutative, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Op_commutative(via_pmpi: bool, op: MPI_Op, commute: *mut c_int) -> c_int {
+    wrap_MPI_Op_commutative(via_pmpi, true, op, commute)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Op_commutative(op: MPI_Op, commute: *mut c_int) -> c_int {
-    wrap_MPI_Op_commutative(false, op, commute)
+    if trace::on() { return traced_MPI_Op_commutative(false, op, commute) }
+    wrap_MPI_Op_commutative(false, false, op, commute)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Op_commutative(op: MPI_Op, commute: *mut c_int) -> c_int {
-    wrap_MPI_Op_commutative(true, op, commute)
+    if trace::on() { return traced_MPI_Op_commutative(true, op, commute) }
+    wrap_MPI_Op_commutative(true, false, op, commute)
 }
 
+pub static NEXT_MPI_Op_create: Next = Next::new(c"PMPI_Op_create");
 #[inline(always)]
-unsafe fn wrap_MPI_Op_create(via_pmpi: bool, function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Op_create");
-    let next: unsafe extern "C" fn(MPI_User_function, c_int, *mut MPI_Op) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Op_create(via_pmpi: bool, tracing: bool, function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
+    let next: unsafe extern "C" fn(MPI_User_function, c_int, *mut MPI_Op) -> c_int = transmute(NEXT_MPI_Op_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, commute, op) };
-    let traced = if trace::on() { trace::enter(id::MPI_Op_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Op_create, std::ptr::null(), 0) } else { None };
     let rc = next(function, commute, op);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Op_create, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Op_create(via_pmpi: bool, function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
+    wrap_MPI_Op_create(via_pmpi, true, function, commute, op)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Op_create(function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
-    wrap_MPI_Op_create(false, function, commute, op)
+    if trace::on() { return traced_MPI_Op_create(false, function, commute, op) }
+    wrap_MPI_Op_create(false, false, function, commute, op)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Op_create(function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
-    wrap_MPI_Op_create(true, function, commute, op)
+    if trace::on() { return traced_MPI_Op_create(true, function, commute, op) }
+    wrap_MPI_Op_create(true, false, function, commute, op)
 }
 
+pub static NEXT_MPI_Op_free: Next = Next::new(c"PMPI_Op_free");
 #[inline(always)]
-unsafe fn wrap_MPI_Op_free(via_pmpi: bool, op: *mut MPI_Op) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Op_free");
-    let next: unsafe extern "C" fn(*mut MPI_Op) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Op_free(via_pmpi: bool, tracing: bool, op: *mut MPI_Op) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_Op) -> c_int = transmute(NEXT_MPI_Op_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(op) };
-    let traced = if trace::on() { trace::enter(id::MPI_Op_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Op_free, std::ptr::null(), 0) } else { None };
     let rc = next(op);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Op_free, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Op_free(via_pmpi: bool, op: *mut MPI_Op) -> c_int {
+    wrap_MPI_Op_free(via_pmpi, true, op)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Op_free(op: *mut MPI_Op) -> c_int {
-    wrap_MPI_Op_free(false, op)
+    if trace::on() { return traced_MPI_Op_free(false, op) }
+    wrap_MPI_Op_free(false, false, op)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Op_free(op: *mut MPI_Op) -> c_int {
-    wrap_MPI_Op_free(true, op)
+    if trace::on() { return traced_MPI_Op_free(true, op) }
+    wrap_MPI_Op_free(true, false, op)
 }
 
+pub static NEXT_MPI_Query_thread: Next = Next::new(c"PMPI_Query_thread");
 #[inline(always)]
-unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, provided: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_Query_thread");
-    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, tracing: bool, provided: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Query_thread.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(provided) };
-    let traced = if trace::on() { trace::enter(id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
     let rc = next(provided);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Query_thread, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Query_thread(via_pmpi: bool, provided: *mut c_int) -> c_int {
+    wrap_MPI_Query_thread(via_pmpi, true, provided)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Query_thread(provided: *mut c_int) -> c_int {
-    wrap_MPI_Query_thread(false, provided)
+    if trace::on() { return traced_MPI_Query_thread(false, provided) }
+    wrap_MPI_Query_thread(false, false, provided)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
-    wrap_MPI_Query_thread(true, provided)
+    if trace::on() { return traced_MPI_Query_thread(true, provided) }
+    wrap_MPI_Query_thread(true, false, provided)
 }
 
+pub static NEXT_MPI_Wtick: Next = Next::new(c"PMPI_Wtick");
 #[inline(always)]
-unsafe fn wrap_MPI_Wtick(via_pmpi: bool) -> f64 {
-    static NEXT: Next = Next::new(c"PMPI_Wtick");
-    let next: unsafe extern "C" fn() -> f64 = transmute(NEXT.get());
+unsafe fn wrap_MPI_Wtick(via_pmpi: bool, tracing: bool) -> f64 {
+    let next: unsafe extern "C" fn() -> f64 = transmute(NEXT_MPI_Wtick.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
-    let traced = if trace::on() { trace::enter(id::MPI_Wtick, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Wtick, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, 0, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Wtick, 0, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Wtick(via_pmpi: bool) -> f64 {
+    wrap_MPI_Wtick(via_pmpi, true)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Wtick() -> f64 {
-    wrap_MPI_Wtick(false)
+    if trace::on() { return traced_MPI_Wtick(false) }
+    wrap_MPI_Wtick(false, false)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Wtick() -> f64 {
-    wrap_MPI_Wtick(true)
+    if trace::on() { return traced_MPI_Wtick(true) }
+    wrap_MPI_Wtick(true, false)
 }
 
+pub static NEXT_MPI_Wtime: Next = Next::new(c"PMPI_Wtime");
 #[inline(always)]
-unsafe fn wrap_MPI_Wtime(via_pmpi: bool) -> f64 {
-    static NEXT: Next = Next::new(c"PMPI_Wtime");
-    let next: unsafe extern "C" fn() -> f64 = transmute(NEXT.get());
+unsafe fn wrap_MPI_Wtime(via_pmpi: bool, tracing: bool) -> f64 {
+    let next: unsafe extern "C" fn() -> f64 = transmute(NEXT_MPI_Wtime.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
-    let traced = if trace::on() { trace::enter(id::MPI_Wtime, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_Wtime, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, 0, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Wtime, 0, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_Wtime(via_pmpi: bool) -> f64 {
+    wrap_MPI_Wtime(via_pmpi, true)
+}
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Wtime() -> f64 {
-    wrap_MPI_Wtime(false)
+    if trace::on() { return traced_MPI_Wtime(false) }
+    wrap_MPI_Wtime(false, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Wtime() -> f64 {
-    wrap_MPI_Wtime(true)
+    if trace::on() { return traced_MPI_Wtime(true) }
+    wrap_MPI_Wtime(true, false)
 }
 
+pub static NEXT_MPI_T_init_thread: Next = Next::new(c"PMPI_T_init_thread");
 #[inline(always)]
-unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, required: c_int, provided: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_init_thread");
-    let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, tracing: bool, required: c_int, provided: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_init_thread.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(required, provided) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(required, provided);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_init_thread, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_init_thread(via_pmpi: bool, required: c_int, provided: *mut c_int) -> c_int {
+    wrap_MPI_T_init_thread(via_pmpi, true, required, provided)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_init_thread(required: c_int, provided: *mut c_int) -> c_int {
-    wrap_MPI_T_init_thread(false, required, provided)
+    if trace::on() { return traced_MPI_T_init_thread(false, required, provided) }
+    wrap_MPI_T_init_thread(false, false, required, provided)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_init_thread(required: c_int, provided: *mut c_int) -> c_int {
-    wrap_MPI_T_init_thread(true, required, provided)
+    if trace::on() { return traced_MPI_T_init_thread(true, required, provided) }
+    wrap_MPI_T_init_thread(true, false, required, provided)
 }
 
+pub static NEXT_MPI_T_finalize: Next = Next::new(c"PMPI_T_finalize");
 #[inline(always)]
-unsafe fn wrap_MPI_T_finalize(via_pmpi: bool) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_finalize");
-    let next: unsafe extern "C" fn() -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, tracing: bool) -> c_int {
+    let next: unsafe extern "C" fn() -> c_int = transmute(NEXT_MPI_T_finalize.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
-    let traced = if trace::on() { trace::enter(id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_finalize, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_finalize(via_pmpi: bool) -> c_int {
+    wrap_MPI_T_finalize(via_pmpi, true)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_finalize() -> c_int {
-    wrap_MPI_T_finalize(false)
+    if trace::on() { return traced_MPI_T_finalize(false) }
+    wrap_MPI_T_finalize(false, false)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_finalize() -> c_int {
-    wrap_MPI_T_finalize(true)
+    if trace::on() { return traced_MPI_T_finalize(true) }
+    wrap_MPI_T_finalize(true, false)
 }
 
+pub static NEXT_MPI_T_cvar_get_num: Next = Next::new(c"PMPI_T_cvar_get_num");
 #[inline(always)]
-unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, num_cvar: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_cvar_get_num");
-    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, tracing: bool, num_cvar: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_T_cvar_get_num.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(num_cvar) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cvar);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_get_num, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_cvar_get_num(via_pmpi: bool, num_cvar: *mut c_int) -> c_int {
+    wrap_MPI_T_cvar_get_num(via_pmpi, true, num_cvar)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
-    wrap_MPI_T_cvar_get_num(false, num_cvar)
+    if trace::on() { return traced_MPI_T_cvar_get_num(false, num_cvar) }
+    wrap_MPI_T_cvar_get_num(false, false, num_cvar)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
-    wrap_MPI_T_cvar_get_num(true, num_cvar)
+    if trace::on() { return traced_MPI_T_cvar_get_num(true, num_cvar) }
+    wrap_MPI_T_cvar_get_num(true, false, num_cvar)
 }
 
+pub static NEXT_MPI_T_cvar_get_info: Next = Next::new(c"PMPI_T_cvar_get_info");
 #[inline(always)]
-unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_cvar_get_info");
-    let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, tracing: bool, cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_cvar_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_get_info, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_cvar_get_info(via_pmpi: bool, cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
+    wrap_MPI_T_cvar_get_info(via_pmpi, true, cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
-    wrap_MPI_T_cvar_get_info(false, cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
+    if trace::on() { return traced_MPI_T_cvar_get_info(false, cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope) }
+    wrap_MPI_T_cvar_get_info(false, false, cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
-    wrap_MPI_T_cvar_get_info(true, cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
+    if trace::on() { return traced_MPI_T_cvar_get_info(true, cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope) }
+    wrap_MPI_T_cvar_get_info(true, false, cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
 }
 
+pub static NEXT_MPI_T_cvar_get_index: Next = Next::new(c"PMPI_T_cvar_get_index");
 #[inline(always)]
-unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, name: *const c_char, cvar_index: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_cvar_get_index");
-    let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, tracing: bool, name: *const c_char, cvar_index: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_T_cvar_get_index.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, cvar_index) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, cvar_index);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_get_index, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_cvar_get_index(via_pmpi: bool, name: *const c_char, cvar_index: *mut c_int) -> c_int {
+    wrap_MPI_T_cvar_get_index(via_pmpi, true, name, cvar_index)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) -> c_int {
-    wrap_MPI_T_cvar_get_index(false, name, cvar_index)
+    if trace::on() { return traced_MPI_T_cvar_get_index(false, name, cvar_index) }
+    wrap_MPI_T_cvar_get_index(false, false, name, cvar_index)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) -> c_int {
-    wrap_MPI_T_cvar_get_index(true, name, cvar_index)
+    if trace::on() { return traced_MPI_T_cvar_get_index(true, name, cvar_index) }
+    wrap_MPI_T_cvar_get_index(true, false, name, cvar_index)
 }
 
+pub static NEXT_MPI_T_cvar_handle_alloc: Next = Next::new(c"PMPI_T_cvar_handle_alloc");
 #[inline(always)]
-unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_cvar_handle_alloc");
-    let next: unsafe extern "C" fn(c_int, *mut c_void, *mut MPI_T_cvar_handle, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, tracing: bool, cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut c_void, *mut MPI_T_cvar_handle, *mut c_int) -> c_int = transmute(NEXT_MPI_T_cvar_handle_alloc.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cvar_index, obj_handle, handle, count) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_handle_alloc, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_cvar_handle_alloc(via_pmpi: bool, cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
+    wrap_MPI_T_cvar_handle_alloc(via_pmpi, true, cvar_index, obj_handle, handle, count)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
-    wrap_MPI_T_cvar_handle_alloc(false, cvar_index, obj_handle, handle, count)
+    if trace::on() { return traced_MPI_T_cvar_handle_alloc(false, cvar_index, obj_handle, handle, count) }
+    wrap_MPI_T_cvar_handle_alloc(false, false, cvar_index, obj_handle, handle, count)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
-    wrap_MPI_T_cvar_handle_alloc(true, cvar_index, obj_handle, handle, count)
+    if trace::on() { return traced_MPI_T_cvar_handle_alloc(true, cvar_index, obj_handle, handle, count) }
+    wrap_MPI_T_cvar_handle_alloc(true, false, cvar_index, obj_handle, handle, count)
 }
 
+pub static NEXT_MPI_T_cvar_handle_free: Next = Next::new(c"PMPI_T_cvar_handle_free");
 #[inline(always)]
-unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, handle: *mut MPI_T_cvar_handle) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_cvar_handle_free");
-    let next: unsafe extern "C" fn(*mut MPI_T_cvar_handle) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, tracing: bool, handle: *mut MPI_T_cvar_handle) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_T_cvar_handle) -> c_int = transmute(NEXT_MPI_T_cvar_handle_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(handle) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(handle);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_handle_free, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_cvar_handle_free(via_pmpi: bool, handle: *mut MPI_T_cvar_handle) -> c_int {
+    wrap_MPI_T_cvar_handle_free(via_pmpi, true, handle)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle) -> c_int {
-    wrap_MPI_T_cvar_handle_free(false, handle)
+    if trace::on() { return traced_MPI_T_cvar_handle_free(false, handle) }
+    wrap_MPI_T_cvar_handle_free(false, false, handle)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle) -> c_int {
-    wrap_MPI_T_cvar_handle_free(true, handle)
+    if trace::on() { return traced_MPI_T_cvar_handle_free(true, handle) }
+    wrap_MPI_T_cvar_handle_free(true, false, handle)
 }
 
+pub static NEXT_MPI_T_cvar_read: Next = Next::new(c"PMPI_T_cvar_read");
 #[inline(always)]
-unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_cvar_read");
-    let next: unsafe extern "C" fn(MPI_T_cvar_handle, *mut c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, tracing: bool, handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_T_cvar_handle, *mut c_void) -> c_int = transmute(NEXT_MPI_T_cvar_read.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(handle, buf) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_read, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_cvar_read(via_pmpi: bool, handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
+    wrap_MPI_T_cvar_read(via_pmpi, true, handle, buf)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
-    wrap_MPI_T_cvar_read(false, handle, buf)
+    if trace::on() { return traced_MPI_T_cvar_read(false, handle, buf) }
+    wrap_MPI_T_cvar_read(false, false, handle, buf)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
-    wrap_MPI_T_cvar_read(true, handle, buf)
+    if trace::on() { return traced_MPI_T_cvar_read(true, handle, buf) }
+    wrap_MPI_T_cvar_read(true, false, handle, buf)
 }
 
+pub static NEXT_MPI_T_cvar_write: Next = Next::new(c"PMPI_T_cvar_write");
 #[inline(always)]
-unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_cvar_write");
-    let next: unsafe extern "C" fn(MPI_T_cvar_handle, *const c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, tracing: bool, handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_T_cvar_handle, *const c_void) -> c_int = transmute(NEXT_MPI_T_cvar_write.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(handle, buf) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_write, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_cvar_write(via_pmpi: bool, handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
+    wrap_MPI_T_cvar_write(via_pmpi, true, handle, buf)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
-    wrap_MPI_T_cvar_write(false, handle, buf)
+    if trace::on() { return traced_MPI_T_cvar_write(false, handle, buf) }
+    wrap_MPI_T_cvar_write(false, false, handle, buf)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
-    wrap_MPI_T_cvar_write(true, handle, buf)
+    if trace::on() { return traced_MPI_T_cvar_write(true, handle, buf) }
+    wrap_MPI_T_cvar_write(true, false, handle, buf)
 }
 
+pub static NEXT_MPI_T_category_get_num: Next = Next::new(c"PMPI_T_category_get_num");
 #[inline(always)]
-unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, num_cat: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_category_get_num");
-    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, tracing: bool, num_cat: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_num.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(num_cat) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cat);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_num, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_category_get_num(via_pmpi: bool, num_cat: *mut c_int) -> c_int {
+    wrap_MPI_T_category_get_num(via_pmpi, true, num_cat)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
-    wrap_MPI_T_category_get_num(false, num_cat)
+    if trace::on() { return traced_MPI_T_category_get_num(false, num_cat) }
+    wrap_MPI_T_category_get_num(false, false, num_cat)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
-    wrap_MPI_T_category_get_num(true, num_cat)
+    if trace::on() { return traced_MPI_T_category_get_num(true, num_cat) }
+    wrap_MPI_T_category_get_num(true, false, num_cat)
 }
 
+pub static NEXT_MPI_T_category_get_info: Next = Next::new(c"PMPI_T_category_get_info");
 #[inline(always)]
-unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_category_get_info");
-    let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, tracing: bool, cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_info, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_category_get_info(via_pmpi: bool, cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
+    wrap_MPI_T_category_get_info(via_pmpi, true, cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
-    wrap_MPI_T_category_get_info(false, cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
+    if trace::on() { return traced_MPI_T_category_get_info(false, cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories) }
+    wrap_MPI_T_category_get_info(false, false, cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
-    wrap_MPI_T_category_get_info(true, cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
+    if trace::on() { return traced_MPI_T_category_get_info(true, cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories) }
+    wrap_MPI_T_category_get_info(true, false, cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
 }
 
+pub static NEXT_MPI_T_category_get_index: Next = Next::new(c"PMPI_T_category_get_index");
 #[inline(always)]
-unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, name: *const c_char, category_index: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_category_get_index");
-    let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, tracing: bool, name: *const c_char, category_index: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_index.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, category_index) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, category_index);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_index, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_category_get_index(via_pmpi: bool, name: *const c_char, category_index: *mut c_int) -> c_int {
+    wrap_MPI_T_category_get_index(via_pmpi, true, name, category_index)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_index(name: *const c_char, category_index: *mut c_int) -> c_int {
-    wrap_MPI_T_category_get_index(false, name, category_index)
+    if trace::on() { return traced_MPI_T_category_get_index(false, name, category_index) }
+    wrap_MPI_T_category_get_index(false, false, name, category_index)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_index(name: *const c_char, category_index: *mut c_int) -> c_int {
-    wrap_MPI_T_category_get_index(true, name, category_index)
+    if trace::on() { return traced_MPI_T_category_get_index(true, name, category_index) }
+    wrap_MPI_T_category_get_index(true, false, name, category_index)
 }
 
+pub static NEXT_MPI_T_category_get_cvars: Next = Next::new(c"PMPI_T_category_get_cvars");
 #[inline(always)]
-unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_category_get_cvars");
-    let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, tracing: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_cvars.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, len, indices) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_cvars, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_category_get_cvars(via_pmpi: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
+    wrap_MPI_T_category_get_cvars(via_pmpi, true, cat_index, len, indices)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    wrap_MPI_T_category_get_cvars(false, cat_index, len, indices)
+    if trace::on() { return traced_MPI_T_category_get_cvars(false, cat_index, len, indices) }
+    wrap_MPI_T_category_get_cvars(false, false, cat_index, len, indices)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    wrap_MPI_T_category_get_cvars(true, cat_index, len, indices)
+    if trace::on() { return traced_MPI_T_category_get_cvars(true, cat_index, len, indices) }
+    wrap_MPI_T_category_get_cvars(true, false, cat_index, len, indices)
 }
 
+pub static NEXT_MPI_T_category_get_pvars: Next = Next::new(c"PMPI_T_category_get_pvars");
 #[inline(always)]
-unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_category_get_pvars");
-    let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, tracing: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_pvars.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, len, indices) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_pvars, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_category_get_pvars(via_pmpi: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
+    wrap_MPI_T_category_get_pvars(via_pmpi, true, cat_index, len, indices)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    wrap_MPI_T_category_get_pvars(false, cat_index, len, indices)
+    if trace::on() { return traced_MPI_T_category_get_pvars(false, cat_index, len, indices) }
+    wrap_MPI_T_category_get_pvars(false, false, cat_index, len, indices)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    wrap_MPI_T_category_get_pvars(true, cat_index, len, indices)
+    if trace::on() { return traced_MPI_T_category_get_pvars(true, cat_index, len, indices) }
+    wrap_MPI_T_category_get_pvars(true, false, cat_index, len, indices)
 }
 
+pub static NEXT_MPI_T_category_get_categories: Next = Next::new(c"PMPI_T_category_get_categories");
 #[inline(always)]
-unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_category_get_categories");
-    let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, tracing: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_categories.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, len, indices) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_categories, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_category_get_categories(via_pmpi: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
+    wrap_MPI_T_category_get_categories(via_pmpi, true, cat_index, len, indices)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    wrap_MPI_T_category_get_categories(false, cat_index, len, indices)
+    if trace::on() { return traced_MPI_T_category_get_categories(false, cat_index, len, indices) }
+    wrap_MPI_T_category_get_categories(false, false, cat_index, len, indices)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    wrap_MPI_T_category_get_categories(true, cat_index, len, indices)
+    if trace::on() { return traced_MPI_T_category_get_categories(true, cat_index, len, indices) }
+    wrap_MPI_T_category_get_categories(true, false, cat_index, len, indices)
 }
 
+pub static NEXT_MPI_T_category_changed: Next = Next::new(c"PMPI_T_category_changed");
 #[inline(always)]
-unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, stamp: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_category_changed");
-    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, tracing: bool, stamp: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_T_category_changed.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(stamp) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
     let rc = next(stamp);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_changed, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_category_changed(via_pmpi: bool, stamp: *mut c_int) -> c_int {
+    wrap_MPI_T_category_changed(via_pmpi, true, stamp)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_changed(stamp: *mut c_int) -> c_int {
-    wrap_MPI_T_category_changed(false, stamp)
+    if trace::on() { return traced_MPI_T_category_changed(false, stamp) }
+    wrap_MPI_T_category_changed(false, false, stamp)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_changed(stamp: *mut c_int) -> c_int {
-    wrap_MPI_T_category_changed(true, stamp)
+    if trace::on() { return traced_MPI_T_category_changed(true, stamp) }
+    wrap_MPI_T_category_changed(true, false, stamp)
 }
 
+pub static NEXT_MPI_T_pvar_get_num: Next = Next::new(c"PMPI_T_pvar_get_num");
 #[inline(always)]
-unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, num_pvar: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_pvar_get_num");
-    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, tracing: bool, num_pvar: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_T_pvar_get_num.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(num_pvar) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_pvar);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_get_num, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_pvar_get_num(via_pmpi: bool, num_pvar: *mut c_int) -> c_int {
+    wrap_MPI_T_pvar_get_num(via_pmpi, true, num_pvar)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
-    wrap_MPI_T_pvar_get_num(false, num_pvar)
+    if trace::on() { return traced_MPI_T_pvar_get_num(false, num_pvar) }
+    wrap_MPI_T_pvar_get_num(false, false, num_pvar)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
-    wrap_MPI_T_pvar_get_num(true, num_pvar)
+    if trace::on() { return traced_MPI_T_pvar_get_num(true, num_pvar) }
+    wrap_MPI_T_pvar_get_num(true, false, num_pvar)
 }
 
+pub static NEXT_MPI_T_pvar_get_info: Next = Next::new(c"PMPI_T_pvar_get_info");
 #[inline(always)]
-unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_pvar_get_info");
-    let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, tracing: bool, pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_pvar_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_get_info, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_pvar_get_info(via_pmpi: bool, pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
+    wrap_MPI_T_pvar_get_info(via_pmpi, true, pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
-    wrap_MPI_T_pvar_get_info(false, pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
+    if trace::on() { return traced_MPI_T_pvar_get_info(false, pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic) }
+    wrap_MPI_T_pvar_get_info(false, false, pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
-    wrap_MPI_T_pvar_get_info(true, pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
+    if trace::on() { return traced_MPI_T_pvar_get_info(true, pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic) }
+    wrap_MPI_T_pvar_get_info(true, false, pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
 }
 
+pub static NEXT_MPI_T_pvar_get_index: Next = Next::new(c"PMPI_T_pvar_get_index");
 #[inline(always)]
-unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_pvar_get_index");
-    let next: unsafe extern "C" fn(*const c_char, c_int, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, tracing: bool, name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(*const c_char, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_pvar_get_index.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, var_class, pvar_index) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, var_class, pvar_index);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_get_index, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_pvar_get_index(via_pmpi: bool, name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
+    wrap_MPI_T_pvar_get_index(via_pmpi, true, name, var_class, pvar_index)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
-    wrap_MPI_T_pvar_get_index(false, name, var_class, pvar_index)
+    if trace::on() { return traced_MPI_T_pvar_get_index(false, name, var_class, pvar_index) }
+    wrap_MPI_T_pvar_get_index(false, false, name, var_class, pvar_index)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
-    wrap_MPI_T_pvar_get_index(true, name, var_class, pvar_index)
+    if trace::on() { return traced_MPI_T_pvar_get_index(true, name, var_class, pvar_index) }
+    wrap_MPI_T_pvar_get_index(true, false, name, var_class, pvar_index)
 }
 
+pub static NEXT_MPI_T_pvar_session_create: Next = Next::new(c"PMPI_T_pvar_session_create");
 #[inline(always)]
-unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, session: *mut MPI_T_pvar_session) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_pvar_session_create");
-    let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, tracing: bool, session: *mut MPI_T_pvar_session) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(NEXT_MPI_T_pvar_session_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_session_create, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_pvar_session_create(via_pmpi: bool, session: *mut MPI_T_pvar_session) -> c_int {
+    wrap_MPI_T_pvar_session_create(via_pmpi, true, session)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_session_create(session: *mut MPI_T_pvar_session) -> c_int {
-    wrap_MPI_T_pvar_session_create(false, session)
+    if trace::on() { return traced_MPI_T_pvar_session_create(false, session) }
+    wrap_MPI_T_pvar_session_create(false, false, session)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_session_create(session: *mut MPI_T_pvar_session) -> c_int {
-    wrap_MPI_T_pvar_session_create(true, session)
+    if trace::on() { return traced_MPI_T_pvar_session_create(true, session) }
+    wrap_MPI_T_pvar_session_create(true, false, session)
 }
 
+pub static NEXT_MPI_T_pvar_session_free: Next = Next::new(c"PMPI_T_pvar_session_free");
 #[inline(always)]
-unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, session: *mut MPI_T_pvar_session) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_pvar_session_free");
-    let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, tracing: bool, session: *mut MPI_T_pvar_session) -> c_int {
+    let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(NEXT_MPI_T_pvar_session_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_session_free, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_pvar_session_free(via_pmpi: bool, session: *mut MPI_T_pvar_session) -> c_int {
+    wrap_MPI_T_pvar_session_free(via_pmpi, true, session)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_session_free(session: *mut MPI_T_pvar_session) -> c_int {
-    wrap_MPI_T_pvar_session_free(false, session)
+    if trace::on() { return traced_MPI_T_pvar_session_free(false, session) }
+    wrap_MPI_T_pvar_session_free(false, false, session)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_session_free(session: *mut MPI_T_pvar_session) -> c_int {
-    wrap_MPI_T_pvar_session_free(true, session)
+    if trace::on() { return traced_MPI_T_pvar_session_free(true, session) }
+    wrap_MPI_T_pvar_session_free(true, false, session)
 }
 
+pub static NEXT_MPI_T_pvar_handle_alloc: Next = Next::new(c"PMPI_T_pvar_handle_alloc");
 #[inline(always)]
-unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_pvar_handle_alloc");
-    let next: unsafe extern "C" fn(MPI_T_pvar_session, c_int, *mut c_void, *mut MPI_T_pvar_handle, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_T_pvar_session, c_int, *mut c_void, *mut MPI_T_pvar_handle, *mut c_int) -> c_int = transmute(NEXT_MPI_T_pvar_handle_alloc.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, pvar_index, obj_handle, handle, count) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(session, pvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_handle_alloc, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_pvar_handle_alloc(via_pmpi: bool, session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
+    wrap_MPI_T_pvar_handle_alloc(via_pmpi, true, session, pvar_index, obj_handle, handle, count)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
-    wrap_MPI_T_pvar_handle_alloc(false, session, pvar_index, obj_handle, handle, count)
+    if trace::on() { return traced_MPI_T_pvar_handle_alloc(false, session, pvar_index, obj_handle, handle, count) }
+    wrap_MPI_T_pvar_handle_alloc(false, false, session, pvar_index, obj_handle, handle, count)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
-    wrap_MPI_T_pvar_handle_alloc(true, session, pvar_index, obj_handle, handle, count)
+    if trace::on() { return traced_MPI_T_pvar_handle_alloc(true, session, pvar_index, obj_handle, handle, count) }
+    wrap_MPI_T_pvar_handle_alloc(true, false, session, pvar_index, obj_handle, handle, count)
 }
 
+pub static NEXT_MPI_T_pvar_handle_free: Next = Next::new(c"PMPI_T_pvar_handle_free");
 #[inline(always)]
-unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_pvar_handle_free");
-    let next: unsafe extern "C" fn(MPI_T_pvar_session, *mut MPI_T_pvar_handle) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
+    let next: unsafe extern "C" fn(MPI_T_pvar_session, *mut MPI_T_pvar_handle) -> c_int = transmute(NEXT_MPI_T_pvar_handle_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_handle_free, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_pvar_handle_free(via_pmpi: bool, session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
+    wrap_MPI_T_pvar_handle_free(via_pmpi, true, session, handle)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_handle_free(session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
-    wrap_MPI_T_pvar_handle_free(false, session, handle)
+    if trace::on() { return traced_MPI_T_pvar_handle_free(false, session, handle) }
+    wrap_MPI_T_pvar_handle_free(false, false, session, handle)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_handle_free(session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
-    wrap_MPI_T_pvar_handle_free(true, session, handle)
+    if trace::on() { return traced_MPI_T_pvar_handle_free(true, session, handle) }
+    wrap_MPI_T_pvar_handle_free(true, false, session, handle)
 }
 
+pub static NEXT_MPI_T_pvar_start: Next = Next::new(c"PMPI_T_pvar_start");
 #[inline(always)]
-unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_pvar_start");
-    let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
+    let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(NEXT_MPI_T_pvar_start.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_start, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_pvar_start(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
+    wrap_MPI_T_pvar_start(via_pmpi, true, session, handle)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_start(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    wrap_MPI_T_pvar_start(false, session, handle)
+    if trace::on() { return traced_MPI_T_pvar_start(false, session, handle) }
+    wrap_MPI_T_pvar_start(false, false, session, handle)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_start(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    wrap_MPI_T_pvar_start(true, session, handle)
+    if trace::on() { return traced_MPI_T_pvar_start(true, session, handle) }
+    wrap_MPI_T_pvar_start(true, false, session, handle)
 }
 
+pub static NEXT_MPI_T_pvar_stop: Next = Next::new(c"PMPI_T_pvar_stop");
 #[inline(always)]
-unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_pvar_stop");
-    let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
+    let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(NEXT_MPI_T_pvar_stop.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_stop, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_pvar_stop(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
+    wrap_MPI_T_pvar_stop(via_pmpi, true, session, handle)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_stop(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    wrap_MPI_T_pvar_stop(false, session, handle)
+    if trace::on() { return traced_MPI_T_pvar_stop(false, session, handle) }
+    wrap_MPI_T_pvar_stop(false, false, session, handle)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_stop(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    wrap_MPI_T_pvar_stop(true, session, handle)
+    if trace::on() { return traced_MPI_T_pvar_stop(true, session, handle) }
+    wrap_MPI_T_pvar_stop(true, false, session, handle)
 }
 
+pub static NEXT_MPI_T_pvar_read: Next = Next::new(c"PMPI_T_pvar_read");
 #[inline(always)]
-unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_pvar_read");
-    let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(NEXT_MPI_T_pvar_read.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle, buf) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_read, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_pvar_read(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
+    wrap_MPI_T_pvar_read(via_pmpi, true, session, handle, buf)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_read(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    wrap_MPI_T_pvar_read(false, session, handle, buf)
+    if trace::on() { return traced_MPI_T_pvar_read(false, session, handle, buf) }
+    wrap_MPI_T_pvar_read(false, false, session, handle, buf)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_read(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    wrap_MPI_T_pvar_read(true, session, handle, buf)
+    if trace::on() { return traced_MPI_T_pvar_read(true, session, handle, buf) }
+    wrap_MPI_T_pvar_read(true, false, session, handle, buf)
 }
 
+pub static NEXT_MPI_T_pvar_write: Next = Next::new(c"PMPI_T_pvar_write");
 #[inline(always)]
-unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_pvar_write");
-    let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *const c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *const c_void) -> c_int = transmute(NEXT_MPI_T_pvar_write.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle, buf) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_write, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_pvar_write(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
+    wrap_MPI_T_pvar_write(via_pmpi, true, session, handle, buf)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_write(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
-    wrap_MPI_T_pvar_write(false, session, handle, buf)
+    if trace::on() { return traced_MPI_T_pvar_write(false, session, handle, buf) }
+    wrap_MPI_T_pvar_write(false, false, session, handle, buf)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_write(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
-    wrap_MPI_T_pvar_write(true, session, handle, buf)
+    if trace::on() { return traced_MPI_T_pvar_write(true, session, handle, buf) }
+    wrap_MPI_T_pvar_write(true, false, session, handle, buf)
 }
 
+pub static NEXT_MPI_T_pvar_reset: Next = Next::new(c"PMPI_T_pvar_reset");
 #[inline(always)]
-unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_pvar_reset");
-    let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
+    let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(NEXT_MPI_T_pvar_reset.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_reset, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_pvar_reset(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
+    wrap_MPI_T_pvar_reset(via_pmpi, true, session, handle)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_reset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    wrap_MPI_T_pvar_reset(false, session, handle)
+    if trace::on() { return traced_MPI_T_pvar_reset(false, session, handle) }
+    wrap_MPI_T_pvar_reset(false, false, session, handle)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_reset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    wrap_MPI_T_pvar_reset(true, session, handle)
+    if trace::on() { return traced_MPI_T_pvar_reset(true, session, handle) }
+    wrap_MPI_T_pvar_reset(true, false, session, handle)
 }
 
+pub static NEXT_MPI_T_pvar_readreset: Next = Next::new(c"PMPI_T_pvar_readreset");
 #[inline(always)]
-unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_pvar_readreset");
-    let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
+    let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(NEXT_MPI_T_pvar_readreset.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle, buf) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_readreset, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_pvar_readreset(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
+    wrap_MPI_T_pvar_readreset(via_pmpi, true, session, handle, buf)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_readreset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    wrap_MPI_T_pvar_readreset(false, session, handle, buf)
+    if trace::on() { return traced_MPI_T_pvar_readreset(false, session, handle, buf) }
+    wrap_MPI_T_pvar_readreset(false, false, session, handle, buf)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_readreset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    wrap_MPI_T_pvar_readreset(true, session, handle, buf)
+    if trace::on() { return traced_MPI_T_pvar_readreset(true, session, handle, buf) }
+    wrap_MPI_T_pvar_readreset(true, false, session, handle, buf)
 }
 
+pub static NEXT_MPI_T_enum_get_info: Next = Next::new(c"PMPI_T_enum_get_info");
 #[inline(always)]
-unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_enum_get_info");
-    let next: unsafe extern "C" fn(MPI_T_enum, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, tracing: bool, enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_T_enum, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_T_enum_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(enumtype, num, name, name_len) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, num, name, name_len);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_enum_get_info, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_enum_get_info(via_pmpi: bool, enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
+    wrap_MPI_T_enum_get_info(via_pmpi, true, enumtype, num, name, name_len)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    wrap_MPI_T_enum_get_info(false, enumtype, num, name, name_len)
+    if trace::on() { return traced_MPI_T_enum_get_info(false, enumtype, num, name, name_len) }
+    wrap_MPI_T_enum_get_info(false, false, enumtype, num, name, name_len)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    wrap_MPI_T_enum_get_info(true, enumtype, num, name, name_len)
+    if trace::on() { return traced_MPI_T_enum_get_info(true, enumtype, num, name, name_len) }
+    wrap_MPI_T_enum_get_info(true, false, enumtype, num, name, name_len)
 }
 
+pub static NEXT_MPI_T_enum_get_item: Next = Next::new(c"PMPI_T_enum_get_item");
 #[inline(always)]
-unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    static NEXT: Next = Next::new(c"PMPI_T_enum_get_item");
-    let next: unsafe extern "C" fn(MPI_T_enum, c_int, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT.get());
+unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, tracing: bool, enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
+    let next: unsafe extern "C" fn(MPI_T_enum, c_int, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_T_enum_get_item.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(enumtype, index, value, name, name_len) };
-    let traced = if trace::on() { trace::enter(id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, index, value, name, name_len);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_enum_get_item, rc, traffic);
     rc
 }
+#[cold]
+#[inline(never)]
+unsafe fn traced_MPI_T_enum_get_item(via_pmpi: bool, enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
+    wrap_MPI_T_enum_get_item(via_pmpi, true, enumtype, index, value, name, name_len)
+}
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    wrap_MPI_T_enum_get_item(false, enumtype, index, value, name, name_len)
+    if trace::on() { return traced_MPI_T_enum_get_item(false, enumtype, index, value, name, name_len) }
+    wrap_MPI_T_enum_get_item(false, false, enumtype, index, value, name, name_len)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    wrap_MPI_T_enum_get_item(true, enumtype, index, value, name, name_len)
+    if trace::on() { return traced_MPI_T_enum_get_item(true, enumtype, index, value, name, name_len) }
+    wrap_MPI_T_enum_get_item(true, false, enumtype, index, value, name, name_len)
+}
+
+/// Look up every wrapper's real routine now (at the end of `MPI_Init`), see
+/// [`Next::prefetch`].
+pub fn prefetch_all() {
+    NEXT_MPI_Bsend.prefetch();
+    NEXT_MPI_Bsend_init.prefetch();
+    NEXT_MPI_Buffer_attach.prefetch();
+    NEXT_MPI_Buffer_detach.prefetch();
+    NEXT_MPI_Cancel.prefetch();
+    NEXT_MPI_Get_count.prefetch();
+    NEXT_MPI_Get_elements.prefetch();
+    NEXT_MPI_Get_elements_x.prefetch();
+    NEXT_MPI_Grequest_complete.prefetch();
+    NEXT_MPI_Grequest_start.prefetch();
+    NEXT_MPI_Ibsend.prefetch();
+    NEXT_MPI_Improbe.prefetch();
+    NEXT_MPI_Imrecv.prefetch();
+    NEXT_MPI_Iprobe.prefetch();
+    NEXT_MPI_Irecv.prefetch();
+    NEXT_MPI_Irsend.prefetch();
+    NEXT_MPI_Isend.prefetch();
+    NEXT_MPI_Issend.prefetch();
+    NEXT_MPI_Mprobe.prefetch();
+    NEXT_MPI_Mrecv.prefetch();
+    NEXT_MPI_Probe.prefetch();
+    NEXT_MPI_Recv_init.prefetch();
+    NEXT_MPI_Recv.prefetch();
+    NEXT_MPI_Request_free.prefetch();
+    NEXT_MPI_Request_get_status.prefetch();
+    NEXT_MPI_Rsend.prefetch();
+    NEXT_MPI_Rsend_init.prefetch();
+    NEXT_MPI_Send_init.prefetch();
+    NEXT_MPI_Send.prefetch();
+    NEXT_MPI_Sendrecv.prefetch();
+    NEXT_MPI_Sendrecv_replace.prefetch();
+    NEXT_MPI_Ssend_init.prefetch();
+    NEXT_MPI_Ssend.prefetch();
+    NEXT_MPI_Start.prefetch();
+    NEXT_MPI_Startall.prefetch();
+    NEXT_MPI_Status_set_cancelled.prefetch();
+    NEXT_MPI_Status_set_elements.prefetch();
+    NEXT_MPI_Status_set_elements_x.prefetch();
+    NEXT_MPI_Testall.prefetch();
+    NEXT_MPI_Testany.prefetch();
+    NEXT_MPI_Test.prefetch();
+    NEXT_MPI_Test_cancelled.prefetch();
+    NEXT_MPI_Testsome.prefetch();
+    NEXT_MPI_Waitall.prefetch();
+    NEXT_MPI_Waitany.prefetch();
+    NEXT_MPI_Wait.prefetch();
+    NEXT_MPI_Waitsome.prefetch();
+    NEXT_MPI_Allgather.prefetch();
+    NEXT_MPI_Iallgather.prefetch();
+    NEXT_MPI_Allgatherv.prefetch();
+    NEXT_MPI_Iallgatherv.prefetch();
+    NEXT_MPI_Allreduce.prefetch();
+    NEXT_MPI_Iallreduce.prefetch();
+    NEXT_MPI_Alltoall.prefetch();
+    NEXT_MPI_Ialltoall.prefetch();
+    NEXT_MPI_Alltoallv.prefetch();
+    NEXT_MPI_Ialltoallv.prefetch();
+    NEXT_MPI_Alltoallw.prefetch();
+    NEXT_MPI_Ialltoallw.prefetch();
+    NEXT_MPI_Barrier.prefetch();
+    NEXT_MPI_Ibarrier.prefetch();
+    NEXT_MPI_Bcast.prefetch();
+    NEXT_MPI_Ibcast.prefetch();
+    NEXT_MPI_Exscan.prefetch();
+    NEXT_MPI_Iexscan.prefetch();
+    NEXT_MPI_Gather.prefetch();
+    NEXT_MPI_Igather.prefetch();
+    NEXT_MPI_Gatherv.prefetch();
+    NEXT_MPI_Igatherv.prefetch();
+    NEXT_MPI_Neighbor_allgather.prefetch();
+    NEXT_MPI_Ineighbor_allgather.prefetch();
+    NEXT_MPI_Neighbor_allgatherv.prefetch();
+    NEXT_MPI_Ineighbor_allgatherv.prefetch();
+    NEXT_MPI_Neighbor_alltoall.prefetch();
+    NEXT_MPI_Ineighbor_alltoall.prefetch();
+    NEXT_MPI_Neighbor_alltoallv.prefetch();
+    NEXT_MPI_Ineighbor_alltoallv.prefetch();
+    NEXT_MPI_Neighbor_alltoallw.prefetch();
+    NEXT_MPI_Ineighbor_alltoallw.prefetch();
+    NEXT_MPI_Reduce.prefetch();
+    NEXT_MPI_Ireduce.prefetch();
+    NEXT_MPI_Reduce_local.prefetch();
+    NEXT_MPI_Reduce_scatter.prefetch();
+    NEXT_MPI_Ireduce_scatter.prefetch();
+    NEXT_MPI_Reduce_scatter_block.prefetch();
+    NEXT_MPI_Ireduce_scatter_block.prefetch();
+    NEXT_MPI_Scan.prefetch();
+    NEXT_MPI_Iscan.prefetch();
+    NEXT_MPI_Scatter.prefetch();
+    NEXT_MPI_Iscatter.prefetch();
+    NEXT_MPI_Scatterv.prefetch();
+    NEXT_MPI_Iscatterv.prefetch();
+    NEXT_MPI_Accumulate.prefetch();
+    NEXT_MPI_Compare_and_swap.prefetch();
+    NEXT_MPI_Fetch_and_op.prefetch();
+    NEXT_MPI_Get.prefetch();
+    NEXT_MPI_Get_accumulate.prefetch();
+    NEXT_MPI_Put.prefetch();
+    NEXT_MPI_Raccumulate.prefetch();
+    NEXT_MPI_Rget.prefetch();
+    NEXT_MPI_Rget_accumulate.prefetch();
+    NEXT_MPI_Rput.prefetch();
+    NEXT_MPI_Win_allocate.prefetch();
+    NEXT_MPI_Win_allocate_shared.prefetch();
+    NEXT_MPI_Win_attach.prefetch();
+    NEXT_MPI_Win_call_errhandler.prefetch();
+    NEXT_MPI_Win_complete.prefetch();
+    NEXT_MPI_Win_create.prefetch();
+    NEXT_MPI_Win_create_dynamic.prefetch();
+    NEXT_MPI_Win_create_errhandler.prefetch();
+    NEXT_MPI_Win_create_keyval.prefetch();
+    NEXT_MPI_Win_delete_attr.prefetch();
+    NEXT_MPI_Win_detach.prefetch();
+    NEXT_MPI_Win_fence.prefetch();
+    NEXT_MPI_Win_flush.prefetch();
+    NEXT_MPI_Win_flush_all.prefetch();
+    NEXT_MPI_Win_flush_local.prefetch();
+    NEXT_MPI_Win_flush_local_all.prefetch();
+    NEXT_MPI_Win_free.prefetch();
+    NEXT_MPI_Win_free_keyval.prefetch();
+    NEXT_MPI_Win_get_attr.prefetch();
+    NEXT_MPI_Win_get_errhandler.prefetch();
+    NEXT_MPI_Win_get_group.prefetch();
+    NEXT_MPI_Win_get_info.prefetch();
+    NEXT_MPI_Win_get_name.prefetch();
+    NEXT_MPI_Win_lock.prefetch();
+    NEXT_MPI_Win_lock_all.prefetch();
+    NEXT_MPI_Win_post.prefetch();
+    NEXT_MPI_Win_set_attr.prefetch();
+    NEXT_MPI_Win_set_errhandler.prefetch();
+    NEXT_MPI_Win_set_info.prefetch();
+    NEXT_MPI_Win_set_name.prefetch();
+    NEXT_MPI_Win_shared_query.prefetch();
+    NEXT_MPI_Win_start.prefetch();
+    NEXT_MPI_Win_sync.prefetch();
+    NEXT_MPI_Win_test.prefetch();
+    NEXT_MPI_Win_unlock.prefetch();
+    NEXT_MPI_Win_unlock_all.prefetch();
+    NEXT_MPI_Win_wait.prefetch();
+    NEXT_MPI_File_call_errhandler.prefetch();
+    NEXT_MPI_File_create_errhandler.prefetch();
+    NEXT_MPI_File_set_errhandler.prefetch();
+    NEXT_MPI_File_get_errhandler.prefetch();
+    NEXT_MPI_File_open.prefetch();
+    NEXT_MPI_File_close.prefetch();
+    NEXT_MPI_File_delete.prefetch();
+    NEXT_MPI_File_set_size.prefetch();
+    NEXT_MPI_File_preallocate.prefetch();
+    NEXT_MPI_File_get_size.prefetch();
+    NEXT_MPI_File_get_group.prefetch();
+    NEXT_MPI_File_get_amode.prefetch();
+    NEXT_MPI_File_set_info.prefetch();
+    NEXT_MPI_File_get_info.prefetch();
+    NEXT_MPI_File_set_view.prefetch();
+    NEXT_MPI_File_get_view.prefetch();
+    NEXT_MPI_File_read_at.prefetch();
+    NEXT_MPI_File_read_at_all.prefetch();
+    NEXT_MPI_File_write_at.prefetch();
+    NEXT_MPI_File_write_at_all.prefetch();
+    NEXT_MPI_File_iread_at.prefetch();
+    NEXT_MPI_File_iwrite_at.prefetch();
+    NEXT_MPI_File_iread_at_all.prefetch();
+    NEXT_MPI_File_iwrite_at_all.prefetch();
+    NEXT_MPI_File_read.prefetch();
+    NEXT_MPI_File_read_all.prefetch();
+    NEXT_MPI_File_write.prefetch();
+    NEXT_MPI_File_write_all.prefetch();
+    NEXT_MPI_File_iread.prefetch();
+    NEXT_MPI_File_iwrite.prefetch();
+    NEXT_MPI_File_iread_all.prefetch();
+    NEXT_MPI_File_iwrite_all.prefetch();
+    NEXT_MPI_File_seek.prefetch();
+    NEXT_MPI_File_get_position.prefetch();
+    NEXT_MPI_File_get_byte_offset.prefetch();
+    NEXT_MPI_File_read_shared.prefetch();
+    NEXT_MPI_File_write_shared.prefetch();
+    NEXT_MPI_File_iread_shared.prefetch();
+    NEXT_MPI_File_iwrite_shared.prefetch();
+    NEXT_MPI_File_read_ordered.prefetch();
+    NEXT_MPI_File_write_ordered.prefetch();
+    NEXT_MPI_File_seek_shared.prefetch();
+    NEXT_MPI_File_get_position_shared.prefetch();
+    NEXT_MPI_File_read_at_all_begin.prefetch();
+    NEXT_MPI_File_read_at_all_end.prefetch();
+    NEXT_MPI_File_write_at_all_begin.prefetch();
+    NEXT_MPI_File_write_at_all_end.prefetch();
+    NEXT_MPI_File_read_all_begin.prefetch();
+    NEXT_MPI_File_read_all_end.prefetch();
+    NEXT_MPI_File_write_all_begin.prefetch();
+    NEXT_MPI_File_write_all_end.prefetch();
+    NEXT_MPI_File_read_ordered_begin.prefetch();
+    NEXT_MPI_File_read_ordered_end.prefetch();
+    NEXT_MPI_File_write_ordered_begin.prefetch();
+    NEXT_MPI_File_write_ordered_end.prefetch();
+    NEXT_MPI_File_get_type_extent.prefetch();
+    NEXT_MPI_File_set_atomicity.prefetch();
+    NEXT_MPI_File_get_atomicity.prefetch();
+    NEXT_MPI_File_sync.prefetch();
+    NEXT_MPI_Register_datarep.prefetch();
+    NEXT_MPI_Get_address.prefetch();
+    NEXT_MPI_Pack_external.prefetch();
+    NEXT_MPI_Pack_external_size.prefetch();
+    NEXT_MPI_Pack.prefetch();
+    NEXT_MPI_Pack_size.prefetch();
+    NEXT_MPI_Type_commit.prefetch();
+    NEXT_MPI_Type_contiguous.prefetch();
+    NEXT_MPI_Type_create_darray.prefetch();
+    NEXT_MPI_Type_create_f90_complex.prefetch();
+    NEXT_MPI_Type_create_f90_integer.prefetch();
+    NEXT_MPI_Type_create_f90_real.prefetch();
+    NEXT_MPI_Type_create_hindexed_block.prefetch();
+    NEXT_MPI_Type_create_hindexed.prefetch();
+    NEXT_MPI_Type_create_hvector.prefetch();
+    NEXT_MPI_Type_create_keyval.prefetch();
+    NEXT_MPI_Type_create_indexed_block.prefetch();
+    NEXT_MPI_Type_create_struct.prefetch();
+    NEXT_MPI_Type_create_subarray.prefetch();
+    NEXT_MPI_Type_create_resized.prefetch();
+    NEXT_MPI_Type_delete_attr.prefetch();
+    NEXT_MPI_Type_dup.prefetch();
+    NEXT_MPI_Type_free.prefetch();
+    NEXT_MPI_Type_free_keyval.prefetch();
+    NEXT_MPI_Type_get_attr.prefetch();
+    NEXT_MPI_Type_get_contents.prefetch();
+    NEXT_MPI_Type_get_envelope.prefetch();
+    NEXT_MPI_Type_get_extent.prefetch();
+    NEXT_MPI_Type_get_extent_x.prefetch();
+    NEXT_MPI_Type_get_name.prefetch();
+    NEXT_MPI_Type_get_true_extent.prefetch();
+    NEXT_MPI_Type_get_true_extent_x.prefetch();
+    NEXT_MPI_Type_indexed.prefetch();
+    NEXT_MPI_Type_match_size.prefetch();
+    NEXT_MPI_Type_set_attr.prefetch();
+    NEXT_MPI_Type_set_name.prefetch();
+    NEXT_MPI_Type_size.prefetch();
+    NEXT_MPI_Type_size_x.prefetch();
+    NEXT_MPI_Type_vector.prefetch();
+    NEXT_MPI_Unpack.prefetch();
+    NEXT_MPI_Unpack_external.prefetch();
+    NEXT_MPI_Close_port.prefetch();
+    NEXT_MPI_Comm_accept.prefetch();
+    NEXT_MPI_Comm_call_errhandler.prefetch();
+    NEXT_MPI_Comm_compare.prefetch();
+    NEXT_MPI_Comm_connect.prefetch();
+    NEXT_MPI_Comm_create_errhandler.prefetch();
+    NEXT_MPI_Comm_create_keyval.prefetch();
+    NEXT_MPI_Comm_create_group.prefetch();
+    NEXT_MPI_Comm_create.prefetch();
+    NEXT_MPI_Comm_delete_attr.prefetch();
+    NEXT_MPI_Comm_disconnect.prefetch();
+    NEXT_MPI_Comm_dup.prefetch();
+    NEXT_MPI_Comm_idup.prefetch();
+    NEXT_MPI_Comm_dup_with_info.prefetch();
+    NEXT_MPI_Comm_free_keyval.prefetch();
+    NEXT_MPI_Comm_free.prefetch();
+    NEXT_MPI_Comm_get_attr.prefetch();
+    NEXT_MPI_Comm_get_errhandler.prefetch();
+    NEXT_MPI_Comm_get_info.prefetch();
+    NEXT_MPI_Comm_get_name.prefetch();
+    NEXT_MPI_Comm_get_parent.prefetch();
+    NEXT_MPI_Comm_group.prefetch();
+    NEXT_MPI_Comm_join.prefetch();
+    NEXT_MPI_Comm_rank.prefetch();
+    NEXT_MPI_Comm_remote_group.prefetch();
+    NEXT_MPI_Comm_remote_size.prefetch();
+    NEXT_MPI_Comm_set_attr.prefetch();
+    NEXT_MPI_Comm_set_errhandler.prefetch();
+    NEXT_MPI_Comm_set_info.prefetch();
+    NEXT_MPI_Comm_set_name.prefetch();
+    NEXT_MPI_Comm_size.prefetch();
+    NEXT_MPI_Comm_spawn.prefetch();
+    NEXT_MPI_Comm_spawn_multiple.prefetch();
+    NEXT_MPI_Comm_split.prefetch();
+    NEXT_MPI_Comm_split_type.prefetch();
+    NEXT_MPI_Comm_test_inter.prefetch();
+    NEXT_MPI_Errhandler_free.prefetch();
+    NEXT_MPI_Group_compare.prefetch();
+    NEXT_MPI_Group_difference.prefetch();
+    NEXT_MPI_Group_excl.prefetch();
+    NEXT_MPI_Group_free.prefetch();
+    NEXT_MPI_Group_incl.prefetch();
+    NEXT_MPI_Group_intersection.prefetch();
+    NEXT_MPI_Group_range_excl.prefetch();
+    NEXT_MPI_Group_range_incl.prefetch();
+    NEXT_MPI_Group_rank.prefetch();
+    NEXT_MPI_Group_size.prefetch();
+    NEXT_MPI_Group_translate_ranks.prefetch();
+    NEXT_MPI_Group_union.prefetch();
+    NEXT_MPI_Intercomm_create.prefetch();
+    NEXT_MPI_Intercomm_merge.prefetch();
+    NEXT_MPI_Lookup_name.prefetch();
+    NEXT_MPI_Open_port.prefetch();
+    NEXT_MPI_Publish_name.prefetch();
+    NEXT_MPI_Unpublish_name.prefetch();
+    NEXT_MPI_Attr_delete.prefetch();
+    NEXT_MPI_Attr_get.prefetch();
+    NEXT_MPI_Attr_put.prefetch();
+    NEXT_MPI_Keyval_create.prefetch();
+    NEXT_MPI_Keyval_free.prefetch();
+    NEXT_MPI_Cart_coords.prefetch();
+    NEXT_MPI_Cart_create.prefetch();
+    NEXT_MPI_Cart_get.prefetch();
+    NEXT_MPI_Cart_map.prefetch();
+    NEXT_MPI_Cart_rank.prefetch();
+    NEXT_MPI_Cart_shift.prefetch();
+    NEXT_MPI_Cart_sub.prefetch();
+    NEXT_MPI_Cartdim_get.prefetch();
+    NEXT_MPI_Dist_graph_create.prefetch();
+    NEXT_MPI_Dist_graph_create_adjacent.prefetch();
+    NEXT_MPI_Dist_graph_neighbors.prefetch();
+    NEXT_MPI_Dist_graph_neighbors_count.prefetch();
+    NEXT_MPI_Dims_create.prefetch();
+    NEXT_MPI_Graph_create.prefetch();
+    NEXT_MPI_Graph_get.prefetch();
+    NEXT_MPI_Graph_map.prefetch();
+    NEXT_MPI_Graph_neighbors_count.prefetch();
+    NEXT_MPI_Graph_neighbors.prefetch();
+    NEXT_MPI_Graphdims_get.prefetch();
+    NEXT_MPI_Topo_test.prefetch();
+    NEXT_MPI_Abort.prefetch();
+    NEXT_MPI_Add_error_class.prefetch();
+    NEXT_MPI_Add_error_code.prefetch();
+    NEXT_MPI_Add_error_string.prefetch();
+    NEXT_MPI_Alloc_mem.prefetch();
+    NEXT_MPI_Error_class.prefetch();
+    NEXT_MPI_Error_string.prefetch();
+    NEXT_MPI_Finalize.prefetch();
+    NEXT_MPI_Finalized.prefetch();
+    NEXT_MPI_Free_mem.prefetch();
+    NEXT_MPI_Get_library_version.prefetch();
+    NEXT_MPI_Get_processor_name.prefetch();
+    NEXT_MPI_Get_version.prefetch();
+    NEXT_MPI_Info_create.prefetch();
+    NEXT_MPI_Info_delete.prefetch();
+    NEXT_MPI_Info_dup.prefetch();
+    NEXT_MPI_Info_free.prefetch();
+    NEXT_MPI_Info_get.prefetch();
+    NEXT_MPI_Info_get_nkeys.prefetch();
+    NEXT_MPI_Info_get_nthkey.prefetch();
+    NEXT_MPI_Info_get_valuelen.prefetch();
+    NEXT_MPI_Info_set.prefetch();
+    NEXT_MPI_Init.prefetch();
+    NEXT_MPI_Initialized.prefetch();
+    NEXT_MPI_Init_thread.prefetch();
+    NEXT_MPI_Is_thread_main.prefetch();
+    NEXT_MPI_Op_commutative.prefetch();
+    NEXT_MPI_Op_create.prefetch();
+    NEXT_MPI_Op_free.prefetch();
+    NEXT_MPI_Query_thread.prefetch();
+    NEXT_MPI_Wtick.prefetch();
+    NEXT_MPI_Wtime.prefetch();
+    NEXT_MPI_T_init_thread.prefetch();
+    NEXT_MPI_T_finalize.prefetch();
+    NEXT_MPI_T_cvar_get_num.prefetch();
+    NEXT_MPI_T_cvar_get_info.prefetch();
+    NEXT_MPI_T_cvar_get_index.prefetch();
+    NEXT_MPI_T_cvar_handle_alloc.prefetch();
+    NEXT_MPI_T_cvar_handle_free.prefetch();
+    NEXT_MPI_T_cvar_read.prefetch();
+    NEXT_MPI_T_cvar_write.prefetch();
+    NEXT_MPI_T_category_get_num.prefetch();
+    NEXT_MPI_T_category_get_info.prefetch();
+    NEXT_MPI_T_category_get_index.prefetch();
+    NEXT_MPI_T_category_get_cvars.prefetch();
+    NEXT_MPI_T_category_get_pvars.prefetch();
+    NEXT_MPI_T_category_get_categories.prefetch();
+    NEXT_MPI_T_category_changed.prefetch();
+    NEXT_MPI_T_pvar_get_num.prefetch();
+    NEXT_MPI_T_pvar_get_info.prefetch();
+    NEXT_MPI_T_pvar_get_index.prefetch();
+    NEXT_MPI_T_pvar_session_create.prefetch();
+    NEXT_MPI_T_pvar_session_free.prefetch();
+    NEXT_MPI_T_pvar_handle_alloc.prefetch();
+    NEXT_MPI_T_pvar_handle_free.prefetch();
+    NEXT_MPI_T_pvar_start.prefetch();
+    NEXT_MPI_T_pvar_stop.prefetch();
+    NEXT_MPI_T_pvar_read.prefetch();
+    NEXT_MPI_T_pvar_write.prefetch();
+    NEXT_MPI_T_pvar_reset.prefetch();
+    NEXT_MPI_T_pvar_readreset.prefetch();
+    NEXT_MPI_T_enum_get_info.prefetch();
+    NEXT_MPI_T_enum_get_item.prefetch();
 }
