@@ -23,9 +23,12 @@ fn mpi_include_dirs() -> Vec<PathBuf> {
 }
 
 fn main() {
-    // Keep `.text.hot.*` input sections together in an output `.text.hot` (lld merges them into
-    // `.text` in input order otherwise): the hot wrappers then share a few pages (footprint.rs).
-    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,keep-text-section-prefix");
+    // The hot wrappers in one 64 KiB-aligned output section `.text.hot` (see hot.ld), with the
+    // segments aligned to 64 KiB so that the loader places the library on such a boundary.
+    let hot_ld = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("hot.ld");
+    println!("cargo:rerun-if-changed={}", hot_ld.display());
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-T,{}", hot_ld.display());
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,max-page-size=65536");
     println!("cargo:rerun-if-env-changed=MPISTAT_MPI_INCLUDE");
     let dirs = mpi_include_dirs();
     let mut builder = bindgen::Builder::default()

@@ -96,9 +96,11 @@ impl Steps {
         self.in_last = 1;
     }
 
-    /// Merge slots 2i and 2i+1 into slot i; the factor doubles.
+    /// Merge slots 2i and 2i+1 into slot i; the factor doubles. Rare, but every long job runs
+    /// it: it sits with the hot code so as not to map another chunk (footprint.rs).
     #[cold]
     #[inline(never)]
+    #[link_section = ".text.hot.mpistat"]
     fn merge_pairs(&mut self) {
         let n = self.slots.len();
         let last_alone = n % 2 == 1;

@@ -1,27 +1,34 @@
-/* Prints, per rank, how much of libmpistat's code is resident after MPI_Init and a loop of
- * common calls: "code rss_kb=N size_kb=M" from /proc/self/smaps (r-xp mapping of libmpistat). */
+/* Prints, per rank, how much of libmpistat is resident after MPI_Init and a loop of common calls
+ * long enough to fill the superstep buffer (so its merging runs too), from /proc/self/smaps:
+ * "code rss_kb=N size_kb=M" for the code (r-xp mapping) and "rodata rss_kb=N size_kb=M" for the
+ * first read-only segment (dynamic symbols, constants, unwind tables; mapped at offset 0). */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 
-static void report_code_residency(int rank) {
+static void report_residency(int rank) {
     FILE *f = fopen("/proc/self/smaps", "r");
     char line[1024];
-    int in_code = 0;
-    unsigned long start, end, rss_kb = 0, size_kb = 0;
+    int in = 0; /* 1: code, 2: first read-only segment */
+    unsigned long start, end, offset, rss_kb[3] = {0}, size_kb[3] = {0};
     if (!f) return;
     while (fgets(line, sizeof line, f)) {
         char perms[8];
-        if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) == 3) {
-            in_code = strstr(line, "libmpistat") != NULL && strcmp(perms, "r-xp") == 0;
-            if (in_code) size_kb += (end - start) / 1024;
-        } else if (in_code && strncmp(line, "Rss:", 4) == 0) {
+        if (sscanf(line, "%lx-%lx %7s %lx", &start, &end, perms, &offset) == 4) {
+            in = 0;
+            if (strstr(line, "libmpistat") != NULL) {
+                if (strcmp(perms, "r-xp") == 0) in = 1;
+                else if (strcmp(perms, "r--p") == 0 && offset == 0) in = 2;
+            }
+            if (in) size_kb[in] += (end - start) / 1024;
+        } else if (in && strncmp(line, "Rss:", 4) == 0) {
             unsigned long kb;
-            if (sscanf(line + 4, "%lu", &kb) == 1) rss_kb += kb;
+            if (sscanf(line + 4, "%lu", &kb) == 1) rss_kb[in] += kb;
         }
     }
     fclose(f);
-    printf("rank %d code rss_kb=%lu size_kb=%lu\n", rank, rss_kb, size_kb);
+    printf("rank %d code rss_kb=%lu size_kb=%lu\n", rank, rss_kb[1], size_kb[1]);
+    printf("rank %d rodata rss_kb=%lu size_kb=%lu\n", rank, rss_kb[2], size_kb[2]);
 }
 
 int main(int argc, char **argv) {
@@ -32,14 +39,14 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    for (int i = 0; i < 100; i++) {
+    for (int i = 0; i < 5000; i++) {
         MPI_Test(&req, &flag, &status);
         MPI_Iprobe(MPI_ANY_SOURCE, 99, MPI_COMM_WORLD, &flag, &status);
         MPI_Sendrecv(&x, 1, MPI_DOUBLE, (rank + 1) % size, 0, &y, 1, MPI_DOUBLE,
                      (rank + size - 1) % size, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     }
-    report_code_residency(rank);
+    report_residency(rank);
     MPI_Finalize();
     return 0;
 }
