@@ -153,7 +153,7 @@ impl Default for ProfilerConfig {
                 "OMPI_MCA_rmaps_base_oversubscribe".into(),
             ],
             env_value_max: 128,
-            superstep_buffer_bytes: 64 * 1024,
+            superstep_buffer_bytes: 16 * 1024,
             counters: vec![
                 "instructions".into(),
                 "cycles".into(),
