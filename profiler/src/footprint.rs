@@ -101,17 +101,41 @@ pub fn read_only_ranges() -> Vec<Range> {
     search.ranges
 }
 
-/// The read-only loadable segments in `phdrs`, loaded at `base`, shrunk to the pages they alone
-/// occupy (a page shared with a neighbouring, possibly writable, segment is left alone).
+/// The read-only loadable segments in `phdrs`, loaded at `base`, as whole pages: a segment's
+/// first and last page are included unless another loadable segment (possibly writable, which
+/// the loader mapped over it) lies in the same page.
 pub fn ranges_of(phdrs: &[libc::Elf64_Phdr], base: usize, page: usize) -> Vec<Range> {
-    phdrs
+    let loads: Vec<(usize, usize)> = phdrs
         .iter()
-        .filter(|p| p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_W == 0)
-        .filter_map(|p| {
-            let start = base + p.p_vaddr as usize;
+        .filter(|p| p.p_type == libc::PT_LOAD)
+        .map(|p| (p.p_vaddr as usize, (p.p_vaddr + p.p_memsz) as usize))
+        .collect();
+    // Whether a segment other than `own` has bytes in the page starting at `at`.
+    let shared = |own: (usize, usize), at: usize| {
+        loads
+            .iter()
+            .any(|&(s, e)| (s, e) != own && s < at + page && at < e)
+    };
+    loads
+        .iter()
+        .zip(phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD))
+        .filter(|(_, p)| p.p_flags & libc::PF_W == 0)
+        .filter_map(|(&(start, end), _)| {
+            let first = start / page * page;
+            let last = (end - 1) / page * page;
             let r = Range {
-                start: start.next_multiple_of(page),
-                end: (start + p.p_memsz as usize) / page * page,
+                start: base
+                    + if shared((start, end), first) {
+                        first + page
+                    } else {
+                        first
+                    },
+                end: base
+                    + if shared((start, end), last) {
+                        last
+                    } else {
+                        last + page
+                    },
             };
             (r.start < r.end).then_some(r)
         })
@@ -146,14 +170,15 @@ mod tests {
     }
 
     #[test]
-    fn read_only_segments_shrink_to_whole_pages_and_avoid_written_ones() {
-        // The layout of libmpistat.so as lld links it.
+    fn read_only_segments_cover_their_pages_except_those_another_segment_shares() {
+        // The layout of libmpistat.so as lld links it with 64 KiB segment alignment: no two
+        // segments share a page.
         let phdrs = [
-            phdr(libc::PT_LOAD, libc::PF_R, 0, 0x6ebfc),
-            phdr(libc::PT_LOAD, libc::PF_R | libc::PF_X, 0x6fbfc, 0x121684),
-            phdr(libc::PT_LOAD, libc::PF_R | libc::PF_W, 0x192280, 0x8d80),
-            phdr(libc::PT_LOAD, libc::PF_R | libc::PF_W, 0x19bfc0, 0x3378),
-            phdr(libc::PT_GNU_RELRO, libc::PF_R, 0x192280, 0x8d80),
+            phdr(libc::PT_LOAD, libc::PF_R, 0, 0x85e40),
+            phdr(libc::PT_LOAD, libc::PF_R | libc::PF_X, 0x95e40, 0x1b8940),
+            phdr(libc::PT_LOAD, libc::PF_R | libc::PF_W, 0x25e780, 0x9468),
+            phdr(libc::PT_LOAD, libc::PF_R | libc::PF_W, 0x277be8, 0x3538),
+            phdr(libc::PT_GNU_RELRO, libc::PF_R, 0x25e780, 0x9468),
         ];
         let base = 0x7f00_0000_0000;
         assert_eq!(
@@ -161,10 +186,30 @@ mod tests {
             vec![
                 Range {
                     start: base,
-                    end: base + 0x6e000
+                    end: base + 0x86000
                 },
                 Range {
-                    start: base + 0x70000,
+                    start: base + 0x95000,
+                    end: base + 0x24f000
+                },
+            ]
+        );
+        // A compact layout (4 KiB alignment): the code's last page is also the start of the
+        // writable segment, which the loader mapped over it, so it stays.
+        let phdrs = [
+            phdr(libc::PT_LOAD, libc::PF_R, 0, 0x6ebfc),
+            phdr(libc::PT_LOAD, libc::PF_R | libc::PF_X, 0x6fbfc, 0x121684),
+            phdr(libc::PT_LOAD, libc::PF_R | libc::PF_W, 0x191280, 0x8d80),
+        ];
+        assert_eq!(
+            ranges_of(&phdrs, base, 0x1000),
+            vec![
+                Range {
+                    start: base,
+                    end: base + 0x6f000
+                },
+                Range {
+                    start: base + 0x6f000,
                     end: base + 0x191000
                 },
             ]
@@ -172,8 +217,11 @@ mod tests {
     }
 
     #[test]
-    fn a_segment_within_one_page_is_left_alone() {
-        let phdrs = [phdr(libc::PT_LOAD, libc::PF_R, 0x1100, 0x800)];
+    fn a_segment_sharing_its_only_page_is_left_alone() {
+        let phdrs = [
+            phdr(libc::PT_LOAD, libc::PF_R, 0x1100, 0x800),
+            phdr(libc::PT_LOAD, libc::PF_R | libc::PF_W, 0x1900, 0x800),
+        ];
         assert_eq!(ranges_of(&phdrs, 0, 0x1000), vec![]);
     }
 
