@@ -313,9 +313,9 @@ impl Run<'_> {
             Problem::ConflictingPart { .. } => ("conflicting", location, line),
             Problem::CorruptLine { .. } => ("corrupt", location, line),
             Problem::UnsupportedWireVersion { .. } => ("unsupported", location, line),
-            Problem::ChecksumMismatch { key } | Problem::BadPayload { key, .. } => {
-                ("corrupt", key.clone(), None)
-            }
+            Problem::ChecksumMismatch { key }
+            | Problem::BadPayload { key, .. }
+            | Problem::IndexMismatch { key, .. } => ("corrupt", key.clone(), None),
             Problem::UnsupportedModelVersion { key, .. } => ("unsupported", key.clone(), None),
         };
         Rejected {
