@@ -12,7 +12,7 @@
 use crate::cli::{EscalateAction, EscalateArgs};
 use crate::db::Database;
 use anyhow::Context;
-use mpistat_record::JobRecord;
+use mpistat_record::JobIndex;
 use mpistat_site::escalation::{self, Entry};
 use mpistat_site::{EscalationConfig, SiteConfig};
 use std::io::{Read, Write};
@@ -62,27 +62,22 @@ fn write_list(path: &Path, entries: &[Entry]) -> anyhow::Result<()> {
     })
 }
 
-/// Why `record` deserves a trace under the site's rule, if it does.
-pub fn rule_matches(rule: &EscalationConfig, record: &JobRecord) -> Option<String> {
-    if record.partial.is_some() || record.wall_ns.sum == 0 {
+/// Why a job deserves a trace under the site's rule, if it does: judged from its index alone
+/// (`JobIndex::of` a record, or as filed), so looking at new jobs reads no record.
+pub fn rule_matches(rule: &EscalationConfig, job: &JobIndex) -> Option<String> {
+    if job.partial.is_some() || job.wall_ns_sum == 0 {
         return None;
     }
-    let mpi_percent = 100.0 * record.mpi_ns.sum as f64 / record.wall_ns.sum as f64;
-    let imbalance = record.imbalance.as_ref()?;
-    let work = imbalance.work_avg_ns(record.ranks);
-    let imbalance_percent = if work > 0.0 {
-        100.0 * imbalance.critical_path_ns as f64 / work
-    } else {
-        0.0
-    };
-    let cpu_hours = f64::from(record.ranks) * record.wall_ns.max as f64 / 3.6e12;
+    let mpi_percent = 100.0 * job.mpi_ns_sum as f64 / job.wall_ns_sum as f64;
+    let imbalance_percent = job.critical_path_imbalance_percent()?;
+    let cpu_hours = f64::from(job.ranks) * job.wall_ns_max as f64 / 3.6e12;
     (mpi_percent >= rule.mpi_percent_min
         && imbalance_percent >= rule.critical_path_imbalance_percent_min
         && cpu_hours >= rule.cpu_hours_min)
         .then(|| {
             format!(
                 "job {}: MPI {mpi_percent:.0} %, critical-path imbalance {imbalance_percent:.0} %, {cpu_hours:.2} CPU hours",
-                record.job_id
+                job.job_id
             )
         })
 }
@@ -148,7 +143,11 @@ fn analyse(rule: &EscalationConfig, dir: &str) -> Result<String, String> {
 }
 
 /// Look at the jobs stored since the last call: analyse traces, count captures down, apply the
-/// rule; write the list if it changed. Problems go to `err`; only database and list IO fail.
+/// rule; write the list if it changed. The rule is judged on each job's filed index; only the
+/// records of traced jobs (the index says so) are read, and checked against the index (a record
+/// that disagrees is quarantined, see [`Database::quarantine`], and not analysed). Rows stored
+/// before the index had columns are read whole. Problems go to `err`; only database and list IO
+/// fail.
 pub fn after_ingest(
     config: &SiteConfig,
     db: &Database,
@@ -162,8 +161,19 @@ pub fn after_ingest(
     let mut entries = read_list(&rule.list, err)?;
     let before = entries.clone();
     let now = now_unix();
-    for record in &jobs {
-        if let Some(trace) = &record.trace {
+    for filed in &jobs {
+        let record = if filed.index.traced.is_some() || !filed.complete {
+            match db.filed_record(filed)? {
+                Some(record) => Some(record),
+                None => continue, // not the record filed: quarantined
+            }
+        } else {
+            None
+        };
+        if let Some((record, trace)) = record
+            .as_ref()
+            .and_then(|r| r.trace.as_ref().map(|t| (r, t)))
+        {
             let outcome = analyse(rule, &trace.dir);
             if let Err(e) = &outcome {
                 writeln!(
@@ -185,14 +195,20 @@ pub fn after_ingest(
                     e.captures_left -= 1;
                 }
             }
-        } else if let Some(reason) = rule_matches(rule, record) {
+            continue;
+        }
+        let index = match &record {
+            Some(record) => JobIndex::of(record),
+            None => filed.index.clone(),
+        };
+        if let Some(reason) = rule_matches(rule, &index) {
             let listed = entries
                 .iter()
-                .any(|e| e.applies(record.uid, &record.exe, now));
+                .any(|e| e.applies(index.uid, &index.exe, now));
             if !listed {
                 entries.push(Entry {
-                    uid: record.uid,
-                    exe: record.exe.clone(),
+                    uid: index.uid,
+                    exe: index.exe.clone(),
                     captures_left: rule.captures,
                     expires_unix: now + rule.expiry_days * 86_400,
                     reason,
@@ -205,9 +221,7 @@ pub fn after_ingest(
     if entries != before {
         write_list(&rule.list, &entries)?;
     }
-    for record in &jobs {
-        db.mark_considered(&record.key())?;
-    }
+    db.mark_considered(jobs.iter().map(|filed| filed.key.as_str()))?;
     Ok(())
 }
 
@@ -281,8 +295,13 @@ pub fn command(args: &EscalateArgs, out: &mut impl Write) -> anyhow::Result<()> 
 mod tests {
     use super::*;
     use mpistat_record::model::{Imbalance, Stat};
+    use mpistat_record::JobRecord;
 
-    fn job(ranks: u32, wall_s: u64, mpi_percent: u64, imbalance_percent: u64) -> JobRecord {
+    fn job(ranks: u32, wall_s: u64, mpi_percent: u64, imbalance_percent: u64) -> JobIndex {
+        JobIndex::of(&record(ranks, wall_s, mpi_percent, imbalance_percent))
+    }
+
+    fn record(ranks: u32, wall_s: u64, mpi_percent: u64, imbalance_percent: u64) -> JobRecord {
         let wall = wall_s * 1_000_000_000;
         let work = wall * (100 - mpi_percent) / 100;
         JobRecord {
@@ -325,8 +344,13 @@ mod tests {
         );
         let partial = JobRecord {
             partial: Some("MPI_Abort".into()),
-            ..job(64, 3600, 40, 25)
+            ..record(64, 3600, 40, 25)
         };
-        assert!(rule_matches(&rule, &partial).is_none());
+        assert!(rule_matches(&rule, &JobIndex::of(&partial)).is_none());
+        let without_estimates = JobRecord {
+            imbalance: None,
+            ..record(64, 3600, 40, 25)
+        };
+        assert!(rule_matches(&rule, &JobIndex::of(&without_estimates)).is_none());
     }
 }

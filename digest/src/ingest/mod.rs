@@ -138,7 +138,7 @@ pub fn run_once(
         senders: HashMap::new(),
         first_lines: HashMap::new(),
         files: Vec::new(),
-        decoders: OrderedPool::new(|job: CompleteJob| job.decode().map(JobRow::from)),
+        decoders: OrderedPool::new(file_job),
         decoding: VecDeque::new(),
         pending: Pending::default(),
         stats: RunStats::default(),
@@ -253,32 +253,62 @@ impl Run<'_> {
         }
     }
 
-    /// Store `job` if `sender` may have written it, else reject it as forged.
+    /// Store `job` if `sender` may have written it, else reject it as forged. The uid checked
+    /// is the index's, which a wire version 2 record carries next to the record itself: readers
+    /// of the stored record check the record says the same (see [`crate::db::FiledJob`]).
     fn accept(&mut self, job: JobRow, sender: Option<u32>, file: usize) {
+        let index = &job.index;
         let forged = match sender {
-            Some(uid) if uid == job.uid => None,
+            Some(uid) if uid == index.uid => None,
             Some(uid) => Some((
+                "forged",
                 format!("{}/uid {uid}", job.key),
                 format!(
                     "claims uid {} ({}) but uid {uid} sent it",
-                    job.uid, job.user
+                    index.uid, index.user
                 ),
             )),
             None if !self.options.require_attested_uid => None,
             None => Some((
+                "forged",
                 format!("{}/unattested", job.key),
                 format!(
                     "claims uid {} ({}); syslog attested no sender",
-                    job.uid, job.user
+                    index.uid, index.user
                 ),
             )),
         };
-        match forged {
-            Some((reference, detail)) => self.pending.rejected.push(Rejected {
-                kind: "forged",
+        // SQLite integers are signed: larger figures cannot be stored (no real job has them).
+        let too_large = [
+            index.start_unix_ms,
+            index.end_unix_ms,
+            index.wall_ns_sum,
+            index.wall_ns_max,
+            index.mpi_ns_sum,
+        ]
+        .into_iter()
+        .chain(
+            index
+                .imbalance
+                .iter()
+                .flat_map(|i| [i.critical_path_ns, i.work_sum_ns]),
+        )
+        .any(|n| i64::try_from(n).is_err());
+        let rejected = forged.or_else(|| {
+            too_large.then(|| {
+                (
+                    "corrupt",
+                    job.key.clone(),
+                    "a time or sum is beyond 2^63 (cannot be stored)".to_string(),
+                )
+            })
+        });
+        match rejected {
+            Some((kind, reference, detail)) => self.pending.rejected.push(Rejected {
+                kind,
                 reference,
                 source: self.files[file].input.path.display().to_string(),
-                detail: format!("job {}: {detail}", job.job_id),
+                detail: format!("job {}: {detail}", index.job_id),
                 line: None,
             }),
             None => {
@@ -417,12 +447,19 @@ impl Run<'_> {
             }
             for job in lines.assembler.take_complete() {
                 let file = first_file(&job.key);
-                self.take_outcome(job.decode().map(JobRow::from), sender, file);
+                self.take_outcome(file_job(job), sender, file);
             }
         }
         self.commit(&in_grace)?;
         Ok(self.stats)
     }
+}
+
+/// A complete job as a row to store: by its index alone for wire version 2, by decoding the
+/// record for version 1 (see [`CompleteJob::indexed`]). Runs on the decoders' threads.
+fn file_job(job: CompleteJob) -> Outcome {
+    job.indexed()
+        .map(move |indexed| JobRow::new(job.key, indexed))
 }
 
 impl FileRead {
