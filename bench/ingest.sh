@@ -13,7 +13,9 @@ cargo build --release -q -p mpistat-digest --bin mpistat --example gen_records
 work=$(mktemp -d "${TMPDIR:-/tmp}/mpistat-bench-ingest.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 target/release/examples/gen_records "$records" "$users" "$work/records.log"
-printf '[database]\npath = "%s"\n' "$work/mpistat.db" > "$work/site.toml"
+# The escalation list too stays in $work (ingest writes it; the default is the system's).
+printf '[database]\npath = "%s"\n[escalation]\nlist = "%s"\n' "$work/mpistat.db" \
+    "$work/escalation.list" > "$work/site.toml"
 echo "input: $records records, $(wc -l < "$work/records.log") lines, $(du -h "$work/records.log" | cut -f1)"
 # Wall and CPU (user + system) seconds of a command, as "wall cpu" in $work/times: the machine may
 # be shared, and CPU time says what the command itself cost.

@@ -23,8 +23,8 @@
 //!   where reading resumes (in the uncompressed text).
 //! * `mails`: one row per (user, week) mail: sent, or failed with the error and the number of
 //!   attempts.
-//! * `considered`: jobs the escalation rule has looked at; `analyses`: the trace analyses of
-//!   traced jobs.
+//! * `escalation_queue`: jobs the escalation rules are still to look at (traced, or meeting the
+//!   rule, queued by ingest with the job); `analyses`: the trace analyses of traced jobs.
 
 use crate::pool::OrderedPool;
 use anyhow::Context;
@@ -137,8 +137,25 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE jobs ADD COLUMN critical_path_ns INTEGER;
     ALTER TABLE jobs ADD COLUMN work_sum_ns INTEGER;
     ALTER TABLE jobs ADD COLUMN traced TEXT;
+    -- Jobs the escalation rules are to look at: ingest queues a job that is traced or meets the
+    -- rule (judged on its index) with the job itself, and the look after the run takes it off.
+    -- Replaces `considered`, which had to list every job: the jobs not in it are queued.
+    -- `id` is the job's, `uid` and `exe` are its; `traced` 1 if it was traced, 0 if not, NULL
+    -- if not known (stored before this version: its record tells).
+    CREATE TABLE escalation_queue (
+        id INTEGER PRIMARY KEY,
+        uid INTEGER NOT NULL,
+        exe TEXT NOT NULL,
+        traced INTEGER
+    );
+    INSERT INTO escalation_queue (id, uid, exe, traced)
+        SELECT id, uid, exe, NULL FROM jobs WHERE key NOT IN (SELECT key FROM considered);
+    DROP TABLE considered;
 ",
 ];
+
+/// Page size of a new database (an existing one keeps its own).
+const PAGE_SIZE: u32 = 65_536;
 
 /// How long opening and writing wait for another process's transaction.
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -208,6 +225,9 @@ impl Database {
             .with_context(|| format!("cannot open database {}", path.display()))?;
         // First, so that even switching to WAL waits for another process's transaction.
         conn.busy_timeout(BUSY_TIMEOUT)?;
+        // Before the database exists (no effect after): 64 KiB pages suit rows of a few kB
+        // (records) and ingest's bulk appends: fewer pages to write, look up and sync.
+        conn.pragma_update(None, "page_size", PAGE_SIZE)?;
         // WAL: readers (digest) do not block the ingest; synchronous=NORMAL in WAL mode still
         // never corrupts the database, a crash loses at most the last commits (which ingest
         // redoes, as their positions are lost with them).
@@ -411,6 +431,7 @@ impl Database {
                 params![filed.key, detail],
             )?;
             tx.execute("DELETE FROM jobs WHERE key = ?1", [&filed.key])?;
+            tx.execute("DELETE FROM escalation_queue WHERE id = ?1", [filed.id])?;
             tx.commit()
         })();
         match moved {
@@ -440,31 +461,54 @@ impl Database {
         )?)
     }
 
-    /// Jobs the escalation rules have not looked at yet, as filed (no record is read), in end
-    /// order.
-    pub fn unconsidered_jobs(&self) -> anyhow::Result<Vec<FiledJob>> {
-        let mut stmt = self.conn.prepare(&format!(
-            "SELECT {INDEX_COLUMNS} FROM jobs WHERE key NOT IN (SELECT key FROM considered)
-             ORDER BY end_ms, key"
-        ))?;
-        let rows = stmt.query_map([], FiledJob::from_row)?;
+    /// Jobs queued for the escalation rules, in arrival order (from the queue alone).
+    pub fn queued_jobs(&self) -> anyhow::Result<Vec<QueuedJob>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, uid, exe, traced FROM escalation_queue ORDER BY id")?;
+        let rows = stmt.query_map([], |row| {
+            Ok(QueuedJob {
+                id: row.get(0)?,
+                uid: row.get(1)?,
+                exe: row.get(2)?,
+                traced: row.get(3)?,
+            })
+        })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// A job as filed (no record is read), if it is still there.
+    pub fn filed_job(&self, id: i64) -> anyhow::Result<Option<FiledJob>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {INDEX_COLUMNS} FROM jobs WHERE id = ?1"),
+                [id],
+                FiledJob::from_row,
+            )
+            .optional()?)
+    }
+
     /// The escalation rules have looked at these jobs (and their traces are analysed, if any).
-    pub fn mark_considered<'k>(
-        &self,
-        keys: impl IntoIterator<Item = &'k str>,
-    ) -> anyhow::Result<()> {
+    pub fn unqueue(&self, ids: impl IntoIterator<Item = i64>) -> anyhow::Result<()> {
         let tx = self.conn.unchecked_transaction()?;
         {
-            let mut insert = tx.prepare("INSERT OR IGNORE INTO considered (key) VALUES (?1)")?;
-            for key in keys {
-                insert.execute([key])?;
+            let mut delete = tx.prepare("DELETE FROM escalation_queue WHERE id = ?1")?;
+            for id in ids {
+                delete.execute([id])?;
             }
         }
         tx.commit()?;
         Ok(())
+    }
+
+    /// Keys of the jobs reported incomplete.
+    pub fn incomplete_keys(&self) -> anyhow::Result<std::collections::HashSet<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT ref FROM rejected WHERE kind = 'incomplete'")?;
+        let rows = stmt.query_map([], |row| row.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Store the analysis of `record`'s trace: its summary (JSON) or why it failed.
@@ -622,16 +666,18 @@ fn checked_record(filed: &FiledJob, stored: Value) -> Result<JobRecord, String> 
 }
 
 /// The columns of `jobs` that hold a job's key and index, as [`FiledJob::from_row`] reads them.
-const INDEX_COLUMNS: &str = "key, model_version, job_id, uid, user, exe, host, pid, ranks, \
-     start_ms, end_ms, wall_ns_sum, wall_ns_max, mpi_ns_sum, partial, critical_path_ns, \
+const INDEX_COLUMNS: &str = "jobs.id, key, model_version, job_id, uid, user, exe, host, pid, \
+     ranks, start_ms, end_ms, wall_ns_sum, wall_ns_max, mpi_ns_sum, partial, critical_path_ns, \
      work_sum_ns, traced";
 
 /// How many [`INDEX_COLUMNS`] there are (the next column of a query is at this index).
-const INDEX_COLUMN_COUNT: usize = 18;
+const INDEX_COLUMN_COUNT: usize = 19;
 
 /// A job as a row of `jobs` files it: its key and index, without its record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FiledJob {
+    /// The row's id (arrival order).
+    pub id: i64,
     pub key: String,
     /// The index as filed; in a row stored before schema 4 (`complete` false) the fields it has
     /// no column for are defaults.
@@ -643,34 +689,35 @@ pub struct FiledJob {
 impl FiledJob {
     /// From a row whose first columns are [`INDEX_COLUMNS`].
     fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<FiledJob> {
-        let version: Option<u32> = row.get(1)?;
-        let critical_path_ns: Option<u64> = row.get(15)?;
-        let work_sum_ns: Option<u64> = row.get(16)?;
+        let version: Option<u32> = row.get(2)?;
+        let critical_path_ns: Option<u64> = row.get(16)?;
+        let work_sum_ns: Option<u64> = row.get(17)?;
         Ok(FiledJob {
-            key: row.get(0)?,
+            id: row.get(0)?,
+            key: row.get(1)?,
             complete: version.is_some(),
             index: JobIndex {
                 version: version.unwrap_or_default(),
-                job_id: row.get(2)?,
-                uid: row.get(3)?,
-                user: row.get(4)?,
-                exe: row.get(5)?,
-                host: row.get::<_, Option<String>>(6)?.unwrap_or_default(),
-                pid: row.get::<_, Option<u32>>(7)?.unwrap_or_default(),
-                ranks: row.get(8)?,
-                start_unix_ms: row.get(9)?,
-                end_unix_ms: row.get(10)?,
-                wall_ns_sum: row.get(11)?,
-                wall_ns_max: row.get::<_, Option<u64>>(12)?.unwrap_or_default(),
-                mpi_ns_sum: row.get(13)?,
-                partial: row.get(14)?,
+                job_id: row.get(3)?,
+                uid: row.get(4)?,
+                user: row.get(5)?,
+                exe: row.get(6)?,
+                host: row.get::<_, Option<String>>(7)?.unwrap_or_default(),
+                pid: row.get::<_, Option<u32>>(8)?.unwrap_or_default(),
+                ranks: row.get(9)?,
+                start_unix_ms: row.get(10)?,
+                end_unix_ms: row.get(11)?,
+                wall_ns_sum: row.get(12)?,
+                wall_ns_max: row.get::<_, Option<u64>>(13)?.unwrap_or_default(),
+                mpi_ns_sum: row.get(14)?,
+                partial: row.get(15)?,
                 imbalance: critical_path_ns.zip(work_sum_ns).map(
                     |(critical_path_ns, work_sum_ns)| IndexImbalance {
                         critical_path_ns,
                         work_sum_ns,
                     },
                 ),
-                traced: row.get(17)?,
+                traced: row.get(18)?,
             },
         })
     }
@@ -701,6 +748,17 @@ impl FiledJob {
     }
 }
 
+/// A job queued for the escalation rules (table `escalation_queue`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedJob {
+    /// The job's row (`jobs.id`).
+    pub id: i64,
+    pub uid: u32,
+    pub exe: String,
+    /// Whether it was traced; `None` for jobs stored before the index had columns.
+    pub traced: Option<bool>,
+}
+
 /// What the `jobs` table keeps of a job: its key, its index (as columns) and the record as the
 /// deflated JSON it came in.
 #[derive(Debug, Clone)]
@@ -708,6 +766,8 @@ pub struct JobRow {
     pub key: String,
     pub index: JobIndex,
     pub deflated: Vec<u8>,
+    /// Queue it for the escalation rules (table `escalation_queue`) when it is stored.
+    pub look: bool,
 }
 
 impl JobRow {
@@ -716,20 +776,24 @@ impl JobRow {
             key,
             index: job.index,
             deflated: job.deflated,
+            look: false,
         }
     }
 }
 
 /// Statements of one ingest transaction, prepared once.
 pub struct IngestBatch<'conn> {
+    conn: &'conn Connection,
     insert_job: rusqlite::Statement<'conn>,
     clear_incomplete: rusqlite::Statement<'conn>,
     insert_rejected: rusqlite::Statement<'conn>,
+    queue: rusqlite::Statement<'conn>,
 }
 
 impl<'conn> IngestBatch<'conn> {
     pub fn new(tx: &'conn rusqlite::Transaction<'conn>) -> anyhow::Result<Self> {
         Ok(IngestBatch {
+            conn: tx,
             insert_job: tx.prepare(
                 "INSERT OR IGNORE INTO jobs (key, uid, user, job_id, exe, ranks, start_ms, end_ms,
                      wall_ns_sum, mpi_ns_sum, partial, record, model_version, host, pid,
@@ -743,12 +807,18 @@ impl<'conn> IngestBatch<'conn> {
                 "INSERT OR IGNORE INTO rejected (kind, ref, source, detail, line)
                  VALUES (?1, ?2, ?3, ?4, ?5)",
             )?,
+            queue: tx.prepare(
+                "INSERT OR IGNORE INTO escalation_queue (id, uid, exe, traced)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?,
         })
     }
 
     /// Store a job (once: a job already there is left alone) with its index and deflated
-    /// record; it is no longer incomplete. Returns whether it was new.
-    pub fn insert_job(&mut self, job: &JobRow) -> anyhow::Result<bool> {
+    /// record, queued for the escalation rules if it is new and [`JobRow::look`]; it is no
+    /// longer incomplete (`was_incomplete`: the database reports it so, which is withdrawn).
+    /// Returns whether it was new.
+    pub fn insert_job(&mut self, job: &JobRow, was_incomplete: bool) -> anyhow::Result<bool> {
         let index = &job.index;
         let imbalance = index.imbalance.as_ref();
         let inserted = self.insert_job.execute(params![
@@ -772,7 +842,17 @@ impl<'conn> IngestBatch<'conn> {
             imbalance.map(|i| i.work_sum_ns),
             index.traced,
         ])?;
-        self.clear_incomplete.execute(params![job.key])?;
+        if was_incomplete {
+            self.clear_incomplete.execute(params![job.key])?;
+        }
+        if inserted == 1 && job.look {
+            self.queue.execute(params![
+                self.conn.last_insert_rowid(),
+                index.uid,
+                index.exe,
+                index.traced.is_some()
+            ])?;
+        }
         Ok(inserted == 1)
     }
 

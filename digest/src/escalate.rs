@@ -15,6 +15,7 @@ use anyhow::Context;
 use mpistat_record::JobIndex;
 use mpistat_site::escalation::{self, Entry};
 use mpistat_site::{EscalationConfig, SiteConfig};
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -65,6 +66,15 @@ fn write_list(path: &Path, entries: &[Entry]) -> anyhow::Result<()> {
 /// Why a job deserves a trace under the site's rule, if it does: judged from its index alone
 /// (`JobIndex::of` a record, or as filed), so looking at new jobs reads no record.
 pub fn rule_matches(rule: &EscalationConfig, job: &JobIndex) -> Option<String> {
+    let (mpi_percent, imbalance_percent, cpu_hours) = rule_figures(rule, job)?;
+    Some(format!(
+        "job {}: MPI {mpi_percent:.0} %, critical-path imbalance {imbalance_percent:.0} %, {cpu_hours:.2} CPU hours",
+        job.job_id
+    ))
+}
+
+/// The rule: MPI share, critical-path imbalance (both %) and CPU hours of a job that meets it.
+fn rule_figures(rule: &EscalationConfig, job: &JobIndex) -> Option<(f64, f64, f64)> {
     if job.partial.is_some() || job.wall_ns_sum == 0 {
         return None;
     }
@@ -74,12 +84,14 @@ pub fn rule_matches(rule: &EscalationConfig, job: &JobIndex) -> Option<String> {
     (mpi_percent >= rule.mpi_percent_min
         && imbalance_percent >= rule.critical_path_imbalance_percent_min
         && cpu_hours >= rule.cpu_hours_min)
-        .then(|| {
-            format!(
-                "job {}: MPI {mpi_percent:.0} %, critical-path imbalance {imbalance_percent:.0} %, {cpu_hours:.2} CPU hours",
-                job.job_id
-            )
-        })
+        .then_some((mpi_percent, imbalance_percent, cpu_hours))
+}
+
+/// Whether the escalation rules are to look at a job after it is stored: it is traced (its
+/// trace is analysed) or meets the rule. Judged on the index when ingest files the job, so that
+/// only these are queued (table `escalation_queue`) and looked at by [`after_ingest`].
+pub fn needs_a_look(rule: &EscalationConfig, job: &JobIndex) -> bool {
+    job.traced.is_some() || rule_figures(rule, job).is_some()
 }
 
 /// Run `mpistat analyze --format summary DIR` with the site's time and memory bounds.
@@ -142,8 +154,9 @@ fn analyse(rule: &EscalationConfig, dir: &str) -> Result<String, String> {
     }
 }
 
-/// Look at the jobs stored since the last call: analyse traces, count captures down, apply the
-/// rule; write the list if it changed. The rule is judged on each job's filed index; only the
+/// Look at the jobs queued since the last call (by ingest: traced, or meeting the rule, see
+/// [`needs_a_look`]): analyse traces, count captures down, apply the rule; write the list if it
+/// changed, then take them off the queue. The rule is judged on each job's filed index; only the
 /// records of traced jobs (the index says so) are read, and checked against the index (a record
 /// that disagrees is quarantined, see [`Database::quarantine`], and not analysed). Rows stored
 /// before the index had columns are read whole. Problems go to `err`; only database and list IO
@@ -154,16 +167,30 @@ pub fn after_ingest(
     err: &mut impl Write,
 ) -> anyhow::Result<()> {
     let rule = &config.escalation;
-    let jobs = db.unconsidered_jobs()?;
+    let jobs = db.queued_jobs()?;
     if jobs.is_empty() {
         return Ok(());
     }
     let mut entries = read_list(&rule.list, err)?;
     let before = entries.clone();
     let now = now_unix();
-    for filed in &jobs {
+    // (uid, executable) of the entries that apply: at most one each (a pair gets a new entry
+    // only when none applies).
+    let mut listed: HashSet<(u32, String)> = entries
+        .iter()
+        .filter(|e| e.applies(e.uid, &e.exe, now))
+        .map(|e| (e.uid, e.exe.clone()))
+        .collect();
+    for queued in &jobs {
+        // A job that is not traced matters only if its (uid, executable) is not listed.
+        if queued.traced == Some(false) && listed.contains(&(queued.uid, queued.exe.clone())) {
+            continue;
+        }
+        let Some(filed) = db.filed_job(queued.id)? else {
+            continue; // quarantined since
+        };
         let record = if filed.index.traced.is_some() || !filed.complete {
-            match db.filed_record(filed)? {
+            match db.filed_record(&filed)? {
                 Some(record) => Some(record),
                 None => continue, // not the record filed: quarantined
             }
@@ -193,27 +220,30 @@ pub fn after_ingest(
                     .find(|e| e.applies(record.uid, &record.exe, now))
                 {
                     e.captures_left -= 1;
+                    if e.captures_left == 0 {
+                        listed.remove(&(e.uid, e.exe.clone()));
+                    }
                 }
             }
             continue;
         }
         let index = match &record {
             Some(record) => JobIndex::of(record),
-            None => filed.index.clone(),
+            None => filed.index,
         };
+        let pair = (index.uid, index.exe.clone());
+        if listed.contains(&pair) {
+            continue;
+        }
         if let Some(reason) = rule_matches(rule, &index) {
-            let listed = entries
-                .iter()
-                .any(|e| e.applies(index.uid, &index.exe, now));
-            if !listed {
-                entries.push(Entry {
-                    uid: index.uid,
-                    exe: index.exe.clone(),
-                    captures_left: rule.captures,
-                    expires_unix: now + rule.expiry_days * 86_400,
-                    reason,
-                });
-            }
+            entries.push(Entry {
+                uid: pair.0,
+                exe: pair.1.clone(),
+                captures_left: rule.captures,
+                expires_unix: now + rule.expiry_days * 86_400,
+                reason,
+            });
+            listed.insert(pair);
         }
     }
     // Spent and expired entries leave the list.
@@ -221,7 +251,7 @@ pub fn after_ingest(
     if entries != before {
         write_list(&rule.list, &entries)?;
     }
-    db.mark_considered(jobs.iter().map(|filed| filed.key.as_str()))?;
+    db.unqueue(jobs.iter().map(|queued| queued.id))?;
     Ok(())
 }
 

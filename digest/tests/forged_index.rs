@@ -34,6 +34,8 @@ fn ingest(db: &mut Database, log: &Path) -> RunStats {
         files: vec![log.to_path_buf()],
         require_attested_uid: true,
         grace: Duration::from_secs(300),
+        escalation: Default::default(),
+        batch_lines: mpistat_digest::ingest::BATCH_LINES,
     };
     let mut err = Vec::new();
     let stats = run_once(db, &options, &mut err).unwrap();

@@ -72,6 +72,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::ops::Range;
 
 /// Longest message (after the syslog header) that `encode` produces, in bytes; with an RFC 3164
 /// header this keeps every syslog line within 1024 bytes.
@@ -204,8 +205,8 @@ pub struct CompleteJob {
     pub key: String,
     wire_version: u32,
     record_crc: u32,
-    /// The base64 payload, parts in order.
-    payload: String,
+    /// The base64 payload, parts in order (printable ASCII).
+    payload: Vec<u8>,
 }
 
 /// A decoded record and the raw-DEFLATE JSON it came from (checked against the record crc), which
@@ -404,7 +405,8 @@ struct Part<'a> {
     parts: u32,
     record_crc: u32,
     line_crc: u32,
-    data: &'a str,
+    /// Printable ASCII.
+    data: &'a [u8],
 }
 
 /// What a syslog line is to us.
@@ -424,8 +426,7 @@ enum LineProblem {
 fn find_marker(line: &[u8]) -> Option<(&[u8], &[u8])> {
     let mut from = 0;
     while from + MARKER.len() <= line.len() {
-        let found = line[from..].iter().position(|&b| b == MARKER[0])?;
-        let at = from + found;
+        let at = from + memchr::memchr(MARKER[0], &line[from..])?;
         if line[at..].starts_with(MARKER) {
             let after = &line[at + MARKER.len()..];
             let digits = after.iter().take_while(|b| b.is_ascii_digit()).count();
@@ -503,7 +504,7 @@ fn parse_fields<'a>(wire_version: u32, version: &[u8], rest: &'a [u8]) -> Result
     if data.is_empty() {
         return Err("no data".into());
     }
-    if !data.iter().all(|b| (0x20..0x7f).contains(b)) {
+    if !is_printable_ascii(data) {
         return Err("data is not printable ASCII".into());
     }
     Ok(Part {
@@ -513,19 +514,30 @@ fn parse_fields<'a>(wire_version: u32, version: &[u8], rest: &'a [u8]) -> Result
         parts,
         record_crc,
         line_crc,
-        data: std::str::from_utf8(data).expect("printable ASCII"),
+        data,
     })
 }
 
-fn is_lower_hex(b: &u8) -> bool {
-    matches!(b, b'0'..=b'9' | b'a'..=b'f')
+/// Whether every byte is in `0x20..=0x7e` (a maximum over the bytes, so that it vectorises).
+fn is_printable_ascii(data: &[u8]) -> bool {
+    data.iter()
+        .fold(0u8, |max, &b| max.max(b.wrapping_sub(0x20)))
+        <= 0x7e - 0x20
 }
 
+/// Exactly `digits` lowercase hex digits, as a number.
 fn parse_hex(text: &[u8], digits: usize) -> Option<u64> {
-    if text.len() != digits || !text.iter().all(is_lower_hex) {
+    if text.len() != digits {
         return None;
     }
-    u64::from_str_radix(std::str::from_utf8(text).ok()?, 16).ok()
+    text.iter().try_fold(0u64, |n, &b| {
+        let digit = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            _ => return None,
+        };
+        Some(n << 4 | u64::from(digit))
+    })
 }
 
 fn parse_hex32(text: &[u8]) -> Option<u32> {
@@ -547,13 +559,68 @@ struct PendingJob {
     wire_version: u32,
     parts: u32,
     record_crc: u32,
-    /// Line crc and data of every part that arrived, by part number.
-    data: BTreeMap<u32, (u32, String)>,
+    /// The data of the payload parts that arrived, back to back in arrival order (printable
+    /// ASCII).
+    buffer: Vec<u8>,
+    /// Part 0's data (the summary), if it arrived.
+    summary: Vec<u8>,
+    /// Line crc and where its data is (in `summary` for part 0, else in `buffer`) of every part
+    /// that arrived, by part number.
+    arrived: BTreeMap<u32, (u32, Range<usize>)>,
 }
 
 impl PendingJob {
     fn has_all_payload(&self) -> bool {
-        (1..self.parts).all(|part| self.data.contains_key(&part))
+        (1..self.parts).all(|part| self.arrived.contains_key(&part))
+    }
+
+    fn data(&self, part: u32) -> Option<&[u8]> {
+        let (_, range) = self.arrived.get(&part)?;
+        let data = if part == 0 {
+            &self.summary
+        } else {
+            &self.buffer
+        };
+        Some(&data[range.clone()])
+    }
+
+    /// Add a part's data (not there yet).
+    fn add(&mut self, part: u32, line_crc: u32, data: &[u8]) {
+        let buffer = if part == 0 {
+            &mut self.summary
+        } else {
+            &mut self.buffer
+        };
+        let start = buffer.len();
+        buffer.extend_from_slice(data);
+        self.arrived.insert(part, (line_crc, start..buffer.len()));
+    }
+
+    /// Part 0's text, if it arrived.
+    fn summary(&self) -> Option<String> {
+        self.data(0)
+            .map(|data| String::from_utf8_lossy(data).into_owned())
+    }
+
+    /// The payload: the data of parts `1..n` in part order (those that arrived).
+    fn into_payload(self) -> Vec<u8> {
+        let mut ranges = self.arrived.range(1..).map(|(_, (_, range))| range);
+        // The usual case: the parts arrived in order, so `buffer` is the payload.
+        let mut end = 0;
+        if ranges.all(|range| {
+            let next = range.start == end;
+            end = range.end;
+            next
+        }) {
+            let mut payload = self.buffer;
+            payload.truncate(end);
+            return payload;
+        }
+        self.arrived
+            .range(1..)
+            .flat_map(|(_, (_, range))| &self.buffer[range.clone()])
+            .copied()
+            .collect()
     }
 }
 
@@ -649,7 +716,10 @@ impl Assembler {
             wire_version: part.wire_version,
             parts: part.parts,
             record_crc: part.record_crc,
-            data: BTreeMap::new(),
+            // Room for the usual few parts (a line's part count is not to be trusted).
+            buffer: Vec::with_capacity(MAX_MESSAGE * (part.parts as usize - 1).min(8)),
+            summary: Vec::new(),
+            arrived: BTreeMap::new(),
         });
         let conflict = if job.wire_version != part.wire_version
             || job.parts != part.parts
@@ -657,18 +727,15 @@ impl Assembler {
         {
             Some(true)
         } else {
-            job.data
-                .get(&part.part)
-                .map(|(_, earlier)| earlier != part.data)
+            job.data(part.part).map(|earlier| earlier != part.data)
         };
         if let Some(conflicting) = conflict {
             let problem = self.repeat(key, part.part, conflicting);
             self.problems.push(problem);
             return;
         }
-        job.data
-            .insert(part.part, (part.line_crc, part.data.to_string()));
-        if job.data.len() == job.parts as usize {
+        job.add(part.part, part.line_crc, part.data);
+        if job.arrived.len() == job.parts as usize {
             let job = self.pending.remove(&key).expect("job is pending");
             self.complete(key, job);
         }
@@ -677,27 +744,23 @@ impl Assembler {
     /// Queue a job whose payload parts are all there for decoding, and remember it as finished.
     fn complete(&mut self, key: u64, job: PendingJob) {
         let mut line_crcs = vec![None; job.parts as usize].into_boxed_slice();
-        for (&part, (line_crc, _)) in &job.data {
+        for (&part, (line_crc, _)) in &job.arrived {
             line_crcs[part as usize] = Some(*line_crc);
         }
-        let len = job.data.range(1..).map(|(_, (_, data))| data.len()).sum();
-        let mut payload = String::with_capacity(len);
-        for (_, (_, data)) in job.data.range(1..) {
-            payload.push_str(data);
-        }
-        let complete = CompleteJob {
-            key: key_text(key),
-            wire_version: job.wire_version,
-            record_crc: job.record_crc,
-            payload,
-        };
-        self.complete.push((job.first_seen, complete));
         let finished = FinishedJob {
             wire_version: job.wire_version,
             parts: job.parts,
             record_crc: job.record_crc,
             line_crcs,
         };
+        let first_seen = job.first_seen;
+        let complete = CompleteJob {
+            key: key_text(key),
+            wire_version: job.wire_version,
+            record_crc: job.record_crc,
+            payload: job.into_payload(),
+        };
+        self.complete.push((first_seen, complete));
         self.finished.insert(key, finished);
     }
 
@@ -762,9 +825,9 @@ impl Assembler {
         pending.sort_by_key(|(_, job)| job.first_seen);
         for (key, job) in pending {
             let missing: Vec<u32> = (0..job.parts)
-                .filter(|p| !job.data.contains_key(p))
+                .filter(|p| !job.arrived.contains_key(p))
                 .collect();
-            let summary = job.data.get(&0).map(|(_, summary)| summary.clone());
+            let summary = job.summary();
             self.problems.push(Problem::MissingParts {
                 key: key_text(key),
                 missing: PartList(missing),
@@ -779,7 +842,7 @@ impl Assembler {
 }
 
 /// Version 1: base64 → inflate → crc check of the JSON → record, checking versions and the key.
-fn decode_v1(key: &str, payload: &str, record_crc: u32) -> Result<DecodedJob, Problem> {
+fn decode_v1(key: &str, payload: &[u8], record_crc: u32) -> Result<DecodedJob, Problem> {
     let deflated = URL_SAFE_NO_PAD
         .decode(payload)
         .map_err(|e| bad_payload(key, format!("base64: {e}")))?;

@@ -17,28 +17,48 @@
 //! has not changed for the site's grace period; if its parts turn up later it is stored and the
 //! report is withdrawn.
 //!
-//! Complete jobs are decoded on worker threads ([`OrderedPool`]) while lines are read; their
-//! outcomes are taken in the order the jobs completed, and all of them before a commit, so a
-//! commit holds exactly the jobs whose lines lie before the positions it saves.
+//! # Threads
+//!
+//! The reading thread reads lines and reassembles records. Complete jobs are filed on worker
+//! threads ([`OrderedPool`], [`FILE_BATCH`] jobs at a time): for wire version 2 only their
+//! index is read (no inflating; see [`CompleteJob::indexed`]), version 1 records are decoded.
+//! Their outcomes are taken in the order the jobs completed, and all of them before a batch is
+//! closed, so a batch holds exactly the jobs whose lines lie before the positions it saves.
+//! The batches are committed by a writer thread ([`writer`]) while the next one is read.
+//!
+//! # Escalation
+//!
+//! A job that is traced, or meets the site's escalation rule (judged on its index by
+//! [`crate::escalate::needs_a_look`]), is queued for [`crate::escalate::after_ingest`] in the
+//! transaction that stores it, so looking at the new jobs after a run reads only those few.
 
 pub mod report;
 pub mod source;
 pub mod trust;
+pub mod writer;
 
-use crate::db::{save_position, Database, IngestBatch, JobRow, Position, Rejected};
+use crate::db::{Database, JobRow, Position, Rejected};
 use crate::pool::OrderedPool;
 use mpistat_record::{Assembler, CompleteJob, Problem};
+use mpistat_site::EscalationConfig;
 use source::{Head, Input, Opened};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::mpsc::{self, SyncSender};
 use std::time::{Duration, SystemTime};
+use writer::Batch;
 
 /// What decoding a complete job gives (the record itself is dropped on the worker, too).
 type Outcome = Result<JobRow, Problem>;
 
-/// Lines read between two commits.
-pub const BATCH_LINES: u64 = 4_000;
+/// Lines read between two commits (by default; the first commit of a run comes after an eighth
+/// of them, so that the writer starts early). Large: every commit rewrites the pages of the
+/// key index it touched, which are all of them when keys are random (hashes).
+pub const BATCH_LINES: u64 = 100_000;
+
+/// Complete jobs handed to a decoder thread at a time (one channel message, one wake-up).
+const FILE_BATCH: usize = 64;
 
 /// What ingest is told to do.
 #[derive(Debug, Clone)]
@@ -49,6 +69,11 @@ pub struct Options {
     pub require_attested_uid: bool,
     /// How long a job may wait for missing parts (site `ingest.grace_seconds`).
     pub grace: Duration,
+    /// The site's escalation rule: jobs that meet it (or are traced) are queued for it.
+    pub escalation: EscalationConfig,
+    /// Lines read between two commits ([`BATCH_LINES`]; tests make it smaller, for more
+    /// commits to kill between).
+    pub batch_lines: u64,
 }
 
 /// What one run did.
@@ -90,7 +115,7 @@ struct FileRead {
     stat_at_end: Option<String>,
 }
 
-/// Work of one run not yet committed.
+/// Work of one run not yet handed to the writer.
 #[derive(Default)]
 struct Pending {
     jobs: Vec<JobRow>,
@@ -99,20 +124,34 @@ struct Pending {
 }
 
 struct Run<'a> {
-    db: &'a mut Database,
+    /// Batches to commit, to the writer thread.
+    writer: SyncSender<Batch>,
+    /// The writer thread stopped (on an error, which `run_once` reports).
+    writer_stopped: bool,
+    /// Lines in the next batch.
+    batch_lines: u64,
     options: &'a Options,
     known: HashMap<Head, Position>,
     senders: HashMap<Option<u32>, SenderLines>,
     /// First line of every job that was unfinished when last looked at, by sender and arrival.
     first_lines: HashMap<(Option<u32>, u64), FirstLine>,
     files: Vec<FileRead>,
-    /// Complete jobs being decoded on other threads.
-    decoders: OrderedPool<CompleteJob, Outcome>,
+    /// Complete jobs being filed on other threads, [`FILE_BATCH`] at a time.
+    decoders: OrderedPool<Vec<CompleteJob>, Vec<Outcome>>,
+    /// Complete jobs not handed to the decoders yet.
+    batch: Vec<CompleteJob>,
     /// Sender and file of every job handed to the decoders whose outcome is not taken yet.
     decoding: VecDeque<(Option<u32>, usize)>,
     pending: Pending,
     stats: RunStats,
 }
+
+/// Batches waiting for the writer (each holds up to [`BATCH_LINES`] lines' jobs).
+const WRITER_QUEUE: usize = 3;
+
+/// SQLite's page cache for the ingest connection during a run, in KiB (the key index of a
+/// few million jobs and the pages a batch touches).
+const INGEST_CACHE_KIB: i64 = 131_072;
 
 /// Read every file of `options` from where the last run stopped and store what is new.
 pub fn run_once(
@@ -131,28 +170,75 @@ pub fn run_once(
             (head, p)
         })
         .collect();
-    let mut run = Run {
-        db,
-        options,
-        known,
-        senders: HashMap::new(),
-        first_lines: HashMap::new(),
-        files: Vec::new(),
-        decoders: OrderedPool::new(file_job),
-        decoding: VecDeque::new(),
-        pending: Pending::default(),
-        stats: RunStats::default(),
-    };
-    for file in &options.files {
-        for input in source::inputs_for(file) {
-            if let Err(e) = run.read(input.clone()) {
-                writeln!(err, "mpistat: cannot read {}: {e}", input.path.display())?;
-                run.stats.unreadable += 1;
-            }
-        }
+    let incomplete = db.incomplete_keys()?;
+    let cache: i64 = db
+        .conn
+        .query_row("PRAGMA cache_size", [], |row| row.get(0))?;
+    db.conn
+        .pragma_update(None, "cache_size", -INGEST_CACHE_KIB)?;
+    // A file database is checkpointed by a thread of its own while the writer goes on.
+    let path = db.conn.path().filter(|p| !p.is_empty()).map(PathBuf::from);
+    let own_checkpoints = path.is_some();
+    if own_checkpoints {
+        db.conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     }
-    run.finish()
+    let writer_db = &mut *db;
+    let stats = std::thread::scope(|scope| {
+        let (requests, commits) = mpsc::sync_channel(1);
+        let (done, dones) = mpsc::channel();
+        if own_checkpoints {
+            let path = path.as_deref().expect("a file database");
+            scope.spawn(move || writer::checkpoint(path, commits, done));
+        }
+        let committed = own_checkpoints.then(|| writer::Checkpoints::new(requests, dones));
+        let (batches, inbox) = mpsc::sync_channel(WRITER_QUEUE);
+        let writer = scope.spawn(move || writer::write(writer_db, inbox, incomplete, committed));
+        let mut run = Run {
+            writer: batches,
+            writer_stopped: false,
+            batch_lines: (options.batch_lines / 8).max(1),
+            options,
+            known,
+            senders: HashMap::new(),
+            first_lines: HashMap::new(),
+            files: Vec::new(),
+            decoders: OrderedPool::new(file_jobs),
+            batch: Vec::with_capacity(FILE_BATCH),
+            decoding: VecDeque::new(),
+            pending: Pending::default(),
+            stats: RunStats::default(),
+        };
+        let read = (|| {
+            for file in &options.files {
+                for input in source::inputs_for(file) {
+                    if let Err(e) = run.read(input.clone()) {
+                        if run.writer_stopped {
+                            return Err(e);
+                        }
+                        writeln!(err, "mpistat: cannot read {}: {e}", input.path.display())?;
+                        run.stats.unreadable += 1;
+                    }
+                }
+            }
+            run.finish()
+        })();
+        // Closing the channel ends the writer (when it has committed everything sent).
+        let written = writer.join().expect("the database writer panicked");
+        match (read, written) {
+            (_, Err(e)) | (Err(e), _) => Err(e),
+            (Ok(stats), Ok(new_jobs)) => Ok(RunStats { new_jobs, ..stats }),
+        }
+    });
+    if own_checkpoints {
+        db.conn
+            .pragma_update(None, "wal_autocheckpoint", DEFAULT_AUTOCHECKPOINT)?;
+    }
+    db.conn.pragma_update(None, "cache_size", cache)?;
+    stats
 }
+
+/// SQLite's default `wal_autocheckpoint` (pages), which the ingest connection has between runs.
+const DEFAULT_AUTOCHECKPOINT: u32 = 1000;
 
 impl Run<'_> {
     fn read(&mut self, input: Input) -> anyhow::Result<()> {
@@ -181,8 +267,7 @@ impl Run<'_> {
             position,
             stat_at_end: None,
         });
-        let mut line = Vec::with_capacity(1024);
-        let result = self.read_lines(file, &mut opened, &mut line);
+        let result = self.read_lines(file, &mut opened);
         self.files[file].read_to = opened.offset();
         result?;
         // The stat may have changed while reading; only the one taken before counts as "read".
@@ -190,16 +275,11 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn read_lines(
-        &mut self,
-        file: usize,
-        opened: &mut Opened,
-        line: &mut Vec<u8>,
-    ) -> anyhow::Result<()> {
+    fn read_lines(&mut self, file: usize, opened: &mut Opened) -> anyhow::Result<()> {
         let take_unfinished = !self.files[file].input.live;
-        while let Some(offset) = opened.next_line(line, take_unfinished)? {
-            self.push_line(file, offset, &String::from_utf8_lossy(line));
-            if self.pending.lines >= BATCH_LINES {
+        while let Some((offset, line)) = opened.next_line(take_unfinished)? {
+            self.push_line(file, offset, line);
+            if self.pending.lines >= self.batch_lines {
                 self.files[file].read_to = opened.offset();
                 let unfinished = self.unfinished_first_lines();
                 self.commit(&unfinished)?;
@@ -208,7 +288,7 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn push_line(&mut self, file: usize, offset: u64, line: &str) {
+    fn push_line(&mut self, file: usize, offset: u64, line: &[u8]) {
         self.pending.lines += 1;
         self.stats.lines += 1;
         let sender = trust::attested_uid(line);
@@ -224,21 +304,42 @@ impl Run<'_> {
         let complete = lines.assembler.take_complete();
         for problem in problems {
             let location = format!("{}:{offset}", self.files[file].input_id());
-            let rejected = self.rejected_of(problem, file, location, Some(line));
+            let line = String::from_utf8_lossy(line);
+            let rejected = self.rejected_of(problem, file, location, Some(&line));
             self.pending.rejected.push(rejected);
         }
+        if complete.is_empty() {
+            return;
+        }
         for job in complete {
-            self.decoders.send(job);
+            self.batch.push(job);
             self.decoding.push_back((sender, file));
         }
-        self.take_decoded(false);
+        if self.batch.len() >= FILE_BATCH {
+            self.send_batch();
+            self.take_decoded(false);
+        }
     }
 
-    /// Take the decoders' outcomes in order: those ready, or all (`wait`).
+    /// Hand the complete jobs collected so far to the decoders.
+    fn send_batch(&mut self) {
+        if !self.batch.is_empty() {
+            let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(FILE_BATCH));
+            self.decoders.send(batch);
+        }
+    }
+
+    /// Take the decoders' outcomes in order: those ready, or all (`wait`, which first hands
+    /// over the jobs not sent yet).
     fn take_decoded(&mut self, wait: bool) {
-        while let Some(outcome) = self.decoders.next(wait) {
-            let (sender, file) = self.decoding.pop_front().expect("one entry per job sent");
-            self.take_outcome(outcome, sender, file);
+        if wait {
+            self.send_batch();
+        }
+        while let Some(outcomes) = self.decoders.next(wait) {
+            for outcome in outcomes {
+                let (sender, file) = self.decoding.pop_front().expect("one entry per job sent");
+                self.take_outcome(outcome, sender, file);
+            }
         }
     }
 
@@ -256,7 +357,7 @@ impl Run<'_> {
     /// Store `job` if `sender` may have written it, else reject it as forged. The uid checked
     /// is the index's, which a wire version 2 record carries next to the record itself: readers
     /// of the stored record check the record says the same (see [`crate::db::FiledJob`]).
-    fn accept(&mut self, job: JobRow, sender: Option<u32>, file: usize) {
+    fn accept(&mut self, mut job: JobRow, sender: Option<u32>, file: usize) {
         let index = &job.index;
         let forged = match sender {
             Some(uid) if uid == index.uid => None,
@@ -313,6 +414,7 @@ impl Run<'_> {
             }),
             None => {
                 self.stats.records += 1;
+                job.look = crate::escalate::needs_a_look(&self.options.escalation, &job.index);
                 self.pending.jobs.push(job);
             }
         }
@@ -373,24 +475,15 @@ impl Run<'_> {
         unfinished
     }
 
-    /// Write what was found and every file's position in one transaction; reading resumes at
-    /// the first line of the earliest `unfinished` job in a file, else after its last line read.
+    /// Hand what was found and every file's position to the writer, to be committed in one
+    /// transaction; reading resumes at the first line of the earliest `unfinished` job in a
+    /// file, else after its last line read.
     fn commit(&mut self, unfinished: &[(String, FirstLine)]) -> anyhow::Result<()> {
         self.take_decoded(true);
         let pending = std::mem::take(&mut self.pending);
-        let tx = self.db.conn.transaction()?;
-        {
-            let mut batch = IngestBatch::new(&tx)?;
-            for rejected in &pending.rejected {
-                batch.insert_rejected(rejected)?;
-            }
-            self.stats.rejected += pending.rejected.len() as u64;
-            for job in &pending.jobs {
-                if batch.insert_job(job)? {
-                    self.stats.new_jobs += 1;
-                }
-            }
-        }
+        self.batch_lines = self.options.batch_lines.max(1);
+        self.stats.rejected += pending.rejected.len() as u64;
+        let mut positions = Vec::with_capacity(self.files.len());
         for (index, file) in self.files.iter_mut().enumerate() {
             let unfinished_from = unfinished
                 .iter()
@@ -403,10 +496,18 @@ impl Run<'_> {
                 Some(_) => None,
             };
             let path = file.input.path.display().to_string();
-            file.position.id = save_position(&tx, &file.position, &path)?;
+            positions.push((index, file.position.clone(), path));
         }
-        tx.commit()?;
-        Ok(())
+        let batch = Batch {
+            jobs: pending.jobs,
+            rejected: pending.rejected,
+            positions,
+        };
+        // Only fails when the writer stopped on an error, which `run_once` reports.
+        self.writer.send(batch).map_err(|_| {
+            self.writer_stopped = true;
+            anyhow::anyhow!("the database writer stopped")
+        })
     }
 
     /// Whether a job begun in `file` may still get its missing parts: the file is the live log
@@ -456,10 +557,15 @@ impl Run<'_> {
 }
 
 /// A complete job as a row to store: by its index alone for wire version 2, by decoding the
-/// record for version 1 (see [`CompleteJob::indexed`]). Runs on the decoders' threads.
+/// record for version 1 (see [`CompleteJob::indexed`]).
 fn file_job(job: CompleteJob) -> Outcome {
     job.indexed()
         .map(move |indexed| JobRow::new(job.key, indexed))
+}
+
+/// [`file_job`] of each job, on a decoder thread.
+fn file_jobs(jobs: Vec<CompleteJob>) -> Vec<Outcome> {
+    jobs.into_iter().map(file_job).collect()
 }
 
 impl FileRead {
@@ -480,6 +586,8 @@ pub fn command(args: &crate::cli::IngestArgs) -> anyhow::Result<std::process::Ex
         files: args.files.clone(),
         require_attested_uid: config.ingest.require_attested_uid,
         grace: Duration::from_secs(config.ingest.grace_seconds),
+        escalation: config.escalation.clone(),
+        batch_lines: args.batch_lines,
     };
     let stderr = &mut std::io::stderr().lock();
     let mut unreadable = 0;
