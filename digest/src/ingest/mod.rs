@@ -193,37 +193,45 @@ pub fn run_once(
         let committed = own_checkpoints.then(|| writer::Checkpoints::new(requests, dones));
         let (batches, inbox) = mpsc::sync_channel(WRITER_QUEUE);
         let writer = scope.spawn(move || writer::write(writer_db, inbox, incomplete, committed));
-        let mut run = Run {
-            writer: batches,
-            writer_stopped: false,
-            batch_lines: (options.batch_lines / 8).max(1),
-            options,
-            known,
-            senders: HashMap::new(),
-            first_lines: HashMap::new(),
-            files: Vec::new(),
-            decoders: OrderedPool::new(file_jobs),
-            batch: Vec::with_capacity(FILE_BATCH),
-            decoding: VecDeque::new(),
-            pending: Pending::default(),
-            stats: RunStats::default(),
-        };
-        let read = (|| {
+        // Reading (and the decoders it starts) yields to the writer, the slowest stage: with
+        // more threads than cores, an equal share would leave the writer half a core.
+        let reader = scope.spawn(move || {
+            lower_priority();
+            let mut run = Run {
+                writer: batches,
+                writer_stopped: false,
+                batch_lines: (options.batch_lines / 8).max(1),
+                options,
+                known,
+                senders: HashMap::new(),
+                first_lines: HashMap::new(),
+                files: Vec::new(),
+                decoders: OrderedPool::new(file_jobs),
+                batch: Vec::with_capacity(FILE_BATCH),
+                decoding: VecDeque::new(),
+                pending: Pending::default(),
+                stats: RunStats::default(),
+            };
+            let mut unreadable = Vec::new();
             for file in &options.files {
                 for input in source::inputs_for(file) {
                     if let Err(e) = run.read(input.clone()) {
                         if run.writer_stopped {
-                            return Err(e);
+                            return (Err(e), unreadable);
                         }
-                        writeln!(err, "mpistat: cannot read {}: {e}", input.path.display())?;
+                        unreadable.push(format!("cannot read {}: {e}", input.path.display()));
                         run.stats.unreadable += 1;
                     }
                 }
             }
-            run.finish()
-        })();
-        // Closing the channel ends the writer (when it has committed everything sent).
+            (run.finish(), unreadable)
+        });
+        let (read, unreadable) = reader.join().expect("the reader panicked");
+        // The reader closed the channel, which ends the writer (when it has committed it all).
         let written = writer.join().expect("the database writer panicked");
+        for message in unreadable {
+            writeln!(err, "mpistat: {message}")?;
+        }
         match (read, written) {
             (_, Err(e)) | (Err(e), _) => Err(e),
             (Ok(stats), Ok(new_jobs)) => Ok(RunStats { new_jobs, ..stats }),
@@ -236,6 +244,20 @@ pub fn run_once(
     db.conn.pragma_update(None, "cache_size", cache)?;
     stats
 }
+
+/// Lower the calling thread's scheduling priority a little (Linux: niceness is per thread, and
+/// threads it starts inherit it). Best effort.
+fn lower_priority() {
+    // SAFETY: gettid and setpriority on the calling thread; no memory is involved.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        let nice = libc::getpriority(libc::PRIO_PROCESS, tid);
+        libc::setpriority(libc::PRIO_PROCESS, tid, nice + READER_NICENESS);
+    }
+}
+
+/// How much lower the reading threads' priority is than the writer's.
+const READER_NICENESS: i32 = 5;
 
 /// SQLite's default `wal_autocheckpoint` (pages), which the ingest connection has between runs.
 const DEFAULT_AUTOCHECKPOINT: u32 = 1000;
