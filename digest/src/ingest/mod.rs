@@ -147,7 +147,7 @@ struct Run<'a> {
 }
 
 /// Batches waiting for the writer (each holds up to [`BATCH_LINES`] lines' jobs).
-const WRITER_QUEUE: usize = 3;
+const WRITER_QUEUE: usize = 2;
 
 /// SQLite's page cache for the ingest connection during a run, in KiB (the key index of a
 /// few million jobs and the pages a batch touches).
