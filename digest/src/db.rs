@@ -14,7 +14,7 @@
 //!   stored before schema 4 have only some of the index's columns, the rest NULL: ingest made
 //!   them from the decoded record; they are checked on the columns they have. Schema 1 kept the
 //!   rows in key order, which made every insert of a big ingest touch a random page of the
-//!   whole table.)
+//!   whole table.) New databases have 64 KiB pages (rows are a few kB).
 //! * `rejected`: everything ingest did not store as a job (forged, incomplete, corrupt,
 //!   unsupported, duplicate and conflicting lines), keyed by kind and a reference (a job key, or
 //!   `<file id>:<byte offset>` of a line), so that reading the same input again adds nothing.
@@ -24,7 +24,9 @@
 //! * `mails`: one row per (user, week) mail: sent, or failed with the error and the number of
 //!   attempts.
 //! * `escalation_queue`: jobs the escalation rules are still to look at (traced, or meeting the
-//!   rule, queued by ingest with the job); `analyses`: the trace analyses of traced jobs.
+//!   rule, queued by ingest with the job: by row id, with uid, executable and whether traced, so
+//!   a job of a listed (uid, executable) is passed over without reading its row);
+//!   `analyses`: the trace analyses of traced jobs.
 
 use crate::pool::OrderedPool;
 use anyhow::Context;

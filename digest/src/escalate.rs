@@ -1,13 +1,16 @@
 //! Escalation from the always-on profile to a trace, and the analysis of the traces that come
 //! back (seed 003's "level 6", made automatic).
 //!
-//! After each ingest run, [`after_ingest`] looks at every job stored since the last look (table
-//! `considered`): a traced job's trace is analysed by `mpistat analyze --format summary` in a
-//! child process bounded in time and address space, and the summary goes to table `analyses`
-//! (the weekly mail shows it); a job captured by escalation counts its entry's captures down; a
-//! job that meets the site's rule puts (uid, executable) on the escalation list. The list is
-//! replaced atomically (temporary file, then rename), so the profiler never reads half a list.
-//! `mpistat escalate list|add|remove` lets admins edit it.
+//! Ingest judges each job it stores by its index ([`needs_a_look`]: traced, or meeting the
+//! site's rule, [`rule_matches`]) and queues those (table `escalation_queue`) in the same
+//! transaction, so no record is read for the others. After each ingest run, [`after_ingest`]
+//! looks at the queued jobs: a traced job's record is read (and checked against its index) and
+//! its trace analysed by `mpistat analyze --format summary` in a child process bounded in time
+//! and address space, and the summary goes to table `analyses` (the weekly mail shows it); a job
+//! captured by escalation counts its entry's captures down; a job that meets the rule puts (uid,
+//! executable) on the escalation list unless it is there. The list is replaced atomically
+//! (temporary file, then rename), so the profiler never reads half a list, and the jobs leave
+//! the queue after it is written. `mpistat escalate list|add|remove` lets admins edit it.
 
 use crate::cli::{EscalateAction, EscalateArgs};
 use crate::db::Database;
