@@ -13,6 +13,8 @@ cargo build --release -q -p mpistat-digest --bin mpistat --example gen_records
 work=$(mktemp -d "${TMPDIR:-/tmp}/mpistat-bench-ingest.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 target/release/examples/gen_records "$records" "$users" "$work/records.log"
+# The generator's gigabytes still being written back would compete with ingest's own syncs.
+sync
 # The escalation list too stays in $work (ingest writes it; the default is the system's).
 printf '[database]\npath = "%s"\n[escalation]\nlist = "%s"\n' "$work/mpistat.db" \
     "$work/escalation.list" > "$work/site.toml"

@@ -64,7 +64,7 @@ type Outcome = Result<JobRow, Problem>;
 /// Lines read between two commits (by default; the first commit of a run comes after an eighth
 /// of them, so that the writer starts early). Large: every commit rewrites the pages of the
 /// key index it touched, which are all of them when keys are random (hashes).
-pub const BATCH_LINES: u64 = 100_000;
+pub const BATCH_LINES: u64 = 200_000;
 
 /// Complete jobs handed to a decoder thread at a time (one channel message, one wake-up).
 const FILE_BATCH: usize = 64;
@@ -156,7 +156,7 @@ struct Run<'a> {
 }
 
 /// Batches waiting for the writer (each holds up to [`BATCH_LINES`] lines' jobs).
-const WRITER_QUEUE: usize = 2;
+const WRITER_QUEUE: usize = 1;
 
 /// SQLite's page cache for the ingest connection during a run, in KiB (the key index of a
 /// few million jobs and the pages a batch touches).

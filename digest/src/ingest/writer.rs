@@ -65,7 +65,7 @@ pub fn write(
 }
 
 /// Commits between two waits for the checkpointer (see [`Checkpoints::before_transaction`]).
-const COMMITS_PER_WAL: usize = 8;
+const COMMITS_PER_WAL: usize = 4;
 
 /// The writer's side of the checkpointer thread ([`checkpoint`]).
 pub struct Checkpoints {
