@@ -28,11 +28,13 @@ timed() {
     read -r wall user sys <"$work/times"
     cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')
 }
+echo "load average before ingest: $(cut -d ' ' -f 1-3 /proc/loadavg)"
 timed target/release/mpistat ingest --config "$work/site.toml" "$work/records.log"
 awk -v n="$records" -v w="$wall" -v c="$cpu" 'BEGIN {
     printf "ingest: %.1f s wall, %.0f records/s; %.1f s CPU, %.0f records per CPU second\n",
         w, n / w, c, n / c }'
 echo "database: $(du -h "$work/mpistat.db" | cut -f1)"
+echo "load average before digest: $(cut -d ' ' -f 1-3 /proc/loadavg)"
 timed target/release/mpistat digest --config "$work/site.toml" --week 2026-W47 --dry-run \
     >"$work/mails.txt"
 awk -v u="$users" -v w="$wall" -v c="$cpu" \
