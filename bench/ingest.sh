@@ -13,7 +13,11 @@ cargo build --release -q -p mpistat-digest --bin mpistat --example gen_records
 work=$(mktemp -d "${TMPDIR:-/tmp}/mpistat-bench-ingest.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 target/release/examples/gen_records "$records" "$users" "$work/records.log"
-printf '[database]\npath = "%s"\n' "$work/mpistat.db" > "$work/site.toml"
+# The generator's gigabytes still being written back would compete with ingest's own syncs.
+sync
+# The escalation list too stays in $work (ingest writes it; the default is the system's).
+printf '[database]\npath = "%s"\n[escalation]\nlist = "%s"\n' "$work/mpistat.db" \
+    "$work/escalation.list" > "$work/site.toml"
 echo "input: $records records, $(wc -l < "$work/records.log") lines, $(du -h "$work/records.log" | cut -f1)"
 # Wall and CPU (user + system) seconds of a command, as "wall cpu" in $work/times: the machine may
 # be shared, and CPU time says what the command itself cost.
@@ -24,11 +28,13 @@ timed() {
     read -r wall user sys <"$work/times"
     cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')
 }
+echo "load average before ingest: $(cut -d ' ' -f 1-3 /proc/loadavg)"
 timed target/release/mpistat ingest --config "$work/site.toml" "$work/records.log"
 awk -v n="$records" -v w="$wall" -v c="$cpu" 'BEGIN {
     printf "ingest: %.1f s wall, %.0f records/s; %.1f s CPU, %.0f records per CPU second\n",
         w, n / w, c, n / c }'
 echo "database: $(du -h "$work/mpistat.db" | cut -f1)"
+echo "load average before digest: $(cut -d ' ' -f 1-3 /proc/loadavg)"
 timed target/release/mpistat digest --config "$work/site.toml" --week 2026-W47 --dry-run \
     >"$work/mails.txt"
 awk -v u="$users" -v w="$wall" -v c="$cpu" \

@@ -70,7 +70,7 @@ unset MPISTAT_DETAIL
 mpirun_cmd=(mpirun --allow-run-as-root --oversubscribe -np 4
     -x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site.toml")
 
-# Records complete in the log: lines that are the last part (i = n-1 of "MPISTAT1 key i/n ...").
+# Records complete in the log: lines that are the last part (i = n-1 of "MPISTAT2 key i/n ...").
 complete_records() {
     awk '{ for (f = 1; f < NF - 1; f++) if ($f ~ /^MPISTAT[0-9]+$/) {
                split($(f + 2), p, "/"); if (p[1] == p[2] - 1) n++; break } }
@@ -137,8 +137,8 @@ say "A user who opts in: MPISTAT_DETAIL=stderr mpirun ... unbalanced"
 "${mpirun_cmd[@]}" -x MPISTAT_DETAIL=stderr "$work/unbalanced" </dev/null
 
 say "A forger: user nobody replays the lines of the first record (it claims uid $(id -u)) into syslog"
-first_key=$(grep -o -m 1 'MPISTAT1 [0-9a-f]*' "$work/mpistat.log" | cut -d ' ' -f 2)
-grep "MPISTAT1 $first_key " "$work/mpistat.log" | sed 's/.* mpistat: //' | while IFS= read -r message; do
+first_key=$(grep -o -m 1 -E 'MPISTAT[0-9]+ [0-9a-f]+' "$work/mpistat.log" | cut -d ' ' -f 2)
+grep -E "MPISTAT[0-9]+ $first_key " "$work/mpistat.log" | sed 's/.* mpistat: //' | while IFS= read -r message; do
     setpriv --reuid=nobody --regid=nogroup --clear-groups \
         logger -u "$work/log.sock" -p local5.info -t mpistat -- "$message"
 done

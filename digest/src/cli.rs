@@ -87,6 +87,9 @@ pub struct IngestArgs {
     /// Afterwards, print the stored jobs and everything rejected (forged, incomplete, corrupt...).
     #[arg(long)]
     pub report: bool,
+    /// Lines read between two commits (for tests: more, smaller commits).
+    #[arg(long, default_value_t = crate::ingest::BATCH_LINES, hide = true)]
+    pub batch_lines: u64,
     /// The logs rsyslog writes (rotated `FILE.*`/`FILE-*`, also `.gz`, are read too). With
     /// --report alone, none are needed.
     #[arg(required_unless_present = "report")]

@@ -4,10 +4,17 @@
 //! `user_version` counts how many ran. Tables:
 //!
 //! * `jobs`: one row per job record, in the order ingest stored them, unique by
-//!   [`JobRecord::key`]; the record itself as JSON, raw-DEFLATE compressed (a BLOB: the payload
-//!   as it came over the wire; a TEXT value is read as plain JSON), plus the columns the digest
-//!   selects on. (Schema 1 kept the rows in key order, which made every insert of a big ingest
-//!   touch a random page of the whole table.)
+//!   [`JobRecord::key`]; the record itself as JSON, raw-DEFLATE compressed (a BLOB: as it came
+//!   over the wire; a TEXT value is read as plain JSON), plus its [`JobIndex`] as columns: what
+//!   the digest selects on and the escalation rule looks at. Ingest files a job by the index the
+//!   sender wrote next to the record (wire version 2) without inflating the record, so the
+//!   record is only checked when it is first read: every reader here checks it against the
+//!   row's index ([`JobIndex::differences`]), and a record that disagrees, or cannot be read, is
+//!   moved to `rejected` as `corrupt` ([`Database::quarantine`]) and skipped, never used. (Rows
+//!   stored before schema 4 have only some of the index's columns, the rest NULL: ingest made
+//!   them from the decoded record; they are checked on the columns they have. Schema 1 kept the
+//!   rows in key order, which made every insert of a big ingest touch a random page of the
+//!   whole table.) New databases have 64 KiB pages (rows are a few kB).
 //! * `rejected`: everything ingest did not store as a job (forged, incomplete, corrupt,
 //!   unsupported, duplicate and conflicting lines), keyed by kind and a reference (a job key, or
 //!   `<file id>:<byte offset>` of a line), so that reading the same input again adds nothing.
@@ -16,11 +23,16 @@
 //!   where reading resumes (in the uncompressed text).
 //! * `mails`: one row per (user, week) mail: sent, or failed with the error and the number of
 //!   attempts.
+//! * `escalation_queue`: jobs the escalation rules are still to look at (traced, or meeting the
+//!   rule, queued by ingest with the job: by row id, with uid, executable and whether traced, so
+//!   a job of a listed (uid, executable) is passed over without reading its row);
+//!   `analyses`: the trace analyses of traced jobs.
 
 use crate::pool::OrderedPool;
 use anyhow::Context;
 use flate2::read::DeflateDecoder;
-use mpistat_record::{DecodedJob, JobRecord};
+use mpistat_record::model::IndexImbalance;
+use mpistat_record::{IndexedJob, JobIndex, JobRecord};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::HashMap;
@@ -115,7 +127,37 @@ pub const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX analyses_by_user ON analyses (user, end_ms);
 ",
+    "
+    -- The rest of each job's index (mpistat_record::JobIndex), so that ingest files a job and
+    -- the escalation rule looks at it without inflating the record, and whoever reads the
+    -- record checks it is the one filed. NULL in the rows stored before (`model_version` NULL:
+    -- their other columns were made from the decoded record).
+    ALTER TABLE jobs ADD COLUMN model_version INTEGER;
+    ALTER TABLE jobs ADD COLUMN host TEXT;
+    ALTER TABLE jobs ADD COLUMN pid INTEGER;
+    ALTER TABLE jobs ADD COLUMN wall_ns_max INTEGER;
+    ALTER TABLE jobs ADD COLUMN critical_path_ns INTEGER;
+    ALTER TABLE jobs ADD COLUMN work_sum_ns INTEGER;
+    ALTER TABLE jobs ADD COLUMN traced TEXT;
+    -- Jobs the escalation rules are to look at: ingest queues a job that is traced or meets the
+    -- rule (judged on its index) with the job itself, and the look after the run takes it off.
+    -- Replaces `considered`, which had to list every job: the jobs not in it are queued.
+    -- `id` is the job's, `uid` and `exe` are its; `traced` 1 if it was traced, 0 if not, NULL
+    -- if not known (stored before this version: its record tells).
+    CREATE TABLE escalation_queue (
+        id INTEGER PRIMARY KEY,
+        uid INTEGER NOT NULL,
+        exe TEXT NOT NULL,
+        traced INTEGER
+    );
+    INSERT INTO escalation_queue (id, uid, exe, traced)
+        SELECT id, uid, exe, NULL FROM jobs WHERE key NOT IN (SELECT key FROM considered);
+    DROP TABLE considered;
+",
 ];
+
+/// Page size of a new database (an existing one keeps its own).
+const PAGE_SIZE: u32 = 65_536;
 
 /// How long opening and writing wait for another process's transaction.
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -185,6 +227,9 @@ impl Database {
             .with_context(|| format!("cannot open database {}", path.display()))?;
         // First, so that even switching to WAL waits for another process's transaction.
         conn.busy_timeout(BUSY_TIMEOUT)?;
+        // Before the database exists (no effect after): 64 KiB pages suit rows of a few kB
+        // (records) and ingest's bulk appends: fewer pages to write, look up and sync.
+        conn.pragma_update(None, "page_size", PAGE_SIZE)?;
         // WAL: readers (digest) do not block the ingest; synchronous=NORMAL in WAL mode still
         // never corrupts the database, a crash loses at most the last commits (which ingest
         // redoes, as their positions are lost with them).
@@ -292,47 +337,111 @@ impl Database {
     }
 
     /// Give `each` the record of every job that ended in `[from_ms, to_ms)`, in end order. The
-    /// records are decoded on other threads meanwhile (see [`OrderedPool`]).
+    /// records are decoded (and checked against their rows, see [`FiledJob::differences`]) on
+    /// other threads meanwhile (see [`OrderedPool`]); those that are not usable are skipped and
+    /// quarantined ([`Database::quarantine`]) at the end.
     pub fn each_job_ended_between(
         &self,
         from_ms: u64,
         to_ms: u64,
         mut each: impl FnMut(JobRecord),
     ) -> anyhow::Result<()> {
-        let mut stmt = self.conn.prepare(
-            "SELECT key, record FROM jobs WHERE end_ms >= ?1 AND end_ms < ?2 ORDER BY end_ms, key",
-        )?;
-        let mut rows = stmt.query(params![from_ms, to_ms])?;
-        let mut decoders = OrderedPool::new(|(key, stored): (String, Value)| {
-            stored_record(stored)
-                .with_context(|| format!("job {key}: stored record is not readable"))
-        });
-        while let Some(row) = rows.next()? {
-            decoders.send((row.get(0)?, row.get(1)?));
-            while let Some(record) = decoders.next(false) {
-                each(record?);
+        let mut unusable = Vec::new();
+        {
+            let mut stmt = self.conn.prepare(&format!(
+                "SELECT {INDEX_COLUMNS}, record FROM jobs WHERE end_ms >= ?1 AND end_ms < ?2
+                 ORDER BY end_ms, key"
+            ))?;
+            let mut rows = stmt.query(params![from_ms, to_ms])?;
+            let mut decoders = OrderedPool::new(|(filed, stored): (FiledJob, Value)| {
+                let record = checked_record(&filed, stored);
+                (filed, record)
+            });
+            let mut take = |(filed, record): (FiledJob, Result<JobRecord, String>)| match record {
+                Ok(record) => each(record),
+                Err(detail) => unusable.push((filed, detail)),
+            };
+            while let Some(row) = rows.next()? {
+                decoders.send((FiledJob::from_row(row)?, row.get(INDEX_COLUMN_COUNT)?));
+                while let Some(decoded) = decoders.next(false) {
+                    take(decoded);
+                }
+            }
+            while let Some(decoded) = decoders.next(true) {
+                take(decoded);
             }
         }
-        while let Some(record) = decoders.next(true) {
-            each(record?);
+        for (filed, detail) in unusable {
+            self.quarantine(&filed, &detail);
         }
         Ok(())
     }
 
-    /// The stored record of the job with key `key`.
+    /// The stored record of the job with key `key` (`None`: no such job, or its record is not
+    /// usable and was quarantined).
     pub fn job(&self, key: &str) -> anyhow::Result<Option<JobRecord>> {
+        let found = self
+            .conn
+            .query_row(
+                &format!("SELECT {INDEX_COLUMNS}, record FROM jobs WHERE key = ?1"),
+                [key],
+                |row| Ok((FiledJob::from_row(row)?, row.get(INDEX_COLUMN_COUNT)?)),
+            )
+            .optional()?;
+        Ok(found.and_then(|(filed, stored)| self.usable(&filed, stored)))
+    }
+
+    /// The record of a job as filed, if it is usable (else it is quarantined).
+    pub fn filed_record(&self, filed: &FiledJob) -> anyhow::Result<Option<JobRecord>> {
         let stored: Option<Value> = self
             .conn
-            .query_row("SELECT record FROM jobs WHERE key = ?1", [key], |row| {
-                row.get(0)
-            })
+            .query_row(
+                "SELECT record FROM jobs WHERE key = ?1",
+                [&filed.key],
+                |row| row.get(0),
+            )
             .optional()?;
-        stored
-            .map(|s| {
-                stored_record(s)
-                    .with_context(|| format!("job {key}: stored record is not readable"))
-            })
-            .transpose()
+        Ok(stored.and_then(|stored| self.usable(filed, stored)))
+    }
+
+    /// `stored` as the record of `filed` if it is that, else `None` (and the job quarantined).
+    fn usable(&self, filed: &FiledJob, stored: Value) -> Option<JobRecord> {
+        match checked_record(filed, stored) {
+            Ok(record) => Some(record),
+            Err(detail) => {
+                self.quarantine(filed, &detail);
+                None
+            }
+        }
+    }
+
+    /// Move a job whose stored record is not usable (`detail` says why) out of `jobs` into
+    /// `rejected` as `corrupt` (so `mpistat ingest --report` shows it), and say so on stderr:
+    /// its record is never used, and nobody is credited with the job. A reader that cannot
+    /// write the database only skips it (and says so).
+    pub fn quarantine(&self, filed: &FiledJob, detail: &str) {
+        let index = &filed.index;
+        let detail = format!(
+            "job {} filed for uid {} ({}): {detail}",
+            index.job_id, index.uid, index.user
+        );
+        let moved = (|| -> rusqlite::Result<()> {
+            let tx = self.conn.unchecked_transaction()?;
+            tx.execute(
+                "INSERT OR REPLACE INTO rejected (kind, ref, source, detail, line)
+                 VALUES ('corrupt', ?1, 'database', ?2, NULL)",
+                params![filed.key, detail],
+            )?;
+            tx.execute("DELETE FROM jobs WHERE key = ?1", [&filed.key])?;
+            tx.execute("DELETE FROM escalation_queue WHERE id = ?1", [filed.id])?;
+            tx.commit()
+        })();
+        match moved {
+            Ok(()) => eprintln!(
+                "mpistat: {detail}; moved to the rejected entries (mpistat ingest --report)"
+            ),
+            Err(e) => eprintln!("mpistat: {detail}; skipped (cannot move it to rejected: {e})"),
+        }
     }
 
     /// Jobs, CPU time (rank-ns), MPI time and users of the jobs that ended in `[from_ms, to_ms)`,
@@ -354,31 +463,54 @@ impl Database {
         )?)
     }
 
-    /// Jobs the escalation rules have not looked at yet, in end order.
-    pub fn unconsidered_jobs(&self) -> anyhow::Result<Vec<JobRecord>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT key, record FROM jobs WHERE key NOT IN (SELECT key FROM considered)
-             ORDER BY end_ms, key",
-        )?;
+    /// Jobs queued for the escalation rules, in arrival order (from the queue alone).
+    pub fn queued_jobs(&self) -> anyhow::Result<Vec<QueuedJob>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, uid, exe, traced FROM escalation_queue ORDER BY id")?;
         let rows = stmt.query_map([], |row| {
-            Ok((row.get::<_, String>(0)?, row.get::<_, Value>(1)?))
+            Ok(QueuedJob {
+                id: row.get(0)?,
+                uid: row.get(1)?,
+                exe: row.get(2)?,
+                traced: row.get(3)?,
+            })
         })?;
-        let mut records = Vec::new();
-        for row in rows {
-            let (key, stored) = row?;
-            records.push(
-                stored_record(stored)
-                    .with_context(|| format!("job {key}: stored record is not readable"))?,
-            );
-        }
-        Ok(records)
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The escalation rules have looked at job `key` (and its trace is analysed, if any).
-    pub fn mark_considered(&self, key: &str) -> anyhow::Result<()> {
-        self.conn
-            .execute("INSERT OR IGNORE INTO considered (key) VALUES (?1)", [key])?;
+    /// A job as filed (no record is read), if it is still there.
+    pub fn filed_job(&self, id: i64) -> anyhow::Result<Option<FiledJob>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {INDEX_COLUMNS} FROM jobs WHERE id = ?1"),
+                [id],
+                FiledJob::from_row,
+            )
+            .optional()?)
+    }
+
+    /// The escalation rules have looked at these jobs (and their traces are analysed, if any).
+    pub fn unqueue(&self, ids: impl IntoIterator<Item = i64>) -> anyhow::Result<()> {
+        let tx = self.conn.unchecked_transaction()?;
+        {
+            let mut delete = tx.prepare("DELETE FROM escalation_queue WHERE id = ?1")?;
+            for id in ids {
+                delete.execute([id])?;
+            }
+        }
+        tx.commit()?;
         Ok(())
+    }
+
+    /// Keys of the jobs reported incomplete.
+    pub fn incomplete_keys(&self) -> anyhow::Result<std::collections::HashSet<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT ref FROM rejected WHERE kind = 'incomplete'")?;
+        let rows = stmt.query_map([], |row| row.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Store the analysis of `record`'s trace: its summary (JSON) or why it failed.
@@ -520,58 +652,156 @@ fn stored_record(stored: Value) -> anyhow::Result<JobRecord> {
     Ok(serde_json::from_slice(&json)?)
 }
 
-/// What the `jobs` table keeps of a job: the columns the digest selects on and the record as
-/// the deflated JSON it came in.
+/// `stored` as the record of `filed`, or why it is not usable.
+fn checked_record(filed: &FiledJob, stored: Value) -> Result<JobRecord, String> {
+    let record =
+        stored_record(stored).map_err(|e| format!("the stored record is not readable: {e:#}"))?;
+    let differences = filed.differences(&record);
+    if differences.is_empty() {
+        Ok(record)
+    } else {
+        Err(format!(
+            "the stored record is not the one filed (filed vs record: {})",
+            differences.join("; ")
+        ))
+    }
+}
+
+/// The columns of `jobs` that hold a job's key and index, as [`FiledJob::from_row`] reads them.
+const INDEX_COLUMNS: &str = "jobs.id, key, model_version, job_id, uid, user, exe, host, pid, \
+     ranks, start_ms, end_ms, wall_ns_sum, wall_ns_max, mpi_ns_sum, partial, critical_path_ns, \
+     work_sum_ns, traced";
+
+/// How many [`INDEX_COLUMNS`] there are (the next column of a query is at this index).
+const INDEX_COLUMN_COUNT: usize = 19;
+
+/// A job as a row of `jobs` files it: its key and index, without its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FiledJob {
+    /// The row's id (arrival order).
+    pub id: i64,
+    pub key: String,
+    /// The index as filed; in a row stored before schema 4 (`complete` false) the fields it has
+    /// no column for are defaults.
+    pub index: JobIndex,
+    /// The row has the whole index (stored by schema 4 or later).
+    pub complete: bool,
+}
+
+impl FiledJob {
+    /// From a row whose first columns are [`INDEX_COLUMNS`].
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<FiledJob> {
+        let version: Option<u32> = row.get(2)?;
+        let critical_path_ns: Option<u64> = row.get(16)?;
+        let work_sum_ns: Option<u64> = row.get(17)?;
+        Ok(FiledJob {
+            id: row.get(0)?,
+            key: row.get(1)?,
+            complete: version.is_some(),
+            index: JobIndex {
+                version: version.unwrap_or_default(),
+                job_id: row.get(3)?,
+                uid: row.get(4)?,
+                user: row.get(5)?,
+                exe: row.get(6)?,
+                host: row.get::<_, Option<String>>(7)?.unwrap_or_default(),
+                pid: row.get::<_, Option<u32>>(8)?.unwrap_or_default(),
+                ranks: row.get(9)?,
+                start_unix_ms: row.get(10)?,
+                end_unix_ms: row.get(11)?,
+                wall_ns_sum: row.get(12)?,
+                wall_ns_max: row.get::<_, Option<u64>>(13)?.unwrap_or_default(),
+                mpi_ns_sum: row.get(14)?,
+                partial: row.get(15)?,
+                imbalance: critical_path_ns.zip(work_sum_ns).map(
+                    |(critical_path_ns, work_sum_ns)| IndexImbalance {
+                        critical_path_ns,
+                        work_sum_ns,
+                    },
+                ),
+                traced: row.get(18)?,
+            },
+        })
+    }
+
+    /// How `record` differs from what was filed, as in [`JobIndex::differences`] (filed value
+    /// first); empty when it is the filed record. A row stored before schema 4 is compared on
+    /// the columns it has.
+    pub fn differences(&self, record: &JobRecord) -> Vec<String> {
+        let own = JobIndex::of(record);
+        let filed = if self.complete {
+            self.index.clone()
+        } else {
+            JobIndex {
+                version: own.version,
+                host: own.host.clone(),
+                pid: own.pid,
+                wall_ns_max: own.wall_ns_max,
+                imbalance: own.imbalance,
+                traced: own.traced.clone(),
+                ..self.index.clone()
+            }
+        };
+        let mut differences = filed.differences(&own);
+        if record.key() != self.key {
+            differences.push(format!("key: {} vs {}", self.key, record.key()));
+        }
+        differences
+    }
+}
+
+/// A job queued for the escalation rules (table `escalation_queue`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedJob {
+    /// The job's row (`jobs.id`).
+    pub id: i64,
+    pub uid: u32,
+    pub exe: String,
+    /// Whether it was traced; `None` for jobs stored before the index had columns.
+    pub traced: Option<bool>,
+}
+
+/// What the `jobs` table keeps of a job: its key, its index (as columns) and the record as the
+/// deflated JSON it came in.
 #[derive(Debug, Clone)]
 pub struct JobRow {
     pub key: String,
-    pub uid: u32,
-    pub user: String,
-    pub job_id: String,
-    pub exe: String,
-    pub ranks: u32,
-    pub start_ms: u64,
-    pub end_ms: u64,
-    pub wall_ns_sum: u64,
-    pub mpi_ns_sum: u64,
-    pub partial: Option<String>,
+    pub index: JobIndex,
     pub deflated: Vec<u8>,
+    /// Queue it for the escalation rules (table `escalation_queue`) when it is stored.
+    pub look: bool,
 }
 
-impl From<DecodedJob> for JobRow {
-    fn from(job: DecodedJob) -> JobRow {
-        let r = job.record;
+impl JobRow {
+    pub fn new(key: String, job: IndexedJob) -> JobRow {
         JobRow {
-            key: r.key(),
-            uid: r.uid,
-            user: r.user,
-            job_id: r.job_id,
-            exe: r.exe,
-            ranks: r.ranks,
-            start_ms: r.start_unix_ms,
-            end_ms: r.end_unix_ms,
-            wall_ns_sum: r.wall_ns.sum,
-            mpi_ns_sum: r.mpi_ns.sum,
-            partial: r.partial,
+            key,
+            index: job.index,
             deflated: job.deflated,
+            look: false,
         }
     }
 }
 
 /// Statements of one ingest transaction, prepared once.
 pub struct IngestBatch<'conn> {
+    conn: &'conn Connection,
     insert_job: rusqlite::Statement<'conn>,
     clear_incomplete: rusqlite::Statement<'conn>,
     insert_rejected: rusqlite::Statement<'conn>,
+    queue: rusqlite::Statement<'conn>,
 }
 
 impl<'conn> IngestBatch<'conn> {
     pub fn new(tx: &'conn rusqlite::Transaction<'conn>) -> anyhow::Result<Self> {
         Ok(IngestBatch {
+            conn: tx,
             insert_job: tx.prepare(
                 "INSERT OR IGNORE INTO jobs (key, uid, user, job_id, exe, ranks, start_ms, end_ms,
-                     wall_ns_sum, mpi_ns_sum, partial, record)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                     wall_ns_sum, mpi_ns_sum, partial, record, model_version, host, pid,
+                     wall_ns_max, critical_path_ns, work_sum_ns, traced)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                     ?17, ?18, ?19)",
             )?,
             clear_incomplete: tx
                 .prepare("DELETE FROM rejected WHERE kind = 'incomplete' AND ref = ?1")?,
@@ -579,27 +809,52 @@ impl<'conn> IngestBatch<'conn> {
                 "INSERT OR IGNORE INTO rejected (kind, ref, source, detail, line)
                  VALUES (?1, ?2, ?3, ?4, ?5)",
             )?,
+            queue: tx.prepare(
+                "INSERT OR IGNORE INTO escalation_queue (id, uid, exe, traced)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?,
         })
     }
 
-    /// Store a job (once: a job already there is left alone) with the payload it was decoded
-    /// from; it is no longer incomplete. Returns whether it was new.
-    pub fn insert_job(&mut self, job: &JobRow) -> anyhow::Result<bool> {
+    /// Store a job (once: a job already there is left alone) with its index and deflated
+    /// record, queued for the escalation rules if it is new and [`JobRow::look`]; it is no
+    /// longer incomplete (`was_incomplete`: the database reports it so, which is withdrawn).
+    /// Returns whether it was new.
+    pub fn insert_job(&mut self, job: &JobRow, was_incomplete: bool) -> anyhow::Result<bool> {
+        let index = &job.index;
+        let imbalance = index.imbalance.as_ref();
         let inserted = self.insert_job.execute(params![
             job.key,
-            job.uid,
-            job.user,
-            job.job_id,
-            job.exe,
-            job.ranks,
-            job.start_ms,
-            job.end_ms,
-            job.wall_ns_sum,
-            job.mpi_ns_sum,
-            job.partial,
-            job.deflated
+            index.uid,
+            index.user,
+            index.job_id,
+            index.exe,
+            index.ranks,
+            index.start_unix_ms,
+            index.end_unix_ms,
+            index.wall_ns_sum,
+            index.mpi_ns_sum,
+            index.partial,
+            job.deflated,
+            index.version,
+            index.host,
+            index.pid,
+            index.wall_ns_max,
+            imbalance.map(|i| i.critical_path_ns),
+            imbalance.map(|i| i.work_sum_ns),
+            index.traced,
         ])?;
-        self.clear_incomplete.execute(params![job.key])?;
+        if was_incomplete {
+            self.clear_incomplete.execute(params![job.key])?;
+        }
+        if inserted == 1 && job.look {
+            self.queue.execute(params![
+                self.conn.last_insert_rowid(),
+                index.uid,
+                index.exe,
+                index.traced.is_some()
+            ])?;
+        }
         Ok(inserted == 1)
     }
 

@@ -1,20 +1,24 @@
 //! Escalation from the always-on profile to a trace, and the analysis of the traces that come
 //! back (seed 003's "level 6", made automatic).
 //!
-//! After each ingest run, [`after_ingest`] looks at every job stored since the last look (table
-//! `considered`): a traced job's trace is analysed by `mpistat analyze --format summary` in a
-//! child process bounded in time and address space, and the summary goes to table `analyses`
-//! (the weekly mail shows it); a job captured by escalation counts its entry's captures down; a
-//! job that meets the site's rule puts (uid, executable) on the escalation list. The list is
-//! replaced atomically (temporary file, then rename), so the profiler never reads half a list.
-//! `mpistat escalate list|add|remove` lets admins edit it.
+//! Ingest judges each job it stores by its index ([`needs_a_look`]: traced, or meeting the
+//! site's rule, [`rule_matches`]) and queues those (table `escalation_queue`) in the same
+//! transaction, so no record is read for the others. After each ingest run, [`after_ingest`]
+//! looks at the queued jobs: a traced job's record is read (and checked against its index) and
+//! its trace analysed by `mpistat analyze --format summary` in a child process bounded in time
+//! and address space, and the summary goes to table `analyses` (the weekly mail shows it); a job
+//! captured by escalation counts its entry's captures down; a job that meets the rule puts (uid,
+//! executable) on the escalation list unless it is there. The list is replaced atomically
+//! (temporary file, then rename), so the profiler never reads half a list, and the jobs leave
+//! the queue after it is written. `mpistat escalate list|add|remove` lets admins edit it.
 
 use crate::cli::{EscalateAction, EscalateArgs};
 use crate::db::Database;
 use anyhow::Context;
-use mpistat_record::JobRecord;
+use mpistat_record::JobIndex;
 use mpistat_site::escalation::{self, Entry};
 use mpistat_site::{EscalationConfig, SiteConfig};
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -62,29 +66,35 @@ fn write_list(path: &Path, entries: &[Entry]) -> anyhow::Result<()> {
     })
 }
 
-/// Why `record` deserves a trace under the site's rule, if it does.
-pub fn rule_matches(rule: &EscalationConfig, record: &JobRecord) -> Option<String> {
-    if record.partial.is_some() || record.wall_ns.sum == 0 {
+/// Why a job deserves a trace under the site's rule, if it does: judged from its index alone
+/// (`JobIndex::of` a record, or as filed), so looking at new jobs reads no record.
+pub fn rule_matches(rule: &EscalationConfig, job: &JobIndex) -> Option<String> {
+    let (mpi_percent, imbalance_percent, cpu_hours) = rule_figures(rule, job)?;
+    Some(format!(
+        "job {}: MPI {mpi_percent:.0} %, critical-path imbalance {imbalance_percent:.0} %, {cpu_hours:.2} CPU hours",
+        job.job_id
+    ))
+}
+
+/// The rule: MPI share, critical-path imbalance (both %) and CPU hours of a job that meets it.
+fn rule_figures(rule: &EscalationConfig, job: &JobIndex) -> Option<(f64, f64, f64)> {
+    if job.partial.is_some() || job.wall_ns_sum == 0 {
         return None;
     }
-    let mpi_percent = 100.0 * record.mpi_ns.sum as f64 / record.wall_ns.sum as f64;
-    let imbalance = record.imbalance.as_ref()?;
-    let work = imbalance.work_avg_ns(record.ranks);
-    let imbalance_percent = if work > 0.0 {
-        100.0 * imbalance.critical_path_ns as f64 / work
-    } else {
-        0.0
-    };
-    let cpu_hours = f64::from(record.ranks) * record.wall_ns.max as f64 / 3.6e12;
+    let mpi_percent = 100.0 * job.mpi_ns_sum as f64 / job.wall_ns_sum as f64;
+    let imbalance_percent = job.critical_path_imbalance_percent()?;
+    let cpu_hours = f64::from(job.ranks) * job.wall_ns_max as f64 / 3.6e12;
     (mpi_percent >= rule.mpi_percent_min
         && imbalance_percent >= rule.critical_path_imbalance_percent_min
         && cpu_hours >= rule.cpu_hours_min)
-        .then(|| {
-            format!(
-                "job {}: MPI {mpi_percent:.0} %, critical-path imbalance {imbalance_percent:.0} %, {cpu_hours:.2} CPU hours",
-                record.job_id
-            )
-        })
+        .then_some((mpi_percent, imbalance_percent, cpu_hours))
+}
+
+/// Whether the escalation rules are to look at a job after it is stored: it is traced (its
+/// trace is analysed) or meets the rule. Judged on the index when ingest files the job, so that
+/// only these are queued (table `escalation_queue`) and looked at by [`after_ingest`].
+pub fn needs_a_look(rule: &EscalationConfig, job: &JobIndex) -> bool {
+    job.traced.is_some() || rule_figures(rule, job).is_some()
 }
 
 /// Run `mpistat analyze --format summary DIR` with the site's time and memory bounds.
@@ -147,23 +157,53 @@ fn analyse(rule: &EscalationConfig, dir: &str) -> Result<String, String> {
     }
 }
 
-/// Look at the jobs stored since the last call: analyse traces, count captures down, apply the
-/// rule; write the list if it changed. Problems go to `err`; only database and list IO fail.
+/// Look at the jobs queued since the last call (by ingest: traced, or meeting the rule, see
+/// [`needs_a_look`]): analyse traces, count captures down, apply the rule; write the list if it
+/// changed, then take them off the queue. The rule is judged on each job's filed index; only the
+/// records of traced jobs (the index says so) are read, and checked against the index (a record
+/// that disagrees is quarantined, see [`Database::quarantine`], and not analysed). Rows stored
+/// before the index had columns are read whole. Problems go to `err`; only database and list IO
+/// fail.
 pub fn after_ingest(
     config: &SiteConfig,
     db: &Database,
     err: &mut impl Write,
 ) -> anyhow::Result<()> {
     let rule = &config.escalation;
-    let jobs = db.unconsidered_jobs()?;
+    let jobs = db.queued_jobs()?;
     if jobs.is_empty() {
         return Ok(());
     }
     let mut entries = read_list(&rule.list, err)?;
     let before = entries.clone();
     let now = now_unix();
-    for record in &jobs {
-        if let Some(trace) = &record.trace {
+    // (uid, executable) of the entries that apply: at most one each (a pair gets a new entry
+    // only when none applies).
+    let mut listed: HashSet<(u32, String)> = entries
+        .iter()
+        .filter(|e| e.applies(e.uid, &e.exe, now))
+        .map(|e| (e.uid, e.exe.clone()))
+        .collect();
+    for queued in &jobs {
+        // A job that is not traced matters only if its (uid, executable) is not listed.
+        if queued.traced == Some(false) && listed.contains(&(queued.uid, queued.exe.clone())) {
+            continue;
+        }
+        let Some(filed) = db.filed_job(queued.id)? else {
+            continue; // quarantined since
+        };
+        let record = if filed.index.traced.is_some() || !filed.complete {
+            match db.filed_record(&filed)? {
+                Some(record) => Some(record),
+                None => continue, // not the record filed: quarantined
+            }
+        } else {
+            None
+        };
+        if let Some((record, trace)) = record
+            .as_ref()
+            .and_then(|r| r.trace.as_ref().map(|t| (r, t)))
+        {
             let outcome = analyse(rule, &trace.dir);
             if let Err(e) = &outcome {
                 writeln!(
@@ -183,21 +223,30 @@ pub fn after_ingest(
                     .find(|e| e.applies(record.uid, &record.exe, now))
                 {
                     e.captures_left -= 1;
+                    if e.captures_left == 0 {
+                        listed.remove(&(e.uid, e.exe.clone()));
+                    }
                 }
             }
-        } else if let Some(reason) = rule_matches(rule, record) {
-            let listed = entries
-                .iter()
-                .any(|e| e.applies(record.uid, &record.exe, now));
-            if !listed {
-                entries.push(Entry {
-                    uid: record.uid,
-                    exe: record.exe.clone(),
-                    captures_left: rule.captures,
-                    expires_unix: now + rule.expiry_days * 86_400,
-                    reason,
-                });
-            }
+            continue;
+        }
+        let index = match &record {
+            Some(record) => JobIndex::of(record),
+            None => filed.index,
+        };
+        let pair = (index.uid, index.exe.clone());
+        if listed.contains(&pair) {
+            continue;
+        }
+        if let Some(reason) = rule_matches(rule, &index) {
+            entries.push(Entry {
+                uid: pair.0,
+                exe: pair.1.clone(),
+                captures_left: rule.captures,
+                expires_unix: now + rule.expiry_days * 86_400,
+                reason,
+            });
+            listed.insert(pair);
         }
     }
     // Spent and expired entries leave the list.
@@ -205,9 +254,7 @@ pub fn after_ingest(
     if entries != before {
         write_list(&rule.list, &entries)?;
     }
-    for record in &jobs {
-        db.mark_considered(&record.key())?;
-    }
+    db.unqueue(jobs.iter().map(|queued| queued.id))?;
     Ok(())
 }
 
@@ -281,8 +328,13 @@ pub fn command(args: &EscalateArgs, out: &mut impl Write) -> anyhow::Result<()> 
 mod tests {
     use super::*;
     use mpistat_record::model::{Imbalance, Stat};
+    use mpistat_record::JobRecord;
 
-    fn job(ranks: u32, wall_s: u64, mpi_percent: u64, imbalance_percent: u64) -> JobRecord {
+    fn job(ranks: u32, wall_s: u64, mpi_percent: u64, imbalance_percent: u64) -> JobIndex {
+        JobIndex::of(&record(ranks, wall_s, mpi_percent, imbalance_percent))
+    }
+
+    fn record(ranks: u32, wall_s: u64, mpi_percent: u64, imbalance_percent: u64) -> JobRecord {
         let wall = wall_s * 1_000_000_000;
         let work = wall * (100 - mpi_percent) / 100;
         JobRecord {
@@ -325,8 +377,13 @@ mod tests {
         );
         let partial = JobRecord {
             partial: Some("MPI_Abort".into()),
-            ..job(64, 3600, 40, 25)
+            ..record(64, 3600, 40, 25)
         };
-        assert!(rule_matches(&rule, &partial).is_none());
+        assert!(rule_matches(&rule, &JobIndex::of(&partial)).is_none());
+        let without_estimates = JobRecord {
+            imbalance: None,
+            ..record(64, 3600, 40, 25)
+        };
+        assert!(rule_matches(&rule, &JobIndex::of(&without_estimates)).is_none());
     }
 }

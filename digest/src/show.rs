@@ -43,7 +43,7 @@ pub fn run(
         };
         assembler.begin_source(&name);
         for line in content.split(|&b| b == b'\n') {
-            assembler.push(&String::from_utf8_lossy(line));
+            assembler.push(line);
         }
         print(assembler.take_decoded(), args.json, out, err, &mut outcome)?;
     }

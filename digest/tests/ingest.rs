@@ -24,6 +24,8 @@ fn options(log: &Path) -> Options {
         files: vec![log.to_path_buf()],
         require_attested_uid: true,
         grace: Duration::from_secs(300),
+        escalation: Default::default(),
+        batch_lines: mpistat_digest::ingest::BATCH_LINES,
     }
 }
 
@@ -260,22 +262,30 @@ fn sigkill_at_random_points_then_rerun_gives_the_same_database() {
     let killed = dir.join("killed.sqlite");
     let config = dir.join("site.toml");
     std::fs::write(&config, "[ingest]\ngrace_seconds = 300\n").unwrap();
+    // Small batches: many commits to be killed between (and in).
+    let run = |database: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_mpistat"))
+            .args(["ingest", "--batch-lines", "4000", "--config"])
+            .arg(&config)
+            .arg("--database")
+            .arg(database)
+            .arg(&log)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // How long a whole run takes here: the kills fall within its first quarter.
+    let started = std::time::Instant::now();
+    assert!(run(&dir.join("timed.sqlite")).wait().unwrap().success());
+    let whole_ms = started.elapsed().as_millis() as u64;
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut kills = 0;
     for _ in 0..8 {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mpistat"))
-            .args(["ingest", "--config"])
-            .arg(&config)
-            .arg("--database")
-            .arg(&killed)
-            .arg(&log)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(5 + seed % 200));
+        let mut child = run(&killed);
+        std::thread::sleep(Duration::from_millis(1 + seed % (whole_ms / 4).max(1)));
         if child.try_wait().unwrap().is_none() {
             kills += 1;
         }
@@ -303,7 +313,8 @@ fn sigkill_at_random_points_then_rerun_gives_the_same_database() {
     assert!(status.success());
     let after = Database::open(&killed).unwrap();
     assert_eq!(dump(&after), expected, "after {kills} kills");
-    eprintln!("{kills} of 8 runs were killed mid-way");
+    eprintln!("{kills} of 8 runs were killed mid-way (a whole run takes {whole_ms} ms)");
+    assert!(kills >= 2, "the kills are to fall within runs");
 }
 
 /// `--follow` picks up appended records and a rotation while it runs.

@@ -32,6 +32,8 @@ fn fixed_database(dir: &Path) -> Database {
         files: vec![log],
         require_attested_uid: true,
         grace: Duration::from_secs(300),
+        escalation: Default::default(),
+        batch_lines: mpistat_digest::ingest::BATCH_LINES,
     };
     run_once(&mut db, &options, &mut Vec::new()).unwrap();
     assert_eq!(db.job_count().unwrap(), 40);

@@ -44,6 +44,8 @@ fn database(dir: &Path, records: &[JobRecord]) -> Database {
         files: vec![log],
         require_attested_uid: true,
         grace: Duration::from_secs(300),
+        escalation: Default::default(),
+        batch_lines: mpistat_digest::ingest::BATCH_LINES,
     };
     run_once(&mut db, &options, &mut Vec::new()).unwrap();
     assert_eq!(db.job_count().unwrap(), records.len() as u64);

@@ -11,5 +11,6 @@ pub mod report;
 pub mod units;
 pub mod wire;
 
+pub use model::JobIndex;
 pub use model::{Binding, JobRecord, RoutineStats, Stat};
-pub use wire::{decode, encode, Assembler, CompleteJob, Decoded, DecodedJob, Problem};
+pub use wire::{decode, encode, Assembler, CompleteJob, Decoded, DecodedJob, IndexedJob, Problem};

@@ -305,21 +305,131 @@ impl JobRecord {
     /// The key that identifies this job's lines in syslog: stable for the same job, distinct for
     /// different jobs even with the same batch id (job steps, requeues).
     pub fn key(&self) -> String {
-        // FNV-1a: tiny, dependency-free, stable across versions.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        let id = format!(
-            "{}\0{}\0{}\0{}",
-            self.job_id, self.host, self.pid, self.start_unix_ms
-        );
-        for b in id.bytes() {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        format!("{h:016x}")
+        job_key(&self.job_id, &self.host, self.pid, self.start_unix_ms)
     }
 
     pub fn routine(&self, name: &str) -> Option<&RoutineStats> {
         self.routines.iter().find(|r| r.name == name)
+    }
+}
+
+/// [`JobRecord::key`] of a job with these facts (16 lowercase hex digits).
+pub fn job_key(job_id: &str, host: &str, pid: u32, start_unix_ms: u64) -> String {
+    // FNV-1a: tiny, dependency-free, stable across versions.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let id = format!("{job_id}\0{host}\0{pid}\0{start_unix_ms}");
+    for b in id.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// What a store needs to know of a job without reading its whole record: the columns the digest
+/// selects on, the key's ingredients, and the figures the escalation rule looks at. Made from a
+/// record by [`JobIndex::of`] only (wire version 2 sends it next to the compressed record, so
+/// `mpistat ingest` stores a job without inflating it; a decoder checks that the two agree).
+/// Integers only, so that it survives JSON exactly and two indexes compare with `==`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct JobIndex {
+    /// The record's data-model version ([`JobRecord::version`]).
+    pub version: u32,
+    pub job_id: String,
+    pub uid: u32,
+    pub user: String,
+    pub exe: String,
+    pub host: String,
+    pub pid: u32,
+    pub ranks: u32,
+    pub start_unix_ms: u64,
+    pub end_unix_ms: u64,
+    pub wall_ns_sum: u64,
+    pub wall_ns_max: u64,
+    pub mpi_ns_sum: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<String>,
+    /// Critical-path imbalance and the work it is relative to (when the record has estimates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imbalance: Option<IndexImbalance>,
+    /// Why the job was traced ([`TraceInfo::reason`]), if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traced: Option<String>,
+}
+
+/// The part of [`Imbalance`] in a [`JobIndex`].
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct IndexImbalance {
+    pub critical_path_ns: u64,
+    pub work_sum_ns: u64,
+}
+
+impl JobIndex {
+    /// The index of `record`: the one definition of what an index says.
+    pub fn of(record: &JobRecord) -> JobIndex {
+        JobIndex {
+            version: record.version,
+            job_id: record.job_id.clone(),
+            uid: record.uid,
+            user: record.user.clone(),
+            exe: record.exe.clone(),
+            host: record.host.clone(),
+            pid: record.pid,
+            ranks: record.ranks,
+            start_unix_ms: record.start_unix_ms,
+            end_unix_ms: record.end_unix_ms,
+            wall_ns_sum: record.wall_ns.sum,
+            wall_ns_max: record.wall_ns.max,
+            mpi_ns_sum: record.mpi_ns.sum,
+            partial: record.partial.clone(),
+            imbalance: record.imbalance.as_ref().map(|i| IndexImbalance {
+                critical_path_ns: i.critical_path_ns,
+                work_sum_ns: i.work_sum_ns,
+            }),
+            traced: record.trace.as_ref().map(|t| t.reason.clone()),
+        }
+    }
+
+    /// [`JobRecord::key`] of the record this is the index of.
+    pub fn key(&self) -> String {
+        job_key(&self.job_id, &self.host, self.pid, self.start_unix_ms)
+    }
+
+    /// Critical-path imbalance in % of the average work per rank (0 without work), when the
+    /// record has imbalance estimates.
+    pub fn critical_path_imbalance_percent(&self) -> Option<f64> {
+        let imbalance = self.imbalance?;
+        let work = ratio(imbalance.work_sum_ns as f64, self.ranks as f64);
+        Some(if work > 0.0 {
+            100.0 * imbalance.critical_path_ns as f64 / work
+        } else {
+            0.0
+        })
+    }
+
+    /// The fields in which `other` differs from `self`, as `name: <self's> vs <other's>` in JSON
+    /// (`none` for an absent one); empty when the two are equal.
+    pub fn differences(&self, other: &JobIndex) -> Vec<String> {
+        let fields = |index: &JobIndex| match serde_json::to_value(index) {
+            Ok(serde_json::Value::Object(fields)) => fields,
+            _ => unreachable!("an index serialises as an object"),
+        };
+        let (mine, theirs) = (fields(self), fields(other));
+        let shown =
+            |value: Option<&serde_json::Value>| value.map_or("none".into(), |v| v.to_string());
+        let mut names: Vec<&String> = mine.keys().chain(theirs.keys()).collect();
+        names.sort();
+        names.dedup();
+        names
+            .into_iter()
+            .filter(|name| mine.get(*name) != theirs.get(*name))
+            .map(|name| {
+                format!(
+                    "{name}: {} vs {}",
+                    shown(mine.get(name)),
+                    shown(theirs.get(name))
+                )
+            })
+            .collect()
     }
 }
 

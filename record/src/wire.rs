@@ -1,61 +1,88 @@
 //! Wire format: a [`JobRecord`] as syslog messages, and syslog lines back into records.
 //!
-//! # Format (wire version 1)
+//! # Format (wire version 2)
 //!
 //! A record is sent as `n` messages (`2 <= n <= MAX_PARTS`), each at most [`MAX_MESSAGE`] bytes
 //! of printable ASCII (`0x20..=0x7e`: no newline, NUL or other byte syslog might mangle; the
 //! only `%` is the one after the MPI percentage). Every message has six space-separated fields:
 //!
 //! ```text
-//! MPISTAT1 <key> <i>/<n> <record crc> <line crc> <data>
+//! MPISTAT2 <key> <i>/<n> <record crc> <line crc> <data>
 //! ```
 //!
-//! * `MPISTAT1` — the marker; the digits after `MPISTAT` are the wire version. Decoders look for
+//! * `MPISTAT2` — the marker; the digits after `MPISTAT` are the wire version. Decoders look for
 //!   the first `MPISTAT<digits> ` anywhere in a syslog line (whatever syslog put in front is
-//!   ignored); lines without a marker are not ours. A version other than `1` is reported.
+//!   ignored); lines without a marker are not ours. Versions other than `1` and `2` are reported.
 //! * `<key>` — [`JobRecord::key`]: 16 lowercase hex digits, the same on all parts of a job.
 //! * `<i>/<n>` — part `i` (decimal, `0 <= i < n`) of `n` parts.
-//! * `<record crc>` — CRC-32 (IEEE 802.3, as in zlib) of the record's JSON text (below),
-//!   8 lowercase hex digits, the same on all parts.
+//! * `<record crc>` — CRC-32 (IEEE 802.3, as in zlib) of the payload bytes (below, before
+//!   base64), 8 lowercase hex digits, the same on all parts.
 //! * `<line crc>` — CRC-32 of the message with this field and the space after it removed, i.e. of
-//!   `MPISTAT1 <key> <i>/<n> <record crc> <data>`; 8 lowercase hex digits. It tells the decoder
+//!   `MPISTAT2 <key> <i>/<n> <record crc> <data>`; 8 lowercase hex digits. It tells the decoder
 //!   *which* line is corrupt.
 //! * `<data>` — part 0: a human-readable summary, `name=value` pairs separated by single spaces
 //!   (`user= uid= exe= host= ranks= nodes= wall=<s>s mpi=<percent>% job=` and `partial=` for
 //!   partial records). In values every byte outside `!`..=`~` and every `\` and `%` is written
 //!   as `\xHH` (lowercase hex) and long values are cut, ending in `...`. The summary is for
 //!   people reading syslog; decoders need not parse it.
-//!   Parts `1..n`: consecutive chunks of the payload, which is the record serialised as JSON
-//!   (serde field names of [`JobRecord`], carrying the model `version`), compressed with raw
-//!   DEFLATE (RFC 1951, no zlib header) and encoded as URL-safe base64 without padding
-//!   (RFC 4648 §5). Concatenate the chunks in part order, base64-decode, inflate, check the
-//!   record crc, parse the JSON.
+//!   Parts `1..n`: consecutive chunks of the payload, encoded as URL-safe base64 without padding
+//!   (RFC 4648 §5). The payload is
+//!
+//!   ```text
+//!   <index JSON> \n <raw DEFLATE of the record JSON>
+//!   ```
+//!
+//!   the record's [`JobIndex`] (made by [`JobIndex::of`]; serde field names, compact JSON, so it
+//!   holds no newline), a newline byte, and the record serialised as JSON (serde field names of
+//!   [`JobRecord`], carrying the model `version`) compressed with raw DEFLATE (RFC 1951, no zlib
+//!   header). Concatenate the chunks in part order, base64-decode, check the record crc, split
+//!   at the first newline. The index is what a store needs to file the job (uid, user, times,
+//!   sizes, the escalation rule's figures): `mpistat ingest` stores a job from it without
+//!   inflating the record. A full decode also inflates and parses the record and checks that
+//!   `JobIndex::of(record)` equals the index sent: a record whose index says something else
+//!   (e.g. another uid) is a [`Problem::IndexMismatch`], never a record.
+//!
+//! # Wire version 1 (still read)
+//!
+//! The same lines with marker `MPISTAT1`, whose payload is only the raw-DEFLATE record JSON and
+//! whose record crc is the CRC-32 of the record's JSON text (checked after inflating). Profilers
+//! of earlier releases write it; decoders read both, so nodes can be upgraded one at a time.
 //!
 //! A decoder groups parts by key; the lines of many jobs may be interleaved, repeated and
 //! reordered. A record is complete when parts `1..n` are there (part 0 is only the summary; a
-//! record without it is returned and the missing summary reported).
+//! record without it is returned and the missing summary reported). All parts of a job carry
+//! the same wire version, part count and record crc.
 //!
 //! # Decoding
 //!
-//! [`Assembler`] takes lines one at a time and never fails: everything wrong is a [`Problem`]
-//! next to the records that could be decoded ([`Decoded`]). Records complete as soon as their
-//! last part arrives and can be taken early with [`Assembler::take_decoded`] (for following a
-//! live log); [`Assembler::finish`] returns the rest and reports what stayed incomplete. Callers
-//! that decode on other threads take the complete jobs undecoded ([`Assembler::take_complete`],
-//! [`CompleteJob::decode`]), which also gives the checked deflated payload to store as it is.
+//! [`Assembler`] takes lines one at a time (bytes: only our printable-ASCII messages need to be
+//! text) and never fails: everything wrong is a [`Problem`] next to the records that could be
+//! decoded ([`Decoded`]). Records complete as soon as their last part arrives and can be taken
+//! early with [`Assembler::take_decoded`] (for following a live log); [`Assembler::finish`]
+//! returns the rest and reports what stayed incomplete. Callers that decode on other threads
+//! take the complete jobs undecoded ([`Assembler::take_complete`]) and either decode them fully
+//! ([`CompleteJob::decode`]: the record and the checked deflated JSON to store as it is) or, to
+//! file them without reading the record, take their index ([`CompleteJob::indexed`]: for wire
+//! version 2 only base64 and the record crc, no inflating; version 1 has no index, so there it
+//! decodes). Whoever later reads a record filed by its index must check the two agree (see
+//! [`JobIndex::differences`]): until then the index is only what the sender claimed.
 
-use crate::model::{JobRecord, MODEL_VERSION};
+use crate::model::{JobIndex, JobRecord, MODEL_VERSION};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::ops::Range;
 
 /// Longest message (after the syslog header) that `encode` produces, in bytes; with an RFC 3164
 /// header this keeps every syslog line within 1024 bytes.
 pub const MAX_MESSAGE: usize = 900;
 
-/// The wire version this module writes and reads.
-pub const WIRE_VERSION: u32 = 1;
+/// The wire version this module writes.
+pub const WIRE_VERSION: u32 = 2;
+
+/// The wire versions this module reads.
+pub const READ_VERSIONS: [u32; 2] = [1, 2];
 
 /// Most parts a record may have (about 8 MB of compressed payload); lines claiming more are
 /// rejected as corrupt so that a forged line cannot make the decoder allocate without bound.
@@ -64,7 +91,7 @@ pub const MAX_PARTS: u32 = 10_000;
 /// Largest inflated payload the decoder accepts, in bytes.
 const MAX_PAYLOAD: usize = 64 << 20;
 
-const MARKER: &str = "MPISTAT";
+const MARKER: &[u8] = b"MPISTAT";
 
 /// Where a line came from: the source name given to [`Assembler::begin_source`] (if any) and the
 /// line number within it, counted from 1.
@@ -126,8 +153,8 @@ pub enum Problem {
     /// The same part arrived again with identical content; the repeat was ignored.
     #[error("{at}: job {key}: duplicate of part {part} (ignored)")]
     DuplicatePart { key: String, part: u32, at: LineRef },
-    /// A part arrived again with different content (or a different part count or record crc than
-    /// the job's first line); the first one seen was kept.
+    /// A part arrived again with different content (or a different wire version, part count or
+    /// record crc than the job's first line); the first one seen was kept.
     #[error("{at}: job {key}: part {part} conflicts with an earlier line (ignored)")]
     ConflictingPart { key: String, part: u32, at: LineRef },
     /// A line with our marker that is damaged or malformed.
@@ -139,7 +166,7 @@ pub enum Problem {
     /// All parts arrived with good line checksums but the reassembled record's crc is wrong.
     #[error("job {key}: record checksum mismatch")]
     ChecksumMismatch { key: String },
-    /// The reassembled payload is not a record (bad base64, deflate or JSON, wrong key).
+    /// The reassembled payload is not a record (bad base64, index, deflate or JSON, wrong key).
     #[error("job {key}: bad payload: {reason}")]
     BadPayload { key: String, reason: String },
     /// The record's data-model version is newer than this decoder.
@@ -147,6 +174,14 @@ pub enum Problem {
         "job {key}: unsupported record model version {version} (newest known: {MODEL_VERSION})"
     )]
     UnsupportedModelVersion { key: String, version: u64 },
+    /// Wire version 2: the index sent with the record is not the record's (a damaged or forged
+    /// record: e.g. an index naming the sender's uid on a record claiming another). `differences`
+    /// as in [`JobIndex::differences`], the index's value first.
+    #[error("job {key}: the index disagrees with the record (index vs record: {})", .differences.join("; "))]
+    IndexMismatch {
+        key: String,
+        differences: Vec<String>,
+    },
 }
 
 fn summary_suffix(summary: &Option<String>) -> String {
@@ -168,9 +203,10 @@ pub struct Decoded {
 #[derive(Debug, Clone)]
 pub struct CompleteJob {
     pub key: String,
+    wire_version: u32,
     record_crc: u32,
-    /// The base64 payload, parts in order.
-    payload: String,
+    /// The base64 payload, parts in order (printable ASCII).
+    payload: Vec<u8>,
 }
 
 /// A decoded record and the raw-DEFLATE JSON it came from (checked against the record crc), which
@@ -181,21 +217,100 @@ pub struct DecodedJob {
     pub deflated: Vec<u8>,
 }
 
+/// A job's index and its record as raw-DEFLATE JSON, not inflated (see [`CompleteJob::indexed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexedJob {
+    pub index: JobIndex,
+    pub deflated: Vec<u8>,
+}
+
 impl CompleteJob {
-    /// Base64 → inflate → crc check → JSON → record, checking versions and the key.
+    /// The wire version its lines were written in.
+    pub fn wire_version(&self) -> u32 {
+        self.wire_version
+    }
+
+    /// The whole record: base64 → record crc → (version 2: index) → inflate → JSON → record,
+    /// checking versions, the key, and (version 2) that the index is the record's.
     pub fn decode(&self) -> Result<DecodedJob, Problem> {
-        decode_payload(&self.key, &self.payload, self.record_crc)
+        if self.wire_version == 1 {
+            return decode_v1(&self.key, &self.payload, self.record_crc);
+        }
+        let IndexedJob { index, deflated } = self.split_v2()?;
+        let record = inflate_record(&self.key, &deflated)?;
+        let own = JobIndex::of(&record);
+        if own != index {
+            return Err(Problem::IndexMismatch {
+                key: self.key.clone(),
+                differences: index.differences(&own),
+            });
+        }
+        Ok(DecodedJob { record, deflated })
+    }
+
+    /// The job's index and deflated record JSON, for filing the job without reading its record.
+    /// Version 2: base64 → record crc → index (its model version and key checked); the record
+    /// is not inflated, so the index is only what the sender claims until someone decodes the
+    /// record (and compares, see [`JobIndex::differences`]). Version 1 has no index: the record
+    /// is decoded and the index made from it.
+    pub fn indexed(&self) -> Result<IndexedJob, Problem> {
+        if self.wire_version == 1 {
+            let DecodedJob { record, deflated } = self.decode()?;
+            return Ok(IndexedJob {
+                index: JobIndex::of(&record),
+                deflated,
+            });
+        }
+        self.split_v2()
+    }
+
+    /// Version 2's payload: crc checked, split into the parsed index and the deflated record.
+    fn split_v2(&self) -> Result<IndexedJob, Problem> {
+        let key = &self.key;
+        let mut bytes = URL_SAFE_NO_PAD
+            .decode(&self.payload)
+            .map_err(|e| bad_payload(key, format!("base64: {e}")))?;
+        if crc32fast::hash(&bytes) != self.record_crc {
+            return Err(Problem::ChecksumMismatch { key: key.clone() });
+        }
+        let newline = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or_else(|| bad_payload(key, "no newline after the index".into()))?;
+        let index: JobIndex = parse_versioned(key, &bytes[..newline], "index")?;
+        if index.key() != *key {
+            return Err(bad_payload(
+                key,
+                format!("the index's own key is {}", index.key()),
+            ));
+        }
+        bytes.drain(..=newline);
+        Ok(IndexedJob {
+            index,
+            deflated: bytes,
+        })
+    }
+}
+
+fn bad_payload(key: &str, reason: String) -> Problem {
+    Problem::BadPayload {
+        key: key.to_string(),
+        reason,
     }
 }
 
 /// Bytes of every message before `<i>/<n>`, and of the separators and crcs after it.
 const HEADER_FIXED: usize = MARKER.len() + 1 + 1 + 16 + 1 + 1 + 8 + 1 + 8 + 1;
 
-/// Encode a record as syslog messages (without syslog header).
+/// Encode a record as syslog messages (without syslog header), in the current wire version.
 pub fn encode(record: &JobRecord) -> Vec<String> {
     let json = serde_json::to_vec(record).expect("a JobRecord always serialises");
-    let record_crc = crc32fast::hash(&json);
-    let payload = URL_SAFE_NO_PAD.encode(miniz_oxide::deflate::compress_to_vec(&json, 9));
+    let mut payload = serde_json::to_vec(&JobIndex::of(record)).expect("an index serialises");
+    debug_assert!(!payload.contains(&b'\n'), "compact JSON has no newline");
+    payload.push(b'\n');
+    payload.extend(miniz_oxide::deflate::compress_to_vec(&json, 9));
+    let record_crc = crc32fast::hash(&payload);
+    let payload = URL_SAFE_NO_PAD.encode(payload);
     let chunk_len = chunk_len_for(payload.len());
     // Base64 is ASCII, so byte chunks are valid strings.
     let chunks: Vec<&str> = payload
@@ -227,17 +342,13 @@ fn chunk_len_for(payload_len: usize) -> usize {
 }
 
 fn message(key: &str, part: u32, parts: u32, record_crc: u32, data: &str) -> String {
-    let head = format!("{MARKER}{WIRE_VERSION} {key} {part}/{parts} {record_crc:08x} ");
-    let line_crc = line_crc(&head, data);
-    format!("{head}{line_crc:08x} {data}")
-}
-
-/// CRC of a message without its line-crc field: `head` ends with the space before that field.
-fn line_crc(head: &str, data: &str) -> u32 {
+    let marker = std::str::from_utf8(MARKER).expect("ASCII");
+    let head = format!("{marker}{WIRE_VERSION} {key} {part}/{parts} {record_crc:08x} ");
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(head.as_bytes());
     hasher.update(data.as_bytes());
-    hasher.finalize()
+    let line_crc = hasher.finalize();
+    format!("{head}{line_crc:08x} {data}")
 }
 
 /// Part 0's text: who ran what, how big and how long, readable in syslog.
@@ -288,12 +399,14 @@ fn escape(value: &str, max: usize) -> String {
 
 /// One of our messages, parsed and with a good line checksum.
 struct Part<'a> {
-    key: &'a str,
+    wire_version: u32,
+    key: u64,
     part: u32,
     parts: u32,
     record_crc: u32,
     line_crc: u32,
-    data: &'a str,
+    /// Printable ASCII.
+    data: &'a [u8],
 }
 
 /// What a syslog line is to us.
@@ -309,38 +422,50 @@ enum LineProblem {
     UnsupportedVersion(String),
 }
 
-/// The first `MPISTAT<digits> ` in `line`: its digits (the wire version) and the text after it.
-fn find_marker(line: &str) -> Option<(&str, &str)> {
+/// The first `MPISTAT<digits> ` in `line`: its digits (the wire version) and the bytes after it.
+fn find_marker(line: &[u8]) -> Option<(&[u8], &[u8])> {
     let mut from = 0;
-    while let Some(found) = line[from..].find(MARKER) {
-        let after = &line[from + found + MARKER.len()..];
-        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
-        if digits > 0 && after.as_bytes().get(digits) == Some(&b' ') {
-            return Some((&after[..digits], &after[digits + 1..]));
+    while from + MARKER.len() <= line.len() {
+        let at = from + memchr::memchr(MARKER[0], &line[from..])?;
+        if line[at..].starts_with(MARKER) {
+            let after = &line[at + MARKER.len()..];
+            let digits = after.iter().take_while(|b| b.is_ascii_digit()).count();
+            if digits > 0 && after.get(digits) == Some(&b' ') {
+                return Some((&after[..digits], &after[digits + 1..]));
+            }
         }
-        from += found + MARKER.len();
+        from = at + 1;
     }
     None
 }
 
-fn parse_line(line: &str) -> Line<'_> {
-    let line = line.trim_end_matches(['\r', '\n']);
-    let Some((version, rest)) = find_marker(line) else {
+fn parse_line(line: &[u8]) -> Line<'_> {
+    let mut end = line.len();
+    while end > 0 && matches!(line[end - 1], b'\r' | b'\n') {
+        end -= 1;
+    }
+    let Some((version, rest)) = find_marker(&line[..end]) else {
         return Line::NotOurs;
     };
-    if version.parse() != Ok(WIRE_VERSION) {
-        return Line::Bad(LineProblem::UnsupportedVersion(version.to_string()));
-    }
-    match parse_fields(version, rest) {
+    // ASCII digits, so valid UTF-8.
+    let version_text = std::str::from_utf8(version).unwrap_or_default();
+    let Some(wire_version) = version_text
+        .parse()
+        .ok()
+        .filter(|v| READ_VERSIONS.contains(v))
+    else {
+        return Line::Bad(LineProblem::UnsupportedVersion(version_text.to_string()));
+    };
+    match parse_fields(wire_version, version, rest) {
         Ok(part) => Line::Part(part),
         Err(reason) => Line::Bad(LineProblem::Corrupt(reason)),
     }
 }
 
-fn parse_fields<'a>(version: &str, rest: &'a str) -> Result<Part<'a>, String> {
-    let mut fields = [""; 5];
+fn parse_fields<'a>(wire_version: u32, version: &[u8], rest: &'a [u8]) -> Result<Part<'a>, String> {
+    let mut fields: [&[u8]; 5] = [b""; 5];
     let mut found = 0;
-    for (slot, field) in fields.iter_mut().zip(rest.splitn(5, ' ')) {
+    for (slot, field) in fields.iter_mut().zip(rest.splitn(5, |&b| b == b' ')) {
         *slot = field;
         found += 1;
     }
@@ -352,22 +477,25 @@ fn parse_fields<'a>(version: &str, rest: &'a str) -> Result<Part<'a>, String> {
     // The message up to the line crc field is the part of `rest` before it, after the marker.
     let head_len = key.len() + part_of.len() + record_crc.len() + 3;
     let mut hasher = crc32fast::Hasher::new();
-    hasher.update(MARKER.as_bytes());
-    hasher.update(version.as_bytes());
+    hasher.update(MARKER);
+    hasher.update(version);
     hasher.update(b" ");
-    hasher.update(&rest.as_bytes()[..head_len]);
-    hasher.update(data.as_bytes());
+    hasher.update(&rest[..head_len]);
+    hasher.update(data);
     if hasher.finalize() != line_crc {
         return Err("line checksum mismatch".into());
     }
     // The line checksum is good: what follows only fails for lines written wrongly.
-    if key.len() != 16 || !key.bytes().all(is_lower_hex) {
-        return Err(format!("job key {key:?} is not 16 lowercase hex digits"));
-    }
-    let (part, parts) = part_of
-        .split_once('/')
-        .and_then(|(i, n)| Some((i.parse::<u32>().ok()?, n.parse::<u32>().ok()?)))
-        .ok_or_else(|| format!("part {part_of:?} is not <i>/<n>"))?;
+    let text = |field: &[u8]| String::from_utf8_lossy(field).into_owned();
+    let key = parse_key(key)
+        .ok_or_else(|| format!("job key {:?} is not 16 lowercase hex digits", text(key)))?;
+    let number = |digits: &[u8]| -> Option<u32> { std::str::from_utf8(digits).ok()?.parse().ok() };
+    let mut i_of_n = part_of.splitn(2, |&b| b == b'/');
+    let (part, parts) = i_of_n
+        .next()
+        .zip(i_of_n.next())
+        .and_then(|(i, n)| Some((number(i)?, number(n)?)))
+        .ok_or_else(|| format!("part {:?} is not <i>/<n>", text(part_of)))?;
     if !(2..=MAX_PARTS).contains(&parts) || part >= parts {
         return Err(format!("part {part}/{parts} out of range"));
     }
@@ -376,7 +504,11 @@ fn parse_fields<'a>(version: &str, rest: &'a str) -> Result<Part<'a>, String> {
     if data.is_empty() {
         return Err("no data".into());
     }
+    if !is_printable_ascii(data) {
+        return Err("data is not printable ASCII".into());
+    }
     Ok(Part {
+        wire_version,
         key,
         part,
         parts,
@@ -386,39 +518,119 @@ fn parse_fields<'a>(version: &str, rest: &'a str) -> Result<Part<'a>, String> {
     })
 }
 
-fn is_lower_hex(b: u8) -> bool {
-    matches!(b, b'0'..=b'9' | b'a'..=b'f')
+/// Whether every byte is in `0x20..=0x7e` (a maximum over the bytes, so that it vectorises).
+fn is_printable_ascii(data: &[u8]) -> bool {
+    data.iter()
+        .fold(0u8, |max, &b| max.max(b.wrapping_sub(0x20)))
+        <= 0x7e - 0x20
 }
 
-fn parse_hex32(text: &str) -> Option<u32> {
-    if text.len() != 8 || !text.bytes().all(is_lower_hex) {
+/// Exactly `digits` lowercase hex digits, as a number.
+fn parse_hex(text: &[u8], digits: usize) -> Option<u64> {
+    if text.len() != digits {
         return None;
     }
-    u32::from_str_radix(text, 16).ok()
+    text.iter().try_fold(0u64, |n, &b| {
+        let digit = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            _ => return None,
+        };
+        Some(n << 4 | u64::from(digit))
+    })
+}
+
+fn parse_hex32(text: &[u8]) -> Option<u32> {
+    parse_hex(text, 8).map(|n| n as u32)
+}
+
+fn parse_key(text: &[u8]) -> Option<u64> {
+    parse_hex(text, 16)
+}
+
+fn key_text(key: u64) -> String {
+    format!("{key:016x}")
 }
 
 /// A job whose parts are still arriving.
 struct PendingJob {
     /// Global arrival index of the job's first line: records come out in first-seen order.
     first_seen: u64,
+    wire_version: u32,
     parts: u32,
     record_crc: u32,
-    /// Line crc and data of every part that arrived, by part number.
-    data: BTreeMap<u32, (u32, String)>,
+    /// The data of the payload parts that arrived, back to back in arrival order (printable
+    /// ASCII).
+    buffer: Vec<u8>,
+    /// Part 0's data (the summary), if it arrived.
+    summary: Vec<u8>,
+    /// Line crc and where its data is (in `summary` for part 0, else in `buffer`) of every part
+    /// that arrived, by part number.
+    arrived: BTreeMap<u32, (u32, Range<usize>)>,
 }
 
 impl PendingJob {
     fn has_all_payload(&self) -> bool {
-        (1..self.parts).all(|part| self.data.contains_key(&part))
+        (1..self.parts).all(|part| self.arrived.contains_key(&part))
+    }
+
+    fn data(&self, part: u32) -> Option<&[u8]> {
+        let (_, range) = self.arrived.get(&part)?;
+        let data = if part == 0 {
+            &self.summary
+        } else {
+            &self.buffer
+        };
+        Some(&data[range.clone()])
+    }
+
+    /// Add a part's data (not there yet).
+    fn add(&mut self, part: u32, line_crc: u32, data: &[u8]) {
+        let buffer = if part == 0 {
+            &mut self.summary
+        } else {
+            &mut self.buffer
+        };
+        let start = buffer.len();
+        buffer.extend_from_slice(data);
+        self.arrived.insert(part, (line_crc, start..buffer.len()));
+    }
+
+    /// Part 0's text, if it arrived.
+    fn summary(&self) -> Option<String> {
+        self.data(0)
+            .map(|data| String::from_utf8_lossy(data).into_owned())
+    }
+
+    /// The payload: the data of parts `1..n` in part order (those that arrived).
+    fn into_payload(self) -> Vec<u8> {
+        let mut ranges = self.arrived.range(1..).map(|(_, (_, range))| range);
+        // The usual case: the parts arrived in order, so `buffer` is the payload.
+        let mut end = 0;
+        if ranges.all(|range| {
+            let next = range.start == end;
+            end = range.end;
+            next
+        }) {
+            let mut payload = self.buffer;
+            payload.truncate(end);
+            return payload;
+        }
+        self.arrived
+            .range(1..)
+            .flat_map(|(_, (_, range))| &self.buffer[range.clone()])
+            .copied()
+            .collect()
     }
 }
 
 /// What stays of a job after its record was decoded, to recognise later repeats of its lines.
 struct FinishedJob {
+    wire_version: u32,
     parts: u32,
     record_crc: u32,
-    /// Line crc of every part that arrived, by part number.
-    line_crcs: BTreeMap<u32, u32>,
+    /// Line crc of every part, by part number (`None`: never arrived).
+    line_crcs: Box<[Option<u32>]>,
 }
 
 /// Collects lines of many jobs, in any order, and reassembles records.
@@ -430,8 +642,8 @@ pub struct Assembler {
     source: Option<String>,
     line: u64,
     lines_seen: u64,
-    pending: HashMap<String, PendingJob>,
-    finished: HashMap<String, FinishedJob>,
+    pending: HashMap<u64, PendingJob>,
+    finished: HashMap<u64, FinishedJob>,
     /// Jobs with all payload parts, not yet handed out, with their first-seen index.
     complete: Vec<(u64, CompleteJob)>,
     problems: Vec<Problem>,
@@ -449,96 +661,106 @@ impl Assembler {
         self.line = 0;
     }
 
-    /// Feed one line (a whole syslog line: anything before the mpistat marker is ignored).
-    pub fn push(&mut self, line: &str) {
+    /// Feed one line (a whole syslog line: anything before the mpistat marker is ignored, and
+    /// need not be text).
+    pub fn push(&mut self, line: impl AsRef<[u8]>) {
         self.line += 1;
         self.lines_seen += 1;
-        let at = || LineRef {
-            source: self.source.clone(),
-            line: self.line,
-        };
-        match parse_line(line) {
+        match parse_line(line.as_ref()) {
             Line::NotOurs => {}
-            Line::Bad(LineProblem::Corrupt(reason)) => self
-                .problems
-                .push(Problem::CorruptLine { at: at(), reason }),
-            Line::Bad(LineProblem::UnsupportedVersion(version)) => self
-                .problems
-                .push(Problem::UnsupportedWireVersion { at: at(), version }),
-            Line::Part(part) => {
-                let at = at();
-                self.add_part(part, at)
+            Line::Bad(LineProblem::Corrupt(reason)) => {
+                let at = self.here();
+                self.problems.push(Problem::CorruptLine { at, reason })
             }
+            Line::Bad(LineProblem::UnsupportedVersion(version)) => {
+                let at = self.here();
+                self.problems
+                    .push(Problem::UnsupportedWireVersion { at, version })
+            }
+            Line::Part(part) => self.add_part(part),
         }
     }
 
-    fn add_part(&mut self, part: Part<'_>, at: LineRef) {
+    /// Where the line just pushed is.
+    fn here(&self) -> LineRef {
+        LineRef {
+            source: self.source.clone(),
+            line: self.line,
+        }
+    }
+
+    /// A repeat of a part (`conflicting`: with other content) as a problem.
+    fn repeat(&self, key: u64, part: u32, conflicting: bool) -> Problem {
+        let (key, at) = (key_text(key), self.here());
+        if conflicting {
+            Problem::ConflictingPart { key, part, at }
+        } else {
+            Problem::DuplicatePart { key, part, at }
+        }
+    }
+
+    fn add_part(&mut self, part: Part<'_>) {
         let key = part.key;
-        let repeat = |conflicting: bool| {
-            let (key, part) = (key.to_string(), part.part);
-            if conflicting {
-                Problem::ConflictingPart { key, part, at }
-            } else {
-                Problem::DuplicatePart { key, part, at }
-            }
-        };
-        if let Some(done) = self.finished.get(key) {
-            let same = done.parts == part.parts
+        if let Some(done) = self.finished.get(&key) {
+            let same = done.wire_version == part.wire_version
+                && done.parts == part.parts
                 && done.record_crc == part.record_crc
-                && done.line_crcs.get(&part.part) == Some(&part.line_crc);
-            self.problems.push(repeat(!same));
+                && done.line_crcs.get(part.part as usize).copied().flatten() == Some(part.line_crc);
+            let problem = self.repeat(key, part.part, !same);
+            self.problems.push(problem);
             return;
         }
         let lines_seen = self.lines_seen;
-        let job = self
-            .pending
-            .entry(key.to_string())
-            .or_insert_with(|| PendingJob {
-                first_seen: lines_seen,
-                parts: part.parts,
-                record_crc: part.record_crc,
-                data: BTreeMap::new(),
-            });
-        if job.parts != part.parts || job.record_crc != part.record_crc {
-            self.problems.push(repeat(true));
+        let job = self.pending.entry(key).or_insert_with(|| PendingJob {
+            first_seen: lines_seen,
+            wire_version: part.wire_version,
+            parts: part.parts,
+            record_crc: part.record_crc,
+            // Room for the usual few parts (a line's part count is not to be trusted).
+            buffer: Vec::with_capacity(MAX_MESSAGE * (part.parts as usize - 1).min(8)),
+            summary: Vec::new(),
+            arrived: BTreeMap::new(),
+        });
+        let conflict = if job.wire_version != part.wire_version
+            || job.parts != part.parts
+            || job.record_crc != part.record_crc
+        {
+            Some(true)
+        } else {
+            job.data(part.part).map(|earlier| earlier != part.data)
+        };
+        if let Some(conflicting) = conflict {
+            let problem = self.repeat(key, part.part, conflicting);
+            self.problems.push(problem);
             return;
         }
-        if let Some((_, earlier)) = job.data.get(&part.part) {
-            let conflicting = earlier != part.data;
-            self.problems.push(repeat(conflicting));
-            return;
-        }
-        job.data
-            .insert(part.part, (part.line_crc, part.data.to_string()));
-        if job.data.len() == job.parts as usize {
-            let job = self.pending.remove(key).expect("job is pending");
-            self.complete(key.to_string(), job);
+        job.add(part.part, part.line_crc, part.data);
+        if job.arrived.len() == job.parts as usize {
+            let job = self.pending.remove(&key).expect("job is pending");
+            self.complete(key, job);
         }
     }
 
     /// Queue a job whose payload parts are all there for decoding, and remember it as finished.
-    fn complete(&mut self, key: String, job: PendingJob) {
-        let line_crcs = job
-            .data
-            .iter()
-            .map(|(&part, (line_crc, _))| (part, *line_crc))
-            .collect();
-        let payload: String = job
-            .data
-            .range(1..)
-            .map(|(_, (_, data))| data.as_str())
-            .collect();
-        let complete = CompleteJob {
-            key: key.clone(),
-            record_crc: job.record_crc,
-            payload,
-        };
-        self.complete.push((job.first_seen, complete));
+    fn complete(&mut self, key: u64, job: PendingJob) {
+        let mut line_crcs = vec![None; job.parts as usize].into_boxed_slice();
+        for (&part, (line_crc, _)) in &job.arrived {
+            line_crcs[part as usize] = Some(*line_crc);
+        }
         let finished = FinishedJob {
+            wire_version: job.wire_version,
             parts: job.parts,
             record_crc: job.record_crc,
             line_crcs,
         };
+        let first_seen = job.first_seen;
+        let complete = CompleteJob {
+            key: key_text(key),
+            wire_version: job.wire_version,
+            record_crc: job.record_crc,
+            payload: job.into_payload(),
+        };
+        self.complete.push((first_seen, complete));
         self.finished.insert(key, finished);
     }
 
@@ -562,6 +784,9 @@ impl Assembler {
     /// threads): the jobs completed so far, undecoded, in first-seen order. Problems found in
     /// lines stay for the next `take_decoded` or [`Assembler::take_problems`].
     pub fn take_complete(&mut self) -> Vec<CompleteJob> {
+        if self.complete.is_empty() {
+            return Vec::new();
+        }
         self.complete.sort_by_key(|(first_seen, _)| *first_seen);
         self.complete.drain(..).map(|(_, job)| job).collect()
     }
@@ -580,10 +805,10 @@ impl Assembler {
     /// line, i.e. the count of lines pushed into this assembler up to and including that line. A
     /// caller that counts its pushes the same way can tell where in its input an unfinished job
     /// began (e.g. to resume reading there after a restart).
-    pub fn pending_first_lines(&self) -> impl Iterator<Item = (&str, u64)> + '_ {
+    pub fn pending_first_lines(&self) -> impl Iterator<Item = (String, u64)> + '_ {
         self.pending
             .iter()
-            .map(|(key, job)| (key.as_str(), job.first_seen))
+            .map(|(key, job)| (key_text(*key), job.first_seen))
     }
 
     /// All remaining records and problems, reporting every job that is still incomplete. Jobs
@@ -596,15 +821,15 @@ impl Assembler {
     /// What [`Assembler::finish`] does before decoding: every job still waiting for parts is
     /// reported as a problem, and those that only miss their summary are queued as complete.
     pub fn give_up_waiting(&mut self) {
-        let mut pending: Vec<(String, PendingJob)> = self.pending.drain().collect();
+        let mut pending: Vec<(u64, PendingJob)> = self.pending.drain().collect();
         pending.sort_by_key(|(_, job)| job.first_seen);
         for (key, job) in pending {
             let missing: Vec<u32> = (0..job.parts)
-                .filter(|p| !job.data.contains_key(p))
+                .filter(|p| !job.arrived.contains_key(p))
                 .collect();
-            let summary = job.data.get(&0).map(|(_, summary)| summary.clone());
+            let summary = job.summary();
             self.problems.push(Problem::MissingParts {
-                key: key.clone(),
+                key: key_text(key),
                 missing: PartList(missing),
                 parts: job.parts,
                 summary,
@@ -616,48 +841,87 @@ impl Assembler {
     }
 }
 
-/// Base64 → inflate → crc check → JSON → record, checking versions and the key.
-fn decode_payload(key: &str, payload: &str, record_crc: u32) -> Result<DecodedJob, Problem> {
-    let bad = |reason: String| Problem::BadPayload {
-        key: key.to_string(),
-        reason,
-    };
+/// Version 1: base64 → inflate → crc check of the JSON → record, checking versions and the key.
+fn decode_v1(key: &str, payload: &[u8], record_crc: u32) -> Result<DecodedJob, Problem> {
     let deflated = URL_SAFE_NO_PAD
         .decode(payload)
-        .map_err(|e| bad(format!("base64: {e}")))?;
-    let json = miniz_oxide::inflate::decompress_to_vec_with_limit(&deflated, MAX_PAYLOAD)
-        .map_err(|e| bad(format!("deflate: {e}")))?;
+        .map_err(|e| bad_payload(key, format!("base64: {e}")))?;
+    let json = inflate(key, &deflated)?;
     if crc32fast::hash(&json) != record_crc {
         return Err(Problem::ChecksumMismatch {
             key: key.to_string(),
         });
     }
-    // Straight into a record (the common case); only when that fails is the version looked at,
-    // to tell a newer model from a broken payload.
-    let parsed = serde_json::from_slice::<JobRecord>(&json);
+    let record = record_of_json(key, &json)?;
+    Ok(DecodedJob { record, deflated })
+}
+
+fn inflate(key: &str, deflated: &[u8]) -> Result<Vec<u8>, Problem> {
+    miniz_oxide::inflate::decompress_to_vec_with_limit(deflated, MAX_PAYLOAD)
+        .map_err(|e| bad_payload(key, format!("deflate: {e}")))
+}
+
+/// Inflate → JSON → record, checking its model version and key.
+fn inflate_record(key: &str, deflated: &[u8]) -> Result<JobRecord, Problem> {
+    record_of_json(key, &inflate(key, deflated)?)
+}
+
+/// The record in `json`, checking its model version and that its key is `key`.
+fn record_of_json(key: &str, json: &[u8]) -> Result<JobRecord, Problem> {
+    let record: JobRecord = parse_versioned(key, json, "record")?;
+    if record.key() != key {
+        return Err(bad_payload(
+            key,
+            format!("the record's own key is {}", record.key()),
+        ));
+    }
+    Ok(record)
+}
+
+/// A value with a model `version` field (record or index) from `json`, rejecting newer models.
+fn parse_versioned<T: serde::de::DeserializeOwned + HasVersion>(
+    key: &str,
+    json: &[u8],
+    what: &str,
+) -> Result<T, Problem> {
+    // Straight into the value (the common case); only when that fails is the version looked
+    // at, to tell a newer model from a broken payload.
+    let parsed = serde_json::from_slice::<T>(json);
     let version = match &parsed {
-        Ok(record) => Some(u64::from(record.version)),
+        Ok(value) => Some(u64::from(value.version())),
         Err(_) => {
-            serde_json::from_slice::<ModelVersion>(&json)
-                .map_err(|e| bad(format!("JSON: {e}")))?
+            serde_json::from_slice::<ModelVersion>(json)
+                .map_err(|e| bad_payload(key, format!("{what} JSON: {e}")))?
                 .version
         }
     };
     match version {
         Some(version) if version > u64::from(MODEL_VERSION) => {
-            return Err(Problem::UnsupportedModelVersion {
+            Err(Problem::UnsupportedModelVersion {
                 key: key.to_string(),
                 version,
             })
         }
-        Some(_) => {}
-        None => return Err(bad("no model version".into())),
+        Some(_) => parsed.map_err(|e| bad_payload(key, format!("{what}: {e}"))),
+        None => Err(bad_payload(key, format!("{what}: no model version"))),
     }
-    let record = parsed.map_err(|e| bad(format!("record: {e}")))?;
-    if record.key() != key {
-        return Err(bad(format!("the record's own key is {}", record.key())));
+}
+
+/// The model version a record or index carries.
+trait HasVersion {
+    fn version(&self) -> u32;
+}
+
+impl HasVersion for JobRecord {
+    fn version(&self) -> u32 {
+        self.version
     }
-    Ok(DecodedJob { record, deflated })
+}
+
+impl HasVersion for JobIndex {
+    fn version(&self) -> u32 {
+        self.version
+    }
 }
 
 /// Just the model version of a record's JSON (any other field ignored).

@@ -1,8 +1,11 @@
 //! Example-based tests of the wire format: the summary line, lines that are not ours, damaged
-//! and forged lines, unknown versions, and taking records while lines still arrive.
+//! and forged lines and indexes, unknown versions, version 1 lines of earlier profilers, and
+//! taking records while lines still arrive.
 
-use mpistat_record::wire::{Assembler, LineRef, PartList, Problem, MAX_MESSAGE};
-use mpistat_record::{decode, encode, JobRecord, RoutineStats, Stat};
+mod common;
+
+use mpistat_record::wire::{Assembler, IndexedJob, LineRef, PartList, Problem, MAX_MESSAGE};
+use mpistat_record::{decode, encode, JobIndex, JobRecord, RoutineStats, Stat};
 
 fn record() -> JobRecord {
     JobRecord {
@@ -59,7 +62,7 @@ fn summary_is_readable_and_escaped() {
     let messages = encode(&record());
     let summary = &messages[0];
     assert!(summary.starts_with(&format!(
-        "MPISTAT1 {} 0/{} ",
+        "MPISTAT2 {} 0/{} ",
         record().key(),
         messages.len()
     )));
@@ -203,7 +206,7 @@ fn conflicting_part_keeps_the_first() {
 #[test]
 fn unknown_wire_version_is_reported() {
     let mut lines = encode(&record());
-    lines.push(reseal(&lines[1].replacen("MPISTAT1", "MPISTAT2", 1)));
+    lines.push(reseal(&lines[1].replacen("MPISTAT2", "MPISTAT3", 1)));
     let decoded = decode_all(&lines);
     assert_eq!(decoded.records, vec![record()]);
     assert_eq!(
@@ -213,7 +216,7 @@ fn unknown_wire_version_is_reported() {
                 source: None,
                 line: 3
             },
-            version: "2".into()
+            version: "3".into()
         }]
     );
 }
@@ -278,4 +281,171 @@ fn records_can_be_taken_as_soon_as_complete() {
 fn missing_parts_are_listed_as_ranges() {
     assert_eq!(PartList(vec![0, 3, 4, 5, 9]).to_string(), "0, 3-5, 9");
     assert_eq!(PartList(vec![]).to_string(), "");
+}
+
+#[test]
+fn version_1_lines_of_earlier_profilers_still_decode() {
+    // Written by the version 1 encoder (the release before wire version 2), kept as they were.
+    let log = include_str!("fixtures/wire-v1.log");
+    let expected: Vec<JobRecord> = include_str!("fixtures/wire-v1.jsonl")
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(expected.len(), 2);
+    assert!(log.lines().all(|line| line.contains(" mpistat: MPISTAT1 ")));
+    let decoded = decode(log.lines());
+    assert_eq!(decoded.problems, vec![]);
+    assert_eq!(decoded.records, expected);
+    // Version 1 has no index: `indexed` decodes and makes one.
+    let mut assembler = Assembler::new();
+    for line in log.lines() {
+        assembler.push(line);
+    }
+    let jobs = assembler.take_complete();
+    assert_eq!(jobs.len(), 2);
+    for (job, record) in jobs.iter().zip(&expected) {
+        assert_eq!(job.wire_version(), 1);
+        let indexed = job.indexed().unwrap();
+        assert_eq!(indexed.index, JobIndex::of(record));
+        assert_eq!(indexed.deflated, job.decode().unwrap().deflated);
+    }
+}
+
+#[test]
+fn the_index_is_read_without_the_record_and_checked_against_it_on_decoding() {
+    let mut assembler = Assembler::new();
+    for line in encode(&record()) {
+        assembler.push(line);
+    }
+    let job = assembler.take_complete().pop().unwrap();
+    assert_eq!(job.wire_version(), 2);
+    let decoded = job.decode().unwrap();
+    assert_eq!(decoded.record, record());
+    assert_eq!(
+        job.indexed().unwrap(),
+        IndexedJob {
+            index: JobIndex::of(&record()),
+            deflated: decoded.deflated
+        }
+    );
+}
+
+/// A sender (uid 1000) writes the index of its own job around a record claiming uid 0, with
+/// every checksum right: filing by the index sees uid 1000, decoding the record reports it.
+#[test]
+fn a_record_whose_index_is_not_its_own_is_reported_not_decoded() {
+    let mut root = record();
+    root.uid = 0;
+    root.user = "root".into();
+    let lines = common::encode_v2_with_index(&root, &JobIndex::of(&record()));
+    let mut assembler = Assembler::new();
+    for line in &lines {
+        assembler.push(line);
+    }
+    assert_eq!(assembler.take_problems(), vec![]);
+    let job = assembler.take_complete().pop().unwrap();
+    assert_eq!(job.indexed().unwrap().index.uid, 1000);
+    let mismatch = Problem::IndexMismatch {
+        key: record().key(),
+        differences: vec!["uid: 1000 vs 0".into(), r#"user: "alice" vs "root""#.into()],
+    };
+    assert_eq!(job.decode().unwrap_err(), mismatch);
+    assert_eq!(
+        mismatch.to_string(),
+        format!(
+            "job {}: the index disagrees with the record (index vs record: uid: 1000 vs 0; \
+             user: \"alice\" vs \"root\")",
+            record().key()
+        )
+    );
+    let decoded = decode_all(&lines);
+    assert!(decoded.records.is_empty());
+    assert_eq!(decoded.problems, vec![mismatch]);
+}
+
+#[test]
+fn an_index_that_is_not_json_or_too_new_is_reported() {
+    let mut payload = b"{not json\n".to_vec();
+    payload.extend(miniz_oxide::deflate::compress_to_vec(b"{}", 6));
+    let lines = common::messages(2, &record(), &payload, crc32fast::hash(&payload));
+    let decoded = decode_all(&lines);
+    assert!(
+        matches!(&decoded.problems[..], [Problem::BadPayload { reason, .. }] if reason.starts_with("index JSON")),
+        "{:?}",
+        decoded.problems
+    );
+    let future = JobIndex {
+        version: 9,
+        ..JobIndex::of(&record())
+    };
+    let decoded = decode_all(&common::encode_v2_with_index(&record(), &future));
+    assert_eq!(
+        decoded.problems,
+        vec![Problem::UnsupportedModelVersion {
+            key: record().key(),
+            version: 9
+        }]
+    );
+}
+
+#[test]
+fn parts_of_one_job_in_two_wire_versions_conflict() {
+    let (v1, v2) = (common::encode_v1(&record()), encode(&record()));
+    let mut lines = vec![v1[0].clone(), v2[1].clone()];
+    lines.extend(v1[1..].iter().cloned());
+    let decoded = decode_all(&lines);
+    assert_eq!(decoded.records, vec![record()]);
+    assert!(
+        matches!(
+            &decoded.problems[..],
+            [Problem::ConflictingPart { part: 1, .. }]
+        ),
+        "{:?}",
+        decoded.problems
+    );
+}
+
+#[test]
+fn lines_are_bytes_and_only_our_message_must_be_ascii() {
+    let prefix = b"<13>Nov 23 n\xffde1 mpistat: ".as_slice();
+    let messages = encode(&record());
+    let lines: Vec<Vec<u8>> = messages
+        .iter()
+        .map(|m| [prefix, m.as_bytes()].concat())
+        .collect();
+    let mut assembler = Assembler::new();
+    for line in &lines {
+        assembler.push(line);
+    }
+    let decoded = assembler.finish();
+    assert_eq!(decoded.problems, vec![]);
+    assert_eq!(decoded.records, vec![record()]);
+    // A byte outside printable ASCII in a message, with the line checksum made to match it.
+    let fields: Vec<&str> = messages[1].splitn(6, ' ').collect();
+    let head = format!("{} {} {} {} ", fields[0], fields[1], fields[2], fields[3]);
+    let mut data = fields[5].as_bytes().to_vec();
+    data[0] = 0xff;
+    let crc = crc32fast::hash(&[head.as_bytes(), &data].concat());
+    let damaged = [
+        prefix,
+        head.as_bytes(),
+        format!("{crc:08x} ").as_bytes(),
+        &data,
+    ]
+    .concat();
+    let mut assembler = Assembler::new();
+    assembler.push(&lines[0]);
+    assembler.push(&damaged);
+    let decoded = assembler.finish();
+    assert!(decoded.records.is_empty());
+    assert_eq!(
+        decoded.problems[0],
+        Problem::CorruptLine {
+            at: LineRef {
+                source: None,
+                line: 2
+            },
+            reason: "data is not printable ASCII".into()
+        }
+    );
 }

@@ -1,9 +1,14 @@
-//! Property tests of the wire format: round trips, message limits, and that every single lost,
-//! repeated or damaged line is reported and never turns into a wrong record.
+//! Property tests of the wire format: round trips (version 2, and version 1 as earlier profilers
+//! write it), message limits, that every single lost, repeated or damaged line is reported and
+//! never turns into a wrong record, that the index read without the record is the record's, and
+//! that every index that is not is reported.
 
+mod common;
+
+use mpistat_record::model::IndexImbalance;
 use mpistat_record::model::{CounterEvent, CounterSet, Imbalance, PartitionImbalance, TraceInfo};
-use mpistat_record::wire::{Problem, MAX_MESSAGE};
-use mpistat_record::{decode, encode, Binding, JobRecord, RoutineStats, Stat};
+use mpistat_record::wire::{Assembler, IndexedJob, Problem, MAX_MESSAGE};
+use mpistat_record::{decode, encode, Binding, JobIndex, JobRecord, RoutineStats, Stat};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -156,10 +161,51 @@ prop_compose! {
 
 /// Lines as syslog writes them.
 fn syslog_lines(record: &JobRecord) -> Vec<String> {
-    encode(record)
+    as_syslog(encode(record))
+}
+
+fn as_syslog(messages: Vec<String>) -> Vec<String> {
+    messages
         .into_iter()
         .map(|m| format!("2026-11-23T09:00:01+00:00 node1 mpistat[1234]: {m}"))
         .collect()
+}
+
+/// `index` with one field changed (`which` picks it).
+fn tampered(index: &JobIndex, which: usize) -> JobIndex {
+    let mut t = index.clone();
+    match which % 12 {
+        0 => t.uid = t.uid.wrapping_add(1),
+        1 => t.user.push('x'),
+        2 => t.exe.push('/'),
+        3 => t.ranks = t.ranks.wrapping_add(1),
+        4 => t.end_unix_ms = t.end_unix_ms.wrapping_add(1),
+        5 => t.wall_ns_sum = t.wall_ns_sum.wrapping_add(1),
+        6 => t.wall_ns_max = t.wall_ns_max.wrapping_sub(1),
+        7 => t.mpi_ns_sum = t.mpi_ns_sum.wrapping_add(1),
+        8 => {
+            t.partial = if t.partial.is_some() {
+                None
+            } else {
+                Some("MPI_Abort".into())
+            }
+        }
+        9 => {
+            t.imbalance = match t.imbalance {
+                Some(_) => None,
+                None => Some(IndexImbalance::default()),
+            }
+        }
+        10 => {
+            t.traced = if t.traced.is_some() {
+                None
+            } else {
+                Some("user".into())
+            }
+        }
+        _ => t.version = t.version.saturating_sub(1),
+    }
+    t
 }
 
 fn decode_lines(lines: &[String]) -> mpistat_record::Decoded {
@@ -259,6 +305,48 @@ proptest! {
         got.sort_by_key(key);
         records.sort_by_key(key);
         prop_assert_eq!(got, records);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn version_1_lines_still_round_trip(record in job_record()) {
+        let lines = as_syslog(common::encode_v1(&record));
+        for line in &lines {
+            prop_assert!(line.contains(" MPISTAT1 "));
+        }
+        let decoded = decode_lines(&lines);
+        prop_assert_eq!(decoded.problems, vec![]);
+        prop_assert_eq!(decoded.records, vec![record]);
+    }
+
+    #[test]
+    fn the_index_read_without_the_record_is_the_records(record in job_record(), v1 in any::<bool>()) {
+        let messages = if v1 { common::encode_v1(&record) } else { encode(&record) };
+        let mut assembler = Assembler::new();
+        for line in as_syslog(messages) {
+            assembler.push(line);
+        }
+        let job = assembler.take_complete().pop().unwrap();
+        let decoded = job.decode().unwrap();
+        prop_assert_eq!(&decoded.record, &record);
+        prop_assert_eq!(
+            job.indexed().unwrap(),
+            IndexedJob { index: JobIndex::of(&record), deflated: decoded.deflated }
+        );
+        prop_assert_eq!(JobIndex::of(&record).key(), record.key());
+    }
+
+    #[test]
+    fn every_index_that_is_not_the_records_is_reported(record in job_record(), which in any::<usize>()) {
+        let forged = tampered(&JobIndex::of(&record), which);
+        let decoded = decode_lines(&as_syslog(common::encode_v2_with_index(&record, &forged)));
+        prop_assert_eq!(decoded.records, vec![]);
+        let mismatch = matches!(&decoded.problems[..],
+            [Problem::IndexMismatch { differences, .. }] if differences.len() == 1);
+        prop_assert!(mismatch, "{:?}", decoded.problems);
     }
 }
 

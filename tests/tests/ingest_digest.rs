@@ -1,14 +1,20 @@
 //! Issue 4 end to end with real parts: real `mpirun` jobs under the profiler, a private rsyslogd
 //! with trusted properties, a record forged by user `nobody` (claiming uid 0) through the same
-//! socket, `mpistat ingest` of what rsyslog wrote, then `mpistat digest --send` to a real SMTP
-//! server (Debian's aiosmtpd): the forgery is rejected and counted, the user gets exactly one
+//! socket, and one claiming uid 0 wrapped in an index of nobody's own (wire version 2: ingest
+//! files it by the index), `mpistat ingest` of what rsyslog wrote, then `mpistat digest --send`
+//! to a real SMTP server (Debian's aiosmtpd): the forgery is rejected and counted, the wrapped
+//! one is found by the digest and moved to the rejected entries, the user gets exactly one
 //! multipart/alternative mail whose numbers are those of the records (routine calls, imbalance,
 //! load balance, counters).
+
+#[path = "../../record/tests/common/mod.rs"]
+mod forge;
 
 use mpistat_e2e::*;
 use mpistat_record::model::CounterEvent;
 use mpistat_record::units::{count, rate};
-use mpistat_record::JobRecord;
+use mpistat_record::wire::Problem;
+use mpistat_record::{JobIndex, JobRecord};
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 use std::time::Duration;
@@ -58,6 +64,30 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
         send_as_nobody(&syslogd, &message);
     }
     syslogd.wait_for_record("forged by nobody", |r| r.job_id == "forged-by-nobody");
+    // And wraps a record of root's in the index of a job of its own: all checksums right.
+    let mut wrapped = records[0].clone();
+    wrapped.job_id = "wrapped-by-nobody".into();
+    let own = JobRecord {
+        uid: 65534,
+        user: "nobody".into(),
+        ..wrapped.clone()
+    };
+    for message in forge::encode_v2_with_index(&wrapped, &JobIndex::of(&own)) {
+        send_as_nobody(&syslogd, &message);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let is_wrapped = |p: &Problem| {
+        matches!(p, Problem::IndexMismatch { key, differences }
+            if *key == wrapped.key() && differences[0] == "uid: 65534 vs 0")
+    };
+    while !syslogd.decoded().problems.iter().any(is_wrapped) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            syslogd.decoded()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     std::thread::sleep(Duration::from_millis(300));
 
     // What rsyslog wrote with the attested uids is the input of ingest.
@@ -82,7 +112,8 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
     assert!(mpistat(&["ingest", log_arg], &config).status.success());
     let report = mpistat(&["ingest", "--report"], &config);
     let report = String::from_utf8_lossy(&report.stdout).into_owned();
-    assert!(report.contains("jobs stored: 2"), "{report}");
+    // The wrapped record is filed under nobody: ingest does not read records.
+    assert!(report.contains("jobs stored: 3"), "{report}");
     assert!(report.contains("rejected: forged 1\n"), "{report}");
     assert!(
         report.contains("claims uid 0 (root) but uid 65534 sent it"),
@@ -101,7 +132,23 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
     assert!(mpistat(&send, &config).status.success());
     let mails = server.mails(1);
     drop(server);
+    // Not root's (the mail counts root's two jobs only, below) and not nobody's: rejected.
     assert_eq!(mails.len(), 1, "exactly one mail per user and week");
+    let report = mpistat(&["ingest", "--report"], &config);
+    let report = String::from_utf8_lossy(&report.stdout).into_owned();
+    assert!(report.contains("jobs stored: 2"), "{report}");
+    assert!(
+        report.contains("rejected: corrupt 1, forged 1\n"),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "corrupt     {}  database: job wrapped-by-nobody filed for uid 65534 (nobody): \
+             the stored record is not the one filed (filed vs record: uid: 65534 vs 0; ",
+            wrapped.key()
+        )),
+        "{report}"
+    );
     let mail = &mails[0];
     assert!(mail.contains("To: root@example.org"), "{mail}");
     assert!(

@@ -80,18 +80,28 @@ pub fn stat_of(path: &Path) -> std::io::Result<String> {
 pub struct Opened {
     pub head: Head,
     reader: Box<dyn BufRead>,
-    /// Offset in the text of the next byte `reader` gives.
+    /// Offset in the text of the next line.
     offset: u64,
+    /// Bytes of `reader`'s buffer given out as the last line, consumed at the next read.
+    unconsumed: usize,
+    /// A line that did not lie whole in `reader`'s buffer.
+    spill: Vec<u8>,
 }
+
+/// Bytes the reader reads at a time.
+const READ_BUFFER: usize = 1 << 18;
 
 /// Open `path` and identify it. `None` when it has no complete first line yet (nothing to read).
 pub fn open(input: &Input) -> std::io::Result<Option<Opened>> {
     let file = File::open(&input.path)?;
     let compressed = input.path.extension().is_some_and(|e| e == "gz");
     let mut reader: Box<dyn BufRead> = if compressed {
-        Box::new(BufReader::with_capacity(1 << 16, MultiGzDecoder::new(file)))
+        Box::new(BufReader::with_capacity(
+            READ_BUFFER,
+            MultiGzDecoder::new(file),
+        ))
     } else {
-        Box::new(BufReader::with_capacity(1 << 16, file))
+        Box::new(BufReader::with_capacity(READ_BUFFER, file))
     };
     let mut head = Vec::new();
     (&mut reader)
@@ -106,11 +116,16 @@ pub fn open(input: &Input) -> std::io::Result<Option<Opened>> {
         crc: crc32fast::hash(&head),
     };
     // Give the head back to the line reader, so that reading starts at offset 0.
-    let reader = Box::new(BufReader::new(std::io::Cursor::new(head).chain(reader)));
+    let reader = Box::new(BufReader::with_capacity(
+        READ_BUFFER,
+        std::io::Cursor::new(head).chain(reader),
+    ));
     Ok(Some(Opened {
         head: id,
         reader,
         offset: 0,
+        unconsumed: 0,
+        spill: Vec::new(),
     }))
 }
 
@@ -123,7 +138,7 @@ pub fn open_at(input: &Input, offset: u64) -> std::io::Result<Option<Opened>> {
     if offset > 0 && !compressed {
         let mut file = File::open(&input.path)?;
         file.seek(SeekFrom::Start(offset))?;
-        opened.reader = Box::new(BufReader::with_capacity(1 << 16, file));
+        opened.reader = Box::new(BufReader::with_capacity(READ_BUFFER, file));
         opened.offset = offset;
     } else {
         let skipped = std::io::copy(&mut (&mut opened.reader).take(offset), &mut std::io::sink())?;
@@ -138,21 +153,25 @@ impl Opened {
         self.offset
     }
 
-    /// The next line into `line` (with its newline), returning its offset; `None` at the end.
-    /// A last line without newline is returned only when `take_unfinished` (a live file's last
-    /// line may still be being written).
-    pub fn next_line(
-        &mut self,
-        line: &mut Vec<u8>,
-        take_unfinished: bool,
-    ) -> std::io::Result<Option<u64>> {
-        line.clear();
-        let n = self.reader.read_until(b'\n', line)?;
-        if n == 0 || (!line.ends_with(b"\n") && !take_unfinished) {
+    /// The next line (with its newline) and its offset; `None` at the end. A last line
+    /// without newline is returned only when `take_unfinished` (a live file's last line may
+    /// still be being written). The line is read in place when it lies whole in the buffer.
+    pub fn next_line(&mut self, take_unfinished: bool) -> std::io::Result<Option<(u64, &[u8])>> {
+        self.reader.consume(std::mem::take(&mut self.unconsumed));
+        let at = self.offset;
+        if let Some(end) = memchr::memchr(b'\n', self.reader.fill_buf()?) {
+            self.unconsumed = end + 1;
+            self.offset += end as u64 + 1;
+            // The same buffer again (it is not empty, so nothing is read).
+            let buffer = self.reader.fill_buf()?;
+            return Ok(Some((at, &buffer[..=end])));
+        }
+        self.spill.clear();
+        let n = self.reader.read_until(b'\n', &mut self.spill)?;
+        if n == 0 || (!self.spill.ends_with(b"\n") && !take_unfinished) {
             return Ok(None);
         }
-        let at = self.offset;
         self.offset += n as u64;
-        Ok(Some(at))
+        Ok(Some((at, &self.spill)))
     }
 }

@@ -12,16 +12,17 @@
 const PREFIX_FIELDS: usize = 3;
 
 /// The kernel-attested uid of the line's sender, if the line carries one.
-pub fn attested_uid(line: &str) -> Option<u32> {
-    let mut fields = line.split(' ');
+pub fn attested_uid(line: impl AsRef<[u8]>) -> Option<u32> {
+    let mut fields = line.as_ref().split(|&b| b == b' ');
     for _ in 0..PREFIX_FIELDS {
         let field = fields.next()?;
-        if let Some(value) = field.strip_prefix("uid=") {
-            let followed_by_pid = fields.next().is_some_and(|f| f.starts_with("pid="));
-            if !followed_by_pid || value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        if let Some(value) = field.strip_prefix(b"uid=") {
+            let followed_by_pid = fields.next().is_some_and(|f| f.starts_with(b"pid="));
+            if !followed_by_pid || value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
                 return None;
             }
-            return value.parse().ok();
+            // ASCII digits.
+            return std::str::from_utf8(value).ok()?.parse().ok();
         }
     }
     None

@@ -1,0 +1,135 @@
+//! The database side of an ingest run, on a thread of its own: every batch the reading thread
+//! makes (jobs, rejected entries, the position of every file) is committed in one transaction,
+//! in the order the batches were made, while the next batch is being read. Nothing else about
+//! the crash-safety design changes: a batch is committed whole or not at all.
+
+use crate::db::{save_position, Database, IngestBatch, JobRow, Position, Rejected};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::mpsc::{Receiver, SyncSender};
+
+/// What one transaction writes.
+#[derive(Default)]
+pub struct Batch {
+    pub jobs: Vec<JobRow>,
+    pub rejected: Vec<Rejected>,
+    /// Every file read in this run (by its number in the run), its position and name.
+    pub positions: Vec<(usize, Position, String)>,
+}
+
+/// Commit the batches from `inbox` until it is closed; returns how many jobs were new. Jobs
+/// marked for the escalation rules ([`JobRow::look`]) are queued for them if they are new.
+/// `incomplete` is the set of keys the database reports as incomplete: inserting one of those
+/// jobs withdraws the report (a lookup here rather than a delete statement for every job).
+pub fn write(
+    db: &mut Database,
+    inbox: Receiver<Batch>,
+    mut incomplete: HashSet<String>,
+    mut checkpoints: Option<Checkpoints>,
+) -> anyhow::Result<u64> {
+    let mut new_jobs = 0;
+    // Position rows made in this run, by file number.
+    let mut ids: HashMap<usize, i64> = HashMap::new();
+    for batch in inbox {
+        if let Some(checkpoints) = &mut checkpoints {
+            checkpoints.before_transaction();
+        }
+        let tx = db.conn.transaction()?;
+        {
+            let mut statements = IngestBatch::new(&tx)?;
+            for rejected in &batch.rejected {
+                statements.insert_rejected(rejected)?;
+                if rejected.kind == "incomplete" {
+                    incomplete.insert(rejected.reference.clone());
+                }
+            }
+            for job in &batch.jobs {
+                let was_incomplete = incomplete.remove(&job.key);
+                if statements.insert_job(job, was_incomplete)? {
+                    new_jobs += 1;
+                }
+            }
+        }
+        for (file, mut position, path) in batch.positions {
+            if let Some(id) = ids.get(&file) {
+                position.id = *id;
+            }
+            ids.insert(file, save_position(&tx, &position, &path)?);
+        }
+        tx.commit()?;
+        if let Some(checkpoints) = &mut checkpoints {
+            checkpoints.committed();
+        }
+    }
+    Ok(new_jobs)
+}
+
+/// Commits between two waits for the checkpointer (see [`Checkpoints::before_transaction`]).
+const COMMITS_PER_WAL: usize = 4;
+
+/// The writer's side of the checkpointer thread ([`checkpoint`]).
+pub struct Checkpoints {
+    /// To the checkpointer: a commit happened (at most one waiting: they add up).
+    requests: SyncSender<()>,
+    /// From the checkpointer: a checkpoint is done.
+    done: Receiver<()>,
+    /// Requests whose checkpoint is not done yet.
+    outstanding: usize,
+    commits: usize,
+}
+
+impl Checkpoints {
+    pub fn new(requests: SyncSender<()>, done: Receiver<()>) -> Checkpoints {
+        Checkpoints {
+            requests,
+            done,
+            outstanding: 0,
+            commits: 0,
+        }
+    }
+
+    fn committed(&mut self) {
+        self.commits += 1;
+        // Full: the checkpointer has not started on the last request, and will see this commit.
+        if self.requests.try_send(()).is_ok() {
+            self.outstanding += 1;
+        }
+    }
+
+    /// A transaction that starts when the checkpointer has copied everything starts the WAL
+    /// again from its beginning. Without that the WAL only grows while commits follow each
+    /// other, to the size of everything ingested: so after [`COMMITS_PER_WAL`] commits without
+    /// such a moment, wait for one.
+    fn before_transaction(&mut self) {
+        while self.outstanding > 0 && self.done.try_recv().is_ok() {
+            self.outstanding -= 1;
+        }
+        if self.outstanding > 0 && self.commits >= COMMITS_PER_WAL {
+            while self.outstanding > 0 && self.done.recv().is_ok() {
+                self.outstanding -= 1;
+            }
+        }
+        if self.outstanding == 0 {
+            self.commits = 0;
+        }
+    }
+}
+
+/// Checkpoint the database at `path` (copy the WAL's pages into the database file, and sync
+/// both) after every commit signalled on `commits`, and once more when they end, from a
+/// connection of its own: the writer does not checkpoint (nor wait for the disk) itself, its
+/// commits go on while the pages of the earlier ones are copied and synced. Passive: it never
+/// waits for readers or the writer. A failure only leaves the work to the next checkpoint.
+pub fn checkpoint(path: &Path, commits: Receiver<()>, done: std::sync::mpsc::Sender<()>) {
+    let conn = rusqlite::Connection::open(path).ok();
+    let checkpoint = || {
+        if let Some(conn) = &conn {
+            let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        }
+    };
+    for () in commits {
+        checkpoint();
+        let _ = done.send(());
+    }
+    checkpoint();
+}

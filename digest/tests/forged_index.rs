@@ -1,0 +1,227 @@
+//! A sender writes wire-version-2 records whose index is one of its own jobs (its uid) around a
+//! record claiming uid 0 (root), every checksum right. Ingest files them under the sender (it
+//! does not inflate records, and the index's uid is the attested one); every reader of a record
+//! finds the disagreement and never credits root with the job: `mpistat show` reports it, the
+//! escalation does not analyse the trace one claims, the digest skips them and moves them to the
+//! rejected entries (`corrupt`, in `mpistat ingest --report`), the other users' mails are those
+//! of a database that never held them, and the job page is not served.
+
+mod common;
+#[path = "../../record/tests/common/mod.rs"]
+mod forge;
+
+use common::{syslog_lines, week_of_jobs};
+use mpistat_digest::db::Database;
+use mpistat_digest::ingest::{run_once, Options, RunStats};
+use mpistat_digest::mail::mails;
+use mpistat_digest::mail::week::IsoWeek;
+use mpistat_record::model::TraceInfo;
+use mpistat_record::{JobIndex, JobRecord};
+use mpistat_site::SiteConfig;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+fn temp_dir(label: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mpistat-forged-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn ingest(db: &mut Database, log: &Path) -> RunStats {
+    let options = Options {
+        files: vec![log.to_path_buf()],
+        require_attested_uid: true,
+        grace: Duration::from_secs(300),
+        escalation: Default::default(),
+        batch_lines: mpistat_digest::ingest::BATCH_LINES,
+    };
+    let mut err = Vec::new();
+    let stats = run_once(db, &options, &mut err).unwrap();
+    assert!(err.is_empty(), "{}", String::from_utf8_lossy(&err));
+    stats
+}
+
+/// `own`'s index around `own` claiming to be root's, as rsyslog writes it for `own`'s sender.
+fn forged_lines(own: &JobRecord) -> String {
+    let mut root = own.clone();
+    root.uid = 0;
+    root.user = "root".into();
+    forge::encode_v2_with_index(&root, &JobIndex::of(own))
+        .into_iter()
+        .map(|m| {
+            format!(
+                "2026-11-18T10:00:00.000000+00:00 node1 uid={} pid={} mpistat: {m}\n",
+                own.uid, own.pid
+            )
+        })
+        .collect()
+}
+
+/// The honest log of ten jobs of five users.
+fn honest_log(dir: &Path) -> (PathBuf, Vec<JobRecord>) {
+    let jobs = week_of_jobs(10);
+    let log = dir.join("honest.log");
+    let text: String = jobs
+        .iter()
+        .flat_map(|j| syslog_lines(j, Some(j.uid)))
+        .collect();
+    std::fs::write(&log, text).unwrap();
+    (log, jobs)
+}
+
+#[test]
+fn a_record_under_someone_elses_index_is_never_credited_to_the_uid_it_claims() {
+    let dir = temp_dir("digest");
+    let (honest, _) = honest_log(&dir);
+    // Jobs of bob (1002) and carol (1003) that are not among the ten; carol's claims a trace.
+    let more = week_of_jobs(13);
+    let bobs = more[11].clone();
+    let mut carols = more[12].clone();
+    carols.trace = Some(TraceInfo {
+        dir: dir.join("traces/1012").display().to_string(),
+        reason: "user".into(),
+        ..Default::default()
+    });
+    let log = dir.join("records.log");
+    let mut text = std::fs::read_to_string(&honest).unwrap();
+    text.push_str(&forged_lines(&bobs));
+    text.push_str(&forged_lines(&carols));
+    std::fs::write(&log, text).unwrap();
+
+    // `mpistat show` decodes every record: the two are reported, none is shown as root's.
+    let show = Command::new(env!("CARGO_BIN_EXE_mpistat"))
+        .args(["show", "--json"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&show.stdout),
+        String::from_utf8_lossy(&show.stderr),
+    );
+    assert_eq!(out.lines().count(), 10, "{out}");
+    assert!(!out.contains("\"root\""), "{out}");
+    assert_eq!(
+        err.matches("the index disagrees with the record (index vs record: uid: 1002 vs 0; user: \"bob\" vs \"root\")")
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("10 records, 2 problems"), "{err}");
+
+    // Ingest files them under their senders: it cannot tell without reading the records.
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let stats = ingest(&mut db, &log);
+    assert_eq!((stats.records, stats.new_jobs, stats.rejected), (12, 12, 0));
+
+    // Escalation reads the record of the job whose index claims a trace: not the one filed.
+    let mut config = SiteConfig::default();
+    config.escalation.list = dir.join("escalation.list");
+    config.escalation.cpu_hours_min = 1e9; // nobody is escalated: only the trace matters
+    let mut err = Vec::new();
+    mpistat_digest::escalate::after_ingest(&config, &db, &mut err).unwrap();
+    assert!(err.is_empty(), "{}", String::from_utf8_lossy(&err));
+    assert!(
+        db.analyses_by_key().unwrap().is_empty(),
+        "no trace analysed"
+    );
+    let rejected = db.rejected().unwrap();
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    let (kind, reference, source, detail) = &rejected[0];
+    assert_eq!(
+        (kind.as_str(), reference.as_str()),
+        ("corrupt", carols.key().as_str())
+    );
+    assert_eq!(source, "database");
+    assert_eq!(
+        detail,
+        "job 1012 filed for uid 1003 (carol): the stored record is not the one filed \
+         (filed vs record: uid: 1003 vs 0; user: \"carol\" vs \"root\")"
+    );
+    assert_eq!(db.job_count().unwrap(), 11);
+
+    // The digest of the week completes; bob's forgery is skipped and moved out too. Every mail
+    // is that of a database that never held the forgeries, and root gets none.
+    let week = IsoWeek::parse("2026-W47").unwrap();
+    let forged = mails(&db, &config, week, None).unwrap();
+    let mut clean_db = Database::open(&dir.join("clean.sqlite")).unwrap();
+    ingest(&mut clean_db, &honest);
+    let clean = mails(&clean_db, &config, week, None).unwrap();
+    let users = |mails: &[mpistat_mailer::Mail]| -> Vec<String> {
+        mails.iter().map(|m| m.user.clone()).collect()
+    };
+    assert_eq!(users(&forged), ["alice", "bob", "carol", "dave", "erin"]);
+    assert_eq!(users(&forged), users(&clean));
+    for (f, c) in forged.iter().zip(&clean) {
+        assert_eq!(f.text, c.text, "{}'s mail", f.user);
+        assert_eq!(f.html, c.html, "{}'s mail", f.user);
+    }
+    assert_eq!(db.job_count().unwrap(), 10);
+    let mut report = Vec::new();
+    mpistat_digest::ingest::report::print(&db, &mut report).unwrap();
+    let report = String::from_utf8(report).unwrap();
+    assert!(
+        report.contains("jobs stored: 10\nrejected: corrupt 2\n"),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "  corrupt     {}  database: job 1011 filed for uid 1002 (bob): the stored record is not the one filed (filed vs record: uid: 1002 vs 0; user: \"bob\" vs \"root\")",
+            bobs.key()
+        )),
+        "{report}"
+    );
+    // Again: nothing changes.
+    assert_eq!(mails(&db, &config, week, None).unwrap().len(), 5);
+    assert_eq!(db.rejected().unwrap().len(), 2);
+}
+
+/// The job page (`mpistat serve`) reads one record: a forgery is not served, and moved out.
+#[test]
+fn the_job_page_of_a_forgery_is_not_served() {
+    let dir = temp_dir("serve");
+    let (honest, jobs) = honest_log(&dir);
+    let bobs = week_of_jobs(12)[11].clone();
+    let log = dir.join("records.log");
+    let mut text = std::fs::read_to_string(&honest).unwrap();
+    text.push_str(&forged_lines(&bobs));
+    std::fs::write(&log, text).unwrap();
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    ingest(&mut db, &log);
+    assert_eq!(db.job(&jobs[3].key()).unwrap(), Some(jobs[3].clone()));
+    assert_eq!(db.job(&bobs.key()).unwrap(), None);
+    assert_eq!(db.job_count().unwrap(), 10);
+    let kinds: Vec<(String, String)> = db
+        .rejected()
+        .unwrap()
+        .into_iter()
+        .map(|(kind, reference, ..)| (kind, reference))
+        .collect();
+    assert_eq!(kinds, [("corrupt".to_string(), bobs.key())]);
+}
+
+/// A stored record that cannot be read at all is quarantined too; the digest goes on.
+#[test]
+fn an_unreadable_stored_record_does_not_stop_the_digest() {
+    let dir = temp_dir("unreadable");
+    let (honest, jobs) = honest_log(&dir);
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    ingest(&mut db, &honest);
+    db.conn
+        .execute(
+            "UPDATE jobs SET record = x'00ff00ff' WHERE key = ?1",
+            [jobs[0].key()],
+        )
+        .unwrap();
+    let week = IsoWeek::parse("2026-W47").unwrap();
+    let all = mails(&db, &SiteConfig::default(), week, None).unwrap();
+    assert_eq!(all.len(), 5);
+    let rejected = db.rejected().unwrap();
+    assert_eq!(rejected.len(), 1);
+    assert!(
+        rejected[0].3.contains("the stored record is not readable"),
+        "{rejected:?}"
+    );
+    assert_eq!(db.job_count().unwrap(), 9);
+}
