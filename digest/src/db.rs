@@ -742,7 +742,11 @@ impl FiledJob {
                 ..self.index.clone()
             }
         };
-        let mut differences = filed.differences(&own);
+        let mut differences = if filed == own {
+            Vec::new()
+        } else {
+            filed.differences(&own)
+        };
         if record.key() != self.key {
             differences.push(format!("key: {} vs {}", self.key, record.key()));
         }
