@@ -105,37 +105,32 @@ pub fn read_only_ranges() -> Vec<Range> {
 /// first and last page are included unless another loadable segment (possibly writable, which
 /// the loader mapped over it) lies in the same page.
 pub fn ranges_of(phdrs: &[libc::Elf64_Phdr], base: usize, page: usize) -> Vec<Range> {
-    let loads: Vec<(usize, usize)> = phdrs
-        .iter()
-        .filter(|p| p.p_type == libc::PT_LOAD)
-        .map(|p| (p.p_vaddr as usize, (p.p_vaddr + p.p_memsz) as usize))
-        .collect();
-    // Whether a segment other than `own` has bytes in the page starting at `at`.
-    let shared = |own: (usize, usize), at: usize| {
-        loads
-            .iter()
-            .any(|&(s, e)| (s, e) != own && s < at + page && at < e)
+    let loads: Vec<&libc::Elf64_Phdr> =
+        phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD).collect();
+    let span = |p: &libc::Elf64_Phdr| (p.p_vaddr as usize, (p.p_vaddr + p.p_memsz) as usize);
+    // Whether a loadable segment other than number `own` has bytes in the page at `at`.
+    let shared = |own: usize, at: usize| {
+        loads.iter().enumerate().any(|(i, p)| {
+            let (start, end) = span(p);
+            i != own && start < at + page && at < end
+        })
     };
     loads
         .iter()
-        .zip(phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD))
+        .enumerate()
         .filter(|(_, p)| p.p_flags & libc::PF_W == 0)
-        .filter_map(|(&(start, end), _)| {
+        .filter_map(|(i, p)| {
+            let (start, end) = span(p);
             let first = start / page * page;
             let last = (end - 1) / page * page;
             let r = Range {
                 start: base
-                    + if shared((start, end), first) {
+                    + if shared(i, first) {
                         first + page
                     } else {
                         first
                     },
-                end: base
-                    + if shared((start, end), last) {
-                        last
-                    } else {
-                        last + page
-                    },
+                end: base + if shared(i, last) { last } else { last + page },
             };
             (r.start < r.end).then_some(r)
         })

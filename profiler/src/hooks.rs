@@ -67,8 +67,10 @@ pub fn after_init(rc: c_int, provided: c_int, via_pmpi: bool, argc: *const c_int
 /// [`crate::next::Next::prefetch`]).
 #[inline(never)]
 fn prefetch_routines() {
-    crate::generated::wrappers::prefetch_all();
-    PCONTROL.prefetch();
+    quietly(|| {
+        crate::generated::wrappers::prefetch_all();
+        PCONTROL.prefetch();
+    });
 }
 
 /// Read the site's configuration and set up this rank's job (counters, supersteps, exit hook).

@@ -52,11 +52,11 @@ impl Next {
     #[cold]
     #[inline(never)]
     fn resolve(&self) -> *mut c_void {
-        let p = lookup(self.name);
+        self.prefetch();
+        let p = self.addr.load(Ordering::Relaxed);
         if p.is_null() {
             missing(self.name);
         }
-        self.addr.store(p, Ordering::Relaxed);
         p
     }
 }
