@@ -78,14 +78,7 @@ fn texts() -> Vec<Text> {
     unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
         // SAFETY: the loader passes a valid info; data is our Vec.
         let (info, out) = unsafe { (&*info, &mut *(data as *mut Vec<Text>)) };
-        let name = if info.dlpi_name.is_null() {
-            String::new()
-        } else {
-            // SAFETY: a NUL-terminated path from the loader.
-            unsafe { CStr::from_ptr(info.dlpi_name) }
-                .to_string_lossy()
-                .into_owned()
-        };
+        let name = object_name(info);
         let own = own_object_base() == Some(info.dlpi_addr as usize);
         let internal = own
             || Path::new(&name)
@@ -202,4 +195,15 @@ impl CallSites {
             .find(|&a| unsafe { *(a as *const usize) } == site)
             .map(|a| a - sp)
     }
+}
+
+/// The path of a loaded object as `dl_iterate_phdr` reports it ("" for the main program).
+pub(crate) fn object_name(info: &libc::dl_phdr_info) -> String {
+    if info.dlpi_name.is_null() {
+        return String::new();
+    }
+    // SAFETY: a NUL-terminated path from the loader.
+    unsafe { CStr::from_ptr(info.dlpi_name) }
+        .to_string_lossy()
+        .into_owned()
 }

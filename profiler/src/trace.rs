@@ -33,7 +33,7 @@ use mpistat_analysis::tracefile::{encode_local, local_file_name, rank_file_name,
 use mpistat_record::model::TraceInfo;
 use mpistat_site::{escalation, SiteConfig, TraceConfig};
 use std::cell::Cell;
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -604,14 +604,7 @@ fn loaded_objects() -> Vec<(Module, Vec<(usize, usize)>)> {
             )
         };
         let base = info.dlpi_addr as usize;
-        let name = if info.dlpi_name.is_null() {
-            String::new()
-        } else {
-            // SAFETY: a NUL-terminated path from the loader.
-            unsafe { CStr::from_ptr(info.dlpi_name) }
-                .to_string_lossy()
-                .into_owned()
-        };
+        let name = crate::callsite::object_name(info);
         let path = if name.is_empty() {
             std::fs::read_link("/proc/self/exe")
                 .map(|p| p.to_string_lossy().into_owned())
