@@ -8,9 +8,11 @@
  *    the wait propagates along the chain; the last rank waits in MPI_Wait of an MPI_Irecv).
  * 2. ITERS iterations: every rank works WORK_MS, rank 2 EXTRA_MS more, then MPI_Barrier: the
  *    other ranks wait EXTRA_MS at each barrier.
- * Each rank prints "delays rank R start S end E" (CLOCK_MONOTONIC ns, before its first and after
+ * Each rank writes "delays rank R start S end E" (CLOCK_MONOTONIC ns, before its first and after
  * its last MPI call of the pattern) and "delays rank R arrivals A1 ... A_ITERS" (when it called
- * each loop barrier). Work is sleeping, so that ranks do not compete for cores. */
+ * each loop barrier) to the file DELAYS_TIMINGS/rank-R if that variable names a directory, else to
+ * stdout (where mpirun may split a long line and interleave it with another rank's output).
+ * Work is sleeping, so that ranks do not compete for cores. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,12 +64,26 @@ int main(int argc, char **argv) {
         MPI_Barrier(MPI_COMM_WORLD); /* LOOP BARRIER */
     }
     long long end = now_ns();
-    printf("delays rank %d start %lld end %lld\n", rank, start, end);
-    printf("delays rank %d arrivals", rank);
-    for (int i = 0; i < iters; i++) {
-        printf(" %lld", arrivals[i]);
+    FILE *out = stdout;
+    const char *dir = getenv("DELAYS_TIMINGS");
+    if (dir != NULL) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/rank-%d", dir, rank);
+        out = fopen(path, "w");
+        if (out == NULL) {
+            perror(path);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
     }
-    printf("\n");
+    fprintf(out, "delays rank %d start %lld end %lld\n", rank, start, end);
+    fprintf(out, "delays rank %d arrivals", rank);
+    for (int i = 0; i < iters; i++) {
+        fprintf(out, " %lld", arrivals[i]);
+    }
+    fprintf(out, "\n");
+    if (out != stdout) {
+        fclose(out);
+    }
     free(arrivals);
     MPI_Finalize();
     return 0;

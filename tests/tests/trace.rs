@@ -55,8 +55,10 @@ fn run_traced(home: &TempDir, site_extra: &str, env: &[(&str, &str)], args: [Str
     let mut text = std::fs::read_to_string(&site).unwrap();
     text.push_str(site_extra);
     std::fs::write(&site, text).unwrap();
+    let timings = TempDir::new("trace-timings");
     let mut job = Job::new(program("delays.c"), RANKS)
         .env("HOME", home.path().display().to_string())
+        .env("DELAYS_TIMINGS", timings.path().display().to_string())
         .env("MPISTAT_TRACE", "1");
     for (k, v) in env {
         job = job.env(k, *v);
@@ -68,7 +70,10 @@ fn run_traced(home: &TempDir, site_extra: &str, env: &[(&str, &str)], args: [Str
     outcome.assert_success();
     let (mut first, mut last) = (u64::MAX, 0u64);
     let mut arrivals = vec![Vec::new(); RANKS as usize];
-    for line in outcome.stdout.lines() {
+    let lines: String = (0..RANKS)
+        .map(|r| std::fs::read_to_string(timings.path().join(format!("rank-{r}"))).unwrap())
+        .collect();
+    for line in lines.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             ["delays", "rank", _, "start", s, "end", e] => {
@@ -82,7 +87,7 @@ fn run_traced(home: &TempDir, site_extra: &str, env: &[(&str, &str)], args: [Str
             _ => {}
         }
     }
-    assert!(last > first, "no timings printed: {}", outcome.stdout);
+    assert!(last > first, "no timings written: {lines}");
     let record = syslogd.single_record();
     let info = record
         .trace
