@@ -385,3 +385,70 @@ fn many_openers_of_one_new_database_all_succeed() {
         });
     }
 }
+
+#[test]
+fn a_schema_4_database_is_upgraded_keeping_its_jobs_ids_and_queue() {
+    use mpistat_digest::db::MIGRATIONS;
+    let dir = temp_dir("schema-4");
+    let log = dir.join("records.log");
+    append_log(&log, &week_of_jobs(20));
+    // The jobs as the current schema stores them...
+    let mut current = Database::open(&dir.join("current.sqlite")).unwrap();
+    ingest(&mut current, &options(&log));
+    let expected = dump(&current);
+    drop(current);
+    // ... copied into a database of schema 4 (unique by key alone), as an older mpistat left it.
+    let old_path = dir.join("old.sqlite");
+    let old = rusqlite::Connection::open(&old_path).unwrap();
+    old.execute_batch(&MIGRATIONS[..4].concat()).unwrap();
+    old.pragma_update(None, "user_version", 4).unwrap();
+    old.execute(
+        "ATTACH ?1 AS current",
+        [dir.join("current.sqlite").to_str().unwrap()],
+    )
+    .unwrap();
+    for table in ["jobs", "rejected", "positions", "escalation_queue"] {
+        old.execute_batch(&format!(
+            "INSERT INTO main.{table} SELECT * FROM current.{table}"
+        ))
+        .unwrap();
+    }
+    let ids = |conn: &rusqlite::Connection, query: &str| -> Vec<(i64, String)> {
+        let mut stmt = conn.prepare(query).unwrap();
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    let job_ids = "SELECT id, key FROM jobs ORDER BY id";
+    let queued = "SELECT id, exe FROM escalation_queue ORDER BY id";
+    let (old_jobs, old_queue) = (ids(&old, job_ids), ids(&old, queued));
+    assert_eq!(old_jobs.len(), 20);
+    drop(old);
+
+    let mut upgraded = Database::open(&old_path).unwrap();
+    assert_eq!(dump(&upgraded), expected);
+    assert_eq!(ids(&upgraded.conn, job_ids), old_jobs);
+    assert_eq!(ids(&upgraded.conn, queued), old_queue);
+    // Another file (its first line differs) of the same jobs only repeats them.
+    let again = dir.join("again.log");
+    let mut reversed = week_of_jobs(20);
+    reversed.reverse();
+    append_log(&again, &reversed);
+    let stats = ingest(&mut upgraded, &options(&again));
+    assert_eq!(
+        (stats.records, stats.new_jobs),
+        (20, 0),
+        "a repeat is no new job"
+    );
+    let index: String = upgraded
+        .conn
+        .query_row(
+            "SELECT sql FROM sqlite_schema WHERE name = 'jobs_by_end'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        index.contains("UNIQUE INDEX jobs_by_end ON jobs (end_ms, key)"),
+        "{index}"
+    );
+}

@@ -158,9 +158,9 @@ struct Run<'a> {
 /// Batches waiting for the writer (each holds up to [`BATCH_LINES`] lines' jobs).
 const WRITER_QUEUE: usize = 1;
 
-/// SQLite's page cache for the ingest connection during a run, in KiB (the key index of a
-/// few million jobs and the pages a batch touches).
-const INGEST_CACHE_KIB: i64 = 131_072;
+/// SQLite's page cache for the ingest connection during a run, in KiB: room for the pages a
+/// batch adds before its commit (more spill into the WAL early, which writes nothing more).
+const INGEST_CACHE_KIB: i64 = 32_768;
 
 /// Read every file of `options` from where the last run stopped and store what is new.
 pub fn run_once(

@@ -44,7 +44,8 @@ pub fn write(
                 }
             }
             for job in &batch.jobs {
-                let was_incomplete = incomplete.remove(&job.key);
+                // Mostly empty: then no job's key need be hashed.
+                let was_incomplete = !incomplete.is_empty() && incomplete.remove(&job.key);
                 if statements.insert_job(job, was_incomplete)? {
                     new_jobs += 1;
                 }
