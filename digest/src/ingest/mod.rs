@@ -4,9 +4,11 @@
 //! its own [`Assembler`], so that a record is only ever made of lines one uid sent, and that uid
 //! must be the one the record's index claims (wire version 2 sends the index next to the
 //! record; ingest does not inflate the record, and whoever reads it later checks it against the
-//! index filed, see [`crate::db`]). Everything that is not stored as a job is stored as
-//! rejected (forged, incomplete, corrupt, ...). Lines are bytes: only our messages, printable
-//! ASCII, need to be text.
+//! index filed, see [`crate::db`]), and the index's user name must be that uid's in the ingest
+//! host's password database ([`accounts`]; a uid and name the host knows neither of are
+//! believed, and the site may turn the check off). Everything that is not stored as a job is
+//! stored as rejected (forged, incomplete, corrupt, ...). Lines are bytes: only our messages,
+//! printable ASCII, need to be text.
 //!
 //! # Crash safety and idempotence
 //!
