@@ -15,10 +15,19 @@ trap 'rm -rf "$work"' EXIT
 target/release/examples/gen_records "$records" "$users" "$work/records.log"
 # The generator's gigabytes still being written back would compete with ingest's own syncs.
 sync
+# The generated users (user0.., uid 2000..) are invented. Their names are checked as at a site
+# (each uid and name looked up once; none known here, so all believed) unless this host has an
+# account with one of their uids or names, which would make their records forged: then not.
+mapfile -t accounts < <(seq 2000 $((2000 + users - 1)); seq -f 'user%.0f' 0 $((users - 1)))
+check_names=true
+if [[ -n $(getent passwd "${accounts[@]}") ]]; then
+    check_names=false
+fi
 # The escalation list too stays in $work (ingest writes it; the default is the system's).
-printf '[database]\npath = "%s"\n[escalation]\nlist = "%s"\n' "$work/mpistat.db" \
-    "$work/escalation.list" > "$work/site.toml"
+printf '[database]\npath = "%s"\n[escalation]\nlist = "%s"\n[ingest]\ncheck_user_names = %s\n' \
+    "$work/mpistat.db" "$work/escalation.list" "$check_names" > "$work/site.toml"
 echo "input: $records records, $(wc -l < "$work/records.log") lines, $(du -h "$work/records.log" | cut -f1)"
+echo "user names checked against this host's accounts: $check_names"
 # Wall and CPU (user + system) seconds of a command, as "wall cpu" in $work/times: the machine may
 # be shared, and CPU time says what the command itself cost.
 timed() {

@@ -263,12 +263,10 @@ fn uid_of(user: &str) -> anyhow::Result<u32> {
     if let Ok(uid) = user.parse() {
         return Ok(uid);
     }
-    let name = std::ffi::CString::new(user)?;
-    // SAFETY: getpwnam with a NUL-terminated name; we only read pw_uid right away.
-    let pwd = unsafe { libc::getpwnam(name.as_ptr()) };
-    anyhow::ensure!(!pwd.is_null(), "no user {user:?}");
-    // SAFETY: non-null result of getpwnam.
-    Ok(unsafe { (*pwd).pw_uid })
+    use crate::ingest::accounts::{Accounts, System};
+    System::default()
+        .uid_of(user)
+        .ok_or_else(|| anyhow::anyhow!("no user {user:?}"))
 }
 
 /// `mpistat escalate list|add|remove`.

@@ -10,8 +10,9 @@ mod common;
 #[path = "../../record/tests/common/mod.rs"]
 mod forge;
 
-use common::{syslog_lines, week_of_jobs};
+use common::{syslog_lines, week_of_jobs, USERS};
 use mpistat_digest::db::Database;
+use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options, RunStats};
 use mpistat_digest::mail::mails;
 use mpistat_digest::mail::week::IsoWeek;
@@ -20,6 +21,7 @@ use mpistat_record::{JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
 fn temp_dir(label: &str) -> PathBuf {
@@ -33,6 +35,8 @@ fn ingest(db: &mut Database, log: &Path) -> RunStats {
     let options = Options {
         files: vec![log.to_path_buf()],
         require_attested_uid: true,
+        // Names are checked against the invented users, not the machine's.
+        accounts: Some(Arc::new(Table::new(USERS))),
         grace: Duration::from_secs(300),
         escalation: Default::default(),
         batch_lines: mpistat_digest::ingest::BATCH_LINES,

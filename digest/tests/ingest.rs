@@ -4,12 +4,14 @@
 
 mod common;
 
-use common::{append_log, syslog_lines, week_of_jobs};
+use common::{append_log, syslog_lines, week_of_jobs, USERS};
 use mpistat_digest::db::Database;
+use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options, RunStats};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 fn temp_dir(label: &str) -> PathBuf {
@@ -23,6 +25,8 @@ fn options(log: &Path) -> Options {
     Options {
         files: vec![log.to_path_buf()],
         require_attested_uid: true,
+        // Names are checked against the invented users, not the machine's.
+        accounts: Some(Arc::new(Table::new(USERS))),
         grace: Duration::from_secs(300),
         escalation: Default::default(),
         batch_lines: mpistat_digest::ingest::BATCH_LINES,
@@ -212,6 +216,102 @@ fn forged_unattested_corrupt_and_incomplete_are_kept_apart() {
     );
 }
 
+/// bob (uid 1002) sends a record of his own uid that claims alice's name: it would land in
+/// alice's weekly mail. Rejected as forged (names checked against the invented users), reported;
+/// accepted when the site does not check names.
+#[test]
+fn a_user_name_not_the_senders_is_forged() {
+    let dir = temp_dir("names");
+    let log = dir.join("records.log");
+    let jobs = week_of_jobs(3);
+    let mut impostor = jobs[1].clone();
+    impostor.job_id = "impostor".into();
+    impostor.user = "alice".into();
+    let mut text: String = jobs
+        .iter()
+        .flat_map(|j| syslog_lines(j, Some(j.uid)))
+        .collect();
+    text.extend(syslog_lines(&impostor, Some(1002)));
+    std::fs::write(&log, text).unwrap();
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let stats = ingest(&mut db, &options(&log));
+    assert_eq!((stats.new_jobs, stats.rejected), (3, 1), "{stats:?}");
+    let rejected = db.rejected().unwrap();
+    assert_eq!(
+        rejected,
+        [(
+            "forged".to_string(),
+            format!("{}/user alice", impostor.key()),
+            log.display().to_string(),
+            "job impostor: claims user alice but uid 1002 is bob".to_string(),
+        )]
+    );
+    let mut report = Vec::new();
+    mpistat_digest::ingest::report::print(&db, &mut report).unwrap();
+    let report = String::from_utf8(report).unwrap();
+    assert!(
+        report.contains("jobs stored: 3\nrejected: forged 1\n"),
+        "{report}"
+    );
+
+    // Without the check (a host whose accounts are not the cluster's) the name is believed.
+    let mut unchecked = Database::open(&dir.join("unchecked.sqlite")).unwrap();
+    let mut opts = options(&log);
+    opts.accounts = None;
+    assert_eq!(ingest(&mut unchecked, &opts).new_jobs, 4);
+}
+
+/// `mpistat ingest` checks names against this host's password database unless the site says
+/// not to. Only uid 0 is assumed to be anyone (root).
+#[test]
+fn the_command_checks_names_against_this_hosts_accounts() {
+    let dir = temp_dir("host-names");
+    let log = dir.join("records.log");
+    let mut root = week_of_jobs(1).remove(0);
+    root.uid = 0;
+    root.user = "root".into();
+    let mut impostor = root.clone();
+    impostor.job_id = "impostor".into();
+    impostor.user = "alice".into();
+    let text: String = [&root, &impostor]
+        .iter()
+        .flat_map(|j| syslog_lines(j, Some(0)))
+        .collect();
+    std::fs::write(&log, text).unwrap();
+    let report = |label: &str, site: &str| {
+        let config = dir.join(format!("{label}.toml"));
+        std::fs::write(&config, site).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_mpistat"))
+            .args(["ingest", "--report", "--config"])
+            .arg(&config)
+            .arg("--database")
+            .arg(dir.join(format!("{label}.sqlite")))
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let checked = report("default", "");
+    assert!(
+        checked.contains("jobs stored: 1\nrejected: forged 1\n"),
+        "{checked}"
+    );
+    assert!(
+        checked.contains(&format!(
+            "forged      {}/user alice  {}: job impostor: claims user alice but uid 0 is root",
+            impostor.key(),
+            log.display()
+        )),
+        "{checked}"
+    );
+    let unchecked = report("unchecked", "[ingest]\ncheck_user_names = false\n");
+    assert!(
+        unchecked.contains("jobs stored: 2\nrejected: none\n"),
+        "{unchecked}"
+    );
+}
+
 #[test]
 fn late_parts_withdraw_the_incomplete_report() {
     let dir = temp_dir("late");
@@ -255,13 +355,22 @@ fn sigkill_at_random_points_then_rerun_gives_the_same_database() {
 
     let reference = dir.join("reference.sqlite");
     let mut db = Database::open(&reference).unwrap();
-    ingest(&mut db, &options(&log));
+    // Names not checked, as by the command below: the users are invented (uid 1001 may be
+    // someone else here), and job 5000 (uid 0, "alice") is a forged name.
+    let mut unchecked = options(&log);
+    unchecked.accounts = None;
+    ingest(&mut db, &unchecked);
     let expected = dump(&db);
     assert!(expected.contains("forged"));
 
     let killed = dir.join("killed.sqlite");
     let config = dir.join("site.toml");
-    std::fs::write(&config, "[ingest]\ngrace_seconds = 300\n").unwrap();
+    // The users are invented (uid 1001 may be someone else here): names not checked.
+    std::fs::write(
+        &config,
+        "[ingest]\ngrace_seconds = 300\ncheck_user_names = false\n",
+    )
+    .unwrap();
     // Small batches: many commits to be killed between (and in).
     let run = |database: &Path| {
         Command::new(env!("CARGO_BIN_EXE_mpistat"))
@@ -326,7 +435,12 @@ fn follow_reads_appends_and_rotations() {
     append_log(&log, &jobs[..10]);
     let database = dir.join("db.sqlite");
     let config = dir.join("site.toml");
-    std::fs::write(&config, "[ingest]\ngrace_seconds = 300\n").unwrap();
+    // Invented users (uid 1001 may be someone else on this host): names not checked.
+    std::fs::write(
+        &config,
+        "[ingest]\ngrace_seconds = 300\ncheck_user_names = false\n",
+    )
+    .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_mpistat"))
         .args(["ingest", "--follow", "--config"])
         .arg(&config)

@@ -4,8 +4,9 @@
 
 mod common;
 
-use common::{append_log, week_of_jobs};
+use common::{append_log, week_of_jobs, USERS};
 use mpistat_digest::db::Database;
+use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
 use mpistat_digest::mail::week::IsoWeek;
 use mpistat_digest::mail::{mails, send, SendStats};
@@ -14,6 +15,7 @@ use mpistat_site::SiteConfig;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn temp_dir(label: &str) -> PathBuf {
@@ -31,6 +33,8 @@ fn fixed_database(dir: &Path) -> Database {
     let options = Options {
         files: vec![log],
         require_attested_uid: true,
+        // Names are checked against the invented users, not the machine's.
+        accounts: Some(Arc::new(Table::new(USERS))),
         grace: Duration::from_secs(300),
         escalation: Default::default(),
         batch_lines: mpistat_digest::ingest::BATCH_LINES,

@@ -8,6 +8,7 @@ mod common;
 
 use common::{append_log, varied_jobs, week_of_jobs, WEEK_47_START_MS};
 use mpistat_digest::db::Database;
+use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
 use mpistat_digest::site_report::pages::{self, Place};
 use mpistat_digest::site_report::period::Period;
@@ -21,6 +22,7 @@ use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const XSS: &str = "<script>alert(1)</script>";
@@ -43,6 +45,10 @@ fn database(dir: &Path, records: &[JobRecord]) -> Database {
     let options = Options {
         files: vec![log],
         require_attested_uid: true,
+        // Names are checked against the records' own (invented) users, not the machine's.
+        accounts: Some(Arc::new(Table::new(
+            records.iter().map(|r| (r.user.as_str(), r.uid)),
+        ))),
         grace: Duration::from_secs(300),
         escalation: Default::default(),
         batch_lines: mpistat_digest::ingest::BATCH_LINES,

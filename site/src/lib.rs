@@ -211,6 +211,12 @@ pub struct IngestConfig {
     /// such records are accepted; a record whose attested uid differs from the uid it claims is
     /// always rejected.
     pub require_attested_uid: bool,
+    /// Reject (as forged) records whose user name is not their attested uid's in the ingest
+    /// host's password database (NSS): the attested uid has another name there, or the name
+    /// another uid. A uid and name the host knows neither of cannot be checked and are accepted.
+    /// `false` when the ingest host's accounts are not the cluster's (e.g. a local uid 1000 that
+    /// is someone else on the cluster would make that user's records forged).
+    pub check_user_names: bool,
     /// Seconds a job may wait for its missing parts before it is reported incomplete.
     pub grace_seconds: u64,
 }
@@ -219,6 +225,7 @@ impl Default for IngestConfig {
     fn default() -> Self {
         IngestConfig {
             require_attested_uid: true,
+            check_user_names: true,
             grace_seconds: 300,
         }
     }

@@ -1,11 +1,12 @@
 //! Issue 4 end to end with real parts: real `mpirun` jobs under the profiler, a private rsyslogd
 //! with trusted properties, a record forged by user `nobody` (claiming uid 0) through the same
-//! socket, and one claiming uid 0 wrapped in an index of nobody's own (wire version 2: ingest
-//! files it by the index), `mpistat ingest` of what rsyslog wrote, then `mpistat digest --send`
-//! to a real SMTP server (Debian's aiosmtpd): the forgery is rejected and counted, the wrapped
-//! one is found by the digest and moved to the rejected entries, the user gets exactly one
-//! multipart/alternative mail whose numbers are those of the records (routine calls, imbalance,
-//! load balance, counters).
+//! socket, one of nobody's own uid claiming user name `root` (the mail goes by name), and one
+//! claiming uid 0 wrapped in an index of nobody's own (wire version 2: ingest files it by the
+//! index), `mpistat ingest` of what rsyslog wrote (names checked against this host's accounts,
+//! where uid 65534 is `nobody`), then `mpistat digest --send` to a real SMTP server (Debian's
+//! aiosmtpd): both forgeries are rejected and counted, the wrapped one is found by the digest
+//! and moved to the rejected entries, the user gets exactly one multipart/alternative mail whose
+//! numbers are those of the records (routine calls, imbalance, load balance, counters).
 
 #[path = "../../record/tests/common/mod.rs"]
 mod forge;
@@ -64,6 +65,17 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
         send_as_nobody(&syslogd, &message);
     }
     syslogd.wait_for_record("forged by nobody", |r| r.job_id == "forged-by-nobody");
+    // Sends a record of its own uid under root's name, which would land in root's mail.
+    let mut named_root = records[0].clone();
+    named_root.job_id = "named-root-by-nobody".into();
+    named_root.uid = 65534;
+    assert_eq!(named_root.user, "root");
+    for message in mpistat_record::encode(&named_root) {
+        send_as_nobody(&syslogd, &message);
+    }
+    syslogd.wait_for_record("named root by nobody", |r| {
+        r.job_id == "named-root-by-nobody"
+    });
     // And wraps a record of root's in the index of a job of its own: all checksums right.
     let mut wrapped = records[0].clone();
     wrapped.job_id = "wrapped-by-nobody".into();
@@ -114,9 +126,18 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
     let report = String::from_utf8_lossy(&report.stdout).into_owned();
     // The wrapped record is filed under nobody: ingest does not read records.
     assert!(report.contains("jobs stored: 3"), "{report}");
-    assert!(report.contains("rejected: forged 1\n"), "{report}");
+    assert!(report.contains("rejected: forged 2\n"), "{report}");
     assert!(
         report.contains("claims uid 0 (root) but uid 65534 sent it"),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "forged      {}/user root  {}: job named-root-by-nobody: claims user root but uid \
+             65534 is nobody\n",
+            named_root.key(),
+            log.display()
+        )),
         "{report}"
     );
     // Again: nothing new.
@@ -132,13 +153,14 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
     assert!(mpistat(&send, &config).status.success());
     let mails = server.mails(1);
     drop(server);
-    // Not root's (the mail counts root's two jobs only, below) and not nobody's: rejected.
+    // Not root's (the mail counts root's two jobs only, below: not the one nobody named root's)
+    // and not nobody's: rejected.
     assert_eq!(mails.len(), 1, "exactly one mail per user and week");
     let report = mpistat(&["ingest", "--report"], &config);
     let report = String::from_utf8_lossy(&report.stdout).into_owned();
     assert!(report.contains("jobs stored: 2"), "{report}");
     assert!(
-        report.contains("rejected: corrupt 1, forged 1\n"),
+        report.contains("rejected: corrupt 1, forged 2\n"),
         "{report}"
     );
     assert!(

@@ -4,9 +4,11 @@
 //! its own [`Assembler`], so that a record is only ever made of lines one uid sent, and that uid
 //! must be the one the record's index claims (wire version 2 sends the index next to the
 //! record; ingest does not inflate the record, and whoever reads it later checks it against the
-//! index filed, see [`crate::db`]). Everything that is not stored as a job is stored as
-//! rejected (forged, incomplete, corrupt, ...). Lines are bytes: only our messages, printable
-//! ASCII, need to be text.
+//! index filed, see [`crate::db`]), and the index's user name must be that uid's in the ingest
+//! host's password database ([`accounts`]; a uid and name the host knows neither of are
+//! believed, and the site may turn the check off). Everything that is not stored as a job is
+//! stored as rejected (forged, incomplete, corrupt, ...). Lines are bytes: only our messages,
+//! printable ASCII, need to be text.
 //!
 //! # Crash safety and idempotence
 //!
@@ -41,6 +43,7 @@
 //! [`crate::escalate::needs_a_look`]), is queued for [`crate::escalate::after_ingest`] in the
 //! transaction that stores it, so looking at the new jobs after a run reads only those few.
 
+pub mod accounts;
 pub mod report;
 pub mod source;
 pub mod trust;
@@ -55,6 +58,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, SyncSender};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use writer::Batch;
 
@@ -76,6 +80,10 @@ pub struct Options {
     pub files: Vec<PathBuf>,
     /// Reject records without a kernel-attested sender uid (site `ingest.require_attested_uid`).
     pub require_attested_uid: bool,
+    /// Whose the login names are: a record whose user name is not its attested uid's here is
+    /// rejected as forged ([`trust::forgery`]). The host's password database with site
+    /// `ingest.check_user_names` ([`accounts::System`]); `None`: names are not checked.
+    pub accounts: Option<Arc<dyn accounts::Accounts>>,
     /// How long a job may wait for missing parts (site `ingest.grace_seconds`).
     pub grace: Duration,
     /// The site's escalation rule: jobs that meet it (or are traced) are queued for it.
@@ -140,6 +148,8 @@ struct Run<'a> {
     /// Lines in the next batch.
     batch_lines: u64,
     options: &'a Options,
+    /// The accounts of [`Options::accounts`], each uid and name looked up once per run.
+    accounts: Option<accounts::Known>,
     known: HashMap<Head, Position>,
     senders: HashMap<Option<u32>, SenderLines>,
     /// First line of every job that was unfinished when last looked at, by sender and arrival.
@@ -211,6 +221,7 @@ pub fn run_once(
                 writer_stopped: false,
                 batch_lines: (options.batch_lines / 8).max(1),
                 options,
+                accounts: options.accounts.clone().map(accounts::Known::new),
                 known,
                 senders: HashMap::new(),
                 first_lines: HashMap::new(),
@@ -385,31 +396,24 @@ impl Run<'_> {
         }
     }
 
-    /// Store `job` if `sender` may have written it, else reject it as forged. The uid checked
-    /// is the index's, which a wire version 2 record carries next to the record itself: readers
-    /// of the stored record check the record says the same (see [`crate::db::FiledJob`]).
+    /// Store `job` if `sender` may have written it, else reject it as forged: its uid must be
+    /// the attested sender's and its user name that uid's ([`trust::forgery`]). The uid and
+    /// name checked are the index's, which a wire version 2 record carries next to the record
+    /// itself: readers of the stored record check the record says the same (see
+    /// [`crate::db::FiledJob`]).
     fn accept(&mut self, mut job: JobRow, sender: Option<u32>, file: usize) {
         let index = &job.index;
-        let forged = match sender {
-            Some(uid) if uid == index.uid => None,
-            Some(uid) => Some((
-                "forged",
-                format!("{}/uid {uid}", job.key),
-                format!(
-                    "claims uid {} ({}) but uid {uid} sent it",
-                    index.uid, index.user
-                ),
-            )),
-            None if !self.options.require_attested_uid => None,
-            None => Some((
-                "forged",
-                format!("{}/unattested", job.key),
-                format!(
-                    "claims uid {} ({}); syslog attested no sender",
-                    index.uid, index.user
-                ),
-            )),
-        };
+        let forged = trust::forgery(
+            sender,
+            index.uid,
+            &index.user,
+            self.options.require_attested_uid,
+            self.accounts.as_mut(),
+        )
+        .map(|forgery| {
+            let reference = format!("{}/{}", job.key, forgery.suffix);
+            ("forged", reference, forgery.detail)
+        });
         // SQLite integers are signed: larger figures cannot be stored (no real job has them).
         let too_large = [
             index.start_unix_ms,
@@ -616,6 +620,10 @@ pub fn command(args: &crate::cli::IngestArgs) -> anyhow::Result<std::process::Ex
     let options = Options {
         files: args.files.clone(),
         require_attested_uid: config.ingest.require_attested_uid,
+        accounts: config
+            .ingest
+            .check_user_names
+            .then(|| Arc::new(accounts::System::default()) as Arc<dyn accounts::Accounts>),
         grace: Duration::from_secs(config.ingest.grace_seconds),
         escalation: config.escalation.clone(),
         batch_lines: args.batch_lines,

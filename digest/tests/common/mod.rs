@@ -158,15 +158,18 @@ pub fn syslog_lines(record: &JobRecord, sender: Option<u32>) -> Vec<String> {
         .collect()
 }
 
-/// `count` jobs of five users in week 47, each sent by its own user.
+/// The users of [`week_of_jobs`] (name, uid): invented, so tests that ingest their jobs check
+/// names against these, never against the machine's accounts (uid 1001 may be someone else).
+pub const USERS: [(&str, u32); 5] = [
+    ("alice", 1001),
+    ("bob", 1002),
+    ("carol", 1003),
+    ("dave", 1004),
+    ("erin", 1005),
+];
+
+/// `count` jobs of five users ([`USERS`]) in week 47, each sent by its own user.
 pub fn week_of_jobs(count: u64) -> Vec<JobRecord> {
-    const USERS: [(&str, u32); 5] = [
-        ("alice", 1001),
-        ("bob", 1002),
-        ("carol", 1003),
-        ("dave", 1004),
-        ("erin", 1005),
-    ];
     (0..count)
         .map(|n| {
             let (user, uid) = USERS[(n % 5) as usize];
