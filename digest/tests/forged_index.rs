@@ -22,7 +22,6 @@ use mpistat_site::SiteConfig;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::Duration;
 
 fn temp_dir(label: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("mpistat-forged-{label}-{}", std::process::id()));
@@ -33,13 +32,9 @@ fn temp_dir(label: &str) -> PathBuf {
 
 fn ingest(db: &mut Database, log: &Path) -> RunStats {
     let options = Options {
-        files: vec![log.to_path_buf()],
-        require_attested_uid: true,
         // Names are checked against the invented users, not the machine's.
         accounts: Some(Arc::new(Table::new(USERS))),
-        grace: Duration::from_secs(300),
-        escalation: Default::default(),
-        batch_lines: mpistat_digest::ingest::BATCH_LINES,
+        ..Options::from_site(vec![log.to_path_buf()], &SiteConfig::default())
     };
     let mut err = Vec::new();
     let stats = run_once(db, &options, &mut err).unwrap();

@@ -8,6 +8,7 @@ use common::{append_log, syslog_lines, week_of_jobs, USERS};
 use mpistat_digest::db::Database;
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options, RunStats};
+use mpistat_site::SiteConfig;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,13 +24,9 @@ fn temp_dir(label: &str) -> PathBuf {
 
 fn options(log: &Path) -> Options {
     Options {
-        files: vec![log.to_path_buf()],
-        require_attested_uid: true,
         // Names are checked against the invented users, not the machine's.
         accounts: Some(Arc::new(Table::new(USERS))),
-        grace: Duration::from_secs(300),
-        escalation: Default::default(),
-        batch_lines: mpistat_digest::ingest::BATCH_LINES,
+        ..Options::from_site(vec![log.to_path_buf()], &SiteConfig::default())
     }
 }
 

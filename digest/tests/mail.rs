@@ -31,13 +31,9 @@ fn fixed_database(dir: &Path) -> Database {
     append_log(&log, &week_of_jobs(40));
     let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
     let options = Options {
-        files: vec![log],
-        require_attested_uid: true,
         // Names are checked against the invented users, not the machine's.
         accounts: Some(Arc::new(Table::new(USERS))),
-        grace: Duration::from_secs(300),
-        escalation: Default::default(),
-        batch_lines: mpistat_digest::ingest::BATCH_LINES,
+        ..Options::from_site(vec![log], &SiteConfig::default())
     };
     run_once(&mut db, &options, &mut Vec::new()).unwrap();
     assert_eq!(db.job_count().unwrap(), 40);

@@ -43,15 +43,11 @@ fn database(dir: &Path, records: &[JobRecord]) -> Database {
     append_log(&log, records);
     let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
     let options = Options {
-        files: vec![log],
-        require_attested_uid: true,
         // Names are checked against the records' own (invented) users, not the machine's.
         accounts: Some(Arc::new(Table::new(
             records.iter().map(|r| (r.user.as_str(), r.uid)),
         ))),
-        grace: Duration::from_secs(300),
-        escalation: Default::default(),
-        batch_lines: mpistat_digest::ingest::BATCH_LINES,
+        ..Options::from_site(vec![log], &SiteConfig::default())
     };
     run_once(&mut db, &options, &mut Vec::new()).unwrap();
     assert_eq!(db.job_count().unwrap(), records.len() as u64);

@@ -52,7 +52,7 @@ pub mod writer;
 use crate::db::{Database, JobRow, Position, Rejected};
 use crate::pool::OrderedPool;
 use mpistat_record::{Assembler, CompleteJob, Problem};
-use mpistat_site::EscalationConfig;
+use mpistat_site::{EscalationConfig, SiteConfig};
 use source::{Head, Input, Opened};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
@@ -91,6 +91,23 @@ pub struct Options {
     /// Lines read between two commits ([`BATCH_LINES`]; tests make it smaller, for more
     /// commits to kill between).
     pub batch_lines: u64,
+}
+
+impl Options {
+    /// Reading `files` as the site `config` says, [`BATCH_LINES`] lines per commit.
+    pub fn from_site(files: Vec<PathBuf>, config: &SiteConfig) -> Options {
+        Options {
+            files,
+            require_attested_uid: config.ingest.require_attested_uid,
+            accounts: config
+                .ingest
+                .check_user_names
+                .then(|| Arc::new(accounts::System::default()) as Arc<dyn accounts::Accounts>),
+            grace: Duration::from_secs(config.ingest.grace_seconds),
+            escalation: config.escalation.clone(),
+            batch_lines: BATCH_LINES,
+        }
+    }
 }
 
 /// What one run did.
@@ -620,15 +637,8 @@ const FOLLOW_INTERVAL: Duration = Duration::from_secs(2);
 pub fn command(args: &crate::cli::IngestArgs) -> anyhow::Result<std::process::ExitCode> {
     let (config, mut db) = crate::site::load(&args.db)?;
     let options = Options {
-        files: args.files.clone(),
-        require_attested_uid: config.ingest.require_attested_uid,
-        accounts: config
-            .ingest
-            .check_user_names
-            .then(|| Arc::new(accounts::System::default()) as Arc<dyn accounts::Accounts>),
-        grace: Duration::from_secs(config.ingest.grace_seconds),
-        escalation: config.escalation.clone(),
         batch_lines: args.batch_lines,
+        ..Options::from_site(args.files.clone(), &config)
     };
     let stderr = &mut std::io::stderr().lock();
     let mut unreadable = 0;
