@@ -124,11 +124,19 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             detail,
             recorded: false,
         };
-        let (names, unavailable) = crate::counters::choose(
+        let (names, mut unavailable) = crate::counters::choose(
             &job.config.profiler.counters,
             &job.config.profiler.counters_allowed,
             std::env::var("MPISTAT_COUNTERS").ok().as_deref(),
         );
+        if !job.config.profiler.counters_when_oversubscribed {
+            let ranks_here = crate::node::local_ranks(|name| std::env::var(name).ok());
+            if let Some(why) = crate::node::oversubscribed(ranks_here, crate::node::job_cpus()) {
+                for u in unavailable.iter_mut().filter(|u| u.is_none()) {
+                    *u = Some(why.clone());
+                }
+            }
+        }
         crate::counters::start(names, unavailable, &job.config.profiler.counters_fallback);
         crate::superstep::start(
             job.config.profiler.superstep_buffer_bytes,
