@@ -203,7 +203,7 @@ const REASONS: [&str; 3] = ["user", "site", "escalation"];
 
 /// Why this rank would trace the job: `MPISTAT_TRACE=1` (the user), the site's `everyone`, or
 /// an entry of the escalation list for this user and executable (index into [`REASONS`]).
-fn wish(config: &SiteConfig) -> Option<usize> {
+pub fn wish(config: &SiteConfig) -> Option<usize> {
     if std::env::var_os("MPISTAT_TRACE").is_some_and(|v| v == "1") {
         return Some(0);
     }
@@ -225,11 +225,11 @@ fn wish(config: &SiteConfig) -> Option<usize> {
 /// At the end of `MPI_Init`: if any rank wants a trace, every rank starts tracing (collective
 /// over `MPI_COMM_WORLD`: ranks may read the escalation list at different moments, and a rank
 /// that traced alone would wait forever in the clock measurement).
-pub fn start_if_wanted(config: &SiteConfig, rank: u32, world_size: u32) {
+pub fn start_if_wanted(config: &SiteConfig, wish: Option<usize>, rank: u32, world_size: u32) {
     let Some(world) = mpi::comm_world() else {
         return;
     };
-    let mine = wish(config).map_or(0, |i| (REASONS.len() - i) as u64);
+    let mine = wish.map_or(0, |i| (REASONS.len() - i) as u64);
     let Ok(agreed) = mpi::allreduce_on(&[mine], mpi::Op::Max, world) else {
         return;
     };

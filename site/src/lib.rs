@@ -407,7 +407,7 @@ impl SiteConfig {
     /// defaults are returned with the problem.
     pub fn parse(text: &str, path: &str) -> (SiteConfig, Vec<ConfigProblem>) {
         let mut problems = Vec::new();
-        let mut config = match toml::from_str::<SiteConfig>(text) {
+        let mut config = match basic_toml::from_str::<SiteConfig>(text) {
             Ok(c) => c,
             Err(e) => {
                 let reason = e.to_string().lines().collect::<Vec<_>>().join(" ");
