@@ -360,7 +360,7 @@ impl Recorder {
 
     fn leave(&mut self, entered: Entered, rc: c_int, traffic: Traffic, args: &Args) {
         let end = ticks();
-        let sampled = self.traced_calls % OVERHEAD_SAMPLE == 0;
+        let sampled = self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE);
         let routine = ROUTINES[entered.id].name();
         let class = self.roles[entered.id];
         let comm = (!args.comm.is_null()).then(|| self.comm_id(args.comm));
@@ -613,7 +613,7 @@ impl Recorder {
             return None;
         }
         self.traced_calls += 1;
-        let sampled = self.traced_calls % OVERHEAD_SAMPLE == 0;
+        let sampled = self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE);
         let overhead_start = if sampled { ticks() } else { 0 };
         let region = self.region(id);
         self.completing = requests;
