@@ -282,6 +282,44 @@ mod tests {
         }
     }
 
+    /// Not a test: `bench/syslog.sh` runs it (`--ignored`) against a private rsyslogd, live or
+    /// stopped, named by `MPISTAT_BENCH_SYSLOG` (socket) and `MPISTAT_BENCH_STATE` (label). It
+    /// prints what sending a record of 20, 100 and 1000 parts of the largest size costs.
+    #[test]
+    #[ignore]
+    fn bench_send_cost() {
+        let socket = std::env::var("MPISTAT_BENCH_SYSLOG").expect("MPISTAT_BENCH_SYSLOG");
+        let state = std::env::var("MPISTAT_BENCH_STATE").unwrap_or_default();
+        let stall = Duration::from_millis(100);
+        for parts in [20, 100, 1000] {
+            let messages: Vec<String> = (0..parts)
+                .map(|i| {
+                    format!(
+                        "{i:06} {}",
+                        "x".repeat(mpistat_record::wire::MAX_MESSAGE - 7)
+                    )
+                })
+                .collect();
+            let mut times = Vec::new();
+            let mut outcome = String::new();
+            for _ in 0..5 {
+                let start = Instant::now();
+                let r = send(Path::new(&socket), 21, "mpistat", &messages, stall);
+                times.push(start.elapsed());
+                outcome = match r {
+                    Ok(p) => format!("sent: {p}"),
+                    Err(e) => format!("NOT sent: {e}"),
+                };
+            }
+            times.sort();
+            println!(
+                "{state:<8} {parts:>5} parts: median {:8.1} ms, max {:8.1} ms (last: {outcome})",
+                times[2].as_secs_f64() * 1e3,
+                times[4].as_secs_f64() * 1e3
+            );
+        }
+    }
+
     /// The receiver reads in bursts with pauses longer than the queue takes to fill but
     /// shorter than the budget: every part arrives, in order, after waits.
     #[test]
