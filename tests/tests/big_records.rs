@@ -45,8 +45,7 @@ fn delivery_line(detail: &Path) -> String {
     let text = std::fs::read_to_string(detail)
         .unwrap_or_else(|e| panic!("no detail report {}: {e}", detail.display()));
     text.lines()
-        .filter(|l| l.starts_with("mpistat: record"))
-        .last()
+        .rfind(|l| l.starts_with("mpistat: record"))
         .unwrap_or_else(|| panic!("no delivery line in {text}"))
         .to_string()
 }
