@@ -266,6 +266,7 @@ fn publish(
         facility,
         &job.config.syslog.tag,
         &lines,
+        std::time::Duration::from_millis(job.config.syslog.stall_ms),
     );
     if let Some(dest) = &job.detail {
         let mut text = mpistat_record::report::render(&record);
@@ -273,8 +274,8 @@ fn publish(
             text.push_str(&format!("mpistat: site configuration: {p}\n"));
         }
         match sent {
-            Ok(()) => text.push_str(&format!(
-                "mpistat: record sent to syslog ({}, facility {})\n",
+            Ok(progress) => text.push_str(&format!(
+                "mpistat: record sent to syslog ({}, facility {}): {progress}\n",
                 job.config.syslog.socket.display(),
                 job.config.syslog.facility
             )),

@@ -131,8 +131,12 @@ pub struct SyslogConfig {
     pub socket: PathBuf,
     /// Syslog facility: `user` or `local0` .. `local7`.
     pub facility: String,
-    /// Syslog tag (program name) of the record lines.
+    /// Syslog tag (program name) of the record lines (at most 32 bytes are used).
     pub tag: String,
+    /// How long the profiler waits for room on the daemon's socket without any part of the record
+    /// going out before it gives up (milliseconds; each part that goes out starts it again). 0:
+    /// give up at the first full queue.
+    pub stall_ms: u64,
 }
 
 impl Default for ProfilerConfig {
@@ -188,6 +192,7 @@ impl Default for SyslogConfig {
             socket: PathBuf::from("/dev/log"),
             facility: "local5".into(),
             tag: "mpistat".into(),
+            stall_ms: 100,
         }
     }
 }
