@@ -15,7 +15,7 @@ fn check_basic_on(nodes: &[(&str, u32)]) {
     assert_eq!(record.nodes as usize, nodes.len(), "{record:#?}");
     assert_eq!(record.host, nodes[0].0, "rank 0's host");
     assert_routines(&record, &basic_expectations(ranks));
-    assert_no_other_routines(&record, &basic_expectations(ranks), &LIFECYCLE);
+    assert_no_other_routines(&record, &basic_expectations(ranks), LIFECYCLE);
 }
 
 #[test]
