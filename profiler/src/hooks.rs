@@ -12,6 +12,7 @@ use crate::guard::quietly;
 use crate::job::{build_record, unix_ms_now, InitFacts};
 use crate::mpi::{comm_rank, comm_size, comm_world, library_version, OwnComm};
 use crate::next::Next;
+use crate::peers::Peers;
 use crate::rt::{self, bump, Counters, ACTIVE, ENTERED_VIA_PMPI};
 use crate::superstep::Estimates;
 use crate::tally::{JobValue, RankTotals, Reduced};
@@ -22,8 +23,16 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
 
-/// The site allows profiling (read at `MPI_Init`); `MPI_Pcontrol(1)` resumes only then.
+/// The site allows profiling (read at `MPI_Init`) and the MPI library is the built family's;
+/// `MPI_Pcontrol(1)` resumes only then.
 static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// The process's MPI is not the built family's ([`crate::family`]): counting stays off for good,
+/// and no hook does anything (no job is ever set up).
+pub(crate) fn pass_through() {
+    ENABLED.store(false, Relaxed);
+    ACTIVE.store(false, Relaxed);
+}
 
 /// The job as seen by this rank, from `MPI_Init` on.
 struct Job {
@@ -31,6 +40,8 @@ struct Job {
     /// Configuration problems, told in detail mode only.
     config_problems: Vec<String>,
     init: InitFacts,
+    /// Which ranks have the library: the profiler's collectives run only if all do.
+    peers: Peers,
     /// Clock reading at the end of `MPI_Init`.
     anchor: Anchor,
     /// Calibrated cost of the counting in one wrapper, in ticks.
@@ -55,7 +66,7 @@ fn with_job<R>(f: impl FnOnce(&mut Job) -> R) -> Option<R> {
 /// used only for starting up were released ([`crate::footprint`]).
 #[link_section = ".text.hot.mpistat"]
 pub fn after_init(rc: c_int, provided: c_int, via_pmpi: bool, argc: *const c_int) {
-    if rc != 0 {
+    if rc != 0 || !ENABLED.load(Relaxed) {
         return;
     }
     start_job(provided, via_pmpi, argc);
@@ -95,6 +106,7 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
         let (Ok(rank), Ok(size)) = (comm_rank(world), comm_size(world)) else {
             return;
         };
+        let peers = crate::peers::learn(size as u32);
         // Open MPI's Fortran bindings call PMPI_Init(&argc, &argv) with argc = 0; C programs call
         // MPI_Init with their real argc (≥ 1) or NULL.
         // SAFETY: argc is the caller's pointer to MPI_Init, valid for the duration of the call.
@@ -117,6 +129,7 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
                 start_unix_ms: unix_ms_now(),
                 pid: std::process::id(),
             },
+            peers,
             config,
             config_problems,
             anchor: Anchor::now(),
@@ -135,7 +148,9 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             size as u32,
             job.anchor.ticks,
         );
-        crate::trace::start_if_wanted(&job.config, rank as u32, size as u32);
+        if peers.all {
+            crate::trace::start_if_wanted(&job.config, rank as u32, size as u32);
+        }
         *JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
         register_exit_hook();
     });
@@ -254,12 +269,21 @@ fn add_estimates(record: &mut JobRecord, e: &Estimates) {
 }
 
 /// Before the real `MPI_Finalize`: reduce every rank's totals to rank 0 on a private duplicate of
-/// `MPI_COMM_WORLD`; rank 0 writes the record.
+/// `MPI_COMM_WORLD`; rank 0 writes the record. If not every rank has the library, there is no
+/// collective: the lead rank ([`Peers::lead`]) writes a partial record of its own data.
 pub fn before_finalize() {
     let hook_start = ticks();
     quietly(|| {
         with_job(|job| {
             if job.recorded {
+                return;
+            }
+            if !job.peers.all {
+                if job.init.rank == job.peers.lead {
+                    let reason = without_collectives(job);
+                    publish_partial(job, reason, hook_start);
+                }
+                job.recorded = true;
                 return;
             }
             job.recorded = true;
@@ -326,13 +350,28 @@ pub fn before_abort(errorcode: c_int) {
     });
 }
 
-/// At process exit: if rank 0 never reached `MPI_Finalize`, it writes a partial record.
+/// Why a job's record is one rank's: not every rank has the library (or that is unknown).
+fn without_collectives(job: &Job) -> String {
+    match job.peers.with_library {
+        Some(n) => format!(
+            "only {n} of {} ranks have libmpistat (rank {} reports alone)",
+            job.init.ranks, job.init.rank
+        ),
+        None => format!(
+            "whether all {} ranks have libmpistat is unknown (rank {} reports alone)",
+            job.init.ranks, job.init.rank
+        ),
+    }
+}
+
+/// At process exit: if the lead rank (rank 0 when every rank has the library) never reached
+/// `MPI_Finalize`, it writes a partial record.
 extern "C" fn at_exit() {
     let hook_start = ticks();
     quietly(|| {
         with_job(|job| {
             // A forked child exiting is not the job ending.
-            if job.init.rank == 0 && job.init.pid == std::process::id() {
+            if job.init.rank == job.peers.lead && job.init.pid == std::process::id() {
                 publish_partial(job, "exit without MPI_Finalize".into(), hook_start);
             }
         });
