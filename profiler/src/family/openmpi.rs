@@ -23,31 +23,9 @@ impl Family for OpenMpi {
     const IN_PLACE: *const c_void = 1 as *const c_void;
 
     fn recognise(probe: &Probe) -> Result<(), String> {
-        let init = probe.init.as_ref().ok_or("no PMPI_Init in the process")?;
-        let names: Vec<&str> = probe.markers.iter().map(|(f, _)| *f).collect();
-        match probe.markers.as_slice() {
-            [(family, marker)] if *family == Self::NAME => {
-                if marker.object != init.object {
-                    return Err(format!(
-                        "PMPI_Init is in {}, Open MPI's objects in {}",
-                        init.object, marker.object
-                    ));
-                }
-            }
-            [] => return Err(format!("unknown MPI library {}", init.object)),
-            [(family, _)] => return Err(format!("{family} ({})", init.object)),
-            _ => return Err(format!("several MPI libraries: {}", names.join(", "))),
-        }
+        only_open_mpi(probe)?;
         // The MPI library is Open MPI's: MPI_Get_library_version may be called before MPI_Init.
-        let version = crate::mpi::library_version();
-        let known = version
-            .strip_prefix("Open MPI v")
-            .is_some_and(|v| v.starts_with(MAJOR));
-        if known {
-            Ok(())
-        } else {
-            Err(format!("unknown Open MPI version: {version}"))
-        }
+        known_version(&crate::mpi::library_version())
     }
 
     fn predefined(object: Predefined) -> Option<*mut c_void> {
@@ -80,5 +58,107 @@ impl Family for OpenMpi {
 
     unsafe fn status_tag(status: *const MPI_Status) -> c_int {
         (*status).MPI_TAG
+    }
+}
+
+/// The process has Open MPI's library and no other, and the wrappers forward to it.
+fn only_open_mpi(probe: &Probe) -> Result<(), String> {
+    let init = probe.init.as_ref().ok_or("no PMPI_Init in the process")?;
+    match probe.markers.as_slice() {
+        [(family, marker)] if *family == OpenMpi::NAME => {
+            if marker.object == init.object {
+                Ok(())
+            } else {
+                Err(format!(
+                    "PMPI_Init is in {}, Open MPI's functions in {}",
+                    init.object, marker.object
+                ))
+            }
+        }
+        [] => Err(format!("unknown MPI library {}", init.object)),
+        [(family, _)] => Err(format!("{family} ({})", init.object)),
+        several => {
+            let names: Vec<&str> = several.iter().map(|(f, _)| *f).collect();
+            Err(format!("several MPI libraries: {}", names.join(", ")))
+        }
+    }
+}
+
+/// Whether `version` (`MPI_Get_library_version`'s first line) is of the major version the
+/// wrappers were generated for.
+fn known_version(version: &str) -> Result<(), String> {
+    let known = version
+        .strip_prefix("Open MPI v")
+        .is_some_and(|v| v.starts_with(MAJOR));
+    if known {
+        Ok(())
+    } else {
+        Err(format!("unknown Open MPI version: {version}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::family::Symbol;
+
+    fn symbol(object: &str) -> Symbol {
+        Symbol {
+            addr: std::ptr::null_mut(),
+            object: object.to_string(),
+        }
+    }
+
+    fn probe(init: &str, markers: &[(&'static str, &str)]) -> Probe {
+        Probe {
+            init: Some(symbol(init)),
+            markers: markers.iter().map(|(f, o)| (*f, symbol(o))).collect(),
+        }
+    }
+
+    const OMPI: &str = "/lib/x86_64-linux-gnu/libmpi.so.40";
+    const MPICH: &str = "/lib/x86_64-linux-gnu/libmpich.so.12";
+
+    #[test]
+    fn open_mpi_alone_is_recognised() {
+        assert_eq!(only_open_mpi(&probe(OMPI, &[("Open MPI", OMPI)])), Ok(()));
+    }
+
+    #[test]
+    fn anything_else_is_foreign() {
+        // MPICH (or Intel MPI, MVAPICH, Cray MPICH: libmpi.so.12).
+        let e = only_open_mpi(&probe(MPICH, &[("MPICH", MPICH)])).unwrap_err();
+        assert!(e.starts_with("MPICH"), "{e}");
+        // A stub "MPI" with no known family's functions.
+        let e = only_open_mpi(&probe("/tmp/libstubmpi.so", &[])).unwrap_err();
+        assert!(e.contains("unknown MPI library"), "{e}");
+        // Two MPI libraries at once.
+        let both = probe(OMPI, &[("Open MPI", OMPI), ("MPICH", MPICH)]);
+        assert!(only_open_mpi(&both).unwrap_err().contains("several"));
+        // Open MPI's functions present, but the wrappers would forward to another library.
+        let elsewhere = probe("/tmp/libstubmpi.so", &[("Open MPI", OMPI)]);
+        assert!(only_open_mpi(&elsewhere).is_err());
+        // No MPI_Init to forward to at all.
+        let none = Probe {
+            init: None,
+            markers: Vec::new(),
+        };
+        assert!(only_open_mpi(&none).is_err());
+    }
+
+    #[test]
+    fn only_major_version_4_is_known() {
+        let debian = "Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4";
+        assert_eq!(known_version(debian), Ok(()));
+        assert_eq!(known_version("Open MPI v4.0.3, package: Open MPI"), Ok(()));
+        for other in [
+            "Open MPI v5.0.3, package: Open MPI",
+            "Open MPI v3.1.6",
+            "Open MPI v40.0",
+            "MPICH Version: 4.0.2",
+            "",
+        ] {
+            assert!(known_version(other).is_err(), "{other}");
+        }
     }
 }
