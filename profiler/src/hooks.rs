@@ -106,7 +106,7 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
         let (Ok(rank), Ok(size)) = (comm_rank(world), comm_size(world)) else {
             return;
         };
-        let peers = crate::peers::learn(size as u32);
+        let peers = crate::peers::learn(size as u32, config.profiler.assume_all_ranks_profiled);
         // Open MPI's Fortran bindings call PMPI_Init(&argc, &argv) with argc = 0; C programs call
         // MPI_Init with their real argc (≥ 1) or NULL.
         // SAFETY: argc is the caller's pointer to MPI_Init, valid for the duration of the call.

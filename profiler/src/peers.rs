@@ -7,7 +7,8 @@
 //! never enters them, and the job would hang. So each rank first learns which ranks are profiled:
 //!
 //! 1. A profiled rank adds one key, [`KEY`], to the data that its own `MPI_Init` already exchanges
-//!    through PMIx. Open MPI 4.x's PMIx component calls `PMIx_Fence`/`PMIx_Fence_nb` through the
+//!    through PMIx (only if that fence collects every process's data, `PMIX_COLLECT_DATA`, as
+//!    Open MPI's does by default; else the answer is "unknown"). Open MPI 4.x's PMIx component calls `PMIx_Fence`/`PMIx_Fence_nb` through the
 //!    global symbol scope, where this library comes first; our definitions below put and commit
 //!    the key before forwarding the first fence after the MPI library was recognised
 //!    ([`announce_at_init`]), i.e. `MPI_Init`'s modex. Every other fence (and every fence of a
@@ -22,10 +23,11 @@
 //! exchange is the fence that Open MPI's `MPI_Init` runs on every rank, with or without this
 //! library: adding a key changes what the fence carries, not who takes part or when. The
 //! lookups are local. If anything is missing (no PMIx, a launch whose fence collects no data),
-//! the answer is "not known to be all", which the profiler treats like a mixed job: it never
-//! hangs, at worst it sends a partial record.
+//! the answer is "not known to be all", which the profiler treats like a mixed job (it never
+//! hangs, at worst it sends a partial record) unless the site chose
+//! `assume_all_ranks_profiled`.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering::Relaxed};
 
 /// The key a profiled rank publishes (a boolean, true).
@@ -66,7 +68,8 @@ impl Value {
     }
 }
 
-/// A PMIx routine, found after this library (or in an already loaded libpmix opened locally).
+/// A PMIx routine, found after this library (or in an already loaded libpmix opened locally):
+/// the one the caller of our `PMIx_Fence` would have called without us.
 struct Pmix {
     name: &'static CStr,
     addr: AtomicPtr<c_void>,
@@ -85,26 +88,58 @@ impl Pmix {
         if !p.is_null() {
             return Some(p);
         }
-        // SAFETY: dlsym/dlopen with NUL-terminated names; RTLD_NOLOAD never loads anything.
-        let p = unsafe {
-            let p = libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr());
-            if p.is_null() {
-                let h = libc::dlopen(
-                    c"libpmix.so.2".as_ptr(),
-                    libc::RTLD_LAZY | libc::RTLD_NOLOAD,
-                );
-                if h.is_null() {
-                    std::ptr::null_mut()
-                } else {
-                    libc::dlsym(h, self.name.as_ptr())
-                }
-            } else {
-                p
-            }
-        };
+        // SAFETY: dlsym with a NUL-terminated name.
+        let mut p = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) };
+        if p.is_null() {
+            p = in_local_pmix(self.name);
+        }
         self.addr.store(p, Relaxed);
         (!p.is_null()).then_some(p)
     }
+}
+
+/// `name` in a loaded libpmix that `RTLD_NEXT` cannot see (opened `RTLD_LOCAL` by an MPI
+/// component), whatever its soname; null if none.
+fn in_local_pmix(name: &CStr) -> *mut c_void {
+    unsafe extern "C" fn collect(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: the loader passes a valid info whose name is NUL-terminated (or null), and
+        // `data` is the vector below.
+        let (path, found) = unsafe { ((*info).dlpi_name, &mut *data.cast::<Vec<CString>>()) };
+        if !path.is_null() {
+            // SAFETY: as above.
+            let path = unsafe { CStr::from_ptr(path) };
+            let file = path
+                .to_bytes()
+                .rsplit(|b| *b == b'/')
+                .next()
+                .unwrap_or_default();
+            if file.starts_with(b"libpmix.so") {
+                found.push(path.to_owned());
+            }
+        }
+        0
+    }
+    let mut found: Vec<CString> = Vec::new();
+    // SAFETY: the callback only reads the loader's entries and pushes to `found`.
+    unsafe { libc::dl_iterate_phdr(Some(collect), (&mut found as *mut Vec<CString>).cast()) };
+    for path in found {
+        // SAFETY: RTLD_NOLOAD only returns an object that is already loaded.
+        let p = unsafe {
+            let h = libc::dlopen(path.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+            if h.is_null() {
+                continue;
+            }
+            libc::dlsym(h, name.as_ptr())
+        };
+        if !p.is_null() {
+            return p;
+        }
+    }
+    std::ptr::null_mut()
 }
 
 static FENCE: Pmix = Pmix::new(c"PMIx_Fence");
@@ -124,8 +159,36 @@ pub fn announce_at_init() {
     ARMED.store(true, Relaxed);
 }
 
-fn announce() {
-    if !ARMED.swap(false, Relaxed) {
+/// The key to ask a fence to collect every process's data (else each `PMIx_Get` of a peer's data
+/// would ask that peer: "direct modex"), a boolean.
+const PMIX_COLLECT_DATA: &[u8] = b"pmix.collect";
+
+/// Whether the fence with these `info` collects every process's data (so that after it a
+/// missing key means the rank did not put it).
+///
+/// # Safety
+/// `info` points to `ninfo` PMIx infos (or is null with `ninfo` 0).
+unsafe fn collects_data(info: *const Info, ninfo: usize) -> bool {
+    if info.is_null() {
+        return false;
+    }
+    // SAFETY: as the caller promises.
+    let infos = unsafe { std::slice::from_raw_parts(info, ninfo) };
+    infos.iter().any(|i| {
+        let key: Vec<u8> = i
+            .key
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| *c as u8)
+            .collect();
+        key == PMIX_COLLECT_DATA && i.value.kind == PMIX_BOOL && i.value.data[0] as u8 != 0
+    })
+}
+
+/// Before the fence armed by [`announce_at_init`]: put and commit the key, if the fence collects
+/// data (else nobody could tell a rank without the key from data not yet fetched).
+fn announce(collects: bool) {
+    if !ARMED.swap(false, Relaxed) || !collects {
         return;
     }
     let (Some(put), Some(commit)) = (PUT.get(), COMMIT.get()) else {
@@ -155,7 +218,8 @@ pub unsafe extern "C" fn PMIx_Fence(
     ninfo: usize,
 ) -> c_int {
     if ARMED.load(Relaxed) {
-        crate::guard::quietly(announce);
+        // SAFETY: PMIx's caller passes `ninfo` infos.
+        crate::guard::quietly(|| announce(unsafe { collects_data(info.cast(), ninfo) }));
     }
     type FenceFn = unsafe extern "C" fn(*const c_void, usize, *const c_void, usize) -> c_int;
     match FENCE.get() {
@@ -178,7 +242,8 @@ pub unsafe extern "C" fn PMIx_Fence_nb(
     cbdata: *mut c_void,
 ) -> c_int {
     if ARMED.load(Relaxed) {
-        crate::guard::quietly(announce);
+        // SAFETY: as in `PMIx_Fence`.
+        crate::guard::quietly(|| announce(unsafe { collects_data(info.cast(), ninfo) }));
     }
     type FenceNbFn = unsafe extern "C" fn(
         *const c_void,
@@ -201,15 +266,17 @@ pub unsafe extern "C" fn PMIx_Fence_nb(
 pub struct Peers {
     /// Every rank has it: the profiler's collectives are safe.
     pub all: bool,
-    /// How many ranks have it, if known.
+    /// How many ranks have it, if PMIx could tell.
     pub with_library: Option<u32>,
     /// The rank that writes the job's record when not all have it: the lowest with the
     /// library (rank 0 if that is unknown).
     pub lead: u32,
 }
 
-/// After `MPI_Init`: ask PMIx, for each of the `size` ranks, whether it published [`KEY`].
-pub fn learn(size: u32) -> Peers {
+/// After `MPI_Init`: ask PMIx, for each of the `size` ranks, whether it published [`KEY`]. If
+/// PMIx cannot tell, every rank has the library if the site says to assume so
+/// (`assume_all_if_unknown`), else that is unknown (and not assumed).
+pub fn learn(size: u32, assume_all_if_unknown: bool) -> Peers {
     if size <= 1 {
         return Peers {
             all: true,
@@ -218,7 +285,7 @@ pub fn learn(size: u32) -> Peers {
         };
     }
     let unknown = Peers {
-        all: false,
+        all: assume_all_if_unknown,
         with_library: None,
         lead: 0,
     };

@@ -55,6 +55,12 @@ pub struct ProfilerConfig {
     /// with read(2) around every outermost MPI call (split inside/outside MPI, about 0.3-0.6 us a
     /// call), `totals` reads them only at MPI_Init and MPI_Finalize (totals, no split).
     pub counters_fallback: String,
+    /// When the process manager cannot tell whether every rank of a job has the library (no
+    /// PMIx the library can reach, e.g. an Open MPI built with its internal PMIx, or `srun
+    /// --mpi=pmi2`): `true` assumes they all do (full records, but a job where some ranks lost
+    /// `LD_PRELOAD` hangs in the profiler's collectives), `false` runs no profiler collective
+    /// (rank 0 sends a partial record of its own numbers).
+    pub assume_all_ranks_profiled: bool,
 }
 
 /// Trace-capture mode: a full event trace of a job, for `mpistat analyze`.
@@ -173,6 +179,7 @@ impl Default for ProfilerConfig {
                 "cpu-migrations".into(),
             ],
             counters_fallback: "totals".into(),
+            assume_all_ranks_profiled: false,
         }
     }
 }

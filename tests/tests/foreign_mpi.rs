@@ -245,3 +245,31 @@ fn open_mpi_jobs_with_the_library_everywhere_still_reduce_over_all_ranks() {
     assert_eq!(record.partial, None);
     assert_routines(&record, &basic_expectations(4));
 }
+
+#[test]
+fn when_pmix_cannot_tell_rank_0_reports_alone_unless_the_site_assumes_all_ranks() {
+    let _serial = serial();
+    // Open MPI's fence in MPI_Init then collects no data ("direct modex"): a key missing after it
+    // would not mean a rank without the library, so nobody can tell.
+    let job = Job::new(program("basic.c"), 4)
+        .timeout(HANG)
+        .env("OMPI_MCA_pmix_base_collect_data", "0");
+    let syslogd = Syslogd::start();
+    job.profiled(&syslogd.site_config()).assert_success();
+    let record = syslogd.single_record();
+    assert_eq!(
+        record.partial.as_deref(),
+        Some("whether all 4 ranks have libmpistat is unknown (rank 0 reports alone)")
+    );
+    assert_eq!(routine(&record, "MPI_Send").calls.sum, 4);
+
+    let syslogd = Syslogd::start();
+    let site = syslogd.site_config();
+    let mut text = std::fs::read_to_string(&site).expect("read site.toml");
+    text.push_str("[profiler]\nassume_all_ranks_profiled = true\n");
+    std::fs::write(&site, text).expect("write site.toml");
+    job.profiled(&site).assert_success();
+    let record = syslogd.single_record();
+    assert_eq!(record.partial, None);
+    assert_routines(&record, &basic_expectations(4));
+}
