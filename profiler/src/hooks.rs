@@ -23,7 +23,7 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
 
-/// The site allows profiling (read at `MPI_Init`) and the MPI library is the built family's;
+/// The site allows profiling (read at the first MPI call) and the MPI library is the built family's;
 /// `MPI_Pcontrol(1)` resumes only then.
 static ENABLED: AtomicBool = AtomicBool::new(true);
 
@@ -84,24 +84,39 @@ fn prefetch_routines() {
     });
 }
 
-/// Read the site's configuration and set up this rank's job (counters, supersteps, exit hook).
+/// The site's configuration and its problems, read when the process's MPI was recognised, for
+/// the job that the end of `MPI_Init` sets up.
+static CONFIG: Mutex<Option<(SiteConfig, Vec<String>)>> = Mutex::new(None);
+
+/// The process's MPI was recognised as the built family's, before its `MPI_Init`: read the site's
+/// configuration. Returns whether the site profiles jobs; if not, nothing is counted and the
+/// rank does not say it has the library (so no rank waits for it in a collective).
+pub(crate) fn recognised() -> bool {
+    let path = SiteConfig::path_from_env();
+    let (config, problems) = SiteConfig::load(&path);
+    // A site without a config file is normal; an explicitly named one that is missing is not.
+    let silent_default = std::env::var_os("MPISTAT_CONFIG").is_none() && !path.exists();
+    let problems = if silent_default {
+        Vec::new()
+    } else {
+        problems.iter().map(|p| p.to_string()).collect()
+    };
+    let enabled = config.profiler.enabled;
+    *CONFIG.lock().unwrap_or_else(|e| e.into_inner()) = Some((config, problems));
+    if !enabled {
+        ENABLED.store(false, Relaxed);
+    }
+    enabled
+}
+
+/// Set up this rank's job (counters, supersteps, exit hook) with the site's configuration.
 #[inline(never)]
 fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
     quietly(|| {
-        let path = SiteConfig::path_from_env();
-        let (config, problems) = SiteConfig::load(&path);
-        // A site without a config file is normal; an explicitly named one that is missing is not.
-        let silent_default = std::env::var_os("MPISTAT_CONFIG").is_none() && !path.exists();
-        let config_problems = if silent_default {
-            Vec::new()
-        } else {
-            problems.iter().map(|p| p.to_string()).collect()
-        };
-        if !config.profiler.enabled {
-            ENABLED.store(false, Relaxed);
-            ACTIVE.store(false, Relaxed);
+        let taken = CONFIG.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some((config, config_problems)) = taken else {
             return;
-        }
+        };
         let Some(world) = comm_world() else { return };
         let (Ok(rank), Ok(size)) = (comm_rank(world), comm_size(world)) else {
             return;

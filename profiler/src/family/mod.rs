@@ -158,7 +158,8 @@ static DECIDED: AtomicBool = AtomicBool::new(false);
 static FOREIGN: Mutex<Option<String>> = Mutex::new(None);
 
 /// Called by [`crate::rt::enter`] when counting is off: at the process's first MPI call, decide
-/// whether the MPI library is [`Built`]'s and turn counting on if so. Returns whether counting is
+/// whether the MPI library is [`Built`]'s and, if so and the site profiles jobs (its
+/// configuration is read now), turn counting on. Returns whether counting is
 /// on now. Later calls (counting paused by `MPI_Pcontrol(0)`, or pass-through) return at once.
 #[cold]
 #[inline(never)]
@@ -176,8 +177,10 @@ fn decide() {
             .unwrap_or_else(|| Err("recognition failed".into()));
         match verdict {
             Ok(()) => {
-                crate::peers::announce_at_init();
-                crate::rt::ACTIVE.store(true, Ordering::Relaxed);
+                if crate::guard::quietly(crate::hooks::recognised).unwrap_or(false) {
+                    crate::peers::announce_at_init();
+                    crate::rt::ACTIVE.store(true, Ordering::Relaxed);
+                }
             }
             Err(reason) => {
                 crate::hooks::pass_through();
