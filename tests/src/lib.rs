@@ -672,21 +672,30 @@ impl Job {
     /// profiler preloaded if `library_first`, else the second half; the other half runs through
     /// `env -u LD_PRELOAD` (a wrapper that clears the environment, or a static program).
     pub fn mixed(&self, site_config: &Path, library_first: bool) -> Outcome {
-        let first = self.ranks / 2;
         let (with, without) = (Self::preloaded(site_config), Vec::new());
-        let (a, b) = if library_first {
-            (with, without)
+        if library_first {
+            self.halves(with, without)
         } else {
-            (without, with)
-        };
+            self.halves(without, with)
+        }
+    }
+
+    /// Run as an MPMD job of two halves with the profiler preloaded in both, the first half
+    /// configured by `first`, the second by `second` (e.g. one where the site disables it).
+    pub fn profiled_halves(&self, first: &Path, second: &Path) -> Outcome {
+        self.halves(Self::preloaded(first), Self::preloaded(second))
+    }
+
+    fn halves(&self, first: Vec<(String, String)>, second: Vec<(String, String)>) -> Outcome {
+        let half = self.ranks / 2;
         self.launch(&[
             Context {
-                ranks: first,
-                env: a,
+                ranks: half,
+                env: first,
             },
             Context {
-                ranks: self.ranks - first,
-                env: b,
+                ranks: self.ranks - half,
+                env: second,
             },
         ])
     }

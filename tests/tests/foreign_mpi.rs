@@ -6,7 +6,8 @@
 //! of its own and an unknown version is untouched. Mixed jobs (half of the ranks without
 //! `LD_PRELOAD`, either half) end, print what the bare job prints, and record what is
 //! documented: under Open MPI one partial record of the lowest rank with the library, under
-//! MPICH nothing. A hang is caught by the job timeout (generous: it only detects a hang).
+//! MPICH nothing. A rank whose site configuration disables profiling counts as one without the
+//! library. A hang is caught by the job timeout (generous: it only detects a hang).
 
 use mpistat_e2e::*;
 use std::path::PathBuf;
@@ -272,4 +273,24 @@ fn when_pmix_cannot_tell_rank_0_reports_alone_unless_the_site_assumes_all_ranks(
     let record = syslogd.single_record();
     assert_eq!(record.partial, None);
     assert_routines(&record, &basic_expectations(4));
+}
+
+#[test]
+fn ranks_whose_site_configuration_disables_profiling_do_not_count_as_having_the_library() {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let off = TempDir::new("profiling-off");
+    let off_config = off.path().join("site.toml");
+    let text = std::fs::read_to_string(syslogd.site_config()).expect("read site.toml");
+    std::fs::write(&off_config, format!("{text}[profiler]\nenabled = false\n")).expect("write");
+    let job = Job::new(program("basic.c"), 4).timeout(HANG);
+    let bare = job.bare();
+    let outcome = job.profiled_halves(&syslogd.site_config(), &off_config);
+    outcome.assert_success();
+    assert_same_output(&bare, &outcome);
+    let record = syslogd.single_record();
+    assert_eq!(
+        record.partial.as_deref(),
+        Some("only 2 of 4 ranks have libmpistat (rank 0 reports alone)")
+    );
 }
