@@ -3,7 +3,7 @@
 //!
 //! MPICH jobs (Debian's `mpich`, beside the default Open MPI) run every sample program bare and
 //! with the library preloaded: same output, same exit code, no record. A stub "MPI" with handles
-//! of its own and an unknown version is untouched. Mixed jobs (half of the ranks without
+//! of its own and an unknown version, and a process with two MPI libraries, are untouched. Mixed jobs (half of the ranks without
 //! `LD_PRELOAD`, either half) end, print what the bare job prints, and record what is
 //! documented: under Open MPI one partial record of the lowest rank with the library, under
 //! MPICH nothing. A rank whose site configuration disables profiling counts as one without the
@@ -293,4 +293,23 @@ fn ranks_whose_site_configuration_disables_profiling_do_not_count_as_having_the_
         record.partial.as_deref(),
         Some("only 2 of 4 ranks have libmpistat (rank 0 reports alone)")
     );
+}
+
+#[test]
+fn a_process_with_two_mpi_libraries_is_left_alone() {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let job = Job::new(program("two_mpis.c"), 2)
+        .timeout(HANG)
+        .env("MPISTAT_DETAIL", "stderr");
+    let bare = job.bare();
+    bare.assert_success();
+    let profiled = job.profiled(&syslogd.site_config());
+    profiled.assert_success();
+    assert_same_output(&bare, &profiled);
+    assert!(
+        bare.stdout.contains("two_mpis rank 1 of 2, sum 1"),
+        "{bare:?}"
+    );
+    syslogd.assert_no_records();
 }
