@@ -10,13 +10,22 @@ typedef struct {
     int source, tag;
 } StubStatus;
 
+#ifdef OPEN_MPI_5
+/* Built with -DOPEN_MPI_5 it poses as an Open MPI of a major version libmpistat was not built
+ * for: Open MPI's marker function, and its version string. */
+#define STUB_VERSION "Open MPI v5.0.3, package: Open MPI stub"
+void ompi_mpi_init(void) {}
+#else
+#define STUB_VERSION "Stub MPI 9.9"
+#endif
+
 int MPI_Init(int *argc, char ***argv) { (void)argc; (void)argv; return 0; }
 int MPI_Finalize(void) { return 0; }
 int MPI_Comm_rank(int comm, int *rank) { *rank = comm == 91 ? 0 : -1; return 0; }
 int MPI_Comm_size(int comm, int *size) { *size = comm == 91 ? 1 : -1; return 0; }
 int MPI_Get_library_version(char *version, int *len)
 {
-    strcpy(version, "Stub MPI 9.9");
+    strcpy(version, STUB_VERSION);
     *len = (int)strlen(version);
     return 0;
 }

@@ -120,8 +120,9 @@ fn mpich_jobs_run_as_bare_with_the_library_preloaded_and_send_nothing() {
     syslogd.assert_no_records();
 }
 
-/// Build the stub "MPI" and its program with the system's C compiler; returns the program.
-fn stub_program(dir: &TempDir) -> PathBuf {
+/// Build the stub "MPI" (with `defines`) and its program with the system's C compiler; returns
+/// the program.
+fn stub_program(dir: &TempDir, defines: &[&str]) -> PathBuf {
     let lib_dir = dir.path();
     let cc = |args: &[&std::ffi::OsStr]| {
         let out = Command::new("cc").args(args).output().expect("run cc");
@@ -134,13 +135,11 @@ fn stub_program(dir: &TempDir) -> PathBuf {
     let lib = lib_dir.join("libstubmpi.so");
     let exe = lib_dir.join("stub_main");
     let src = programs_dir();
-    cc(&[
-        "-shared".as_ref(),
-        "-fPIC".as_ref(),
-        "-o".as_ref(),
-        lib.as_os_str(),
-        src.join("stub_mpi.c").as_os_str(),
-    ]);
+    let mut args: Vec<&std::ffi::OsStr> = vec!["-shared".as_ref(), "-fPIC".as_ref()];
+    args.extend(defines.iter().map(std::ffi::OsStr::new));
+    let stub_source = src.join("stub_mpi.c");
+    args.extend(["-o".as_ref(), lib.as_os_str(), stub_source.as_os_str()]);
+    cc(&args);
     let rpath = format!("-Wl,-rpath,{}", lib_dir.display());
     let libdir = format!("-L{}", lib_dir.display());
     cc(&[
@@ -154,12 +153,12 @@ fn stub_program(dir: &TempDir) -> PathBuf {
     exe
 }
 
-#[test]
-fn a_stub_mpi_of_unknown_version_is_left_alone() {
-    let _serial = serial();
+/// The stub's program run bare and preloaded: same output, exit status 3, no record; returns the
+/// bare run's stdout.
+fn stub_left_alone(defines: &[&str]) -> String {
     let syslogd = Syslogd::start();
     let dir = TempDir::new("stub-mpi");
-    let exe = stub_program(&dir);
+    let exe = stub_program(&dir, defines);
     let run = |preload: bool| {
         let mut cmd = Command::new(&exe);
         cmd.env_remove("LD_PRELOAD");
@@ -174,12 +173,28 @@ fn a_stub_mpi_of_unknown_version_is_left_alone() {
     let profiled = run(true);
     assert_eq!(bare.status.code(), Some(3), "{bare:?}");
     assert_eq!(profiled.status.code(), Some(3), "{profiled:?}");
-    assert_eq!(
-        bare.stdout,
-        "Stub MPI 9.9: rank 0 of 1, sendrecv 0: 42 43 44, 12 bytes from 0 tag 5\n"
-    );
     assert_same_output(&bare, &profiled);
     syslogd.assert_no_records();
+    bare.stdout
+}
+
+#[test]
+fn a_stub_mpi_of_unknown_version_is_left_alone() {
+    let _serial = serial();
+    assert_eq!(
+        stub_left_alone(&[]),
+        "Stub MPI 9.9: rank 0 of 1, sendrecv 0: 42 43 44, 12 bytes from 0 tag 5\n"
+    );
+}
+
+#[test]
+fn an_open_mpi_of_another_major_version_is_left_alone() {
+    let _serial = serial();
+    let out = stub_left_alone(&["-DOPEN_MPI_5"]);
+    assert!(
+        out.starts_with("Open MPI v5.0.3, package: Open MPI stub: rank 0 of 1"),
+        "{out}"
+    );
 }
 
 /// The mixed job of `mpi` (basic.c on 4 ranks, the library on ranks 0-1 or on 2-3): it ends,
