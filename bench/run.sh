@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Overhead of libmpistat: runs bench/overhead.c bare, under LD_PRELOAD (counting mode) and in
 # trace mode (MPISTAT_TRACE=1; a tenth of the iterations, so that every call of the run fits the
-# trace budget), alternating in one invocation (so all see the same machine state), plus process
-# start-up cost, and prints a table with the budget beside the numbers. Speed is measured, not
-# asserted: this fails only if something crashes. Then the trace analysis benchmark
+# trace budget), and, when MPICH is installed, the same program built for MPICH bare and with the
+# library preloaded (passed through untouched), alternating in one invocation (so all see the
+# same machine state), plus process start-up cost, and prints a table with the budget beside the
+# numbers. Speed is measured, not asserted: this fails only if something crashes. Then the trace analysis benchmark
 # (bench/analysis.rs): bytes per event of the trace format, wall and CPU time per pass, events
 # per second, and a scaling series.
 #
@@ -46,6 +47,13 @@ cleanup() {
 trap cleanup EXIT
 
 mpicc -O2 -Wall -Wextra -Werror -o "$work/overhead" bench/overhead.c
+# The same program built for MPICH (beside Open MPI, scripts/prereqs.sh): the library passes its
+# jobs through untouched, and this measures what that costs per call.
+mpich=0
+if command -v mpicc.mpich >/dev/null && command -v mpiexec.mpich >/dev/null; then
+    mpicc.mpich -O2 -Wall -Wextra -Werror -o "$work/overhead-mpich" bench/overhead.c
+    mpich=1
+fi
 
 # A syslog socket that drains and discards, so the preloaded MPI_Finalize pays for a real send
 # (as on a site with a running syslogd) without touching the machine's syslog.
@@ -83,6 +91,14 @@ fi
 raw=$work/raw.txt
 run_overhead() { # MODE
     local extra=() n=$iters
+    if [[ $1 == mpich || $1 == mpich-pass ]]; then
+        if [[ $1 == mpich-pass ]]; then
+            extra=(-genv LD_PRELOAD "$lib" -genv MPISTAT_CONFIG "$work/site.toml")
+        fi
+        mpiexec.mpich -np 2 "${extra[@]}" "$work/overhead-mpich" "$n" "$reps" </dev/null |
+            sed "s/^/$1 /" >>"$raw"
+        return
+    fi
     if [[ $1 == mpistat ]]; then
         extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site.toml" "${counter_env[@]}")
     elif [[ $1 == trace ]]; then
@@ -110,7 +126,7 @@ run_startup() { # MODE NAME COMMAND...
 # One untimed run first: the first job after a build pays for page-cache misses.
 mpirun "${mpirun_flags[@]}" "$work/overhead" 100 1 </dev/null >/dev/null
 
-echo "bench: $rounds rounds x (bare, mpistat, trace), $iters iterations x $reps repetitions, 2 ranks"
+echo "bench: $rounds rounds x (bare, mpistat, trace$( ((mpich)) && echo ", MPICH bare and passed through")), $iters iterations x $reps repetitions, 2 ranks"
 for ((round = 1; round <= rounds; round++)); do
     # Alternate which mode goes first, so slow drift of the machine does not favour either.
     if ((round % 2)); then order=(bare mpistat); else order=(mpistat bare); fi
@@ -123,6 +139,13 @@ for ((round = 1; round <= rounds; round++)); do
     echo "round $round/$rounds: trace"
     run_overhead trace
     rm -rf "$work/traces"
+    if ((mpich)); then
+        if ((round % 2)); then order=(mpich mpich-pass); else order=(mpich-pass mpich); fi
+        for mode in "${order[@]}"; do
+            echo "round $round/$rounds: $mode"
+            run_overhead "$mode"
+        done
+    fi
 done
 
 # Keep the raw numbers when asked (MPISTAT_BENCH_RAW=file), e.g. to look at their spread.
@@ -159,10 +182,10 @@ for line in open(sys.argv[1]):
 
 med = statistics.median
 
-def added(d):
+def added(d, base="bare", mode="mpistat"):
     """Median of the per-round differences (rounds are paired: same machine state)."""
-    n = min(len(d["bare"]), len(d["mpistat"]))
-    return med([d["mpistat"][i] - d["bare"][i] for i in range(n)]) if n else float("nan")
+    n = min(len(d[base]), len(d[mode]))
+    return med([d[mode][i] - d[base][i] for i in range(n)]) if n else float("nan")
 
 def verdict(ok):
     return "within" if ok else "OVER"
@@ -189,6 +212,18 @@ for name, d in bench.items():
     c = calls[name]
     unit = "call" if c == 1 else f"round trip ({c} calls)"
     print(f"{name:<12} {unit:<22} {b:>9.1f} {t:>10.1f} {t - b:>9.1f} {(t - b) / c:>10.1f} {t / b:>6.2f}")
+
+if any(d["mpich"] and d["mpich-pass"] for d in bench.values()):
+    print()
+    print(f"{'MPICH':<12} {'unit':<22} {'bare ns':>9} {'passed ns':>10} {'added ns':>9} "
+          f"{'added/call':>10} {'ratio':>6}  (not profiled: passed through untouched)")
+    for name, d in bench.items():
+        if not d["mpich"] or not d["mpich-pass"]:
+            continue
+        b, p, a = med(d["mpich"]), med(d["mpich-pass"]), added(d, "mpich", "mpich-pass")
+        c = calls[name]
+        unit = "call" if c == 1 else f"round trip ({c} calls)"
+        print(f"{name:<12} {unit:<22} {b:>9.1f} {p:>10.1f} {a:>9.1f} {a / c:>10.1f} {p / b:>6.2f}")
 
 print()
 print(f"{'memory per rank':<25} {'bare kB':>9} {'mpistat kB':>10} {'added kB':>9}  budget <= {RSS_KB_BUDGET} kB")
