@@ -4,9 +4,9 @@
 # trace budget), and, when MPICH is installed, the same program built for MPICH bare and with the
 # library preloaded (passed through untouched), alternating in one invocation (so all see the
 # same machine state), plus process start-up cost, and prints a table with the budget beside the
-# numbers. Speed is measured, not asserted: this fails only if something crashes. Then the trace analysis benchmark
-# (bench/analysis.rs): bytes per event of the trace format, wall and CPU time per pass, events
-# per second, and a scaling series.
+# numbers. Speed is measured, not asserted: this fails only if something crashes. Then the trace
+# analysis benchmark (bench/analysis.rs): bytes per event of the trace format, wall and CPU time
+# per pass, events per second, and a scaling series.
 #
 #   bench/run.sh           full size (about two minutes)
 #   bench/run.sh --small   CI size (a few seconds; noisy, a smoke test of the harness)
