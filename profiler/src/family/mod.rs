@@ -20,7 +20,7 @@ pub mod openmpi;
 use crate::ffi::MPI_Status;
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, Once};
+use std::sync::Once;
 
 /// The family this build's wrappers were generated for.
 pub type Built = openmpi::OpenMpi;
@@ -101,9 +101,8 @@ pub const MARKERS: &[(&str, &CStr)] = &[
     ("MPICH", c"MPII_Comm_get_attr"),
 ];
 
-/// A symbol found in the process.
+/// A symbol found in the process: where it is defined.
 pub struct Symbol {
-    pub addr: *mut c_void,
     /// The path of the loaded object defining it (`dladdr`).
     pub object: String,
 }
@@ -148,19 +147,16 @@ impl Symbol {
                     .into_owned()
             }
         };
-        Some(Symbol { addr, object })
+        Some(Symbol { object })
     }
 }
 
 /// The decision has been made (then [`crate::rt::ACTIVE`] stays off only if paused or foreign).
 static DECIDED: AtomicBool = AtomicBool::new(false);
-/// Why the process is in pass-through mode (`None` while profiling).
-static FOREIGN: Mutex<Option<String>> = Mutex::new(None);
 
 /// Called by [`crate::rt::enter`] when counting is off: at the process's first MPI call, decide
 /// whether the MPI library is [`Built`]'s and, if so and the site profiles jobs (its
-/// configuration is read now), turn counting on. Returns whether counting is
-/// on now. Later calls (counting paused by `MPI_Pcontrol(0)`, or pass-through) return at once.
+/// configuration is read now), turn counting on. Returns whether counting is on now. Later calls (counting paused by `MPI_Pcontrol(0)`, or pass-through) return at once.
 #[cold]
 #[inline(never)]
 pub fn first_call() -> bool {
@@ -173,25 +169,16 @@ pub fn first_call() -> bool {
 fn decide() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let verdict = crate::guard::quietly(|| Built::recognise(&Probe::take()))
-            .unwrap_or_else(|| Err("recognition failed".into()));
-        match verdict {
-            Ok(()) => {
-                if crate::guard::quietly(crate::hooks::recognised).unwrap_or(false) {
-                    crate::peers::announce_at_init();
-                    crate::rt::ACTIVE.store(true, Ordering::Relaxed);
-                }
+        // The reason a library is not recognised is not used yet: pass-through sends nothing.
+        let ours = crate::guard::quietly(|| Built::recognise(&Probe::take()).is_ok());
+        if ours == Some(true) {
+            if crate::guard::quietly(crate::hooks::recognised).unwrap_or(false) {
+                crate::peers::announce_at_init();
+                crate::rt::ACTIVE.store(true, Ordering::Relaxed);
             }
-            Err(reason) => {
-                crate::hooks::pass_through();
-                *FOREIGN.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
-            }
+        } else {
+            crate::hooks::pass_through();
         }
         DECIDED.store(true, Ordering::Release);
     });
-}
-
-/// Why this process's MPI is left alone, if it is (after its first MPI call).
-pub fn foreign() -> Option<String> {
-    FOREIGN.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }

@@ -104,7 +104,6 @@ mod tests {
 
     fn symbol(object: &str) -> Symbol {
         Symbol {
-            addr: std::ptr::null_mut(),
             object: object.to_string(),
         }
     }
