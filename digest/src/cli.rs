@@ -134,7 +134,8 @@ pub struct SiteReportArgs {
 pub struct ServeArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
-    /// Address to listen on (default: `[serve] listen` of the site configuration).
+    /// `HOST:PORT` or `unix:PATH` to listen on (default: `[serve] listen` of the site
+    /// configuration).
     #[arg(long)]
     pub listen: Option<String>,
 }
