@@ -169,6 +169,8 @@ const REASONS: [&str; 3] = ["user", "site", "escalation"];
 /// Why this rank would trace the job: `MPISTAT_TRACE=1` (the user), the site's `everyone`, or
 /// an entry of the escalation list for this user and application (index into [`REASONS`]).
 fn wish(config: &SiteConfig) -> Option<usize> {
+    // Worked out here, at MPI_Init, whatever decides: the record names the same application.
+    let app = &crate::job::program().application.name;
     if std::env::var_os("MPISTAT_TRACE").is_some_and(|v| v == "1") {
         return Some(0);
     }
@@ -176,7 +178,6 @@ fn wish(config: &SiteConfig) -> Option<usize> {
         return Some(1);
     }
     let text = std::fs::read_to_string(&config.escalation.list).ok()?;
-    let app = &crate::job::program().application.name;
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
     let now = crate::job::unix_ms_now() / 1000;
