@@ -196,10 +196,10 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE jobs_unique_by_end RENAME TO jobs;
     CREATE UNIQUE INDEX jobs_by_end ON jobs (end_ms, key);
 ",
-    // 8: the application (record model 2: an interpreter's script or module; NULL in older rows
-    // and for records without one, whose application is `exe`), which the escalation queue and
-    // rule key on instead of the executable, and analyses name.
     "
+    -- The application (record model 2: an interpreter's script or module; NULL in older rows
+    -- and for records without one, whose application is `exe`), which the escalation queue and
+    -- rule key on instead of the executable, and analyses name.
     ALTER TABLE jobs ADD COLUMN app TEXT;
     ALTER TABLE escalation_queue RENAME COLUMN exe TO app;
     ALTER TABLE analyses RENAME COLUMN exe TO app;

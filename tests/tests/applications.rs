@@ -1,7 +1,7 @@
 //! Interpreter jobs are filed under their application: two mpi4py scripts run by the same
 //! `/usr/bin/python3` (one as `python3 a.py`, one as `python3 -m mpi4py b.py`, both relative to
 //! the job's directory) are two applications in their records, in `mpistat show --json` and in
-//! the weekly mail, each with the interpreter; escalating one script traces its next run and not
+//! the weekly mail and the admin pages, each with the interpreter; escalating one script traces its next run and not
 //! the other's; and ingest's escalation rule lists scripts, never the interpreter.
 
 use mpistat_e2e::*;
@@ -77,15 +77,25 @@ fn two_python_scripts_are_two_applications() {
     let log = dir.path().join("records.log");
     write_trusted_log(&syslogd, &log);
     let log_arg = log.to_str().unwrap();
-    let shown = Command::new(library().with_file_name("mpistat"))
-        .args(["show", "--json", log_arg])
-        .output()
-        .unwrap();
-    assert!(shown.status.success());
-    let shown = String::from_utf8_lossy(&shown.stdout);
+    let show = |args: &[&str]| {
+        let out = Command::new(library().with_file_name("mpistat"))
+            .arg("show")
+            .args(args)
+            .arg(log_arg)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let (json, readable) = (show(&["--json"]), show(&[]));
     for app in [&a_app, &b_app] {
-        assert!(shown.contains(&format!("\"app\":{app:?}")), "{shown}");
+        assert!(json.contains(&format!("\"app\":{app:?}")), "{json}");
+        assert!(
+            readable.contains(&format!("application {app}\n")),
+            "{readable}"
+        );
     }
+    assert!(readable.contains(&format!("interpreter {interpreter}\n")));
 
     // Escalating a.py traces a.py's next run, not b.py's.
     let add = ["escalate", "add", &a.user, &a_app, "--captures", "1"];
@@ -129,4 +139,30 @@ fn two_python_scripts_are_two_applications() {
     for script in ["a.py", "b.py"] {
         assert!(mail.contains(&format!("{script} ({python})")), "{mail}");
     }
+
+    // The admin pages: the user's jobs by application, a job page with both.
+    let pages = dir.path().join("site");
+    let report = [
+        "site-report",
+        "--week",
+        &week,
+        "--out",
+        pages.to_str().unwrap(),
+    ];
+    assert!(mpistat(&report, &site).status.success());
+    let user_page = std::fs::read_to_string(pages.join(format!("users/{}.html", a.user))).unwrap();
+    for app in [&a_app, &b_app] {
+        assert!(
+            user_page.contains(&format!("{app} ({python})")),
+            "{user_page}"
+        );
+    }
+    let job_page = std::fs::read_to_string(pages.join(format!("jobs/{}.html", a.key()))).unwrap();
+    assert!(
+        job_page.contains(&format!("<th>application</th><td>{a_app}</td>")),
+        "{job_page}"
+    );
+    assert!(job_page.contains(&format!(
+        "<th>executable</th><td>{interpreter} (the interpreter)</td>"
+    )));
 }
