@@ -15,11 +15,14 @@
 # chromedriver, renders every admin page in the site-report test), time (peak memory in
 # bench/site_report.sh), binutils (addr2line, readelf: `mpistat analyze` turns call sites into
 # source lines), mpich and libmpich-dev (an MPI of another family beside Open MPI: mpicc.mpich,
-# mpiexec.mpich; the library must leave its jobs alone, tests/tests/foreign_mpi.rs).
+# mpiexec.mpich; the library must leave its jobs alone, tests/tests/foreign_mpi.rs), curl (the
+# serve tests connect as another user, also through a Unix socket), python3-mpi4py (an mpi4py
+# job in the application test).
 MPISTAT_APT_PACKAGES=(
     openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran rsyslog hpcc
     libclang-dev clang pkg-config python3 procps
     gcc make python3-aiosmtpd chromium chromium-driver fonts-dejavu-core time binutils
+    curl python3-mpi4py
 )
 
 mpistat_note() { printf 'prereqs: %s\n' "$*" >&2; }

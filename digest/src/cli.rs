@@ -45,11 +45,13 @@ pub struct EscalateArgs {
 pub enum EscalateAction {
     /// Print the list's entries.
     List,
-    /// Trace the next runs of a user's executable.
+    /// Trace the next runs of a user's application.
     Add {
         /// User name or uid.
         user: String,
-        /// The executable's absolute path (as the job record's `exe`).
+        /// The application, as the job record's `app` (`mpistat show` prints it): the
+        /// executable's absolute path, or an interpreter's script (`/home/alice/run.py`) or
+        /// module (`python -m pkg`).
         exe: String,
         /// Traced runs (default: the site's `[escalation] captures`).
         #[arg(long)]
@@ -58,7 +60,7 @@ pub enum EscalateAction {
         #[arg(long)]
         days: Option<u64>,
     },
-    /// Remove a user's entries (all of them, or only those for one executable).
+    /// Remove a user's entries (all of them, or only those for one application).
     Remove {
         /// User name or uid.
         user: String,
@@ -134,7 +136,8 @@ pub struct SiteReportArgs {
 pub struct ServeArgs {
     #[command(flatten)]
     pub db: DatabaseArgs,
-    /// Address to listen on (default: `[serve] listen` of the site configuration).
+    /// `HOST:PORT` or `unix:PATH` to listen on (default: `[serve] listen` of the site
+    /// configuration).
     #[arg(long)]
     pub listen: Option<String>,
 }

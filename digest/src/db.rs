@@ -25,8 +25,8 @@
 //! * `mails`: one row per (user, week) mail: sent, or failed with the error and the number of
 //!   attempts.
 //! * `escalation_queue`: jobs the escalation rules are still to look at (traced, or meeting the
-//!   rule, queued by ingest with the job: by row id, with uid, executable and whether traced, so
-//!   a job of a listed (uid, executable) is passed over without reading its row);
+//!   rule, queued by ingest with the job: by row id, with uid, application and whether traced,
+//!   so a job of a listed (uid, application) is passed over without reading its row);
 //!   `analyses`: the trace analyses of traced jobs.
 
 use crate::pool::OrderedPool;
@@ -196,6 +196,14 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE jobs_unique_by_end RENAME TO jobs;
     CREATE UNIQUE INDEX jobs_by_end ON jobs (end_ms, key);
 ",
+    "
+    -- The application (record model 2: an interpreter's script or module; NULL in older rows
+    -- and for records without one, whose application is `exe`), which the escalation queue and
+    -- rule key on instead of the executable, and analyses name.
+    ALTER TABLE jobs ADD COLUMN app TEXT;
+    ALTER TABLE escalation_queue RENAME COLUMN exe TO app;
+    ALTER TABLE analyses RENAME COLUMN exe TO app;
+",
 ];
 
 /// Page size of a new database (an existing one keeps its own).
@@ -248,7 +256,8 @@ pub struct PeriodTotals {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredAnalysis {
     pub job_id: String,
-    pub exe: String,
+    /// The job's application ([`JobRecord::application`]).
+    pub app: String,
     pub dir: String,
     /// JSON of `analyze::Summary` when the analysis succeeded.
     pub summary: Option<String>,
@@ -512,12 +521,12 @@ impl Database {
     pub fn queued_jobs(&self) -> anyhow::Result<Vec<QueuedJob>> {
         let mut stmt = self
             .conn
-            .prepare("SELECT id, uid, exe, traced FROM escalation_queue ORDER BY id")?;
+            .prepare("SELECT id, uid, app, traced FROM escalation_queue ORDER BY id")?;
         let rows = stmt.query_map([], |row| {
             Ok(QueuedJob {
                 id: row.get(0)?,
                 uid: row.get(1)?,
-                exe: row.get(2)?,
+                app: row.get(2)?,
                 traced: row.get(3)?,
             })
         })?;
@@ -570,14 +579,14 @@ impl Database {
             Err(error) => ("failed", None, Some(error)),
         };
         self.conn.execute(
-            "INSERT OR REPLACE INTO analyses (key, user, end_ms, job_id, exe, dir, status, summary,
+            "INSERT OR REPLACE INTO analyses (key, user, end_ms, job_id, app, dir, status, summary,
                  error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             params![
                 record.key(),
                 record.user,
                 record.end_unix_ms,
                 record.job_id,
-                record.exe,
+                record.application(),
                 dir,
                 status,
                 summary,
@@ -591,13 +600,13 @@ impl Database {
     pub fn analyses_by_key(&self) -> anyhow::Result<HashMap<String, StoredAnalysis>> {
         let mut stmt = self
             .conn
-            .prepare("SELECT key, job_id, exe, dir, summary, error FROM analyses")?;
+            .prepare("SELECT key, job_id, app, dir, summary, error FROM analyses")?;
         let rows = stmt.query_map([], |row| {
             Ok((
                 row.get(0)?,
                 StoredAnalysis {
                     job_id: row.get(1)?,
-                    exe: row.get(2)?,
+                    app: row.get(2)?,
                     dir: row.get(3)?,
                     summary: row.get(4)?,
                     error: row.get(5)?,
@@ -615,13 +624,13 @@ impl Database {
         to_ms: u64,
     ) -> anyhow::Result<Vec<StoredAnalysis>> {
         let mut stmt = self.conn.prepare(
-            "SELECT job_id, exe, dir, summary, error FROM analyses
+            "SELECT job_id, app, dir, summary, error FROM analyses
              WHERE user = ?1 AND end_ms >= ?2 AND end_ms < ?3 ORDER BY end_ms, key",
         )?;
         let rows = stmt.query_map(params![user, from_ms, to_ms], |row| {
             Ok(StoredAnalysis {
                 job_id: row.get(0)?,
-                exe: row.get(1)?,
+                app: row.get(1)?,
                 dir: row.get(2)?,
                 summary: row.get(3)?,
                 error: row.get(4)?,
@@ -715,10 +724,10 @@ fn checked_record(filed: &FiledJob, stored: Value) -> Result<JobRecord, String> 
 /// The columns of `jobs` that hold a job's key and index, as [`FiledJob::from_row`] reads them.
 const INDEX_COLUMNS: &str = "jobs.id, key, model_version, job_id, uid, user, exe, host, pid, \
      ranks, start_ms, end_ms, wall_ns_sum, wall_ns_max, mpi_ns_sum, partial, critical_path_ns, \
-     work_sum_ns, traced";
+     work_sum_ns, traced, app";
 
 /// How many [`INDEX_COLUMNS`] there are (the next column of a query is at this index).
-const INDEX_COLUMN_COUNT: usize = 19;
+const INDEX_COLUMN_COUNT: usize = 20;
 
 /// A job as a row of `jobs` files it: its key and index, without its record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -749,6 +758,7 @@ impl FiledJob {
                 uid: row.get(4)?,
                 user: row.get(5)?,
                 exe: row.get(6)?,
+                app: row.get::<_, Option<String>>(19)?.unwrap_or_default(),
                 host: row.get::<_, Option<String>>(7)?.unwrap_or_default(),
                 pid: row.get::<_, Option<u32>>(8)?.unwrap_or_default(),
                 ranks: row.get(9)?,
@@ -805,7 +815,8 @@ pub struct QueuedJob {
     /// The job's row (`jobs.id`).
     pub id: i64,
     pub uid: u32,
-    pub exe: String,
+    /// [`JobIndex::application`].
+    pub app: String,
     /// Whether it was traced; `None` for jobs stored before the index had columns.
     pub traced: Option<bool>,
 }
@@ -848,9 +859,9 @@ impl<'conn> IngestBatch<'conn> {
             insert_job: tx.prepare(
                 "INSERT OR IGNORE INTO jobs (key, uid, user, job_id, exe, ranks, start_ms, end_ms,
                      wall_ns_sum, mpi_ns_sum, partial, record, model_version, host, pid,
-                     wall_ns_max, critical_path_ns, work_sum_ns, traced)
+                     wall_ns_max, critical_path_ns, work_sum_ns, traced, app)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                     ?17, ?18, ?19)",
+                     ?17, ?18, ?19, ?20)",
             )?,
             clear_incomplete: tx
                 .prepare("DELETE FROM rejected WHERE kind = 'incomplete' AND ref = ?1")?,
@@ -859,7 +870,7 @@ impl<'conn> IngestBatch<'conn> {
                  VALUES (?1, ?2, ?3, ?4, ?5)",
             )?,
             queue: tx.prepare(
-                "INSERT OR IGNORE INTO escalation_queue (id, uid, exe, traced)
+                "INSERT OR IGNORE INTO escalation_queue (id, uid, app, traced)
                  VALUES (?1, ?2, ?3, ?4)",
             )?,
         })
@@ -892,6 +903,7 @@ impl<'conn> IngestBatch<'conn> {
             imbalance.map(|i| i.critical_path_ns),
             imbalance.map(|i| i.work_sum_ns),
             index.traced,
+            (!index.app.is_empty()).then_some(&index.app),
         ])?;
         if was_incomplete {
             self.clear_incomplete.execute(params![job.key])?;
@@ -900,7 +912,7 @@ impl<'conn> IngestBatch<'conn> {
             self.queue.execute(params![
                 self.conn.last_insert_rowid(),
                 index.uid,
-                index.exe,
+                index.application(),
                 index.traced.is_some()
             ])?;
         }

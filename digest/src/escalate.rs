@@ -8,7 +8,8 @@
 //! its trace analysed by `mpistat analyze --format summary` in a child process bounded in time
 //! and address space, and the summary goes to table `analyses` (the weekly mail shows it); a job
 //! captured by escalation counts its entry's captures down; a job that meets the rule puts (uid,
-//! executable) on the escalation list unless it is there. The list is replaced atomically
+//! application: an interpreter's script or module, else the executable) on the escalation list
+//! unless it is there. The list is replaced atomically
 //! (temporary file, then rename), so the profiler never reads half a list, and the jobs leave
 //! the queue after it is written. `mpistat escalate list|add|remove` lets admins edit it.
 
@@ -177,7 +178,7 @@ pub fn after_ingest(
     let mut entries = read_list(&rule.list, err)?;
     let before = entries.clone();
     let now = now_unix();
-    // (uid, executable) of the entries that apply: at most one each (a pair gets a new entry
+    // (uid, application) of the entries that apply: at most one each (a pair gets a new entry
     // only when none applies).
     let mut listed: HashSet<(u32, String)> = entries
         .iter()
@@ -185,8 +186,8 @@ pub fn after_ingest(
         .map(|e| (e.uid, e.exe.clone()))
         .collect();
     for queued in &jobs {
-        // A job that is not traced matters only if its (uid, executable) is not listed.
-        if queued.traced == Some(false) && listed.contains(&(queued.uid, queued.exe.clone())) {
+        // A job that is not traced matters only if its (uid, application) is not listed.
+        if queued.traced == Some(false) && listed.contains(&(queued.uid, queued.app.clone())) {
             continue;
         }
         let Some(filed) = db.filed_job(queued.id)? else {
@@ -220,7 +221,7 @@ pub fn after_ingest(
             if trace.reason == "escalation" {
                 if let Some(e) = entries
                     .iter_mut()
-                    .find(|e| e.applies(record.uid, &record.exe, now))
+                    .find(|e| e.applies(record.uid, record.application(), now))
                 {
                     e.captures_left -= 1;
                     if e.captures_left == 0 {
@@ -234,7 +235,7 @@ pub fn after_ingest(
             Some(record) => JobIndex::of(record),
             None => filed.index,
         };
-        let pair = (index.uid, index.exe.clone());
+        let pair = (index.uid, index.application().to_string());
         if listed.contains(&pair) {
             continue;
         }

@@ -1,6 +1,7 @@
 //! The JSON view of a record: one object per job, for scripts. Field names are an interface:
 //! `job_id uid user exe ranks wall_s mpi_s binding partial routines.<name>.{calls,time_s,bytes}`
-//! must stay; fields may be added. Imbalance estimates: `imbalance.{critical_path_s, profile_s,
+//! must stay; fields may be added. `app` is the application (an interpreter's script or module,
+//! else `exe`), `interpreter` the interpreter when there is one. Imbalance estimates: `imbalance.{critical_path_s, profile_s,
 //! load_balance, comm_efficiency, parallel_efficiency, merge_factor}` and `routines.<name>.sync_s`;
 //! counters: `counters.<event>.{app,mpi}` and `routines.<name>.counters.<event>`.
 
@@ -16,6 +17,9 @@ pub struct JobJson<'a> {
     pub uid: u32,
     pub user: &'a str,
     pub exe: &'a str,
+    pub app: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interpreter: Option<&'a str>,
     pub argv0: &'a str,
     pub host: &'a str,
     pub pid: u32,
@@ -206,6 +210,8 @@ impl<'a> JobJson<'a> {
             uid: r.uid,
             user: &r.user,
             exe: &r.exe,
+            app: r.application(),
+            interpreter: r.interpreter.as_deref(),
             argv0: &r.argv0,
             host: &r.host,
             pid: r.pid,

@@ -4,8 +4,12 @@
 //!
 //! Identity comes from one of two sources (`[serve] auth` in site.toml):
 //! * `header`: a reverse proxy that authenticated the user puts the login name in a header
-//!   (`user_header`, default `REMOTE_USER`). The server must then listen on loopback only, so
-//!   that the proxy is the only client; a request without the header gets 401.
+//!   (`user_header`, default `REMOTE_USER`); a request without the header gets 401. Whoever can
+//!   connect can set that header, and loopback is no boundary (every local user can connect), so
+//!   header mode needs a guard: a Unix socket (`listen = "unix:PATH"`, the default) of mode 0660
+//!   whose group is the proxy's (`socket_group`), and/or a secret the proxy adds to every request
+//!   (`proxy_secret_file`, compared in constant time). [`check_guard`] refuses header mode on TCP
+//!   without a secret unless the site sets `allow_unguarded_header`.
 //! * `token`: `Authorization: Bearer <token>`, looked up in `tokens_file` (lines `login token`),
 //!   which must be owned by root and neither writable by group/others nor readable by others.
 //!
@@ -24,7 +28,9 @@ use crate::site_report::summary::summarise;
 use anyhow::Context;
 use mpistat_site::SiteConfig;
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
+use std::ffi::CString;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -70,8 +76,9 @@ pub fn parse_tokens(text: &str) -> (HashMap<String, String>, Vec<String>) {
     (tokens, problems)
 }
 
-/// Read the tokens file, refusing one that others could have written or can read.
-pub fn load_tokens(path: &Path) -> anyhow::Result<(HashMap<String, String>, Vec<String>)> {
+/// The text of a file that holds secrets, refusing one that others could have written or can
+/// read: it must be owned by root and neither writable by group/others nor readable by others.
+fn read_protected(path: &Path) -> anyhow::Result<String> {
     let meta =
         std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
     anyhow::ensure!(
@@ -86,9 +93,25 @@ pub fn load_tokens(path: &Path) -> anyhow::Result<(HashMap<String, String>, Vec<
         path.display(),
         meta.mode() & 0o7777
     );
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(parse_tokens(&text))
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// Read the tokens file (see [`read_protected`] for who must own it).
+pub fn load_tokens(path: &Path) -> anyhow::Result<(HashMap<String, String>, Vec<String>)> {
+    Ok(parse_tokens(&read_protected(path)?))
+}
+
+/// The secret the proxy adds to every request: the first line of `path` (see
+/// [`read_protected`]), at least 16 characters.
+pub fn load_proxy_secret(path: &Path) -> anyhow::Result<String> {
+    let text = read_protected(path)?;
+    let secret = text.lines().next().unwrap_or("").trim();
+    anyhow::ensure!(
+        secret.len() >= 16,
+        "{}: the secret must be at least 16 characters on the first line",
+        path.display()
+    );
+    Ok(secret.to_string())
 }
 
 /// The auth settings of `config` (reading the tokens file for `token`).
@@ -105,6 +128,110 @@ pub fn auth_from_site(config: &SiteConfig) -> anyhow::Result<Auth> {
     } else {
         Ok(Auth::Header(config.serve.user_header.clone()))
     }
+}
+
+/// Where the server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    /// A Unix socket at this path (`unix:PATH`).
+    Unix(PathBuf),
+    /// A TCP address (`HOST:PORT`).
+    Tcp(String),
+}
+
+impl Listen {
+    pub fn parse(text: &str) -> Listen {
+        match text.strip_prefix("unix:") {
+            Some(path) => Listen::Unix(PathBuf::from(path)),
+            None => Listen::Tcp(text.to_string()),
+        }
+    }
+}
+
+/// Refuse header mode on TCP without a proxy secret unless the site explicitly allows it:
+/// anyone who can reach the port could claim to be anyone.
+pub fn check_guard(config: &SiteConfig, listen: &Listen) -> anyhow::Result<()> {
+    let serve = &config.serve;
+    let unguarded = serve.auth == "header"
+        && matches!(listen, Listen::Tcp(_))
+        && serve.proxy_secret_file.is_none();
+    anyhow::ensure!(
+        !unguarded || serve.allow_unguarded_header,
+        "refusing to trust the {} header on a TCP address without a guard: any local user could \
+         send it. Listen on a Unix socket (listen = \"unix:/run/mpistat/serve.sock\"), set \
+         [serve] proxy_secret_file, or, if only the proxy can reach this address, set \
+         [serve] allow_unguarded_header = true",
+        serve.user_header
+    );
+    Ok(())
+}
+
+/// `a == b` in a time that depends on their lengths only, not on where they differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len()
+        && std::hint::black_box(a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y))) == 0
+}
+
+/// The group id of `name`.
+fn group_id(name: &str) -> anyhow::Result<u32> {
+    let c_name = CString::new(name).context("group name with a NUL byte")?;
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: zeroed `group` is a valid out-parameter; getgrnam_r writes only into it and `buf`.
+    let mut group: libc::group = unsafe { std::mem::zeroed() };
+    let mut result = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; `buf.len()` is the buffer's real length.
+    let rc = unsafe {
+        libc::getgrnam_r(
+            c_name.as_ptr(),
+            &mut group,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut result,
+        )
+    };
+    anyhow::ensure!(
+        rc == 0 && !result.is_null(),
+        "[serve] socket_group {name:?}: no such group"
+    );
+    Ok(group.gr_gid)
+}
+
+/// Bind a Unix socket at `path` that only its owner and `group` (empty: ours) can open (mode
+/// 0660; created under umask 0177, so it is never more open than that). A stale socket is
+/// replaced; one a live server answers on, or any other file, is an error.
+pub fn bind_unix(path: &Path, group: &str) -> anyhow::Result<UnixListener> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            anyhow::ensure!(
+                UnixStream::connect(path).is_err(),
+                "{}: another server is listening there",
+                path.display()
+            );
+            std::fs::remove_file(path)
+                .with_context(|| format!("cannot remove the stale socket {}", path.display()))?;
+        }
+        Ok(_) => anyhow::bail!("{} exists and is not a socket", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot look at {}", path.display())),
+    }
+    // SAFETY: umask only swaps the process's file-creation mask (restored right after).
+    let old = unsafe { libc::umask(0o177) };
+    let bound = UnixListener::bind(path);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    let listener = bound.with_context(|| format!("cannot listen on {}", path.display()))?;
+    if !group.is_empty() {
+        let gid = group_id(group)?;
+        std::os::unix::fs::chown(path, None, Some(gid)).with_context(|| {
+            format!(
+                "cannot give {} to group {group} (the service must be a member of it)",
+                path.display()
+            )
+        })?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+        .with_context(|| format!("cannot set the mode of {}", path.display()))?;
+    Ok(listener)
 }
 
 /// A response: status, and a body (HTML unless it is an error's plain text).
@@ -137,6 +264,8 @@ impl Reply {
 pub struct Pages {
     pub config: SiteConfig,
     pub auth: Auth,
+    /// The secret every request must carry in `[serve] proxy_secret_header`, if set.
+    pub proxy_secret: Option<String>,
 }
 
 impl Pages {
@@ -145,15 +274,25 @@ impl Pages {
         &self,
         headers: impl Iterator<Item = (&'a str, &'a str)>,
     ) -> Option<String> {
-        let mut headers = headers;
-        match &self.auth {
-            Auth::Header(name) => headers
+        let headers: Vec<(&str, &str)> = headers.collect();
+        let value = |name: &str| {
+            headers
+                .iter()
                 .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.trim().to_string())
+                .map(|(_, v)| *v)
+        };
+        if let Some(secret) = &self.proxy_secret {
+            let sent = value(&self.config.serve.proxy_secret_header).unwrap_or("");
+            if !same_secret(sent.trim().as_bytes(), secret.as_bytes()) {
+                return None;
+            }
+        }
+        match &self.auth {
+            Auth::Header(name) => value(name)
+                .map(|v| v.trim().to_string())
                 .filter(|v| !v.is_empty()),
-            Auth::Tokens(tokens) => headers
-                .find(|(n, _)| n.eq_ignore_ascii_case("authorization"))
-                .and_then(|(_, v)| v.trim().strip_prefix("Bearer "))
+            Auth::Tokens(tokens) => value("authorization")
+                .and_then(|v| v.trim().strip_prefix("Bearer "))
                 .and_then(|token| tokens.get(token.trim()).cloned()),
         }
     }
@@ -330,11 +469,30 @@ fn respond(pages: &Pages, db: &Database, request: tiny_http::Request) {
 }
 
 /// Serve on `listen` until killed, `WORKERS` threads each with its own database connection.
-pub fn serve(pages: Pages, database: PathBuf, listen: &str) -> anyhow::Result<()> {
-    let server = tiny_http::Server::http(listen)
-        .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+pub fn serve(pages: Pages, database: PathBuf, listen: &Listen) -> anyhow::Result<()> {
+    let (server, place) = match listen {
+        Listen::Unix(path) => {
+            let group = &pages.config.serve.socket_group;
+            let listener = bind_unix(path, group)?;
+            let server = tiny_http::Server::from_listener(listener, None)
+                .map_err(|e| anyhow::anyhow!("cannot serve on {}: {e}", path.display()))?;
+            let group = if group.is_empty() { "ours" } else { group };
+            let place = format!("unix:{} (mode 0660, group {group})", path.display());
+            (server, place)
+        }
+        Listen::Tcp(address) => {
+            let server = tiny_http::Server::http(address)
+                .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?;
+            (server, address.clone())
+        }
+    };
+    let secret = if pages.proxy_secret.is_some() {
+        ", proxy secret required"
+    } else {
+        ""
+    };
     eprintln!(
-        "mpistat serve: listening on {listen} (auth: {})",
+        "mpistat serve: listening on {place} (auth: {}{secret})",
         pages.config.serve.auth
     );
     let server = Arc::new(server);
@@ -359,7 +517,7 @@ pub fn serve(pages: Pages, database: PathBuf, listen: &str) -> anyhow::Result<()
     Ok(())
 }
 
-/// `mpistat serve [--listen ADDR]`.
+/// `mpistat serve [--listen ADDR|unix:PATH]`.
 pub fn command(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let (config, db) = crate::site::load(&args.db)?;
     let database = args
@@ -368,12 +526,19 @@ pub fn command(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| config.database.path.clone());
     drop(db);
+    let listen = Listen::parse(args.listen.as_deref().unwrap_or(&config.serve.listen));
+    check_guard(&config, &listen)?;
     let auth = auth_from_site(&config)?;
-    let listen = args
-        .listen
-        .clone()
-        .unwrap_or_else(|| config.serve.listen.clone());
-    serve(Pages { config, auth }, database, &listen)?;
+    let proxy_secret = match &config.serve.proxy_secret_file {
+        Some(path) => Some(load_proxy_secret(path)?),
+        None => None,
+    };
+    let pages = Pages {
+        config,
+        auth,
+        proxy_secret,
+    };
+    serve(pages, database, &listen)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -408,6 +573,7 @@ mod tests {
         let header = Pages {
             config: SiteConfig::default(),
             auth: Auth::Header("REMOTE_USER".into()),
+            proxy_secret: None,
         };
         let got = header.identify([("remote_user", " alice ")].into_iter());
         assert_eq!(got.as_deref(), Some("alice"));
@@ -415,6 +581,7 @@ mod tests {
         let tokens = Pages {
             config: SiteConfig::default(),
             auth: Auth::Tokens(HashMap::from([("t".repeat(20), "bob".into())])),
+            proxy_secret: None,
         };
         let bearer = format!("Bearer {}", "t".repeat(20));
         let got = tokens.identify([("Authorization", bearer.as_str())].into_iter());
@@ -424,5 +591,54 @@ mod tests {
             None
         );
         assert_eq!(tokens.identify([("REMOTE_USER", "root")].into_iter()), None);
+    }
+
+    #[test]
+    fn a_proxy_secret_is_required_when_set() {
+        let secret = "s3cret-of-the-proxy-0123";
+        let pages = Pages {
+            config: SiteConfig::default(),
+            auth: Auth::Header("REMOTE_USER".into()),
+            proxy_secret: Some(secret.into()),
+        };
+        let as_root = ("REMOTE_USER", "root");
+        assert_eq!(pages.identify([as_root].into_iter()), None);
+        for wrong in ["", "s3cret-of-the-proxy-012", "s3cret-of-the-proxy-0124"] {
+            let sent = ("x-mpistat-proxy-secret", wrong);
+            assert_eq!(pages.identify([as_root, sent].into_iter()), None, "{wrong}");
+        }
+        let sent = ("X-Mpistat-Proxy-Secret", secret);
+        assert_eq!(
+            pages.identify([sent, as_root].into_iter()).as_deref(),
+            Some("root")
+        );
+    }
+
+    #[test]
+    fn header_mode_on_tcp_needs_a_guard() {
+        let tcp = Listen::parse("127.0.0.1:8080");
+        let unix = Listen::parse("unix:/run/mpistat/serve.sock");
+        assert_eq!(unix, Listen::Unix("/run/mpistat/serve.sock".into()));
+        let mut config = SiteConfig::default();
+        assert_eq!(Listen::parse(&config.serve.listen), unix, "safe default");
+        assert!(check_guard(&config, &unix).is_ok());
+        let err = check_guard(&config, &tcp).unwrap_err().to_string();
+        assert!(err.contains("allow_unguarded_header"), "{err}");
+        config.serve.proxy_secret_file = Some("/etc/mpistat/proxy-secret".into());
+        assert!(check_guard(&config, &tcp).is_ok());
+        config.serve.proxy_secret_file = None;
+        config.serve.allow_unguarded_header = true;
+        assert!(check_guard(&config, &tcp).is_ok());
+        config.serve.allow_unguarded_header = false;
+        config.serve.auth = "token".into();
+        assert!(check_guard(&config, &tcp).is_ok());
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret(b"abcdef", b"abcdef"));
+        assert!(!same_secret(b"abcdef", b"abcdeg"));
+        assert!(!same_secret(b"abcdef", b"abcde"));
+        assert!(!same_secret(b"", b"a"));
     }
 }

@@ -518,9 +518,14 @@ fn a_schema_4_database_is_upgraded_keeping_its_jobs_ids_and_queue() {
         [dir.join("current.sqlite").to_str().unwrap()],
     )
     .unwrap();
+    // (Schema 4 has the columns of `jobs` up to `traced`; a later one added `app`.)
+    let schema_4_jobs = "id, key, uid, user, job_id, exe, ranks, start_ms, end_ms, wall_ns_sum, \
+        mpi_ns_sum, partial, record, model_version, host, pid, wall_ns_max, critical_path_ns, \
+        work_sum_ns, traced";
     for table in ["jobs", "rejected", "positions", "escalation_queue"] {
+        let columns = if table == "jobs" { schema_4_jobs } else { "*" };
         old.execute_batch(&format!(
-            "INSERT INTO main.{table} SELECT * FROM current.{table}"
+            "INSERT INTO main.{table} SELECT {columns} FROM current.{table}"
         ))
         .unwrap();
     }
@@ -530,14 +535,16 @@ fn a_schema_4_database_is_upgraded_keeping_its_jobs_ids_and_queue() {
         rows.map(Result::unwrap).collect()
     };
     let job_ids = "SELECT id, key FROM jobs ORDER BY id";
-    let queued = "SELECT id, exe FROM escalation_queue ORDER BY id";
-    let (old_jobs, old_queue) = (ids(&old, job_ids), ids(&old, queued));
+    let old_queued = "SELECT id, exe FROM escalation_queue ORDER BY id";
+    let (old_jobs, old_queue) = (ids(&old, job_ids), ids(&old, old_queued));
     assert_eq!(old_jobs.len(), 20);
     drop(old);
 
     let mut upgraded = Database::open(&old_path).unwrap();
     assert_eq!(dump(&upgraded), expected);
     assert_eq!(ids(&upgraded.conn, job_ids), old_jobs);
+    // The queue's executable column became the application (the executable of these jobs).
+    let queued = "SELECT id, app FROM escalation_queue ORDER BY id";
     assert_eq!(ids(&upgraded.conn, queued), old_queue);
     // Another file (its first line differs) of the same jobs only repeats them.
     let again = dir.join("again.log");

@@ -45,6 +45,8 @@ fn fixed_record() -> JobRecord {
         user: "alice".into(),
         exe: "/home/alice/bin/my solver".into(),
         argv0: "./my solver".into(),
+        app: String::new(),
+        interpreter: None,
         host: "node017".into(),
         pid: 31337,
         ranks: 4,

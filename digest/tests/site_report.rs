@@ -2,7 +2,11 @@
 //! synthetic month (3000 jobs, 100 users, and a job whose executable is
 //! `<script>alert(1)</script>`) has charts, no broken internal link and nothing unescaped; and
 //! `mpistat serve` (the real binary over HTTP) answers 401 without identity, 403 for another
-//! user's pages and jobs, and everything to admins, with a proxy header or bearer tokens.
+//! user's pages and jobs, and everything to admins, with a proxy header or bearer tokens; in the
+//! default set-up (header mode on a Unix socket) an unprivileged local user (`nobody`, through
+//! `setpriv`, with `curl`) can neither open the socket nor use the header trick on TCP (serve
+//! refuses to start there unguarded), the proxy's group can; with a proxy secret on TCP, a
+//! request without it gets 401.
 
 mod common;
 
@@ -226,22 +230,40 @@ struct Server {
     port: u16,
 }
 
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `mpistat serve --listen listen --config config`, run through `setpriv` when `as_user` is given
+/// (its arguments: uid, gid, groups).
+fn spawn_serve(config: &Path, listen: &str, as_user: Option<[&str; 3]>) -> Command {
+    let mut command = match as_user {
+        Some([uid, gid, groups]) => {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid", uid, "--regid", gid, "--groups", groups, "--"]);
+            c.arg(env!("CARGO_BIN_EXE_mpistat"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_mpistat")),
+    };
+    command
+        .args(["serve", "--listen", listen, "--config"])
+        .arg(config)
+        .stdin(Stdio::null());
+    command
+}
+
 impl Server {
     fn start(config: &Path) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_mpistat"))
-            .args([
-                "serve",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--config",
-            ])
-            .arg(config)
-            .stdin(Stdio::null())
+        Server::start_on(config, free_port())
+    }
+
+    fn start_on(config: &Path, port: u16) -> Server {
+        let child = spawn_serve(config, &format!("127.0.0.1:{port}"), None)
             .spawn()
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -298,7 +320,11 @@ fn served_week(dir: &Path, serve: &str) -> (PathBuf, Vec<JobRecord>) {
 #[test]
 fn serve_with_proxy_header() {
     let dir = temp_dir("serve-header");
-    let (config, records) = served_week(&dir, "user_header = \"X-Remote-User\"\n");
+    // Only this test can reach the port (the guards are tested below).
+    let (config, records) = served_week(
+        &dir,
+        "user_header = \"X-Remote-User\"\nallow_unguarded_header = true\n",
+    );
     let server = Server::start(&config);
     let week = "?period=2026-W47";
     let alice_job = records.iter().find(|r| r.user == "alice").unwrap().key();
@@ -485,6 +511,176 @@ fn serve_with_tokens_file() {
             .0,
         200
     );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `curl` as `nobody` with the given supplementary groups (`-` for none): its exit code (7:
+/// could not connect), the HTTP status it got (0 without one) and stderr (verbose: says why).
+fn curl_as_nobody(groups: &str, args: &[&str]) -> (i32, u16, String) {
+    let mut command = Command::new("setpriv");
+    command.args(["--reuid", "nobody", "--regid", "nogroup"]);
+    match groups {
+        "-" => command.arg("--clear-groups"),
+        groups => command.args(["--groups", groups]),
+    };
+    let output = command
+        .args([
+            "--",
+            "curl",
+            "-v",
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ])
+        .args(args)
+        .output()
+        .expect("run setpriv curl");
+    let status = String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code().unwrap_or(-1), status, stderr)
+}
+
+fn am_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The default set-up (header mode, Unix socket of group `www-data`), with the server running as
+/// an unprivileged service user (`daemon`, member of `www-data` as the systemd unit makes it):
+/// `nobody` cannot open the socket, so cannot send `REMOTE_USER: root`; the proxy's group can.
+#[test]
+fn serve_default_socket_admits_only_the_proxys_group() {
+    if !am_root() {
+        eprintln!("SKIPPED: needs root (setpriv to other users)");
+        return;
+    }
+    let dir = temp_dir("serve-socket");
+    let (config, records) = served_week(&dir, "");
+    // The service user owns its database directory, as /var/lib/mpistat.
+    let status = Command::new("chown")
+        .args(["-R", "daemon:daemon"])
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let socket = dir.join("serve.sock");
+    let listen = format!("unix:{}", socket.display());
+    let child = spawn_serve(&config, &listen, Some(["daemon", "daemon", "www-data"]))
+        .spawn()
+        .unwrap();
+    // (No port: it is on the socket; the guard only kills it.)
+    let mut server = Server { child, port: 0 };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "mpistat serve did not listen");
+        assert!(
+            server.child.try_wait().unwrap().is_none(),
+            "mpistat serve ended"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let meta = std::fs::metadata(&socket).unwrap();
+    assert_eq!(meta.mode() & 0o7777, 0o660);
+    assert_eq!(meta.uid(), 1, "owned by the service user (daemon)");
+    assert_eq!(meta.gid(), 33, "group www-data");
+
+    let bob_job = records.iter().find(|r| r.user == "bob").unwrap().key();
+    let bob_page = format!("http://localhost/jobs/{bob_job}.html");
+    let socket = socket.to_str().unwrap();
+    // A local user without the group: the socket does not open, whatever the header says.
+    for url in [bob_page.as_str(), "http://localhost/?period=2026-W47"] {
+        let (code, status, stderr) = curl_as_nobody(
+            "-",
+            &["--unix-socket", socket, "-H", "REMOTE_USER: root", url],
+        );
+        assert_eq!((code, status), (7, 0), "{url}: {stderr}");
+        assert!(stderr.contains("Permission denied"), "{stderr}");
+    }
+    // The proxy's group gets the pages its users may see.
+    let proxy = |user: &str, url: &str| {
+        let header = format!("REMOTE_USER: {user}");
+        curl_as_nobody("www-data", &["--unix-socket", socket, "-H", &header, url])
+    };
+    assert_eq!(proxy("root", &bob_page).1, 200);
+    assert_eq!(proxy("bob", &bob_page).1, 200);
+    assert_eq!(proxy("alice", &bob_page).1, 403);
+    assert_eq!(proxy("", &bob_page).1, 401);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Header mode on TCP: refused without a guard (nothing listens, so `nobody`'s header trick
+/// reaches nobody); with `proxy_secret_file` it starts, and a request without the secret gets 401
+/// however it names itself, while the proxy's (which can read the secret) gets its page.
+#[test]
+fn serve_header_mode_on_tcp_needs_a_guard() {
+    let dir = temp_dir("serve-tcp-guard");
+    let (config, records) = served_week(&dir, "");
+    let port = free_port();
+    let address = format!("127.0.0.1:{port}");
+    let output = spawn_serve(&config, &address, None).output().unwrap();
+    assert!(!output.status.success());
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("refusing to trust the REMOTE_USER header") && err.contains("unix:"),
+        "{err}"
+    );
+    assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
+    if !am_root() {
+        eprintln!("SKIPPED (part): the secret file must be owned by root, setpriv needs root");
+        return;
+    }
+    let url = format!("http://{address}/?period=2026-W47");
+    let (code, _, stderr) = curl_as_nobody("-", &["-H", "REMOTE_USER: root", &url]);
+    assert_eq!(code, 7, "nothing listens: {stderr}");
+
+    // With a secret the proxy adds: root-owned, 0640, unreadable for nobody.
+    let secret_file = dir.join("proxy-secret");
+    let secret = "0123456789abcdef0123456789abcdef";
+    std::fs::write(&secret_file, format!("{secret}\n")).unwrap();
+    std::fs::set_permissions(&secret_file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(&config).unwrap()
+            + &format!(
+                "proxy_secret_file = {:?}\n",
+                secret_file.display().to_string()
+            ),
+    )
+    .unwrap();
+    let server = Server::start_on(&config, port);
+    let bob_job = records.iter().find(|r| r.user == "bob").unwrap().key();
+    let bob_page = format!("http://{address}/jobs/{bob_job}.html");
+    for (header, wrong) in [("REMOTE_USER: root", ""), ("REMOTE_USER: root", "guess")] {
+        let wrong = format!("X-Mpistat-Proxy-Secret: {wrong}");
+        let (_, status, stderr) = curl_as_nobody("-", &["-H", header, "-H", &wrong, &bob_page]);
+        assert_eq!(status, 401, "{stderr}");
+    }
+    let stolen = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "nobody",
+            "--regid",
+            "nogroup",
+            "--clear-groups",
+            "cat",
+        ])
+        .arg(&secret_file)
+        .output()
+        .unwrap();
+    assert!(!stolen.status.success(), "nobody cannot read the secret");
+    let with_secret = [("X-Mpistat-Proxy-Secret", secret)];
+    let as_proxy = |user| [with_secret[0], ("REMOTE_USER", user)];
+    let path = format!("/jobs/{bob_job}.html");
+    assert_eq!(server.get(&path, &as_proxy("root")).0, 200);
+    assert_eq!(server.get(&path, &as_proxy("alice")).0, 403);
+    assert_eq!(server.get(&path, &[("REMOTE_USER", "root")]).0, 401);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

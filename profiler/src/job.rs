@@ -2,10 +2,12 @@
 
 use crate::generated::routines::{N_ROUTINES, ROUTINES};
 use crate::tally::{JobValue, Reduced};
+use mpistat_record::app::{classify, Application};
 use mpistat_record::model::{Binding, JobRecord, RoutineStats, MODEL_VERSION};
 use mpistat_site::ProfilerConfig;
 use std::collections::BTreeMap;
 use std::ffi::c_int;
+use std::sync::OnceLock;
 
 /// What `MPI_Init` established.
 #[derive(Clone, Debug)]
@@ -72,22 +74,49 @@ fn host_name() -> String {
         .unwrap_or_default()
 }
 
-/// `argv[0]` from `/proc/self/cmdline` (Fortran programs pass no argv to `MPI_Init`).
-fn argv0() -> String {
-    std::fs::read("/proc/self/cmdline")
-        .ok()
-        .and_then(|b| {
-            b.split(|c| *c == 0)
-                .next()
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-        })
-        .unwrap_or_default()
+/// The command line from `/proc/self/cmdline` (Fortran programs pass no argv to `MPI_Init`).
+fn argv() -> Vec<String> {
+    let bytes = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+    let bytes = bytes.strip_suffix(&[0]).unwrap_or(&bytes);
+    if bytes.is_empty() {
+        return Vec::new();
+    }
+    bytes
+        .split(|c| *c == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
 }
 
 fn exe() -> String {
     std::fs::read_link("/proc/self/exe")
         .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+/// What this process runs.
+pub struct Program {
+    pub exe: String,
+    pub argv0: String,
+    /// The executable, or an interpreter's script ([`classify`]).
+    pub application: Application,
+}
+
+/// This process's [`Program`]: worked out once, at its first use (`MPI_Init`'s trace decision),
+/// so that the escalation list is matched against the same application the record names even if
+/// the program changes directory later.
+pub fn program() -> &'static Program {
+    static PROGRAM: OnceLock<Program> = OnceLock::new();
+    PROGRAM.get_or_init(|| {
+        let (exe, argv) = (exe(), argv());
+        let cwd = std::env::current_dir()
+            .map(|d| d.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Program {
+            application: classify(&exe, &argv, &cwd),
+            argv0: argv.into_iter().next().unwrap_or_default(),
+            exe,
+        }
+    })
 }
 
 fn whitelisted_env(config: &ProfilerConfig) -> BTreeMap<String, String> {
@@ -139,13 +168,16 @@ pub fn build_record(
             })
         })
         .collect();
+    let program = program();
     JobRecord {
         version: MODEL_VERSION,
         job_id: job_id(init.start_unix_ms, init.pid),
         uid,
         user: user_name(uid),
-        exe: exe(),
-        argv0: argv0(),
+        exe: program.exe.clone(),
+        argv0: program.argv0.clone(),
+        app: program.application.name.clone(),
+        interpreter: program.application.interpreter.clone(),
         host: host_name(),
         pid: init.pid,
         ranks: init.ranks,

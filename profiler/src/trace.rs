@@ -203,8 +203,10 @@ fn with_recorder<R>(f: impl FnOnce(&mut Option<Recorder>) -> R) -> Option<R> {
 const REASONS: [&str; 3] = ["user", "site", "escalation"];
 
 /// Why this rank would trace the job: `MPISTAT_TRACE=1` (the user), the site's `everyone`, or
-/// an entry of the escalation list for this user and executable (index into [`REASONS`]).
+/// an entry of the escalation list for this user and application (index into [`REASONS`]).
 pub fn wish(config: &SiteConfig) -> Option<usize> {
+    // Worked out here, at MPI_Init, whatever decides: the record names the same application.
+    let app = &crate::job::program().application.name;
     if std::env::var_os("MPISTAT_TRACE").is_some_and(|v| v == "1") {
         return Some(0);
     }
@@ -212,14 +214,13 @@ pub fn wish(config: &SiteConfig) -> Option<usize> {
         return Some(1);
     }
     let text = std::fs::read_to_string(&config.escalation.list).ok()?;
-    let exe = std::fs::read_link("/proc/self/exe").ok()?;
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
     let now = crate::job::unix_ms_now() / 1000;
     let (entries, _) = escalation::parse(&text);
     entries
         .iter()
-        .any(|e| e.applies(uid, &exe.to_string_lossy(), now))
+        .any(|e| e.applies(uid, app, now))
         .then_some(2)
 }
 

@@ -3,9 +3,11 @@
 //! `model` is the data (one [`JobRecord`] per job, produced by the profiler at `MPI_Finalize`),
 //! `wire` turns a record into syslog lines and lines back into records, `report` renders the
 //! readable per-job report (profiler detail mode and `mpistat show` print the same), `units`
-//! formats numbers for people. This crate is the only
+//! formats numbers for people, `app` names the application a process runs (an interpreter's
+//! script). This crate is the only
 //! place that knows the wire format, and it does no IO: callers hand it strings.
 
+pub mod app;
 pub mod model;
 pub mod report;
 pub mod units;

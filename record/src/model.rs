@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Version of the record's data model; the wire format carries it, decoders up-convert older ones.
-pub const MODEL_VERSION: u32 = 1;
+/// 2: `app` and `interpreter` (version 1 records have neither: their application is `exe`).
+pub const MODEL_VERSION: u32 = 2;
 
 /// Which language binding the job used for MPI.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -96,6 +97,14 @@ pub struct JobRecord {
     /// Absolute path of the executable (`/proc/self/exe`).
     pub exe: String,
     pub argv0: String,
+    /// The application ([`crate::app::classify`]): `exe`, or for an interpreter the script
+    /// (`/home/alice/run.py`) or module (`python -m pkg`). Empty in version 1 records: read it
+    /// with [`JobRecord::application`].
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub app: String,
+    /// The interpreter (`exe`) when `app` is a script or module it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interpreter: Option<String>,
     /// Host and pid of rank 0: with `job_id` and `start_unix_ms` they make the record's key unique.
     pub host: String,
     pub pid: u32,
@@ -308,8 +317,21 @@ impl JobRecord {
         job_key(&self.job_id, &self.host, self.pid, self.start_unix_ms)
     }
 
+    /// What the job runs: [`JobRecord::app`], or `exe` in a record without one.
+    pub fn application(&self) -> &str {
+        application(&self.app, &self.exe)
+    }
+
     pub fn routine(&self, name: &str) -> Option<&RoutineStats> {
         self.routines.iter().find(|r| r.name == name)
+    }
+}
+
+fn application<'a>(app: &'a str, exe: &'a str) -> &'a str {
+    if app.is_empty() {
+        exe
+    } else {
+        app
     }
 }
 
@@ -338,6 +360,9 @@ pub struct JobIndex {
     pub uid: u32,
     pub user: String,
     pub exe: String,
+    /// [`JobRecord::app`] (absent in version 1 records and in their indexes).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub app: String,
     pub host: String,
     pub pid: u32,
     pub ranks: u32,
@@ -372,6 +397,7 @@ impl JobIndex {
             uid: record.uid,
             user: record.user.clone(),
             exe: record.exe.clone(),
+            app: record.app.clone(),
             host: record.host.clone(),
             pid: record.pid,
             ranks: record.ranks,
@@ -387,6 +413,11 @@ impl JobIndex {
             }),
             traced: record.trace.as_ref().map(|t| t.reason.clone()),
         }
+    }
+
+    /// [`JobRecord::application`] of the record this is the index of.
+    pub fn application(&self) -> &str {
+        application(&self.app, &self.exe)
     }
 
     /// [`JobRecord::key`] of the record this is the index of.
@@ -462,5 +493,7 @@ mod tests {
         let r: JobRecord = serde_json::from_str(old).unwrap();
         assert_eq!(r.imbalance, None);
         assert_eq!(r.routines[0].sync_ns, None);
+        assert_eq!((r.application(), r.interpreter.as_deref()), ("e", None));
+        assert_eq!(JobIndex::of(&r).application(), "e");
     }
 }

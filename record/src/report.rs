@@ -182,7 +182,13 @@ fn header(out: &mut String, r: &JobRecord) {
         let _ = writeln!(out, "  {name:<12}{value}");
     };
     field("user", format!("{} (uid {})", r.user, r.uid));
-    field("executable", r.exe.clone());
+    match &r.interpreter {
+        Some(interpreter) => {
+            field("application", r.application().to_string());
+            field("interpreter", interpreter.clone());
+        }
+        None => field("executable", r.exe.clone()),
+    }
     field("argv0", r.argv0.clone());
     field("host", format!("{} (pid {} of rank 0)", r.host, r.pid));
     field("ranks", format!("{} on {} node(s)", r.ranks, r.nodes));

@@ -223,8 +223,9 @@ fn unknown_wire_version_is_reported() {
 
 #[test]
 fn newer_model_version_is_reported() {
+    let newest = mpistat_record::model::MODEL_VERSION;
     let future = JobRecord {
-        version: 2,
+        version: newest + 1,
         ..record()
     };
     let decoded = decode_all(&encode(&future));
@@ -233,7 +234,7 @@ fn newer_model_version_is_reported() {
         decoded.problems,
         vec![Problem::UnsupportedModelVersion {
             key: future.key(),
-            version: 2
+            version: u64::from(newest + 1)
         }]
     );
 }

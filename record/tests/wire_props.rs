@@ -137,6 +137,7 @@ prop_compose! {
         imbalance in prop::option::of(imbalance()),
         counters in prop::option::of(counter_set()),
         trace in prop::option::of(trace_info()),
+        (app, interpreter) in (odd_string(), prop::option::of(odd_string())),
     ) -> JobRecord {
         JobRecord {
             version: mpistat_record::model::MODEL_VERSION,
@@ -145,6 +146,7 @@ prop_compose! {
             binding: if fortran { Binding::Fortran } else { Binding::C },
             thread_level, mpi_library, env: env.into_iter().collect::<BTreeMap<_, _>>(),
             user_pmpi_tool, overhead_ns, partial, routines, imbalance, counters, trace,
+            app, interpreter,
         }
     }
 }
@@ -174,7 +176,7 @@ fn as_syslog(messages: Vec<String>) -> Vec<String> {
 /// `index` with one field changed (`which` picks it).
 fn tampered(index: &JobIndex, which: usize) -> JobIndex {
     let mut t = index.clone();
-    match which % 12 {
+    match which % 13 {
         0 => t.uid = t.uid.wrapping_add(1),
         1 => t.user.push('x'),
         2 => t.exe.push('/'),
@@ -203,6 +205,7 @@ fn tampered(index: &JobIndex, which: usize) -> JobIndex {
                 Some("user".into())
             }
         }
+        11 => t.app.push('x'),
         _ => t.version = t.version.saturating_sub(1),
     }
     t

@@ -1,15 +1,18 @@
-//! The escalation list: which (user, executable) pairs the profiler traces automatically.
+//! The escalation list: which (user, application) pairs the profiler traces automatically.
 //!
 //! `mpistat ingest` writes it (by the site's rules, see [`crate::EscalationConfig`], or on an
 //! admin's `mpistat escalate add`) and the profiler reads it at `MPI_Init`. One entry per line,
-//! tab-separated: uid, executable path, captures left, expiry (Unix seconds), reason; `#` starts
+//! tab-separated: uid, application (the job record's `app`: the executable's path, or an
+//! interpreter's script or module, e.g. `/home/alice/run.py`), captures left, expiry (Unix seconds), reason; `#` starts
 //! a comment. Writers replace the file atomically (temporary file + rename), so a job never reads
 //! a half-written list.
 
-/// One (user, executable) to trace.
+/// One (user, application) to trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     pub uid: u32,
+    /// The application (the record's `app`; named `exe` since lists written before
+    /// applications had executables here, which are still the applications of native programs).
     pub exe: String,
     /// Traced runs still to come; the entry is spent at 0.
     pub captures_left: u32,
@@ -20,13 +23,13 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// Whether a job of `uid` running `exe` at `now_unix` is to be traced.
-    pub fn applies(&self, uid: u32, exe: &str, now_unix: u64) -> bool {
-        self.uid == uid && self.exe == exe && self.captures_left > 0 && now_unix < self.expires_unix
+    /// Whether a job of `uid` running application `app` at `now_unix` is to be traced.
+    pub fn applies(&self, uid: u32, app: &str, now_unix: u64) -> bool {
+        self.uid == uid && self.exe == app && self.captures_left > 0 && now_unix < self.expires_unix
     }
 }
 
-const HEADER: &str = "# mpistat escalation list (written by mpistat; edit with `mpistat escalate`)\n# uid\texecutable\tcaptures left\texpires (unix s)\treason\n";
+const HEADER: &str = "# mpistat escalation list (written by mpistat; edit with `mpistat escalate`)\n# uid\tapplication\tcaptures left\texpires (unix s)\treason\n";
 
 /// Parses a list: the entries plus a problem for each line that is not one.
 pub fn parse(text: &str) -> (Vec<Entry>, Vec<String>) {

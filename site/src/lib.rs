@@ -376,15 +376,29 @@ impl Default for SiteReportConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServeConfig {
-    /// Address the server listens on (`--listen` overrides).
+    /// Where the server listens (`--listen` overrides): `unix:PATH`, a Unix socket that only the
+    /// service and `socket_group` may open, or a TCP address (`127.0.0.1:8080`).
     pub listen: String,
-    /// `header`: the login name is in `user_header`, set by a trusted reverse proxy (listen on
-    /// loopback only). `token`: `Authorization: Bearer <token>`, looked up in `tokens_file`.
+    /// The group given the Unix socket (mode 0660): the reverse proxy's (`www-data` for Debian's
+    /// nginx and Apache); the service must be a member. Empty: the service's own group.
+    pub socket_group: String,
+    /// `header`: the login name is in `user_header`, set by a trusted reverse proxy (on a Unix
+    /// socket or with `proxy_secret_file`). `token`: `Authorization: Bearer <token>`, looked up
+    /// in `tokens_file`.
     pub auth: String,
     /// The request header that carries the login name with `auth = "header"`.
     pub user_header: String,
     /// Lines `login token` (`#` comments); must be owned by root and not writable by others.
     pub tokens_file: PathBuf,
+    /// A secret the proxy adds to every request in `proxy_secret_header` (the file's first
+    /// line, at least 16 characters; owned by root, not writable by group or others nor readable
+    /// by others). When set, a request without it gets 401, whatever else it carries.
+    pub proxy_secret_file: Option<PathBuf>,
+    /// The request header that carries the proxy's secret.
+    pub proxy_secret_header: String,
+    /// Start in header mode on a TCP address without `proxy_secret_file`: then anyone who can
+    /// reach the port can claim to be anybody (loopback included: every local user can).
+    pub allow_unguarded_header: bool,
     /// Logins that see every page; everyone else sees only their own user and job pages.
     pub admins: Vec<String>,
 }
@@ -392,10 +406,14 @@ pub struct ServeConfig {
 impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
-            listen: "127.0.0.1:8080".into(),
+            listen: "unix:/run/mpistat/serve.sock".into(),
+            socket_group: "www-data".into(),
             auth: "header".into(),
             user_header: "REMOTE_USER".into(),
             tokens_file: PathBuf::from("/etc/mpistat/tokens"),
+            proxy_secret_file: None,
+            proxy_secret_header: "X-Mpistat-Proxy-Secret".into(),
+            allow_unguarded_header: false,
             admins: vec!["root".into()],
         }
     }

@@ -54,11 +54,28 @@ pub struct CounterRow {
     pub unavailable: Option<String>,
 }
 
+/// A job's application for people: with the interpreter's file name after a script or module
+/// (`/home/alice/run.py (python3.11)`); `short` keeps only the application's file name.
+pub fn application_label(app: &str, interpreter: Option<&str>, short: bool) -> String {
+    let file_name = |path: &'_ str| path.rsplit('/').next().unwrap_or(path).to_string();
+    let app = if short {
+        file_name(app)
+    } else {
+        app.to_string()
+    };
+    match interpreter {
+        Some(interpreter) => format!("{app} ({})", file_name(interpreter)),
+        None => app,
+    }
+}
+
 /// One of the user's biggest jobs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopJob {
     pub job_id: String,
-    pub exe: String,
+    /// [`JobRecord::application`] and its interpreter, if any.
+    pub app: String,
+    pub interpreter: Option<String>,
     pub ranks: u32,
     pub cpu_hours: f64,
     pub mpi_percent: f64,
@@ -93,7 +110,8 @@ pub struct UserDigest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TracedJob {
     pub job_id: String,
-    pub exe: String,
+    /// [`JobRecord::application`].
+    pub app: String,
     /// The trace directory (the full report: `mpistat analyze DIR`).
     pub dir: String,
     /// The analysis' summary, or why there is none.
@@ -111,7 +129,7 @@ impl TracedJob {
         };
         TracedJob {
             job_id: stored.job_id,
-            exe: stored.exe,
+            app: stored.app,
             dir: stored.dir,
             summary,
         }
@@ -588,7 +606,8 @@ impl UserWeek {
         }
         let top = TopJob {
             job_id: job.job_id.clone(),
-            exe: job.exe.clone(),
+            app: job.application().to_string(),
+            interpreter: job.interpreter.clone(),
             ranks: job.ranks,
             cpu_hours: job.wall_ns.sum as f64 / NS_PER_HOUR,
             mpi_percent: 100.0 * job.mpi_fraction(),

@@ -3,7 +3,7 @@
 //! level-1 table, [`ROUTINES_CID`] under the routine table.
 
 use super::chart::{MAX_ROUTINES, PART_COLOURS};
-use super::content::{RoutineRow, TracedJob, UserDigest, FURTHER};
+use super::content::{application_label, RoutineRow, TracedJob, UserDigest, FURTHER};
 use crate::html::escape;
 use mpistat_record::units::{bytes, count, duration, rate};
 use std::fmt::Write;
@@ -113,7 +113,7 @@ pub fn render(d: &UserDigest) -> String {
         }
         out.push_str("</table>\n");
     }
-    out.push_str("<h3>Your biggest jobs</h3>\n<table cellpadding=\"3\">\n<tr><th>job</th><th>ranks</th><th>CPU h</th><th>MPI %</th><th>load balance</th><th>imbalance %</th><th>executable</th></tr>\n");
+    out.push_str("<h3>Your biggest jobs</h3>\n<table cellpadding=\"3\">\n<tr><th>job</th><th>ranks</th><th>CPU h</th><th>MPI %</th><th>load balance</th><th>imbalance %</th><th>application</th></tr>\n");
     for j in &d.top_jobs {
         let imbalance = j
             .imbalance_percent
@@ -126,7 +126,7 @@ pub fn render(d: &UserDigest) -> String {
             j.cpu_hours,
             j.mpi_percent,
             j.load_balance,
-            escape(&j.exe)
+            escape(&application_label(&j.app, j.interpreter.as_deref(), false))
         );
     }
     out.push_str("</table>\n");
@@ -157,7 +157,7 @@ pub fn traced_job(out: &mut String, t: &TracedJob) {
         out,
         "<p>Job <b>{}</b> ({}) was traced.</p>",
         escape(&t.job_id),
-        escape(&t.exe)
+        escape(&t.app)
     );
     match &t.summary {
         Ok(s) => {

@@ -1,7 +1,7 @@
 //! The plain-text part of the mail: at most 80 columns, reads well in mutt. Critical values are
 //! marked with `!`.
 
-use super::content::{UserDigest, FURTHER};
+use super::content::{application_label, UserDigest, FURTHER};
 use mpistat_record::units::{bytes, count, duration, rate};
 use std::fmt::Write;
 
@@ -147,27 +147,27 @@ pub fn render(d: &UserDigest) -> String {
     let _ = writeln!(out, "Your biggest jobs");
     let _ = writeln!(
         out,
-        "{:<12}{:>6}{:>9}{:>7}{:>6}{:>7}  executable",
+        "{:<12}{:>6}{:>9}{:>7}{:>6}{:>7}  application",
         "job", "ranks", "CPU h", "MPI %", "LB", "imb %"
     );
     for j in &d.top_jobs {
-        let exe = j.exe.rsplit('/').next().unwrap_or(&j.exe);
+        let app = application_label(&j.app, j.interpreter.as_deref(), true);
         let imbalance = j
             .imbalance_percent
             .map_or("-".to_string(), |p| format!("{p:.1}"));
         let _ = writeln!(
             out,
             "{:<12}{:>6}{:>9.2}{:>7.1}{:>6.2}{imbalance:>7}  {}",
-            j.job_id, j.ranks, j.cpu_hours, j.mpi_percent, j.load_balance, exe
+            j.job_id, j.ranks, j.cpu_hours, j.mpi_percent, j.load_balance, app
         );
     }
     if !d.traced.is_empty() {
         let _ = writeln!(out);
         let _ = writeln!(out, "Level 6: where your traced jobs waited");
         for t in &d.traced {
-            let exe = t.exe.rsplit('/').next().unwrap_or(&t.exe);
+            let app = application_label(&t.app, None, true);
             let _ = writeln!(out);
-            let _ = writeln!(out, "Job {} ({exe}) was traced.", t.job_id);
+            let _ = writeln!(out, "Job {} ({app}) was traced.", t.job_id);
             match &t.summary {
                 Ok(s) => {
                     out.push_str(&wrap(

@@ -7,7 +7,9 @@
 use super::summary::{add_histogram, imbalance_percent, size_class, Summary};
 use super::svg::{self, series, Bar, Point};
 use crate::html::escape;
-use crate::mail::content::{percent, routine_rows, RoutineRow, TracedJob, UserDigest, NS_PER_HOUR};
+use crate::mail::content::{
+    application_label, percent, routine_rows, RoutineRow, TracedJob, UserDigest, NS_PER_HOUR,
+};
 use crate::mail::html::routine_table;
 use mpistat_record::units::{bytes, count, duration, utc};
 use mpistat_record::{Binding, JobRecord};
@@ -491,7 +493,7 @@ fn histogram_chart(histogram: &[u64]) -> String {
 }
 
 fn job_rows(out: &mut String, jobs: &[(&JobRecord, String)], place: Place) {
-    out.push_str("<table>\n<tr><th>job</th><th>user</th><th>end (UTC)</th><th>ranks</th><th>CPU h</th><th>MPI %</th><th>imbalance %</th><th>executable</th><th></th></tr>\n");
+    out.push_str("<table>\n<tr><th>job</th><th>user</th><th>end (UTC)</th><th>ranks</th><th>CPU h</th><th>MPI %</th><th>imbalance %</th><th>application</th><th></th></tr>\n");
     for (job, note) in jobs {
         let _ = writeln!(
             out,
@@ -505,7 +507,11 @@ fn job_rows(out: &mut String, jobs: &[(&JobRecord, String)], place: Place) {
             job.wall_ns.sum as f64 / NS_PER_HOUR,
             100.0 * job.mpi_fraction(),
             imbalance_percent(job).map_or(String::new(), |i| format!("{i:.1}")),
-            escape(&job.exe),
+            escape(&application_label(
+                job.application(),
+                job.interpreter.as_deref(),
+                false
+            )),
             escape(note)
         );
     }
@@ -592,10 +598,15 @@ pub fn user(d: &UserDigest, jobs: &[&JobRecord], period: &str, place: Place) -> 
 /// as JSON.
 pub fn job(job: &JobRecord, traced: Option<&TracedJob>, place: Place) -> String {
     let mut b = String::from("<table>\n");
+    let executable = match &job.interpreter {
+        Some(_) => format!("{} (the interpreter)", job.exe),
+        None => job.exe.clone(),
+    };
     let facts: Vec<(&str, String)> = vec![
         ("job id", job.job_id.clone()),
         ("user", format!("{} (uid {})", job.user, job.uid)),
-        ("executable", job.exe.clone()),
+        ("application", job.application().to_string()),
+        ("executable", executable),
         ("argv[0]", job.argv0.clone()),
         ("host, pid of rank 0", format!("{}, {}", job.host, job.pid)),
         ("ranks, nodes", format!("{}, {}", job.ranks, job.nodes)),

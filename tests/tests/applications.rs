@@ -1,0 +1,168 @@
+//! Interpreter jobs are filed under their application: two mpi4py scripts run by the same
+//! `/usr/bin/python3` (one as `python3 a.py`, one as `python3 -m mpi4py b.py`, both relative to
+//! the job's directory) are two applications in their records, in `mpistat show --json` and in
+//! the weekly mail and the admin pages, each with the interpreter; escalating one script traces its next run and not
+//! the other's; and ingest's escalation rule lists scripts, never the interpreter.
+
+use mpistat_e2e::*;
+use std::path::Path;
+use std::process::Command;
+
+const PYTHON: &str = "/usr/bin/python3";
+
+const SCRIPT: &str = "from mpi4py import MPI\n\
+comm = MPI.COMM_WORLD\n\
+for _ in range(20):\n    comm.Barrier()\n\
+total = comm.allreduce(comm.Get_rank())\n\
+print('ok', comm.Get_rank(), total)\n";
+
+fn list_text(config: &Path) -> String {
+    let out = mpistat(&["escalate", "list"], config);
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn two_python_scripts_are_two_applications() {
+    let mpi4py = Command::new(PYTHON)
+        .args(["-c", "import mpi4py"])
+        .status()
+        .expect("run /usr/bin/python3");
+    assert!(
+        mpi4py.success(),
+        "mpi4py missing: run scripts/prereqs.sh (python3-mpi4py)"
+    );
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let dir = TempDir::new("applications");
+    let list = dir.path().join("escalation.list");
+    let site = syslogd.site_config();
+    let mut text = std::fs::read_to_string(&site).unwrap();
+    // The rule takes any job that has imbalance figures (these do: Barrier, Allreduce).
+    text.push_str(&format!(
+        "[trace]\ndirectory = \"{traces}/{{job_id}}\"\n\
+         [escalation]\nlist = {list:?}\nmpi_percent_min = 0.0\n\
+         critical_path_imbalance_percent_min = 0.0\ncpu_hours_min = 0.0\n\
+         [database]\npath = {db:?}\n",
+        traces = dir.path().join("traces").display(),
+        list = list.display().to_string(),
+        db = dir.path().join("mpistat.db").display().to_string(),
+    ));
+    std::fs::write(&site, text).unwrap();
+    for name in ["a.py", "b.py"] {
+        std::fs::write(dir.path().join(name), SCRIPT).unwrap();
+    }
+    let a_job = Job::new(PYTHON, 2).arg("a.py").cwd(dir.path());
+    let b_job = Job::new(PYTHON, 2)
+        .arg("-m")
+        .arg("mpi4py")
+        .arg("b.py")
+        .cwd(dir.path());
+    let a_app = dir.path().join("a.py").display().to_string();
+    let b_app = dir.path().join("b.py").display().to_string();
+
+    a_job.profiled(&site).assert_success();
+    let a = syslogd.wait_for_record("of a.py", |r| r.app == a_app);
+    b_job.profiled(&site).assert_success();
+    let b = syslogd.wait_for_record("of b.py", |r| r.app == b_app);
+    let interpreter = std::fs::canonicalize(PYTHON).unwrap().display().to_string();
+    for record in [&a, &b] {
+        assert_eq!(record.exe, interpreter);
+        assert_eq!(record.interpreter.as_deref(), Some(interpreter.as_str()));
+        assert_eq!(record.trace, None, "nothing asked for a trace");
+        assert_eq!(record.version, mpistat_record::model::MODEL_VERSION);
+    }
+
+    // `mpistat show --json` names the two applications.
+    let log = dir.path().join("records.log");
+    write_trusted_log(&syslogd, &log);
+    let log_arg = log.to_str().unwrap();
+    let show = |args: &[&str]| {
+        let out = Command::new(library().with_file_name("mpistat"))
+            .arg("show")
+            .args(args)
+            .arg(log_arg)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let (json, readable) = (show(&["--json"]), show(&[]));
+    for app in [&a_app, &b_app] {
+        assert!(json.contains(&format!("\"app\":{app:?}")), "{json}");
+        assert!(
+            readable.contains(&format!("application {app}\n")),
+            "{readable}"
+        );
+    }
+    assert!(readable.contains(&format!("interpreter {interpreter}\n")));
+
+    // Escalating a.py traces a.py's next run, not b.py's.
+    let add = ["escalate", "add", &a.user, &a_app, "--captures", "1"];
+    assert!(mpistat(&add, &site).status.success());
+    b_job.profiled(&site).assert_success();
+    let b2 = syslogd.wait_for_record("of b.py's second run", |r| {
+        r.app == b_app && r.job_id != b.job_id
+    });
+    assert_eq!(b2.trace, None, "b.py is not on the list");
+    a_job.profiled(&site).assert_success();
+    let a2 = syslogd.wait_for_record("of a.py's second run", |r| {
+        r.app == a_app && r.job_id != a.job_id
+    });
+    let trace = a2.trace.expect("a.py's second run was traced");
+    assert_eq!(trace.reason, "escalation");
+
+    // Ingest: the traced run spends a.py's entry; the rule puts b.py (a job that meets it and
+    // is not listed) on the list: the script, not the interpreter.
+    write_trusted_log(&syslogd, &log);
+    assert!(mpistat(&["ingest", log_arg], &site).status.success());
+    let listed = list_text(&site);
+    assert!(listed.contains(&b_app), "{listed}");
+    assert!(
+        !listed.contains(&a_app),
+        "a.py's capture is spent: {listed}"
+    );
+    assert!(!listed.contains("python3"), "{listed}");
+
+    // The weekly mail (printed) lists each script's jobs with the interpreter.
+    let week = this_week();
+    let digest = mpistat(
+        &["digest", "--week", &week, "--user", &a.user, "--dry-run"],
+        &site,
+    );
+    assert!(digest.status.success());
+    let mail = String::from_utf8_lossy(&digest.stdout);
+    let python = Path::new(&interpreter)
+        .file_name()
+        .unwrap()
+        .to_string_lossy();
+    for script in ["a.py", "b.py"] {
+        assert!(mail.contains(&format!("{script} ({python})")), "{mail}");
+    }
+
+    // The admin pages: the user's jobs by application, a job page with both.
+    let pages = dir.path().join("site");
+    let report = [
+        "site-report",
+        "--week",
+        &week,
+        "--out",
+        pages.to_str().unwrap(),
+    ];
+    assert!(mpistat(&report, &site).status.success());
+    let user_page = std::fs::read_to_string(pages.join(format!("users/{}.html", a.user))).unwrap();
+    for app in [&a_app, &b_app] {
+        assert!(
+            user_page.contains(&format!("{app} ({python})")),
+            "{user_page}"
+        );
+    }
+    let job_page = std::fs::read_to_string(pages.join(format!("jobs/{}.html", a.key()))).unwrap();
+    assert!(
+        job_page.contains(&format!("<th>application</th><td>{a_app}</td>")),
+        "{job_page}"
+    );
+    assert!(job_page.contains(&format!(
+        "<th>executable</th><td>{interpreter} (the interpreter)</td>"
+    )));
+}
