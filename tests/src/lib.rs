@@ -537,6 +537,8 @@ pub struct Job {
     env: Vec<(String, String)>,
     cwd: Option<PathBuf>,
     timeout: Duration,
+    /// Run as this uid and gid (no supplementary groups) instead of ours.
+    user: Option<(u32, u32)>,
 }
 
 impl Job {
@@ -548,7 +550,15 @@ impl Job {
             env: Vec::new(),
             cwd: None,
             timeout: JOB_TIMEOUT,
+            user: None,
         }
+    }
+
+    /// Run `mpirun` (and so every rank) as `uid` and `gid` with no supplementary groups (needs
+    /// root; the program, the library and the site config must be readable by that user).
+    pub fn as_user(mut self, uid: u32, gid: u32) -> Job {
+        self.user = Some((uid, gid));
+        self
     }
 
     /// Add a program argument.
@@ -626,6 +636,10 @@ impl Job {
             .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
+        }
+        if let Some((uid, gid)) = self.user {
+            // std drops the supplementary groups when root sets a uid.
+            cmd.uid(uid).gid(gid);
         }
         run_with_timeout(cmd, self.timeout)
     }
@@ -975,6 +989,27 @@ pub fn mpistat(args: &[&str], config: &Path) -> std::process::Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// Send `message` with `logger` as a record line (facility `local5`, tag `mpistat`, up to 8192
+/// bytes: record lines are up to 7680, and logger cuts at 1 KiB unless told) to `target`,
+/// logger's arguments saying where (`["-u", socket]`, or `["-T", "--rfc3164", "-n", host,
+/// "-P", port]`), as user `uid` (with its own gid, no other groups: needs root) when given.
+pub fn logger(target: &[&str], uid: Option<u32>, message: &str) {
+    let mut cmd = Command::new("logger");
+    cmd.args(["--size", "8192"]).args(target).args([
+        "-p",
+        "local5.info",
+        "-t",
+        "mpistat",
+        "--",
+        message,
+    ]);
+    if let Some(uid) = uid {
+        cmd.uid(uid).gid(uid);
+    }
+    let status = cmd.status().expect("run logger");
+    assert!(status.success(), "logger {target:?} as {uid:?} failed");
 }
 
 /// Write what rsyslog wrote with the attested uids (the input of `mpistat ingest`) to `path`.
