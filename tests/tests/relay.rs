@@ -490,13 +490,12 @@ fn records_are_relayed_attested_forgeries_rejected_and_nothing_lost_in_a_restart
         (&after_restart, 0),
         (&claims_root, NOBODY),
     ] {
-        let prefix = format!("relay=127.0.0.1 ");
         let attested = format!(" {host} uid={uid} pid=");
         assert!(!of(job).is_empty());
         assert!(
             of(job)
                 .iter()
-                .all(|l| l.starts_with(&prefix) && l.contains(&attested)),
+                .all(|l| l.starts_with("relay=127.0.0.1 ") && l.contains(&attested)),
             "{:#?}",
             of(job)
         );

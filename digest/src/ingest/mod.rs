@@ -56,13 +56,13 @@ use crate::pool::OrderedPool;
 use mpistat_record::{Assembler, CompleteJob, Problem};
 use mpistat_site::{EscalationConfig, SiteConfig};
 use source::{Head, Input, Opened};
-use trust::Sender;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use trust::Sender;
 use writer::Batch;
 
 /// What decoding a complete job gives (the record itself is dropped on the worker, too).

@@ -188,7 +188,10 @@ pub fn forgery(
         Relay::Unrelayed(address) => {
             return forged(
                 "unrelayed".into(),
-                format!("{}; came from {address} without an authenticated relay", claims()),
+                format!(
+                    "{}; came from {address} without an authenticated relay",
+                    claims()
+                ),
             )
         }
         Relay::Local if policy.relays_required => {
@@ -209,7 +212,10 @@ pub fn forgery(
     let Some(sender) = sender.uid else {
         let required = by.is_some() || policy.require_attested_uid;
         let detail = match by {
-            Some(relay) => format!("{}; relayed by {relay} without an attested sender", claims()),
+            Some(relay) => format!(
+                "{}; relayed by {relay} without an attested sender",
+                claims()
+            ),
             None => format!("{}; syslog attested no sender", claims()),
         };
         return required.then(|| Forgery {
@@ -218,7 +224,9 @@ pub fn forgery(
         });
     };
     if sender != uid {
-        let via = by.map(|relay| format!(" (relayed by {relay})")).unwrap_or_default();
+        let via = by
+            .map(|relay| format!(" (relayed by {relay})"))
+            .unwrap_or_default();
         return forged(
             format!("uid {sender}"),
             format!("{} but uid {sender} sent it{via}", claims()),
@@ -394,14 +402,18 @@ mod tests {
     #[test]
     fn a_relayed_line_is_read_after_the_relay_field() {
         let mut relays = log_host();
-        let line = b"relay=node7.cluster 2026-11-24T10:00:00Z node7 uid=1001 pid=9 mpistat: MPISTAT2 x";
+        let line =
+            b"relay=node7.cluster 2026-11-24T10:00:00Z node7 uid=1001 pid=9 mpistat: MPISTAT2 x";
         let sender = relays.sender(line);
         assert_eq!(sender.relay, Relay::Trusted("node7.cluster".into()));
         assert_eq!(sender.uid, Some(1001));
         // Asked again: the same verdict, from the cache.
         assert_eq!(relays.sender(line), sender);
         let other = relays.sender(b"relay=10.1.2.3 t h uid=0 pid=1 mpistat: x");
-        assert_eq!((other.relay, other.uid), (Relay::Trusted("10.1.2.3".into()), Some(0)));
+        assert_eq!(
+            (other.relay, other.uid),
+            (Relay::Trusted("10.1.2.3".into()), Some(0))
+        );
         let untrusted = relays.sender(b"relay=login1.cluster t login1 uid=0 pid=1 mpistat: x");
         assert_eq!(untrusted.relay, Relay::Untrusted("login1.cluster".into()));
         // The attestation is in the relayed line's own first fields, never further on.
@@ -448,14 +460,20 @@ mod tests {
             "claims uid 0 (root); relayed by login1.cluster, not a trusted relay"
         );
         // Relayed without an attestation: forged, whatever require_attested_uid says.
-        let bare = judge(b"relay=node1.cluster t node1 uid= pid= mpistat: x", LOG_HOST);
+        let bare = judge(
+            b"relay=node1.cluster t node1 uid= pid= mpistat: x",
+            LOG_HOST,
+        );
         let bare = bare.unwrap();
         assert_eq!(bare.suffix, "unattested");
         assert_eq!(
             bare.detail,
             "claims uid 0 (root); relayed by node1.cluster without an attested sender"
         );
-        let other = judge(b"relay=node1.cluster t node1 uid=1001 pid=7 mpistat: x", LOG_HOST);
+        let other = judge(
+            b"relay=node1.cluster t node1 uid=1001 pid=7 mpistat: x",
+            LOG_HOST,
+        );
         let other = other.unwrap();
         assert_eq!(other.suffix, "uid 1001");
         assert_eq!(
