@@ -12,8 +12,8 @@
 //! port, and RELP connections to the log host without a certificate and with a self-signed one.
 //! `mpistat ingest` of the log host's file (trusting the relay) stores the real jobs, credited
 //! to their users, and rejects the first three as forged, each with its reason; the RELP
-//! connections never get a line into the file. The log host is stopped while a job ends and
-//! started again: the compute node keeps the unacknowledged record and delivers it.
+//! connections never get a line into the file. The log host is stopped while two jobs end and
+//! started again: the compute node keeps the unacknowledged records and delivers them.
 
 use mpistat_e2e::*;
 use mpistat_record::JobRecord;
@@ -467,6 +467,10 @@ fn records_are_relayed_attested_forgeries_rejected_and_nothing_lost_in_a_restart
     // when the log host is back.
     chain.log_host.stop();
     Job::new(&basic, 3).profiled(&site).assert_success();
+    Job::new(&basic, 4)
+        .as_user(NOBODY, NOBODY)
+        .profiled(&site)
+        .assert_success();
     chain.log_host.run();
     let relp = chain.relp;
     chain
@@ -476,6 +480,9 @@ fn records_are_relayed_attested_forgeries_rejected_and_nothing_lost_in_a_restart
         r.uid == 0 && r.ranks == 3
     });
     assert_eq!(after_restart.user, "root");
+    let nobody_after = chain.wait_for("of nobody's job that ended while it was down", |r| {
+        r.uid == NOBODY && r.ranks == 4
+    });
 
     // What the log host wrote: real lines from the relay, with this node's name and the
     // attestation; the forgers' lines as they came.
@@ -488,6 +495,7 @@ fn records_are_relayed_attested_forgeries_rejected_and_nothing_lost_in_a_restart
         (&root, 0),
         (&nobody, NOBODY),
         (&after_restart, 0),
+        (&nobody_after, NOBODY),
         (&claims_root, NOBODY),
     ] {
         let attested = format!(" {host} uid={uid} pid=");
@@ -532,7 +540,7 @@ fn records_are_relayed_attested_forgeries_rejected_and_nothing_lost_in_a_restart
     )
     .unwrap();
     let text = report(&trusting, &log);
-    assert!(text.contains("jobs stored: 3\n"), "{text}");
+    assert!(text.contains("jobs stored: 4\n"), "{text}");
     // The RELP session may have resent parts it had no answer for: duplicates, never lost.
     let rejected = text.lines().find(|l| l.starts_with("rejected: ")).unwrap();
     assert!(rejected.contains("forged 3"), "{text}");
@@ -560,9 +568,9 @@ fn records_are_relayed_attested_forgeries_rejected_and_nothing_lost_in_a_restart
         "unrelayed",
         "claims uid 0 (root); came from 127.0.0.1 without an authenticated relay",
     );
-    // Credited to their users: root's two jobs (2 and 3 ranks), nobody's one.
+    // Credited to their users: root's two jobs (2 and 3 ranks), nobody's two (2 and 4).
     let week = this_week();
-    for (user, jobs) in [("root", "2 (2-3 ranks)"), ("nobody", "1 (2 ranks)")] {
+    for (user, jobs) in [("root", "2 (2-3 ranks)"), ("nobody", "2 (2-4 ranks)")] {
         let out = mpistat(&["digest", "--week", &week, "--user", user], &trusting);
         let mail = String::from_utf8_lossy(&out.stdout);
         assert!(mail.contains(jobs), "{user}: {jobs:?} not in {mail}");
@@ -580,11 +588,11 @@ fn records_are_relayed_attested_forgeries_rejected_and_nothing_lost_in_a_restart
     .unwrap();
     let text = report(&other, &log);
     assert!(text.contains("jobs stored: 0\n"), "{text}");
-    assert!(text.contains("forged 6"), "{text}");
+    assert!(text.contains("forged 7"), "{text}");
     assert_eq!(
         text.matches("relayed by 127.0.0.1, not a trusted relay")
             .count(),
-        5,
+        6,
         "{text}"
     );
 }
