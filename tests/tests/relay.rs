@@ -2,7 +2,8 @@
 //! log host with the sender still attested.
 //!
 //! Two private rsyslogds run the shipped configurations (`etc/rsyslog.d/mpistat-compute.conf`
-//! and `mpistat-loghost.conf`, only paths, ports and the log host's address changed): a
+//! and `mpistat-loghost.conf`; changed only: paths, ports, the log host's address, and the
+//! heartbeat and retry intervals, 1 s): a
 //! "compute" one reading a private socket with trusted properties (and, as a site might, a plain
 //! TCP input), forwarding over RELP with TLS and a client certificate on 127.0.0.1 to a "log
 //! host" one (which also has a plain syslog port). Certificates come from `openssl` into a
