@@ -4,9 +4,9 @@
 //! kernel-attested uid: [`trust`]) and each group reassembled by its own [`Assembler`], so that
 //! a record is only ever made of lines one uid sent, that came the way the site trusts (its own
 //! syslogd, or on a log host one of its trusted relays), and that uid must be the one the
-//! record's index claims (wire version 2 sends the index next to the
-//! record; ingest does not inflate the record, and whoever reads it later checks it against the
-//! index filed, see [`crate::db`]), and the index's user name must be that uid's in the ingest
+//! record's index claims (wire version 2 sends the index next to the record; ingest does not
+//! inflate the record, and whoever reads it later checks it against the index filed, see
+//! [`crate::db`]), and the index's user name must be that uid's in the ingest
 //! host's password database ([`accounts`]; a uid and name the host knows neither of are
 //! believed, and the site may turn the check off). Everything that is not stored as a job is
 //! stored as rejected (forged, incomplete, corrupt, ...). Lines are bytes: only our messages,
