@@ -4,9 +4,9 @@
 //! Two private rsyslogds run the shipped configurations (`etc/rsyslog.d/mpistat-compute.conf`
 //! and `mpistat-loghost.conf`; changed only: paths, ports, the log host's address, and the
 //! heartbeat and retry intervals, 1 s): a "compute" one reading a private socket with trusted
-//! properties (and, as a site might, a plain TCP input), forwarding over RELP with TLS and a client certificate on 127.0.0.1 to a "log
-//! host" one (which also has a plain syslog port). Certificates come from `openssl` into a
-//! temporary directory. Real MPI jobs of root and of `nobody` end on the compute node; forgers
+//! properties (and, as a site might, a plain TCP input), forwarding over RELP with TLS and a
+//! client certificate on 127.0.0.1 to a "log host" one (which also has a plain syslog port).
+//! Certificates come from `openssl` into a temporary directory. Real MPI jobs of root and of `nobody` end on the compute node; forgers
 //! try every path there is: a record claiming root's uid sent by nobody through the relay, one
 //! sent unannotated through the compute node's TCP input, one sent to the log host's plain
 //! port, and RELP connections to the log host without a certificate and with a self-signed one.
