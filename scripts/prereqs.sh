@@ -8,8 +8,9 @@
 # After it, MPISTAT_HAVE_FMT and MPISTAT_HAVE_CLIPPY are 1 or 0.
 
 # Debian packages: Open MPI (runtime, headers, wrappers), gfortran for the Fortran demo and tests,
-# rsyslog for the private syslog daemon of the demo and e2e tests, hpcc as a real-world MPI
-# program, libclang/clang for bindgen (profiler/build.rs reads mpi.h), pkg-config, python3 (bench
+# rsyslog for the private syslog daemon of the demo and e2e tests, rsyslog-relp and openssl for
+# the relay test (a compute node's rsyslogd forwarding over RELP with TLS to a log host's, with
+# certificates made by openssl), hpcc as a real-world MPI program, libclang/clang for bindgen (profiler/build.rs reads mpi.h), pkg-config, python3 (bench
 # table, syslog sink), procps (pgrep/ps in tests), python3-aiosmtpd (the real SMTP server of the
 # mail tests), chromium, chromium-driver and fonts-dejavu-core (one headless Chromium, driven by
 # chromedriver, renders every admin page in the site-report test), time (peak memory in
@@ -19,7 +20,7 @@
 # serve tests connect as another user, also through a Unix socket), python3-mpi4py (an mpi4py
 # job in the application test).
 MPISTAT_APT_PACKAGES=(
-    openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran rsyslog hpcc
+    openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran rsyslog rsyslog-relp openssl hpcc
     libclang-dev clang pkg-config python3 procps
     gcc make python3-aiosmtpd chromium chromium-driver fonts-dejavu-core time binutils
     curl python3-mpi4py

@@ -234,6 +234,14 @@ pub struct IngestConfig {
     /// `false` when the ingest host's accounts are not the cluster's (e.g. a local uid 1000 that
     /// is someone else on the cluster would make that user's records forged).
     pub check_user_names: bool,
+    /// On a central log host: the relays (compute nodes' rsyslogds, as the log host names the
+    /// authenticated connection they delivered on: `relay=<name>` in front of each line, see
+    /// `etc/rsyslog.d/mpistat-loghost.conf`) whose attestations are believed. Patterns, `*`
+    /// matching any run of characters (`node*.cluster`). When not empty, a record is accepted
+    /// only with a kernel attestation delivered by one of them; lines without a relay, marked
+    /// `unrelayed=` by the log host, or from another relay are rejected as forged. Empty: this
+    /// host's own syslogd attests the senders (a single host), and relayed lines are rejected.
+    pub trusted_relays: Vec<String>,
     /// Seconds a job may wait for its missing parts before it is reported incomplete.
     pub grace_seconds: u64,
 }
@@ -243,6 +251,7 @@ impl Default for IngestConfig {
         IngestConfig {
             require_attested_uid: true,
             check_user_names: true,
+            trusted_relays: Vec::new(),
             grace_seconds: 300,
         }
     }

@@ -606,6 +606,8 @@ pub struct Job {
     /// Emulated nodes (host name, ranks), see [`Job::on_nodes`]; empty: this host only.
     nodes: Vec<(String, u32)>,
     mpi: Mpi,
+    /// Run as this uid and gid (no supplementary groups) instead of ours.
+    user: Option<(u32, u32)>,
 }
 
 /// One application context of a job: `ranks` ranks with `env` (on top of the job's), and
@@ -626,6 +628,7 @@ impl Job {
             timeout: JOB_TIMEOUT,
             nodes: Vec::new(),
             mpi: Mpi::OpenMpi,
+            user: None,
         }
     }
 
@@ -641,6 +644,13 @@ impl Job {
     /// Launch with `mpi`'s launcher (the program must be built for it, [`Program::path_for`]).
     pub fn mpi(mut self, mpi: Mpi) -> Job {
         self.mpi = mpi;
+        self
+    }
+
+    /// Run `mpirun` (and so every rank) as `uid` and `gid` with no supplementary groups (needs
+    /// root; the program, the library and the site config must be readable by that user).
+    pub fn as_user(mut self, uid: u32, gid: u32) -> Job {
+        self.user = Some((uid, gid));
         self
     }
 
@@ -796,6 +806,10 @@ impl Job {
             .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
+        }
+        if let Some((uid, gid)) = self.user {
+            // std drops the supplementary groups when root sets a uid.
+            cmd.uid(uid).gid(gid);
         }
         run_with_timeout(cmd, self.timeout)
     }
@@ -1145,6 +1159,27 @@ pub fn mpistat(args: &[&str], config: &Path) -> std::process::Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// Send `message` with `logger` as a record line (facility `local5`, tag `mpistat`, up to 8192
+/// bytes: record lines are up to 7680, and logger cuts at 1 KiB unless told) to `target`,
+/// logger's arguments saying where (`["-u", socket]`, or `["-T", "--rfc3164", "-n", host,
+/// "-P", port]`), as user `uid` (with its own gid, no other groups: needs root) when given.
+pub fn logger(target: &[&str], uid: Option<u32>, message: &str) {
+    let mut cmd = Command::new("logger");
+    cmd.args(["--size", "8192"]).args(target).args([
+        "-p",
+        "local5.info",
+        "-t",
+        "mpistat",
+        "--",
+        message,
+    ]);
+    if let Some(uid) = uid {
+        cmd.uid(uid).gid(uid);
+    }
+    let status = cmd.status().expect("run logger");
+    assert!(status.success(), "logger {target:?} as {uid:?} failed");
 }
 
 /// Write what rsyslog wrote with the attested uids (the input of `mpistat ingest`) to `path`.

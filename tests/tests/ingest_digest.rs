@@ -17,27 +17,12 @@ use mpistat_record::units::{count, rate};
 use mpistat_record::wire::Problem;
 use mpistat_record::{JobIndex, JobRecord};
 use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
 use std::time::Duration;
 
 /// Send `message` to the daemon as user `nobody` (uid 65534), tagged like the profiler's lines.
 fn send_as_nobody(syslogd: &Syslogd, message: &str) {
-    let status = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "logger",
-            // Record lines are up to 7680 bytes; logger cuts at 1 KiB unless told.
-            "--size",
-            "8192",
-            "-u",
-        ])
-        .arg(syslogd.socket())
-        .args(["-p", "local5.info", "-t", "mpistat", "--", message])
-        .status()
-        .expect("run setpriv logger");
-    assert!(status.success(), "logger as nobody failed");
+    let socket = syslogd.socket();
+    logger(&["-u", socket.to_str().unwrap()], Some(65534), message);
 }
 
 #[test]

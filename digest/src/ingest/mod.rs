@@ -1,10 +1,12 @@
 //! `mpistat ingest`: syslog files into the database, once or following them.
 //!
-//! Lines are grouped by their kernel-attested sender ([`trust`]) and each group reassembled by
-//! its own [`Assembler`], so that a record is only ever made of lines one uid sent, and that uid
-//! must be the one the record's index claims (wire version 2 sends the index next to the
-//! record; ingest does not inflate the record, and whoever reads it later checks it against the
-//! index filed, see [`crate::db`]), and the index's user name must be that uid's in the ingest
+//! Lines are grouped by their sender (the relay that delivered them, if any, and the
+//! kernel-attested uid: [`trust`]) and each group reassembled by its own [`Assembler`], so that
+//! a record is only ever made of lines one uid sent, that came the way the site trusts (its own
+//! syslogd, or on a log host one of its trusted relays), and that uid must be the one the
+//! record's index claims (wire version 2 sends the index next to the record; ingest does not
+//! inflate the record, and whoever reads it later checks it against the index filed, see
+//! [`crate::db`]), and the index's user name must be that uid's in the ingest
 //! host's password database ([`accounts`]; a uid and name the host knows neither of are
 //! believed, and the site may turn the check off). Everything that is not stored as a job is
 //! stored as rejected (forged, incomplete, corrupt, ...). Lines are bytes: only our messages,
@@ -60,6 +62,7 @@ use std::path::PathBuf;
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use trust::Sender;
 use writer::Batch;
 
 /// What decoding a complete job gives (the record itself is dropped on the worker, too).
@@ -80,6 +83,9 @@ pub struct Options {
     pub files: Vec<PathBuf>,
     /// Reject records without a kernel-attested sender uid (site `ingest.require_attested_uid`).
     pub require_attested_uid: bool,
+    /// On a log host: the relays whose attestations are believed (site
+    /// `ingest.trusted_relays`, [`trust::Relays`]); empty: this host's own syslogd's.
+    pub trusted_relays: Vec<String>,
     /// Whose the login names are: a record whose user name is not its attested uid's here is
     /// rejected as forged ([`trust::forgery`]). The host's password database with site
     /// `ingest.check_user_names` ([`accounts::System`]); `None`: names are not checked.
@@ -99,6 +105,7 @@ impl Options {
         Options {
             files,
             require_attested_uid: config.ingest.require_attested_uid,
+            trusted_relays: config.ingest.trusted_relays.clone(),
             accounts: config
                 .ingest
                 .check_user_names
@@ -168,16 +175,18 @@ struct Run<'a> {
     /// The accounts of [`Options::accounts`], each uid and name looked up once per run.
     accounts: Option<accounts::Known>,
     known: HashMap<Head, Position>,
-    senders: HashMap<Option<u32>, SenderLines>,
+    /// Who delivered and sent each line.
+    relays: trust::Relays,
+    senders: HashMap<Sender, SenderLines>,
     /// First line of every job that was unfinished when last looked at, by sender and arrival.
-    first_lines: HashMap<(Option<u32>, u64), FirstLine>,
+    first_lines: HashMap<(Sender, u64), FirstLine>,
     files: Vec<FileRead>,
     /// Complete jobs being filed on other threads, [`FILE_BATCH`] at a time.
     decoders: OrderedPool<Vec<CompleteJob>, Vec<Outcome>>,
     /// Complete jobs not handed to the decoders yet.
     batch: Vec<CompleteJob>,
     /// Sender and file of every job handed to the decoders whose outcome is not taken yet.
-    decoding: VecDeque<(Option<u32>, usize)>,
+    decoding: VecDeque<(Sender, usize)>,
     pending: Pending,
     stats: RunStats,
 }
@@ -242,6 +251,7 @@ pub fn run_once(
                 options,
                 accounts: options.accounts.clone().map(accounts::Known::new),
                 known,
+                relays: trust::Relays::new(options.trusted_relays.clone()),
                 senders: HashMap::new(),
                 first_lines: HashMap::new(),
                 files: Vec::new(),
@@ -352,14 +362,14 @@ impl Run<'_> {
     fn push_line(&mut self, file: usize, offset: u64, line: &[u8]) {
         self.pending.lines += 1;
         self.stats.lines += 1;
-        let sender = trust::attested_uid(line);
-        let lines = self.senders.entry(sender).or_default();
+        let sender = self.relays.sender(line);
+        let lines = self.senders.entry(sender.clone()).or_default();
         let unfinished_before = lines.assembler.pending_jobs();
         lines.assembler.push(line);
         lines.pushed += 1;
         if lines.assembler.pending_jobs() > unfinished_before {
             self.first_lines
-                .insert((sender, lines.pushed), FirstLine { file, offset });
+                .insert((sender.clone(), lines.pushed), FirstLine { file, offset });
         }
         let problems = lines.assembler.take_problems();
         let complete = lines.assembler.take_complete();
@@ -374,7 +384,7 @@ impl Run<'_> {
         }
         for job in complete {
             self.batch.push(job);
-            self.decoding.push_back((sender, file));
+            self.decoding.push_back((sender.clone(), file));
         }
         if self.batch.len() >= FILE_BATCH {
             self.send_batch();
@@ -399,13 +409,13 @@ impl Run<'_> {
         while let Some(outcomes) = self.decoders.next(wait) {
             for outcome in outcomes {
                 let (sender, file) = self.decoding.pop_front().expect("one entry per job sent");
-                self.take_outcome(outcome, sender, file);
+                self.take_outcome(outcome, &sender, file);
             }
         }
     }
 
     /// Store a decoded job (if its sender may have written it) or reject what did not decode.
-    fn take_outcome(&mut self, outcome: Outcome, sender: Option<u32>, file: usize) {
+    fn take_outcome(&mut self, outcome: Outcome, sender: &Sender, file: usize) {
         match outcome {
             Ok(job) => self.accept(job, sender, file),
             Err(problem) => {
@@ -415,18 +425,23 @@ impl Run<'_> {
         }
     }
 
-    /// Store `job` if `sender` may have written it, else reject it as forged: its uid must be
-    /// the attested sender's and its user name that uid's ([`trust::forgery`]). The uid and
+    /// Store `job` if `sender` may have written it, else reject it as forged: it must have come
+    /// the way the site trusts (its own syslogd, or a trusted relay), its uid must be the
+    /// attested sender's and its user name that uid's ([`trust::forgery`]). The uid and
     /// name checked are the index's, which a wire version 2 record carries next to the record
     /// itself: readers of the stored record check the record says the same (see
     /// [`crate::db::FiledJob`]).
-    fn accept(&mut self, mut job: JobRow, sender: Option<u32>, file: usize) {
+    fn accept(&mut self, mut job: JobRow, sender: &Sender, file: usize) {
         let index = &job.index;
+        let policy = trust::Policy {
+            relays_required: self.relays.required(),
+            require_attested_uid: self.options.require_attested_uid,
+        };
         let forged = trust::forgery(
             sender,
             index.uid,
             &index.user,
-            self.options.require_attested_uid,
+            policy,
             self.accounts.as_mut(),
         )
         .map(|forgery| {
@@ -519,8 +534,8 @@ impl Run<'_> {
         let mut still = HashSet::new();
         for (sender, lines) in &self.senders {
             for (key, arrival) in lines.assembler.pending_first_lines() {
-                still.insert((*sender, arrival));
-                if let Some(first) = self.first_lines.get(&(*sender, arrival)) {
+                still.insert((sender.clone(), arrival));
+                if let Some(first) = self.first_lines.get(&(sender.clone(), arrival)) {
                     unfinished.push((key.to_string(), *first));
                 }
             }
@@ -602,7 +617,7 @@ impl Run<'_> {
             }
             for job in lines.assembler.take_complete() {
                 let file = first_file(&job.key);
-                self.take_outcome(file_job(job), sender, file);
+                self.take_outcome(file_job(job), &sender, file);
             }
         }
         self.commit(&in_grace)?;

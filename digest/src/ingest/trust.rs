@@ -1,5 +1,6 @@
-//! Who really sent a syslog line: the uid rsyslog's imuxsock attested (`SCM_CREDENTIALS`), and
-//! whether a record may claim what it claims ([`forgery`]).
+//! Who really sent a syslog line: the uid rsyslog's imuxsock attested (`SCM_CREDENTIALS`), the
+//! relay that delivered it to a central log host ([`Relays`]), and whether a record may claim
+//! what it claims ([`forgery`]).
 //!
 //! Any local user can write any syslog message, so the uid inside a record proves nothing. With
 //! trusted properties on, rsyslog writes the kernel-attested uid in front of the message as
@@ -9,6 +10,19 @@
 //! three space-separated fields, as a `uid=` field directly followed by a `pid=` field. A line
 //! that rsyslog could not attest (e.g. it came over the network) has `uid=` with an empty value.
 //!
+//! # Through a relay
+//!
+//! The attestation exists only on the node where the job ran. A compute node's rsyslogd
+//! forwards its line (attestation and its own host name included) over RELP with TLS and a
+//! client certificate (`etc/rsyslog.d/mpistat-compute.conf`); the log host writes in front of it
+//! a field no sender controls (`etc/rsyslog.d/mpistat-loghost.conf`): `relay=<name>` when the
+//! line came on the authenticated input (the name is the connection's, rsyslog's `$fromhost`),
+//! `unrelayed=<address>` when it came any other way (a plain syslog port, the log host's own
+//! socket). So a log-host line is `relay=<name> <time> <host> uid=<n> pid=<n> <tag><msg>`, and
+//! the first field alone says how it arrived. A site that lists `[ingest] trusted_relays`
+//! believes only attestations those relays delivered; one that lists none believes its own
+//! syslogd's (a single host). A line marked `unrelayed=` is never believed.
+//!
 //! A record is its sender's when it claims the attested uid and, since the weekly mails and the
 //! admin pages go by login name, a user name that is that uid's: checked against the ingest
 //! host's password database ([`accounts`](super::accounts)). A name is forged when the attested
@@ -16,9 +30,11 @@
 //! neither the uid nor the name (its password database is not the cluster's), the name cannot be
 //! checked and is believed; so is every name when the site turns the check off
 //! (`[ingest] check_user_names = false`), and when there is no attested uid to check it against
-//! (`require_attested_uid = false`).
+//! (`require_attested_uid = false`, single host only).
 
 use super::accounts::Known;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Fields at the start of a line that may hold the attestation: time, host, `uid=`.
 const PREFIX_FIELDS: usize = 3;
@@ -40,6 +56,102 @@ pub fn attested_uid(line: impl AsRef<[u8]>) -> Option<u32> {
     None
 }
 
+/// How a line reached this host's log.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Relay {
+    /// Written by the syslogd of the host the job ran on (no relay field).
+    Local,
+    /// Delivered by this relay, one of the site's trusted relays.
+    Trusted(Arc<str>),
+    /// Delivered by this relay, which is not one of the site's trusted relays.
+    Untrusted(Arc<str>),
+    /// Arrived at the log host from this address without an authenticated relay.
+    Unrelayed(Arc<str>),
+}
+
+/// Who a line says delivered and sent it, as far as fields no sender controls tell.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Sender {
+    pub relay: Relay,
+    /// The kernel-attested uid ([`attested_uid`]); `None` for unrelayed lines.
+    pub uid: Option<u32>,
+}
+
+/// The site's trusted relays, and the verdict on every relay name met so far.
+#[derive(Debug, Default)]
+pub struct Relays {
+    patterns: Vec<String>,
+    seen: HashMap<Vec<u8>, Relay>,
+}
+
+impl Relays {
+    /// Relays matching one of `patterns` (`*`: any run of characters) are trusted; none listed:
+    /// only the local syslogd is.
+    pub fn new(patterns: Vec<String>) -> Relays {
+        Relays {
+            patterns,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Whether records must come through a trusted relay (some are listed).
+    pub fn required(&self) -> bool {
+        !self.patterns.is_empty()
+    }
+
+    /// Who delivered and sent `line`.
+    pub fn sender(&mut self, line: &[u8]) -> Sender {
+        let first = line.split(|&b| b == b' ').next().unwrap_or_default();
+        let (relayed, name) = if let Some(name) = first.strip_prefix(b"relay=") {
+            (true, name)
+        } else if let Some(address) = first.strip_prefix(b"unrelayed=") {
+            (false, address)
+        } else {
+            return Sender {
+                relay: Relay::Local,
+                uid: attested_uid(line),
+            };
+        };
+        if !self.seen.contains_key(first) {
+            let text: Arc<str> = String::from_utf8_lossy(name).into();
+            let relay = if !relayed {
+                Relay::Unrelayed(text)
+            } else if self.patterns.iter().any(|p| matches(p, &text)) {
+                Relay::Trusted(text)
+            } else {
+                Relay::Untrusted(text)
+            };
+            self.seen.insert(first.to_vec(), relay);
+        }
+        let relay = self.seen[first].clone();
+        let uid = match relay {
+            Relay::Unrelayed(_) => None,
+            _ => attested_uid(line.get(first.len() + 1..).unwrap_or_default()),
+        };
+        Sender { relay, uid }
+    }
+}
+
+/// Whether `text` matches `pattern`, where `*` matches any run of characters (also none).
+fn matches(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty(); // no `*`: the whole text
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
 /// Why a record may not be stored as its sender's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Forgery {
@@ -49,28 +161,76 @@ pub struct Forgery {
     pub detail: String,
 }
 
-/// Whether a record claiming `uid` and user `name`, whose lines were attested as sent by
-/// `sender`, is forged. Without an attested sender it is when `require_attested_uid`, else
+/// What the site believes about senders.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    /// Records must come through a trusted relay ([`Relays::required`]).
+    pub relays_required: bool,
+    /// A local line must carry an attestation (relayed ones always must).
+    pub require_attested_uid: bool,
+}
+
+/// Whether a record claiming `uid` and user `name`, whose lines came from `sender`, is forged.
+/// It is when it came from an untrusted relay, unrelayed, or locally where relays are
+/// required. Without an attested sender it is when relayed or `require_attested_uid`, else
 /// nothing can be checked. With one, it is when the uids differ, and (when `accounts` is given)
 /// when the sender's uid has another name, or `name` another uid, in `accounts`.
 pub fn forgery(
-    sender: Option<u32>,
+    sender: &Sender,
     uid: u32,
     name: &str,
-    require_attested_uid: bool,
+    policy: Policy,
     accounts: Option<&mut Known>,
 ) -> Option<Forgery> {
-    let Some(sender) = sender else {
-        return require_attested_uid.then(|| Forgery {
+    let claims = || format!("claims uid {uid} ({name})");
+    let forged = |suffix: String, detail: String| Some(Forgery { suffix, detail });
+    let by = match &sender.relay {
+        Relay::Unrelayed(address) => {
+            return forged(
+                "unrelayed".into(),
+                format!(
+                    "{}; came from {address} without an authenticated relay",
+                    claims()
+                ),
+            )
+        }
+        Relay::Local if policy.relays_required => {
+            return forged(
+                "unrelayed".into(),
+                format!("{}; no relay delivered it (a log host needs one)", claims()),
+            )
+        }
+        Relay::Untrusted(relay) => {
+            return forged(
+                format!("relay {relay}"),
+                format!("{}; relayed by {relay}, not a trusted relay", claims()),
+            )
+        }
+        Relay::Trusted(relay) => Some(relay),
+        Relay::Local => None,
+    };
+    let Some(sender) = sender.uid else {
+        let required = by.is_some() || policy.require_attested_uid;
+        let detail = match by {
+            Some(relay) => format!(
+                "{}; relayed by {relay} without an attested sender",
+                claims()
+            ),
+            None => format!("{}; syslog attested no sender", claims()),
+        };
+        return required.then(|| Forgery {
             suffix: "unattested".into(),
-            detail: format!("claims uid {uid} ({name}); syslog attested no sender"),
+            detail,
         });
     };
     if sender != uid {
-        return Some(Forgery {
-            suffix: format!("uid {sender}"),
-            detail: format!("claims uid {uid} ({name}) but uid {sender} sent it"),
-        });
+        let via = by
+            .map(|relay| format!(" (relayed by {relay})"))
+            .unwrap_or_default();
+        return forged(
+            format!("uid {sender}"),
+            format!("{} but uid {sender} sent it{via}", claims()),
+        );
     }
     let accounts = accounts?;
     let name_forged = |detail| {
@@ -133,8 +293,20 @@ mod tests {
         Known::new(Arc::new(Table::new([("alice", 1001), ("bob", 1002)])))
     }
 
+    const SINGLE_HOST: Policy = Policy {
+        relays_required: false,
+        require_attested_uid: true,
+    };
+
+    fn local(uid: Option<u32>) -> Sender {
+        Sender {
+            relay: Relay::Local,
+            uid,
+        }
+    }
+
     fn check(sender: Option<u32>, uid: u32, name: &str) -> Option<Forgery> {
-        forgery(sender, uid, name, true, Some(&mut known()))
+        forgery(&local(sender), uid, name, SINGLE_HOST, Some(&mut known()))
     }
 
     #[test]
@@ -173,9 +345,14 @@ mod tests {
     #[test]
     fn without_attestation_no_name_is_checked() {
         let mut known = known();
-        let lenient = forgery(None, 1002, "alice", false, Some(&mut known));
+        let lenient = Policy {
+            require_attested_uid: false,
+            ..SINGLE_HOST
+        };
+        let lenient = forgery(&local(None), 1002, "alice", lenient, Some(&mut known));
         assert_eq!(lenient, None);
-        let strict = forgery(None, 1002, "alice", true, Some(&mut known)).expect("forged");
+        let strict = forgery(&local(None), 1002, "alice", SINGLE_HOST, Some(&mut known));
+        let strict = strict.expect("forged");
         assert_eq!(strict.suffix, "unattested");
         assert_eq!(
             strict.detail,
@@ -195,6 +372,123 @@ mod tests {
 
     #[test]
     fn names_are_not_checked_when_the_site_says_so() {
-        assert_eq!(forgery(Some(1002), 1002, "alice", true, None), None);
+        let sender = local(Some(1002));
+        assert_eq!(forgery(&sender, 1002, "alice", SINGLE_HOST, None), None);
+    }
+
+    const LOG_HOST: Policy = Policy {
+        relays_required: true,
+        require_attested_uid: false,
+    };
+
+    fn log_host() -> Relays {
+        Relays::new(vec!["node*.cluster".into(), "10.1.2.3".into()])
+    }
+
+    #[test]
+    fn relay_patterns() {
+        assert!(matches("node*.cluster", "node001.cluster"));
+        assert!(matches("node*.cluster", "node.cluster"));
+        assert!(!matches("node*.cluster", "node001.cluster.evil"));
+        assert!(!matches("node*.cluster", "login1.cluster"));
+        assert!(matches("*", ""));
+        assert!(matches("a*b*c", "aXbYbc"));
+        assert!(!matches("a*b*c", "ac"));
+        assert!(matches("10.1.2.3", "10.1.2.3"));
+        assert!(!matches("10.1.2.3", "10.1.2.33"));
+        assert!(!matches("ab*ba", "aba"));
+    }
+
+    #[test]
+    fn a_relayed_line_is_read_after_the_relay_field() {
+        let mut relays = log_host();
+        let line =
+            b"relay=node7.cluster 2026-11-24T10:00:00Z node7 uid=1001 pid=9 mpistat: MPISTAT2 x";
+        let sender = relays.sender(line);
+        assert_eq!(sender.relay, Relay::Trusted("node7.cluster".into()));
+        assert_eq!(sender.uid, Some(1001));
+        // Asked again: the same verdict, from the cache.
+        assert_eq!(relays.sender(line), sender);
+        let other = relays.sender(b"relay=10.1.2.3 t h uid=0 pid=1 mpistat: x");
+        assert_eq!(
+            (other.relay, other.uid),
+            (Relay::Trusted("10.1.2.3".into()), Some(0))
+        );
+        let untrusted = relays.sender(b"relay=login1.cluster t login1 uid=0 pid=1 mpistat: x");
+        assert_eq!(untrusted.relay, Relay::Untrusted("login1.cluster".into()));
+        // The attestation is in the relayed line's own first fields, never further on.
+        let late = relays.sender(b"relay=node1.cluster t h mpistat: uid=0 pid=1 MPISTAT2 x");
+        assert_eq!(late.uid, None);
+        assert_eq!(relays.sender(b"relay=node1.cluster").uid, None);
+    }
+
+    #[test]
+    fn a_line_the_log_host_marked_unrelayed_carries_no_attestation() {
+        // What a forger wrote on the log host's plain syslog port, uid= and all.
+        let line = b"unrelayed=10.9.9.9 uid=0 pid=1 mpistat: MPISTAT2 x";
+        let sender = log_host().sender(line);
+        assert_eq!(sender.relay, Relay::Unrelayed("10.9.9.9".into()));
+        assert_eq!(sender.uid, None);
+        // Also on a host that trusts no relay: the first field decides.
+        assert_eq!(Relays::new(Vec::new()).sender(line).uid, None);
+        assert!(!Relays::new(Vec::new()).required());
+        assert!(log_host().required());
+    }
+
+    fn judge(line: &[u8], policy: Policy) -> Option<Forgery> {
+        let sender = log_host().sender(line);
+        forgery(&sender, 0, "root", policy, Some(&mut known()))
+    }
+
+    #[test]
+    fn on_a_log_host_only_attestations_of_trusted_relays_are_believed() {
+        let good = b"relay=node1.cluster t node1 uid=0 pid=7 mpistat: MPISTAT2 x";
+        assert_eq!(judge(good, LOG_HOST), None);
+        let forged = judge(b"unrelayed=10.9.9.9 uid=0 pid=1 mpistat: x", LOG_HOST).unwrap();
+        assert_eq!(forged.suffix, "unrelayed");
+        assert_eq!(
+            forged.detail,
+            "claims uid 0 (root); came from 10.9.9.9 without an authenticated relay"
+        );
+        let local = judge(b"t loghost uid=0 pid=1 mpistat: x", LOG_HOST).unwrap();
+        assert_eq!(local.suffix, "unrelayed");
+        let untrusted = judge(b"relay=login1.cluster t h uid=0 pid=1 mpistat: x", LOG_HOST);
+        let untrusted = untrusted.unwrap();
+        assert_eq!(untrusted.suffix, "relay login1.cluster");
+        assert_eq!(
+            untrusted.detail,
+            "claims uid 0 (root); relayed by login1.cluster, not a trusted relay"
+        );
+        // Relayed without an attestation: forged, whatever require_attested_uid says.
+        let bare = judge(
+            b"relay=node1.cluster t node1 uid= pid= mpistat: x",
+            LOG_HOST,
+        );
+        let bare = bare.unwrap();
+        assert_eq!(bare.suffix, "unattested");
+        assert_eq!(
+            bare.detail,
+            "claims uid 0 (root); relayed by node1.cluster without an attested sender"
+        );
+        let other = judge(
+            b"relay=node1.cluster t node1 uid=1001 pid=7 mpistat: x",
+            LOG_HOST,
+        );
+        let other = other.unwrap();
+        assert_eq!(other.suffix, "uid 1001");
+        assert_eq!(
+            other.detail,
+            "claims uid 0 (root) but uid 1001 sent it (relayed by node1.cluster)"
+        );
+    }
+
+    #[test]
+    fn a_single_host_rejects_relayed_and_unrelayed_lines() {
+        let mut relays = Relays::new(Vec::new());
+        let relayed = relays.sender(b"relay=node1.cluster t node1 uid=0 pid=7 mpistat: x");
+        let forged = forgery(&relayed, 0, "root", SINGLE_HOST, None).unwrap();
+        assert_eq!(forged.suffix, "relay node1.cluster");
+        let own = relays.sender(b"t host uid=0 pid=7 mpistat: x");
+        assert_eq!(forgery(&own, 0, "root", SINGLE_HOST, None), None);
     }
 }
