@@ -214,6 +214,14 @@ fn publish(
         &job.config.syslog.tag,
         &lines,
     );
+    if let Some(trace) = record.trace.as_ref().filter(|_| record.partial.is_none()) {
+        crate::analyse::after_record(
+            &trace.dir,
+            &record.key(),
+            job.config.trace.analyze_at_exit,
+            &job.config.trace.analyze_command,
+        );
+    }
     if let Some(dest) = &job.detail {
         let mut text = mpistat_record::report::render(&record);
         for p in &job.config_problems {
@@ -326,7 +334,8 @@ pub fn before_abort(errorcode: c_int) {
     });
 }
 
-/// At process exit: if rank 0 never reached `MPI_Finalize`, it writes a partial record.
+/// At process exit: if rank 0 never reached `MPI_Finalize`, it writes a partial record; after
+/// a traced job's `MPI_Finalize`, it starts the trace's analysis ([`crate::analyse`]).
 extern "C" fn at_exit() {
     let hook_start = ticks();
     quietly(|| {
@@ -334,6 +343,7 @@ extern "C" fn at_exit() {
             // A forked child exiting is not the job ending.
             if job.init.rank == 0 && job.init.pid == std::process::id() {
                 publish_partial(job, "exit without MPI_Finalize".into(), hook_start);
+                crate::analyse::start_at_exit();
             }
         });
     });

@@ -29,27 +29,12 @@ impl std::fmt::Display for SendError {
     }
 }
 
-/// An RFC 3164 message as glibc's `syslog()` writes it (UTC timestamp; syslogd uses its own anyway).
+/// The datagram of one message, stamped now.
 fn frame(priority: u8, tag: &str, pid: u32, message: &str) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    let t = now as libc::time_t;
-    // SAFETY: gmtime_r with valid pointers.
-    unsafe { libc::gmtime_r(&t, &mut tm) };
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    format!(
-        "<{priority}>{} {:2} {:02}:{:02}:{:02} {tag}[{pid}]: {message}",
-        MONTHS[tm.tm_mon.clamp(0, 11) as usize],
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec
-    )
+        .map_or(0, |d| d.as_secs());
+    mpistat_site::syslog_frame(priority, tag, pid, message, now)
 }
 
 /// Send `messages` to the syslog socket at `socket` with facility code `facility` (severity info).
