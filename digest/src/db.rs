@@ -27,13 +27,14 @@
 //! * `escalation_queue`: jobs the escalation rules are still to look at (traced, or meeting the
 //!   rule, queued by ingest with the job: by row id, with uid, executable and whether traced, so
 //!   a job of a listed (uid, executable) is passed over without reading its row);
-//!   `analyses`: the trace analyses of traced jobs.
+//!   `analyses`: the trace analyses of traced jobs, from the analysis records their users sent
+//!   (`analysis_inbox`: filed by ingest, waiting to be matched to their jobs).
 
 use crate::pool::OrderedPool;
 use anyhow::Context;
 use flate2::read::DeflateDecoder;
 use mpistat_record::model::IndexImbalance;
-use mpistat_record::{IndexedJob, JobIndex, JobRecord};
+use mpistat_record::{AnalysisRecord, IndexedJob, JobIndex, JobRecord};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::HashMap;
@@ -196,6 +197,27 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE jobs_unique_by_end RENAME TO jobs;
     CREATE UNIQUE INDEX jobs_by_end ON jobs (end_ms, key);
 ",
+    "
+    -- Analysis records (mpistat analyze --send, run by the job's user where the trace is) that
+    -- ingest filed: their attested sender is the uid they claim. After the run each is matched
+    -- to its job: stored in `analyses` if the job is traced and has that uid, else rejected as
+    -- forged; one whose job never came is rejected as an orphan after a while. The digest never
+    -- reads a trace itself any more. `key` is the analysis record's, `received_ms` when ingest
+    -- filed it.
+    CREATE TABLE analysis_inbox (
+        key TEXT PRIMARY KEY,
+        job_key TEXT NOT NULL,
+        uid INTEGER NOT NULL,
+        user TEXT NOT NULL,
+        host TEXT NOT NULL,
+        dir TEXT NOT NULL,
+        summary TEXT,
+        error TEXT,
+        analysed_ms INTEGER NOT NULL,
+        received_ms INTEGER NOT NULL,
+        source TEXT NOT NULL
+    ) WITHOUT ROWID;
+",
 ];
 
 /// Page size of a new database (an existing one keeps its own).
@@ -224,7 +246,8 @@ pub struct Position {
 /// Something ingest did not store as a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejected {
-    /// `forged`, `incomplete`, `corrupt`, `unsupported`, `duplicate` or `conflicting`.
+    /// `forged`, `incomplete`, `corrupt`, `unsupported`, `duplicate`, `conflicting` or
+    /// `orphan` (an analysis whose job never came).
     pub kind: &'static str,
     /// A job key, a job key with the attested uid (`forged`), or `<file id>:<offset>` of a line.
     pub reference: String,
@@ -558,32 +581,106 @@ impl Database {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Store the analysis of `record`'s trace: its summary (JSON) or why it failed.
-    pub fn store_analysis(
-        &self,
-        record: &JobRecord,
-        dir: &str,
-        outcome: Result<&str, &str>,
-    ) -> anyhow::Result<()> {
-        let (status, summary, error) = match outcome {
-            Ok(summary) => ("ok", Some(summary), None),
-            Err(error) => ("failed", None, Some(error)),
+    /// Analyses filed by ingest, not yet matched to their jobs (oldest first).
+    pub fn analysis_inbox(&self) -> anyhow::Result<Vec<Received>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT key, job_key, uid, user, host, dir, summary, error, analysed_ms, received_ms,
+                 source FROM analysis_inbox ORDER BY received_ms, key",
+        )?;
+        let rows = stmt.query_map([], |row| {
+            Ok(Received {
+                analysis: AnalysisRecord {
+                    version: mpistat_record::analysis::ANALYSIS_MODEL_VERSION,
+                    job_key: row.get(1)?,
+                    uid: row.get(2)?,
+                    user: row.get(3)?,
+                    host: row.get(4)?,
+                    dir: row.get(5)?,
+                    summary: row.get(6)?,
+                    error: row.get(7)?,
+                    analysed_unix_ms: row.get(8)?,
+                },
+                key: row.get(0)?,
+                received_ms: row.get(9)?,
+                source: row.get(10)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The job with key `key` as filed (the last stored, should there be several), no record
+    /// read. Reads the keys of `jobs_by_end` (see [`Database::job`]); only analyses ask.
+    pub fn filed_job_by_key(&self, key: &str) -> anyhow::Result<Option<FiledJob>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!(
+                    "SELECT {INDEX_COLUMNS} FROM jobs WHERE key = ?1 ORDER BY jobs.id DESC LIMIT 1"
+                ),
+                [key],
+                FiledJob::from_row,
+            )
+            .optional()?)
+    }
+
+    /// Store `analysis` as the analysis of the job filed as `job` (its summary, or why it
+    /// failed), taking it out of the inbox.
+    pub fn store_analysis(&self, job: &JobIndex, analysis: &AnalysisRecord) -> anyhow::Result<()> {
+        let status = if analysis.summary.is_some() {
+            "ok"
+        } else {
+            "failed"
         };
-        self.conn.execute(
+        let tx = self.conn.unchecked_transaction()?;
+        tx.execute(
             "INSERT OR REPLACE INTO analyses (key, user, end_ms, job_id, exe, dir, status, summary,
                  error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             params![
-                record.key(),
-                record.user,
-                record.end_unix_ms,
-                record.job_id,
-                record.exe,
-                dir,
+                job.key(),
+                job.user,
+                job.end_unix_ms,
+                job.job_id,
+                job.exe,
+                analysis.dir,
                 status,
-                summary,
-                error
+                analysis.summary,
+                analysis
+                    .error
+                    .as_deref()
+                    .or(analysis.summary.is_none().then_some("no summary"))
             ],
         )?;
+        tx.execute(
+            "DELETE FROM analysis_inbox WHERE key = ?1",
+            [analysis.key()],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Move `received` out of the inbox into `rejected` (`kind`, e.g. `forged`, and why).
+    pub fn reject_analysis(
+        &self,
+        received: &Received,
+        kind: &str,
+        detail: &str,
+    ) -> anyhow::Result<()> {
+        let tx = self.conn.unchecked_transaction()?;
+        tx.execute(
+            "INSERT OR IGNORE INTO rejected (kind, ref, source, detail, line)
+             VALUES (?1, ?2, ?3, ?4, NULL)",
+            params![
+                kind,
+                format!("{}/uid {}", received.key, received.analysis.uid),
+                received.source,
+                format!(
+                    "analysis of job {} sent by uid {}: {detail}",
+                    received.analysis.job_key, received.analysis.uid
+                )
+            ],
+        )?;
+        tx.execute("DELETE FROM analysis_inbox WHERE key = ?1", [&received.key])?;
+        tx.commit()?;
         Ok(())
     }
 
@@ -799,6 +896,18 @@ impl FiledJob {
     }
 }
 
+/// An analysis record as filed by ingest (table `analysis_inbox`), waiting for its job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// The analysis record's key ([`AnalysisRecord::key`]).
+    pub key: String,
+    pub analysis: AnalysisRecord,
+    /// When ingest filed it (ms since the epoch).
+    pub received_ms: u64,
+    /// The file it came from.
+    pub source: String,
+}
+
 /// A job queued for the escalation rules (table `escalation_queue`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueuedJob {
@@ -839,6 +948,7 @@ pub struct IngestBatch<'conn> {
     clear_incomplete: rusqlite::Statement<'conn>,
     insert_rejected: rusqlite::Statement<'conn>,
     queue: rusqlite::Statement<'conn>,
+    insert_analysis: rusqlite::Statement<'conn>,
 }
 
 impl<'conn> IngestBatch<'conn> {
@@ -861,6 +971,11 @@ impl<'conn> IngestBatch<'conn> {
             queue: tx.prepare(
                 "INSERT OR IGNORE INTO escalation_queue (id, uid, exe, traced)
                  VALUES (?1, ?2, ?3, ?4)",
+            )?,
+            insert_analysis: tx.prepare(
+                "INSERT OR IGNORE INTO analysis_inbox (key, job_key, uid, user, host, dir,
+                     summary, error, analysed_ms, received_ms, source)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )?,
         })
     }
@@ -905,6 +1020,26 @@ impl<'conn> IngestBatch<'conn> {
             ])?;
         }
         Ok(inserted == 1)
+    }
+
+    /// File an analysis record whose sender may have sent it (once: a repeat is ignored), for
+    /// [`crate::escalate::after_ingest`] to match to its job.
+    pub fn insert_analysis(&mut self, received: &Received) -> anyhow::Result<()> {
+        let a = &received.analysis;
+        self.insert_analysis.execute(params![
+            received.key,
+            a.job_key,
+            a.uid,
+            a.user,
+            a.host,
+            a.dir,
+            a.summary,
+            a.error,
+            a.analysed_unix_ms,
+            received.received_ms,
+            received.source
+        ])?;
+        Ok(())
     }
 
     pub fn insert_rejected(&mut self, rejected: &Rejected) -> anyhow::Result<()> {
