@@ -202,10 +202,11 @@ pub const MIGRATIONS: &[&str] = &[
     -- ingest filed: their attested sender is the uid they claim. After the run each is matched
     -- to its job: stored in `analyses` if the job is traced and has that uid, else rejected as
     -- forged; one whose job never came is rejected as an orphan after a while. The digest never
-    -- reads a trace itself any more. `key` is the analysis record's, `received_ms` when ingest
-    -- filed it.
+    -- reads a trace itself any more. `key` is the analysis record's (one per job), with `uid`
+    -- the row's key: another user's claim to the same job cannot keep the owner's out.
+    -- `received_ms` is when ingest filed it.
     CREATE TABLE analysis_inbox (
-        key TEXT PRIMARY KEY,
+        key TEXT NOT NULL,
         job_key TEXT NOT NULL,
         uid INTEGER NOT NULL,
         user TEXT NOT NULL,
@@ -215,7 +216,8 @@ pub const MIGRATIONS: &[&str] = &[
         error TEXT,
         analysed_ms INTEGER NOT NULL,
         received_ms INTEGER NOT NULL,
-        source TEXT NOT NULL
+        source TEXT NOT NULL,
+        PRIMARY KEY (key, uid)
     ) WITHOUT ROWID;
 ",
 ];
@@ -651,8 +653,8 @@ impl Database {
             ],
         )?;
         tx.execute(
-            "DELETE FROM analysis_inbox WHERE key = ?1",
-            [analysis.key()],
+            "DELETE FROM analysis_inbox WHERE key = ?1 AND uid = ?2",
+            params![analysis.key(), analysis.uid],
         )?;
         tx.commit()?;
         Ok(())
@@ -679,7 +681,10 @@ impl Database {
                 )
             ],
         )?;
-        tx.execute("DELETE FROM analysis_inbox WHERE key = ?1", [&received.key])?;
+        tx.execute(
+            "DELETE FROM analysis_inbox WHERE key = ?1 AND uid = ?2",
+            params![received.key, received.analysis.uid],
+        )?;
         tx.commit()?;
         Ok(())
     }
