@@ -21,12 +21,18 @@ use std::sync::Mutex;
 static AT_EXIT: Mutex<Option<Vec<CString>>> = Mutex::new(None);
 
 /// Rank 0, after sending the record of a traced job: name the job in its trace directory, and
-/// arm the analysis at exit if the site wants it. The key file is written only into a
-/// directory that is this user's own and not a symlink (the one the ranks created).
-pub fn after_record(dir: &str, job_key: &str, analyze_at_exit: bool, command: &Path) {
+/// arm the analysis at exit if the site wants it (`Ok(true)`). The key file is written only into
+/// a directory that is this user's own and not a symlink (the one the ranks created).
+pub fn after_record(
+    dir: &str,
+    job_key: &str,
+    analyze_at_exit: bool,
+    command: &Path,
+) -> std::io::Result<bool> {
     let dir = PathBuf::from(dir);
-    if write_job_key(&dir, job_key).is_err() || !analyze_at_exit {
-        return;
+    write_job_key(&dir, job_key)?;
+    if !analyze_at_exit {
+        return Ok(false);
     }
     let args = [
         command.as_os_str(),
@@ -39,7 +45,9 @@ pub fn after_record(dir: &str, job_key: &str, analyze_at_exit: bool, command: &P
         .iter()
         .map(|a| CString::new(a.as_bytes()).ok())
         .collect();
+    let armed = argv.is_some();
     *AT_EXIT.lock().unwrap_or_else(|e| e.into_inner()) = argv;
+    Ok(armed)
 }
 
 fn write_job_key(dir: &Path, job_key: &str) -> std::io::Result<()> {

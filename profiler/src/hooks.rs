@@ -214,16 +214,33 @@ fn publish(
         &job.config.syslog.tag,
         &lines,
     );
-    if let Some(trace) = record.trace.as_ref().filter(|_| record.partial.is_none()) {
-        crate::analyse::after_record(
-            &trace.dir,
-            &record.key(),
-            job.config.trace.analyze_at_exit,
-            &job.config.trace.analyze_command,
-        );
-    }
+    let analysis = record
+        .trace
+        .as_ref()
+        .filter(|_| record.partial.is_none())
+        .map(|trace| {
+            let armed = crate::analyse::after_record(
+                &trace.dir,
+                &record.key(),
+                job.config.trace.analyze_at_exit,
+                &job.config.trace.analyze_command,
+            );
+            match armed {
+                Ok(true) => format!(
+                    "mpistat: the trace's analysis starts at exit: {} analyze --send {}\n",
+                    job.config.trace.analyze_command.display(),
+                    trace.dir
+                ),
+                Ok(false) => format!(
+                    "mpistat: analyse the trace with: mpistat analyze --send {}\n",
+                    trace.dir
+                ),
+                Err(e) => format!("mpistat: the trace directory cannot be named: {e}\n"),
+            }
+        });
     if let Some(dest) = &job.detail {
         let mut text = mpistat_record::report::render(&record);
+        text.push_str(analysis.as_deref().unwrap_or_default());
         for p in &job.config_problems {
             text.push_str(&format!("mpistat: site configuration: {p}\n"));
         }
