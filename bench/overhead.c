@@ -12,7 +12,8 @@
  * Output (rank 0, one line each, machine-readable):
  *   bench NAME ns_per_iter=F calls_per_iter=N iters=N reps=N
  *   mem vmrss_kb_max=N vmrss_kb_mean=F vmhwm_kb_max=N vmhwm_kb_mean=F rssanon_kb_max=N rssanon_kb_mean=F
- *       pss_kb_max=N pss_kb_mean=F
+ *       pss_kb_max=N pss_kb_mean=F inithwm_kb_max=N inithwm_kb_mean=F
+ * (inithwm: the peak resident set right after MPI_Init, where a profiler sets itself up)
  *   finalize ms=F
  * calls_per_iter counts the wrapped calls on the timed path (a ping-pong round trip is four:
  * Send and Recv on each rank).
@@ -145,6 +146,7 @@ int main(int argc, char **argv)
         reps = 1;
 
     MPI_Init(&argc, &argv);
+    long init_hwm = proc_kb("/proc/self/status", "VmHWM");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size < 2) {
@@ -166,14 +168,15 @@ int main(int argc, char **argv)
     /* RssAnon is the rank's private memory; VmRSS also counts code pages that all ranks of a
      * node share (most of what a preloaded library adds); Pss divides each shared page among
      * the processes that map it. */
-    enum { NMEM = 4 };
-    static const char *const mem_files[NMEM] = {"/proc/self/status", "/proc/self/status",
-                                                "/proc/self/status", "/proc/self/smaps_rollup"};
-    static const char *const mem_keys[NMEM] = {"VmRSS", "VmHWM", "RssAnon", "Pss"};
-    static const char *const mem_names[NMEM] = {"vmrss", "vmhwm", "rssanon", "pss"};
+    enum { NREAD = 4, NMEM = NREAD + 1 };
+    static const char *const mem_files[NREAD] = {"/proc/self/status", "/proc/self/status",
+                                                 "/proc/self/status", "/proc/self/smaps_rollup"};
+    static const char *const mem_keys[NREAD] = {"VmRSS", "VmHWM", "RssAnon", "Pss"};
+    static const char *const mem_names[NMEM] = {"vmrss", "vmhwm", "rssanon", "pss", "inithwm"};
     long mem[NMEM];
-    for (int k = 0; k < NMEM; k++)
+    for (int k = 0; k < NREAD; k++)
         mem[k] = proc_kb(mem_files[k], mem_keys[k]);
+    mem[NREAD] = init_hwm;
     long *all = malloc(NMEM * (size_t)size * sizeof *all);
     if (!all)
         MPI_Abort(MPI_COMM_WORLD, 1);

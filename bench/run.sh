@@ -1,25 +1,38 @@
 #!/usr/bin/env bash
-# Overhead of libmpistat: runs bench/overhead.c bare, under LD_PRELOAD (counting mode) and in
-# trace mode (MPISTAT_TRACE=1; a tenth of the iterations, so that every call of the run fits the
-# trace budget), alternating in one invocation (so all see the same machine state), plus process
-# start-up cost, and prints a table with the budget beside the numbers. Speed is measured, not
-# asserted: this fails only if something crashes. Then the trace analysis benchmark
-# (bench/analysis.rs): bytes per event of the trace format, wall and CPU time per pass, events
-# per second, and a scaling series.
+# Overhead of libmpistat: runs bench/overhead.c bare, under LD_PRELOAD (counting mode), in trace
+# mode (MPISTAT_TRACE=1; a tenth of the iterations, so that every call of the run fits the trace
+# budget) and under any other profiling library given with --with, interleaved in one invocation
+# (so all see the same machine state), in two layouts: 2 ranks, and 4 ranks on 2 cores ("4o",
+# oversubscribed: any extra work in a collective's wrapper shows on every rank there). Plus
+# process start-up cost. Prints tables with the budgets beside the numbers
+# (bench/overhead_table.py). Speed is measured, not asserted: this fails only if something
+# crashes. Then the trace analysis benchmark (bench/analysis.rs): bytes per event of the trace
+# format, wall and CPU time per pass, events per second, and a scaling series.
 #
-#   bench/run.sh           full size (about two minutes)
-#   bench/run.sh --small   CI size (a few seconds; noisy, a smoke test of the harness)
+#   bench/run.sh           full size (a few minutes)
+#   bench/run.sh --small   CI size (seconds; noisy, a smoke test of the harness)
+#   bench/run.sh --with ipm=/opt/ipm/lib/libipm.so,IPM_REPORT=none --with mpip=/opt/lib/libmpiP.so
+#                          also run under other profiling libraries (NAME=LIB[,VAR=VALUE...]:
+#                          LIB preloaded with those variables set), for a side-by-side table
 #   MPISTAT_BENCH_COUNTERS=per-call bench/run.sh   with software counters read around each call
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 small=0
-case "${1:-}" in
-    --small) small=1 ;;
-    "") ;;
-    *) echo "usage: $0 [--small]" >&2; exit 2 ;;
-esac
+others=() # NAME=LIB[,VAR=VALUE...]
+while (($#)); do
+    case $1 in
+        --small) small=1 ;;
+        --with)
+            [[ ${2:-} == ?*=?* ]] || { echo "$0: --with NAME=LIB[,VAR=VALUE...]" >&2; exit 2; }
+            others+=("$2")
+            shift
+            ;;
+        *) echo "usage: $0 [--small] [--with NAME=LIB[,VAR=VALUE...]]..." >&2; exit 2 ;;
+    esac
+    shift
+done
 
 if [[ $small == 1 ]]; then
     iters=10000 reps=3 rounds=2 starts=10
@@ -73,24 +86,47 @@ fi
 
 # The benchmark's own output only, none of the user's opt-ins.
 unset MPISTAT_DETAIL LD_PRELOAD
-mpirun_flags=(--allow-run-as-root -np 2)
-if [[ $(nproc) -lt 2 ]]; then
-    # Two busy-polling ranks on one core would measure the scheduler, not MPI.
-    mpirun_flags+=(--oversubscribe)
-    export OMPI_MCA_mpi_yield_when_idle=1
-fi
+# Layouts: "2" is 2 ranks (bound as mpirun chooses); "4o" is 4 ranks on the first 2 CPUs,
+# oversubscribed and unbound (Open MPI then yields when idle, as on any oversubscribed node).
+layout_command() { # LAYOUT: prints the launcher's command line
+    if [[ $1 == 4o ]]; then
+        echo "taskset -c 0-$(($(nproc) >= 2 ? 1 : 0)) mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4"
+    elif [[ $(nproc) -lt 2 ]]; then
+        # Two busy-polling ranks on one core would measure the scheduler, not MPI.
+        echo "mpirun --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1 -np 2"
+    else
+        echo "mpirun --allow-run-as-root -np 2"
+    fi
+}
+layouts=(2 4o)
+
+modes=(bare mpistat trace)
+declare -A other_env=() # mode: "-x LD_PRELOAD=LIB -x VAR=VALUE ..." for mpirun
+for spec in "${others[@]}"; do
+    name=${spec%%=*}
+    IFS=, read -r -a parts <<<"${spec#*=}"
+    [[ -r ${parts[0]} ]] || { echo "$0: --with $name: cannot read ${parts[0]}" >&2; exit 2; }
+    other_env[$name]="-x LD_PRELOAD=${parts[0]}"
+    for var in "${parts[@]:1}"; do other_env[$name]+=" -x $var"; done
+    modes+=("$name")
+done
 
 raw=$work/raw.txt
-run_overhead() { # MODE
-    local extra=() n=$iters
-    if [[ $1 == mpistat ]]; then
-        extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site.toml" "${counter_env[@]}")
-    elif [[ $1 == trace ]]; then
-        extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site-trace.toml" -x MPISTAT_TRACE=1)
-        n=$((iters / 10))
-    fi
-    mpirun "${mpirun_flags[@]}" "${extra[@]}" "$work/overhead" "$n" "$reps" </dev/null |
-        sed "s/^/$1 /" >>"$raw"
+run_overhead() { # LAYOUT MODE
+    local layout=$1 mode=$2 extra=() n=$iters launcher
+    case $mode in
+        bare) ;;
+        mpistat) extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site.toml" "${counter_env[@]}") ;;
+        trace)
+            extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site-trace.toml" -x MPISTAT_TRACE=1)
+            n=$((iters / 10))
+            ;;
+        *) read -r -a extra <<<"${other_env[$mode]}" ;;
+    esac
+    read -r -a launcher <<<"$(layout_command "$layout")"
+    "${launcher[@]}" "${extra[@]}" "$work/overhead" "$n" "$reps" </dev/null |
+        sed "s/^/$layout $mode /" >>"$raw"
+    rm -rf "$work/traces"
 }
 
 # Start-up cost of non-MPI programs, which a site-wide LD_PRELOAD also reaches. The real python
@@ -104,118 +140,34 @@ run_startup() { # MODE NAME COMMAND...
     t0=$(date +%s%N)
     for ((i = 0; i < starts; i++)); do env "${vars[@]}" "$@" </dev/null; done
     t1=$(date +%s%N)
-    echo "$mode startup $name ns=$(((t1 - t0) / starts))" >>"$raw"
+    echo "- $mode startup $name ns=$(((t1 - t0) / starts))" >>"$raw"
 }
 
 # One untimed run first: the first job after a build pays for page-cache misses.
-mpirun "${mpirun_flags[@]}" "$work/overhead" 100 1 </dev/null >/dev/null
+read -r -a launcher <<<"$(layout_command 2)"
+"${launcher[@]}" "$work/overhead" 100 1 </dev/null >/dev/null
 
-echo "bench: $rounds rounds x (bare, mpistat, trace), $iters iterations x $reps repetitions, 2 ranks"
+echo "bench: $rounds rounds x layouts (${layouts[*]}) x modes (${modes[*]}), $iters iterations x $reps repetitions"
 for ((round = 1; round <= rounds; round++)); do
-    # Alternate which mode goes first, so slow drift of the machine does not favour either.
-    if ((round % 2)); then order=(bare mpistat); else order=(mpistat bare); fi
-    for mode in "${order[@]}"; do
-        echo "round $round/$rounds: $mode"
-        run_overhead "$mode"
+    # Rotate which mode goes first, so slow drift of the machine favours none of them.
+    first=$((round % ${#modes[@]}))
+    order=("${modes[@]:first}" "${modes[@]:0:first}")
+    for layout in "${layouts[@]}"; do
+        for mode in "${order[@]}"; do
+            echo "round $round/$rounds: $layout ranks, $mode"
+            run_overhead "$layout" "$mode"
+        done
+    done
+    for mode in bare mpistat; do
         run_startup "$mode" "bash -c true" bash -c true
         run_startup "$mode" "python3 -c pass" "$python_bin" -c pass
     done
-    echo "round $round/$rounds: trace"
-    run_overhead trace
-    rm -rf "$work/traces"
 done
 
 # Keep the raw numbers when asked (MPISTAT_BENCH_RAW=file), e.g. to look at their spread.
 if [[ -n ${MPISTAT_BENCH_RAW:-} ]]; then cp "$raw" "$MPISTAT_BENCH_RAW"; fi
 
-python3 - "$raw" <<'EOF'
-"""Aggregates the raw lines into the overhead table (medians over rounds)."""
-import re, statistics, sys
-from collections import defaultdict
-
-ADDED_NS_BUDGET = 30   # per call, median
-RSS_KB_BUDGET = 256    # per rank
-
-bench = defaultdict(lambda: defaultdict(list))   # name -> mode -> [ns per iteration]
-calls = {}
-mem = defaultdict(lambda: defaultdict(list))     # key -> mode -> [kB]
-fin = defaultdict(list)
-start = defaultdict(lambda: defaultdict(list))
-
-for line in open(sys.argv[1]):
-    mode, kind, rest = line.rstrip("\n").split(" ", 2)
-    kv = dict(re.findall(r"(\w+)=([-\d.]+)", rest))
-    if kind == "bench":
-        name = rest.split(" ", 1)[0]
-        bench[name][mode].append(float(kv["ns_per_iter"]))
-        calls[name] = int(kv["calls_per_iter"])
-    elif kind == "mem":
-        for k in ("vmrss_kb_mean", "vmhwm_kb_mean", "rssanon_kb_mean", "pss_kb_mean"):
-            mem[k][mode].append(float(kv[k]))
-    elif kind == "finalize":
-        fin[mode].append(float(kv["ms"]))
-    elif kind == "startup":
-        start[rest.rsplit(" ", 1)[0]][mode].append(float(kv["ns"]) / 1e6)
-
-med = statistics.median
-
-def added(d):
-    """Median of the per-round differences (rounds are paired: same machine state)."""
-    n = min(len(d["bare"]), len(d["mpistat"]))
-    return med([d["mpistat"][i] - d["bare"][i] for i in range(n)]) if n else float("nan")
-
-def verdict(ok):
-    return "within" if ok else "OVER"
-
-print()
-print(f"{'per call':<12} {'unit':<22} {'bare ns':>9} {'mpistat ns':>10} {'added ns':>9} "
-      f"{'added/call':>10} {'ratio':>6}  budget <= {ADDED_NS_BUDGET} ns/call")
-for name, d in bench.items():
-    if not d["bare"] or not d["mpistat"]:
-        continue
-    b, p, a = med(d["bare"]), med(d["mpistat"]), added(d)
-    c = calls[name]
-    unit = "call" if c == 1 else f"round trip ({c} calls)"
-    print(f"{name:<12} {unit:<22} {b:>9.1f} {p:>10.1f} {a:>9.1f} {a / c:>10.1f} {p / b:>6.2f}  "
-          f"{verdict(a / c <= ADDED_NS_BUDGET)}")
-
-print()
-print(f"{'trace mode':<12} {'unit':<22} {'bare ns':>9} {'trace ns':>10} {'added ns':>9} "
-      f"{'added/call':>10} {'ratio':>6}  (MPISTAT_TRACE=1 vs bare; counting mode above)")
-for name, d in bench.items():
-    if not d["bare"] or not d["trace"]:
-        continue
-    b, t = med(d["bare"]), med(d["trace"])
-    c = calls[name]
-    unit = "call" if c == 1 else f"round trip ({c} calls)"
-    print(f"{name:<12} {unit:<22} {b:>9.1f} {t:>10.1f} {t - b:>9.1f} {(t - b) / c:>10.1f} {t / b:>6.2f}")
-
-print()
-print(f"{'memory per rank':<25} {'bare kB':>9} {'mpistat kB':>10} {'added kB':>9}  budget <= {RSS_KB_BUDGET} kB")
-for key, label in (("vmrss_kb_mean", "VmRSS after loops"), ("vmhwm_kb_mean", "VmHWM (peak)"),
-                   ("rssanon_kb_mean", "RssAnon (private)"),
-                   ("pss_kb_mean", "Pss (shared split)")):
-    d = mem[key]
-    if d["bare"] and d["mpistat"]:
-        a = added(d)
-        print(f"{label:<25} {med(d['bare']):>9.0f} {med(d['mpistat']):>10.0f} {a:>9.0f}  "
-              f"{verdict(a <= RSS_KB_BUDGET)}")
-
-print()
-print(f"{'time (ms)':<25} {'bare':>9} {'mpistat':>10} {'added':>9}")
-if fin["bare"] and fin["mpistat"]:
-    print(f"{'MPI_Finalize (rank 0)':<25} {med(fin['bare']):>9.2f} {med(fin['mpistat']):>10.2f} "
-          f"{added(fin):>9.2f}   (median)")
-if fin["trace"]:
-    print(f"{'MPI_Finalize, trace mode':<25} {med(fin['bare']):>9.2f} {med(fin['trace']):>10.2f} "
-          f"{med(fin['trace']) - med(fin['bare']):>9.2f}   (median; writes the trace)")
-for name, d in start.items():
-    if d["bare"] and d["mpistat"]:
-        b, p = statistics.mean(d["bare"]), statistics.mean(d["mpistat"])
-        print(f"{'start-up ' + name:<25} {b:>9.2f} {p:>10.2f} {p - b:>9.2f}   (mean per run)")
-print()
-print("Budget shown, not asserted. Cheap local calls are the worst case for a wrapper's fixed cost.")
-EOF
+python3 bench/overhead_table.py "$raw" "${modes[@]}"
 
 echo
 cargo run --release -q -p mpistat-analysis --bin mpistat-analysis-bench -- "${analysis_size[@]}"

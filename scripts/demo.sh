@@ -138,9 +138,10 @@ say "A user who opts in: MPISTAT_DETAIL=stderr mpirun ... unbalanced"
 
 say "A forger: user nobody replays the lines of the first record (it claims uid $(id -u)) into syslog"
 first_key=$(grep -o -m 1 -E 'MPISTAT[0-9]+ [0-9a-f]+' "$work/mpistat.log" | cut -d ' ' -f 2)
+# (--size: record lines are up to 7680 bytes; logger cuts at 1 KiB unless told.)
 grep -E "MPISTAT[0-9]+ $first_key " "$work/mpistat.log" | sed 's/.* mpistat: //' | while IFS= read -r message; do
     setpriv --reuid=nobody --regid=nogroup --clear-groups \
-        logger -u "$work/log.sock" -p local5.info -t mpistat -- "$message"
+        logger --size 8192 -u "$work/log.sock" -p local5.info -t mpistat -- "$message"
 done
 sleep 0.5
 

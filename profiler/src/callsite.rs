@@ -24,8 +24,9 @@ struct Text {
 }
 
 pub struct CallSites {
-    /// Per routine id: distance from our stack pointer to the slot holding the return address.
-    offsets: Vec<Option<usize>>,
+    /// Per routine id: distance from our stack pointer to the slot holding the return address,
+    /// and the address last found there.
+    offsets: Vec<Option<(usize, usize)>>,
     texts: Vec<Text>,
     /// One past the highest address of this thread's stack.
     stack_end: usize,
@@ -149,16 +150,18 @@ impl CallSites {
     /// Must be called from the same place in the tracing code for every routine.
     pub fn find(&mut self, id: usize) -> usize {
         let sp = stack_pointer();
-        if let Some(offset) = self.offsets[id] {
+        if let Some((offset, last)) = self.offsets[id] {
             // SAFETY: sp + offset is below the stack's end (checked when it was learned), in this
             // thread's own stack.
             let value = unsafe { *((sp + offset) as *const usize) };
-            if self.plausible(value) {
+            // The same call site as last time was plausible then (most calls come from a loop).
+            if value == last || self.plausible(value) {
+                self.offsets[id] = Some((offset, value));
                 return value;
             }
         }
         let site = self.unwind();
-        self.offsets[id] = self.learn(sp, site);
+        self.offsets[id] = self.learn(sp, site).map(|offset| (offset, site));
 
         site
     }

@@ -38,6 +38,7 @@ pub mod hooks;
 pub mod job;
 pub mod mpi;
 pub mod next;
+pub mod node;
 pub mod rt;
 pub mod spec;
 pub mod superstep;

@@ -18,7 +18,7 @@
 //! or tag is unknown; a non-wildcard one records the posted source, tag and size). A job that ends without `MPI_Finalize` writes no trace.
 
 use crate::callsite::CallSites;
-use crate::clock::monotonic_ns;
+use crate::clock::{monotonic_ns, ticks, Anchor};
 use crate::ffi::{MPI_Comm, MPI_Request, MPI_Status};
 use crate::generated::routines::ROUTINES;
 use crate::mpi::{self, OwnComm};
@@ -32,7 +32,7 @@ use mpistat_analysis::model::{
 use mpistat_analysis::tracefile::{encode_local, local_file_name, rank_file_name, RankWriter};
 use mpistat_record::model::TraceInfo;
 use mpistat_site::{escalation, SiteConfig, TraceConfig};
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -133,11 +133,15 @@ struct Recorder {
     events: Vec<Event>,
     capacity: usize,
     regions: FastMap<(RoutineId, usize), u32>,
+    /// Per routine: the call site of its last call and that site's region (most calls repeat).
+    last_region: Vec<(usize, u32)>,
     /// The analysis' class of every routine (by id).
     roles: Vec<RegionRole>,
     region_keys: Vec<(RoutineId, usize)>,
     sites: CallSites,
     comms: FastMap<usize, u32>,
+    /// The communicator of the last call and its id (most calls use the one of the call before).
+    last_comm: (usize, u32),
     communicators: Vec<Communicator>,
     pending: FastMap<usize, PendingRecv>,
     /// The requests a completing call was given, and their values before it ran.
@@ -150,17 +154,48 @@ struct Recorder {
     stop_note: Option<String>,
     stopped_by_budget: bool,
     clock: Vec<ClockSample>,
-    overhead_ns: u64,
+    /// Event times are ticks of the wrappers' clock while recording (cheaper than the monotonic
+    /// clock), turned into nanoseconds of the monotonic clock at `finish` with this anchor.
+    anchor: Anchor,
+    /// The recording's own time, measured on every [`OVERHEAD_SAMPLE`]th call and scaled up
+    /// (a clock read costs ~10 ns in a VM: two more per call were a fifth of trace mode's cost).
+    overhead_ticks: u64,
+    traced_calls: u64,
 }
+
+/// One call in this many measures the recording's own time.
+const OVERHEAD_SAMPLE: u64 = 32;
 
 // SAFETY: the raw handles are MPI's process-wide objects; the recorder is only used under its lock.
 unsafe impl Send for Recorder {}
 
-static RECORDER: Mutex<Option<Recorder>> = Mutex::new(None);
+/// The recorder, touched only by the traced thread (the one that called `MPI_Init`, which also
+/// calls `MPI_Finalize`): no lock on the per-call path, where two uncontended locks cost more
+/// than the rest of the bookkeeping.
+struct TracedThreadOnly {
+    recorder: UnsafeCell<Option<Recorder>>,
+    /// A use is in progress (guards against re-entry, e.g. from an MPI callback).
+    busy: Cell<bool>,
+}
 
-fn with_recorder<R>(f: impl FnOnce(&mut Recorder) -> R) -> Option<R> {
-    let mut guard = RECORDER.lock().unwrap_or_else(|e| e.into_inner());
-    guard.as_mut().map(f)
+// SAFETY: every access goes through `with_recorder`, which only the thread with TRACED_THREAD
+// set passes, and that is one thread (set in `start` on the thread calling `MPI_Init`).
+unsafe impl Sync for TracedThreadOnly {}
+
+static RECORDER: TracedThreadOnly = TracedThreadOnly {
+    recorder: UnsafeCell::new(None),
+    busy: Cell::new(false),
+};
+
+/// Run `f` on the recorder, on the traced thread only (else, or when re-entered, `None`).
+fn with_recorder<R>(f: impl FnOnce(&mut Option<Recorder>) -> R) -> Option<R> {
+    if !TRACED_THREAD.with(Cell::get) || RECORDER.busy.replace(true) {
+        return None;
+    }
+    // SAFETY: only the traced thread gets here, and not re-entrantly (busy).
+    let result = crate::guard::contained(|| f(unsafe { &mut *RECORDER.recorder.get() }));
+    RECORDER.busy.set(false);
+    result
 }
 
 /// Why a job is traced, strongest first; the ranks agree on the strongest any of them has.
@@ -168,7 +203,7 @@ const REASONS: [&str; 3] = ["user", "site", "escalation"];
 
 /// Why this rank would trace the job: `MPISTAT_TRACE=1` (the user), the site's `everyone`, or
 /// an entry of the escalation list for this user and executable (index into [`REASONS`]).
-fn wish(config: &SiteConfig) -> Option<usize> {
+pub fn wish(config: &SiteConfig) -> Option<usize> {
     if std::env::var_os("MPISTAT_TRACE").is_some_and(|v| v == "1") {
         return Some(0);
     }
@@ -190,11 +225,11 @@ fn wish(config: &SiteConfig) -> Option<usize> {
 /// At the end of `MPI_Init`: if any rank wants a trace, every rank starts tracing (collective
 /// over `MPI_COMM_WORLD`: ranks may read the escalation list at different moments, and a rank
 /// that traced alone would wait forever in the clock measurement).
-pub fn start_if_wanted(config: &SiteConfig, rank: u32, world_size: u32) {
+pub fn start_if_wanted(config: &SiteConfig, wish: Option<usize>, rank: u32, world_size: u32) {
     let Some(world) = mpi::comm_world() else {
         return;
     };
-    let mine = wish(config).map_or(0, |i| (REASONS.len() - i) as u64);
+    let mine = wish.map_or(0, |i| (REASONS.len() - i) as u64);
     let Ok(agreed) = mpi::allreduce_on(&[mine], mpi::Op::Max, world) else {
         return;
     };
@@ -210,13 +245,33 @@ fn bytes_of(traffic: Traffic) -> u64 {
 }
 
 impl Recorder {
+    /// The trace clock now, in nanoseconds (clock samples; events take [`ticks`]).
     fn now(&self) -> u64 {
-        let t = monotonic_ns();
+        self.skewed(monotonic_ns())
+    }
+
+    /// Monotonic nanoseconds `t` on this rank's trace clock (the test knob's skew applied).
+    fn skewed(&self, t: u64) -> u64 {
         if self.skew.offset_ns == 0 && self.skew.drift_ppm == 0.0 {
             return t;
         }
         let since = t.saturating_sub(self.skew.origin) as f64;
         (t as i64 + self.skew.offset_ns + (since * self.skew.drift_ppm * 1e-6) as i64).max(0) as u64
+    }
+
+    /// Event times from ticks to nanoseconds of the trace clock, with the tick rate measured from
+    /// the start of tracing to now; returns the recording's overhead in nanoseconds.
+    fn ticks_to_ns(&mut self) -> u64 {
+        let (anchor, later) = (self.anchor, Anchor::now());
+        let ns_per_tick = anchor.ns_per_tick(&later);
+        let ns = |t: u64| {
+            anchor.ns as i64 + ((t as i64 - anchor.ticks as i64) as f64 * ns_per_tick) as i64
+        };
+        for i in 0..self.events.len() {
+            let t = ns(self.events[i].time).max(0) as u64;
+            self.events[i].time = self.skewed(t);
+        }
+        (self.overhead_ticks as f64 * ns_per_tick) as u64
     }
 
     fn push(&mut self, time: u64, kind: EventKind) {
@@ -225,10 +280,15 @@ impl Recorder {
 
     /// This rank's id of `comm`, registering a communicator met for the first time.
     fn comm_id(&mut self, comm: MPI_Comm) -> u32 {
-        if let Some(&id) = self.comms.get(&(comm as usize)) {
-            return id;
+        if self.last_comm.0 == comm as usize {
+            return self.last_comm.1;
         }
-        self.register_comm(comm)
+        let id = match self.comms.get(&(comm as usize)) {
+            Some(&id) => id,
+            None => self.register_comm(comm),
+        };
+        self.last_comm = (comm as usize, id);
+        id
     }
 
     fn register_comm(&mut self, comm: MPI_Comm) -> u32 {
@@ -258,13 +318,20 @@ impl Recorder {
     /// and libmpi.
     fn region(&mut self, id: RoutineId) -> u32 {
         let site = self.sites.find(id);
-        let key = (id, site);
-        if let Some(&r) = self.regions.get(&key) {
-            return r;
+        if self.last_region[id].0 == site {
+            return self.last_region[id].1;
         }
-        self.region_keys.push(key);
-        let r = (self.region_keys.len() - 1) as u32;
-        self.regions.insert(key, r);
+        let key = (id, site);
+        let r = match self.regions.get(&key) {
+            Some(&r) => r,
+            None => {
+                self.region_keys.push(key);
+                let r = (self.region_keys.len() - 1) as u32;
+                self.regions.insert(key, r);
+                r
+            }
+        };
+        self.last_region[id] = (site, r);
         r
     }
 
@@ -292,7 +359,8 @@ impl Recorder {
     }
 
     fn leave(&mut self, entered: Entered, rc: c_int, traffic: Traffic, args: &Args) {
-        let end = self.now();
+        let end = ticks();
+        let sampled = self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE);
         let routine = ROUTINES[entered.id].name();
         let class = self.roles[entered.id];
         let comm = (!args.comm.is_null()).then(|| self.comm_id(args.comm));
@@ -344,7 +412,9 @@ impl Recorder {
                 self.register_comm(new);
             }
         }
-        self.overhead_ns += self.now().saturating_sub(end);
+        if sampled {
+            self.overhead_ticks += ticks().saturating_sub(end) * OVERHEAD_SAMPLE;
+        }
     }
 
     /// The messages and requests of a successful call.
@@ -542,7 +612,9 @@ impl Recorder {
             self.stopped_by_budget = true;
             return None;
         }
-        let overhead_start = monotonic_ns();
+        self.traced_calls += 1;
+        let sampled = self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE);
+        let overhead_start = if sampled { ticks() } else { 0 };
         let region = self.region(id);
         self.completing = requests;
         self.snapshot.clear();
@@ -551,9 +623,11 @@ impl Recorder {
             self.snapshot
                 .extend_from_slice(unsafe { std::slice::from_raw_parts(requests, n) });
         }
-        let start = self.now();
+        let start = ticks();
         self.push(start, EventKind::Enter { region });
-        self.overhead_ns += monotonic_ns().saturating_sub(overhead_start);
+        if sampled {
+            self.overhead_ticks += start.saturating_sub(overhead_start) * OVERHEAD_SAMPLE;
+        }
         Some(Entered {
             id,
             start,
@@ -566,16 +640,13 @@ impl Recorder {
 /// completing call may complete (null otherwise).
 #[inline(never)]
 pub fn enter(id: RoutineId, requests: *const MPI_Request, n: c_int) -> Option<Entered> {
-    if !TRACED_THREAD.with(Cell::get) {
-        return None;
-    }
-    crate::guard::contained(|| with_recorder(|r| r.enter(id, requests, n)).flatten()).flatten()
+    with_recorder(|r| r.as_mut()?.enter(id, requests, n)).flatten()
 }
 
 /// End of a traced call that returned `rc` (out of line).
 #[inline(never)]
 pub fn leave(entered: Entered, rc: c_int, traffic: Traffic, args: Args) {
-    crate::guard::contained(|| with_recorder(|r| r.leave(entered, rc, traffic, &args)));
+    with_recorder(|r| r.as_mut().map(|r| r.leave(entered, rc, traffic, &args)));
 }
 
 /// The analysis' class of a routine; nonblocking collectives synchronise in their completion,
@@ -785,8 +856,7 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         } else {
             State::Skipping
         },
-        // Reserved, not touched: pages become resident only as events arrive.
-        events: Vec::with_capacity(capacity),
+        events: event_buffer(capacity),
         capacity,
         regions: FastMap::default(),
         roles: ROUTINES.iter().map(|r| role_of(r.name())).collect(),
@@ -805,15 +875,36 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         stop_note: None,
         stopped_by_budget: false,
         clock: Vec::new(),
-        overhead_ns: 0,
+        anchor: Anchor::now(),
+        overhead_ticks: 0,
+        traced_calls: 0,
+        last_region: vec![(usize::MAX, 0); ROUTINES.len()],
+        last_comm: (world as usize, 0),
     };
     recorder.comms.insert(world as usize, 0);
     if let Some(sample) = measure_offset(&recorder, &comm) {
         recorder.clock.push(sample);
     }
-    *RECORDER.lock().unwrap_or_else(|e| e.into_inner()) = Some(recorder);
     TRACED_THREAD.with(|t| t.set(true));
-    ON.store(true, Relaxed);
+    if with_recorder(|r| *r = Some(recorder)).is_some() {
+        ON.store(true, Relaxed);
+    }
+}
+
+/// Room for `capacity` events, reserved, not touched: pages become resident only as events
+/// arrive. In huge pages where the kernel allows it (transparent huge pages in `madvise` or
+/// `always` mode): two events a call fill a 4 KiB page every ~50 calls, and its page fault
+/// (~2 us) was a third of trace mode's cost per call; a 2 MiB page takes one fault per ~26,000.
+fn event_buffer(capacity: usize) -> Vec<Event> {
+    const HUGE: usize = 2 << 20;
+    let events = Vec::with_capacity(capacity);
+    let start = (events.as_ptr() as usize).next_multiple_of(HUGE);
+    let end = (events.as_ptr() as usize + capacity * std::mem::size_of::<Event>()) / HUGE * HUGE;
+    if end > start {
+        // SAFETY: advice on whole pages inside the buffer just reserved; failure changes nothing.
+        unsafe { libc::madvise(start as *mut c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+    events
 }
 
 /// What rank 0 puts into the job's record.
@@ -879,10 +970,12 @@ pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
     if !ON.swap(false, Relaxed) {
         return;
     }
-    let Some(mut recorder) = RECORDER.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+    // MPI_Finalize comes from the thread that called MPI_Init; on any other, no trace.
+    let Some(mut recorder) = with_recorder(Option::take).flatten() else {
         return;
     };
     let write_start = monotonic_ns();
+    let recording_overhead_ns = recorder.ticks_to_ns();
     if let Some(sample) = measure_offset(&recorder, comm) {
         recorder.clock.push(sample);
     }
@@ -940,7 +1033,7 @@ pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
         modules,
     };
     let written = write_files(&dir, &local, &recorder.events).is_ok();
-    let overhead = recorder.overhead_ns + monotonic_ns().saturating_sub(write_start);
+    let overhead = recording_overhead_ns + monotonic_ns().saturating_sub(write_start);
     let totals = [recorder.events.len() as u64, u64::from(written), overhead];
     if let Ok(Some(sum)) = mpi::reduce_to_root(&totals, mpi::Op::Sum, comm) {
         *INFO.lock().unwrap_or_else(|e| e.into_inner()) = Some(TraceInfo {

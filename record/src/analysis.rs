@@ -78,8 +78,8 @@ mod tests {
             // Incompressible enough to need several parts.
             summary: Some(format!(
                 "{:?}",
-                (0..400u64)
-                    .map(|i| i * i * 7919 % 100_003)
+                (0..8000u64)
+                    .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40)
                     .collect::<Vec<_>>()
             )),
             error: None,
@@ -94,7 +94,7 @@ mod tests {
         assert!(lines.len() > 2, "chunked like a job record");
         assert!(lines
             .iter()
-            .all(|l| l.starts_with("MPISTATA1 ") && l.len() <= 900));
+            .all(|l| l.starts_with("MPISTATA1 ") && l.len() <= crate::wire::MAX_MESSAGE));
         let with_syslog_header: Vec<String> = lines.iter().map(|l| format!("x y: {l}")).collect();
         let decoded = decode(with_syslog_header.iter().map(String::as_str));
         assert_eq!(decoded.analyses, vec![a.clone()]);

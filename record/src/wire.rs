@@ -84,9 +84,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::ops::Range;
 
-/// Longest message (after the syslog header) that `encode` produces, in bytes; with an RFC 3164
-/// header this keeps every syslog line within 1024 bytes.
-pub const MAX_MESSAGE: usize = 900;
+/// Longest message (after the syslog header) that `encode` produces, in bytes. rsyslog's default
+/// `maxMessageSize` is 8096 bytes including the header; this leaves 416 bytes for a header
+/// (priority, timestamp, a host name of up to 255 bytes when forwarded, tag and pid), so parts
+/// pass rsyslog's defaults locally and forwarded. (Earlier profilers cut parts at 900 bytes;
+/// decoders take parts of any size.)
+pub const MAX_MESSAGE: usize = 7680;
 
 /// The wire version this module writes.
 pub const WIRE_VERSION: u32 = 2;
@@ -94,7 +97,7 @@ pub const WIRE_VERSION: u32 = 2;
 /// The wire versions this module reads.
 pub const READ_VERSIONS: [u32; 2] = [1, 2];
 
-/// Most parts a record may have (about 8 MB of compressed payload); lines claiming more are
+/// Most parts a record may have (about 75 MB of base64 payload); lines claiming more are
 /// rejected as corrupt so that a forged line cannot make the decoder allocate without bound.
 pub const MAX_PARTS: u32 = 10_000;
 

@@ -199,6 +199,15 @@ template(name="mpistatTrusted" type="string" string="uid=%$!uid% pid=%$!pid% gid
         write_site_config(self.dir.path(), &self.socket(), &self.facility)
     }
 
+    /// The site config of `site_config` with `extra` TOML appended, written as `name`.
+    pub fn site_config_with(&self, name: &str, extra: &str) -> PathBuf {
+        let mut text = std::fs::read_to_string(self.site_config()).expect("site config");
+        text.push_str(extra);
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).expect("writing a site config");
+        path
+    }
+
     /// Stop the daemon (SIGSTOP): its socket stays, but nobody reads it.
     /// Returns once every thread of the daemon is stopped (SIGSTOP is delivered asynchronously: a
     /// thread still running could drain the queue a moment longer).

@@ -21,7 +21,8 @@ use std::process::Command;
 fn send_as(user: &User, syslogd: &Syslogd, message: &str) {
     let status = user
         .command("logger")
-        .arg("-u")
+        // Record lines are up to 7680 bytes; logger cuts at 1 KiB unless told.
+        .args(["--size", "8192", "-u"])
         .arg(syslogd.socket())
         .args(["-p", "local5.info", "-t", "mpistat", "--", message])
         .status()

@@ -10,25 +10,19 @@
 
 use mpistat_e2e::*;
 use mpistat_record::JobRecord;
-use std::path::PathBuf;
 
 const RANKS: u32 = 2;
 
-fn config(syslogd: &Syslogd, extra: &str) -> PathBuf {
-    let path = syslogd.site_config();
-    let mut text = std::fs::read_to_string(&path).unwrap();
-    text.push_str(extra);
-    let custom = path.with_file_name("counters-site.toml");
-    std::fs::write(&custom, text).unwrap();
-    custom
+fn run(extra_config: &str, counters: &str) -> JobRecord {
+    run_on(RANKS, extra_config, counters)
 }
 
-fn run(extra_config: &str, counters: &str) -> JobRecord {
+fn run_on(ranks: u32, extra_config: &str, counters: &str) -> JobRecord {
     let syslogd = Syslogd::start();
-    let job = Job::new(program("counters.c"), RANKS).env("MPISTAT_COUNTERS", counters);
+    let job = Job::new(program("counters.c"), ranks).env("MPISTAT_COUNTERS", counters);
     let bare = job.bare();
     bare.assert_success();
-    let profiled = job.profiled(&config(&syslogd, extra_config));
+    let profiled = job.profiled(&syslogd.site_config_with("counters-site.toml", extra_config));
     profiled.assert_success();
     // The job is unaffected: same output, nothing printed by us.
     assert_same_output(&bare, &profiled);
@@ -111,4 +105,43 @@ fn names_the_site_does_not_allow_are_not_counted() {
     let task = set.events.iter().find(|e| e.name == "task-clock").unwrap();
     assert_eq!(task.unavailable.as_deref(), Some("not allowed by the site"));
     assert_eq!((task.app, task.mpi), (0, 0));
+}
+
+/// More ranks than CPUs on the node: counters stay closed (an open event slows every context
+/// switch, and oversubscribed ranks switch at every collective) unless the site asks for them.
+#[test]
+fn oversubscribed_node_opens_no_counters_unless_the_site_asks() {
+    let _serial = serial();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    if cpus > 8 {
+        eprintln!("SKIPPED: {cpus} CPUs here; oversubscribing them takes too many ranks");
+        return;
+    }
+    let ranks = cpus + 1;
+    let r = run_on(ranks, "", "task-clock,page-faults");
+    let set = r.counters.as_ref().expect("record has counters");
+    for event in &set.events {
+        let why = event.unavailable.as_deref().unwrap_or_default();
+        assert!(
+            why.contains(&format!("{ranks} ranks share")) && why.contains("CPUs on this node"),
+            "{}: {why:?}",
+            event.name
+        );
+        assert_eq!((event.app, event.mpi), (0, 0), "{}", event.name);
+    }
+    let r = run_on(
+        ranks,
+        "[profiler]\ncounters_when_oversubscribed = true\n",
+        "task-clock,page-faults",
+    );
+    let task = r
+        .counters
+        .as_ref()
+        .unwrap()
+        .events
+        .iter()
+        .find(|e| e.name == "task-clock")
+        .unwrap();
+    assert_eq!(task.unavailable, None);
+    assert!(task.app > 0);
 }

@@ -28,6 +28,9 @@ fn send_as_nobody(syslogd: &Syslogd, message: &str) {
             "--regid=65534",
             "--clear-groups",
             "logger",
+            // Record lines are up to 7680 bytes; logger cuts at 1 KiB unless told.
+            "--size",
+            "8192",
             "-u",
         ])
         .arg(syslogd.socket())

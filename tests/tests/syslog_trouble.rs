@@ -1,6 +1,7 @@
-//! Syslog trouble never breaks or delays a job: a missing socket, and a stopped rsyslogd whose
-//! socket queue is full. Timing is compared with a bare run of the same job in the same test, with
-//! a margin ([`DELAY_MARGIN`]) that catches a blocking send but not noise.
+//! Syslog trouble never breaks or delays a job: a missing socket, a dead daemon's socket, and a
+//! stopped rsyslogd whose socket queue is full. Timing is compared with a bare run of the same
+//! job in the same test, with a margin ([`DELAY_MARGIN`]) that catches a blocking send but not
+//! noise.
 
 use mpistat_e2e::*;
 use std::time::Duration;
@@ -17,6 +18,32 @@ fn missing_syslog_socket_neither_breaks_nor_delays_the_job() {
     profiled.assert_success();
     assert_same_output(&bare, &profiled);
     assert_not_delayed(&bare, &profiled);
+}
+
+#[test]
+fn a_dead_syslogds_socket_fails_the_send_at_once_and_detail_mode_says_so() {
+    let _serial = serial();
+    let dir = TempDir::new("deadsocket");
+    // The socket file of a daemon that is gone: connecting is refused.
+    let socket = dir.path().join("dead.sock");
+    drop(std::os::unix::net::UnixDatagram::bind(&socket).unwrap());
+    let config = write_site_config(dir.path(), &socket, "local5");
+    let detail = dir.path().join("detail");
+    let job = Job::new(program("basic.c"), 4);
+    let bare = job.bare();
+    bare.assert_success();
+    let profiled = job
+        .clone()
+        .env("MPISTAT_DETAIL", detail.display().to_string())
+        .profiled(&config);
+    profiled.assert_success();
+    assert_same_output(&bare, &profiled);
+    assert_not_delayed(&bare, &profiled);
+    let text = std::fs::read_to_string(&detail).unwrap();
+    assert!(
+        text.contains("mpistat: record NOT sent to syslog: cannot reach the syslog socket: Connection refused"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -371,6 +371,9 @@ fn wrapper(
             writeln!(out, "    }};").unwrap();
         }
     }
+    if matches!(row.semantics.hook, Some(Hook::Init | Hook::InitThread)) {
+        writeln!(out, "    crate::hooks::before_init();").unwrap();
+    }
     if let Some(status) = substituted_status(&plan) {
         *uses_maybe_uninit = true;
         let s = ident(status);

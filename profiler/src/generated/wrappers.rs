@@ -9686,6 +9686,7 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, tracing: bool, argc: *mut c_int, argv: *
         crate::hooks::after_init(rc, 0, via_pmpi, argc);
         return rc;
     };
+    crate::hooks::before_init();
     let traced = if tracing { trace::enter(id::MPI_Init, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv);
     let traffic = Traffic::None;
@@ -9750,6 +9751,7 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, tracing: bool, argc: *mut c_int, 
         crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
         return rc;
     };
+    crate::hooks::before_init();
     let traced = if tracing { trace::enter(id::MPI_Init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv, required, provided);
     let traffic = Traffic::None;

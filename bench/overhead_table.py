@@ -1,0 +1,120 @@
+"""The overhead tables of bench/run.sh: medians over rounds of its raw lines, budgets beside them.
+
+    python3 bench/overhead_table.py RAW MODE...     (MODE: bare first, then the profiled modes)
+
+Raw lines: `LAYOUT MODE bench NAME ns_per_iter=F calls_per_iter=N ...`, `LAYOUT MODE mem ...`,
+`LAYOUT MODE finalize ms=F`, `- MODE startup NAME ns=N` (see bench/overhead.c).
+"""
+import re
+import statistics
+import sys
+from collections import defaultdict
+
+ADDED_NS_BUDGET = 30  # counting mode, per call, 2 ranks
+COLLECTIVE_RATIO_BUDGET = 1.05  # counting mode, collectives, 4 ranks on 2 cores
+TRACE_NS_BUDGET = 100  # trace mode, per call, 2 ranks
+RSS_KB_BUDGET = 256  # per rank, steady state
+INIT_PEAK_KB_BUDGET = 512  # per rank, peak resident set right after MPI_Init
+COLLECTIVES = {"allreduce1"}
+LAYOUT_NAMES = {"2": "2 ranks", "4o": "4 ranks on 2 cores (oversubscribed)"}
+
+raw_file, modes = sys.argv[1], sys.argv[2:]
+bench = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # layout, name, mode: [ns]
+calls = {}
+mem = defaultdict(lambda: defaultdict(list))  # key, mode: [kB] (2 ranks)
+fin = defaultdict(list)  # mode: [ms] (2 ranks)
+start = defaultdict(lambda: defaultdict(list))  # command, mode: [ms]
+
+for line in open(raw_file):
+    layout, mode, kind, rest = line.rstrip("\n").split(" ", 3)
+    kv = dict(re.findall(r"(\w+)=([-\d.]+)", rest))
+    if kind == "bench":
+        name = rest.split(" ", 1)[0]
+        bench[layout][name][mode].append(float(kv["ns_per_iter"]))
+        calls[name] = int(kv["calls_per_iter"])
+    elif kind == "mem" and layout == "2":
+        for key, value in kv.items():
+            if key.endswith("_kb_mean"):
+                mem[key][mode].append(float(value))
+    elif kind == "finalize" and layout == "2":
+        fin[mode].append(float(kv["ms"]))
+    elif kind == "startup":
+        start[rest.rsplit(" ", 1)[0]][mode].append(float(kv["ns"]) / 1e6)
+
+med = statistics.median
+
+
+def added(d, mode):
+    """Median of the per-round differences (rounds are paired: same machine state)."""
+    n = min(len(d["bare"]), len(d[mode]))
+    return med([d[mode][i] - d["bare"][i] for i in range(n)]) if n else float("nan")
+
+
+def verdict(ok, limit):
+    return f"{'within' if ok else 'OVER'} ({limit})"
+
+
+def budget(layout, name, mode, per_call, ratio):
+    if mode == "mpistat" and layout == "2":
+        return verdict(per_call <= ADDED_NS_BUDGET, f"<= {ADDED_NS_BUDGET} ns")
+    if mode == "mpistat" and layout == "4o" and name in COLLECTIVES:
+        return verdict(ratio <= COLLECTIVE_RATIO_BUDGET, f"<= x{COLLECTIVE_RATIO_BUDGET}")
+    if mode == "trace" and layout == "2":
+        return verdict(per_call <= TRACE_NS_BUDGET, f"<= {TRACE_NS_BUDGET} ns")
+    return ""
+
+
+for layout, names in bench.items():
+    print()
+    print(f"{LAYOUT_NAMES.get(layout, layout)}: median ns per iteration; "
+          "added = median of the paired per-round differences")
+    print(f"{'workload':<12} {'unit':<22} {'mode':<10} {'ns':>9} {'added ns':>9} "
+          f"{'added/call':>10} {'ratio':>6}  budget")
+    for name, d in names.items():
+        if not d["bare"]:
+            continue
+        c = calls[name]
+        unit = "call" if c == 1 else f"round trip ({c} calls)"
+        print(f"{name:<12} {unit:<22} {'bare':<10} {med(d['bare']):>9.1f}")
+        for mode in modes[1:]:
+            if not d[mode]:
+                continue
+            p, a = med(d[mode]), added(d, mode)
+            ratio = p / med(d["bare"])
+            print(f"{'':<12} {'':<22} {mode:<10} {p:>9.1f} {a:>9.1f} {a / c:>10.1f} "
+                  f"{ratio:>6.2f}  {budget(layout, name, mode, a / c, ratio)}")
+print("(trace mode runs a tenth of the iterations, so that the whole run fits its trace budget)")
+
+print()
+print(f"{'memory per rank, 2 ranks':<28} {'mode':<10} {'kB':>9} {'added kB':>9}  budget")
+for key, label, limit in (
+    ("inithwm_kb_mean", "VmHWM right after MPI_Init", INIT_PEAK_KB_BUDGET),
+    ("vmhwm_kb_mean", "VmHWM (peak, at the end)", INIT_PEAK_KB_BUDGET),
+    ("vmrss_kb_mean", "VmRSS after the loops", RSS_KB_BUDGET),
+    ("rssanon_kb_mean", "RssAnon (private)", RSS_KB_BUDGET),
+    ("pss_kb_mean", "Pss (shared pages split)", RSS_KB_BUDGET),
+):
+    d = mem[key]
+    if not d["bare"]:
+        continue
+    print(f"{label:<28} {'bare':<10} {med(d['bare']):>9.0f}")
+    for mode in modes[1:]:
+        if d[mode]:
+            a = added(d, mode)
+            shown = verdict(a <= limit, f"<= {limit} kB") if mode == "mpistat" else ""
+            print(f"{'':<28} {mode:<10} {med(d[mode]):>9.0f} {a:>9.0f}  {shown}")
+
+print()
+print(f"{'time (ms), 2 ranks':<28} {'mode':<10} {'median':>9} {'added':>9}")
+for mode in modes:
+    if fin[mode]:
+        more = "" if mode == "bare" else f"{med(fin[mode]) - med(fin['bare']):>9.2f}"
+        note = "   (writes the trace)" if mode == "trace" else ""
+        print(f"{'MPI_Finalize (rank 0)':<28} {mode:<10} {med(fin[mode]):>9.2f} {more}{note}")
+for name, d in start.items():
+    if d["bare"] and d["mpistat"]:
+        b, p = statistics.mean(d["bare"]), statistics.mean(d["mpistat"])
+        print(f"{'start-up ' + name:<28} {'mpistat':<10} {p:>9.2f} {p - b:>9.2f}"
+              f"   (mean per run; bare {b:.2f})")
+print()
+print("Budgets shown, not asserted. Cheap local calls are the worst case for a wrapper's fixed cost.")
