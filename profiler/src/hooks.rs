@@ -348,11 +348,17 @@ pub fn before_finalize() {
             let Ok(comm) = OwnComm::dup(world) else {
                 return;
             };
-            let node_leader = comm
-                .node_local()
-                .and_then(|node| comm_rank(node.0))
-                .map(|r| r == 0)
-                .unwrap_or(false);
+            // One rank per node counts the node: the launcher says which, else MPI finds out
+            // (a collective: each one at finalize costs a scheduling round when ranks share cores).
+            let node_leader =
+                match crate::node::local_rank(|v| std::env::var(v).ok(), job.init.rank) {
+                    Some(local) => local == 0,
+                    None => comm
+                        .node_local()
+                        .and_then(|node| comm_rank(node.0))
+                        .map(|r| r == 0)
+                        .unwrap_or(false),
+                };
             let now = Anchor::now();
             let steps = crate::superstep::finish(hook_start);
             let totals = rank_totals(job, &now, hook_start);

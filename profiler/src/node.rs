@@ -19,6 +19,22 @@ pub fn local_ranks(var: impl Fn(&str) -> Option<String>) -> Option<u32> {
         .filter(|&n| n > 0)
 }
 
+/// This rank's index among the job's ranks on its node, as its launcher tells it: Open MPI
+/// (`OMPI_COMM_WORLD_LOCAL_RANK`), MPICH's Hydra (`MPI_LOCALRANKID`) or Slurm's srun
+/// (`SLURM_LOCALID`), believed only when the same launcher's global rank is `world_rank` (a
+/// variable inherited from an enclosing launch, e.g. a batch step's, would say 0 on every rank).
+pub fn local_rank(var: impl Fn(&str) -> Option<String>, world_rank: u32) -> Option<u32> {
+    let number = |name: &str| var(name).and_then(|v| v.trim().parse::<u32>().ok());
+    [
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"),
+        ("PMI_RANK", "MPI_LOCALRANKID"),
+        ("SLURM_PROCID", "SLURM_LOCALID"),
+    ]
+    .iter()
+    .find(|(global, _)| number(global) == Some(world_rank))
+    .and_then(|(_, local)| number(local))
+}
+
 /// Tasks on node `node` from Slurm's compressed list, e.g. `2(x3),1`: nodes 0-2 run 2, node 3 runs 1.
 fn slurm_tasks_on_node(list: &str, node: u32) -> Option<u32> {
     let mut first = 0u32;
@@ -128,6 +144,24 @@ mod tests {
             None
         );
         assert_eq!(local_ranks(env(&[])), None);
+    }
+
+    #[test]
+    fn local_rank_only_from_the_launcher_that_placed_this_rank() {
+        let ompi = [
+            ("OMPI_COMM_WORLD_RANK", "5"),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_LOCALID", "0"),
+        ];
+        assert_eq!(local_rank(env(&ompi), 5), Some(1));
+        // mpirun inside a batch step: Slurm's variables are the batch step's, not this rank's.
+        assert_eq!(local_rank(env(&ompi[2..]), 5), None);
+        let hydra = [("PMI_RANK", "3"), ("MPI_LOCALRANKID", "0")];
+        assert_eq!(local_rank(env(&hydra), 3), Some(0));
+        let srun = [("SLURM_PROCID", "7"), ("SLURM_LOCALID", "3")];
+        assert_eq!(local_rank(env(&srun), 7), Some(3));
+        assert_eq!(local_rank(env(&[]), 0), None);
     }
 
     #[test]

@@ -767,21 +767,25 @@ fn site_names(keys: &[(RoutineId, usize)]) -> (Vec<Region>, Vec<Module>) {
     (regions, used)
 }
 
-/// `MPISTAT_TRACE_TEST_SKEW=RANK:OFFSET_NS:DRIFT_PPM`: a test knob that puts an artificial
-/// offset and drift on one rank's trace clock, to show the analysis corrects them.
+/// `MPISTAT_TRACE_TEST_SKEW=RANK:OFFSET_NS:DRIFT_PPM[,RANK:...]`: a test knob that puts an
+/// artificial offset and drift on some ranks' trace clocks (e.g. all ranks of one node), to show
+/// the analysis corrects them.
 fn test_skew(rank: u32) -> Skew {
     let Ok(text) = std::env::var("MPISTAT_TRACE_TEST_SKEW") else {
         return Skew::default();
     };
-    let parts: Vec<&str> = text.split(':').collect();
-    match parts.as_slice() {
-        [r, offset, drift] if r.parse() == Ok(rank) => Skew {
-            offset_ns: offset.parse().unwrap_or(0),
-            drift_ppm: drift.parse().unwrap_or(0.0),
-            origin: monotonic_ns(),
-        },
-        _ => Skew::default(),
-    }
+    text.split(',')
+        .find_map(
+            |entry| match entry.split(':').collect::<Vec<_>>().as_slice() {
+                [r, offset, drift] if r.parse() == Ok(rank) => Some(Skew {
+                    offset_ns: offset.parse().unwrap_or(0),
+                    drift_ppm: drift.parse().unwrap_or(0.0),
+                    origin: monotonic_ns(),
+                }),
+                _ => None,
+            },
+        )
+        .unwrap_or_default()
 }
 
 /// `MPI_ANY_TAG` in Open MPI.

@@ -575,6 +575,8 @@ pub struct Job {
     cwd: Option<PathBuf>,
     timeout: Duration,
     user: Option<User>,
+    /// Emulated nodes (host name, ranks), see [`Job::on_nodes`]; empty: this host only.
+    nodes: Vec<(String, u32)>,
 }
 
 impl Job {
@@ -587,6 +589,7 @@ impl Job {
             cwd: None,
             timeout: JOB_TIMEOUT,
             user: None,
+            nodes: Vec::new(),
         }
     }
 
@@ -594,6 +597,15 @@ impl Job {
     pub fn as_user(mut self, user: &User) -> Job {
         self.user = Some(user.clone());
         self
+    }
+
+    /// Run on emulated nodes: `(host, ranks)` each, ranks placed in order (rank 0 on the first).
+    /// Open MPI starts one daemon per host through `tests/bin/node-rsh`, which gives it its own
+    /// UTS namespace named `host`; ranks talk TCP over loopback, as between real nodes.
+    pub fn on_nodes(program: impl Into<PathBuf>, nodes: &[(&str, u32)]) -> Job {
+        let mut job = Job::new(program, nodes.iter().map(|(_, n)| n).sum());
+        job.nodes = nodes.iter().map(|(h, n)| (h.to_string(), *n)).collect();
+        job
     }
 
     /// Add a program argument.
@@ -663,6 +675,22 @@ impl Job {
             "-np",
         ])
         .arg(self.ranks.to_string());
+        if !self.nodes.is_empty() {
+            let hosts: Vec<String> = self.nodes.iter().map(|(h, n)| format!("{h}:{n}")).collect();
+            let agent = workspace_root().join("tests/bin/node-rsh");
+            cmd.arg("--host").arg(hosts.join(","));
+            // Remote daemons get MCA parameters from the command line, not from the environment.
+            for (param, value) in [
+                ("plm_rsh_agent", agent.display().to_string()),
+                ("btl", "tcp,self".into()),
+                ("btl_tcp_if_include", "lo".into()),
+                ("oob_tcp_if_include", "lo".into()),
+                ("mpi_yield_when_idle", "1".into()),
+                ("rmaps_base_mapping_policy", "slot".into()),
+            ] {
+                cmd.args(["--mca", param, &value]);
+            }
+        }
         for (k, v) in extra_env.iter().chain(&self.env) {
             cmd.arg("-x").arg(format!("{k}={v}"));
         }

@@ -52,13 +52,29 @@ fn pattern() -> [String; 4] {
 }
 
 fn run_traced(home: &TempDir, site_extra: &str, env: &[(&str, &str)], args: [String; 4]) -> Traced {
+    run_traced_on(&[], home, site_extra, env, args)
+}
+
+/// [`run_traced`] on emulated nodes (`(host, ranks)`, [`RANKS`] in all), or this host if none.
+fn run_traced_on(
+    nodes: &[(&str, u32)],
+    home: &TempDir,
+    site_extra: &str,
+    env: &[(&str, &str)],
+    args: [String; 4],
+) -> Traced {
     let syslogd = Syslogd::start();
     let site = syslogd.site_config();
     let mut text = std::fs::read_to_string(&site).unwrap();
     text.push_str(site_extra);
     std::fs::write(&site, text).unwrap();
     let timings = TempDir::new("trace-timings");
-    let mut job = Job::new(program("delays.c"), RANKS)
+    let job = if nodes.is_empty() {
+        Job::new(program("delays.c"), RANKS)
+    } else {
+        Job::on_nodes(program("delays.c"), nodes)
+    };
+    let mut job = job
         .env("HOME", home.path().display().to_string())
         .env("DELAYS_TIMINGS", timings.path().display().to_string())
         .env("MPISTAT_TRACE", "1");
@@ -302,6 +318,35 @@ fn clock_offset_and_drift_are_corrected() {
     let drift_ppm = (init.offset - fin.offset) as f64 / (fin.local - init.local) as f64 * 1e6;
     assert_within("measured drift (ppm)", drift_ppm, 500.0, 0.10);
     // ...and the analysis of the corrected trace finds what it finds without skew.
+    assert_pattern(&t);
+}
+
+/// Two emulated nodes whose clocks disagree: node b's ranks (2 and 3) run 2 s ahead and gain
+/// 300 us per second. The offsets measured between nodes correct it: the analysis finds what it
+/// finds on one clock.
+#[test]
+fn clocks_of_another_node_are_corrected() {
+    let _serial = serial();
+    let home = TempDir::new("trace-nodes");
+    let t = run_traced_on(
+        &[("nodea", 2), ("nodeb", 2)],
+        &home,
+        "",
+        &[(
+            "MPISTAT_TRACE_TEST_SKEW",
+            "2:2000000000:300,3:2000000000:300",
+        )],
+        pattern(),
+    );
+    assert_eq!(t.record.nodes, 2);
+    for rank in [2, 3] {
+        let local = decode_local(
+            &std::fs::read(t.dir.join(local_file_name(rank))).unwrap(),
+            "local",
+        )
+        .unwrap();
+        assert_within("offset at Init", -local.clock[0].offset as f64, 2e9, 0.001);
+    }
     assert_pattern(&t);
 }
 
