@@ -204,7 +204,8 @@ pub const MIGRATIONS: &[&str] = &[
     -- forged; one whose job never came is rejected as an orphan after a while. The digest never
     -- reads a trace itself any more. `key` is the analysis record's (one per job), with `uid`
     -- the row's key: another user's claim to the same job cannot keep the owner's out.
-    -- `received_ms` is when ingest filed it.
+    -- `received_ms` is when ingest filed it; `looked_to` the last job row (`jobs.id`) its job
+    -- was looked for in, so that one waiting for its job is looked for among new rows only.
     CREATE TABLE analysis_inbox (
         key TEXT NOT NULL,
         job_key TEXT NOT NULL,
@@ -217,6 +218,7 @@ pub const MIGRATIONS: &[&str] = &[
         analysed_ms INTEGER NOT NULL,
         received_ms INTEGER NOT NULL,
         source TEXT NOT NULL,
+        looked_to INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (key, uid)
     ) WITHOUT ROWID;
 ",
@@ -587,7 +589,7 @@ impl Database {
     pub fn analysis_inbox(&self) -> anyhow::Result<Vec<Received>> {
         let mut stmt = self.conn.prepare(
             "SELECT key, job_key, uid, user, host, dir, summary, error, analysed_ms, received_ms,
-                 source FROM analysis_inbox ORDER BY received_ms, key",
+                 source, looked_to FROM analysis_inbox ORDER BY received_ms, key",
         )?;
         let rows = stmt.query_map([], |row| {
             Ok(Received {
@@ -605,24 +607,40 @@ impl Database {
                 key: row.get(0)?,
                 received_ms: row.get(9)?,
                 source: row.get(10)?,
+                looked_to: row.get(11)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The job with key `key` as filed (the last stored, should there be several), no record
-    /// read. Reads the keys of `jobs_by_end` (see [`Database::job`]); only analyses ask.
-    pub fn filed_job_by_key(&self, key: &str) -> anyhow::Result<Option<FiledJob>> {
-        Ok(self
+    /// The job of `received` as filed (the last stored, should there be several), no record
+    /// read, looked for only among the rows stored since it was last looked for (no index
+    /// leads to a key, see [`Database::job`]: this reads those rows). When there is none, the
+    /// rows up to the last one now are marked as looked at.
+    pub fn job_of_analysis(&self, received: &Received) -> anyhow::Result<Option<FiledJob>> {
+        let last: i64 =
+            self.conn
+                .query_row("SELECT coalesce(max(id), 0) FROM jobs", [], |row| {
+                    row.get(0)
+                })?;
+        let found = self
             .conn
             .query_row(
                 &format!(
-                    "SELECT {INDEX_COLUMNS} FROM jobs WHERE key = ?1 ORDER BY jobs.id DESC LIMIT 1"
+                    "SELECT {INDEX_COLUMNS} FROM jobs WHERE id > ?1 AND id <= ?2 AND key = ?3
+                     ORDER BY jobs.id DESC LIMIT 1"
                 ),
-                [key],
+                params![received.looked_to, last, received.analysis.job_key],
                 FiledJob::from_row,
             )
-            .optional()?)
+            .optional()?;
+        if found.is_none() {
+            self.conn.execute(
+                "UPDATE analysis_inbox SET looked_to = ?1 WHERE key = ?2 AND uid = ?3",
+                params![last, received.key, received.analysis.uid],
+            )?;
+        }
+        Ok(found)
     }
 
     /// Store `analysis` as the analysis of the job filed as `job` (its summary, or why it
@@ -911,6 +929,8 @@ pub struct Received {
     pub received_ms: u64,
     /// The file it came from.
     pub source: String,
+    /// The last job row its job was looked for in (0: not yet).
+    pub looked_to: i64,
 }
 
 /// A job queued for the escalation rules (table `escalation_queue`).

@@ -104,11 +104,12 @@ const ORPHAN_AFTER_MS: u64 = 7 * 86_400_000;
 /// Match the analyses ingest filed to their jobs: one is stored (table `analyses`, for the mail
 /// and the job page) only when its job is stored, was traced and has the analysis' uid, which
 /// ingest checked is the uid that sent it; else it is rejected as `forged`. One whose job has
-/// not come for [`ORPHAN_AFTER_MS`] is rejected as `orphan`.
+/// not come for [`ORPHAN_AFTER_MS`] is rejected as `orphan`; until then it is looked for only
+/// among the jobs stored since the last look (many waiting analyses cost little).
 fn file_analyses(db: &Database, now_ms: u64, err: &mut impl Write) -> anyhow::Result<()> {
     for received in db.analysis_inbox()? {
         let analysis = &received.analysis;
-        let Some(job) = db.filed_job_by_key(&analysis.job_key)? else {
+        let Some(job) = db.job_of_analysis(&received)? else {
             if now_ms.saturating_sub(received.received_ms) > ORPHAN_AFTER_MS {
                 db.reject_analysis(&received, "orphan", "no such job arrived")?;
             }

@@ -584,13 +584,16 @@ fn an_analysis_is_stored_only_for_a_traced_job_of_its_sender() {
     use mpistat_record::AnalysisRecord;
     let dir = temp_dir("analyses");
     let log = dir.join("records.log");
-    let mut jobs = week_of_jobs(2); // alice's, bob's
-    jobs[0].trace = Some(TraceInfo {
-        dir: "/home/alice/.mpistat/traces/0".into(),
-        reason: "user".into(),
-        ..TraceInfo::default()
-    });
-    append_log(&log, &jobs);
+    let mut jobs = week_of_jobs(3); // alice's, bob's, carol's
+    for n in [0, 2] {
+        jobs[n].trace = Some(TraceInfo {
+            dir: format!("/home/{}/.mpistat/traces/{n}", jobs[n].user),
+            reason: "user".into(),
+            ..TraceInfo::default()
+        });
+    }
+    // Carol's job comes after its analysis.
+    append_log(&log, &jobs[..2]);
     let analysis = |job_key: String, (user, uid): (&str, u32)| AnalysisRecord {
         version: ANALYSIS_MODEL_VERSION,
         job_key,
@@ -602,7 +605,7 @@ fn an_analysis_is_stored_only_for_a_traced_job_of_its_sender() {
         error: None,
         analysed_unix_ms: 1,
     };
-    let (alice, bob) = (USERS[0], USERS[1]);
+    let (alice, bob, carol) = (USERS[0], USERS[1], USERS[2]);
     let lines = [
         analysis_lines(&analysis(jobs[0].key(), alice), alice.1),
         // Bob claims alice's traced job as his, and analyses his own untraced job.
@@ -610,8 +613,9 @@ fn an_analysis_is_stored_only_for_a_traced_job_of_its_sender() {
         analysis_lines(&analysis(jobs[1].key(), bob), bob.1),
         // Bob sends an analysis claiming to be alice's.
         analysis_lines(&analysis("0123456789abcdef".into(), alice), bob.1),
-        // Alice's analysis of a job not stored (yet).
+        // Alice's analysis of a job never stored, carol's of one not stored yet.
         analysis_lines(&analysis("fedcba9876543210".into(), alice), alice.1),
+        analysis_lines(&analysis(jobs[2].key(), carol), carol.1),
     ]
     .concat();
     std::fs::OpenOptions::new()
@@ -648,6 +652,14 @@ fn an_analysis_is_stored_only_for_a_traced_job_of_its_sender() {
             "{expected}: {forged:#?}"
         );
     }
+    let waiting = db.analysis_inbox().unwrap();
+    assert_eq!(waiting.len(), 2);
+    assert!(waiting.iter().all(|w| w.looked_to == 2), "{waiting:?}");
+    // Carol's job arrives: her analysis is found among the new rows.
+    append_log(&log, &jobs[2..]);
+    ingest(&mut db, &options(&log));
+    mpistat_digest::escalate::after_ingest(&SiteConfig::default(), &db, &mut err).unwrap();
+    assert_eq!(db.analyses_by_key().unwrap().len(), 2);
     let waiting = db.analysis_inbox().unwrap();
     assert_eq!(waiting.len(), 1);
     assert_eq!(waiting[0].analysis.job_key, "fedcba9876543210");

@@ -527,6 +527,7 @@ impl Run<'_> {
             analysis,
             received_ms,
             source,
+            looked_to: 0,
         });
     }
 
