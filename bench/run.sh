@@ -3,7 +3,9 @@
 # mode (MPISTAT_TRACE=1; a tenth of the iterations, so that every call of the run fits the trace
 # budget) and under any other profiling library given with --with, interleaved in one invocation
 # (so all see the same machine state), in two layouts: 2 ranks, and 4 ranks on 2 cores ("4o",
-# oversubscribed: any extra work in a collective's wrapper shows on every rank there). Plus
+# oversubscribed: any extra work in a collective's wrapper shows on every rank there); and, when
+# MPICH is installed, the same program built for MPICH on 2 ranks ("2m"), bare and with the
+# library preloaded (which passes MPICH through untouched: this measures what that costs). Plus
 # process start-up cost. Prints tables with the budgets beside the numbers
 # (bench/overhead_table.py). Speed is measured, not asserted: this fails only if something
 # crashes. Then the trace analysis benchmark (bench/analysis.rs): bytes per event of the trace
@@ -59,6 +61,11 @@ cleanup() {
 trap cleanup EXIT
 
 mpicc -O2 -Wall -Wextra -Werror -o "$work/overhead" bench/overhead.c
+mpich=0
+if command -v mpicc.mpich >/dev/null && command -v mpiexec.mpich >/dev/null; then
+    mpicc.mpich -O2 -Wall -Wextra -Werror -o "$work/overhead-mpich" bench/overhead.c
+    mpich=1
+fi
 
 # A syslog socket that drains and discards, so the preloaded MPI_Finalize pays for a real send
 # (as on a site with a running syslogd) without touching the machine's syslog.
@@ -89,7 +96,9 @@ unset MPISTAT_DETAIL LD_PRELOAD
 # Layouts: "2" is 2 ranks (bound as mpirun chooses); "4o" is 4 ranks on the first 2 CPUs,
 # oversubscribed and unbound (Open MPI then yields when idle, as on any oversubscribed node).
 layout_command() { # LAYOUT: prints the launcher's command line
-    if [[ $1 == 4o ]]; then
+    if [[ $1 == 2m ]]; then
+        echo "mpiexec.mpich -np 2"
+    elif [[ $1 == 4o ]]; then
         echo "taskset -c 0-$(($(nproc) >= 2 ? 1 : 0)) mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4"
     elif [[ $(nproc) -lt 2 ]]; then
         # Two busy-polling ranks on one core would measure the scheduler, not MPI.
@@ -99,6 +108,7 @@ layout_command() { # LAYOUT: prints the launcher's command line
     fi
 }
 layouts=(2 4o)
+((mpich)) && layouts+=(2m)
 
 modes=(bare mpistat trace)
 declare -A other_env=() # mode: "-x LD_PRELOAD=LIB -x VAR=VALUE ..." for mpirun
@@ -113,18 +123,28 @@ done
 
 raw=$work/raw.txt
 run_overhead() { # LAYOUT MODE
-    local layout=$1 mode=$2 extra=() n=$iters launcher
-    case $mode in
-        bare) ;;
-        mpistat) extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site.toml" "${counter_env[@]}") ;;
-        trace)
-            extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site-trace.toml" -x MPISTAT_TRACE=1)
-            n=$((iters / 10))
-            ;;
-        *) read -r -a extra <<<"${other_env[$mode]}" ;;
-    esac
+    local layout=$1 mode=$2 extra=() n=$iters launcher program=$work/overhead
+    if [[ $layout == 2m ]]; then
+        # MPICH: only bare and preloaded (passed through; nothing else applies).
+        case $mode in
+            bare) ;;
+            mpistat) extra=(-genv LD_PRELOAD "$lib" -genv MPISTAT_CONFIG "$work/site.toml") ;;
+            *) return ;;
+        esac
+        program=$work/overhead-mpich
+    else
+        case $mode in
+            bare) ;;
+            mpistat) extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site.toml" "${counter_env[@]}") ;;
+            trace)
+                extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site-trace.toml" -x MPISTAT_TRACE=1)
+                n=$((iters / 10))
+                ;;
+            *) read -r -a extra <<<"${other_env[$mode]}" ;;
+        esac
+    fi
     read -r -a launcher <<<"$(layout_command "$layout")"
-    "${launcher[@]}" "${extra[@]}" "$work/overhead" "$n" "$reps" </dev/null |
+    "${launcher[@]}" "${extra[@]}" "$program" "$n" "$reps" </dev/null |
         sed "s/^/$layout $mode /" >>"$raw"
     rm -rf "$work/traces"
 }

@@ -14,9 +14,10 @@
 # mail tests), chromium, chromium-driver and fonts-dejavu-core (one headless Chromium, driven by
 # chromedriver, renders every admin page in the site-report test), time (peak memory in
 # bench/site_report.sh), binutils (addr2line, readelf: `mpistat analyze` turns call sites into
-# source lines).
+# source lines), mpich and libmpich-dev (an MPI of another family beside Open MPI: mpicc.mpich,
+# mpiexec.mpich; the library must leave its jobs alone, tests/tests/foreign_mpi.rs).
 MPISTAT_APT_PACKAGES=(
-    openmpi-bin libopenmpi-dev gfortran rsyslog hpcc
+    openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran rsyslog hpcc
     libclang-dev clang pkg-config python3 procps
     gcc make python3-aiosmtpd chromium chromium-driver fonts-dejavu-core time binutils
 )
@@ -72,11 +73,29 @@ mpistat_apt_install() {
     return "$rc"
 }
 
+# Open MPI stays the system's MPI (mpicc, mpifort, mpirun, mpi.h through the `mpi` and `mpirun`
+# alternatives: the profiler is built against it) with MPICH installed beside it. Debian ranks
+# Open MPI first on amd64, but a manual choice or another architecture may not: pin it when the
+# alternatives point elsewhere.
+mpistat_keep_open_mpi_default() {
+    local group target
+    for group in mpi mpirun; do
+        target=/usr/bin/mpicc.openmpi
+        [[ $group == mpirun ]] && target=/usr/bin/mpirun.openmpi
+        [[ -x $target ]] || continue
+        if [[ $(readlink -f "/etc/alternatives/$group" 2>/dev/null) != "$(readlink -f "$target")" ]]; then
+            mpistat_note "pointing the $group alternative back at Open MPI"
+            mpistat_as_root update-alternatives --set "$group" "$target" >/dev/null || return 1
+        fi
+    done
+}
+
 mpistat_prereqs() {
     if ! command -v dpkg-query >/dev/null 2>&1; then
-        mpistat_note "not a Debian system: install Open MPI, gfortran, rsyslog, clang/libclang and a Rust toolchain yourself"
+        mpistat_note "not a Debian system: install Open MPI, MPICH beside it, gfortran, rsyslog, clang/libclang and a Rust toolchain yourself"
     else
         mpistat_apt_install "${MPISTAT_APT_PACKAGES[@]}" || return 1
+        mpistat_keep_open_mpi_default || return 1
     fi
 
     # rsyslogd lives in /usr/sbin, which is not on every user's PATH; the e2e tests run it by name.

@@ -12,6 +12,7 @@ use crate::guard::quietly;
 use crate::job::{build_record, unix_ms_now, InitFacts};
 use crate::mpi::{comm_rank, comm_size, comm_world, library_version, OwnComm};
 use crate::next::Next;
+use crate::peers::Peers;
 use crate::rt::{self, bump, Counters, ACTIVE, ENTERED_VIA_PMPI};
 use crate::superstep::Estimates;
 use crate::tally::{JobValue, RankTotals, Reduced};
@@ -22,8 +23,16 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
 
-/// The site allows profiling (read at `MPI_Init`); `MPI_Pcontrol(1)` resumes only then.
+/// The site allows profiling (read at the first MPI call) and the MPI library is the built family's;
+/// `MPI_Pcontrol(1)` resumes only then.
 static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// The process's MPI is not the built family's ([`crate::family`]): counting stays off for good,
+/// and no hook does anything (no job is ever set up).
+pub(crate) fn pass_through() {
+    ENABLED.store(false, Relaxed);
+    ACTIVE.store(false, Relaxed);
+}
 
 /// The job as seen by this rank, from `MPI_Init` on.
 struct Job {
@@ -31,6 +40,8 @@ struct Job {
     /// Configuration problems, told in detail mode only.
     config_problems: Vec<String>,
     init: InitFacts,
+    /// Which ranks have the library: the profiler's collectives run only if all do.
+    peers: Peers,
     /// Clock reading at the end of `MPI_Init`.
     anchor: Anchor,
     /// Calibrated cost of the counting in one wrapper, in ticks.
@@ -55,16 +66,18 @@ fn with_job<R>(f: impl FnOnce(&mut Job) -> R) -> Option<R> {
 /// used only for starting up were released ([`crate::footprint`]).
 #[link_section = ".text.hot.mpistat"]
 pub fn after_init(rc: c_int, provided: c_int, via_pmpi: bool, argc: *const c_int) {
-    if rc != 0 {
+    if rc != 0 || !ENABLED.load(Relaxed) {
         return;
     }
     start_job(provided, via_pmpi, argc);
     crate::footprint::release_init_pages();
 }
 
-/// What start-up finds out without MPI, before the real `MPI_Init` (see [`before_init`]).
+/// What start-up finds out without MPI when the process's MPI is recognised (before its
+/// `MPI_Init`), for the job that the end of `MPI_Init` sets up.
 struct Prepared {
     config: SiteConfig,
+    /// Configuration problems, worth telling in detail mode.
     config_problems: Vec<String>,
     detail: Option<Destination>,
     call_cost_ticks: f64,
@@ -76,28 +89,40 @@ struct Prepared {
 
 static PREPARED: Mutex<Option<Prepared>> = Mutex::new(None);
 
-/// Before the real `MPI_Init` / `MPI_Init_thread` (of a counted call): the start-up work that
-/// needs no MPI (reading site.toml, finding every real routine), then its pages released. Done
-/// here, it maps our code and heap while the process is still small, so the peak resident set
-/// stays MPI_Init's own (~10 MB a rank) instead of ours on top of it (+1.2 MB measured when
-/// all of it ran after the real call).
+/// The process's MPI was recognised as the built family's, before its `MPI_Init`: read the site's
+/// configuration and find out what needs no MPI. Returns whether the site profiles jobs; if not,
+/// nothing is counted and the rank does not say it has the library (so no rank waits for it in a
+/// collective).
+pub(crate) fn recognised() -> bool {
+    let prepared = find_out();
+    let enabled = prepared.config.profiler.enabled;
+    *PREPARED.lock().unwrap_or_else(|e| e.into_inner()) = Some(prepared);
+    if !enabled {
+        ENABLED.store(false, Relaxed);
+    }
+    enabled
+}
+
+/// Before the real `MPI_Init` / `MPI_Init_thread` (of a counted call): find every real routine,
+/// then release the pages start-up used (reading site.toml happened at recognition, just before).
+/// Done here, start-up maps our code and heap while the process is still small, so the peak
+/// resident set stays MPI_Init's own (~10 MB a rank) instead of ours on top of it (+1.2 MB
+/// measured when all of it ran after the real call).
 #[link_section = ".text.hot.mpistat"]
 pub fn before_init() {
-    prepare();
+    prefetch_routines();
     crate::footprint::release_init_pages();
 }
 
 #[inline(never)]
-fn prepare() {
+fn prefetch_routines() {
     quietly(|| {
-        *PREPARED.lock().unwrap_or_else(|e| e.into_inner()) = Some(find_out());
         crate::generated::wrappers::prefetch_all();
         PCONTROL.prefetch();
     });
 }
 
-/// The site's configuration and its problems (worth telling in detail mode), and what follows
-/// from it and from the environment.
+/// The site's configuration and its problems, and what follows from it and from the environment.
 fn find_out() -> Prepared {
     let path = SiteConfig::path_from_env();
     let (config, problems) = SiteConfig::load(&path);
@@ -135,29 +160,27 @@ fn find_out() -> Prepared {
     }
 }
 
-/// Read the site's configuration and set up this rank's job (counters, supersteps, exit hook).
+/// Set up this rank's job (counters, supersteps, exit hook) with what recognition found out.
 #[inline(never)]
 fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
     quietly(|| {
-        // Read before the real MPI_Init (else, when that call was not counted, now).
-        let prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let Prepared {
+        let taken = PREPARED.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(Prepared {
             config,
             config_problems,
             detail,
             call_cost_ticks,
             counters: (names, unavailable),
             trace_wish,
-        } = prepared.unwrap_or_else(find_out);
-        if !config.profiler.enabled {
-            ENABLED.store(false, Relaxed);
-            ACTIVE.store(false, Relaxed);
+        }) = taken
+        else {
             return;
-        }
+        };
         let Some(world) = comm_world() else { return };
         let (Ok(rank), Ok(size)) = (comm_rank(world), comm_size(world)) else {
             return;
         };
+        let peers = crate::peers::learn(size as u32, config.profiler.assume_all_ranks_profiled);
         // Open MPI's Fortran bindings call PMPI_Init(&argc, &argv) with argc = 0; C programs call
         // MPI_Init with their real argc (≥ 1) or NULL.
         // SAFETY: argc is the caller's pointer to MPI_Init, valid for the duration of the call.
@@ -175,6 +198,7 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
                 start_unix_ms: unix_ms_now(),
                 pid: std::process::id(),
             },
+            peers,
             config,
             config_problems,
             anchor: Anchor::now(),
@@ -188,7 +212,9 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             size as u32,
             job.anchor.ticks,
         );
-        crate::trace::start_if_wanted(&job.config, trace_wish, rank as u32, size as u32);
+        if peers.all {
+            crate::trace::start_if_wanted(&job.config, trace_wish, rank as u32, size as u32);
+        }
         *JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
         register_exit_hook();
     });
@@ -333,12 +359,21 @@ fn add_estimates(record: &mut JobRecord, e: &Estimates) {
 }
 
 /// Before the real `MPI_Finalize`: reduce every rank's totals to rank 0 on a private duplicate of
-/// `MPI_COMM_WORLD`; rank 0 writes the record.
+/// `MPI_COMM_WORLD`; rank 0 writes the record. If not every rank has the library, there is no
+/// collective: the lead rank ([`Peers::lead`]) writes a partial record of its own data.
 pub fn before_finalize() {
     let hook_start = ticks();
     quietly(|| {
         with_job(|job| {
             if job.recorded {
+                return;
+            }
+            if !job.peers.all {
+                if job.init.rank == job.peers.lead {
+                    let reason = without_collectives(job);
+                    publish_partial(job, reason, hook_start);
+                }
+                job.recorded = true;
                 return;
             }
             job.recorded = true;
@@ -411,14 +446,29 @@ pub fn before_abort(errorcode: c_int) {
     });
 }
 
-/// At process exit: if rank 0 never reached `MPI_Finalize`, it writes a partial record; after
-/// a traced job's `MPI_Finalize`, it starts the trace's analysis ([`crate::analyse`]).
+/// Why a job's record is one rank's: not every rank has the library (or that is unknown).
+fn without_collectives(job: &Job) -> String {
+    match job.peers.with_library {
+        Some(n) => format!(
+            "only {n} of {} ranks have libmpistat (rank {} reports alone)",
+            job.init.ranks, job.init.rank
+        ),
+        None => format!(
+            "whether all {} ranks have libmpistat is unknown (rank {} reports alone)",
+            job.init.ranks, job.init.rank
+        ),
+    }
+}
+
+/// At process exit: if the lead rank (rank 0 when every rank has the library) never reached
+/// `MPI_Finalize`, it writes a partial record; after a traced job's `MPI_Finalize`, it starts
+/// the trace's analysis ([`crate::analyse`]).
 extern "C" fn at_exit() {
     let hook_start = ticks();
     quietly(|| {
         with_job(|job| {
             // A forked child exiting is not the job ending.
-            if job.init.rank == 0 && job.init.pid == std::process::id() {
+            if job.init.rank == job.peers.lead && job.init.pid == std::process::id() {
                 publish_partial(job, "exit without MPI_Finalize".into(), hook_start);
                 crate::analyse::start_at_exit();
             }

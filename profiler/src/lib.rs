@@ -7,8 +7,10 @@
 //!
 //! Module map: `generated/` (wrappers and routine table, made by `mpistat-wrapgen` from
 //! `spec/mpi.spec`; do not edit), `rt` (hot path), `traffic` (bytes from arguments, out of
-//! line), `next` (finding the real routines), `clock`, `hooks` (Init, Finalize, Abort, Pcontrol), `analyse` (a traced job's
-//! analysis, started as the job's user at exit).
+//! line), `next` (finding the real routines), `clock`, `hooks` (Init, Finalize, Abort, Pcontrol),
+//! `family` (what differs between MPI ABIs, and recognising the process's MPI: a foreign one is
+//! passed through untouched), `peers` (whether every rank of the job has the library), `analyse`
+//! (a traced job's analysis, started as the job's user at exit).
 
 // MPI handles (communicators, datatypes, statuses) are raw pointers that we only pass back to MPI;
 // clippy cannot know that and would have every function taking a handle be `unsafe`.
@@ -19,9 +21,10 @@ pub mod callsite;
 pub mod clock;
 pub mod counters;
 pub mod detail;
+pub mod family;
 pub mod footprint;
 pub mod ffi {
-    //! Open MPI's `mpi.h` as Rust declarations (bindgen, see build.rs). Types only: nothing here
+    //! The built family's `mpi.h` (Open MPI's) as Rust declarations (bindgen, see build.rs). Types only: nothing here
     //! is linked; the real routines are found with `dlsym`.
     #![allow(
         non_camel_case_types,
@@ -39,6 +42,7 @@ pub mod job;
 pub mod mpi;
 pub mod next;
 pub mod node;
+pub mod peers;
 pub mod rt;
 pub mod spec;
 pub mod superstep;

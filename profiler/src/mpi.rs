@@ -1,11 +1,12 @@
 //! The profiler's own MPI calls (rank, size, the reduction at `MPI_Finalize`), made on the real
 //! routines directly so that they are never counted and never reach a user's PMPI tool.
 //!
-//! Open MPI's predefined handles (`MPI_COMM_WORLD`, `MPI_SUM`, ...) are addresses of objects in
-//! libmpi; we look them up by symbol name because this library is never linked against libmpi.
+//! Predefined handles (`MPI_COMM_WORLD`, `MPI_SUM`, ...) come from the MPI family
+//! ([`crate::family`]).
 
 use crate::ffi::{MPI_Comm, MPI_Datatype, MPI_Info, MPI_Op};
 // The real routines: the wrappers' `Next`s (one per routine, all looked up at `MPI_Init`).
+use crate::family::{predefined, Predefined};
 use crate::generated::wrappers::{
     NEXT_MPI_Allreduce as ALLREDUCE, NEXT_MPI_Cart_get as CART_GET,
     NEXT_MPI_Cartdim_get as CARTDIM_GET, NEXT_MPI_Comm_dup as COMM_DUP,
@@ -17,17 +18,12 @@ use crate::generated::wrappers::{
     NEXT_MPI_Group_translate_ranks as GROUP_TRANSLATE_RANKS, NEXT_MPI_Recv as RECV,
     NEXT_MPI_Reduce as REDUCE, NEXT_MPI_Send as SEND, NEXT_MPI_Topo_test as TOPO_TEST,
 };
-use crate::next::mpi_object;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::mem::transmute;
 
 /// A failed MPI call of the profiler's own (the code it returned).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MpiError(pub c_int);
-
-/// A predefined Open MPI object that could not be found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MissingObject(pub &'static str);
 
 pub type MpiResult<T> = Result<T, MpiError>;
 
@@ -39,14 +35,8 @@ fn check(rc: c_int) -> MpiResult<()> {
     }
 }
 
-/// Look up a predefined handle by its Open MPI symbol (e.g. `ompi_mpi_comm_world`).
-pub fn predefined<T>(symbol: &'static CStr) -> Option<*mut T> {
-    let p = mpi_object(symbol);
-    (!p.is_null()).then_some(p.cast())
-}
-
 pub fn comm_world() -> Option<MPI_Comm> {
-    predefined(c"ompi_mpi_comm_world")
+    predefined(Predefined::CommWorld)
 }
 
 type CommIntFn = unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int;
@@ -131,7 +121,7 @@ impl OwnComm {
 
     /// The ranks of `self` that share a node with the caller (collective).
     pub fn node_local(&self) -> MpiResult<OwnComm> {
-        let info = predefined(c"ompi_mpi_info_null").ok_or(MpiError(-1))?;
+        let info = predefined(Predefined::InfoNull).ok_or(MpiError(-1))?;
         let mut c: MPI_Comm = std::ptr::null_mut();
         let shared = crate::ffi::MPI_COMM_TYPE_SHARED as c_int;
         // SAFETY: the real routine with valid handles and pointers.
@@ -153,11 +143,11 @@ impl Drop for OwnComm {
 
 /// Element types of the finalize reduction.
 pub trait ReduceElement: Copy {
-    const TYPE_SYMBOL: &'static CStr;
+    const TYPE: Predefined;
 }
 
 impl ReduceElement for u64 {
-    const TYPE_SYMBOL: &'static CStr = c"ompi_mpi_uint64_t";
+    const TYPE: Predefined = Predefined::Uint64;
 }
 
 /// `MPI_LONG_INT`: a value and the rank holding it, for `MPI_MAXLOC`.
@@ -169,7 +159,7 @@ pub struct ValueRank {
 }
 
 impl ReduceElement for ValueRank {
-    const TYPE_SYMBOL: &'static CStr = c"ompi_mpi_long_int";
+    const TYPE: Predefined = Predefined::LongInt;
 }
 
 /// The reduction operations the profiler uses.
@@ -182,12 +172,12 @@ pub enum Op {
 }
 
 impl Op {
-    fn symbol(self) -> &'static CStr {
+    fn handle(self) -> Predefined {
         match self {
-            Op::Sum => c"ompi_mpi_op_sum",
-            Op::Min => c"ompi_mpi_op_min",
-            Op::Max => c"ompi_mpi_op_max",
-            Op::MaxLoc => c"ompi_mpi_op_maxloc",
+            Op::Sum => Predefined::OpSum,
+            Op::Min => Predefined::OpMin,
+            Op::Max => Predefined::OpMax,
+            Op::MaxLoc => Predefined::OpMaxLoc,
         }
     }
 }
@@ -198,8 +188,8 @@ pub fn reduce_to_root<T: ReduceElement + Default>(
     op: Op,
     comm: &OwnComm,
 ) -> MpiResult<Option<Vec<T>>> {
-    let datatype: MPI_Datatype = predefined(T::TYPE_SYMBOL).ok_or(MpiError(-1))?;
-    let mpi_op: MPI_Op = predefined(op.symbol()).ok_or(MpiError(-1))?;
+    let datatype: MPI_Datatype = predefined(T::TYPE).ok_or(MpiError(-1))?;
+    let mpi_op: MPI_Op = predefined(op.handle()).ok_or(MpiError(-1))?;
     let root = comm_rank(comm.0)? == 0;
     let mut out = if root {
         vec![T::default(); data.len()]
@@ -243,8 +233,8 @@ pub fn allreduce_on<T: ReduceElement + Default>(
     op: Op,
     comm: MPI_Comm,
 ) -> MpiResult<Vec<T>> {
-    let datatype: MPI_Datatype = predefined(T::TYPE_SYMBOL).ok_or(MpiError(-1))?;
-    let mpi_op: MPI_Op = predefined(op.symbol()).ok_or(MpiError(-1))?;
+    let datatype: MPI_Datatype = predefined(T::TYPE).ok_or(MpiError(-1))?;
+    let mpi_op: MPI_Op = predefined(op.handle()).ok_or(MpiError(-1))?;
     let mut out = vec![T::default(); data.len()];
     let len = c_int::try_from(data.len()).map_err(|_| MpiError(-1))?;
     // SAFETY: the real routine; `data` and `out` hold `len` elements of the matching MPI type.
@@ -305,7 +295,7 @@ type CartGetFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *
 
 /// `MPI_Send` of `data` (64-bit words) to `dest` of `comm`.
 pub fn send_u64s(data: &[u64], dest: c_int, tag: c_int, comm: &OwnComm) -> MpiResult<()> {
-    let datatype: MPI_Datatype = predefined(u64::TYPE_SYMBOL).ok_or(MpiError(-1))?;
+    let datatype: MPI_Datatype = predefined(u64::TYPE).ok_or(MpiError(-1))?;
     // SAFETY: the real routine; `data` holds `len` 64-bit words.
     check(unsafe {
         transmute::<*mut c_void, SendFn>(SEND.get())(
@@ -321,7 +311,7 @@ pub fn send_u64s(data: &[u64], dest: c_int, tag: c_int, comm: &OwnComm) -> MpiRe
 
 /// `MPI_Recv` of `N` 64-bit words from `source` of `comm`.
 pub fn recv_u64s<const N: usize>(source: c_int, tag: c_int, comm: &OwnComm) -> MpiResult<[u64; N]> {
-    let datatype: MPI_Datatype = predefined(u64::TYPE_SYMBOL).ok_or(MpiError(-1))?;
+    let datatype: MPI_Datatype = predefined(u64::TYPE).ok_or(MpiError(-1))?;
     let mut out = [0u64; N];
     let mut status = std::mem::MaybeUninit::<crate::ffi::MPI_Status>::uninit();
     // SAFETY: the real routine; `out` has room for N words; MPI fills `status`.

@@ -62,15 +62,31 @@ impl Next {
 }
 
 /// `dlsym(RTLD_NEXT, name)`, falling back to an already-loaded libmpi opened `RTLD_LOCAL`
-/// (python's mpi4py does that), which `RTLD_NEXT` cannot see.
+/// (python's mpi4py does that), which `RTLD_NEXT` cannot see, and for a `PMPI_X` that no library
+/// defines, to `MPI_X` (a minimal "MPI" without the profiling interface: forwarding to its
+/// `MPI_X` keeps a foreign library's program working).
 pub fn lookup(name: &CStr) -> *mut c_void {
+    let p = lookup_exactly(name);
+    if !p.is_null() {
+        return p;
+    }
+    match name.to_bytes_with_nul().strip_prefix(b"P") {
+        Some(plain) if plain.starts_with(b"MPI_") => {
+            // SAFETY: still ends with the NUL of `name` and has no interior NUL.
+            lookup_exactly(unsafe { CStr::from_bytes_with_nul_unchecked(plain) })
+        }
+        _ => std::ptr::null_mut(),
+    }
+}
+
+fn lookup_exactly(name: &CStr) -> *mut c_void {
     // SAFETY: dlsym/dlopen with valid NUL-terminated strings; RTLD_NOLOAD never loads anything.
     unsafe {
         let p = libc::dlsym(libc::RTLD_NEXT, name.as_ptr());
         if !p.is_null() {
             return p;
         }
-        for lib in [c"libmpi.so.40", c"libmpi.so"] {
+        for lib in <crate::family::Built as crate::family::Family>::LIBRARIES {
             let h = libc::dlopen(lib.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
             if !h.is_null() {
                 let p = libc::dlsym(h, name.as_ptr());
@@ -83,13 +99,13 @@ pub fn lookup(name: &CStr) -> *mut c_void {
     }
 }
 
-/// Address of a data symbol of the MPI library (Open MPI's predefined handles such as
-/// `ompi_mpi_comm_world` are the addresses of such objects), or null.
+/// Address of a symbol of the MPI library by its exact name (Open MPI's predefined handles such
+/// as `ompi_mpi_comm_world` are the addresses of such objects), or null.
 pub fn mpi_object(name: &CStr) -> *mut c_void {
     // SAFETY: as in `lookup`; RTLD_DEFAULT searches the global scope.
     let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
     if p.is_null() {
-        lookup(name)
+        lookup_exactly(name)
     } else {
         p
     }

@@ -18,8 +18,10 @@ use std::sync::Mutex;
 /// Index of a routine in [`crate::generated::routines::ROUTINES`].
 pub type RoutineId = usize;
 
-/// Counting is on (site enabled it, and `MPI_Pcontrol(0)` has not paused it).
-pub static ACTIVE: AtomicBool = AtomicBool::new(true);
+/// Counting is on: the process's MPI is the family the library was built for (decided at its
+/// first MPI call, see [`crate::family`]), the site enabled profiling, and `MPI_Pcontrol(0)` has
+/// not paused it. Off until that first call.
+pub static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// An outermost call arrived through a `PMPI_X` name (a user's PMPI tool, or a Fortran binding).
 pub static ENTERED_VIA_PMPI: AtomicBool = AtomicBool::new(false);
 
@@ -90,10 +92,12 @@ pub fn bump(c: &AtomicU64, v: u64) {
     c.store(c.load(Relaxed).wrapping_add(v), Relaxed);
 }
 
-/// Start counting a call, unless counting is off or this thread is already inside MPI.
+/// Start counting a call, unless counting is off or this thread is already inside MPI. The
+/// process's first MPI call finds counting off and, on that cold side, recognises the MPI library
+/// ([`crate::family::first_call`]): a foreign one leaves counting off for good.
 #[inline(always)]
 pub fn enter(via_pmpi: bool) -> Option<Call> {
-    if !ACTIVE.load(Relaxed) {
+    if !ACTIVE.load(Relaxed) && !crate::family::first_call() {
         return None;
     }
     let thread = this_thread();

@@ -19,6 +19,7 @@
 
 use crate::callsite::CallSites;
 use crate::clock::{monotonic_ns, ticks, Anchor};
+use crate::family::{Built, Family, Predefined};
 use crate::ffi::{MPI_Comm, MPI_Request, MPI_Status};
 use crate::generated::routines::ROUTINES;
 use crate::mpi::{self, OwnComm};
@@ -507,18 +508,24 @@ impl Recorder {
         }
         // SAFETY: the successful call filled the status (the wrapper substitutes its own when
         // the caller passed MPI_STATUS_IGNORE).
-        let s = unsafe { &*status };
-        if s.MPI_SOURCE == PROC_NULL {
+        let (source, tag, bytes) = unsafe {
+            (
+                Built::status_source(status),
+                Built::status_tag(status),
+                Built::received_bytes(status),
+            )
+        };
+        if source == PROC_NULL {
             return;
         }
-        if let Some(peer) = self.world_rank(comm, s.MPI_SOURCE) {
+        if let Some(peer) = self.world_rank(comm, source) {
             self.push(
                 at,
                 EventKind::Recv {
                     peer,
-                    tag: s.MPI_TAG,
+                    tag,
                     comm,
-                    bytes: s._ucount as u64,
+                    bytes,
                 },
             );
         }
@@ -852,8 +859,9 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         reason,
         rank,
         world_size,
-        request_null: mpi::predefined(c"ompi_request_null").unwrap_or(std::ptr::null_mut()),
-        comm_null: mpi::predefined(c"ompi_mpi_comm_null").unwrap_or(std::ptr::null_mut()),
+        request_null: crate::family::predefined(Predefined::RequestNull)
+            .unwrap_or(std::ptr::null_mut()),
+        comm_null: crate::family::predefined(Predefined::CommNull).unwrap_or(std::ptr::null_mut()),
         skew: test_skew(rank),
         state: if config.skip_supersteps == 0 {
             State::Recording

@@ -16,13 +16,9 @@ use std::ffi::{c_int, c_void};
 use std::mem::transmute;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Relaxed};
 
-/// `MPI_PROC_NULL` in Open MPI: communication with it moves nothing.
-pub const PROC_NULL: c_int = -2;
+pub use crate::family::{IN_PLACE, PROC_NULL};
 /// Peer value for collectives without a single peer.
 pub const NO_PEER: c_int = -1;
-/// `MPI_IN_PLACE` in Open MPI: `((void *) 1)`, a marker address, not a dangling pointer.
-#[allow(clippy::manual_dangling_ptr)]
-pub const IN_PLACE: *const c_void = 1 as *const c_void;
 
 /// The data arguments of one call (copied: trace mode reads them too).
 #[derive(Clone, Copy)]
@@ -129,15 +125,13 @@ fn type_size(datatype: MPI_Datatype) -> u64 {
     }
 }
 
-/// Bytes that arrived according to `status`. Open MPI keeps them in the status's public
-/// `_ucount` field (what `MPI_Get_count` divides by the type size): reading it is free, where
-/// asking `MPI_Get_count` with `MPI_BYTE` would cost a call and a handle lookup per receive.
+/// Bytes that arrived according to `status` (the family's status layout).
 fn received_bytes(status: *const MPI_Status) -> u64 {
     if status.is_null() {
         return 0;
     }
     // SAFETY: status was filled by the successful call that just returned.
-    unsafe { (*status)._ucount as u64 }
+    unsafe { <crate::family::Built as crate::family::Family>::received_bytes(status) }
 }
 
 /// Number of entries in a per-rank counts array of `comm`.

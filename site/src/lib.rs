@@ -59,6 +59,12 @@ pub struct ProfilerConfig {
     /// default: an open perf event adds kernel work to every context switch, and oversubscribed
     /// ranks switch at every collective (measured: x1.4 on MPI_Allreduce, 4 ranks on 2 cores).
     pub counters_when_oversubscribed: bool,
+    /// When the process manager cannot tell whether every rank of a job has the library (no
+    /// PMIx the library can reach, e.g. an Open MPI built with its internal PMIx, or `srun
+    /// --mpi=pmi2`): `true` assumes they all do (full records, but a job where some ranks lost
+    /// `LD_PRELOAD` hangs in the profiler's collectives), `false` runs no profiler collective
+    /// (rank 0 sends a partial record of its own numbers).
+    pub assume_all_ranks_profiled: bool,
 }
 
 /// Trace-capture mode: a full event trace of a job, for `mpistat analyze`.
@@ -191,6 +197,7 @@ impl Default for ProfilerConfig {
             ],
             counters_fallback: "totals".into(),
             counters_when_oversubscribed: false,
+            assume_all_ranks_profiled: false,
         }
     }
 }

@@ -3,6 +3,7 @@
  * the test compares a profiled run's output with a bare run's (sorted lines). Nothing printed
  * depends on addresses or timing. */
 #include <mpi.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 

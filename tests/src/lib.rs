@@ -369,6 +369,32 @@ template(name="mpistatTrusted" type="string" string="uid=%$!uid% pid=%$!pid% gid
         })
     }
 
+    /// Assert that no record was written: a marker line sent after the job (through `logger`)
+    /// arrives, and nothing before it decodes to a record or looks like one.
+    pub fn assert_no_records(&self) {
+        let marker = format!("no-records-marker-{}", std::process::id());
+        let status = Command::new("logger")
+            .arg("-u")
+            .arg(self.socket())
+            .args([
+                "-p",
+                &format!("{}.info", self.facility),
+                "-t",
+                "e2e",
+                &marker,
+            ])
+            .status()
+            .expect("run logger");
+        assert!(status.success());
+        self.wait_for_lines(|lines| lines.iter().any(|l| l.contains(&marker)));
+        let lines = self.lines();
+        let ours: Vec<&String> = lines.iter().filter(|l| !l.contains(&marker)).collect();
+        assert!(
+            ours.is_empty(),
+            "expected no records, the log has:\n{ours:#?}"
+        );
+    }
+
     /// The only record of the log: waits for one, then checks that no second one shows up and that
     /// the decoder had no problems.
     pub fn single_record(&self) -> JobRecord {
@@ -424,6 +450,35 @@ pub fn programs_dir() -> PathBuf {
     workspace_root().join("tests/programs")
 }
 
+/// The MPI a test program is built with and launched by: Open MPI, the system's default (`mpicc`,
+/// `mpifort`, `mpirun`), or MPICH installed beside it (`mpicc.mpich`, `mpifort.mpich`,
+/// `mpiexec.mpich`), which the library passes through untouched.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Mpi {
+    #[default]
+    OpenMpi,
+    Mpich,
+}
+
+impl Mpi {
+    fn compiler(self, fortran: bool) -> &'static str {
+        match (self, fortran) {
+            (Mpi::OpenMpi, false) => "mpicc",
+            (Mpi::OpenMpi, true) => "mpifort",
+            (Mpi::Mpich, false) => "mpicc.mpich",
+            (Mpi::Mpich, true) => "mpifort.mpich",
+        }
+    }
+
+    /// What the executable's name gets appended.
+    fn suffix(self) -> &'static str {
+        match self {
+            Mpi::OpenMpi => "",
+            Mpi::Mpich => ".mpich",
+        }
+    }
+}
+
 /// A test program: a source in `tests/programs/` compiled under `name` with extra compiler `flags`
 /// (one source can give several programs, e.g. the Fortran binding variants).
 #[derive(Clone, Copy, Debug)]
@@ -438,29 +493,38 @@ impl Program {
     /// `mpicc`, Fortran sources (`.f90`, `.F90`) `mpifort`. Panics with the compiler's output on
     /// failure.
     pub fn path(&self) -> PathBuf {
-        static BUILT: OnceLock<Mutex<HashMap<&'static str, PathBuf>>> = OnceLock::new();
+        self.path_for(Mpi::OpenMpi)
+    }
+
+    /// [`Program::path`] built with `mpi`'s compiler wrappers.
+    pub fn path_for(&self, mpi: Mpi) -> PathBuf {
+        type Built = HashMap<(&'static str, Mpi), PathBuf>;
+        static BUILT: OnceLock<Mutex<Built>> = OnceLock::new();
         let built = BUILT.get_or_init(Default::default);
         let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = built.get(self.name) {
+        if let Some(p) = built.get(&(self.name, mpi)) {
             return p.clone();
         }
-        let path = self.compile();
-        built.insert(self.name, path.clone());
+        let path = self.compile(mpi);
+        built.insert((self.name, mpi), path.clone());
         path
     }
 
-    fn compile(&self) -> PathBuf {
+    fn compile(&self, mpi: Mpi) -> PathBuf {
         let src = programs_dir().join(self.source);
         assert!(src.is_file(), "no test program {}", src.display());
         let out_dir = target_dir().join("e2e-programs");
         std::fs::create_dir_all(&out_dir).expect("create target/e2e-programs");
-        let out = out_dir.join(self.name);
+        let name = format!("{}{}", self.name, mpi.suffix());
+        let out = out_dir.join(&name);
         // Compile to a private name, then rename: another test binary may be using `out`.
-        let tmp = out_dir.join(format!(".{}.{}", self.name, std::process::id()));
-        let (compiler, lang_flags): (&str, &[&str]) = if self.source.ends_with(".c") {
-            ("mpicc", &["-std=gnu11", "-Wall", "-pthread"])
+        let tmp = out_dir.join(format!(".{name}.{}", std::process::id()));
+        let fortran = !self.source.ends_with(".c");
+        let compiler = mpi.compiler(fortran);
+        let lang_flags: &[&str] = if fortran {
+            &["-ffree-line-length-none", "-Wall"]
         } else {
-            ("mpifort", &["-ffree-line-length-none", "-Wall"])
+            &["-std=gnu11", "-Wall", "-pthread"]
         };
         let output = Command::new(compiler)
             .args(["-O1", "-g"])
@@ -560,12 +624,14 @@ pub fn assert_not_delayed(bare: &Outcome, profiled: &Outcome) {
     );
 }
 
-/// An `mpirun` job: `mpirun --allow-run-as-root --oversubscribe -np N [-x VAR=VALUE]... prog args`.
+/// An `mpirun` job: `mpirun --allow-run-as-root --oversubscribe -np N [-x VAR=VALUE]... prog args`
+/// (with [`Job::mpi`] `Mpi::Mpich`: `mpiexec.mpich -np N [-env VAR VALUE]... prog args`).
 ///
 /// [`Job::bare`] runs it as is; [`Job::profiled`] adds `-x LD_PRELOAD=<library> -x
-/// MPISTAT_CONFIG=<site.toml>`. Either way the job is killed (whole process group) after
-/// [`JOB_TIMEOUT`] and the test fails. `OMPI_MCA_mpi_yield_when_idle=1` and
-/// `OMPI_MCA_btl_vader_single_copy_mechanism=none` are set for the oversubscribed small machine.
+/// MPISTAT_CONFIG=<site.toml>`; [`Job::mixed`] gives the library to half of the ranks only.
+/// Either way the job is killed (whole process group) after [`JOB_TIMEOUT`] and the test fails.
+/// `OMPI_MCA_mpi_yield_when_idle=1` and `OMPI_MCA_btl_vader_single_copy_mechanism=none` are set
+/// for the oversubscribed small machine.
 #[derive(Clone, Debug)]
 pub struct Job {
     program: PathBuf,
@@ -577,6 +643,14 @@ pub struct Job {
     user: Option<User>,
     /// Emulated nodes (host name, ranks), see [`Job::on_nodes`]; empty: this host only.
     nodes: Vec<(String, u32)>,
+    mpi: Mpi,
+}
+
+/// One application context of a job: `ranks` ranks with `env` (on top of the job's), and
+/// `LD_PRELOAD` removed from the environment unless `env` sets it.
+struct Context {
+    ranks: u32,
+    env: Vec<(String, String)>,
 }
 
 impl Job {
@@ -590,6 +664,7 @@ impl Job {
             timeout: JOB_TIMEOUT,
             user: None,
             nodes: Vec::new(),
+            mpi: Mpi::OpenMpi,
         }
     }
 
@@ -606,6 +681,12 @@ impl Job {
         let mut job = Job::new(program, nodes.iter().map(|(_, n)| n).sum());
         job.nodes = nodes.iter().map(|(h, n)| (h.to_string(), *n)).collect();
         job
+    }
+
+    /// Launch with `mpi`'s launcher (the program must be built for it, [`Program::path_for`]).
+    pub fn mpi(mut self, mpi: Mpi) -> Job {
+        self.mpi = mpi;
+        self
     }
 
     /// Add a program argument.
@@ -637,15 +718,51 @@ impl Job {
         self.run(&[])
     }
 
-    /// Run with the profiler preloaded and configured by `site_config`.
-    pub fn profiled(&self, site_config: &Path) -> Outcome {
-        let lib = library();
-        self.run(&[
-            ("LD_PRELOAD".to_string(), lib.display().to_string()),
+    /// The environment that preloads the profiler configured by `site_config`.
+    fn preloaded(site_config: &Path) -> Vec<(String, String)> {
+        vec![
+            ("LD_PRELOAD".to_string(), library().display().to_string()),
             (
                 "MPISTAT_CONFIG".to_string(),
                 site_config.display().to_string(),
             ),
+        ]
+    }
+
+    /// Run with the profiler preloaded and configured by `site_config`.
+    pub fn profiled(&self, site_config: &Path) -> Outcome {
+        self.run(&Self::preloaded(site_config))
+    }
+
+    /// Run as an MPMD job of two halves, the first half of the ranks (rank 0 on) with the
+    /// profiler preloaded if `library_first`, else the second half; the other half runs through
+    /// `env -u LD_PRELOAD` (a wrapper that clears the environment, or a static program).
+    pub fn mixed(&self, site_config: &Path, library_first: bool) -> Outcome {
+        let (with, without) = (Self::preloaded(site_config), Vec::new());
+        if library_first {
+            self.halves(with, without)
+        } else {
+            self.halves(without, with)
+        }
+    }
+
+    /// Run as an MPMD job of two halves with the profiler preloaded in both, the first half
+    /// configured by `first`, the second by `second` (e.g. one where the site disables it).
+    pub fn profiled_halves(&self, first: &Path, second: &Path) -> Outcome {
+        self.halves(Self::preloaded(first), Self::preloaded(second))
+    }
+
+    fn halves(&self, first: Vec<(String, String)>, second: Vec<(String, String)>) -> Outcome {
+        let half = self.ranks / 2;
+        self.launch(&[
+            Context {
+                ranks: half,
+                env: first,
+            },
+            Context {
+                ranks: self.ranks - half,
+                env: second,
+            },
         ])
     }
 
@@ -659,42 +776,72 @@ impl Job {
     }
 
     fn run(&self, extra_env: &[(String, String)]) -> Outcome {
-        let mut cmd = match &self.user {
+        self.launch(&[Context {
+            ranks: self.ranks,
+            env: extra_env.to_vec(),
+        }])
+    }
+
+    /// `launcher` as the job's user (with the user's `HOME`), or as the test's.
+    fn command(&self, launcher: &str) -> Command {
+        match &self.user {
             Some(user) => {
-                let mut cmd = user.command("mpirun");
+                let mut cmd = user.command(launcher);
                 cmd.env("HOME", &user.home).env("USER", &user.name);
                 cmd
             }
-            None => Command::new("mpirun"),
-        };
-        cmd.args([
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "--bind-to",
-            "none",
-            "-np",
-        ])
-        .arg(self.ranks.to_string());
-        if !self.nodes.is_empty() {
-            let hosts: Vec<String> = self.nodes.iter().map(|(h, n)| format!("{h}:{n}")).collect();
-            let agent = workspace_root().join("tests/bin/node-rsh");
-            cmd.arg("--host").arg(hosts.join(","));
-            // Remote daemons get MCA parameters from the command line, not from the environment.
-            for (param, value) in [
-                ("plm_rsh_agent", agent.display().to_string()),
-                ("btl", "tcp,self".into()),
-                ("btl_tcp_if_include", "lo".into()),
-                ("oob_tcp_if_include", "lo".into()),
-                ("mpi_yield_when_idle", "1".into()),
-                ("rmaps_base_mapping_policy", "slot".into()),
-            ] {
-                cmd.args(["--mca", param, &value]);
+            None => Command::new(launcher),
+        }
+    }
+
+    fn launch(&self, contexts: &[Context]) -> Outcome {
+        let mut cmd = match self.mpi {
+            Mpi::OpenMpi => {
+                let mut cmd = self.command("mpirun");
+                cmd.args([
+                    "--allow-run-as-root",
+                    "--oversubscribe",
+                    "--bind-to",
+                    "none",
+                ]);
+                if !self.nodes.is_empty() {
+                    let hosts: Vec<String> =
+                        self.nodes.iter().map(|(h, n)| format!("{h}:{n}")).collect();
+                    let agent = workspace_root().join("tests/bin/node-rsh");
+                    cmd.arg("--host").arg(hosts.join(","));
+                    // Remote daemons get MCA parameters from the command line, not from the
+                    // environment.
+                    for (param, value) in [
+                        ("plm_rsh_agent", agent.display().to_string()),
+                        ("btl", "tcp,self".into()),
+                        ("btl_tcp_if_include", "lo".into()),
+                        ("oob_tcp_if_include", "lo".into()),
+                        ("mpi_yield_when_idle", "1".into()),
+                        ("rmaps_base_mapping_policy", "slot".into()),
+                    ] {
+                        cmd.args(["--mca", param, &value]);
+                    }
+                }
+                cmd
             }
+            Mpi::Mpich => self.command("mpiexec.mpich"),
+        };
+        for (i, context) in contexts.iter().enumerate() {
+            if i > 0 {
+                cmd.arg(":");
+            }
+            cmd.arg("-np").arg(context.ranks.to_string());
+            for (k, v) in context.env.iter().chain(&self.env) {
+                match self.mpi {
+                    Mpi::OpenMpi => cmd.arg("-x").arg(format!("{k}={v}")),
+                    Mpi::Mpich => cmd.args(["-env", k, v]),
+                };
+            }
+            if contexts.len() > 1 && !context.env.iter().any(|(k, _)| k == "LD_PRELOAD") {
+                cmd.args(["env", "-u", "LD_PRELOAD"]);
+            }
+            cmd.arg(&self.program).args(&self.args);
         }
-        for (k, v) in extra_env.iter().chain(&self.env) {
-            cmd.arg("-x").arg(format!("{k}={v}"));
-        }
-        cmd.arg(&self.program).args(&self.args);
         // Local ranks inherit mpirun's environment: keep ours from leaking into a bare run.
         for (k, _) in std::env::vars_os() {
             let k = k.to_string_lossy();

@@ -1,0 +1,184 @@
+//! MPI families: every difference between MPI ABIs in one place, one module per family behind
+//! one interface ([`Family`]), and the recognition of the process's MPI at its first MPI call.
+//!
+//! The wrappers, `ffi` and the spec's semantics are generated for one family, [`Built`] (this
+//! stage: Open MPI 4.x, [`openmpi`]). Before the profiler touches any MPI object, the first MPI
+//! call of the process (whichever routine it is, normally `MPI_Init`; routines such as
+//! `MPI_Initialized` may come first) asks [`Built`] whether the loaded MPI library is its own
+//! ([`Family::recognise`]). If not (another family such as MPICH, an unknown version, two MPI
+//! libraries at once, a stub), the process is in *pass-through* mode: counting stays off for
+//! good, so every wrapper takes the branch it already takes when counting is paused and forwards
+//! its arguments untouched (no status or handle is read, no profiler collective runs, nothing is
+//! printed or sent). The profiled path pays nothing for this: the wrappers' one check of
+//! [`crate::rt::ACTIVE`] is the only test, and the decision hides behind its cold side.
+//!
+//! The next family is one new module implementing [`Family`] (predefined handles,
+//! `MPI_PROC_NULL`, `MPI_IN_PLACE`, the status layout, how to recognise it) and a spec column.
+
+pub mod openmpi;
+
+use crate::ffi::MPI_Status;
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Once;
+
+/// The family this build's wrappers were generated for.
+pub type Built = openmpi::OpenMpi;
+
+/// Predefined MPI objects the profiler itself uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Predefined {
+    CommWorld,
+    CommNull,
+    InfoNull,
+    RequestNull,
+    Uint64,
+    LongInt,
+    OpSum,
+    OpMin,
+    OpMax,
+    OpMaxLoc,
+}
+
+/// What a family is to the profiler.
+pub trait Family {
+    /// How records and messages name the family.
+    const NAME: &'static str;
+    /// The sonames of the family's MPI library, for finding it when it was opened `RTLD_LOCAL`.
+    const LIBRARIES: &'static [&'static CStr];
+    /// `MPI_PROC_NULL`: communication with it moves nothing.
+    const PROC_NULL: c_int;
+    /// `MPI_IN_PLACE`: a marker address, never dereferenced.
+    const IN_PLACE: *const c_void;
+    /// Whether the process's MPI library is this family at a version the profiler knows; the
+    /// reason if not. Called once, before `MPI_Init` may have run: it must not use MPI objects.
+    fn recognise(probe: &Probe) -> Result<(), String>;
+    /// The handle of a predefined object, if the library has it.
+    fn predefined(object: Predefined) -> Option<*mut c_void>;
+    /// Bytes that arrived according to a successful receive's `status` (not null).
+    ///
+    /// # Safety
+    /// `status` points to a status the MPI library filled.
+    unsafe fn received_bytes(status: *const MPI_Status) -> u64;
+    /// The source rank of a successful receive's `status` (not null).
+    ///
+    /// # Safety
+    /// As for [`Family::received_bytes`].
+    unsafe fn status_source(status: *const MPI_Status) -> c_int;
+    /// The tag of a successful receive's `status` (not null).
+    ///
+    /// # Safety
+    /// As for [`Family::received_bytes`].
+    unsafe fn status_tag(status: *const MPI_Status) -> c_int;
+}
+
+/// `MPI_PROC_NULL` of [`Built`].
+pub const PROC_NULL: c_int = Built::PROC_NULL;
+/// `MPI_IN_PLACE` of [`Built`].
+pub const IN_PLACE: *const c_void = Built::IN_PLACE;
+
+/// A predefined object of [`Built`], typed as the handle it is used as.
+pub fn predefined<T>(object: Predefined) -> Option<*mut T> {
+    Built::predefined(object).map(|p| p.cast())
+}
+
+/// What the process has loaded, as far as recognition may look: symbols and the objects that
+/// define them, never a call into a library not yet known to be the built family's.
+pub struct Probe {
+    /// The `PMPI_Init` the wrappers forward to, and the file that defines it.
+    pub init: Option<Symbol>,
+    /// The marker symbols of known families (see [`MARKERS`]) that the process has, with the
+    /// family's name: two of them mean two MPI libraries at once.
+    pub markers: Vec<(&'static str, Symbol)>,
+}
+
+/// One function that only each known family's MPI library defines (a function: a data object
+/// the program refers to is copied into the executable, so its address does not tell the
+/// library). MPICH's (`libmpi.so.12`, shared by Intel MPI, MVAPICH2 and Cray MPICH) is listed
+/// before its module exists so that a process with both libraries loaded is recognised as such.
+pub const MARKERS: &[(&str, &CStr)] = &[
+    (openmpi::OpenMpi::NAME, openmpi::MARKER),
+    ("MPICH", c"MPII_Comm_get_attr"),
+];
+
+/// A symbol found in the process: where it is defined.
+pub struct Symbol {
+    /// The path of the loaded object defining it (`dladdr`).
+    pub object: String,
+}
+
+impl Probe {
+    fn take() -> Probe {
+        Probe {
+            init: Symbol::next(c"PMPI_Init"),
+            markers: MARKERS
+                .iter()
+                .filter_map(|(family, name)| Some((*family, Probe::find(name)?)))
+                .collect(),
+        }
+    }
+
+    /// A data or code symbol anywhere in the process (the global scope, or a libmpi opened
+    /// `RTLD_LOCAL`).
+    fn find(name: &CStr) -> Option<Symbol> {
+        Symbol::at(crate::next::mpi_object(name))
+    }
+}
+
+impl Symbol {
+    /// The next definition after this library (what a wrapper forwards to).
+    fn next(name: &CStr) -> Option<Symbol> {
+        Symbol::at(crate::next::lookup(name))
+    }
+
+    fn at(addr: *mut c_void) -> Option<Symbol> {
+        if addr.is_null() {
+            return None;
+        }
+        // SAFETY: dladdr only reads the loader's tables; fname is a NUL-terminated path owned by
+        // the loader.
+        let object = unsafe {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            if libc::dladdr(addr, &mut info) == 0 || info.dli_fname.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(info.dli_fname)
+                    .to_string_lossy()
+                    .into_owned()
+            }
+        };
+        Some(Symbol { object })
+    }
+}
+
+/// The decision has been made (then [`crate::rt::ACTIVE`] stays off only if paused or foreign).
+static DECIDED: AtomicBool = AtomicBool::new(false);
+
+/// Called by [`crate::rt::enter`] when counting is off: at the process's first MPI call, decide
+/// whether the MPI library is [`Built`]'s and, if so and the site profiles jobs (its
+/// configuration is read now), turn counting on. Returns whether counting is on now. Later calls (counting paused by `MPI_Pcontrol(0)`, or pass-through) return at once.
+#[cold]
+#[inline(never)]
+pub fn first_call() -> bool {
+    if !DECIDED.load(Ordering::Acquire) {
+        decide();
+    }
+    crate::rt::ACTIVE.load(Ordering::Relaxed)
+}
+
+fn decide() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The reason a library is not recognised is not used yet: pass-through sends nothing.
+        let ours = crate::guard::quietly(|| Built::recognise(&Probe::take()).is_ok());
+        if ours == Some(true) {
+            if crate::guard::quietly(crate::hooks::recognised).unwrap_or(false) {
+                crate::peers::announce_at_init();
+                crate::rt::ACTIVE.store(true, Ordering::Relaxed);
+            }
+        } else {
+            crate::hooks::pass_through();
+        }
+        DECIDED.store(true, Ordering::Release);
+    });
+}

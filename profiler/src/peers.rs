@@ -1,0 +1,354 @@
+//! Whether every rank of the job has this library, learned from the process manager (PMIx),
+//! never over MPI.
+//!
+//! The profiler's own collectives (the trace agreement at `MPI_Init`, the duplicate of
+//! `MPI_COMM_WORLD` and the reductions at `MPI_Finalize`) need every rank; a rank that lost
+//! `LD_PRELOAD` (an MPMD job's static or setuid program, a wrapper that clears the environment)
+//! never enters them, and the job would hang. So each rank first learns which ranks are profiled:
+//!
+//! 1. A profiled rank adds one key, [`KEY`], to the data that its own `MPI_Init` already exchanges
+//!    through PMIx (only if that fence collects every process's data, `PMIX_COLLECT_DATA`, as
+//!    Open MPI's does by default; else the answer is "unknown"). Open MPI 4.x's PMIx component calls `PMIx_Fence`/`PMIx_Fence_nb` through the
+//!    global symbol scope, where this library comes first; our definitions below put and commit
+//!    the key before forwarding the first fence after the MPI library was recognised
+//!    ([`announce_at_init`]), i.e. `MPI_Init`'s modex. Every other fence (and every fence of a
+//!    process that is not an MPI rank of the built family) is forwarded untouched.
+//! 2. After `MPI_Init`, [`learn`] asks PMIx for every rank's key with `PMIX_OPTIONAL`: PMIx then
+//!    looks only in the data the fence already delivered to this node and answers "not found" at
+//!    once for a rank without the library, instead of asking (and waiting for) that peer.
+//!
+//! Why this is safe against the user's own MPI communication: it makes no MPI call at all, so
+//! there is no message a user's wildcard (`MPI_ANY_SOURCE`/`MPI_ANY_TAG`) receive could match,
+//! and no collective whose order could interleave with the user's on any communicator. The only
+//! exchange is the fence that Open MPI's `MPI_Init` runs on every rank, with or without this
+//! library: adding a key changes what the fence carries, not who takes part or when. The
+//! lookups are local. If anything is missing (no PMIx, a launch whose fence collects no data),
+//! the answer is "not known to be all", which the profiler treats like a mixed job (it never
+//! hangs, at worst it sends a partial record) unless the site chose
+//! `assume_all_ranks_profiled`.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering::Relaxed};
+
+/// The key a profiled rank publishes (a boolean, true).
+pub const KEY: &CStr = c"mpistat.profiled";
+
+// The PMIx standard's ABI (stable since PMIx v2; Debian 12's libpmix.so.2 is PMIx 4.2).
+const PMIX_SUCCESS: c_int = 0;
+const PMIX_ERR_NOT_SUPPORTED: c_int = -47;
+const PMIX_BOOL: u16 = 1;
+const PMIX_GLOBAL: u8 = 3;
+const PMIX_OPTIONAL: &[u8] = b"pmix.optional";
+
+#[repr(C)]
+struct Proc {
+    nspace: [c_char; 256],
+    rank: u32,
+}
+
+#[repr(C)]
+struct Value {
+    kind: u16,
+    data: [u64; 3],
+}
+
+#[repr(C)]
+struct Info {
+    key: [c_char; 512],
+    flags: u32,
+    value: Value,
+}
+
+impl Value {
+    fn flag(on: bool) -> Value {
+        Value {
+            kind: PMIX_BOOL,
+            data: [on as u64, 0, 0],
+        }
+    }
+}
+
+/// A PMIx routine, found after this library (or in an already loaded libpmix opened locally):
+/// the one the caller of our `PMIx_Fence` would have called without us.
+struct Pmix {
+    name: &'static CStr,
+    addr: AtomicPtr<c_void>,
+}
+
+impl Pmix {
+    const fn new(name: &'static CStr) -> Pmix {
+        Pmix {
+            name,
+            addr: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    fn get(&self) -> Option<*mut c_void> {
+        let p = self.addr.load(Relaxed);
+        if !p.is_null() {
+            return Some(p);
+        }
+        // SAFETY: dlsym with a NUL-terminated name.
+        let mut p = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) };
+        if p.is_null() {
+            p = in_local_pmix(self.name);
+        }
+        self.addr.store(p, Relaxed);
+        (!p.is_null()).then_some(p)
+    }
+}
+
+/// `name` in a loaded libpmix that `RTLD_NEXT` cannot see (opened `RTLD_LOCAL` by an MPI
+/// component), whatever its soname; null if none.
+fn in_local_pmix(name: &CStr) -> *mut c_void {
+    unsafe extern "C" fn collect(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: the loader passes a valid info whose name is NUL-terminated (or null), and
+        // `data` is the vector below.
+        let (path, found) = unsafe { ((*info).dlpi_name, &mut *data.cast::<Vec<CString>>()) };
+        if !path.is_null() {
+            // SAFETY: as above.
+            let path = unsafe { CStr::from_ptr(path) };
+            let file = path
+                .to_bytes()
+                .rsplit(|b| *b == b'/')
+                .next()
+                .unwrap_or_default();
+            if file.starts_with(b"libpmix.so") {
+                found.push(path.to_owned());
+            }
+        }
+        0
+    }
+    let mut found: Vec<CString> = Vec::new();
+    // SAFETY: the callback only reads the loader's entries and pushes to `found`.
+    unsafe { libc::dl_iterate_phdr(Some(collect), (&mut found as *mut Vec<CString>).cast()) };
+    for path in found {
+        // SAFETY: RTLD_NOLOAD only returns an object that is already loaded.
+        let p = unsafe {
+            let h = libc::dlopen(path.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+            if h.is_null() {
+                continue;
+            }
+            libc::dlsym(h, name.as_ptr())
+        };
+        if !p.is_null() {
+            return p;
+        }
+    }
+    std::ptr::null_mut()
+}
+
+static FENCE: Pmix = Pmix::new(c"PMIx_Fence");
+static FENCE_NB: Pmix = Pmix::new(c"PMIx_Fence_nb");
+static PUT: Pmix = Pmix::new(c"PMIx_Put");
+static COMMIT: Pmix = Pmix::new(c"PMIx_Commit");
+static GET: Pmix = Pmix::new(c"PMIx_Get");
+static VALUE_DESTRUCT: Pmix = Pmix::new(c"PMIx_Value_destruct");
+
+/// The next fence is `MPI_Init`'s: put the key before it.
+static ARMED: AtomicBool = AtomicBool::new(false);
+/// The key was put and committed.
+static ANNOUNCED: AtomicBool = AtomicBool::new(false);
+
+/// Called when the process's MPI was recognised as the built family, before its `MPI_Init`.
+pub fn announce_at_init() {
+    ARMED.store(true, Relaxed);
+}
+
+/// The key to ask a fence to collect every process's data (else each `PMIx_Get` of a peer's data
+/// would ask that peer: "direct modex"), a boolean.
+const PMIX_COLLECT_DATA: &[u8] = b"pmix.collect";
+
+/// Whether the fence with these `info` collects every process's data (so that after it a
+/// missing key means the rank did not put it).
+///
+/// # Safety
+/// `info` points to `ninfo` PMIx infos (or is null with `ninfo` 0).
+unsafe fn collects_data(info: *const Info, ninfo: usize) -> bool {
+    if info.is_null() {
+        return false;
+    }
+    // SAFETY: as the caller promises.
+    let infos = unsafe { std::slice::from_raw_parts(info, ninfo) };
+    infos.iter().any(|i| {
+        let key: Vec<u8> = i
+            .key
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| *c as u8)
+            .collect();
+        key == PMIX_COLLECT_DATA && i.value.kind == PMIX_BOOL && i.value.data[0] as u8 != 0
+    })
+}
+
+/// Before the fence armed by [`announce_at_init`]: put and commit the key, if the fence collects
+/// data (else nobody could tell a rank without the key from data not yet fetched).
+fn announce(collects: bool) {
+    if !ARMED.swap(false, Relaxed) || !collects {
+        return;
+    }
+    let (Some(put), Some(commit)) = (PUT.get(), COMMIT.get()) else {
+        return;
+    };
+    type PutFn = unsafe extern "C" fn(u8, *const c_char, *mut Value) -> c_int;
+    type CommitFn = unsafe extern "C" fn() -> c_int;
+    let mut value = Value::flag(true);
+    // SAFETY: PMIx's routines with a NUL-terminated key and a valid value; PMIx copies both.
+    let ok = unsafe {
+        std::mem::transmute::<*mut c_void, PutFn>(put)(PMIX_GLOBAL, KEY.as_ptr(), &mut value)
+            == PMIX_SUCCESS
+            && std::mem::transmute::<*mut c_void, CommitFn>(commit)() == PMIX_SUCCESS
+    };
+    ANNOUNCED.store(ok, Relaxed);
+}
+
+/// `PMIx_Fence`, forwarded after [`announce`] (which does nothing unless armed).
+///
+/// # Safety
+/// Called by PMIx clients with PMIx's arguments, passed on unchanged.
+#[no_mangle]
+pub unsafe extern "C" fn PMIx_Fence(
+    procs: *const c_void,
+    nprocs: usize,
+    info: *const c_void,
+    ninfo: usize,
+) -> c_int {
+    if ARMED.load(Relaxed) {
+        // SAFETY: PMIx's caller passes `ninfo` infos.
+        crate::guard::quietly(|| announce(unsafe { collects_data(info.cast(), ninfo) }));
+    }
+    type FenceFn = unsafe extern "C" fn(*const c_void, usize, *const c_void, usize) -> c_int;
+    match FENCE.get() {
+        Some(next) => std::mem::transmute::<*mut c_void, FenceFn>(next)(procs, nprocs, info, ninfo),
+        None => PMIX_ERR_NOT_SUPPORTED,
+    }
+}
+
+/// `PMIx_Fence_nb`, forwarded after [`announce`] (which does nothing unless armed).
+///
+/// # Safety
+/// As for [`PMIx_Fence`].
+#[no_mangle]
+pub unsafe extern "C" fn PMIx_Fence_nb(
+    procs: *const c_void,
+    nprocs: usize,
+    info: *const c_void,
+    ninfo: usize,
+    cbfunc: *const c_void,
+    cbdata: *mut c_void,
+) -> c_int {
+    if ARMED.load(Relaxed) {
+        // SAFETY: as in `PMIx_Fence`.
+        crate::guard::quietly(|| announce(unsafe { collects_data(info.cast(), ninfo) }));
+    }
+    type FenceNbFn = unsafe extern "C" fn(
+        *const c_void,
+        usize,
+        *const c_void,
+        usize,
+        *const c_void,
+        *mut c_void,
+    ) -> c_int;
+    match FENCE_NB.get() {
+        Some(next) => std::mem::transmute::<*mut c_void, FenceNbFn>(next)(
+            procs, nprocs, info, ninfo, cbfunc, cbdata,
+        ),
+        None => PMIX_ERR_NOT_SUPPORTED,
+    }
+}
+
+/// Which ranks of `MPI_COMM_WORLD` have the library, as far as this rank can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peers {
+    /// Every rank has it: the profiler's collectives are safe.
+    pub all: bool,
+    /// How many ranks have it, if PMIx could tell.
+    pub with_library: Option<u32>,
+    /// The rank that writes the job's record when not all have it: the lowest with the
+    /// library (rank 0 if that is unknown).
+    pub lead: u32,
+}
+
+/// After `MPI_Init`: ask PMIx, for each of the `size` ranks, whether it published [`KEY`]. If
+/// PMIx cannot tell, every rank has the library if the site says to assume so
+/// (`assume_all_if_unknown`), else that is unknown (and not assumed).
+pub fn learn(size: u32, assume_all_if_unknown: bool) -> Peers {
+    if size <= 1 {
+        return Peers {
+            all: true,
+            with_library: Some(size),
+            lead: 0,
+        };
+    }
+    let unknown = Peers {
+        all: assume_all_if_unknown,
+        with_library: None,
+        lead: 0,
+    };
+    if !ANNOUNCED.load(Relaxed) {
+        return unknown;
+    }
+    let (Some(get), Some(nspace)) = (GET.get(), std::env::var_os("PMIX_NAMESPACE")) else {
+        return unknown;
+    };
+    let nspace = std::os::unix::ffi::OsStrExt::as_bytes(nspace.as_os_str()).to_vec();
+    if nspace.len() >= 256 {
+        return unknown;
+    }
+    let mut proc = Proc {
+        nspace: [0; 256],
+        rank: 0,
+    };
+    for (d, s) in proc.nspace.iter_mut().zip(&nspace) {
+        *d = *s as c_char;
+    }
+    let mut optional = Info {
+        key: [0; 512],
+        flags: 0,
+        value: Value::flag(true),
+    };
+    for (d, s) in optional.key.iter_mut().zip(PMIX_OPTIONAL) {
+        *d = *s as c_char;
+    }
+    type GetFn = unsafe extern "C" fn(
+        *const Proc,
+        *const c_char,
+        *const Info,
+        usize,
+        *mut *mut Value,
+    ) -> c_int;
+    type DestructFn = unsafe extern "C" fn(*mut Value);
+    // SAFETY: PMIx's routine with a valid proc, key and one info; it allocates the value.
+    let get = unsafe { std::mem::transmute::<*mut c_void, GetFn>(get) };
+    let destruct = VALUE_DESTRUCT.get();
+    let mut count = 0u32;
+    let mut lead = None;
+    for rank in 0..size {
+        proc.rank = rank;
+        let mut value: *mut Value = std::ptr::null_mut();
+        // SAFETY: as above.
+        let rc = unsafe { get(&proc, KEY.as_ptr(), &optional, 1, &mut value) };
+        if !value.is_null() {
+            // SAFETY: PMIx allocated the value with malloc (PMIX_VALUE_RELEASE: destruct, free).
+            unsafe {
+                if let Some(d) = destruct {
+                    std::mem::transmute::<*mut c_void, DestructFn>(d)(value);
+                }
+                libc::free(value.cast());
+            }
+        }
+        if rc == PMIX_SUCCESS {
+            count += 1;
+            lead.get_or_insert(rank);
+        }
+    }
+    Peers {
+        all: count == size,
+        with_library: Some(count),
+        lead: lead.unwrap_or(0),
+    }
+}
