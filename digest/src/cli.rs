@@ -158,8 +158,17 @@ pub struct AnalyzeArgs {
     #[arg(long, value_enum, default_value_t = AnalyzeFormat::Text)]
     pub format: AnalyzeFormat,
     /// Also write the timeline, critical path marked, as Chrome/Perfetto trace JSON here.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "send")]
     pub perfetto: Option<PathBuf>,
+    /// Send the summary to syslog as your record of the traced job (for its weekly mail and job
+    /// page) instead of printing a report; the directory must be yours, as the profiler wrote
+    /// it. Run by the profiler at the end of a traced job, or by a job script or TaskEpilog.
+    #[arg(long, conflicts_with = "format")]
+    pub send: bool,
+    /// The site configuration for `--send` (default: $MPISTAT_CONFIG, else
+    /// /etc/mpistat/site.toml).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     /// Directory with `definitions.mpt` (or the profiler's `local-NNNNNN.mpt`) and one
     /// `rank-NNNNNN.mpt` per rank.
     pub trace_dir: PathBuf,

@@ -27,13 +27,14 @@
 //! * `escalation_queue`: jobs the escalation rules are still to look at (traced, or meeting the
 //!   rule, queued by ingest with the job: by row id, with uid, application and whether traced,
 //!   so a job of a listed (uid, application) is passed over without reading its row);
-//!   `analyses`: the trace analyses of traced jobs.
+//!   `analyses`: the trace analyses of traced jobs, from the analysis records their users sent
+//!   (`analysis_inbox`: filed by ingest, waiting to be matched to their jobs).
 
 use crate::pool::OrderedPool;
 use anyhow::Context;
 use flate2::read::DeflateDecoder;
 use mpistat_record::model::IndexImbalance;
-use mpistat_record::{IndexedJob, JobIndex, JobRecord};
+use mpistat_record::{AnalysisRecord, IndexedJob, JobIndex, JobRecord};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::HashMap;
@@ -204,6 +205,31 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE escalation_queue RENAME COLUMN exe TO app;
     ALTER TABLE analyses RENAME COLUMN exe TO app;
 ",
+    "
+    -- Analysis records (mpistat analyze --send, run by the job's user where the trace is) that
+    -- ingest filed: their attested sender is the uid they claim. After the run each is matched
+    -- to its job: stored in `analyses` if the job is traced and has that uid, else rejected as
+    -- forged; one whose job never came is rejected as an orphan after a while. The digest never
+    -- reads a trace itself any more. `key` is the analysis record's (one per job), with `uid`
+    -- the row's key: another user's claim to the same job cannot keep the owner's out.
+    -- `received_ms` is when ingest filed it; `looked_to` the last job row (`jobs.id`) its job
+    -- was looked for in, so that one waiting for its job is looked for among new rows only.
+    CREATE TABLE analysis_inbox (
+        key TEXT NOT NULL,
+        job_key TEXT NOT NULL,
+        uid INTEGER NOT NULL,
+        user TEXT NOT NULL,
+        host TEXT NOT NULL,
+        dir TEXT NOT NULL,
+        summary TEXT,
+        error TEXT,
+        analysed_ms INTEGER NOT NULL,
+        received_ms INTEGER NOT NULL,
+        source TEXT NOT NULL,
+        looked_to INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (key, uid)
+    ) WITHOUT ROWID;
+",
 ];
 
 /// Page size of a new database (an existing one keeps its own).
@@ -232,7 +258,8 @@ pub struct Position {
 /// Something ingest did not store as a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejected {
-    /// `forged`, `incomplete`, `corrupt`, `unsupported`, `duplicate` or `conflicting`.
+    /// `forged`, `incomplete`, `corrupt`, `unsupported`, `duplicate`, `conflicting` or
+    /// `orphan` (an analysis whose job never came).
     pub kind: &'static str,
     /// A job key, a job key with the attested uid (`forged`), or `<file id>:<offset>` of a line.
     pub reference: String,
@@ -567,32 +594,125 @@ impl Database {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Store the analysis of `record`'s trace: its summary (JSON) or why it failed.
-    pub fn store_analysis(
-        &self,
-        record: &JobRecord,
-        dir: &str,
-        outcome: Result<&str, &str>,
-    ) -> anyhow::Result<()> {
-        let (status, summary, error) = match outcome {
-            Ok(summary) => ("ok", Some(summary), None),
-            Err(error) => ("failed", None, Some(error)),
+    /// Analyses filed by ingest, not yet matched to their jobs (oldest first).
+    pub fn analysis_inbox(&self) -> anyhow::Result<Vec<Received>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT key, job_key, uid, user, host, dir, summary, error, analysed_ms, received_ms,
+                 source, looked_to FROM analysis_inbox ORDER BY received_ms, key",
+        )?;
+        let rows = stmt.query_map([], |row| {
+            Ok(Received {
+                analysis: AnalysisRecord {
+                    version: mpistat_record::analysis::ANALYSIS_MODEL_VERSION,
+                    job_key: row.get(1)?,
+                    uid: row.get(2)?,
+                    user: row.get(3)?,
+                    host: row.get(4)?,
+                    dir: row.get(5)?,
+                    summary: row.get(6)?,
+                    error: row.get(7)?,
+                    analysed_unix_ms: row.get(8)?,
+                },
+                key: row.get(0)?,
+                received_ms: row.get(9)?,
+                source: row.get(10)?,
+                looked_to: row.get(11)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The job of `received` as filed (the last stored, should there be several), no record
+    /// read, looked for only among the rows stored since it was last looked for (no index
+    /// leads to a key, see [`Database::job`]: this reads those rows). When there is none, the
+    /// rows up to the last one now are marked as looked at.
+    pub fn job_of_analysis(&self, received: &Received) -> anyhow::Result<Option<FiledJob>> {
+        let last: i64 =
+            self.conn
+                .query_row("SELECT coalesce(max(id), 0) FROM jobs", [], |row| {
+                    row.get(0)
+                })?;
+        let found = self
+            .conn
+            .query_row(
+                &format!(
+                    "SELECT {INDEX_COLUMNS} FROM jobs WHERE id > ?1 AND id <= ?2 AND key = ?3
+                     ORDER BY jobs.id DESC LIMIT 1"
+                ),
+                params![received.looked_to, last, received.analysis.job_key],
+                FiledJob::from_row,
+            )
+            .optional()?;
+        if found.is_none() {
+            self.conn.execute(
+                "UPDATE analysis_inbox SET looked_to = ?1 WHERE key = ?2 AND uid = ?3",
+                params![last, received.key, received.analysis.uid],
+            )?;
+        }
+        Ok(found)
+    }
+
+    /// Store `analysis` as the analysis of the job filed as `job` (its summary, or why it
+    /// failed), taking it out of the inbox.
+    pub fn store_analysis(&self, job: &JobIndex, analysis: &AnalysisRecord) -> anyhow::Result<()> {
+        let status = if analysis.summary.is_some() {
+            "ok"
+        } else {
+            "failed"
         };
-        self.conn.execute(
+        let tx = self.conn.unchecked_transaction()?;
+        tx.execute(
             "INSERT OR REPLACE INTO analyses (key, user, end_ms, job_id, app, dir, status, summary,
                  error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             params![
-                record.key(),
-                record.user,
-                record.end_unix_ms,
-                record.job_id,
-                record.application(),
-                dir,
+                job.key(),
+                job.user,
+                job.end_unix_ms,
+                job.job_id,
+                job.application(),
+                analysis.dir,
                 status,
-                summary,
-                error
+                analysis.summary,
+                analysis
+                    .error
+                    .as_deref()
+                    .or(analysis.summary.is_none().then_some("no summary"))
             ],
         )?;
+        tx.execute(
+            "DELETE FROM analysis_inbox WHERE key = ?1 AND uid = ?2",
+            params![analysis.key(), analysis.uid],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Move `received` out of the inbox into `rejected` (`kind`, e.g. `forged`, and why).
+    pub fn reject_analysis(
+        &self,
+        received: &Received,
+        kind: &str,
+        detail: &str,
+    ) -> anyhow::Result<()> {
+        let tx = self.conn.unchecked_transaction()?;
+        tx.execute(
+            "INSERT OR IGNORE INTO rejected (kind, ref, source, detail, line)
+             VALUES (?1, ?2, ?3, ?4, NULL)",
+            params![
+                kind,
+                format!("{}/uid {}", received.key, received.analysis.uid),
+                received.source,
+                format!(
+                    "analysis of job {} sent by uid {}: {detail}",
+                    received.analysis.job_key, received.analysis.uid
+                )
+            ],
+        )?;
+        tx.execute(
+            "DELETE FROM analysis_inbox WHERE key = ?1 AND uid = ?2",
+            params![received.key, received.analysis.uid],
+        )?;
+        tx.commit()?;
         Ok(())
     }
 
@@ -809,6 +929,20 @@ impl FiledJob {
     }
 }
 
+/// An analysis record as filed by ingest (table `analysis_inbox`), waiting for its job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// The analysis record's key ([`AnalysisRecord::key`]).
+    pub key: String,
+    pub analysis: AnalysisRecord,
+    /// When ingest filed it (ms since the epoch).
+    pub received_ms: u64,
+    /// The file it came from.
+    pub source: String,
+    /// The last job row its job was looked for in (0: not yet).
+    pub looked_to: i64,
+}
+
 /// A job queued for the escalation rules (table `escalation_queue`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueuedJob {
@@ -850,6 +984,7 @@ pub struct IngestBatch<'conn> {
     clear_incomplete: rusqlite::Statement<'conn>,
     insert_rejected: rusqlite::Statement<'conn>,
     queue: rusqlite::Statement<'conn>,
+    insert_analysis: rusqlite::Statement<'conn>,
 }
 
 impl<'conn> IngestBatch<'conn> {
@@ -872,6 +1007,11 @@ impl<'conn> IngestBatch<'conn> {
             queue: tx.prepare(
                 "INSERT OR IGNORE INTO escalation_queue (id, uid, app, traced)
                  VALUES (?1, ?2, ?3, ?4)",
+            )?,
+            insert_analysis: tx.prepare(
+                "INSERT OR IGNORE INTO analysis_inbox (key, job_key, uid, user, host, dir,
+                     summary, error, analysed_ms, received_ms, source)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )?,
         })
     }
@@ -917,6 +1057,26 @@ impl<'conn> IngestBatch<'conn> {
             ])?;
         }
         Ok(inserted == 1)
+    }
+
+    /// File an analysis record whose sender may have sent it (once: a repeat is ignored), for
+    /// [`crate::escalate::after_ingest`] to match to its job.
+    pub fn insert_analysis(&mut self, received: &Received) -> anyhow::Result<()> {
+        let a = &received.analysis;
+        self.insert_analysis.execute(params![
+            received.key,
+            a.job_key,
+            a.uid,
+            a.user,
+            a.host,
+            a.dir,
+            a.summary,
+            a.error,
+            a.analysed_unix_ms,
+            received.received_ms,
+            received.source
+        ])?;
+        Ok(())
     }
 
     pub fn insert_rejected(&mut self, rejected: &Rejected) -> anyhow::Result<()> {

@@ -1,17 +1,20 @@
-//! Escalation from the always-on profile to a trace, and the analysis of the traces that come
+//! Escalation from the always-on profile to a trace, and the analyses of the traces that come
 //! back (seed 003's "level 6", made automatic).
 //!
 //! Ingest judges each job it stores by its index ([`needs_a_look`]: traced, or meeting the
 //! site's rule, [`rule_matches`]) and queues those (table `escalation_queue`) in the same
 //! transaction, so no record is read for the others. After each ingest run, [`after_ingest`]
-//! looks at the queued jobs: a traced job's record is read (and checked against its index) and
-//! its trace analysed by `mpistat analyze --format summary` in a child process bounded in time
-//! and address space, and the summary goes to table `analyses` (the weekly mail shows it); a job
-//! captured by escalation counts its entry's captures down; a job that meets the rule puts (uid,
-//! application: an interpreter's script or module, else the executable) on the escalation list
-//! unless it is there. The list is replaced atomically
-//! (temporary file, then rename), so the profiler never reads half a list, and the jobs leave
-//! the queue after it is written. `mpistat escalate list|add|remove` lets admins edit it.
+//! first files the analyses users sent: the trace of a traced job is analysed as its user, where
+//! it is (`mpistat analyze --send`, started by the profiler at the end of the job or by the job
+//! script), and the summary arrives as that user's attested record; it is stored for the mail
+//! and the job page only when its job is stored, traced, and of the same uid. The digest never
+//! opens a path a record names, so it needs no right to read users' files. Then it looks at the
+//! queued jobs: a job captured by escalation counts its entry's captures down; a job that meets
+//! the rule puts (uid, application: an interpreter's script or module, else the executable) on
+//! the escalation list unless it is there. The list is
+//! replaced atomically (temporary file, then rename), so the profiler never reads half a list,
+//! and the jobs leave the queue after it is written. `mpistat escalate list|add|remove` lets
+//! admins edit it.
 
 use crate::cli::{EscalateAction, EscalateArgs};
 use crate::db::Database;
@@ -20,10 +23,8 @@ use mpistat_record::JobIndex;
 use mpistat_site::escalation::{self, Entry};
 use mpistat_site::{EscalationConfig, SiteConfig};
 use std::collections::HashSet;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 fn now_unix() -> u64 {
     std::time::SystemTime::now()
@@ -98,86 +99,71 @@ pub fn needs_a_look(rule: &EscalationConfig, job: &JobIndex) -> bool {
     job.traced.is_some() || rule_figures(rule, job).is_some()
 }
 
-/// Run `mpistat analyze --format summary DIR` with the site's time and memory bounds.
-fn analyse(rule: &EscalationConfig, dir: &str) -> Result<String, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find mpistat: {e}"))?;
-    let mut cmd = Command::new(exe);
-    cmd.args(["analyze", "--format", "summary", dir])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let limit = rule.analysis_memory_bytes;
-    {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
-        unsafe {
-            cmd.pre_exec(move || {
-                let rl = libc::rlimit {
-                    rlim_cur: limit,
-                    rlim_max: limit,
-                };
-                if libc::setrlimit(libc::RLIMIT_AS, &rl) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run the analysis: {e}"))?;
-    let mut stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let (mut out, mut err) = (String::new(), String::new());
-        let _ = stdout.read_to_string(&mut out);
-        let _ = stderr.read_to_string(&mut err);
-        (out, err)
-    });
-    let deadline = Instant::now() + Duration::from_secs(rule.analysis_timeout_seconds);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "the analysis took longer than {} s and was stopped",
-                    rule.analysis_timeout_seconds
-                ));
+/// How long an analysis may wait for its job's record before it is rejected as an orphan.
+const ORPHAN_AFTER_MS: u64 = 7 * 86_400_000;
+
+/// Match the analyses ingest filed to their jobs: one is stored (table `analyses`, for the mail
+/// and the job page) only when its job is stored, was traced and has the analysis' uid, which
+/// ingest checked is the uid that sent it; else it is rejected as `forged`. One whose job has
+/// not come for [`ORPHAN_AFTER_MS`] is rejected as `orphan`; until then it is looked for only
+/// among the jobs stored since the last look (many waiting analyses cost little).
+fn file_analyses(db: &Database, now_ms: u64, err: &mut impl Write) -> anyhow::Result<()> {
+    for received in db.analysis_inbox()? {
+        let analysis = &received.analysis;
+        let Some(job) = db.job_of_analysis(&received)? else {
+            if now_ms.saturating_sub(received.received_ms) > ORPHAN_AFTER_MS {
+                db.reject_analysis(&received, "orphan", "no such job arrived")?;
             }
+            continue;
+        };
+        let index = &job.index;
+        let wrong = if index.uid != analysis.uid {
+            Some(format!(
+                "job {} is uid {}'s, not the sender's",
+                index.job_id, index.uid
+            ))
+        } else if index.traced.is_none() && job.complete {
+            Some(format!("job {} was not traced", index.job_id))
+        } else {
+            None
+        };
+        match wrong {
+            Some(detail) => {
+                writeln!(
+                    err,
+                    "mpistat: analysis of job {} sent by uid {}: {detail}; rejected as forged",
+                    analysis.job_key, analysis.uid
+                )?;
+                db.reject_analysis(&received, "forged", &detail)?;
+            }
+            None => db.store_analysis(index, analysis)?,
         }
-    };
-    let (out, err) = reader.join().unwrap_or_default();
-    if status.success() {
-        Ok(out.trim().to_string())
-    } else {
-        let last = err.lines().last().unwrap_or("").trim();
-        Err(format!("the analysis failed ({status}): {last}"))
     }
+    Ok(())
 }
 
-/// Look at the jobs queued since the last call (by ingest: traced, or meeting the rule, see
-/// [`needs_a_look`]): analyse traces, count captures down, apply the rule; write the list if it
-/// changed, then take them off the queue. The rule is judged on each job's filed index; only the
-/// records of traced jobs (the index says so) are read, and checked against the index (a record
-/// that disagrees is quarantined, see [`Database::quarantine`], and not analysed). Rows stored
-/// before the index had columns are read whole. Problems go to `err`; only database and list IO
-/// fail.
+/// File the analyses users sent ([`file_analyses`]), then look at the jobs queued since the
+/// last call (by ingest: traced, or meeting the rule, see [`needs_a_look`]): count captures
+/// down for jobs traced by escalation, apply the rule to the others; write the list if it
+/// changed, then take them off the queue. Judged on each job's filed index: no record is read
+/// (but those of rows stored before the index had columns, checked against the row; one that
+/// disagrees is quarantined, see [`Database::quarantine`]), and no trace: the analysis is the
+/// job's user's to run and send (`mpistat analyze --send`). Problems go to `err`; only
+/// database and list IO fail.
 pub fn after_ingest(
     config: &SiteConfig,
     db: &Database,
     err: &mut impl Write,
 ) -> anyhow::Result<()> {
     let rule = &config.escalation;
+    let now = now_unix();
+    file_analyses(db, now * 1000, err)?;
     let jobs = db.queued_jobs()?;
     if jobs.is_empty() {
         return Ok(());
     }
     let mut entries = read_list(&rule.list, err)?;
     let before = entries.clone();
-    let now = now_unix();
     // (uid, application) of the entries that apply: at most one each (a pair gets a new entry
     // only when none applies).
     let mut listed: HashSet<(u32, String)> = entries
@@ -193,35 +179,19 @@ pub fn after_ingest(
         let Some(filed) = db.filed_job(queued.id)? else {
             continue; // quarantined since
         };
-        let record = if filed.index.traced.is_some() || !filed.complete {
+        let index = if filed.complete {
+            filed.index
+        } else {
             match db.filed_record(&filed)? {
-                Some(record) => Some(record),
+                Some(record) => JobIndex::of(&record),
                 None => continue, // not the record filed: quarantined
             }
-        } else {
-            None
         };
-        if let Some((record, trace)) = record
-            .as_ref()
-            .and_then(|r| r.trace.as_ref().map(|t| (r, t)))
-        {
-            let outcome = analyse(rule, &trace.dir);
-            if let Err(e) = &outcome {
-                writeln!(
-                    err,
-                    "mpistat: job {}: trace {}: {e}",
-                    record.job_id, trace.dir
-                )?;
-            }
-            db.store_analysis(
-                record,
-                &trace.dir,
-                outcome.as_deref().map_err(String::as_str),
-            )?;
-            if trace.reason == "escalation" {
+        if let Some(reason) = &index.traced {
+            if reason == "escalation" {
                 if let Some(e) = entries
                     .iter_mut()
-                    .find(|e| e.applies(record.uid, record.application(), now))
+                    .find(|e| e.applies(index.uid, index.application(), now))
                 {
                     e.captures_left -= 1;
                     if e.captures_left == 0 {
@@ -231,10 +201,6 @@ pub fn after_ingest(
             }
             continue;
         }
-        let index = match &record {
-            Some(record) => JobIndex::of(record),
-            None => filed.index,
-        };
         let pair = (index.uid, index.application().to_string());
         if listed.contains(&pair) {
             continue;

@@ -5,8 +5,9 @@
 //! JSON (`json`). `ingest` stores records in the database (`db`), `mail` builds and sends the
 //! weekly mails from it, `site_report` writes the admin web pages and `serve` serves them live
 //! with access control; `site` loads the site configuration for all of them, `html` escapes.
-//! `analyze` reports the replay analysis of a trace directory (crate `mpistat-analysis`);
-//! `escalate` keeps the escalation list (which jobs the profiler traces) and analyses the traces
+//! `analyze` reports the replay analysis of a trace directory (crate `mpistat-analysis`), and
+//! `send` sends its summary to syslog as the trace owner's record (`analyze --send`);
+//! `escalate` keeps the escalation list (which jobs the profiler traces) and files the analyses
 //! that come back.
 
 pub mod analyze;
@@ -18,6 +19,7 @@ pub mod ingest;
 pub mod json;
 pub mod mail;
 pub mod pool;
+pub mod send;
 pub mod serve;
 pub mod show;
 pub mod site;

@@ -25,6 +25,19 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Digest(args) => mpistat_digest::mail::command(&args),
         Command::SiteReport(args) => mpistat_digest::site_report::command(&args),
         Command::Serve(args) => mpistat_digest::serve::command(&args),
+        Command::Analyze(args) if args.send => {
+            let path = args
+                .config
+                .clone()
+                .unwrap_or_else(mpistat_site::SiteConfig::path_from_env);
+            let (config, problems) = mpistat_site::SiteConfig::load(&path);
+            let mut err = std::io::stderr().lock();
+            for p in problems.iter().filter(|_| path.exists()) {
+                eprintln!("mpistat: {p}");
+            }
+            mpistat_digest::send::run(&args.trace_dir, &config, &mut err)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Analyze(args) => {
             let mut err = std::io::stderr().lock();
             mpistat_digest::analyze::run(&args, &mut std::io::stdout().lock(), &mut err)?;

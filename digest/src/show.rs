@@ -1,7 +1,8 @@
 //! `mpistat show`: read syslog files, decode the records in them, print each one.
 //!
 //! Records go to `out` (readable text or one JSON line each), problems to `err` one line each,
-//! and a final `N records, M problems` line to `err`. A file that cannot be read is reported and
+//! analysis records (`mpistat analyze --send`) one line each to `err`, and a final
+//! `N records, M problems` line to `err`. A file that cannot be read is reported and
 //! skipped; the caller turns that into a failing exit status.
 
 use crate::cli::ShowArgs;
@@ -82,6 +83,19 @@ fn print(
             write!(out, "{}", mpistat_record::report::render(record))?;
         }
         outcome.records += 1;
+    }
+    // Analysis records (`mpistat analyze --send`) are not job records: one line each, on `err`
+    // with the problems, so that `out` stays the records' text or JSON.
+    for a in &decoded.analyses {
+        let outcome = match (&a.summary, &a.error) {
+            (Some(_), _) => "analysed".to_string(),
+            (None, error) => format!("failed: {}", error.as_deref().unwrap_or("no summary")),
+        };
+        writeln!(
+            err,
+            "mpistat: analysis of job {} by {} (uid {}, claimed) of {}: {outcome}",
+            a.job_key, a.user, a.uid, a.dir
+        )?;
     }
     outcome.problems += decoded.problems.len();
     Ok(())

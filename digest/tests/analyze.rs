@@ -43,6 +43,8 @@ fn figure_3_dir(name: &str) -> PathBuf {
 fn analyze(name: &str, format: AnalyzeFormat, perfetto: Option<PathBuf>) -> (String, String) {
     let dir = figure_3_dir(name);
     let args = AnalyzeArgs {
+        send: false,
+        config: None,
         format,
         perfetto,
         trace_dir: dir.clone(),
@@ -102,6 +104,8 @@ fn perfetto_export_marks_the_critical_path() {
 fn a_missing_directory_is_a_clear_error() {
     let analyze = |dir: &std::path::Path| {
         let args = AnalyzeArgs {
+            send: false,
+            config: None,
             format: AnalyzeFormat::Text,
             perfetto: None,
             trace_dir: dir.to_path_buf(),
@@ -193,6 +197,8 @@ fn label_of_own_call_site(build_id: &str) -> String {
     )
     .unwrap();
     let args = AnalyzeArgs {
+        send: false,
+        config: None,
         format: AnalyzeFormat::Json,
         perfetto: None,
         trace_dir: dir.clone(),

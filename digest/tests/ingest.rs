@@ -570,3 +570,115 @@ fn a_schema_4_database_is_upgraded_keeping_its_jobs_ids_and_queue() {
         "{index}"
     );
 }
+
+/// The syslog lines of an analysis record attested as sent by `sender`.
+fn analysis_lines(analysis: &mpistat_record::AnalysisRecord, sender: u32) -> String {
+    mpistat_record::encode_analysis(analysis)
+        .into_iter()
+        .map(|m| {
+            format!("2026-11-18T10:00:00.000000+00:00 node1 uid={sender} pid=9 mpistat: {m}\n")
+        })
+        .collect()
+}
+
+/// Analyses come in as their senders' records: stored only for a traced job of the sender's
+/// uid; another user's claim to it, an analysis of an untraced job and one claiming a uid that
+/// did not send it are rejected as forged; one whose job has not come yet waits.
+#[test]
+fn an_analysis_is_stored_only_for_a_traced_job_of_its_sender() {
+    use mpistat_record::analysis::ANALYSIS_MODEL_VERSION;
+    use mpistat_record::model::TraceInfo;
+    use mpistat_record::AnalysisRecord;
+    let dir = temp_dir("analyses");
+    let log = dir.join("records.log");
+    let mut jobs = week_of_jobs(3); // alice's, bob's, carol's
+    for n in [0, 2] {
+        jobs[n].trace = Some(TraceInfo {
+            dir: format!("/home/{}/.mpistat/traces/{n}", jobs[n].user),
+            reason: "user".into(),
+            ..TraceInfo::default()
+        });
+    }
+    // Carol's job comes after its analysis.
+    append_log(&log, &jobs[..2]);
+    let analysis = |job_key: String, (user, uid): (&str, u32)| AnalysisRecord {
+        version: ANALYSIS_MODEL_VERSION,
+        job_key,
+        uid,
+        user: user.into(),
+        host: "node1".into(),
+        dir: "/home/alice/.mpistat/traces/0".into(),
+        summary: Some(format!("{{\"by\":\"{user}\"}}")),
+        error: None,
+        analysed_unix_ms: 1,
+    };
+    let (alice, bob, carol) = (USERS[0], USERS[1], USERS[2]);
+    let lines = [
+        analysis_lines(&analysis(jobs[0].key(), alice), alice.1),
+        // Bob claims alice's traced job as his, and analyses his own untraced job.
+        analysis_lines(&analysis(jobs[0].key(), bob), bob.1),
+        analysis_lines(&analysis(jobs[1].key(), bob), bob.1),
+        // Bob sends an analysis claiming to be alice's.
+        analysis_lines(&analysis("0123456789abcdef".into(), alice), bob.1),
+        // Alice's analysis of a job never stored, carol's of one not stored yet.
+        analysis_lines(&analysis("fedcba9876543210".into(), alice), alice.1),
+        analysis_lines(&analysis(jobs[2].key(), carol), carol.1),
+    ]
+    .concat();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .unwrap()
+        .write_all(lines.as_bytes())
+        .unwrap();
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    ingest(&mut db, &options(&log));
+    let mut err = Vec::new();
+    mpistat_digest::escalate::after_ingest(&SiteConfig::default(), &db, &mut err).unwrap();
+    let stored = db.analyses_by_key().unwrap();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(
+        stored[&jobs[0].key()].summary.as_deref(),
+        Some("{\"by\":\"alice\"}")
+    );
+    let forged: Vec<String> = db
+        .rejected()
+        .unwrap()
+        .into_iter()
+        .filter(|(kind, ..)| kind == "forged")
+        .map(|(.., detail)| detail)
+        .collect();
+    assert_eq!(forged.len(), 3, "{forged:#?}");
+    for expected in [
+        "is uid 1001's, not the sender's",
+        "was not traced",
+        "claims uid 1001 (alice) but uid 1002 sent it",
+    ] {
+        assert!(
+            forged.iter().any(|d| d.contains(expected)),
+            "{expected}: {forged:#?}"
+        );
+    }
+    let waiting = db.analysis_inbox().unwrap();
+    assert_eq!(waiting.len(), 2);
+    assert!(waiting.iter().all(|w| w.looked_to == 2), "{waiting:?}");
+    // Carol's job arrives: her analysis is found among the new rows.
+    append_log(&log, &jobs[2..]);
+    ingest(&mut db, &options(&log));
+    mpistat_digest::escalate::after_ingest(&SiteConfig::default(), &db, &mut err).unwrap();
+    assert_eq!(db.analyses_by_key().unwrap().len(), 2);
+    let waiting = db.analysis_inbox().unwrap();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(waiting[0].analysis.job_key, "fedcba9876543210");
+    // A week later it is an orphan.
+    db.conn
+        .execute(
+            "UPDATE analysis_inbox SET received_ms = received_ms - 8 * 86400000",
+            [],
+        )
+        .unwrap();
+    mpistat_digest::escalate::after_ingest(&SiteConfig::default(), &db, &mut err).unwrap();
+    assert!(db.analysis_inbox().unwrap().is_empty());
+    assert!(rejected_kinds(&db).contains(&"orphan".to_string()));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,6 +11,7 @@ use mpistat_digest::ingest::{run_once, Options};
 use mpistat_digest::mail::week::IsoWeek;
 use mpistat_digest::mail::{mails, send, SendStats};
 use mpistat_mailer::Mailer;
+use mpistat_record::{AnalysisRecord, JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -93,15 +94,22 @@ fn level_6_section_of_traced_jobs() {
     };
     let json = serde_json::to_string(&summary).unwrap();
     let first = traced.next().unwrap();
-    db.store_analysis(first, "/home/alice/.mpistat/traces/1001", Ok(&json))
-        .unwrap();
+    let analysis = |job: &JobRecord, dir: &str| AnalysisRecord {
+        job_key: job.key(),
+        dir: dir.into(),
+        ..AnalysisRecord::default()
+    };
+    let ok = AnalysisRecord {
+        summary: Some(json),
+        ..analysis(first, "/home/alice/.mpistat/traces/1001")
+    };
+    db.store_analysis(&JobIndex::of(first), &ok).unwrap();
     let second = traced.next().unwrap();
-    db.store_analysis(
-        second,
-        "/home/alice/.mpistat/traces/1002",
-        Err("the analysis took longer than 600 s and was stopped"),
-    )
-    .unwrap();
+    let failed = AnalysisRecord {
+        error: Some("the analysis took longer than 600 s and was stopped".into()),
+        ..analysis(second, "/home/alice/.mpistat/traces/1002")
+    };
+    db.store_analysis(&JobIndex::of(second), &failed).unwrap();
     let all = mails(&db, &SiteConfig::default(), week(), Some("alice")).unwrap();
     let text = &all[0].text;
     let start = text.find("Level 6").expect("a level-6 section");

@@ -18,7 +18,7 @@ use mpistat_digest::site_report::pages::{self, Place};
 use mpistat_digest::site_report::period::Period;
 use mpistat_digest::site_report::summary::summarise;
 use mpistat_digest::site_report::write_site;
-use mpistat_record::JobRecord;
+use mpistat_record::{AnalysisRecord, JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -700,12 +700,13 @@ fn a_traced_jobs_page_links_its_trace_analysis() {
         notes: vec![],
     };
     let traced = &records[1];
-    db.store_analysis(
-        traced,
-        "/home/alice/.mpistat/traces/42",
-        Ok(&serde_json::to_string(&summary).unwrap()),
-    )
-    .unwrap();
+    let analysis = AnalysisRecord {
+        job_key: traced.key(),
+        dir: "/home/alice/.mpistat/traces/42".into(),
+        summary: Some(serde_json::to_string(&summary).unwrap()),
+        ..AnalysisRecord::default()
+    };
+    db.store_analysis(&JobIndex::of(traced), &analysis).unwrap();
     let site = dir.join("site");
     write_site(
         &db,

@@ -294,8 +294,33 @@ fn publish(
         &lines,
         std::time::Duration::from_millis(job.config.syslog.stall_ms),
     );
+    let analysis = record
+        .trace
+        .as_ref()
+        .filter(|_| record.partial.is_none())
+        .map(|trace| {
+            let armed = crate::analyse::after_record(
+                &trace.dir,
+                &record.key(),
+                job.config.trace.analyze_at_exit,
+                &job.config.trace.analyze_command,
+            );
+            match armed {
+                Ok(true) => format!(
+                    "mpistat: the trace's analysis starts at exit: {} analyze --send {}\n",
+                    job.config.trace.analyze_command.display(),
+                    trace.dir
+                ),
+                Ok(false) => format!(
+                    "mpistat: analyse the trace with: mpistat analyze --send {}\n",
+                    trace.dir
+                ),
+                Err(e) => format!("mpistat: the trace directory cannot be named: {e}\n"),
+            }
+        });
     if let Some(dest) = &job.detail {
         let mut text = mpistat_record::report::render(&record);
+        text.push_str(analysis.as_deref().unwrap_or_default());
         for p in &job.config_problems {
             text.push_str(&format!("mpistat: site configuration: {p}\n"));
         }
@@ -436,7 +461,8 @@ fn without_collectives(job: &Job) -> String {
 }
 
 /// At process exit: if the lead rank (rank 0 when every rank has the library) never reached
-/// `MPI_Finalize`, it writes a partial record.
+/// `MPI_Finalize`, it writes a partial record; after a traced job's `MPI_Finalize`, it starts
+/// the trace's analysis ([`crate::analyse`]).
 extern "C" fn at_exit() {
     let hook_start = ticks();
     quietly(|| {
@@ -444,6 +470,7 @@ extern "C" fn at_exit() {
             // A forked child exiting is not the job ending.
             if job.init.rank == job.peers.lead && job.init.pid == std::process::id() {
                 publish_partial(job, "exit without MPI_Finalize".into(), hook_start);
+                crate::analyse::start_at_exit();
             }
         });
     });

@@ -9,12 +9,14 @@
 //! `spec/mpi.spec`; do not edit), `rt` (hot path), `traffic` (bytes from arguments, out of
 //! line), `next` (finding the real routines), `clock`, `hooks` (Init, Finalize, Abort, Pcontrol),
 //! `family` (what differs between MPI ABIs, and recognising the process's MPI: a foreign one is
-//! passed through untouched), `peers` (whether every rank of the job has the library).
+//! passed through untouched), `peers` (whether every rank of the job has the library), `analyse`
+//! (a traced job's analysis, started as the job's user at exit).
 
 // MPI handles (communicators, datatypes, statuses) are raw pointers that we only pass back to MPI;
 // clippy cannot know that and would have every function taking a handle be `unsafe`.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+pub mod analyse;
 pub mod callsite;
 pub mod clock;
 pub mod counters;

@@ -17,10 +17,6 @@ use std::time::{Duration, Instant};
 /// Longest `poll` before looking at the clock again (a lost wake-up costs at most this).
 const POLL_SLICE: Duration = Duration::from_millis(10);
 
-/// Most bytes of the site's tag put into a line (RFC 3164's limit), so that every datagram fits
-/// in the room [`mpistat_record::wire::MAX_MESSAGE`] leaves for the syslog header.
-const TAG_MAX: usize = 32;
-
 /// How a send went: parts out, and how often and how long it waited for the daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Progress {
@@ -78,32 +74,12 @@ impl std::fmt::Display for SendError {
     }
 }
 
-/// An RFC 3164 message as glibc's `syslog()` writes it (UTC timestamp; syslogd uses its own anyway).
+/// The datagram of one message, stamped now.
 fn frame(priority: u8, tag: &str, pid: u32, message: &str) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    let t = now as libc::time_t;
-    // SAFETY: gmtime_r with valid pointers.
-    unsafe { libc::gmtime_r(&t, &mut tm) };
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let mut cut = tag.len().min(TAG_MAX);
-    while !tag.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!(
-        "<{priority}>{} {:2} {:02}:{:02}:{:02} {}[{pid}]: {message}",
-        MONTHS[tm.tm_mon.clamp(0, 11) as usize],
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec,
-        &tag[..cut]
-    )
+        .map_or(0, |d| d.as_secs());
+    mpistat_site::syslog_frame(priority, tag, pid, message, now)
 }
 
 /// Send `messages` to the syslog socket at `socket` with facility code `facility` (severity

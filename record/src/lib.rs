@@ -1,18 +1,23 @@
 //! The mpistat job record: what one MPI job leaves behind in syslog.
 //!
-//! `model` is the data (one [`JobRecord`] per job, produced by the profiler at `MPI_Finalize`),
+//! `model` is the data (and `analysis` the analysis record `mpistat analyze --send` writes) (one [`JobRecord`] per job, produced by the profiler at `MPI_Finalize`),
 //! `wire` turns a record into syslog lines and lines back into records, `report` renders the
 //! readable per-job report (profiler detail mode and `mpistat show` print the same), `units`
 //! formats numbers for people, `app` names the application a process runs (an interpreter's
 //! script). This crate is the only
 //! place that knows the wire format, and it does no IO: callers hand it strings.
 
+pub mod analysis;
 pub mod app;
 pub mod model;
 pub mod report;
 pub mod units;
 pub mod wire;
 
+pub use analysis::AnalysisRecord;
 pub use model::JobIndex;
 pub use model::{Binding, JobRecord, RoutineStats, Stat};
-pub use wire::{decode, encode, Assembler, CompleteJob, Decoded, DecodedJob, IndexedJob, Problem};
+pub use wire::{
+    decode, encode, encode_analysis, Assembler, CompleteJob, Decoded, DecodedJob, IndexedJob,
+    Problem,
+};

@@ -48,6 +48,15 @@
 //! whose record crc is the CRC-32 of the record's JSON text (checked after inflating). Profilers
 //! of earlier releases write it; decoders read both, so nodes can be upgraded one at a time.
 //!
+//! # Analysis records (marker `MPISTATA1`)
+//!
+//! An [`AnalysisRecord`] (what `mpistat analyze --send` found in a job's trace, sent by the
+//! job's user) uses the same lines with marker `MPISTATA` and its own version (1): key
+//! [`AnalysisRecord::key`], part 0 a summary (`analysis job=<job key> uid= user= status=`), the
+//! payload the raw-DEFLATE JSON of the record, the record crc that of the payload. Decoders of
+//! job records alone see no `MPISTAT<digits> ` in them and pass them over; the [`Assembler`]
+//! reassembles both kinds ([`CompleteJob::kind`]).
+//!
 //! A decoder groups parts by key; the lines of many jobs may be interleaved, repeated and
 //! reordered. A record is complete when parts `1..n` are there (part 0 is only the summary; a
 //! record without it is returned and the missing summary reported). All parts of a job carry
@@ -67,6 +76,7 @@
 //! decodes). Whoever later reads a record filed by its index must check the two agree (see
 //! [`JobIndex::differences`]): until then the index is only what the sender claimed.
 
+use crate::analysis::{AnalysisRecord, ANALYSIS_MODEL_VERSION};
 use crate::model::{JobIndex, JobRecord, MODEL_VERSION};
 // SIMD: ingest decodes every record's base64 (about 3 GB per million jobs).
 use base64_simd::URL_SAFE_NO_PAD;
@@ -95,6 +105,35 @@ pub const MAX_PARTS: u32 = 10_000;
 const MAX_PAYLOAD: usize = 64 << 20;
 
 const MARKER: &[u8] = b"MPISTAT";
+
+/// The wire version of analysis records this module writes and reads.
+pub const ANALYSIS_WIRE_VERSION: u32 = 1;
+
+/// What a set of lines carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A [`JobRecord`] (marker `MPISTAT<version>`).
+    Job,
+    /// An [`AnalysisRecord`] (marker `MPISTATA<version>`).
+    Analysis,
+}
+
+impl Kind {
+    /// The marker before the version digits.
+    fn marker(self) -> &'static [u8] {
+        match self {
+            Kind::Job => MARKER,
+            Kind::Analysis => b"MPISTATA",
+        }
+    }
+
+    fn reads(self, version: u32) -> bool {
+        match self {
+            Kind::Job => READ_VERSIONS.contains(&version),
+            Kind::Analysis => version == ANALYSIS_WIRE_VERSION,
+        }
+    }
+}
 
 /// Where a line came from: the source name given to [`Assembler::begin_source`] (if any) and the
 /// line number within it, counted from 1.
@@ -198,6 +237,8 @@ fn summary_suffix(summary: &Option<String>) -> String {
 #[derive(Debug, Default)]
 pub struct Decoded {
     pub records: Vec<JobRecord>,
+    /// Analysis records found among the lines.
+    pub analyses: Vec<AnalysisRecord>,
     pub problems: Vec<Problem>,
 }
 
@@ -206,6 +247,7 @@ pub struct Decoded {
 #[derive(Debug, Clone)]
 pub struct CompleteJob {
     pub key: String,
+    kind: Kind,
     wire_version: u32,
     record_crc: u32,
     /// The base64 payload, parts in order (printable ASCII).
@@ -233,9 +275,58 @@ impl CompleteJob {
         self.wire_version
     }
 
+    /// Whether the lines carry a job record or an analysis record.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The analysis record (base64 → record crc → inflate → JSON), checking its model version
+    /// and that the key is its own.
+    pub fn analysis(&self) -> Result<AnalysisRecord, Problem> {
+        let key = &self.key;
+        if self.kind != Kind::Analysis {
+            return Err(bad_payload(key, "a job record, not an analysis".into()));
+        }
+        let deflated = URL_SAFE_NO_PAD
+            .decode_to_vec(&self.payload)
+            .map_err(|e| bad_payload(key, format!("base64: {e}")))?;
+        if crc32fast::hash(&deflated) != self.record_crc {
+            return Err(Problem::ChecksumMismatch { key: key.clone() });
+        }
+        let json = inflate(key, &deflated)?;
+        let version = serde_json::from_slice::<ModelVersion>(&json)
+            .map_err(|e| bad_payload(key, format!("analysis JSON: {e}")))?
+            .version;
+        match version {
+            Some(v) if v > u64::from(ANALYSIS_MODEL_VERSION) => {
+                return Err(Problem::UnsupportedModelVersion {
+                    key: key.clone(),
+                    version: v,
+                })
+            }
+            Some(_) => {}
+            None => return Err(bad_payload(key, "analysis: no model version".into())),
+        }
+        let record: AnalysisRecord = serde_json::from_slice(&json)
+            .map_err(|e| bad_payload(key, format!("analysis: {e}")))?;
+        if record.key() != *key {
+            return Err(bad_payload(
+                key,
+                format!("the analysis' own key is {}", record.key()),
+            ));
+        }
+        Ok(record)
+    }
+
     /// The whole record: base64 → record crc → (version 2: index) → inflate → JSON → record,
     /// checking versions, the key, and (version 2) that the index is the record's.
     pub fn decode(&self) -> Result<DecodedJob, Problem> {
+        if self.kind != Kind::Job {
+            return Err(bad_payload(
+                &self.key,
+                "an analysis, not a job record".into(),
+            ));
+        }
         if self.wire_version == 1 {
             return decode_v1(&self.key, &self.payload, self.record_crc);
         }
@@ -257,6 +348,12 @@ impl CompleteJob {
     /// record (and compares, see [`JobIndex::differences`]). Version 1 has no index: the record
     /// is decoded and the index made from it.
     pub fn indexed(&self) -> Result<IndexedJob, Problem> {
+        if self.kind != Kind::Job {
+            return Err(bad_payload(
+                &self.key,
+                "an analysis, not a job record".into(),
+            ));
+        }
         if self.wire_version == 1 {
             let DecodedJob { record, deflated } = self.decode()?;
             return Ok(IndexedJob {
@@ -302,8 +399,9 @@ fn bad_payload(key: &str, reason: String) -> Problem {
     }
 }
 
-/// Bytes of every message before `<i>/<n>`, and of the separators and crcs after it.
-const HEADER_FIXED: usize = MARKER.len() + 1 + 1 + 16 + 1 + 1 + 8 + 1 + 8 + 1;
+/// Bytes of every message before `<i>/<n>` but the marker, and of the separators and crcs
+/// after it (one version digit).
+const HEADER_FIXED: usize = 1 + 1 + 16 + 1 + 1 + 8 + 1 + 8 + 1;
 
 /// Encode a record as syslog messages (without syslog header), in the current wire version.
 pub fn encode(record: &JobRecord) -> Vec<String> {
@@ -314,28 +412,57 @@ pub fn encode(record: &JobRecord) -> Vec<String> {
     payload.extend(miniz_oxide::deflate::compress_to_vec(&json, 9));
     let record_crc = crc32fast::hash(&payload);
     let payload = URL_SAFE_NO_PAD.encode_to_string(payload);
-    let chunk_len = chunk_len_for(payload.len());
+    let summary = summary(record);
+    messages(Kind::Job, &record.key(), &summary, &payload, record_crc)
+}
+
+/// The messages of one record: part 0 `summary`, then `payload` (base64) in chunks.
+fn messages(kind: Kind, key: &str, summary: &str, payload: &str, record_crc: u32) -> Vec<String> {
+    let chunk_len = chunk_len_for(kind, payload.len());
     // Base64 is ASCII, so byte chunks are valid strings.
-    let chunks: Vec<&str> = payload
+    let chunks = payload
         .as_bytes()
         .chunks(chunk_len)
-        .map(|chunk| std::str::from_utf8(chunk).expect("base64 is ASCII"))
-        .collect();
-    let parts = chunks.len() as u32 + 1;
-    let key = record.key();
-    let summary = summary(record);
-    std::iter::once(summary.as_str())
+        .map(|chunk| std::str::from_utf8(chunk).expect("base64 is ASCII"));
+    let parts = payload.len().div_ceil(chunk_len) as u32 + 1;
+    std::iter::once(summary)
         .chain(chunks)
         .enumerate()
-        .map(|(part, data)| message(&key, part as u32, parts, record_crc, data))
+        .map(|(part, data)| message(kind, key, part as u32, parts, record_crc, data))
         .collect()
 }
 
+/// Encode an analysis record as syslog messages (without syslog header).
+pub fn encode_analysis(analysis: &AnalysisRecord) -> Vec<String> {
+    let json = serde_json::to_vec(analysis).expect("an AnalysisRecord always serialises");
+    let deflated = miniz_oxide::deflate::compress_to_vec(&json, 9);
+    let record_crc = crc32fast::hash(&deflated);
+    let status = if analysis.summary.is_some() {
+        "ok"
+    } else {
+        "failed"
+    };
+    let summary = format!(
+        "analysis job={} uid={} user={} status={status}",
+        escape(&analysis.job_key, 64),
+        analysis.uid,
+        escape(&analysis.user, 64),
+    );
+    let payload = URL_SAFE_NO_PAD.encode_to_string(deflated);
+    messages(
+        Kind::Analysis,
+        &analysis.key(),
+        &summary,
+        &payload,
+        record_crc,
+    )
+}
+
 /// Payload bytes per part such that every message fits in [`MAX_MESSAGE`].
-fn chunk_len_for(payload_len: usize) -> usize {
+fn chunk_len_for(kind: Kind, payload_len: usize) -> usize {
     let mut digits = 1;
     loop {
-        let chunk_len = MAX_MESSAGE - HEADER_FIXED - (2 * digits + 1);
+        let chunk_len = MAX_MESSAGE - kind.marker().len() - HEADER_FIXED - (2 * digits + 1);
         let parts = payload_len.div_ceil(chunk_len) + 1;
         if parts.to_string().len() <= digits {
             return chunk_len;
@@ -344,9 +471,13 @@ fn chunk_len_for(payload_len: usize) -> usize {
     }
 }
 
-fn message(key: &str, part: u32, parts: u32, record_crc: u32, data: &str) -> String {
-    let marker = std::str::from_utf8(MARKER).expect("ASCII");
-    let head = format!("{marker}{WIRE_VERSION} {key} {part}/{parts} {record_crc:08x} ");
+fn message(kind: Kind, key: &str, part: u32, parts: u32, record_crc: u32, data: &str) -> String {
+    let marker = std::str::from_utf8(kind.marker()).expect("ASCII");
+    let version = match kind {
+        Kind::Job => WIRE_VERSION,
+        Kind::Analysis => ANALYSIS_WIRE_VERSION,
+    };
+    let head = format!("{marker}{version} {key} {part}/{parts} {record_crc:08x} ");
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(head.as_bytes());
     hasher.update(data.as_bytes());
@@ -402,6 +533,7 @@ fn escape(value: &str, max: usize) -> String {
 
 /// One of our messages, parsed and with a good line checksum.
 struct Part<'a> {
+    kind: Kind,
     wire_version: u32,
     key: u64,
     part: u32,
@@ -425,16 +557,24 @@ enum LineProblem {
     UnsupportedVersion(String),
 }
 
-/// The first `MPISTAT<digits> ` in `line`: its digits (the wire version) and the bytes after it.
-fn find_marker(line: &[u8]) -> Option<(&[u8], &[u8])> {
+/// The first `MPISTAT<digits> ` or `MPISTATA<digits> ` in `line`: what it carries, its digits
+/// (the wire version) and the bytes after it.
+fn find_marker(line: &[u8]) -> Option<(Kind, &[u8], &[u8])> {
     let mut from = 0;
     while from + MARKER.len() <= line.len() {
         let at = from + memchr::memchr(MARKER[0], &line[from..])?;
         if line[at..].starts_with(MARKER) {
-            let after = &line[at + MARKER.len()..];
+            let mut after = &line[at + MARKER.len()..];
+            let kind = match after.first() {
+                Some(b'A') => {
+                    after = &after[1..];
+                    Kind::Analysis
+                }
+                _ => Kind::Job,
+            };
             let digits = after.iter().take_while(|b| b.is_ascii_digit()).count();
             if digits > 0 && after.get(digits) == Some(&b' ') {
-                return Some((&after[..digits], &after[digits + 1..]));
+                return Some((kind, &after[..digits], &after[digits + 1..]));
             }
         }
         from = at + 1;
@@ -447,25 +587,29 @@ fn parse_line(line: &[u8]) -> Line<'_> {
     while end > 0 && matches!(line[end - 1], b'\r' | b'\n') {
         end -= 1;
     }
-    let Some((version, rest)) = find_marker(&line[..end]) else {
+    let Some((kind, version, rest)) = find_marker(&line[..end]) else {
         return Line::NotOurs;
     };
     // ASCII digits, so valid UTF-8.
     let version_text = std::str::from_utf8(version).unwrap_or_default();
-    let Some(wire_version) = version_text
-        .parse()
-        .ok()
-        .filter(|v| READ_VERSIONS.contains(v))
-    else {
-        return Line::Bad(LineProblem::UnsupportedVersion(version_text.to_string()));
+    let Some(wire_version) = version_text.parse().ok().filter(|&v| kind.reads(v)) else {
+        let prefix = if kind == Kind::Analysis { "A" } else { "" };
+        return Line::Bad(LineProblem::UnsupportedVersion(format!(
+            "{prefix}{version_text}"
+        )));
     };
-    match parse_fields(wire_version, version, rest) {
+    match parse_fields(kind, wire_version, version, rest) {
         Ok(part) => Line::Part(part),
         Err(reason) => Line::Bad(LineProblem::Corrupt(reason)),
     }
 }
 
-fn parse_fields<'a>(wire_version: u32, version: &[u8], rest: &'a [u8]) -> Result<Part<'a>, String> {
+fn parse_fields<'a>(
+    kind: Kind,
+    wire_version: u32,
+    version: &[u8],
+    rest: &'a [u8],
+) -> Result<Part<'a>, String> {
     let mut fields: [&[u8]; 5] = [b""; 5];
     let mut found = 0;
     for (slot, field) in fields.iter_mut().zip(rest.splitn(5, |&b| b == b' ')) {
@@ -480,7 +624,7 @@ fn parse_fields<'a>(wire_version: u32, version: &[u8], rest: &'a [u8]) -> Result
     // The message up to the line crc field is the part of `rest` before it, after the marker.
     let head_len = key.len() + part_of.len() + record_crc.len() + 3;
     let mut hasher = crc32fast::Hasher::new();
-    hasher.update(MARKER);
+    hasher.update(kind.marker());
     hasher.update(version);
     hasher.update(b" ");
     hasher.update(&rest[..head_len]);
@@ -511,6 +655,7 @@ fn parse_fields<'a>(wire_version: u32, version: &[u8], rest: &'a [u8]) -> Result
         return Err("data is not printable ASCII".into());
     }
     Ok(Part {
+        kind,
         wire_version,
         key,
         part,
@@ -559,6 +704,7 @@ fn key_text(key: u64) -> String {
 struct PendingJob {
     /// Global arrival index of the job's first line: records come out in first-seen order.
     first_seen: u64,
+    kind: Kind,
     wire_version: u32,
     parts: u32,
     record_crc: u32,
@@ -629,6 +775,7 @@ impl PendingJob {
 
 /// What stays of a job after its record was decoded, to recognise later repeats of its lines.
 struct FinishedJob {
+    kind: Kind,
     wire_version: u32,
     parts: u32,
     record_crc: u32,
@@ -705,7 +852,8 @@ impl Assembler {
     fn add_part(&mut self, part: Part<'_>) {
         let key = part.key;
         if let Some(done) = self.finished.get(&key) {
-            let same = done.wire_version == part.wire_version
+            let same = done.kind == part.kind
+                && done.wire_version == part.wire_version
                 && done.parts == part.parts
                 && done.record_crc == part.record_crc
                 && done.line_crcs.get(part.part as usize).copied().flatten() == Some(part.line_crc);
@@ -716,6 +864,7 @@ impl Assembler {
         let lines_seen = self.lines_seen;
         let job = self.pending.entry(key).or_insert_with(|| PendingJob {
             first_seen: lines_seen,
+            kind: part.kind,
             wire_version: part.wire_version,
             parts: part.parts,
             record_crc: part.record_crc,
@@ -724,7 +873,8 @@ impl Assembler {
             summary: Vec::new(),
             arrived: BTreeMap::new(),
         });
-        let conflict = if job.wire_version != part.wire_version
+        let conflict = if job.kind != part.kind
+            || job.wire_version != part.wire_version
             || job.parts != part.parts
             || job.record_crc != part.record_crc
         {
@@ -751,6 +901,7 @@ impl Assembler {
             line_crcs[part as usize] = Some(*line_crc);
         }
         let finished = FinishedJob {
+            kind: job.kind,
             wire_version: job.wire_version,
             parts: job.parts,
             record_crc: job.record_crc,
@@ -759,6 +910,7 @@ impl Assembler {
         let first_seen = job.first_seen;
         let complete = CompleteJob {
             key: key_text(key),
+            kind: job.kind,
             wire_version: job.wire_version,
             record_crc: job.record_crc,
             payload: job.into_payload(),
@@ -771,13 +923,16 @@ impl Assembler {
     /// handed out once. Jobs still missing parts stay pending: they are not problems yet.
     pub fn take_decoded(&mut self) -> Decoded {
         let mut decoded = Decoded {
-            records: Vec::new(),
             problems: std::mem::take(&mut self.problems),
+            ..Decoded::default()
         };
         for job in self.take_complete() {
-            match job.decode() {
-                Ok(job) => decoded.records.push(job.record),
-                Err(problem) => decoded.problems.push(problem),
+            let outcome = match job.kind() {
+                Kind::Job => job.decode().map(|job| decoded.records.push(job.record)),
+                Kind::Analysis => job.analysis().map(|a| decoded.analyses.push(a)),
+            };
+            if let Err(problem) = outcome {
+                decoded.problems.push(problem);
             }
         }
         decoded

@@ -82,6 +82,12 @@ pub struct TraceConfig {
     pub skip_supersteps: u64,
     /// Supersteps to record after the skipped ones; 0: until the end (or the budget).
     pub record_supersteps: u64,
+    /// At the end of a traced job, rank 0 starts `analyze_command analyze --send DIR` (detached,
+    /// as the job's user) once every rank's trace files are written: its summary reaches the
+    /// digest as the user's own syslog record. Off: the job script or a Slurm `TaskEpilog` runs it.
+    pub analyze_at_exit: bool,
+    /// The `mpistat` command that [`TraceConfig::analyze_at_exit`] starts.
+    pub analyze_command: PathBuf,
 }
 
 impl Default for TraceConfig {
@@ -92,6 +98,8 @@ impl Default for TraceConfig {
             budget_bytes: 64 << 20,
             skip_supersteps: 0,
             record_supersteps: 0,
+            analyze_at_exit: true,
+            analyze_command: PathBuf::from("/usr/local/bin/mpistat"),
         }
     }
 }
@@ -110,7 +118,8 @@ pub struct EscalationConfig {
     /// Traced runs per entry, and days until an entry expires.
     pub captures: u32,
     pub expiry_days: u64,
-    /// Bounds of the analysis of a traced job's trace at ingest.
+    /// Bounds of the analysis of a traced job's trace (`mpistat analyze --send`, run by the
+    /// job's user): time, and address space of the analysing process.
     pub analysis_timeout_seconds: u64,
     pub analysis_memory_bytes: u64,
 }
@@ -520,9 +529,54 @@ pub fn syslog_facility_code(name: &str) -> Option<u8> {
     }
 }
 
+/// Most bytes of the site's tag put into a syslog line (RFC 3164's limit), so that every datagram
+/// fits in the room the record's `wire::MAX_MESSAGE` leaves for the syslog header.
+pub const SYSLOG_TAG_MAX: usize = 32;
+
+/// An RFC 3164 message as glibc's `syslog()` writes it (`<PRI>Mmm dd hh:mm:ss TAG[PID]: MSG`;
+/// the time is `unix_s` in UTC: syslogd uses its own anyway; the tag cut to [`SYSLOG_TAG_MAX`]
+/// bytes). Used by everything that sends records: the profiler and `mpistat analyze --send`.
+pub fn syslog_frame(priority: u8, tag: &str, pid: u32, message: &str, unix_s: u64) -> String {
+    let mut cut = tag.len().min(SYSLOG_TAG_MAX);
+    while !tag.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let tag = &tag[..cut];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    // Month and day of the civil (proleptic Gregorian) date of a day count (H. Hinnant).
+    let days = (unix_s / 86_400) as i64 + 719_468;
+    let era = days.div_euclid(146_097);
+    let day_of_era = days - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let secs = unix_s % 86_400;
+    format!(
+        "<{priority}>{} {day:2} {:02}:{:02}:{:02} {tag}[{pid}]: {message}",
+        MONTHS[(month - 1) as usize],
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frame_looks_like_glibc_syslog() {
+        // 2026-02-28 23:59:59 and 2024-02-29 00:00:05 UTC.
+        let f = syslog_frame(174, "mpistat", 42, "hello", 1_772_323_199);
+        assert_eq!(f, "<174>Feb 28 23:59:59 mpistat[42]: hello");
+        let f = syslog_frame(14, "t", 1, "x", 1_709_164_805);
+        assert_eq!(f, "<14>Feb 29 00:00:05 t[1]: x");
+    }
 
     #[test]
     fn empty_file_gives_defaults() {

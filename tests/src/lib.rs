@@ -8,6 +8,7 @@
 //!   so that a hang fails the test instead of hanging CI.
 //! * [`RankValues`] and [`assert_routine`]: exact expectations on a record's per-routine numbers.
 //! * [`webdriver::Browser`]: one headless Chromium (through `chromedriver`) that loads many pages.
+//! * [`User`]: an unprivileged local user (made with `useradd`) that jobs and `mpistat` run as.
 //!
 //! MPI jobs oversubscribe a small machine, so every test that runs one takes [`serial`] first:
 //! tests of one binary then run one job at a time (cargo runs test binaries one after another).
@@ -15,7 +16,7 @@
 pub mod webdriver;
 
 use mpistat_record::model::{JobRecord, RoutineStats, Stat};
-use mpistat_record::Decoded;
+use mpistat_record::{AnalysisRecord, Decoded};
 use std::collections::HashMap;
 use std::io::Read;
 use std::os::unix::net::UnixDatagram;
@@ -30,6 +31,9 @@ use std::time::{Duration, Instant};
 pub const JOB_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long [`Syslogd::records`] waits for records to show up in the log file.
 pub const RECORD_WAIT: Duration = Duration::from_secs(10);
+/// How long [`Syslogd::wait_for_analysis`] waits: the analysis runs detached at the lowest
+/// priority after the job, on a machine the other tests keep busy.
+pub const ANALYSIS_WAIT: Duration = Duration::from_secs(300);
 
 /// The workspace root (the parent of this crate).
 pub fn workspace_root() -> PathBuf {
@@ -289,8 +293,18 @@ template(name="mpistatTrusted" type="string" string="uid=%$!uid% pid=%$!pid% gid
 
     /// Call `f` on the lines until it gives `Some` (up to [`RECORD_WAIT`]); panics, showing the
     /// lines and the decoder's problems, if it never does.
-    fn poll<T>(&self, what: &str, mut f: impl FnMut(&[String]) -> Option<T>) -> T {
-        let deadline = Instant::now() + RECORD_WAIT;
+    fn poll<T>(&self, what: &str, f: impl FnMut(&[String]) -> Option<T>) -> T {
+        self.poll_for(what, RECORD_WAIT, f)
+    }
+
+    /// [`Syslogd::poll`] for up to `wait`.
+    fn poll_for<T>(
+        &self,
+        what: &str,
+        wait: Duration,
+        mut f: impl FnMut(&[String]) -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + wait;
         loop {
             let lines = self.lines();
             if let Some(v) = f(&lines) {
@@ -299,7 +313,7 @@ template(name="mpistatTrusted" type="string" string="uid=%$!uid% pid=%$!pid% gid
             if Instant::now() >= deadline {
                 let decoded = mpistat_record::decode(lines.iter().map(String::as_str));
                 panic!(
-                    "waited {RECORD_WAIT:?} for {what} in syslog; decoded {} record(s).\nproblems: {:?}\nlines:\n{}",
+                    "waited {wait:?} for {what} in syslog; decoded {} record(s).\nproblems: {:?}\nlines:\n{}",
                     decoded.records.len(),
                     decoded.problems,
                     lines.join("\n")
@@ -329,6 +343,29 @@ template(name="mpistatTrusted" type="string" string="uid=%$!uid% pid=%$!pid% gid
                 .records
                 .into_iter()
                 .find(&pred)
+        })
+    }
+
+    /// Wait (up to [`ANALYSIS_WAIT`]) for an analysis record that satisfies `pred`. The lines
+    /// are decoded per attested sender, as ingest does: analyses of one job by several users
+    /// share a key.
+    pub fn wait_for_analysis(
+        &self,
+        what: &str,
+        pred: impl Fn(&AnalysisRecord) -> bool,
+    ) -> AnalysisRecord {
+        self.poll_for(&format!("an analysis {what}"), ANALYSIS_WAIT, |_| {
+            let mut by_sender: HashMap<String, Vec<String>> = HashMap::new();
+            for line in self.trusted_lines() {
+                let sender = line.split(' ').next().unwrap_or_default().to_string();
+                by_sender.entry(sender).or_default().push(line);
+            }
+            by_sender.values().find_map(|lines| {
+                mpistat_record::decode(lines.iter().map(String::as_str))
+                    .analyses
+                    .into_iter()
+                    .find(&pred)
+            })
         })
     }
 
@@ -613,11 +650,10 @@ pub struct Job {
     env: Vec<(String, String)>,
     cwd: Option<PathBuf>,
     timeout: Duration,
+    user: Option<User>,
     /// Emulated nodes (host name, ranks), see [`Job::on_nodes`]; empty: this host only.
     nodes: Vec<(String, u32)>,
     mpi: Mpi,
-    /// Run as this uid and gid (no supplementary groups) instead of ours.
-    user: Option<(u32, u32)>,
 }
 
 /// One application context of a job: `ranks` ranks with `env` (on top of the job's), and
@@ -636,10 +672,16 @@ impl Job {
             env: Vec::new(),
             cwd: None,
             timeout: JOB_TIMEOUT,
+            user: None,
             nodes: Vec::new(),
             mpi: Mpi::OpenMpi,
-            user: None,
         }
+    }
+
+    /// Run as `user` (through `setpriv`, with the user's `HOME`).
+    pub fn as_user(mut self, user: &User) -> Job {
+        self.user = Some(user.clone());
+        self
     }
 
     /// Run on emulated nodes: `(host, ranks)` each, ranks placed in order (rank 0 on the first).
@@ -654,13 +696,6 @@ impl Job {
     /// Launch with `mpi`'s launcher (the program must be built for it, [`Program::path_for`]).
     pub fn mpi(mut self, mpi: Mpi) -> Job {
         self.mpi = mpi;
-        self
-    }
-
-    /// Run `mpirun` (and so every rank) as `uid` and `gid` with no supplementary groups (needs
-    /// root; the program, the library and the site config must be readable by that user).
-    pub fn as_user(mut self, uid: u32, gid: u32) -> Job {
-        self.user = Some((uid, gid));
         self
     }
 
@@ -757,10 +792,22 @@ impl Job {
         }])
     }
 
+    /// `launcher` as the job's user (with the user's `HOME`), or as the test's.
+    fn command(&self, launcher: &str) -> Command {
+        match &self.user {
+            Some(user) => {
+                let mut cmd = user.command(launcher);
+                cmd.env("HOME", &user.home).env("USER", &user.name);
+                cmd
+            }
+            None => Command::new(launcher),
+        }
+    }
+
     fn launch(&self, contexts: &[Context]) -> Outcome {
         let mut cmd = match self.mpi {
             Mpi::OpenMpi => {
-                let mut cmd = Command::new("mpirun");
+                let mut cmd = self.command("mpirun");
                 cmd.args([
                     "--allow-run-as-root",
                     "--oversubscribe",
@@ -787,7 +834,7 @@ impl Job {
                 }
                 cmd
             }
-            Mpi::Mpich => Command::new("mpiexec.mpich"),
+            Mpi::Mpich => self.command("mpiexec.mpich"),
         };
         for (i, context) in contexts.iter().enumerate() {
             if i > 0 {
@@ -816,10 +863,6 @@ impl Job {
             .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
-        }
-        if let Some((uid, gid)) = self.user {
-            // std drops the supplementary groups when root sets a uid.
-            cmd.uid(uid).gid(gid);
         }
         run_with_timeout(cmd, self.timeout)
     }
@@ -1157,8 +1200,22 @@ pub fn check_basic_program(program: PathBuf, binding: mpistat_record::Binding) -
 /// Run the `mpistat` binary (built beside the library) with `args` and `--config config`; its
 /// stderr is echoed for the test log.
 pub fn mpistat(args: &[&str], config: &Path) -> std::process::Output {
-    let binary = library().with_file_name("mpistat");
-    let output = Command::new(&binary)
+    mpistat_as(None, args, config)
+}
+
+/// The `mpistat` binary the tests run (and the profiler starts for `analyze --send`).
+pub fn mpistat_binary() -> PathBuf {
+    library().with_file_name("mpistat")
+}
+
+/// [`mpistat`] as `user` (through `setpriv`), or as the test's own user.
+pub fn mpistat_as(user: Option<&User>, args: &[&str], config: &Path) -> std::process::Output {
+    let binary = mpistat_binary();
+    let mut cmd = match user {
+        Some(user) => user.command(&binary),
+        None => Command::new(&binary),
+    };
+    let output = cmd
         .args(args)
         .arg("--config")
         .arg(config)
@@ -1269,5 +1326,102 @@ impl Drop for SmtpSink {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unprivileged users
+// ---------------------------------------------------------------------------------------------
+
+/// A local user for the tests, made with `useradd` if it is not there (and kept: tests of
+/// several runs share it), whose home is private (mode 0700).
+#[derive(Clone, Debug)]
+pub struct User {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub home: PathBuf,
+}
+
+impl User {
+    /// `nobody` (uid and gid 65534, Debian's), whose home does not exist.
+    pub fn nobody() -> User {
+        User {
+            name: "nobody".into(),
+            uid: 65534,
+            gid: 65534,
+            home: PathBuf::from("/nonexistent"),
+        }
+    }
+
+    /// The user `name` with a home `/home/<name>` (created, mode 0700); `None` when not root.
+    pub fn ensure(name: &str) -> Option<User> {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return None;
+        }
+        let home = PathBuf::from("/home").join(name);
+        if User::lookup(name).is_none() {
+            // Another test binary may make it at the same time: only the lookup decides.
+            let _ = Command::new("useradd")
+                .args([
+                    "--create-home",
+                    "--user-group",
+                    "--shell",
+                    "/bin/sh",
+                    "--home-dir",
+                ])
+                .arg(&home)
+                .arg(name)
+                .status();
+        }
+        let (uid, gid) = User::lookup(name).unwrap_or_else(|| panic!("cannot make user {name}"));
+        let user = User {
+            name: name.to_string(),
+            uid,
+            gid,
+            home,
+        };
+        std::fs::create_dir_all(&user.home).expect("create the home directory");
+        let chown = Command::new("chown")
+            .arg(format!("{uid}:{gid}"))
+            .arg(&user.home)
+            .status()
+            .expect("chown");
+        assert!(chown.success());
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&user.home, std::fs::Permissions::from_mode(0o700)).unwrap();
+        Some(user)
+    }
+
+    fn lookup(name: &str) -> Option<(u32, u32)> {
+        let out = Command::new("getent")
+            .args(["passwd", name])
+            .output()
+            .ok()?;
+        let line = String::from_utf8(out.stdout).ok()?;
+        let fields: Vec<&str> = line.trim().split(':').collect();
+        Some((fields.get(2)?.parse().ok()?, fields.get(3)?.parse().ok()?))
+    }
+
+    /// `program` to be run as this user (real and effective ids, no supplementary groups).
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new("setpriv");
+        cmd.arg(format!("--reuid={}", self.uid))
+            .arg(format!("--regid={}", self.gid))
+            .args(["--clear-groups", "--"])
+            .arg(program);
+        cmd
+    }
+
+    /// Give `path` to this user.
+    pub fn own(&self, path: &Path) {
+        let status = Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", self.uid, self.gid))
+            .arg(path)
+            .status()
+            .expect("chown");
+        assert!(status.success(), "chown {}", path.display());
     }
 }

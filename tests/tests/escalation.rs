@@ -1,8 +1,9 @@
 //! Escalation end to end with real parts: a flagged pattern (`delays.c`: most of the time in MPI,
 //! a large critical-path imbalance) runs profiled only; `mpistat ingest` of what rsyslog wrote
 //! puts (uid, executable) on the escalation list; the second run of the same executable by the
-//! same user is traced without the user asking; ingest of its record analyses the trace and
-//! spends the entry; `mpistat digest --send` to a real SMTP server (aiosmtpd) delivers the user's
+//! same user is traced without the user asking, and at its end the profiler starts `mpistat
+//! analyze --send`, whose record reaches syslog; ingest of both spends the entry and stores the
+//! analysis; `mpistat digest --send` to a real SMTP server (aiosmtpd) delivers the user's
 //! weekly mail with the level-6 section. Also `mpistat escalate add|list|remove`.
 
 use mpistat_e2e::*;
@@ -25,13 +26,14 @@ fn a_flagged_job_is_traced_next_time_and_the_mail_tells_where_it_waited() {
     let site = syslogd.site_config();
     let mut text = std::fs::read_to_string(&site).unwrap();
     text.push_str(&format!(
-        "[trace]\ndirectory = \"{traces}/{{job_id}}\"\n\
+        "[trace]\ndirectory = \"{traces}/{{job_id}}\"\nanalyze_command = {mpistat:?}\n\
          [escalation]\nlist = {list:?}\nmpi_percent_min = 30.0\n\
          critical_path_imbalance_percent_min = 20.0\ncpu_hours_min = 0.0\n\
          [database]\npath = {db:?}\n\
          [mail]\ntransport = \"smtp\"\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {port}\n\
          smtp_starttls = \"off\"\nrecipient = \"{{user}}@example.org\"\n",
         traces = dir.path().join("traces").display(),
+        mpistat = mpistat_binary().display().to_string(),
         list = list.display().to_string(),
         db = dir.path().join("mpistat.db").display().to_string(),
     ));
@@ -66,6 +68,12 @@ fn a_flagged_job_is_traced_next_time_and_the_mail_tells_where_it_waited() {
     let trace = second.trace.clone().expect("the second run was traced");
     assert_eq!(trace.reason, "escalation");
     assert_eq!(trace.ranks_written, 4);
+    // The profiler started its analysis at the end of the job, as the job's user.
+    let analysis = syslogd.wait_for_analysis("of the traced run", |a| a.job_key == second.key());
+    assert_eq!(
+        (analysis.uid, analysis.dir.as_str()),
+        (second.uid, trace.dir.as_str())
+    );
     write_trusted_log(&syslogd, &log);
     assert!(mpistat(&["ingest", log_arg], &site).status.success());
     // Its one capture is spent: the entry left the list.

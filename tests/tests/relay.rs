@@ -414,7 +414,7 @@ fn records_are_relayed_attested_forgeries_rejected_and_nothing_lost_in_a_restart
     Job::new(&basic, 2).profiled(&site).assert_success();
     let root = chain.wait_for("of root", |r| r.uid == 0);
     Job::new(&basic, 2)
-        .as_user(NOBODY, NOBODY)
+        .as_user(&User::nobody())
         .profiled(&site)
         .assert_success();
     let nobody = chain.wait_for("of nobody", |r| r.uid == NOBODY);
@@ -468,7 +468,7 @@ fn records_are_relayed_attested_forgeries_rejected_and_nothing_lost_in_a_restart
     chain.log_host.stop();
     Job::new(&basic, 3).profiled(&site).assert_success();
     Job::new(&basic, 4)
-        .as_user(NOBODY, NOBODY)
+        .as_user(&User::nobody())
         .profiled(&site)
         .assert_success();
     chain.log_host.run();

@@ -39,6 +39,13 @@
 //! (`bench/ingest.sh`): 1 million records in about 10 s on two cores, where SQLite (the writer,
 //! one core) is most of the time.
 //!
+//! # Analyses
+//!
+//! Analysis records (`mpistat analyze --send`, sent by the job's user) come in the same lines;
+//! one whose attested sender is the uid (and user) it claims is filed in `analysis_inbox`, in
+//! the same transaction as the jobs, and matched to its job after the run
+//! ([`crate::escalate::after_ingest`]).
+//!
 //! # Escalation
 //!
 //! A job that is traced, or meets the site's escalation rule (judged on its index by
@@ -51,9 +58,10 @@ pub mod source;
 pub mod trust;
 pub mod writer;
 
-use crate::db::{Database, JobRow, Position, Rejected};
+use crate::db::{Database, JobRow, Position, Received, Rejected};
 use crate::pool::OrderedPool;
-use mpistat_record::{Assembler, CompleteJob, Problem};
+use mpistat_record::wire::Kind;
+use mpistat_record::{AnalysisRecord, Assembler, CompleteJob, Problem};
 use mpistat_site::{EscalationConfig, SiteConfig};
 use source::{Head, Input, Opened};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -66,7 +74,14 @@ use trust::Sender;
 use writer::Batch;
 
 /// What decoding a complete job gives (the record itself is dropped on the worker, too).
-type Outcome = Result<JobRow, Problem>;
+type Outcome = Result<Filed, Problem>;
+
+/// What complete lines were.
+enum Filed {
+    Job(JobRow),
+    /// An analysis record (`mpistat analyze --send`), matched to its job after the run.
+    Analysis(AnalysisRecord),
+}
 
 /// Lines read between two commits (by default; the first commit of a run comes after an eighth
 /// of them, so that the writer starts early). Large: every commit rewrites the pages of the
@@ -160,6 +175,7 @@ struct FileRead {
 #[derive(Default)]
 struct Pending {
     jobs: Vec<JobRow>,
+    analyses: Vec<Received>,
     rejected: Vec<Rejected>,
     lines: u64,
 }
@@ -417,11 +433,20 @@ impl Run<'_> {
     /// Store a decoded job (if its sender may have written it) or reject what did not decode.
     fn take_outcome(&mut self, outcome: Outcome, sender: &Sender, file: usize) {
         match outcome {
-            Ok(job) => self.accept(job, sender, file),
+            Ok(Filed::Job(job)) => self.accept(job, sender, file),
+            Ok(Filed::Analysis(analysis)) => self.accept_analysis(analysis, sender, file),
             Err(problem) => {
                 let rejected = self.rejected_of(problem, file, String::new(), None);
                 self.pending.rejected.push(rejected);
             }
+        }
+    }
+
+    /// What a sender must have done for its records to be believed.
+    fn trust_policy(&self) -> trust::Policy {
+        trust::Policy {
+            relays_required: self.relays.required(),
+            require_attested_uid: self.options.require_attested_uid,
         }
     }
 
@@ -433,15 +458,11 @@ impl Run<'_> {
     /// [`crate::db::FiledJob`]).
     fn accept(&mut self, mut job: JobRow, sender: &Sender, file: usize) {
         let index = &job.index;
-        let policy = trust::Policy {
-            relays_required: self.relays.required(),
-            require_attested_uid: self.options.require_attested_uid,
-        };
         let forged = trust::forgery(
             sender,
             index.uid,
             &index.user,
-            policy,
+            self.trust_policy(),
             self.accounts.as_mut(),
         )
         .map(|forgery| {
@@ -487,6 +508,46 @@ impl Run<'_> {
                 self.pending.jobs.push(job);
             }
         }
+    }
+
+    /// File `analysis` if `sender` may have sent it (the uid and user name it claims are the
+    /// sender's, as for a job: [`trust::forgery`]), else reject it as forged. Whether it is its
+    /// job's (same uid, traced) is judged after the run, when the job is surely stored.
+    fn accept_analysis(&mut self, analysis: AnalysisRecord, sender: &Sender, file: usize) {
+        let key = analysis.key();
+        let source = self.files[file].input.path.display().to_string();
+        let forged = trust::forgery(
+            sender,
+            analysis.uid,
+            &analysis.user,
+            self.trust_policy(),
+            self.accounts.as_mut(),
+        );
+        if let Some(forgery) = forged {
+            self.pending.rejected.push(Rejected {
+                kind: "forged",
+                reference: format!("{key}/{}", forgery.suffix),
+                source,
+                detail: format!("analysis of job {}: {}", analysis.job_key, forgery.detail),
+                line: None,
+            });
+            return;
+        }
+        let received_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        // SQLite integers are signed.
+        let analysis = AnalysisRecord {
+            analysed_unix_ms: analysis.analysed_unix_ms.min(i64::MAX as u64),
+            ..analysis
+        };
+        self.pending.analyses.push(Received {
+            key,
+            analysis,
+            received_ms,
+            source,
+            looked_to: 0,
+        });
     }
 
     /// A decoder problem as a rejected entry: job-level ones are referenced by the job's key,
@@ -569,6 +630,7 @@ impl Run<'_> {
         }
         let batch = Batch {
             jobs: pending.jobs,
+            analyses: pending.analyses,
             rejected: pending.rejected,
             positions,
         };
@@ -626,10 +688,14 @@ impl Run<'_> {
 }
 
 /// A complete job as a row to store: by its index alone for wire version 2, by decoding the
-/// record for version 1 (see [`CompleteJob::indexed`]).
+/// record for version 1 (see [`CompleteJob::indexed`]); an analysis record decoded.
 fn file_job(job: CompleteJob) -> Outcome {
-    job.indexed()
-        .map(move |indexed| JobRow::new(job.key, indexed))
+    match job.kind() {
+        Kind::Job => job
+            .indexed()
+            .map(move |indexed| Filed::Job(JobRow::new(job.key, indexed))),
+        Kind::Analysis => job.analysis().map(Filed::Analysis),
+    }
 }
 
 /// [`file_job`] of each job, on a decoder thread.

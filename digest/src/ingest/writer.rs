@@ -1,9 +1,9 @@
 //! The database side of an ingest run, on a thread of its own: every batch the reading thread
-//! makes (jobs, rejected entries, the position of every file) is committed in one transaction,
+//! makes (jobs, analyses, rejected entries, the position of every file) is committed in one transaction,
 //! in the order the batches were made, while the next batch is being read. Nothing else about
 //! the crash-safety design changes: a batch is committed whole or not at all.
 
-use crate::db::{save_position, Database, IngestBatch, JobRow, Position, Rejected};
+use crate::db::{save_position, Database, IngestBatch, JobRow, Position, Received, Rejected};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender};
@@ -12,6 +12,8 @@ use std::sync::mpsc::{Receiver, SyncSender};
 #[derive(Default)]
 pub struct Batch {
     pub jobs: Vec<JobRow>,
+    /// Analysis records whose sender may have sent them.
+    pub analyses: Vec<Received>,
     pub rejected: Vec<Rejected>,
     /// Every file read in this run (by its number in the run), its position and name.
     pub positions: Vec<(usize, Position, String)>,
@@ -42,6 +44,9 @@ pub fn write(
                 if rejected.kind == "incomplete" {
                     incomplete.insert(rejected.reference.clone());
                 }
+            }
+            for analysis in &batch.analyses {
+                statements.insert_analysis(analysis)?;
             }
             for job in &batch.jobs {
                 // Mostly empty: then no job's key need be hashed.
