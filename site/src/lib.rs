@@ -59,6 +59,10 @@ pub struct ProfilerConfig {
     /// default: an open perf event adds kernel work to every context switch, and oversubscribed
     /// ranks switch at every collective (measured: x1.4 on MPI_Allreduce, 4 ranks on 2 cores).
     pub counters_when_oversubscribed: bool,
+    /// Rank 0 writes a partial record when the job is killed by SIGTERM (Slurm's scancel and time
+    /// limit, mpirun stopping its ranks), then ends as the signal would have ended it. Only when
+    /// the program keeps SIGTERM's default disposition.
+    pub record_on_sigterm: bool,
 }
 
 /// Trace-capture mode: a full event trace of a job, for `mpistat analyze`.
@@ -182,6 +186,7 @@ impl Default for ProfilerConfig {
             ],
             counters_fallback: "totals".into(),
             counters_when_oversubscribed: false,
+            record_on_sigterm: true,
         }
     }
 }

@@ -592,7 +592,7 @@ pub fn user(d: &UserDigest, jobs: &[&JobRecord], period: &str, place: Place) -> 
 /// as JSON.
 pub fn job(job: &JobRecord, traced: Option<&TracedJob>, place: Place) -> String {
     let mut b = String::from("<table>\n");
-    let facts: Vec<(&str, String)> = vec![
+    let mut facts: Vec<(&str, String)> = vec![
         ("job id", job.job_id.clone()),
         ("user", format!("{} (uid {})", job.user, job.uid)),
         ("executable", job.exe.clone()),
@@ -628,6 +628,9 @@ pub fn job(job: &JobRecord, traced: Option<&TracedJob>, place: Place) -> String 
         ),
         ("key", job.key()),
     ];
+    if let Some(slurm) = &job.slurm {
+        facts.extend(mpistat_record::report::slurm_lines(slurm, job.end_unix_ms));
+    }
     for (name, value) in &facts {
         let _ = writeln!(
             b,
