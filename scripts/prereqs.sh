@@ -14,12 +14,18 @@
 # mail tests), chromium, chromium-driver and fonts-dejavu-core (one headless Chromium, driven by
 # chromedriver, renders every admin page in the site-report test), time (peak memory in
 # bench/site_report.sh), binutils (addr2line, readelf: `mpistat analyze` turns call sites into
-# source lines).
+# source lines), slurmctld, slurmd, slurm-client and munge (the e2e tests run a private Slurm
+# cluster of one node, tests/src/slurm.rs; the system's own daemons stay stopped and disabled).
 MPISTAT_APT_PACKAGES=(
     openmpi-bin libopenmpi-dev gfortran rsyslog hpcc
     libclang-dev clang pkg-config python3 procps
     gcc make python3-aiosmtpd chromium chromium-driver fonts-dejavu-core time binutils
+    slurmctld slurmd slurm-client munge
 )
+
+# Packages whose daemons the tests run privately: installed here, their system services are
+# disabled (and stopped) so that nothing of Slurm runs or starts at boot on a test machine.
+MPISTAT_QUIET_SERVICES=(munge slurmctld slurmd)
 
 mpistat_note() { printf 'prereqs: %s\n' "$*" >&2; }
 
@@ -52,9 +58,9 @@ mpistat_apt_install() {
         return 0
     fi
     mpistat_note "installing: ${missing[*]}"
-    # Installing rsyslog must not start the system's syslog daemon (the demo and tests run a
-    # private one): a temporary policy-rc.d tells invoke-rc.d not to start services. Only when
-    # the machine has none of its own, and removed again whatever apt does.
+    # Installing rsyslog, munge or Slurm must not start the system's daemons (the demo and tests
+    # run private ones): a temporary policy-rc.d tells invoke-rc.d not to start services. Only
+    # when the machine has none of its own, and removed again whatever apt does.
     local policy=/usr/sbin/policy-rc.d placed=0 rc=0
     if [[ ! -e $policy ]]; then
         if mpistat_as_root sh -c "printf '#!/bin/sh\nexit 101\n' > $policy && chmod 755 $policy"; then
@@ -69,7 +75,23 @@ mpistat_apt_install() {
     if [[ $placed -eq 1 ]]; then
         mpistat_as_root rm -f "$policy"
     fi
+    mpistat_quiet_services "${missing[@]}"
     return "$rc"
+}
+
+# Of the packages "$@" just installed, those in MPISTAT_QUIET_SERVICES enabled their units for
+# the next boot: disable them, and stop any that runs (policy-rc.d may not have been ours to
+# place). Without systemd running (containers, CI images) there is nothing to do.
+mpistat_quiet_services() {
+    [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null 2>&1 || return 0
+    local p s
+    for p in "$@"; do
+        for s in "${MPISTAT_QUIET_SERVICES[@]}"; do
+            if [[ $p == "$s" ]]; then
+                mpistat_as_root systemctl disable --now "$s.service" >/dev/null 2>&1 || true
+            fi
+        done
+    done
 }
 
 mpistat_prereqs() {
