@@ -23,6 +23,8 @@ static PIPE: AtomicI32 = AtomicI32::new(-1);
 static OWNER: AtomicI32 = AtomicI32::new(0);
 /// The handler fired once already.
 static FIRED: AtomicBool = AtomicBool::new(false);
+/// The helper thread is about to block in `read(2)`.
+static READY: AtomicBool = AtomicBool::new(false);
 
 /// Install the handler and its helper thread, which runs `on_term` once the signal came. Does
 /// nothing if `SIGTERM` is not at its default disposition, or if anything fails on the way.
@@ -58,6 +60,12 @@ pub fn install(on_term: fn()) {
             libc::close(write_end);
         }
         return;
+    }
+    // Wait (at most 1 s) until the thread ran everything it runs before the signal: MPI_Init
+    // then releases the pages it touched ([`crate::footprint`]), and nothing maps them back.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while !READY.load(SeqCst) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_micros(100));
     }
     // SAFETY: getpid cannot fail.
     OWNER.store(unsafe { libc::getpid() }, SeqCst);
@@ -103,7 +111,10 @@ unsafe fn restore_default() {
 }
 
 /// The helper thread: every signal blocked (signals stay the program's threads' business), wait
-/// for the handler's byte, run `on_term`, then let the signal do what it would have done.
+/// for the handler's byte, run `on_term`, then let the signal do what it would have done. With
+/// the hot wrappers, so that what it runs between saying it is ready and blocking in `read(2)`
+/// maps no page that `MPI_Init` releases.
+#[link_section = ".text.hot.mpistat"]
 fn wait_then_record(read_end: libc::c_int, on_term: fn()) {
     // SAFETY: blocking every signal in this thread only; read(2) into a local byte.
     unsafe {
@@ -111,6 +122,9 @@ fn wait_then_record(read_end: libc::c_int, on_term: fn()) {
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
         let mut byte = 0u8;
+        // A read of nothing binds read(2)'s PLT entry now rather than after the release.
+        libc::read(read_end, (&mut byte as *mut u8).cast(), 0);
+        READY.store(true, SeqCst);
         loop {
             let n = libc::read(read_end, (&mut byte as *mut u8).cast(), 1);
             if n == 1 {
