@@ -19,7 +19,7 @@
 #   If slurmctld does not answer within 5 s the record goes without them.
 
 # Where the site installed the profiler (edit to suit).
-lib=/usr/local/lib/mpistat/libmpistat.so
+lib=/usr/lib/x86_64-linux-gnu/libmpistat.so
 
 case ${MPISTAT:-} in
 off | OFF | Off | no | 0 | false) exit 0 ;;

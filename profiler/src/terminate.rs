@@ -6,14 +6,20 @@
 //! Rank 0 installs a handler, only when `SIGTERM`'s disposition is the default one (a program or
 //! MPI library handling the signal itself keeps its handler, and its exit path goes through
 //! `atexit` or `MPI_Finalize`; an ignored signal stays ignored). The handler does only
-//! async-signal-safe things: in the process that installed it, it writes one byte to a pipe
-//! (`write(2)`, errno kept); in a forked child it puts the default disposition back and raises the
-//! signal again. A helper thread (created at `MPI_Init`, every signal blocked, blocked in `read(2)`
-//! on the pipe) then does the work that needs locks and allocation: the partial record, through
-//! [`crate::hooks`], bounded in time; then it puts the default disposition back (if ours is still
-//! installed) and sends the process `SIGTERM` again, which now ends it as it would have ended
-//! without mpistat. A second `SIGTERM` meanwhile is absorbed. `[profiler] record_on_sigterm =
-//! false` leaves `SIGTERM` alone.
+//! async-signal-safe things: in the process that installed it, it writes the sender's pid to a
+//! pipe (`write(2)`, errno kept); in a forked child it puts the default disposition back and
+//! raises the signal again. A helper thread (created at `MPI_Init`, every signal blocked, blocked
+//! in `read(2)` on the pipe) then does the work that needs locks and allocation: the partial
+//! record, through [`crate::hooks`], bounded in time; then it puts the default disposition back
+//! (if ours is still installed) and sends the process `SIGTERM` again, which now ends it as it
+//! would have ended without mpistat. A second `SIGTERM` meanwhile is absorbed.
+//!
+//! No record when the signal comes from the rank's parent, unless that is Slurm's `slurmstepd`
+//! (ranks of `srun`): a launcher (`mpirun`, `orted`) stops its ranks so after `MPI_Abort` (whose
+//! rank wrote the record already), after a rank died, or when it was itself told to stop. Slurm
+//! ends a step by signalling each of its processes itself, so ranks of `mpirun` in a batch job
+//! hear it from `slurmstepd` first, well before `mpirun` passes it on. `[profiler]
+//! record_on_sigterm = false` leaves `SIGTERM` alone.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::SeqCst};
 
@@ -75,7 +81,7 @@ pub fn install(on_term: fn()) {
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = handler_address();
-        action.sa_flags = libc::SA_RESTART;
+        action.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
         libc::sigemptyset(&mut action.sa_mask);
         libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
     }
@@ -83,11 +89,13 @@ pub fn install(on_term: fn()) {
 
 /// The handler as `sigaction` holds it.
 fn handler_address() -> libc::sighandler_t {
-    handler as extern "C" fn(libc::c_int) as *const () as libc::sighandler_t
+    type Handler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
+    handler as Handler as *const () as libc::sighandler_t
 }
 
-extern "C" fn handler(_sig: libc::c_int) {
-    // SAFETY: only async-signal-safe calls (getpid, sigaction, raise, write) and errno kept.
+extern "C" fn handler(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    // SAFETY: only async-signal-safe calls (getpid, sigaction, raise, write) and errno kept;
+    // `info` is the kernel's siginfo for this signal.
     unsafe {
         let errno = *libc::__errno_location();
         if libc::getpid() != OWNER.load(SeqCst) {
@@ -95,8 +103,14 @@ extern "C" fn handler(_sig: libc::c_int) {
             restore_default();
             libc::raise(libc::SIGTERM);
         } else if !FIRED.swap(true, SeqCst) {
-            let byte = 1u8;
-            libc::write(PIPE.load(SeqCst), (&byte as *const u8).cast(), 1);
+            // Sent by kill(2) (SI_USER) or by the kernel (pid 0 then).
+            let sender: libc::pid_t = if info.is_null() { 0 } else { (*info).si_pid() };
+            // A pipe takes writes of up to PIPE_BUF bytes whole.
+            libc::write(
+                PIPE.load(SeqCst),
+                (&sender as *const libc::pid_t).cast(),
+                std::mem::size_of::<libc::pid_t>(),
+            );
         }
         *libc::__errno_location() = errno;
     }
@@ -111,23 +125,25 @@ unsafe fn restore_default() {
 }
 
 /// The helper thread: every signal blocked (signals stay the program's threads' business), wait
-/// for the handler's byte, run `on_term`, then let the signal do what it would have done. With
+/// for the handler's sender pid, run `on_term` (unless a launcher sent it), then let the signal
+/// do what it would have done. With
 /// the hot wrappers, so that what it runs between saying it is ready and blocking in `read(2)`
 /// maps no page that `MPI_Init` releases.
 #[link_section = ".text.hot.mpistat"]
 fn wait_then_record(read_end: libc::c_int, on_term: fn()) {
-    // SAFETY: blocking every signal in this thread only; read(2) into a local byte.
+    let mut sender: libc::pid_t = 0;
+    // SAFETY: blocking every signal in this thread only; read(2) into a local pid.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-        let mut byte = 0u8;
+        let size = std::mem::size_of::<libc::pid_t>();
         // A read of nothing binds read(2)'s PLT entry now rather than after the release.
-        libc::read(read_end, (&mut byte as *mut u8).cast(), 0);
+        libc::read(read_end, (&mut sender as *mut libc::pid_t).cast(), 0);
         READY.store(true, SeqCst);
         loop {
-            let n = libc::read(read_end, (&mut byte as *mut u8).cast(), 1);
-            if n == 1 {
+            let n = libc::read(read_end, (&mut sender as *mut libc::pid_t).cast(), size);
+            if n == size as isize {
                 break;
             }
             if n < 0 && *libc::__errno_location() == libc::EINTR {
@@ -136,7 +152,9 @@ fn wait_then_record(read_end: libc::c_int, on_term: fn()) {
             return; // the pipe is gone: nothing will come
         }
     }
-    crate::guard::quietly(on_term);
+    if !crate::guard::quietly(|| from_launcher(sender)).unwrap_or(false) {
+        crate::guard::quietly(on_term);
+    }
     // SAFETY: sigaction(2) and kill(2) on our own process.
     unsafe {
         let mut current: libc::sigaction = std::mem::zeroed();
@@ -146,4 +164,13 @@ fn wait_then_record(read_end: libc::c_int, on_term: fn()) {
         }
         libc::kill(libc::getpid(), libc::SIGTERM);
     }
+}
+
+/// Whether `sender` is this rank's parent and not Slurm's `slurmstepd` (see the module doc).
+fn from_launcher(sender: libc::pid_t) -> bool {
+    // SAFETY: getppid cannot fail.
+    let parent = unsafe { libc::getppid() };
+    sender == parent
+        && std::fs::read_to_string(format!("/proc/{parent}/comm"))
+            .map_or(true, |name| name.trim_end() != "slurmstepd")
 }

@@ -1,9 +1,11 @@
 /* Runs until killed (at most 10 minutes): every rank calls MPI_Barrier and sleeps 50 ms in a
  * loop; after the first barrier rank 0 prints "forever: running" (so a test knows MPI_Init is
- * over) and flushes. For tests that end jobs by a signal (scancel, a time limit). */
+ * over) and "forever: rank 0 pid <pid>", and flushes. For tests that end jobs by a signal
+ * (scancel, a time limit, kill). */
 #include <mpi.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 int main(int argc, char **argv)
 {
@@ -13,7 +15,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {
-        printf("forever: running\n");
+        printf("forever: running\nforever: rank 0 pid %d\n", (int)getpid());
         fflush(stdout);
     }
     for (int i = 0; i < 10 * 60 * 20; i++) {

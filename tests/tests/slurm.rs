@@ -6,7 +6,7 @@
 use mpistat_e2e::slurm::{JobState, Slurm};
 use mpistat_e2e::*;
 use mpistat_record::model::JobRecord;
-use mpistat_record::Binding;
+use mpistat_record::{Binding, Stat};
 use std::path::Path;
 use std::time::Duration;
 
@@ -354,4 +354,29 @@ fn job_killed_at_its_time_limit_leaves_a_partial_record() {
         record.end_unix_ms,
         facts.start_unix_s
     );
+}
+
+/// A step that ends with `MPI_Abort` (rank 1 of `abort.c`): the job fails, and the aborting
+/// rank's partial record has the job's facts.
+#[test]
+fn aborted_step_leaves_a_partial_record_with_its_slurm_facts() {
+    let _serial = serial();
+    let Some(slurm) = Slurm::start() else { return };
+    enough_cpus();
+    let syslogd = Syslogd::start();
+    let env = job_env(&syslogd);
+    let script = format!(
+        "#!/bin/sh\nmpirun --bind-to none {}\n",
+        program("abort.c").display()
+    );
+    let id = slurm.sbatch(&script, &["--ntasks=2", "--job-name=aborts"], &pairs(&env));
+    assert_all(&slurm.wait_ended(&id, JOB_END), "FAILED", &slurm, &id);
+    let record = syslogd.single_record();
+    assert_eq!(
+        record.partial.as_deref(),
+        Some("MPI_Abort (errorcode 3) on rank 1")
+    );
+    assert_eq!(routine(&record, "MPI_Send").calls, Stat::single(3, 1));
+    assert_common_facts(&record, &slurm, &id);
+    assert_eq!(record.slurm.unwrap().job_name.as_deref(), Some("aborts"));
 }
