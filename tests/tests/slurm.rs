@@ -356,8 +356,9 @@ fn job_killed_at_its_time_limit_leaves_a_partial_record() {
     );
 }
 
-/// A step that ends with `MPI_Abort` (rank 1 of `abort.c`): the job fails, and the aborting
-/// rank's partial record has the job's facts.
+/// Steps that end with `MPI_Abort` (rank 1 of `abort.c`), through mpirun and through srun: the
+/// job fails, and each step leaves one record, the aborting rank's partial one, with the job's
+/// facts (the launcher stopping the other ranks adds none).
 #[test]
 fn aborted_step_leaves_a_partial_record_with_its_slurm_facts() {
     let _serial = serial();
@@ -365,18 +366,33 @@ fn aborted_step_leaves_a_partial_record_with_its_slurm_facts() {
     enough_cpus();
     let syslogd = Syslogd::start();
     let env = job_env(&syslogd);
+    let p = program("abort.c");
     let script = format!(
-        "#!/bin/sh\nmpirun --bind-to none {}\n",
-        program("abort.c").display()
+        "#!/bin/sh\nmpirun --bind-to none {}\nsrun --mpi=pmix {}\n",
+        p.display(),
+        p.display()
     );
     let id = slurm.sbatch(&script, &["--ntasks=2", "--job-name=aborts"], &pairs(&env));
     assert_all(&slurm.wait_ended(&id, JOB_END), "FAILED", &slurm, &id);
-    let record = syslogd.single_record();
-    assert_eq!(
-        record.partial.as_deref(),
-        Some("MPI_Abort (errorcode 3) on rank 1")
-    );
-    assert_eq!(routine(&record, "MPI_Send").calls, Stat::single(3, 1));
-    assert_common_facts(&record, &slurm, &id);
-    assert_eq!(record.slurm.unwrap().job_name.as_deref(), Some("aborts"));
+    let mut records = syslogd.records(2);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(syslogd.decoded().records.len(), 2, "{records:#?}");
+    records.sort_by_key(|r| r.slurm.as_ref().unwrap().step_id.clone());
+    for record in &records {
+        assert_eq!(
+            record.partial.as_deref(),
+            Some("MPI_Abort (errorcode 3) on rank 1")
+        );
+        assert_eq!(routine(record, "MPI_Send").calls, Stat::single(3, 1));
+        assert_common_facts(record, &slurm, &id);
+        assert_eq!(
+            record.slurm.as_ref().unwrap().job_name.as_deref(),
+            Some("aborts")
+        );
+    }
+    let steps: Vec<Option<&str>> = records
+        .iter()
+        .map(|r| r.slurm.as_ref().unwrap().step_id.as_deref())
+        .collect();
+    assert_eq!(steps, [None, Some("0")]);
 }
