@@ -166,8 +166,9 @@ fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// The Slurm facts as (name, value) lines of the header, leaving out what is unknown.
-pub fn slurm_lines(s: &SlurmFacts, end_unix_ms: u64) -> Vec<(&'static str, String)> {
+/// The Slurm facts of a record of `ranks` ranks that ended at `end_unix_ms`, as (name, value)
+/// lines of the header, leaving out what is unknown.
+pub fn slurm_lines(s: &SlurmFacts, ranks: u32, end_unix_ms: u64) -> Vec<(&'static str, String)> {
     let unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
     let mut lines = Vec::new();
     let mut job = s.job_step();
@@ -194,8 +195,11 @@ pub fn slurm_lines(s: &SlurmFacts, end_unix_ms: u64) -> Vec<(&'static str, Strin
     );
     if let Some(per_node) = &s.cpus_per_node {
         alloc.push_str(&format!(", CPUs per node {per_node}"));
-        if let Some(total) = s.cpus_allocated() {
-            alloc.push_str(&format!(" = {total} CPUs"));
+        if let Some(total) = s.cpus_allocated().filter(|t| *t > 0) {
+            alloc.push_str(&format!(
+                " = {total} CPUs; {ranks} rank(s) ran on them ({:.0} %)",
+                100.0 * f64::from(ranks) / total as f64
+            ));
         }
     }
     lines.push(("allocated", alloc));
@@ -300,7 +304,7 @@ fn header(out: &mut String, r: &JobRecord) {
         field("partial", format!("{reason}{limit}"));
     }
     if let Some(s) = &r.slurm {
-        for (name, value) in slurm_lines(s, r.end_unix_ms) {
+        for (name, value) in slurm_lines(s, r.ranks, r.end_unix_ms) {
             field(name, value);
         }
     }
@@ -444,6 +448,7 @@ mod tests {
     fn slurm_facts_in_the_header() {
         let record = JobRecord {
             job_id: "12.0".into(),
+            ranks: 2,
             start_unix_ms: 1_000_000,
             end_unix_ms: 1_070_500,
             partial: Some("SIGTERM".into()),
@@ -470,7 +475,7 @@ mod tests {
             "  partial     SIGTERM (at the Slurm job's time limit)",
             "  Slurm job   11_2.0 \"solver\"",
             "  account     physics, partition debug, QOS -",
-            "  allocated   2 node(s) n[01-02], CPUs per node 2(x2) = 4 CPUs",
+            "  allocated   2 node(s) n[01-02], CPUs per node 2(x2) = 4 CPUs; 2 rank(s) ran on them (50 %)",
             "  time limit  0:01:00; REACHED (ended 10 s after it)",
             "  queue wait  10 s (submitted 1970-01-01T00:16:30.000Z, started 1970-01-01T00:16:40.000Z)",
         ] {

@@ -165,7 +165,7 @@ fn batch_job_steps_get_exact_records_with_their_slurm_facts() {
         format!("  Slurm job   {id} \"basic-c\" on cluster mpistat"),
         "  account     physics, partition debug, QOS -".to_string(),
         format!(
-            "  allocated   1 node(s) {}, CPUs per node 2 = 2 CPUs",
+            "  allocated   1 node(s) {}, CPUs per node 2 = 2 CPUs; 2 rank(s) ran on them (100 %)",
             slurm.node()
         ),
     ] {
@@ -176,6 +176,66 @@ fn batch_job_steps_get_exact_records_with_their_slurm_facts() {
             .any(|l| l.starts_with("  time limit  0:05:00; ended ")),
         "{text}"
     );
+
+    // The user's weekly mail names the jobs as sacct does, with the job name; the job page shows
+    // the facts.
+    let dir = TempDir::new("slurm-digest");
+    let log = dir.path().join("records.log");
+    write_trusted_log(&syslogd, &log);
+    let config = dir.path().join("site.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[database]\npath = {:?}\n[mail]\ntransport = \"directory\"\ndirectory = {:?}\n",
+            dir.path().join("mpistat.db").display().to_string(),
+            dir.path().join("mail").display().to_string(),
+        ),
+    )
+    .unwrap();
+    assert!(mpistat(&["ingest", log.to_str().unwrap()], &config)
+        .status
+        .success());
+    let week = this_week();
+    assert!(mpistat(&["digest", "--week", &week, "--send"], &config)
+        .status
+        .success());
+    let mails: Vec<String> = std::fs::read_dir(dir.path().join("mail"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(mails.len(), 1);
+    for id in [id.clone(), format!("{id}.0")] {
+        let row = mails[0]
+            .lines()
+            .find(|l| l.starts_with(&format!("{id:<12}{RANKS:>6}")))
+            .unwrap_or_else(|| panic!("job {id} not among the biggest jobs: {}", mails[0]));
+        assert!(row.ends_with("  basic (job \"basic-c\")"), "{row:?}");
+    }
+    let site = dir.path().join("site");
+    assert!(mpistat(
+        &[
+            "site-report",
+            "--week",
+            &week,
+            "--out",
+            site.to_str().unwrap()
+        ],
+        &config
+    )
+    .status
+    .success());
+    for record in &records {
+        let page = std::fs::read_to_string(site.join(format!("jobs/{}.html", record.key())))
+            .expect("the job's page");
+        let step = record.slurm.as_ref().unwrap().job_step();
+        assert!(
+            page.contains(&format!(
+                "<tr><th>Slurm job</th><td>{step} &quot;basic-c&quot; on cluster mpistat</td></tr>"
+            )),
+            "{page}"
+        );
+        assert!(page.contains("<tr><th>account</th><td>physics, partition debug, QOS -</td></tr>"));
+    }
 }
 
 /// The Fortran twin (`use mpi_f08`) through mpirun in a batch script.

@@ -57,7 +57,10 @@ pub struct CounterRow {
 /// One of the user's biggest jobs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopJob {
+    /// As the user finds it in `sacct` when the job ran in Slurm (`4711_3.0`), else the record's.
     pub job_id: String,
+    /// The Slurm job name, if any.
+    pub job_name: Option<String>,
     pub exe: String,
     pub ranks: u32,
     pub cpu_hours: f64,
@@ -587,7 +590,11 @@ impl UserWeek {
             return;
         }
         let top = TopJob {
-            job_id: job.job_id.clone(),
+            job_id: job
+                .slurm
+                .as_ref()
+                .map_or_else(|| job.job_id.clone(), |s| s.job_step()),
+            job_name: job.slurm.as_ref().and_then(|s| s.job_name.clone()),
             exe: job.exe.clone(),
             ranks: job.ranks,
             cpu_hours: job.wall_ns.sum as f64 / NS_PER_HOUR,

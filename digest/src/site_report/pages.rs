@@ -629,7 +629,11 @@ pub fn job(job: &JobRecord, traced: Option<&TracedJob>, place: Place) -> String 
         ("key", job.key()),
     ];
     if let Some(slurm) = &job.slurm {
-        facts.extend(mpistat_record::report::slurm_lines(slurm, job.end_unix_ms));
+        facts.extend(mpistat_record::report::slurm_lines(
+            slurm,
+            job.ranks,
+            job.end_unix_ms,
+        ));
     }
     for (name, value) in &facts {
         let _ = writeln!(
