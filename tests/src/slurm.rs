@@ -9,9 +9,10 @@
 //! * Client commands ([`Slurm::command`]) get `SLURM_CONF`; nothing of the host's Slurm is used.
 //!
 //! [`Slurm::start`] waits until `sinfo` shows the node idle; when a daemon does not come up it
-//! panics with the daemons' logs. When Slurm is not installed it returns `None` after saying so
-//! loudly (the test then passes as skipped), unless `MPISTAT_REQUIRE_SLURM=1` (set by
-//! `scripts/test.sh`, which installs it), which turns that into a failure.
+//! panics with the daemons' logs. When Slurm is not installed, or the tests do not run as root
+//! (slurmd must), it returns `None` after saying so loudly (the test then passes as skipped),
+//! unless `MPISTAT_REQUIRE_SLURM=1` (set by `scripts/test.sh`, which installs Slurm), which turns
+//! that into a failure.
 
 use crate::{free_port, library, run_with_timeout, workspace_root, Outcome, TempDir};
 use std::path::{Path, PathBuf};
@@ -50,10 +51,16 @@ impl Slurm {
     /// Start the cluster, or `None` (after a loud message) when Slurm is not installed here and
     /// `MPISTAT_REQUIRE_SLURM` is not `1`.
     pub fn start() -> Option<Slurm> {
-        if let Some(missing) = DAEMONS.iter().find(|d| !Path::new(d).exists()) {
-            let why = format!(
-                "{missing} is not installed (scripts/prereqs.sh installs munge, slurmctld, slurmd and slurm-client)"
-            );
+        let missing = DAEMONS.iter().find(|d| !Path::new(d).exists());
+        // SAFETY: geteuid cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        if missing.is_some() || !root {
+            let why = match missing {
+                Some(missing) => format!(
+                    "{missing} is not installed (scripts/prereqs.sh installs munge, slurmctld, slurmd and slurm-client)"
+                ),
+                None => "slurmd must run as root (SlurmdUser=root), and these tests are not root".into(),
+            };
             if std::env::var("MPISTAT_REQUIRE_SLURM").as_deref() == Ok("1") {
                 panic!("MPISTAT_REQUIRE_SLURM=1 but {why}");
             }
