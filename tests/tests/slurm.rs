@@ -236,6 +236,24 @@ fn batch_job_steps_get_exact_records_with_their_slurm_facts() {
         );
         assert!(page.contains("<tr><th>account</th><td>physics, partition debug, QOS -</td></tr>"));
     }
+    // The users page groups the Slurm jobs by account and by partition.
+    let users = std::fs::read_to_string(site.join("users.html")).unwrap();
+    for (title, row) in [
+        (
+            "Slurm accounts",
+            "<tr><td>physics</td><td class=\"n\">2</td>",
+        ),
+        (
+            "Slurm partitions",
+            "<tr><td>debug</td><td class=\"n\">2</td>",
+        ),
+    ] {
+        let table = users
+            .split(&format!("<h2>{title}</h2>"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {title} in {users}"));
+        assert!(table.contains(row), "{title}: no {row:?} in {table}");
+    }
 }
 
 /// The Fortran twin (`use mpi_f08`) through mpirun in a batch script.
