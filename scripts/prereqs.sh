@@ -18,13 +18,19 @@
 # source lines), mpich and libmpich-dev (an MPI of another family beside Open MPI: mpicc.mpich,
 # mpiexec.mpich; the library must leave its jobs alone, tests/tests/foreign_mpi.rs), curl (the
 # serve tests connect as another user, also through a Unix socket), python3-mpi4py (an mpi4py
-# job in the application test).
+# job in the application test), slurmctld, slurmd, slurm-client and munge (the e2e tests run a
+# private Slurm cluster of one node, tests/src/slurm.rs; the system's own daemons stay stopped
+# and disabled).
 MPISTAT_APT_PACKAGES=(
     openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran rsyslog rsyslog-relp openssl hpcc
     libclang-dev clang pkg-config python3 procps
     gcc make python3-aiosmtpd chromium chromium-driver fonts-dejavu-core time binutils
-    curl python3-mpi4py
+    curl python3-mpi4py slurmctld slurmd slurm-client munge
 )
+
+# Packages whose daemons the tests run privately: installed here, their system services are
+# disabled (and stopped) so that nothing of Slurm runs or starts at boot on a test machine.
+MPISTAT_QUIET_SERVICES=(munge slurmctld slurmd)
 
 mpistat_note() { printf 'prereqs: %s\n' "$*" >&2; }
 
@@ -57,9 +63,9 @@ mpistat_apt_install() {
         return 0
     fi
     mpistat_note "installing: ${missing[*]}"
-    # Installing rsyslog must not start the system's syslog daemon (the demo and tests run a
-    # private one): a temporary policy-rc.d tells invoke-rc.d not to start services. Only when
-    # the machine has none of its own, and removed again whatever apt does.
+    # Installing rsyslog, munge or Slurm must not start the system's daemons (the demo and tests
+    # run private ones): a temporary policy-rc.d tells invoke-rc.d not to start services. Only
+    # when the machine has none of its own, and removed again whatever apt does.
     local policy=/usr/sbin/policy-rc.d placed=0 rc=0
     if [[ ! -e $policy ]]; then
         if mpistat_as_root sh -c "printf '#!/bin/sh\nexit 101\n' > $policy && chmod 755 $policy"; then
@@ -74,6 +80,7 @@ mpistat_apt_install() {
     if [[ $placed -eq 1 ]]; then
         mpistat_as_root rm -f "$policy"
     fi
+    mpistat_quiet_services "${missing[@]}"
     return "$rc"
 }
 
@@ -91,6 +98,21 @@ mpistat_keep_open_mpi_default() {
             mpistat_note "pointing the $group alternative back at Open MPI"
             mpistat_as_root update-alternatives --set "$group" "$target" >/dev/null || return 1
         fi
+    done
+}
+
+# Of the packages "$@" just installed, those in MPISTAT_QUIET_SERVICES enabled their units for
+# the next boot: disable them, and stop any that runs (policy-rc.d may not have been ours to
+# place). Without systemd running (containers, CI images) there is nothing to do.
+mpistat_quiet_services() {
+    [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null 2>&1 || return 0
+    local p s
+    for p in "$@"; do
+        for s in "${MPISTAT_QUIET_SERVICES[@]}"; do
+            if [[ $p == "$s" ]]; then
+                mpistat_as_root systemctl disable --now "$s.service" >/dev/null 2>&1 || true
+            fi
+        done
     done
 }
 

@@ -21,6 +21,10 @@ if [[ $(id -u) -eq 0 ]]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 
+# prereqs.sh installed Slurm and munge: the Slurm tests (tests/tests/slurm.rs) must run here, not
+# skip themselves as they do where Slurm is missing.
+export MPISTAT_REQUIRE_SLURM=1
+
 section "build (release)"
 cargo build --release --workspace
 

@@ -99,6 +99,7 @@ fn fixed_record() -> JobRecord {
         imbalance: None,
         counters: None,
         trace: None,
+        slurm: None,
     }
 }
 

@@ -215,8 +215,12 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
         if peers.all {
             crate::trace::start_if_wanted(&job.config, trace_wish, rank as u32, size as u32);
         }
+        let on_sigterm = job.init.rank == job.peers.lead && job.config.profiler.record_on_sigterm;
         *JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
         register_exit_hook();
+        if on_sigterm {
+            crate::terminate::install(at_sigterm);
+        }
     });
 }
 
@@ -371,7 +375,7 @@ pub fn before_finalize() {
             if !job.peers.all {
                 if job.init.rank == job.peers.lead {
                     let reason = without_collectives(job);
-                    publish_partial(job, reason, hook_start);
+                    publish_partial(job, reason, hook_start, true);
                 }
                 job.recorded = true;
                 return;
@@ -420,13 +424,17 @@ pub fn before_finalize() {
     });
 }
 
-/// A record from this rank alone, for jobs that end without `MPI_Finalize`.
-fn publish_partial(job: &mut Job, reason: String, hook_start: u64) {
+/// A record from this rank alone, for jobs that end without `MPI_Finalize`; with the counters
+/// only when called on a thread of the program (`rdpmc` reads the calling thread's).
+fn publish_partial(job: &mut Job, reason: String, hook_start: u64, with_counters: bool) {
     if job.recorded {
         return;
     }
     job.recorded = true;
-    let counters = crate::counters::finish().map(|mine| crate::counters::local(&mine));
+    let counters = with_counters
+        .then(crate::counters::finish)
+        .flatten()
+        .map(|mine| crate::counters::local(&mine));
     let totals = rank_totals(job, &Anchor::now(), hook_start);
     let reduced = Reduced::local(&totals, job.init.rank, saw_pmpi_tool(job));
     publish(job, &reduced, None, counters.as_ref(), Some(reason));
@@ -441,7 +449,7 @@ pub fn before_abort(errorcode: c_int) {
                 "MPI_Abort (errorcode {errorcode}) on rank {}",
                 job.init.rank
             );
-            publish_partial(job, reason, hook_start);
+            publish_partial(job, reason, hook_start, true);
         });
     });
 }
@@ -469,11 +477,35 @@ extern "C" fn at_exit() {
         with_job(|job| {
             // A forked child exiting is not the job ending.
             if job.init.rank == job.peers.lead && job.init.pid == std::process::id() {
-                publish_partial(job, "exit without MPI_Finalize".into(), hook_start);
+                publish_partial(job, "exit without MPI_Finalize".into(), hook_start, true);
                 crate::analyse::start_at_exit();
             }
         });
     });
+}
+
+/// Rank 0 got SIGTERM (on [`crate::terminate`]'s helper thread): a partial record, unless
+/// `MPI_Finalize`, `MPI_Abort` or exit is recording already, which holds the job for at most
+/// about `stall_ms` per part; after 1 s of waiting for it the signal goes on without us.
+fn at_sigterm() {
+    use std::sync::TryLockError;
+    let hook_start = ticks();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        let mut guard = match JOB.try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                continue;
+            }
+            Err(TryLockError::WouldBlock) => return,
+        };
+        if let Some(job) = guard.as_mut() {
+            publish_partial(job, "SIGTERM".into(), hook_start, false);
+        }
+        return;
+    }
 }
 
 fn register_exit_hook() {

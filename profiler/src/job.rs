@@ -197,5 +197,6 @@ pub fn build_record(
         imbalance: None,
         counters: None,
         trace: None,
+        slurm: crate::slurm::facts(|name| std::env::var(name).ok()),
     }
 }

@@ -38,12 +38,7 @@ pub fn local_rank(var: impl Fn(&str) -> Option<String>, world_rank: u32) -> Opti
 /// Tasks on node `node` from Slurm's compressed list, e.g. `2(x3),1`: nodes 0-2 run 2, node 3 runs 1.
 fn slurm_tasks_on_node(list: &str, node: u32) -> Option<u32> {
     let mut first = 0u32;
-    for item in list.split(',') {
-        let (tasks, repeat) = match item.split_once("(x") {
-            Some((t, r)) => (t, r.strip_suffix(')')?.parse::<u32>().ok()?),
-            None => (item, 1),
-        };
-        let tasks = tasks.trim().parse::<u32>().ok()?;
+    for (tasks, repeat) in mpistat_record::model::slurm_counts(list)? {
         if node < first.checked_add(repeat)? {
             return Some(tasks);
         }

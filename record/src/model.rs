@@ -143,6 +143,108 @@ pub struct JobRecord {
     /// The job was traced (trace-capture mode): where the trace is and what it holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceInfo>,
+    /// The Slurm job and step the job ran in (absent outside Slurm and in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmFacts>,
+}
+
+/// What Slurm told the job's rank 0 about its job and step: the environment Slurm gives every task
+/// (`SLURM_JOB_ID`, `SLURM_STEP_ID`, ...) and what mpistat's TaskProlog adds from slurmctld (time
+/// limit, submit and start times, QOS: Slurm 22.05 puts none of them in the environment).
+/// Every field but `job_id` may be unknown.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(default)]
+pub struct SlurmFacts {
+    /// `SLURM_JOB_ID` (for an array task its own id, not the array's).
+    pub job_id: String,
+    /// `SLURM_STEP_ID`; none for the batch script (and what it runs, e.g. `mpirun`'s local ranks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_id: Option<String>,
+    /// `SLURM_ARRAY_JOB_ID` and `SLURM_ARRAY_TASK_ID` of an array task.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub array_job_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub array_task_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qos: Option<String>,
+    /// `SLURM_JOB_NODELIST`, Slurm's compressed form (`node[01-04]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_list: Option<String>,
+    /// `SLURM_JOB_NUM_NODES`: nodes allocated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<u32>,
+    /// `SLURM_JOB_CPUS_PER_NODE`, Slurm's form: `4(x2),2` is 4 CPUs on each of 2 nodes, then 2.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpus_per_node: Option<String>,
+    /// The time limit in seconds; none when unlimited or unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<u64>,
+    /// When the job was submitted and when it started (seconds since the epoch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submit_unix_s: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_unix_s: Option<u64>,
+}
+
+/// Slurm's compressed per-node counts (`SLURM_JOB_CPUS_PER_NODE`, `SLURM_TASKS_PER_NODE`): `4(x2),2`
+/// is 4 on each of 2 nodes, then 2 on one, as `[(4, 2), (2, 1)]`; none if not in that form.
+pub fn slurm_counts(list: &str) -> Option<Vec<(u32, u32)>> {
+    list.split(',')
+        .map(|item| {
+            let (n, times) = match item.split_once("(x") {
+                Some((n, rest)) => (n, rest.strip_suffix(')')?.parse().ok()?),
+                None => (item, 1),
+            };
+            Some((n.trim().parse().ok()?, times))
+        })
+        .collect()
+}
+
+impl SlurmFacts {
+    /// How the job is named in `sacct`/`squeue`: `<array job>_<task>` for an array task, else the
+    /// job id; with `.<step>` when the record is of a step.
+    pub fn job_step(&self) -> String {
+        let job = match (&self.array_job_id, &self.array_task_id) {
+            (Some(a), Some(t)) => format!("{a}_{t}"),
+            _ => self.job_id.clone(),
+        };
+        match &self.step_id {
+            Some(step) => format!("{job}.{step}"),
+            None => job,
+        }
+    }
+
+    /// CPUs allocated over all nodes, from `cpus_per_node` (`4(x2),2` = 10); none if unknown or
+    /// not in Slurm's form.
+    pub fn cpus_allocated(&self) -> Option<u64> {
+        slurm_counts(self.cpus_per_node.as_deref()?)?
+            .iter()
+            .try_fold(0u64, |total, &(n, times)| {
+                total.checked_add(u64::from(n) * u64::from(times))
+            })
+    }
+
+    /// Seconds the job waited in the queue (start - submit), when both are known.
+    pub fn queue_wait_s(&self) -> Option<u64> {
+        Some(self.start_unix_s?.saturating_sub(self.submit_unix_s?))
+    }
+
+    /// Whether a job that ended at `end_unix_ms` had reached its time limit (Slurm's clock checks
+    /// limits about every 30 s, so any end at or after the limit counts).
+    pub fn reached_time_limit(&self, end_unix_ms: u64) -> bool {
+        match (self.start_unix_s, self.time_limit_s) {
+            (Some(start), Some(limit)) => end_unix_ms / 1000 >= start.saturating_add(limit),
+            _ => false,
+        }
+    }
 }
 
 /// A job's event trace (trace-capture mode), for `mpistat analyze`.
@@ -495,5 +597,53 @@ mod tests {
         assert_eq!(r.routines[0].sync_ns, None);
         assert_eq!((r.application(), r.interpreter.as_deref()), ("e", None));
         assert_eq!(JobIndex::of(&r).application(), "e");
+        assert_eq!(r.slurm, None);
+    }
+
+    #[test]
+    fn slurm_cpus_allocated_reads_slurms_form() {
+        let with = |s: &str| SlurmFacts {
+            cpus_per_node: Some(s.to_string()),
+            ..SlurmFacts::default()
+        };
+        assert_eq!(with("2").cpus_allocated(), Some(2));
+        assert_eq!(with("4(x2),2").cpus_allocated(), Some(10));
+        assert_eq!(with("72(x3)").cpus_allocated(), Some(216));
+        for bad in ["", "x", "4(x2", "4(xa)", "4,,2"] {
+            assert_eq!(with(bad).cpus_allocated(), None, "{bad:?}");
+        }
+        assert_eq!(SlurmFacts::default().cpus_allocated(), None);
+    }
+
+    #[test]
+    fn slurm_job_step_names_the_job_as_sacct_does() {
+        let mut f = SlurmFacts {
+            job_id: "17".into(),
+            ..SlurmFacts::default()
+        };
+        assert_eq!(f.job_step(), "17");
+        f.step_id = Some("0".into());
+        assert_eq!(f.job_step(), "17.0");
+        f.array_job_id = Some("15".into());
+        f.array_task_id = Some("2".into());
+        assert_eq!(f.job_step(), "15_2.0");
+    }
+
+    #[test]
+    fn slurm_time_limit_and_queue_wait() {
+        let f = SlurmFacts {
+            time_limit_s: Some(60),
+            submit_unix_s: Some(1000),
+            start_unix_s: Some(1010),
+            ..SlurmFacts::default()
+        };
+        assert_eq!(f.queue_wait_s(), Some(10));
+        assert!(!f.reached_time_limit(1_069_999));
+        assert!(f.reached_time_limit(1_070_000));
+        let unlimited = SlurmFacts {
+            time_limit_s: None,
+            ..f.clone()
+        };
+        assert!(!unlimited.reached_time_limit(u64::MAX));
     }
 }

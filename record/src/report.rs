@@ -3,7 +3,7 @@
 //! message-size histogram under routines that have one. At most 100 columns unless a routine
 //! name or a header value is itself longer.
 
-use crate::model::{JobRecord, RoutineStats};
+use crate::model::{JobRecord, RoutineStats, SlurmFacts};
 use crate::units::{bytes, count, duration, secs, utc};
 use std::fmt::Write;
 
@@ -166,6 +166,74 @@ fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
+/// The Slurm facts of a record of `ranks` ranks that ended at `end_unix_ms`, as (name, value)
+/// lines of the header, leaving out what is unknown.
+pub fn slurm_lines(s: &SlurmFacts, ranks: u32, end_unix_ms: u64) -> Vec<(&'static str, String)> {
+    let unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let mut lines = Vec::new();
+    let mut job = s.job_step();
+    if let Some(name) = &s.job_name {
+        job.push_str(&format!(" \"{name}\""));
+    }
+    if let Some(cluster) = &s.cluster {
+        job.push_str(&format!(" on cluster {cluster}"));
+    }
+    lines.push(("Slurm job", job));
+    lines.push((
+        "account",
+        format!(
+            "{}, partition {}, QOS {}",
+            unknown(&s.account),
+            unknown(&s.partition),
+            unknown(&s.qos)
+        ),
+    ));
+    let mut alloc = format!(
+        "{} node(s) {}",
+        s.nodes.map_or("-".into(), |n| n.to_string()),
+        unknown(&s.node_list)
+    );
+    if let Some(per_node) = &s.cpus_per_node {
+        alloc.push_str(&format!(", CPUs per node {per_node}"));
+        if let Some(total) = s.cpus_allocated().filter(|t| *t > 0) {
+            alloc.push_str(&format!(
+                " = {total} CPUs; {ranks} rank(s) ran on them ({:.0} %)",
+                100.0 * f64::from(ranks) / total as f64
+            ));
+        }
+    }
+    lines.push(("allocated", alloc));
+    if let Some(limit) = s.time_limit_s {
+        let mut text = format!("{}:{:02}:{:02}", limit / 3600, limit / 60 % 60, limit % 60);
+        if let Some(start) = s.start_unix_s {
+            let end_s = end_unix_ms / 1000;
+            let deadline = start.saturating_add(limit);
+            if s.reached_time_limit(end_unix_ms) {
+                text.push_str(&format!(
+                    "; REACHED (ended {} s after it)",
+                    end_s - deadline
+                ));
+            } else {
+                text.push_str(&format!("; ended {} s before it", deadline - end_s));
+            }
+        }
+        lines.push(("time limit", text));
+    }
+    if let (Some(wait), Some(submit), Some(start)) =
+        (s.queue_wait_s(), s.submit_unix_s, s.start_unix_s)
+    {
+        lines.push((
+            "queue wait",
+            format!(
+                "{wait} s (submitted {}, started {})",
+                utc(submit * 1000),
+                utc(start * 1000)
+            ),
+        ));
+    }
+    lines
+}
+
 fn header(out: &mut String, r: &JobRecord) {
     let partial = r
         .partial
@@ -230,7 +298,21 @@ fn header(out: &mut String, r: &JobRecord) {
         ),
     );
     if let Some(reason) = &r.partial {
-        field("partial", reason.clone());
+        let at_limit = r
+            .slurm
+            .as_ref()
+            .is_some_and(|s| s.reached_time_limit(r.end_unix_ms));
+        let limit = if at_limit {
+            " (at the Slurm job's time limit)"
+        } else {
+            ""
+        };
+        field("partial", format!("{reason}{limit}"));
+    }
+    if let Some(s) = &r.slurm {
+        for (name, value) in slurm_lines(s, r.ranks, r.end_unix_ms) {
+            field(name, value);
+        }
     }
     if let Some(t) = &r.trace {
         field(
@@ -366,6 +448,45 @@ mod tests {
     fn sparkline_scales_to_the_largest() {
         assert_eq!(sparkline(&[0, 7, 14]), "▁▅█");
         assert_eq!(sparkline(&[0, 0]), "▁▁");
+    }
+
+    #[test]
+    fn slurm_facts_in_the_header() {
+        let record = JobRecord {
+            job_id: "12.0".into(),
+            ranks: 2,
+            start_unix_ms: 1_000_000,
+            end_unix_ms: 1_070_500,
+            partial: Some("SIGTERM".into()),
+            slurm: Some(SlurmFacts {
+                job_id: "12".into(),
+                step_id: Some("0".into()),
+                array_job_id: Some("11".into()),
+                array_task_id: Some("2".into()),
+                job_name: Some("solver".into()),
+                account: Some("physics".into()),
+                partition: Some("debug".into()),
+                node_list: Some("n[01-02]".into()),
+                nodes: Some(2),
+                cpus_per_node: Some("2(x2)".into()),
+                time_limit_s: Some(60),
+                submit_unix_s: Some(990),
+                start_unix_s: Some(1000),
+                ..SlurmFacts::default()
+            }),
+            ..JobRecord::default()
+        };
+        let text = render(&record);
+        for line in [
+            "  partial     SIGTERM (at the Slurm job's time limit)",
+            "  Slurm job   11_2.0 \"solver\"",
+            "  account     physics, partition debug, QOS -",
+            "  allocated   2 node(s) n[01-02], CPUs per node 2(x2) = 4 CPUs; 2 rank(s) ran on them (50 %)",
+            "  time limit  0:01:00; REACHED (ended 10 s after it)",
+            "  queue wait  10 s (submitted 1970-01-01T00:16:30.000Z, started 1970-01-01T00:16:40.000Z)",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+        }
     }
 
     #[test]

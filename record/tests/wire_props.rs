@@ -6,7 +6,9 @@
 mod common;
 
 use mpistat_record::model::IndexImbalance;
-use mpistat_record::model::{CounterEvent, CounterSet, Imbalance, PartitionImbalance, TraceInfo};
+use mpistat_record::model::{
+    CounterEvent, CounterSet, Imbalance, PartitionImbalance, SlurmFacts, TraceInfo,
+};
 use mpistat_record::wire::{Assembler, IndexedJob, Problem, MAX_MESSAGE};
 use mpistat_record::{decode, encode, Binding, JobIndex, JobRecord, RoutineStats, Stat};
 use proptest::prelude::*;
@@ -137,7 +139,7 @@ prop_compose! {
         imbalance in prop::option::of(imbalance()),
         counters in prop::option::of(counter_set()),
         trace in prop::option::of(trace_info()),
-        (app, interpreter) in (odd_string(), prop::option::of(odd_string())),
+        (app, interpreter, slurm) in (odd_string(), prop::option::of(odd_string()), prop::option::of(slurm_facts())),
     ) -> JobRecord {
         JobRecord {
             version: mpistat_record::model::MODEL_VERSION,
@@ -146,7 +148,24 @@ prop_compose! {
             binding: if fortran { Binding::Fortran } else { Binding::C },
             thread_level, mpi_library, env: env.into_iter().collect::<BTreeMap<_, _>>(),
             user_pmpi_tool, overhead_ns, partial, routines, imbalance, counters, trace,
-            app, interpreter,
+            app, interpreter, slurm,
+        }
+    }
+}
+
+prop_compose! {
+    fn slurm_facts()(
+        job_id in odd_string(),
+        strings in prop::array::uniform10(prop::option::of(odd_string())),
+        nodes in prop::option::of(any::<u32>()),
+        times in prop::array::uniform3(prop::option::of(any::<u64>())),
+    ) -> SlurmFacts {
+        let [step_id, array_job_id, array_task_id, job_name, cluster, account, partition, qos,
+            node_list, cpus_per_node] = strings;
+        let [time_limit_s, submit_unix_s, start_unix_s] = times;
+        SlurmFacts {
+            job_id, step_id, array_job_id, array_task_id, job_name, cluster, account, partition,
+            qos, node_list, nodes, cpus_per_node, time_limit_s, submit_unix_s, start_unix_s,
         }
     }
 }

@@ -65,6 +65,10 @@ pub struct ProfilerConfig {
     /// `LD_PRELOAD` hangs in the profiler's collectives), `false` runs no profiler collective
     /// (rank 0 sends a partial record of its own numbers).
     pub assume_all_ranks_profiled: bool,
+    /// Rank 0 writes a partial record when the job is killed by SIGTERM (Slurm's scancel and time
+    /// limit, mpirun stopping its ranks), then ends as the signal would have ended it. Only when
+    /// the program keeps SIGTERM's default disposition.
+    pub record_on_sigterm: bool,
 }
 
 /// Trace-capture mode: a full event trace of a job, for `mpistat analyze`.
@@ -198,6 +202,7 @@ impl Default for ProfilerConfig {
             counters_fallback: "totals".into(),
             counters_when_oversubscribed: false,
             assume_all_ranks_profiled: false,
+            record_on_sigterm: true,
         }
     }
 }

@@ -83,3 +83,57 @@ fn a_partial_record_carries_the_writing_ranks_counters() {
     // No PMU here: the hardware event says why, nothing else changes.
     assert!(event("instructions").unavailable.is_some(), "{set:?}");
 }
+
+/// Rank 0 killed by SIGTERM from someone else than its launcher (a batch system's daemon, a
+/// user's `kill`): it writes a partial record ("SIGTERM") with its own numbers, and still ends by
+/// the signal, so mpirun reports the job as failed. (SIGTERM from mpirun itself, as after
+/// `MPI_Abort`, leaves no second record: `mpi_abort_leaves_one_partial_record_of_the_aborting_rank`.)
+#[test]
+fn sigterm_to_rank_0_leaves_one_partial_record_of_rank_0() {
+    use std::io::BufRead;
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let mut child = std::process::Command::new("mpirun")
+        .args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+        ])
+        .args(["-np", "2", "-x"])
+        .arg(format!("LD_PRELOAD={}", library().display()))
+        .arg("-x")
+        .arg(format!(
+            "MPISTAT_CONFIG={}",
+            syslogd.site_config().display()
+        ))
+        .arg(program("forever.c"))
+        .env("OMPI_MCA_mpi_yield_when_idle", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("mpirun");
+    // forever.c prints its lines after MPI_Init and a barrier, then runs (at most 10 minutes).
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut lines = [String::new(), String::new()];
+    for line in &mut lines {
+        stdout.read_line(line).unwrap();
+    }
+    assert_eq!(lines[0], "forever: running\n");
+    let pid: libc::pid_t = lines[1]
+        .trim()
+        .strip_prefix("forever: rank 0 pid ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    // SAFETY: kill(2) on rank 0, a child of our child mpirun.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "{status}");
+    let record = syslogd.single_record();
+    assert_eq!(record.partial.as_deref(), Some("SIGTERM"));
+    assert_eq!(record.ranks, 2);
+    assert_eq!(record.pid as libc::pid_t, pid);
+    let barrier = routine(&record, "MPI_Barrier");
+    assert!(barrier.calls.sum >= 1, "{barrier:?}");
+    assert_eq!(barrier.calls.max_rank, 0, "rank 0's own numbers");
+}

@@ -72,10 +72,13 @@ pub fn application_label(app: &str, interpreter: Option<&str>, short: bool) -> S
 /// One of the user's biggest jobs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TopJob {
+    /// As the user finds it in `sacct` when the job ran in Slurm (`4711_3.0`), else the record's.
     pub job_id: String,
     /// [`JobRecord::application`] and its interpreter, if any.
     pub app: String,
     pub interpreter: Option<String>,
+    /// The Slurm job name, if any.
+    pub job_name: Option<String>,
     pub ranks: u32,
     pub cpu_hours: f64,
     pub mpi_percent: f64,
@@ -191,6 +194,12 @@ pub struct Totals {
     /// Counter events by name; the mode of the first job that chose counters.
     counters: BTreeMap<String, CounterTotal>,
     counters_mode: String,
+    /// Over the jobs that know their Slurm allocation: allocated CPUs and ranks, each times the
+    /// job's wall time (slowest rank); and the job that used the least of its allocation (share,
+    /// Slurm job, ranks, CPUs).
+    allocated_cpu_ns: f64,
+    allocated_rank_ns: f64,
+    least_used: Option<(f64, String, u32, u64)>,
 }
 
 /// Jobs in the "biggest jobs" table.
@@ -234,6 +243,23 @@ impl Totals {
             self.imbalance_weighted += percent * weight;
             self.imbalance_weight += weight;
         }
+        if let Some((slurm, cpus)) = job
+            .slurm
+            .as_ref()
+            .and_then(|s| Some((s, s.cpus_allocated().filter(|c| *c > 0)?)))
+        {
+            let wall = job.wall_ns.max as f64;
+            self.allocated_cpu_ns += cpus as f64 * wall;
+            self.allocated_rank_ns += f64::from(job.ranks) * wall;
+            let share = f64::from(job.ranks) / cpus as f64;
+            if self.least_used.as_ref().is_none_or(|l| share < l.0) {
+                let mut name = slurm.job_step();
+                if let Some(n) = &slurm.job_name {
+                    name.push_str(&format!(" \"{n}\""));
+                }
+                self.least_used = Some((share, name, job.ranks, cpus));
+            }
+        }
         if let Some(set) = &job.counters {
             if self.counters_mode.is_empty() {
                 self.counters_mode = set.mode.clone();
@@ -254,6 +280,13 @@ impl Totals {
                 }
             }
         }
+    }
+
+    /// Percent of the allocated CPU time that ran ranks, over the jobs that know their Slurm
+    /// allocation.
+    fn allocation_used_percent(&self) -> Option<f64> {
+        (self.allocated_cpu_ns > 0.0)
+            .then(|| percent(self.allocated_rank_ns, self.allocated_cpu_ns))
     }
 
     /// CPU-time-weighted critical-path imbalance of the jobs with the figures, percent of wall.
@@ -605,7 +638,11 @@ impl UserWeek {
             return;
         }
         let top = TopJob {
-            job_id: job.job_id.clone(),
+            job_id: job
+                .slurm
+                .as_ref()
+                .map_or_else(|| job.job_id.clone(), |s| s.job_step()),
+            job_name: job.slurm.as_ref().and_then(|s| s.job_name.clone()),
             app: job.application().to_string(),
             interpreter: job.interpreter.clone(),
             ranks: job.ranks,
@@ -681,6 +718,17 @@ fn counter_rows(t: &Totals) -> Vec<CounterRow> {
 /// At most three plain-language suggestions from the numbers.
 fn recommendations(t: &Totals, routines: &[RoutineRow], flags: &Flags) -> Vec<String> {
     let mut said = Vec::new();
+    // Idle allocated cores cost more than anything below: said first.
+    if let (Some(used), Some((_, job, ranks, cpus))) = (t.allocation_used_percent(), &t.least_used)
+    {
+        if used < 50.0 {
+            said.push(format!(
+                "Your Slurm jobs ran ranks on only {used:.0} % of the CPUs allocated to them (job \
+                 {job}: {ranks} ranks on {cpus} CPUs): ask for fewer nodes or CPUs, or run more \
+                 ranks per node, unless your ranks run threads on the others."
+            ));
+        }
+    }
     // Start-up and shutdown are not something to send fewer messages in.
     let communicating = |r: &&RoutineRow| {
         !matches!(
@@ -767,3 +815,48 @@ pub const FURTHER: [(&str, &str); 4] = [
          with a tracing tool (e.g. Score-P with Vampir) and look at the routines named above.",
     ),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpistat_record::model::SlurmFacts;
+    use mpistat_record::Stat;
+
+    #[test]
+    fn idle_allocated_cpus_are_the_first_recommendation() {
+        let job = |ranks: u32, cpus_per_node: &str| JobRecord {
+            ranks,
+            wall_ns: Stat::single(3_600_000_000_000, 0),
+            slurm: Some(SlurmFacts {
+                job_id: "7".into(),
+                job_name: Some("wide".into()),
+                cpus_per_node: Some(cpus_per_node.into()),
+                ..SlurmFacts::default()
+            }),
+            ..JobRecord::default()
+        };
+        let flags = Flags {
+            mpi: false,
+            balance: false,
+            imbalance: false,
+            instructions: false,
+            cache_misses: false,
+        };
+        let mut t = Totals::default();
+        t.add(&job(8, "32(x4)"));
+        assert_eq!(t.allocation_used_percent(), Some(6.25));
+        let said = recommendations(&t, &[], &flags);
+        assert_eq!(
+            said[0],
+            "Your Slurm jobs ran ranks on only 6 % of the CPUs allocated to them (job 7 \"wide\": \
+             8 ranks on 128 CPUs): ask for fewer nodes or CPUs, or run more ranks per node, \
+             unless your ranks run threads on the others."
+        );
+        let mut full = Totals::default();
+        full.add(&job(64, "32(x2)"));
+        assert!(recommendations(&full, &[], &flags).is_empty());
+        let mut outside = Totals::default();
+        outside.add(&JobRecord::default());
+        assert_eq!(outside.allocation_used_percent(), None);
+    }
+}

@@ -126,7 +126,13 @@ pub fn render(d: &UserDigest) -> String {
             j.cpu_hours,
             j.mpi_percent,
             j.load_balance,
-            escape(&application_label(&j.app, j.interpreter.as_deref(), false))
+            escape(&format!(
+                "{}{}",
+                application_label(&j.app, j.interpreter.as_deref(), false),
+                j.job_name
+                    .as_ref()
+                    .map_or(String::new(), |n| format!(" (job \"{n}\")"))
+            ))
         );
     }
     out.push_str("</table>\n");

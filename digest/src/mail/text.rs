@@ -155,9 +155,13 @@ pub fn render(d: &UserDigest) -> String {
         let imbalance = j
             .imbalance_percent
             .map_or("-".to_string(), |p| format!("{p:.1}"));
+        let name = j
+            .job_name
+            .as_ref()
+            .map_or(String::new(), |n| format!(" (job \"{n}\")"));
         let _ = writeln!(
             out,
-            "{:<12}{:>6}{:>9.2}{:>7.1}{:>6.2}{imbalance:>7}  {}",
+            "{:<12}{:>6}{:>9.2}{:>7.1}{:>6.2}{imbalance:>7}  {}{name}",
             j.job_id, j.ranks, j.cpu_hours, j.mpi_percent, j.load_balance, app
         );
     }

@@ -4,7 +4,7 @@
 //! `index.html`, `charts.html`, `tables.html`, `critical.html`, `users.html`,
 //! `users/<slug>.html` and `jobs/<key>.html`.
 
-use super::summary::{add_histogram, imbalance_percent, size_class, Summary};
+use super::summary::{add_histogram, imbalance_percent, size_class, SlurmGroup, Summary};
 use super::svg::{self, series, Bar, Point};
 use crate::html::escape;
 use crate::mail::content::{
@@ -557,7 +557,39 @@ pub fn users(s: &Summary, place: Place) -> String {
         );
     }
     b.push_str("</table>\n");
+    for (title, groups) in [
+        ("Slurm accounts", &s.by_account),
+        ("Slurm partitions", &s.by_partition),
+    ] {
+        slurm_groups(&mut b, title, groups, s.capacity_hours);
+    }
     page(place, &format!("Users of {}", s.period.label), &b)
+}
+
+/// A table of the Slurm jobs by account or partition (nothing when no job ran in Slurm).
+fn slurm_groups(out: &mut String, title: &str, groups: &[SlurmGroup], capacity_hours: f64) {
+    if groups.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "<h2>{title}</h2>");
+    out.push_str("<table>\n<tr><th>name</th><th>jobs</th><th>CPU h</th><th>share of machine</th><th>MPI %</th><th>load balance</th><th>imbalance %</th><th>critical jobs</th></tr>\n");
+    for g in groups {
+        let imbalance = g
+            .imbalance_percent
+            .map_or("-".to_string(), |p| format!("{p:.1}"));
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1}</td><td class=\"n\">{:.3} %</td><td class=\"n\">{:.1}</td><td class=\"n\">{:.2}</td><td class=\"n\">{imbalance}</td><td class=\"n\">{}</td></tr>",
+            escape(&g.name),
+            g.totals.jobs,
+            g.totals.cpu_hours(),
+            percent(g.totals.cpu_hours(), capacity_hours),
+            g.totals.mpi_percent(),
+            g.totals.load_balance(),
+            g.critical
+        );
+    }
+    out.push_str("</table>\n");
 }
 
 /// One user's figures against the site's reference values, their routines and their jobs.
@@ -602,7 +634,7 @@ pub fn job(job: &JobRecord, traced: Option<&TracedJob>, place: Place) -> String 
         Some(_) => format!("{} (the interpreter)", job.exe),
         None => job.exe.clone(),
     };
-    let facts: Vec<(&str, String)> = vec![
+    let mut facts: Vec<(&str, String)> = vec![
         ("job id", job.job_id.clone()),
         ("user", format!("{} (uid {})", job.user, job.uid)),
         ("application", job.application().to_string()),
@@ -639,6 +671,13 @@ pub fn job(job: &JobRecord, traced: Option<&TracedJob>, place: Place) -> String 
         ),
         ("key", job.key()),
     ];
+    if let Some(slurm) = &job.slurm {
+        facts.extend(mpistat_record::report::slurm_lines(
+            slurm,
+            job.ranks,
+            job.end_unix_ms,
+        ));
+    }
     for (name, value) in &facts {
         let _ = writeln!(
             b,

@@ -6,6 +6,7 @@
 use super::period::Period;
 use crate::db::{Database, PeriodTotals};
 use crate::mail::content::{percent, routine_rows, RoutineRow, Totals};
+use mpistat_record::model::SlurmFacts;
 use mpistat_record::{Binding, JobRecord};
 use mpistat_site::SiteConfig;
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,6 +38,19 @@ pub struct GroupRow {
     pub cpu_percent: f64,
 }
 
+/// The interval's Slurm jobs of one account or partition.
+#[derive(Debug, Clone)]
+pub struct SlurmGroup {
+    /// The account or partition; `(none)` when Slurm gave the job none.
+    pub name: String,
+    pub totals: Totals,
+    /// Critical-path imbalance, percent of wall time, weighted by CPU time over the jobs with
+    /// the figures.
+    pub imbalance_percent: Option<f64>,
+    /// Jobs on the critical page.
+    pub critical: usize,
+}
+
 /// Everything the pages of one interval show.
 pub struct Summary<'a> {
     pub period: Period,
@@ -64,6 +78,9 @@ pub struct Summary<'a> {
     /// Message-size histogram over every routine of every job (entry b: 2^(b-1)..2^b-1 bytes).
     pub histogram: Vec<u64>,
     pub critical: Vec<CriticalJob<'a>>,
+    /// Jobs that ran in Slurm, by account and by partition (most CPU time first).
+    pub by_account: Vec<SlurmGroup>,
+    pub by_partition: Vec<SlurmGroup>,
     /// This interval and the ones before it, oldest first.
     pub trend: Vec<(String, PeriodTotals)>,
 }
@@ -306,6 +323,8 @@ pub fn summarise<'a>(
             .cmp(&a.job.wall_ns.sum)
             .then_with(|| a.job.key().cmp(&b.job.key()))
     });
+    let by_account = slurm_groups(jobs, &critical, |s| s.account.as_deref());
+    let by_partition = slurm_groups(jobs, &critical, |s| s.partition.as_deref());
     let mut trend = Vec::new();
     let mut at = Some(period.clone());
     while let Some(p) = at.filter(|_| trend.len() <= TREND_INTERVALS) {
@@ -342,13 +361,106 @@ pub fn summarise<'a>(
         groups,
         histogram,
         critical,
+        by_account,
+        by_partition,
         trend,
     })
+}
+
+/// The jobs with Slurm facts grouped by `key` (account or partition), most CPU time first.
+fn slurm_groups(
+    jobs: &[JobRecord],
+    critical: &[CriticalJob],
+    key: impl Fn(&SlurmFacts) -> Option<&str>,
+) -> Vec<SlurmGroup> {
+    let name = |job: &JobRecord| {
+        job.slurm
+            .as_ref()
+            .map(|s| key(s).unwrap_or("(none)").to_string())
+    };
+    // Totals, imbalance percent × CPU time and that CPU time, critical jobs.
+    let mut groups: BTreeMap<String, (Totals, f64, f64, usize)> = BTreeMap::new();
+    for job in jobs {
+        let Some(name) = name(job) else { continue };
+        let group = groups.entry(name).or_default();
+        group.0.add(job);
+        if let Some(i) = imbalance_percent(job) {
+            group.1 += i * job.wall_ns.sum as f64;
+            group.2 += job.wall_ns.sum as f64;
+        }
+    }
+    for c in critical {
+        if let Some(group) = name(c.job).and_then(|n| groups.get_mut(&n)) {
+            group.3 += 1;
+        }
+    }
+    let mut rows: Vec<SlurmGroup> = groups
+        .into_iter()
+        .map(|(name, (totals, weighted, wall, critical))| SlurmGroup {
+            name,
+            totals,
+            imbalance_percent: (wall > 0.0).then(|| weighted / wall),
+            critical,
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.totals
+            .wall_ns
+            .cmp(&a.totals.wall_ns)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    rows
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slurm_jobs_group_by_account_and_partition() {
+        let job = |hours: u64, slurm: Option<(&str, Option<&str>)>| JobRecord {
+            job_id: format!("{hours}"),
+            ranks: 1,
+            wall_ns: mpistat_record::Stat::single(hours * 3_600_000_000_000, 0),
+            slurm: slurm.map(|(partition, account)| SlurmFacts {
+                job_id: format!("{hours}"),
+                partition: Some(partition.into()),
+                account: account.map(str::to_string),
+                ..SlurmFacts::default()
+            }),
+            ..JobRecord::default()
+        };
+        let jobs = [
+            job(1, Some(("debug", Some("physics")))),
+            job(4, Some(("big", Some("physics")))),
+            job(2, Some(("big", None))),
+            job(8, None),
+        ];
+        let critical = [CriticalJob {
+            job: &jobs[1],
+            reasons: vec![],
+        }];
+        let accounts = slurm_groups(&jobs, &critical, |s| s.account.as_deref());
+        let names: Vec<(&str, usize, f64, usize)> = accounts
+            .iter()
+            .map(|g| {
+                (
+                    g.name.as_str(),
+                    g.totals.jobs,
+                    g.totals.cpu_hours(),
+                    g.critical,
+                )
+            })
+            .collect();
+        assert_eq!(names, [("physics", 2, 5.0, 1), ("(none)", 1, 2.0, 0)]);
+        let partitions = slurm_groups(&jobs, &critical, |s| s.partition.as_deref());
+        let names: Vec<(&str, usize, usize)> = partitions
+            .iter()
+            .map(|g| (g.name.as_str(), g.totals.jobs, g.critical))
+            .collect();
+        assert_eq!(names, [("big", 2, 1), ("debug", 1, 0)]);
+        assert!(slurm_groups(&jobs[3..], &[], |s| s.account.as_deref()).is_empty());
+    }
 
     #[test]
     fn size_classes_are_powers_of_two() {

@@ -1,0 +1,476 @@
+//! Jobs through a real Slurm (a private one-node cluster, `mpistat_e2e::slurm`) with mpistat's
+//! TaskProlog (`etc/slurm/mpistat-taskprolog.sh`): users submit plain batch scripts and records
+//! arrive, with the job's Slurm facts; an opted-out job leaves none; a job killed by `scancel` or
+//! at its time limit leaves a partial one. Skipped loudly where Slurm is not installed.
+
+use mpistat_e2e::slurm::{JobState, Slurm};
+use mpistat_e2e::*;
+use mpistat_record::model::JobRecord;
+use mpistat_record::{Binding, Stat};
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a short job may take from submission to its end.
+const JOB_END: Duration = Duration::from_secs(120);
+/// Ranks of the MPI jobs: one per CPU of a 2-CPU machine.
+const RANKS: u32 = 2;
+
+/// The environment a user's `sbatch` passes on to the job (Slurm exports the submitter's
+/// environment): root may run mpirun (the tests run as root), Open MPI tuned for a small
+/// machine as in the other tests, and the site config of the private syslogd (a site has it in
+/// /etc/mpistat/site.toml). Nothing of mpistat's preloading: that is the TaskProlog's job.
+fn job_env(syslogd: &Syslogd) -> Vec<(String, String)> {
+    vec![
+        ("OMPI_ALLOW_RUN_AS_ROOT".into(), "1".into()),
+        ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM".into(), "1".into()),
+        ("OMPI_MCA_mpi_yield_when_idle".into(), "1".into()),
+        (
+            "OMPI_MCA_btl_vader_single_copy_mechanism".into(),
+            "none".into(),
+        ),
+        (
+            "MPISTAT_CONFIG".into(),
+            syslogd.site_config().display().to_string(),
+        ),
+    ]
+}
+
+fn pairs(env: &[(String, String)]) -> Vec<(&str, &str)> {
+    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+/// A batch script running `mpirun <program>` (ranks as the allocation says) and then, as a second
+/// step, `srun --mpi=pmix <program>`.
+fn mpirun_then_srun(program: &Path) -> String {
+    let p = program.display();
+    format!(
+        "#!/bin/sh\nmpirun --bind-to none {p}\necho mpirun=$?\nsrun --mpi=pmix {p}\necho srun=$?\n"
+    )
+}
+
+fn assert_all(states: &[JobState], state: &str, slurm: &Slurm, id: &str) {
+    assert!(
+        !states.is_empty() && states.iter().all(|s| s.state == state),
+        "job {id}: {states:?}, expected {state}; output:\n{}",
+        slurm.output(id)
+    );
+}
+
+/// The Slurm facts every record of `id` has in this cluster, whatever the job.
+fn assert_common_facts(record: &JobRecord, slurm: &Slurm, id: &str) {
+    let facts = record
+        .slurm
+        .as_ref()
+        .expect("a record made in Slurm has Slurm facts");
+    assert_eq!(facts.job_id, id);
+    assert_eq!(facts.cluster.as_deref(), Some("mpistat"));
+    assert_eq!(facts.partition.as_deref(), Some("debug"));
+    assert_eq!(facts.node_list.as_deref(), Some(slurm.node()));
+    assert_eq!(facts.nodes, Some(1));
+    assert_eq!(facts.cpus_per_node.as_deref(), Some("2"));
+    assert_eq!(facts.cpus_allocated(), Some(2));
+    let (submit, start) = (facts.submit_unix_s.unwrap(), facts.start_unix_s.unwrap());
+    assert!(submit <= start, "submitted {submit}, started {start}");
+    assert!(
+        start <= record.start_unix_ms / 1000,
+        "the job started at {start}, after MPI_Init at {}",
+        record.start_unix_ms
+    );
+}
+
+/// Two CPUs are needed for 2 ranks without overcommitting the node.
+fn enough_cpus() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(
+        cpus >= RANKS as usize,
+        "the Slurm tests need {RANKS} CPUs, this machine has {cpus}"
+    );
+}
+
+/// A C program through `mpirun` in a batch script, then through `srun --mpi=pmix` as the second
+/// step of the same job: two exact records (one per step) with the job's facts, and the report
+/// of `mpistat show` names the Slurm job.
+#[test]
+fn batch_job_steps_get_exact_records_with_their_slurm_facts() {
+    let _serial = serial();
+    let Some(slurm) = Slurm::start() else { return };
+    enough_cpus();
+    let syslogd = Syslogd::start();
+    let env = job_env(&syslogd);
+    let id = slurm.sbatch(
+        &mpirun_then_srun(&program("basic.c")),
+        &[
+            "--ntasks=2",
+            "--job-name=basic-c",
+            "--account=physics",
+            "--time=5",
+        ],
+        &pairs(&env),
+    );
+    let states = slurm.wait_ended(&id, JOB_END);
+    assert_all(&states, "COMPLETED", &slurm, &id);
+    let output = slurm.output(&id);
+    assert!(
+        output.contains("mpirun=0") && output.contains("srun=0"),
+        "{output}"
+    );
+    for rank in 0..RANKS {
+        assert_eq!(
+            output.matches(&basic_ok_line(rank)).count(),
+            2,
+            "rank {rank} of each step prints its line:\n{output}"
+        );
+    }
+
+    let records = syslogd.records(2);
+    assert_eq!(records.len(), 2, "one record per step: {records:#?}");
+    let expected = basic_expectations(RANKS);
+    for record in &records {
+        assert_eq!(record.ranks, RANKS);
+        assert_eq!(record.partial, None);
+        assert_eq!(record.binding, Binding::C);
+        assert_routines(record, &expected);
+        assert_no_other_routines(record, &expected, LIFECYCLE);
+        assert_common_facts(record, &slurm, &id);
+        let facts = record.slurm.as_ref().unwrap();
+        assert_eq!(facts.job_name.as_deref(), Some("basic-c"));
+        assert_eq!(facts.account.as_deref(), Some("physics"));
+        assert_eq!(facts.time_limit_s, Some(300));
+        assert_eq!(facts.array_job_id, None);
+        assert!(!facts.reached_time_limit(record.end_unix_ms));
+    }
+    // mpirun's ranks run in the batch step (no step id); srun's ranks in step 0.
+    let mut steps: Vec<Option<&str>> = records
+        .iter()
+        .map(|r| r.slurm.as_ref().unwrap().step_id.as_deref())
+        .collect();
+    steps.sort();
+    assert_eq!(steps, [None, Some("0")]);
+    let mut job_ids: Vec<&str> = records.iter().map(|r| r.job_id.as_str()).collect();
+    job_ids.sort();
+    assert_eq!(job_ids, [id.clone(), format!("{id}.0")]);
+
+    let log = TempDir::new("slurm-show");
+    let file = log.path().join("records.log");
+    std::fs::write(&file, syslogd.lines().join("\n") + "\n").unwrap();
+    let show = std::process::Command::new(library().with_file_name("mpistat"))
+        .arg("show")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(show.status.success(), "{text}");
+    for line in [
+        format!("  Slurm job   {id}.0 \"basic-c\" on cluster mpistat"),
+        format!("  Slurm job   {id} \"basic-c\" on cluster mpistat"),
+        "  account     physics, partition debug, QOS -".to_string(),
+        format!(
+            "  allocated   1 node(s) {}, CPUs per node 2 = 2 CPUs; 2 rank(s) ran on them (100 %)",
+            slurm.node()
+        ),
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("  time limit  0:05:00; ended ")),
+        "{text}"
+    );
+
+    // The user's weekly mail names the jobs as sacct does, with the job name; the job page shows
+    // the facts.
+    let dir = TempDir::new("slurm-digest");
+    let log = dir.path().join("records.log");
+    write_trusted_log(&syslogd, &log);
+    let config = dir.path().join("site.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[database]\npath = {:?}\n[mail]\ntransport = \"directory\"\ndirectory = {:?}\n",
+            dir.path().join("mpistat.db").display().to_string(),
+            dir.path().join("mail").display().to_string(),
+        ),
+    )
+    .unwrap();
+    assert!(mpistat(&["ingest", log.to_str().unwrap()], &config)
+        .status
+        .success());
+    let week = this_week();
+    assert!(mpistat(&["digest", "--week", &week, "--send"], &config)
+        .status
+        .success());
+    let mails: Vec<String> = std::fs::read_dir(dir.path().join("mail"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(mails.len(), 1);
+    for id in [id.clone(), format!("{id}.0")] {
+        let row = mails[0]
+            .lines()
+            .find(|l| l.starts_with(&format!("{id:<12}{RANKS:>6}")))
+            .unwrap_or_else(|| panic!("job {id} not among the biggest jobs: {}", mails[0]));
+        assert!(row.ends_with("  basic (job \"basic-c\")"), "{row:?}");
+    }
+    let site = dir.path().join("site");
+    assert!(mpistat(
+        &[
+            "site-report",
+            "--week",
+            &week,
+            "--out",
+            site.to_str().unwrap()
+        ],
+        &config
+    )
+    .status
+    .success());
+    for record in &records {
+        let page = std::fs::read_to_string(site.join(format!("jobs/{}.html", record.key())))
+            .expect("the job's page");
+        let step = record.slurm.as_ref().unwrap().job_step();
+        assert!(
+            page.contains(&format!(
+                "<tr><th>Slurm job</th><td>{step} &quot;basic-c&quot; on cluster mpistat</td></tr>"
+            )),
+            "{page}"
+        );
+        assert!(page.contains("<tr><th>account</th><td>physics, partition debug, QOS -</td></tr>"));
+    }
+    // The users page groups the Slurm jobs by account and by partition.
+    let users = std::fs::read_to_string(site.join("users.html")).unwrap();
+    for (title, row) in [
+        (
+            "Slurm accounts",
+            "<tr><td>physics</td><td class=\"n\">2</td>",
+        ),
+        (
+            "Slurm partitions",
+            "<tr><td>debug</td><td class=\"n\">2</td>",
+        ),
+    ] {
+        let table = users
+            .split(&format!("<h2>{title}</h2>"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {title} in {users}"));
+        assert!(table.contains(row), "{title}: no {row:?} in {table}");
+    }
+}
+
+/// The Fortran twin (`use mpi_f08`) through mpirun in a batch script.
+#[test]
+fn fortran_batch_job_gets_an_exact_record() {
+    let _serial = serial();
+    let Some(slurm) = Slurm::start() else { return };
+    enough_cpus();
+    let syslogd = Syslogd::start();
+    let env = job_env(&syslogd);
+    let fortran = Program {
+        source: "basic.F90",
+        name: "basic_use_mpi_f08",
+        flags: &["-DUSE_F08"],
+    }
+    .path();
+    let script = format!("#!/bin/sh\nmpirun --bind-to none {}\n", fortran.display());
+    let id = slurm.sbatch(&script, &["--ntasks=2", "--job-name=basic-f"], &pairs(&env));
+    assert_all(&slurm.wait_ended(&id, JOB_END), "COMPLETED", &slurm, &id);
+    let record = syslogd.single_record();
+    assert_eq!(record.ranks, RANKS);
+    assert_eq!(record.binding, Binding::Fortran);
+    let expected = basic_expectations(RANKS);
+    assert_routines(&record, &expected);
+    assert_no_other_routines(&record, &expected, LIFECYCLE);
+    assert_common_facts(&record, &slurm, &id);
+    assert_eq!(record.slurm.unwrap().job_name.as_deref(), Some("basic-f"));
+}
+
+/// An array job of 2 tasks: one record per task, each with its array job and task id.
+#[test]
+fn array_job_tasks_get_records_with_array_ids() {
+    let _serial = serial();
+    let Some(slurm) = Slurm::start() else { return };
+    enough_cpus();
+    let syslogd = Syslogd::start();
+    let env = job_env(&syslogd);
+    let script = format!(
+        "#!/bin/sh\nmpirun --bind-to none {}\n",
+        program("basic.c").display()
+    );
+    let array = slurm.sbatch(
+        &script,
+        &["--ntasks=2", "--array=1-2", "--job-name=sweep"],
+        &pairs(&env),
+    );
+    let states = slurm.wait_ended(&array, JOB_END);
+    assert_eq!(states.len(), 2, "{states:?}");
+    assert!(states.iter().all(|s| s.state == "COMPLETED"), "{states:?}");
+    let records = syslogd.records(2);
+    assert_eq!(records.len(), 2);
+    let mut tasks = Vec::new();
+    for record in &records {
+        assert_routines(record, &basic_expectations(RANKS));
+        let facts = record.slurm.as_ref().unwrap();
+        assert_eq!(facts.array_job_id.as_deref(), Some(array.as_str()));
+        assert_eq!(facts.job_name.as_deref(), Some("sweep"));
+        let task = facts.array_task_id.clone().unwrap();
+        assert_eq!(facts.job_step(), format!("{array}_{task}"));
+        assert_common_facts(record, &slurm, &facts.job_id);
+        tasks.push(task);
+    }
+    tasks.sort();
+    assert_eq!(tasks, ["1", "2"]);
+}
+
+/// `MPISTAT=off` in the submitter's environment: the job runs as usual and leaves no record. (A
+/// job submitted after it, without the opt-out, leaves one: the only record in the log.)
+#[test]
+fn opted_out_job_leaves_no_record() {
+    let _serial = serial();
+    let Some(slurm) = Slurm::start() else { return };
+    enough_cpus();
+    let syslogd = Syslogd::start();
+    let script = format!(
+        "#!/bin/sh\necho \"LD_PRELOAD=$LD_PRELOAD\"\nmpirun --bind-to none {}\n",
+        program("basic.c").display()
+    );
+    let mut off = job_env(&syslogd);
+    off.push(("MPISTAT".into(), "off".into()));
+    let opted_out = slurm.sbatch(&script, &["--ntasks=2"], &pairs(&off));
+    assert_all(
+        &slurm.wait_ended(&opted_out, JOB_END),
+        "COMPLETED",
+        &slurm,
+        &opted_out,
+    );
+    let output = slurm.output(&opted_out);
+    assert!(output.lines().any(|l| l == "LD_PRELOAD="), "{output}");
+    assert_every_rank_printed_in(&output);
+
+    let env = job_env(&syslogd);
+    let profiled = slurm.sbatch(&script, &["--ntasks=2"], &pairs(&env));
+    assert_all(
+        &slurm.wait_ended(&profiled, JOB_END),
+        "COMPLETED",
+        &slurm,
+        &profiled,
+    );
+    let record = syslogd.single_record();
+    assert_eq!(record.slurm.unwrap().job_id, profiled);
+}
+
+fn assert_every_rank_printed_in(output: &str) {
+    for rank in 0..RANKS {
+        assert!(output.lines().any(|l| l == basic_ok_line(rank)), "{output}");
+    }
+}
+
+/// Submit `forever.c` through mpirun and wait until it runs MPI; returns the job id.
+fn start_forever(slurm: &Slurm, syslogd: &Syslogd, args: &[&str]) -> String {
+    let env = job_env(syslogd);
+    let script = format!(
+        "#!/bin/sh\nmpirun --bind-to none {}\n",
+        program("forever.c").display()
+    );
+    let id = slurm.sbatch(&script, args, &pairs(&env));
+    slurm.wait_output_line(&id, "forever: running", JOB_END);
+    id
+}
+
+/// What a job killed by SIGTERM leaves: one partial record of rank 0 ("SIGTERM"), with its
+/// barriers counted and the job's facts.
+fn check_killed_record(syslogd: &Syslogd, slurm: &Slurm, id: &str) -> JobRecord {
+    let record = syslogd.single_record();
+    assert_eq!(record.partial.as_deref(), Some("SIGTERM"), "{record:#?}");
+    assert_eq!(record.ranks, RANKS);
+    let barrier = routine(&record, "MPI_Barrier");
+    assert!(barrier.calls.sum >= 1, "{barrier:?}");
+    assert_eq!(
+        barrier.calls.max_rank, 0,
+        "a partial record holds rank 0's numbers"
+    );
+    assert_common_facts(&record, slurm, id);
+    record
+}
+
+/// `scancel` sends SIGTERM to every process of the job: rank 0 writes a partial record first.
+#[test]
+fn scancelled_job_leaves_a_partial_record() {
+    let _serial = serial();
+    let Some(slurm) = Slurm::start() else { return };
+    enough_cpus();
+    let syslogd = Syslogd::start();
+    let id = start_forever(&slurm, &syslogd, &["--ntasks=2", "--time=10"]);
+    let mut cancel = slurm.command("scancel");
+    cancel.arg(&id);
+    slurm.run(cancel);
+    assert_all(&slurm.wait_ended(&id, JOB_END), "CANCELLED", &slurm, &id);
+    let record = check_killed_record(&syslogd, &slurm, &id);
+    assert!(!record.slurm.unwrap().reached_time_limit(record.end_unix_ms));
+}
+
+/// A job running past `--time=1` (one minute, Slurm's smallest limit) is killed by SIGTERM at its
+/// limit: a partial record whose facts say it reached the limit.
+#[test]
+fn job_killed_at_its_time_limit_leaves_a_partial_record() {
+    let _serial = serial();
+    let Some(slurm) = Slurm::start() else { return };
+    enough_cpus();
+    let syslogd = Syslogd::start();
+    let id = start_forever(&slurm, &syslogd, &["--ntasks=2", "--time=1"]);
+    // The limit is checked about every 30 s, and the job has KillWait=10 s to go.
+    assert_all(
+        &slurm.wait_ended(&id, Duration::from_secs(180)),
+        "TIMEOUT",
+        &slurm,
+        &id,
+    );
+    let record = check_killed_record(&syslogd, &slurm, &id);
+    let facts = record.slurm.as_ref().unwrap();
+    assert_eq!(facts.time_limit_s, Some(60));
+    assert!(
+        facts.reached_time_limit(record.end_unix_ms),
+        "ended at {} ms, started {:?} with a limit of 60 s",
+        record.end_unix_ms,
+        facts.start_unix_s
+    );
+}
+
+/// Steps that end with `MPI_Abort` (rank 1 of `abort.c`), through mpirun and through srun: the
+/// job fails, and each step leaves one record, the aborting rank's partial one, with the job's
+/// facts (the launcher stopping the other ranks adds none).
+#[test]
+fn aborted_step_leaves_a_partial_record_with_its_slurm_facts() {
+    let _serial = serial();
+    let Some(slurm) = Slurm::start() else { return };
+    enough_cpus();
+    let syslogd = Syslogd::start();
+    let env = job_env(&syslogd);
+    let p = program("abort.c");
+    let script = format!(
+        "#!/bin/sh\nmpirun --bind-to none {}\nsrun --mpi=pmix {}\n",
+        p.display(),
+        p.display()
+    );
+    let id = slurm.sbatch(&script, &["--ntasks=2", "--job-name=aborts"], &pairs(&env));
+    assert_all(&slurm.wait_ended(&id, JOB_END), "FAILED", &slurm, &id);
+    let mut records = syslogd.records(2);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(syslogd.decoded().records.len(), 2, "{records:#?}");
+    records.sort_by_key(|r| r.slurm.as_ref().unwrap().step_id.clone());
+    for record in &records {
+        assert_eq!(
+            record.partial.as_deref(),
+            Some("MPI_Abort (errorcode 3) on rank 1")
+        );
+        assert_eq!(routine(record, "MPI_Send").calls, Stat::single(3, 1));
+        assert_common_facts(record, &slurm, &id);
+        assert_eq!(
+            record.slurm.as_ref().unwrap().job_name.as_deref(),
+            Some("aborts")
+        );
+    }
+    let steps: Vec<Option<&str>> = records
+        .iter()
+        .map(|r| r.slurm.as_ref().unwrap().step_id.as_deref())
+        .collect();
+    assert_eq!(steps, [None, Some("0")]);
+}
