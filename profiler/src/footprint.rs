@@ -3,8 +3,9 @@
 //! `MPI_Init` runs code that no rank needs again (reading site.toml, choosing counters, setting up
 //! supersteps), and the kernel maps code in 64 KiB chunks around each fault ("fault-around"), so
 //! after `MPI_Init` nearly all of the library's code and read-only data would stay in each rank's
-//! RSS. These pages are clean and file-backed: at the end of `MPI_Init` we drop this process's
-//! mappings of them (`MADV_DONTNEED`). They stay in the page cache, shared by all ranks of the
+//! RSS. These pages are clean and file-backed: just before the real `MPI_Init` (start-up work that
+//! needs no MPI is done by then, so its pages never add to MPI_Init's own peak) and again at its
+//! end we drop this process's mappings of them (`MADV_DONTNEED`). They stay in the page cache, shared by all ranks of the
 //! node; the hot path maps back in only the few chunks it runs. Writable segments (RELRO
 //! included: the dynamic loader relocated them in place) are never touched: dropping them would
 //! lose the relocations. The library has no text relocations (a test checks), so read-only segments are

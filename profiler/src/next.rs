@@ -34,9 +34,10 @@ impl Next {
         self.resolve()
     }
 
-    /// Look the routine up now if it is not yet: `MPI_Init` does this for every routine, so that
-    /// no lookup runs after it (a `dlsym` reads the name, the loader's tables and this code, all
-    /// on pages released at the end of `MPI_Init`, see footprint.rs). A routine the MPI library
+    /// Look the routine up now if it is not yet: `MPI_Init` does this for every routine before
+    /// the real call, so that no lookup runs after it (a `dlsym` reads the name, the loader's
+    /// tables and this code, all on pages released then and at the end of `MPI_Init`, see
+    /// footprint.rs). A routine the MPI library
     /// lacks stays unresolved here; its first call says so.
     pub fn prefetch(&self) {
         if self.addr.load(Ordering::Relaxed).is_null() {
