@@ -114,6 +114,9 @@ fn absolute(path: &str, cwd: &str) -> String {
     }
     if joined.starts_with('/') {
         format!("/{}", parts.join("/"))
+    } else if parts.is_empty() {
+        // A relative path that names the working directory itself (`.`, `a/..`).
+        ".".to_string()
     } else {
         parts.join("/")
     }
@@ -405,5 +408,8 @@ mod tests {
         let argv = ["python3".to_string(), "./a/../b.py".to_string()];
         assert_eq!(classify(PY, &argv, "").name, "b.py");
         assert_eq!(absolute("/../..", "/x"), "/");
+        // Found by the property test: a script named `.` must still name something.
+        assert_eq!(absolute(".", ""), ".");
+        assert_eq!(absolute("a/..", ""), ".");
     }
 }
