@@ -17,7 +17,7 @@ say "Checking prerequisites (Open MPI, gfortran, rsyslog, Rust)"
 source scripts/prereqs.sh
 
 say "Building libmpistat.so and the mpistat command (cargo build --release)"
-cargo build --release -p mpistat-profiler -p mpistat-digest
+cargo build --release -p mpistat-front -p mpistat-profiler -p mpistat-digest
 lib=$repo/target/release/libmpistat.so
 mpistat=$repo/target/release/mpistat
 

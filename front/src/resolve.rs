@@ -20,17 +20,25 @@ use std::sync::atomic::Ordering;
 use std::sync::Once;
 
 /// Called by `lazy_common` with a slot index: fill every slot (once, whichever thread comes
-/// first; the others wait), then return where the slot's export goes. A name nothing defines
-/// stops the process with a message, as calling on would jump to address 0.
+/// first; the others wait), then return where the slot's export goes. A name that nothing
+/// defined then is looked up again at each call until found (a library loaded since may define
+/// it: Open MPI's `MPI_Init` loads libpmix); a name nothing defines stops the process with a
+/// message, as calling on would jump to address 0.
 pub(crate) extern "C" fn resolve(index: u32) -> *mut c_void {
     static ONCE: Once = Once::new();
     ONCE.call_once(fill);
     let i = index as usize;
     let target = SLOTS[i].load(Ordering::Acquire);
-    if target == LAZY[i] as *mut c_void {
+    if target != LAZY[i] as *mut c_void {
+        return target;
+    }
+    let late = std::panic::catch_unwind(|| Elsewhere::find().next(name(i)))
+        .unwrap_or(std::ptr::null_mut());
+    if late.is_null() {
         known::missing(name(i));
     }
-    target
+    SLOTS[i].store(late, Ordering::Release);
+    late
 }
 
 fn name(i: usize) -> &'static CStr {

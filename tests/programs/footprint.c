@@ -1,5 +1,5 @@
-/* Prints, per rank, how much of libmpistat is resident after MPI_Init and a loop of common calls
- * long enough to fill the superstep buffer (so its merging runs too), from /proc/self/smaps:
+/* Prints, per rank, how much of the profiler (libmpistat_<family>.so, loaded by the front) is
+ * resident after MPI_Init and a loop of common calls long enough to fill the superstep buffer (so its merging runs too), from /proc/self/smaps:
  * "code rss_kb=N size_kb=M" for the code (r-xp mapping) and "rodata rss_kb=N size_kb=M" for the
  * first read-only segment (dynamic symbols, constants, unwind tables; mapped at offset 0). */
 #include <mpi.h>
@@ -16,7 +16,7 @@ static void report_residency(int rank) {
         char perms[8];
         if (sscanf(line, "%lx-%lx %7s %lx", &start, &end, perms, &offset) == 4) {
             in = 0;
-            if (strstr(line, "libmpistat") != NULL) {
+            if (strstr(line, "libmpistat_") != NULL) {
                 if (strcmp(perms, "r-xp") == 0) in = 1;
                 else if (strcmp(perms, "r--p") == 0 && offset == 0) in = 2;
             }

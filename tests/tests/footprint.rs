@@ -1,6 +1,7 @@
 //! What the library adds to a rank's resident memory (profiler/src/footprint.rs): the code that
 //! only `MPI_Init` needs is released, the hot wrappers sit together, and the read-only segments
-//! that are released hold no relocations.
+//! that are released hold no relocations. The library is the implementation the front loads
+//! (`libmpistat_openmpi.so`); the front itself is a page of trampolines.
 
 use mpistat_e2e::*;
 use std::process::Command;
@@ -8,7 +9,7 @@ use std::process::Command;
 fn readelf(args: &[&str]) -> String {
     let out = Command::new("readelf")
         .args(args)
-        .arg(library())
+        .arg(implementation("openmpi"))
         .output()
         .expect("readelf (binutils) runs");
     assert!(out.status.success(), "{out:?}");
