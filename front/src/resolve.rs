@@ -129,7 +129,10 @@ fn own_directory() -> Option<PathBuf> {
 /// library, in the global scope ahead of the MPI library.
 unsafe extern "C" fn next_after_front(name: *const c_char) -> *mut c_void {
     // SAFETY: the implementation passes a NUL-terminated name.
-    unsafe { libc::dlsym(libc::RTLD_NEXT, name) }
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name) };
+    // Not a tail call: as `jmp dlsym`, dlsym would see the implementation's return address and
+    // search after the implementation, not after us.
+    std::hint::black_box(p)
 }
 
 /// Where a name is defined when not after this library in the global scope: the loaded MPI
