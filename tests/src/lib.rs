@@ -67,6 +67,13 @@ pub fn library() -> PathBuf {
     path
 }
 
+/// `tests/programs/basic.c`, for any MPI ([`Program::path_for`]).
+pub const BASIC: Program = Program {
+    source: "basic.c",
+    name: "basic",
+    flags: &[],
+};
+
 /// The profiler built for one MPI family (`openmpi`), which the front [`library`] loads from
 /// its own directory: `libmpistat_<family>.so` beside it.
 ///

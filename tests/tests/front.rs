@@ -31,17 +31,9 @@ fn front_in_dir(label: &str, implementation: Option<&str>) -> (TempDir, PathBuf)
 /// the same exit status and output, and no record.
 fn passed_through(mpi: Mpi, front: &Path) {
     let syslogd = Syslogd::start();
-    let job = Job::new(
-        Program {
-            source: "basic.c",
-            name: "basic",
-            flags: &[],
-        }
-        .path_for(mpi),
-        4,
-    )
-    .mpi(mpi)
-    .env("MPISTAT_DETAIL", "stderr");
+    let job = Job::new(BASIC.path_for(mpi), 4)
+        .mpi(mpi)
+        .env("MPISTAT_DETAIL", "stderr");
     let bare = job.bare();
     bare.assert_success();
     let preloaded = job
@@ -87,7 +79,10 @@ fn the_implementation_preloaded_directly_still_profiles() {
     let _serial = serial();
     let syslogd = Syslogd::start();
     Job::new(program("basic.c"), 4)
-        .env("LD_PRELOAD", implementation("openmpi").display().to_string())
+        .env(
+            "LD_PRELOAD",
+            implementation("openmpi").display().to_string(),
+        )
         .linked(&syslogd.site_config())
         .assert_success();
     let record = syslogd.single_record();

@@ -123,8 +123,11 @@ fn the_front_loads_no_implementation_into_a_process_that_makes_no_mpi_call() {
     // any initialiser runs, so a front that chose its implementation when loaded would take it.
     let dir = TempDir::new("no-mpi-call");
     let source = dir.path().join("no_mpi_call.c");
-    std::fs::write(&source, "#include <stdio.h>\nint main(void) { return 0; }\n")
-        .expect("write the program");
+    std::fs::write(
+        &source,
+        "#include <stdio.h>\nint main(void) { return 0; }\n",
+    )
+    .expect("write the program");
     let exe = dir.path().join("no_mpi_call");
     let built = Command::new("mpicc")
         .arg("-o")
@@ -135,5 +138,8 @@ fn the_front_loads_no_implementation_into_a_process_that_makes_no_mpi_call() {
         .expect("run mpicc");
     assert!(built.status.success(), "{built:?}");
     let trace = assert_front_alone(&[exe.to_str().unwrap()]);
-    assert!(trace.contains("libmpi.so.40"), "libmpi was not loaded:\n{trace}");
+    assert!(
+        trace.contains("libmpi.so.40"),
+        "libmpi was not loaded:\n{trace}"
+    );
 }

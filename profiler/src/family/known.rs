@@ -78,10 +78,10 @@ impl Known {
     }
 }
 
-/// `name` in the first loaded library of these sonames that defines it (however it was
-/// opened), or null.
-pub fn in_libraries(sonames: &[&CStr], name: &CStr) -> *mut c_void {
-    for lib in sonames {
+/// `name` in the first of these loaded libraries (sonames or paths) that defines it (however it
+/// was opened), or null.
+pub fn in_libraries(libraries: &[&CStr], name: &CStr) -> *mut c_void {
+    for lib in libraries {
         // SAFETY: RTLD_NOLOAD only returns an object that is already loaded.
         let p = unsafe {
             let h = libc::dlopen(lib.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
@@ -132,20 +132,8 @@ pub fn in_loaded(prefix: &[u8], name: &CStr) -> *mut c_void {
     };
     // SAFETY: the callback only reads the loader's entries and pushes to `search`.
     unsafe { libc::dl_iterate_phdr(Some(collect), (&mut search as *mut Search).cast()) };
-    for path in search.found {
-        // SAFETY: RTLD_NOLOAD only returns an object that is already loaded.
-        let p = unsafe {
-            let h = libc::dlopen(path.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
-            if h.is_null() {
-                continue;
-            }
-            libc::dlsym(h, name.as_ptr())
-        };
-        if !p.is_null() {
-            return p;
-        }
-    }
-    std::ptr::null_mut()
+    let paths: Vec<&CStr> = search.found.iter().map(CString::as_c_str).collect();
+    in_libraries(&paths, name)
 }
 
 /// `MPI_X` for `PMPI_X`: what to forward to when no library defines the profiling name (a
@@ -170,4 +158,29 @@ pub fn missing(name: &CStr) -> ! {
     // SAFETY: writing a byte buffer to fd 2.
     unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
     std::process::abort()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_profiling_name_has_a_plain_name() {
+        assert_eq!(plain_name(c"PMPI_Send"), Some(c"MPI_Send"));
+        assert_eq!(plain_name(c"PMPI_Pcontrol"), Some(c"MPI_Pcontrol"));
+        assert_eq!(plain_name(c"MPI_Send"), None);
+        assert_eq!(plain_name(c"PMIx_Fence"), None);
+        assert_eq!(plain_name(c"P"), None);
+    }
+
+    #[test]
+    fn families_have_distinct_markers_and_implementations() {
+        for (i, a) in KNOWN.iter().enumerate() {
+            for b in &KNOWN[i + 1..] {
+                assert_ne!(a.marker, b.marker);
+                assert_ne!(a.implementation, b.implementation);
+                assert!(a.libraries.iter().all(|l| !b.libraries.contains(l)));
+            }
+        }
+    }
 }
