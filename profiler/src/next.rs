@@ -29,6 +29,12 @@ pub unsafe extern "C" fn mpistat_impl_attach(resolve_next: ResolveNext) -> u32 {
     known::PROTOCOL
 }
 
+/// An address inside the front (`libmpistat.so`) if it loaded us, else 0 (see
+/// [`crate::footprint`]: its start-up pages are released with ours).
+pub fn front_address() -> usize {
+    FRONT.load(Ordering::Acquire) as usize
+}
+
 /// The next definition of `name` after this library (after the front, if it loaded us), or null.
 pub fn after_us(name: &CStr) -> *mut c_void {
     let front = FRONT.load(Ordering::Acquire);
