@@ -15,7 +15,7 @@ rounds=5
 
 # shellcheck source=scripts/prereqs.sh
 source scripts/prereqs.sh
-cargo build --release -q -p mpistat-profiler
+cargo build --release -q -p mpistat-front -p mpistat-profiler
 lib=$PWD/target/release/libmpistat.so
 work=$(mktemp -d "${TMPDIR:-/tmp}/mpistat-nodes.XXXXXX")
 trap 'rm -rf "$work"' EXIT

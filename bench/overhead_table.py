@@ -48,10 +48,10 @@ for line in open(raw_file):
 med = statistics.median
 
 
-def added(d, mode):
+def added(d, mode, base="bare"):
     """Median of the per-round differences (rounds are paired: same machine state)."""
-    n = min(len(d["bare"]), len(d[mode]))
-    return med([d[mode][i] - d["bare"][i] for i in range(n)]) if n else float("nan")
+    n = min(len(d[base]), len(d[mode]))
+    return med([d[mode][i] - d[base][i] for i in range(n)]) if n else float("nan")
 
 
 def verdict(ok, limit):
@@ -88,6 +88,18 @@ for layout, names in bench.items():
             print(f"{'':<12} {'':<22} {mode:<10} {p:>9.1f} {a:>9.1f} {a / c:>10.1f} "
                   f"{ratio:>6.2f}  {budget(layout, name, mode, a / c, ratio)}")
 print("(trace mode runs a tenth of the iterations, so that the whole run fits its trace budget)")
+
+if "direct" in modes:
+    print()
+    print("The front's trampoline: ns per call that preloading the front (libmpistat.so, mode "
+          "mpistat) adds over preloading the implementation (libmpistat_openmpi.so, mode direct); "
+          "median of the paired per-round differences")
+    print(f"{'layout':<6} {'workload':<12} {'front ns':>9} {'direct ns':>9} {'added/call':>10}")
+    for layout, names in bench.items():
+        for name, d in names.items():
+            if d["mpistat"] and d["direct"]:
+                print(f"{layout:<6} {name:<12} {med(d['mpistat']):>9.1f} {med(d['direct']):>9.1f} "
+                      f"{added(d, 'mpistat', 'direct') / calls[name]:>10.1f}")
 
 print()
 print(f"{'memory per rank, 2 ranks':<28} {'mode':<10} {'kB':>9} {'added kB':>9}  budget")

@@ -5,7 +5,9 @@
 # (so all see the same machine state), in two layouts: 2 ranks, and 4 ranks on 2 cores ("4o",
 # oversubscribed: any extra work in a collective's wrapper shows on every rank there); and, when
 # MPICH is installed, the same program built for MPICH on 2 ranks ("2m"), bare and with the
-# library preloaded (which passes MPICH through untouched: this measures what that costs). Plus
+# library preloaded (which passes MPICH through untouched: this measures what that costs). Mode
+# "direct" preloads the Open MPI implementation (libmpistat_openmpi.so) itself instead of the front
+# (libmpistat.so): the difference is what the front's trampolines add per call. Plus
 # process start-up cost. Prints tables with the budgets beside the numbers
 # (bench/overhead_table.py). Speed is measured, not asserted: this fails only if something
 # crashes. Then the trace analysis benchmark (bench/analysis.rs): bytes per event of the trace
@@ -46,8 +48,9 @@ fi
 
 # shellcheck source=scripts/prereqs.sh
 source scripts/prereqs.sh
-cargo build --release -q -p mpistat-profiler
+cargo build --release -q -p mpistat-front -p mpistat-profiler
 lib=$PWD/target/release/libmpistat.so
+implementation=$PWD/target/release/libmpistat_openmpi.so
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/mpistat-bench.XXXXXX")
 sink_pid=
@@ -110,7 +113,7 @@ layout_command() { # LAYOUT: prints the launcher's command line
 layouts=(2 4o)
 ((mpich)) && layouts+=(2m)
 
-modes=(bare mpistat trace)
+modes=(bare mpistat direct trace)
 declare -A other_env=() # mode: "-x LD_PRELOAD=LIB -x VAR=VALUE ..." for mpirun
 for spec in "${others[@]}"; do
     name=${spec%%=*}
@@ -136,6 +139,7 @@ run_overhead() { # LAYOUT MODE
         case $mode in
             bare) ;;
             mpistat) extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site.toml" "${counter_env[@]}") ;;
+            direct) extra=(-x "LD_PRELOAD=$implementation" -x "MPISTAT_CONFIG=$work/site.toml" "${counter_env[@]}") ;;
             trace)
                 extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site-trace.toml" -x MPISTAT_TRACE=1)
                 n=$((iters / 10))

@@ -15,7 +15,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/prereqs.sh
 source scripts/prereqs.sh
 before=${1:-}
-cargo build --release -q -p mpistat-profiler -p mpistat-digest
+cargo build --release -q -p mpistat-front -p mpistat-profiler -p mpistat-digest
 lib=$PWD/target/release/libmpistat.so
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/mpistat-bench-syslog.XXXXXX")

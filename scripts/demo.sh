@@ -16,8 +16,8 @@ say "Checking prerequisites (Open MPI, gfortran, rsyslog, Rust)"
 # shellcheck source=scripts/prereqs.sh
 source scripts/prereqs.sh
 
-say "Building libmpistat.so and the mpistat command (cargo build --release)"
-cargo build --release -p mpistat-profiler -p mpistat-digest
+say "Building libmpistat.so (the front), libmpistat_openmpi.so and the mpistat command (cargo build --release)"
+cargo build --release -p mpistat-front -p mpistat-profiler -p mpistat-digest
 lib=$repo/target/release/libmpistat.so
 mpistat=$repo/target/release/mpistat
 
@@ -100,8 +100,10 @@ done
 # A second user: nobody needs to reach the programs, the library, the site configuration and the
 # socket (all in $work, which only root could enter so far; the repository may be private too).
 chmod 755 "$work"
+# The front loads the implementation from its own directory: copy both.
 cp "$lib" "$work/libmpistat.so"
-chmod 644 "$work/site.toml" "$work/libmpistat.so"
+cp "${lib%/*}/libmpistat_openmpi.so" "$work/libmpistat_openmpi.so"
+chmod 644 "$work/site.toml" "$work/libmpistat.so" "$work/libmpistat_openmpi.so"
 mkdir "$work/nobody"
 chown nobody:nogroup "$work/nobody"
 as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups

@@ -7,8 +7,9 @@
 # srun step) and reads its standard output: "export NAME=value" lines set the task's
 # environment. So nothing else may be printed here.
 #
-# * LD_PRELOAD gets libmpistat.so appended (a user's own preloads stay, and first). In a process
-#   that never calls MPI_Init the library does nothing; mpirun's ranks inherit it.
+# * LD_PRELOAD gets libmpistat.so (the front) appended (a user's own preloads stay, and first). In
+#   a process that never calls MPI the library does nothing; mpirun's ranks inherit it. At the
+#   first MPI call it loads libmpistat_<family>.so from its own directory (install them together).
 # * A job opts out with MPISTAT=off in its environment (sbatch --export=ALL,MPISTAT=off or
 #   `export MPISTAT=off` before sbatch/srun): then nothing is set.
 # * Task 0 of each step also asks slurmctld once for the job's time limit, submit and start times
@@ -18,7 +19,7 @@
 #   a batch job asks once; a job submitted from inside another job asks again (the id differs).
 #   If slurmctld does not answer within 5 s the record goes without them.
 
-# Where the site installed the profiler (edit to suit).
+# Where the site installed the profiler's front, with the implementations beside it (edit to suit).
 lib=/usr/lib/x86_64-linux-gnu/libmpistat.so
 
 case ${MPISTAT:-} in

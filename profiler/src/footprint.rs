@@ -26,8 +26,8 @@ pub struct Range {
     pub end: usize,
 }
 
-/// Most ranges released (read-only segments of this library and of libgcc_s).
-const MAX_RANGES: usize = 8;
+/// Most ranges released (read-only segments of this library, the front and libgcc_s).
+const MAX_RANGES: usize = 12;
 
 /// Drop this process's mappings of the read-only segments (see the module doc). Placed with the
 /// hot wrappers and allocation-free after the first `madvise`, so that the code running after it
@@ -60,12 +60,14 @@ fn fill_release_list(todo: &mut [Range; MAX_RANGES]) -> usize {
     n
 }
 
-/// The read-only `PT_LOAD` segments of this library and of libgcc_s, which Rust's unwinding
-/// brings into C and Fortran programs that would not load it otherwise; its code runs only when
-/// a panic unwinds.
+/// The read-only `PT_LOAD` segments of this library, of the front that loaded it (if one did:
+/// its code ran once, to choose and load us; its trampolines and dynamic symbols map back in as
+/// they are used), and of libgcc_s, which Rust's unwinding brings into C and Fortran programs
+/// that would not load it otherwise; its code runs only when a panic unwinds.
 pub fn read_only_ranges() -> Vec<Range> {
     struct Search {
-        anchor: usize,
+        /// Addresses inside the objects to release (0: none).
+        anchors: [usize; 2],
         ranges: Vec<Range>,
     }
     unsafe extern "C" fn visit(
@@ -80,8 +82,8 @@ pub fn read_only_ranges() -> Vec<Range> {
         let base = info.dlpi_addr as usize;
         let ours = phdrs.iter().any(|p| {
             let start = base + p.p_vaddr as usize;
-            p.p_type == libc::PT_LOAD
-                && (start..start + p.p_memsz as usize).contains(&search.anchor)
+            let segment = start..start + p.p_memsz as usize;
+            p.p_type == libc::PT_LOAD && search.anchors.iter().any(|a| segment.contains(a))
         });
         // SAFETY: dlpi_name is a NUL-terminated string (possibly empty) or null.
         let unwinder = !info.dlpi_name.is_null()
@@ -94,7 +96,10 @@ pub fn read_only_ranges() -> Vec<Range> {
         0
     }
     let mut search = Search {
-        anchor: read_only_ranges as fn() -> Vec<Range> as usize,
+        anchors: [
+            read_only_ranges as fn() -> Vec<Range> as usize,
+            crate::next::front_address(),
+        ],
         ranges: Vec::new(),
     };
     // SAFETY: `visit` matches the callback type and only reads what the loader gives it.

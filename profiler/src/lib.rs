@@ -1,7 +1,8 @@
-//! libmpistat: the always-on MPI profiling layer.
+//! libmpistat_openmpi: the always-on MPI profiling layer, built for one MPI family (Open MPI).
 //!
-//! Loaded into every MPI job (`LD_PRELOAD`, or linked with `-lmpistat` ahead of `-lmpi`), it
-//! exports `MPI_X` and `PMPI_X` for every routine of `mpi.h`, counts each outermost call (calls,
+//! Loaded by the front `libmpistat.so` (`front/`; preloaded or linked with `-lmpistat` ahead of
+//! `-lmpi` in every process) at the first MPI call of an Open MPI process, or preloaded
+//! directly, it exports `MPI_X` and `PMPI_X` for every routine of `mpi.h`, counts each outermost call (calls,
 //! time, counts, bytes, message sizes) in per-thread tables, and at `MPI_Finalize` reduces the
 //! tables to rank 0, which sends one job record to syslog.
 //!

@@ -2,12 +2,52 @@
 //!
 //! Every wrapper forwards to the next definition of `PMPI_X` after this library in the symbol
 //! search order (`dlsym(RTLD_NEXT)`): the MPI library itself, or another PMPI layer loaded after us.
+//! Loaded by the front (`libmpistat.so`, `front/`), this library sits outside the global scope
+//! (`RTLD_LOCAL`), where glibc's `RTLD_NEXT` does not mean "after the front": the front then
+//! hands over its own lookup ([`mpistat_impl_attach`]) and every lookup here goes through it.
+//! Preloaded directly (without the front), `RTLD_NEXT` is ours.
 //! The pointer is resolved on first use and cached, so a process that never calls MPI never even
 //! looks (loading the library into bash or python stays free); `MPI_Init` then resolves all the
 //! others at once ([`Next::prefetch`]).
 
+use crate::family::known::{self, ResolveNext};
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
+
+/// The front's lookup ([`ResolveNext`]) if the front loaded us, else null.
+static FRONT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Called once by the front right after loading this library, before any other call into it:
+/// from now on "the next definition" is the one after the front. Returns the version of the
+/// front/implementation contract this library speaks ([`known::PROTOCOL`]).
+///
+/// # Safety
+/// `resolve_next` is the front's lookup, callable from any thread for the life of the process.
+#[no_mangle]
+pub unsafe extern "C" fn mpistat_impl_attach(resolve_next: ResolveNext) -> u32 {
+    FRONT.store(resolve_next as *mut c_void, Ordering::Release);
+    known::PROTOCOL
+}
+
+/// An address inside the front (`libmpistat.so`) if it loaded us, else 0 (see
+/// [`crate::footprint`]: its start-up pages are released with ours).
+pub fn front_address() -> usize {
+    FRONT.load(Ordering::Acquire) as usize
+}
+
+/// The next definition of `name` after this library (after the front, if it loaded us), or null.
+pub fn after_us(name: &CStr) -> *mut c_void {
+    let front = FRONT.load(Ordering::Acquire);
+    // SAFETY: a non-null FRONT is the front's `ResolveNext` (see `mpistat_impl_attach`); dlsym
+    // with a NUL-terminated name.
+    unsafe {
+        if front.is_null() {
+            libc::dlsym(libc::RTLD_NEXT, name.as_ptr())
+        } else {
+            std::mem::transmute::<*mut c_void, ResolveNext>(front)(name.as_ptr())
+        }
+    }
+}
 
 /// The cached address of one real routine.
 pub struct Next {
@@ -56,48 +96,33 @@ impl Next {
         self.prefetch();
         let p = self.addr.load(Ordering::Relaxed);
         if p.is_null() {
-            missing(self.name);
+            known::missing(self.name);
         }
         p
     }
 }
 
-/// `dlsym(RTLD_NEXT, name)`, falling back to an already-loaded libmpi opened `RTLD_LOCAL`
-/// (python's mpi4py does that), which `RTLD_NEXT` cannot see, and for a `PMPI_X` that no library
-/// defines, to `MPI_X` (a minimal "MPI" without the profiling interface: forwarding to its
-/// `MPI_X` keeps a foreign library's program working).
+/// [`after_us`], falling back to an already-loaded libmpi opened `RTLD_LOCAL` (python's mpi4py
+/// does that), which `RTLD_NEXT` cannot see, and for a `PMPI_X` that no library defines, to
+/// `MPI_X` (a minimal "MPI" without the profiling interface: forwarding to its `MPI_X` keeps a
+/// foreign library's program working).
 pub fn lookup(name: &CStr) -> *mut c_void {
     let p = lookup_exactly(name);
     if !p.is_null() {
         return p;
     }
-    match name.to_bytes_with_nul().strip_prefix(b"P") {
-        Some(plain) if plain.starts_with(b"MPI_") => {
-            // SAFETY: still ends with the NUL of `name` and has no interior NUL.
-            lookup_exactly(unsafe { CStr::from_bytes_with_nul_unchecked(plain) })
-        }
-        _ => std::ptr::null_mut(),
-    }
+    known::plain_name(name).map_or(std::ptr::null_mut(), lookup_exactly)
 }
 
 fn lookup_exactly(name: &CStr) -> *mut c_void {
-    // SAFETY: dlsym/dlopen with valid NUL-terminated strings; RTLD_NOLOAD never loads anything.
-    unsafe {
-        let p = libc::dlsym(libc::RTLD_NEXT, name.as_ptr());
-        if !p.is_null() {
-            return p;
-        }
-        for lib in <crate::family::Built as crate::family::Family>::LIBRARIES {
-            let h = libc::dlopen(lib.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
-            if !h.is_null() {
-                let p = libc::dlsym(h, name.as_ptr());
-                if !p.is_null() {
-                    return p;
-                }
-            }
-        }
-        std::ptr::null_mut()
+    let p = after_us(name);
+    if !p.is_null() {
+        return p;
     }
+    known::in_libraries(
+        <crate::family::Built as crate::family::Family>::LIBRARIES,
+        name,
+    )
 }
 
 /// Address of a symbol of the MPI library by its exact name (Open MPI's predefined handles such
@@ -110,16 +135,4 @@ pub fn mpi_object(name: &CStr) -> *mut c_void {
     } else {
         p
     }
-}
-
-#[cold]
-fn missing(name: &CStr) -> ! {
-    let msg = format!(
-        "mpistat: cannot find {} in the MPI library; is libmpistat.so preloaded into a program \
-         built against another MPI?\n",
-        name.to_string_lossy()
-    );
-    // SAFETY: writing a byte buffer to fd 2.
-    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
-    std::process::abort()
 }

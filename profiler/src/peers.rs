@@ -9,7 +9,8 @@
 //! 1. A profiled rank adds one key, [`KEY`], to the data that its own `MPI_Init` already exchanges
 //!    through PMIx (only if that fence collects every process's data, `PMIX_COLLECT_DATA`, as
 //!    Open MPI's does by default; else the answer is "unknown"). Open MPI 4.x's PMIx component calls `PMIx_Fence`/`PMIx_Fence_nb` through the
-//!    global symbol scope, where this library comes first; our definitions below put and commit
+//!    global symbol scope, where this library comes first (or the front, `libmpistat.so`, whose
+//!    `PMIx_Fence`/`PMIx_Fence_nb` jump to ours once it loaded us); our definitions below put and commit
 //!    the key before forwarding the first fence after the MPI library was recognised
 //!    ([`announce_at_init`]), i.e. `MPI_Init`'s modex. Every other fence (and every fence of a
 //!    process that is not an MPI rank of the built family) is forwarded untouched.
@@ -27,7 +28,7 @@
 //! hangs, at worst it sends a partial record) unless the site chose
 //! `assume_all_ranks_profiled`.
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering::Relaxed};
 
 /// The key a profiled rank publishes (a boolean, true).
@@ -88,58 +89,14 @@ impl Pmix {
         if !p.is_null() {
             return Some(p);
         }
-        // SAFETY: dlsym with a NUL-terminated name.
-        let mut p = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) };
+        let mut p = crate::next::after_us(self.name);
         if p.is_null() {
-            p = in_local_pmix(self.name);
+            // A libpmix opened `RTLD_LOCAL` by an MPI component, whatever its soname.
+            p = crate::family::known::in_loaded(b"libpmix.so", self.name);
         }
         self.addr.store(p, Relaxed);
         (!p.is_null()).then_some(p)
     }
-}
-
-/// `name` in a loaded libpmix that `RTLD_NEXT` cannot see (opened `RTLD_LOCAL` by an MPI
-/// component), whatever its soname; null if none.
-fn in_local_pmix(name: &CStr) -> *mut c_void {
-    unsafe extern "C" fn collect(
-        info: *mut libc::dl_phdr_info,
-        _size: usize,
-        data: *mut c_void,
-    ) -> c_int {
-        // SAFETY: the loader passes a valid info whose name is NUL-terminated (or null), and
-        // `data` is the vector below.
-        let (path, found) = unsafe { ((*info).dlpi_name, &mut *data.cast::<Vec<CString>>()) };
-        if !path.is_null() {
-            // SAFETY: as above.
-            let path = unsafe { CStr::from_ptr(path) };
-            let file = path
-                .to_bytes()
-                .rsplit(|b| *b == b'/')
-                .next()
-                .unwrap_or_default();
-            if file.starts_with(b"libpmix.so") {
-                found.push(path.to_owned());
-            }
-        }
-        0
-    }
-    let mut found: Vec<CString> = Vec::new();
-    // SAFETY: the callback only reads the loader's entries and pushes to `found`.
-    unsafe { libc::dl_iterate_phdr(Some(collect), (&mut found as *mut Vec<CString>).cast()) };
-    for path in found {
-        // SAFETY: RTLD_NOLOAD only returns an object that is already loaded.
-        let p = unsafe {
-            let h = libc::dlopen(path.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
-            if h.is_null() {
-                continue;
-            }
-            libc::dlsym(h, name.as_ptr())
-        };
-        if !p.is_null() {
-            return p;
-        }
-    }
-    std::ptr::null_mut()
 }
 
 static FENCE: Pmix = Pmix::new(c"PMIx_Fence");

@@ -1,12 +1,14 @@
-/* Prints, per rank, how much of libmpistat is resident after MPI_Init and a loop of common calls
- * long enough to fill the superstep buffer (so its merging runs too), from /proc/self/smaps:
- * "code rss_kb=N size_kb=M" for the code (r-xp mapping) and "rodata rss_kb=N size_kb=M" for the
- * first read-only segment (dynamic symbols, constants, unwind tables; mapped at offset 0). */
+/* Prints, per rank, how much of the profiler (libmpistat_<family>.so, loaded by the front) and of
+ * the front (libmpistat.so) is resident after MPI_Init and a loop of common calls long enough to
+ * fill the superstep buffer (so its merging runs too), from /proc/self/smaps: "code rss_kb=N
+ * size_kb=M" for the code (r-xp mapping) and "rodata rss_kb=N size_kb=M" for the first read-only
+ * segment (dynamic symbols, constants, unwind tables; mapped at offset 0), the front's prefixed
+ * "front". */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 
-static void report_residency(int rank) {
+static void report_residency(int rank, const char *library, const char *label) {
     FILE *f = fopen("/proc/self/smaps", "r");
     char line[1024];
     int in = 0; /* 1: code, 2: first read-only segment */
@@ -16,7 +18,7 @@ static void report_residency(int rank) {
         char perms[8];
         if (sscanf(line, "%lx-%lx %7s %lx", &start, &end, perms, &offset) == 4) {
             in = 0;
-            if (strstr(line, "libmpistat") != NULL) {
+            if (strstr(line, library) != NULL) {
                 if (strcmp(perms, "r-xp") == 0) in = 1;
                 else if (strcmp(perms, "r--p") == 0 && offset == 0) in = 2;
             }
@@ -27,8 +29,8 @@ static void report_residency(int rank) {
         }
     }
     fclose(f);
-    printf("rank %d code rss_kb=%lu size_kb=%lu\n", rank, rss_kb[1], size_kb[1]);
-    printf("rank %d rodata rss_kb=%lu size_kb=%lu\n", rank, rss_kb[2], size_kb[2]);
+    printf("rank %d %scode rss_kb=%lu size_kb=%lu\n", rank, label, rss_kb[1], size_kb[1]);
+    printf("rank %d %srodata rss_kb=%lu size_kb=%lu\n", rank, label, rss_kb[2], size_kb[2]);
 }
 
 int main(int argc, char **argv) {
@@ -46,7 +48,8 @@ int main(int argc, char **argv) {
                      (rank + size - 1) % size, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     }
-    report_residency(rank);
+    report_residency(rank, "/libmpistat_", "");
+    report_residency(rank, "/libmpistat.so", "front ");
     MPI_Finalize();
     return 0;
 }

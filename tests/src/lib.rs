@@ -51,7 +51,8 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| workspace_root().join("target"))
 }
 
-/// The profiler library under test: `MPISTAT_LIB`, else `<target>/release/libmpistat.so`.
+/// The profiler library under test, the front: `MPISTAT_LIB`, else
+/// `<target>/release/libmpistat.so`.
 ///
 /// Panics if it does not exist: the tests never build it themselves (they would race the build).
 pub fn library() -> PathBuf {
@@ -60,7 +61,28 @@ pub fn library() -> PathBuf {
         .unwrap_or_else(|| target_dir().join("release/libmpistat.so"));
     assert!(
         path.is_file(),
-        "{} does not exist: run cargo build --release -p mpistat-profiler first (or set MPISTAT_LIB)",
+        "{} does not exist: run cargo build --release -p mpistat-front -p mpistat-profiler first (or set MPISTAT_LIB)",
+        path.display()
+    );
+    path
+}
+
+/// `tests/programs/basic.c`, for any MPI ([`Program::path_for`]).
+pub const BASIC: Program = Program {
+    source: "basic.c",
+    name: "basic",
+    flags: &[],
+};
+
+/// The profiler built for one MPI family (`openmpi`), which the front [`library`] loads from
+/// its own directory: `libmpistat_<family>.so` beside it.
+///
+/// Panics if it does not exist, as [`library`].
+pub fn implementation(family: &str) -> PathBuf {
+    let path = library().with_file_name(format!("libmpistat_{family}.so"));
+    assert!(
+        path.is_file(),
+        "{} does not exist: run cargo build --release -p mpistat-profiler first",
         path.display()
     );
     path

@@ -84,3 +84,62 @@ fn startup_time_with_and_without_preload_is_reported() {
     let preloaded = time(true);
     println!("/bin/true start-up over {RUNS} runs: bare {bare:?}, preloaded {preloaded:?} per run");
 }
+
+/// `argv` preloaded with the loader's `LD_DEBUG=files` trace, which names every object loaded
+/// (`dlopen` included) and every initialiser run: the front must have been loaded (its `init`
+/// runs), no implementation (`libmpistat_<family>.so`) must have been. Returns the trace.
+fn assert_front_alone(argv: &[&str]) -> String {
+    let mut cmd = command(argv, true);
+    cmd.env("LD_DEBUG", "files");
+    let outcome = run_with_timeout(cmd, Duration::from_secs(60));
+    assert!(outcome.status.success(), "{argv:?}: {outcome:?}");
+    let front = library().display().to_string();
+    assert!(
+        outcome.stderr.contains(&format!("calling init: {front}")),
+        "{argv:?}: the front was not loaded:\n{}",
+        outcome.stderr
+    );
+    let loaded: Vec<&str> = outcome
+        .stderr
+        .lines()
+        .filter(|l| l.contains("libmpistat_"))
+        .collect();
+    assert!(
+        loaded.is_empty(),
+        "{argv:?} loaded an implementation:\n{}",
+        loaded.join("\n")
+    );
+    outcome.stderr
+}
+
+#[test]
+fn the_front_loads_no_implementation_into_a_process_that_makes_no_mpi_call() {
+    // One is beside the front, where it would be found.
+    implementation("openmpi");
+    for argv in NON_MPI {
+        assert_front_alone(argv);
+    }
+    // A program linked with libmpi that never calls MPI: Open MPI's library is loaded before
+    // any initialiser runs, so a front that chose its implementation when loaded would take it.
+    let dir = TempDir::new("no-mpi-call");
+    let source = dir.path().join("no_mpi_call.c");
+    std::fs::write(
+        &source,
+        "#include <stdio.h>\nint main(void) { return 0; }\n",
+    )
+    .expect("write the program");
+    let exe = dir.path().join("no_mpi_call");
+    let built = Command::new("mpicc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&source)
+        .args(["-Wl,--no-as-needed", "-lmpi"])
+        .output()
+        .expect("run mpicc");
+    assert!(built.status.success(), "{built:?}");
+    let trace = assert_front_alone(&[exe.to_str().unwrap()]);
+    assert!(
+        trace.contains("libmpi.so.40"),
+        "libmpi was not loaded:\n{trace}"
+    );
+}

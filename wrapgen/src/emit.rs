@@ -600,3 +600,21 @@ pub fn sigcheck_rs(rows: &[Row]) -> String {
     out.push_str("}\n");
     out
 }
+
+/// `front/src/generated.rs`: the names the front library exports (`MPI_X` and `PMPI_X` of every
+/// routine with an id: generated or hand-written wrappers), as a macro that hands them on.
+pub fn front_rs(rows: &[Row]) -> String {
+    let mut out = String::from(GENERATED_MARKER);
+    out.push_str(
+        "//! Every routine name the front exports and forwards: `MPI_X` and `PMPI_X` of each row of the\n\
+         //! spec table with a wrapper (generated or hand-written); pass-through rows are not exported.\n\
+         \n\
+         /// Invokes `$then! { $extra... <every name> }`.\n\
+         macro_rules! spec_names {\n    ($then:ident! { $($extra:ident)* }) => {\n        $then! {\n            $($extra)*\n",
+    );
+    for row in rows.iter().filter(|r| r.has_id()) {
+        writeln!(out, "            {} {}", row.name(), pmpi_name(row.name())).unwrap();
+    }
+    out.push_str("        }\n    };\n}\n\npub(crate) use spec_names;\n");
+    out
+}

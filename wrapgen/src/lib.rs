@@ -3,7 +3,8 @@
 //! The spec table `profiler/spec/mpi.spec` has one row per C routine of `mpi.h`: its class, its C
 //! prototype and its semantics (which arguments give the data's count, type, peer, root,
 //! communicator; hooks; whether a wrapper is generated). From it this crate emits
-//! `profiler/src/generated/{routines,wrappers,sigcheck}.rs`.
+//! `profiler/src/generated/{routines,wrappers,sigcheck}.rs` and the front library's list of
+//! exported names, `front/src/generated.rs`.
 //!
 //! Modules: [`spec`] reads the table (rows plus problems with line numbers), [`cdecl`] parses the
 //! C prototypes and maps their types to bindgen's, [`semantics`] reads the semantics column,
@@ -24,6 +25,7 @@ pub const SPEC_PATH: &str = "profiler/spec/mpi.spec";
 pub const ROUTINES_PATH: &str = "profiler/src/generated/routines.rs";
 pub const WRAPPERS_PATH: &str = "profiler/src/generated/wrappers.rs";
 pub const SIGCHECK_PATH: &str = "profiler/src/generated/sigcheck.rs";
+pub const FRONT_PATH: &str = "front/src/generated.rs";
 
 /// Errors of the generator.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +66,10 @@ pub fn generate(spec_text: &str) -> Result<Vec<GeneratedFile>, SpecErrors> {
         GeneratedFile {
             path: SIGCHECK_PATH,
             contents: emit::sigcheck_rs(&rows),
+        },
+        GeneratedFile {
+            path: FRONT_PATH,
+            contents: emit::front_rs(&rows),
         },
     ])
 }

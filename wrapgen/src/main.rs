@@ -1,4 +1,5 @@
-//! `cargo run -p mpistat-wrapgen`: regenerates `profiler/src/generated/` from the spec table.
+//! `cargo run -p mpistat-wrapgen`: regenerates `profiler/src/generated/` and `front/src/generated.rs`
+//! from the spec table.
 //! `--check`: changes nothing, exits 1 and names the stale files if any.
 
 use anyhow::{bail, Context};

@@ -15,6 +15,7 @@
 //! The next family is one new module implementing [`Family`] (predefined handles,
 //! `MPI_PROC_NULL`, `MPI_IN_PLACE`, the status layout, how to recognise it) and a spec column.
 
+pub mod known;
 pub mod openmpi;
 
 use crate::ffi::MPI_Status;
@@ -87,19 +88,10 @@ pub fn predefined<T>(object: Predefined) -> Option<*mut T> {
 pub struct Probe {
     /// The `PMPI_Init` the wrappers forward to, and the file that defines it.
     pub init: Option<Symbol>,
-    /// The marker symbols of known families (see [`MARKERS`]) that the process has, with the
-    /// family's name: two of them mean two MPI libraries at once.
+    /// The marker symbols of known families (see [`known::Known::marker`]) that the process
+    /// has, with the family's name: two of them mean two MPI libraries at once.
     pub markers: Vec<(&'static str, Symbol)>,
 }
-
-/// One function that only each known family's MPI library defines (a function: a data object
-/// the program refers to is copied into the executable, so its address does not tell the
-/// library). MPICH's (`libmpi.so.12`, shared by Intel MPI, MVAPICH2 and Cray MPICH) is listed
-/// before its module exists so that a process with both libraries loaded is recognised as such.
-pub const MARKERS: &[(&str, &CStr)] = &[
-    (openmpi::OpenMpi::NAME, openmpi::MARKER),
-    ("MPICH", c"MPII_Comm_get_attr"),
-];
 
 /// A symbol found in the process: where it is defined.
 pub struct Symbol {
@@ -111,9 +103,9 @@ impl Probe {
     fn take() -> Probe {
         Probe {
             init: Symbol::next(c"PMPI_Init"),
-            markers: MARKERS
+            markers: known::KNOWN
                 .iter()
-                .filter_map(|(family, name)| Some((*family, Probe::find(name)?)))
+                .filter_map(|family| Some((family.name, Probe::find(family.marker)?)))
                 .collect(),
         }
     }

@@ -6,17 +6,14 @@ use super::{Family, Predefined, Probe};
 use crate::ffi::MPI_Status;
 use std::ffi::{c_int, c_void, CStr};
 
-/// Open MPI's marker (see [`super::MARKERS`]): the function behind its `MPI_Init`.
-pub const MARKER: &CStr = c"ompi_mpi_init";
-
 /// The major version whose ABI the wrappers were generated for (`mpi.h` of Open MPI 4.1).
 const MAJOR: &str = "4.";
 
 pub struct OpenMpi;
 
 impl Family for OpenMpi {
-    const NAME: &'static str = "Open MPI";
-    const LIBRARIES: &'static [&'static CStr] = &[c"libmpi.so.40", c"libmpi.so"];
+    const NAME: &'static str = super::known::OPEN_MPI.name;
+    const LIBRARIES: &'static [&'static CStr] = super::known::OPEN_MPI.libraries;
     const PROC_NULL: c_int = -2;
     // `((void *) 1)` in Open MPI's mpi.h.
     #[allow(clippy::manual_dangling_ptr)]

@@ -1,0 +1,183 @@
+//! The process's first call of an export: choose where every export goes, once.
+//!
+//! Exactly one known family's MPI library in the process (its marker symbol, see
+//! `known::Known::marker`) and its implementation next to this library, which accepts the
+//! contract (`known::PROTOCOL`): every export goes to the implementation's routine of that
+//! name, or to the next definition for a name the implementation lacks. Otherwise (no or several
+//! MPI families, no implementation file, another contract version, any error) every export goes
+//! to the next definition after this library, which is what the process would have called
+//! without us: pass-through, nothing counted, nothing sent, nothing printed.
+//!
+//! The implementation is opened only from this library's own directory (never a search path the
+//! user controls), `RTLD_NOW | RTLD_LOCAL`, so its symbols never enter the global scope.
+
+use crate::known::{self, Attach, KNOWN};
+use crate::{LAZY, NAMES, SLOTS};
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Once;
+
+/// Called by `lazy_common` with a slot index: fill every slot (once, whichever thread comes
+/// first; the others wait), then return where the slot's export goes. A name that nothing
+/// defined then is looked up again at each call until found (a library loaded since may define
+/// it: Open MPI's `MPI_Init` loads libpmix); a name nothing defines stops the process with a
+/// message, as calling on would jump to address 0.
+pub(crate) extern "C" fn resolve(index: u32) -> *mut c_void {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(fill);
+    let i = index as usize;
+    let target = SLOTS[i].load(Ordering::Acquire);
+    if target != LAZY[i] as *mut c_void {
+        return target;
+    }
+    let late = std::panic::catch_unwind(|| Elsewhere::find().next(name(i)))
+        .unwrap_or(std::ptr::null_mut());
+    if late.is_null() {
+        known::missing(name(i));
+    }
+    SLOTS[i].store(late, Ordering::Release);
+    late
+}
+
+fn name(i: usize) -> &'static CStr {
+    CStr::from_bytes_with_nul(NAMES[i].as_bytes()).expect("names end with their only NUL")
+}
+
+/// Fill every slot; on a panic (none is expected) pass through. No panic leaves this function:
+/// it runs inside a user's MPI call.
+fn fill() {
+    let targets = std::panic::catch_unwind(|| targets(implementation()))
+        .or_else(|_| std::panic::catch_unwind(|| targets(None)));
+    if let Ok(targets) = targets {
+        for (slot, target) in SLOTS.iter().zip(targets) {
+            if !target.is_null() {
+                slot.store(target, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// Each name's target: in the implementation (a handle from `dlopen`), else the next
+/// definition; null if nothing defines it.
+fn targets(implementation: Option<*mut c_void>) -> Vec<*mut c_void> {
+    let elsewhere = Elsewhere::find();
+    (0..NAMES.len())
+        .map(|i| {
+            let name = name(i);
+            implementation
+                // SAFETY: a handle dlopen returned and a NUL-terminated name.
+                .map(|h| unsafe { libc::dlsym(h, name.as_ptr()) })
+                .filter(|p| !p.is_null())
+                .unwrap_or_else(|| elsewhere.next(name))
+        })
+        .collect()
+}
+
+/// The implementation for the process's MPI family, attached; `None` for pass-through.
+fn implementation() -> Option<*mut c_void> {
+    let mut present = KNOWN.iter().filter(|k| !k.find(k.marker).is_null());
+    let family = present.next()?;
+    if present.next().is_some() {
+        return None;
+    }
+    let path = own_directory()?.join(format!("libmpistat_{}.so", family.implementation));
+    if !path.is_file() {
+        return None;
+    }
+    let path = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: dlopen/dlsym with NUL-terminated strings; the attach function has the contract's
+    // type (an implementation of another contract version says so and is not used).
+    unsafe {
+        let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+        if handle.is_null() {
+            // Leave no message for the program's own dlerror().
+            libc::dlerror();
+            return None;
+        }
+        let attach = libc::dlsym(handle, known::ATTACH.as_ptr());
+        if attach.is_null() {
+            return None;
+        }
+        let attach = std::mem::transmute::<*mut c_void, Attach>(attach);
+        (attach(next_after_front) == known::PROTOCOL).then_some(handle)
+    }
+}
+
+/// The directory this library was loaded from (`dladdr` of our own code); `None` if the loader
+/// knows it only by a bare name.
+fn own_directory() -> Option<PathBuf> {
+    // SAFETY: dladdr only reads the loader's tables; dli_fname is a NUL-terminated path owned by
+    // the loader.
+    let file = unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(resolve as *const c_void, &mut info) == 0 || info.dli_fname.is_null() {
+            return None;
+        }
+        PathBuf::from(std::ffi::OsStr::from_bytes(
+            CStr::from_ptr(info.dli_fname).to_bytes(),
+        ))
+    };
+    file.parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(PathBuf::from)
+}
+
+/// The implementation's lookup of "the next definition" (`known::ResolveNext`): glibc's
+/// `RTLD_NEXT` is relative to the object whose code calls `dlsym`, and here that is this
+/// library, in the global scope ahead of the MPI library.
+unsafe extern "C" fn next_after_front(name: *const c_char) -> *mut c_void {
+    // SAFETY: the implementation passes a NUL-terminated name.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name) };
+    // Not a tail call: as `jmp dlsym`, dlsym would see the implementation's return address and
+    // search after the implementation, not after us.
+    std::hint::black_box(p)
+}
+
+/// Where a name is defined when not after this library in the global scope: the loaded MPI
+/// libraries of known families opened `RTLD_LOCAL` (python's mpi4py), found once.
+struct Elsewhere {
+    mpi_libraries: Vec<*mut c_void>,
+}
+
+impl Elsewhere {
+    fn find() -> Elsewhere {
+        let mpi_libraries = KNOWN
+            .iter()
+            .flat_map(|k| k.libraries)
+            // SAFETY: RTLD_NOLOAD only returns an object that is already loaded.
+            .map(|lib| unsafe { libc::dlopen(lib.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) })
+            .filter(|h| !h.is_null())
+            .collect();
+        Elsewhere { mpi_libraries }
+    }
+
+    /// What a call of `name` would reach without this library; for a `PMPI_X` nothing defines,
+    /// `MPI_X` (a minimal "MPI" without the profiling interface); null if nothing.
+    fn next(&self, name: &CStr) -> *mut c_void {
+        let p = self.exactly(name);
+        if !p.is_null() {
+            return p;
+        }
+        known::plain_name(name).map_or(std::ptr::null_mut(), |plain| self.exactly(plain))
+    }
+
+    fn exactly(&self, name: &CStr) -> *mut c_void {
+        // SAFETY: dlsym with a NUL-terminated name.
+        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+        if !p.is_null() {
+            return p;
+        }
+        if name.to_bytes().starts_with(b"PMIx_") {
+            // A libpmix opened `RTLD_LOCAL` by an MPI component.
+            return known::in_loaded(b"libpmix.so", name);
+        }
+        self.mpi_libraries
+            .iter()
+            // SAFETY: handles dlopen returned, a NUL-terminated name.
+            .map(|h| unsafe { libc::dlsym(*h, name.as_ptr()) })
+            .find(|p| !p.is_null())
+            .unwrap_or(std::ptr::null_mut())
+    }
+}
