@@ -51,17 +51,26 @@ fn target_dir() -> PathBuf {
         .unwrap_or_else(|| workspace_root().join("target"))
 }
 
-/// The profiler library under test: `MPISTAT_LIB`, else `<target>/release/libmpistat.so`.
+/// The profiler library under test for Open MPI jobs: `MPISTAT_LIB`, else
+/// `<target>/release/libmpistat.so`.
 ///
 /// Panics if it does not exist: the tests never build it themselves (they would race the build).
 pub fn library() -> PathBuf {
-    let path = std::env::var_os("MPISTAT_LIB")
+    library_for(Mpi::OpenMpi)
+}
+
+/// The profiler library under test for `mpi`'s jobs ([`Mpi::library_variable`], else
+/// `<target>/release/` [`Mpi::library_file`]).
+pub fn library_for(mpi: Mpi) -> PathBuf {
+    let path = std::env::var_os(mpi.library_variable())
         .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("release/libmpistat.so"));
+        .unwrap_or_else(|| target_dir().join("release").join(mpi.library_file()));
     assert!(
         path.is_file(),
-        "{} does not exist: run cargo build --release -p mpistat-profiler first (or set MPISTAT_LIB)",
-        path.display()
+        "{} does not exist: run cargo build --release -p {} first (or set {})",
+        path.display(),
+        mpi.library_package(),
+        mpi.library_variable()
     );
     path
 }
@@ -453,7 +462,7 @@ pub fn programs_dir() -> PathBuf {
 
 /// The MPI a test program is built with and launched by: Open MPI, the system's default (`mpicc`,
 /// `mpifort`, `mpirun`), or MPICH installed beside it (`mpicc.mpich`, `mpifort.mpich`,
-/// `mpiexec.mpich`), which the library passes through untouched.
+/// `mpiexec.mpich`). Each family has its own build of the profiler ([`Mpi::library_file`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mpi {
     #[default]
@@ -462,6 +471,41 @@ pub enum Mpi {
 }
 
 impl Mpi {
+    pub const ALL: [Mpi; 2] = [Mpi::OpenMpi, Mpi::Mpich];
+
+    /// The profiler built for this family, in the target directory. (When the front library
+    /// that loads the right family's build lands, both are `libmpistat.so`.)
+    pub fn library_file(self) -> &'static str {
+        match self {
+            Mpi::OpenMpi => "libmpistat.so",
+            Mpi::Mpich => "libmpistat_mpich.so",
+        }
+    }
+
+    /// The package that builds [`Mpi::library_file`].
+    pub fn library_package(self) -> &'static str {
+        match self {
+            Mpi::OpenMpi => "mpistat-profiler",
+            Mpi::Mpich => "mpistat-profiler-mpich",
+        }
+    }
+
+    /// The environment variable that overrides [`Mpi::library_file`]'s path.
+    pub fn library_variable(self) -> &'static str {
+        match self {
+            Mpi::OpenMpi => "MPISTAT_LIB",
+            Mpi::Mpich => "MPISTAT_MPICH_LIB",
+        }
+    }
+
+    /// The name of the family in records (`record::family::of_library`).
+    pub fn family(self) -> mpistat_record::family::Family {
+        match self {
+            Mpi::OpenMpi => mpistat_record::family::Family::OpenMpi,
+            Mpi::Mpich => mpistat_record::family::Family::Mpich,
+        }
+    }
+
     fn compiler(self, fortran: bool) -> &'static str {
         match (self, fortran) {
             (Mpi::OpenMpi, false) => "mpicc",
@@ -729,10 +773,20 @@ impl Job {
         self.run(&[])
     }
 
-    /// The environment that preloads the profiler configured by `site_config`.
-    fn preloaded(site_config: &Path) -> Vec<(String, String)> {
+    /// The environment that preloads the profiler (for the job's MPI) configured by
+    /// `site_config`.
+    fn preloaded(&self, site_config: &Path) -> Vec<(String, String)> {
+        self.preloaded_as_is(&self.site_config_for_mpi(site_config))
+    }
+
+    /// The environment that preloads the profiler (for the job's MPI) configured by exactly
+    /// `site_config`.
+    fn preloaded_as_is(&self, site_config: &Path) -> Vec<(String, String)> {
         vec![
-            ("LD_PRELOAD".to_string(), library().display().to_string()),
+            (
+                "LD_PRELOAD".to_string(),
+                library_for(self.mpi).display().to_string(),
+            ),
             (
                 "MPISTAT_CONFIG".to_string(),
                 site_config.display().to_string(),
@@ -740,16 +794,46 @@ impl Job {
         ]
     }
 
+    /// `site_config` as this job's MPI needs it. MPICH's launcher (Hydra) has no PMIx, so the
+    /// profiler cannot learn whether every rank has the library (`peers.rs`) and would send
+    /// rank 0's partial record: the tests' MPICH jobs, where every rank has it unless
+    /// [`Job::mixed`], run with `assume_all_ranks_profiled = true`, as a site running MPICH
+    /// jobs would choose (a sibling file `<name>.mpich.toml`).
+    fn site_config_for_mpi(&self, site_config: &Path) -> PathBuf {
+        if self.mpi == Mpi::OpenMpi {
+            return site_config.to_path_buf();
+        }
+        let text = std::fs::read_to_string(site_config).unwrap_or_default();
+        if text.contains("assume_all_ranks_profiled") {
+            return site_config.to_path_buf();
+        }
+        let text = match text.find("[profiler]\n") {
+            Some(at) => {
+                let end = at + "[profiler]\n".len();
+                format!(
+                    "{}assume_all_ranks_profiled = true\n{}",
+                    &text[..end],
+                    &text[end..]
+                )
+            }
+            None => format!("{text}\n[profiler]\nassume_all_ranks_profiled = true\n"),
+        };
+        let path = site_config.with_extension("mpich.toml");
+        std::fs::write(&path, text).expect("write the MPICH site configuration");
+        path
+    }
+
     /// Run with the profiler preloaded and configured by `site_config`.
     pub fn profiled(&self, site_config: &Path) -> Outcome {
-        self.run(&Self::preloaded(site_config))
+        self.run(&self.preloaded(site_config))
     }
 
     /// Run as an MPMD job of two halves, the first half of the ranks (rank 0 on) with the
     /// profiler preloaded if `library_first`, else the second half; the other half runs through
     /// `env -u LD_PRELOAD` (a wrapper that clears the environment, or a static program).
     pub fn mixed(&self, site_config: &Path, library_first: bool) -> Outcome {
-        let (with, without) = (Self::preloaded(site_config), Vec::new());
+        // (As the site configured it: no assumption that every rank has the library.)
+        let (with, without) = (self.preloaded_as_is(site_config), Vec::new());
         if library_first {
             self.halves(with, without)
         } else {
@@ -760,7 +844,7 @@ impl Job {
     /// Run as an MPMD job of two halves with the profiler preloaded in both, the first half
     /// configured by `first`, the second by `second` (e.g. one where the site disables it).
     pub fn profiled_halves(&self, first: &Path, second: &Path) -> Outcome {
-        self.halves(Self::preloaded(first), Self::preloaded(second))
+        self.halves(self.preloaded(first), self.preloaded(second))
     }
 
     fn halves(&self, first: Vec<(String, String)>, second: Vec<(String, String)>) -> Outcome {
