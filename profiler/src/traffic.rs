@@ -18,8 +18,9 @@ use std::mem::transmute;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 pub use crate::family::{IN_PLACE, PROC_NULL, STATUS_IGNORE};
-/// Peer value for collectives without a single peer.
-pub const NO_PEER: c_int = -1;
+/// Peer value for collectives without a single peer: no rank and no special rank of any family
+/// (MPICH's `MPI_PROC_NULL` is -1, `MPI_ANY_SOURCE` -2, `MPI_ROOT` -3; Open MPI's -2, -1, -4).
+pub const NO_PEER: c_int = c_int::MIN;
 
 /// The data arguments of one call (copied: trace mode reads them too).
 #[derive(Clone, Copy)]

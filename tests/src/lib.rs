@@ -597,13 +597,44 @@ impl Program {
 
 /// A C or Fortran program built from `source` alone (named after the source without extension).
 pub fn program(source: &'static str) -> PathBuf {
+    program_for(source, Mpi::OpenMpi)
+}
+
+/// [`program`] built with `mpi`'s compiler wrappers.
+pub fn program_for(source: &'static str, mpi: Mpi) -> PathBuf {
     let name = source.rsplit_once('.').map_or(source, |(stem, _)| stem);
     Program {
         source,
         name,
         flags: &[],
     }
-    .path()
+    .path_for(mpi)
+}
+
+/// One end-to-end test per MPI family: `for_each_mpi! { fn name(mpi) { body } }` makes module
+/// `name` with the tests `open_mpi` and `mpich`, each running the body with its [`Mpi`] (so a
+/// failure names the family: `basic::mpich`).
+#[macro_export]
+macro_rules! for_each_mpi {
+    ($(#[$meta:meta])* fn $name:ident($mpi:ident) $body:block) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn run($mpi: $crate::Mpi) $body
+
+            #[test]
+            fn open_mpi() {
+                run($crate::Mpi::OpenMpi)
+            }
+
+            #[test]
+            fn mpich() {
+                run($crate::Mpi::Mpich)
+            }
+        }
+    };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1212,16 +1243,26 @@ pub fn assert_every_rank_printed(outcome: &Outcome, ranks: u32, line: impl Fn(u3
 /// checks passed, and syslog holds exactly one complete record with the exact calls and bytes of
 /// [`basic_expectations`] and no other routines, the expected `binding`, 4 ranks, thread level
 /// single, no PMPI tool, and plausible times. Returns the record for further checks.
-pub fn check_basic_program(program: PathBuf, binding: mpistat_record::Binding) -> JobRecord {
+pub fn check_basic_program(
+    program: PathBuf,
+    binding: mpistat_record::Binding,
+    mpi: Mpi,
+) -> JobRecord {
     const RANKS: u32 = 4;
     let syslogd = Syslogd::start();
-    let profiled = run_compared(&Job::new(&program, RANKS), &syslogd);
+    let profiled = run_compared(&Job::new(&program, RANKS).mpi(mpi), &syslogd);
     assert_every_rank_printed(&profiled, RANKS, basic_ok_line);
 
     let record = syslogd.single_record();
     assert_eq!(record.ranks, RANKS);
     assert_eq!(record.nodes, 1);
     assert_eq!(record.binding, binding);
+    assert_eq!(
+        mpistat_record::family::Family::of_library(&record.mpi_library),
+        Some(mpi.family()),
+        "{}",
+        record.mpi_library
+    );
     assert_eq!(record.partial, None);
     assert_eq!(record.thread_level, "single");
     assert!(
