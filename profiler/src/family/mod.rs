@@ -100,6 +100,13 @@ pub trait Family {
     /// Whether the process's MPI library is this family at a version the profiler knows; the
     /// reason if not. Called once, before `MPI_Init` may have run: it must not use MPI objects.
     fn recognise(probe: &Probe) -> Result<(), String>;
+    /// Whether the `MPI_Init`/`MPI_Init_thread` that just returned was called by the family's
+    /// Fortran bindings (`mpif.h`, `use mpi`, `use mpi_f08`): `via_pmpi` if it came in as
+    /// `PMPI_Init*`, with the caller's `argc`.
+    ///
+    /// # Safety
+    /// `argc` is null or the caller's valid pointer.
+    unsafe fn fortran_init(via_pmpi: bool, argc: *const c_int) -> bool;
     /// The handle of a predefined object (its [`Handle::key`]), if the library has it.
     fn predefined(object: Predefined) -> Option<usize>;
     /// Bytes that arrived according to a successful receive's `status` (not null).

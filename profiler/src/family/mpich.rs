@@ -43,6 +43,17 @@ impl Family for Mpich {
         known_version(&crate::mpi::library_version())
     }
 
+    // MPICH's `mpif.h`/`use mpi` MPI_INIT (libmpichfort) first runs `mpirinitf_`, which clears
+    // `MPIR_F_NeedInit`, then calls MPI_Init(NULL, NULL); `use mpi_f08`'s calls PMPI_Init(NULL,
+    // NULL). A C program never clears that flag (and rarely has libmpichfort at all).
+    unsafe fn fortran_init(via_pmpi: bool, argc: *const c_int) -> bool {
+        let need_init = crate::next::mpi_object(c"MPIR_F_NeedInit").cast::<c_int>();
+        if need_init.is_null() {
+            return false;
+        }
+        *need_init == 0 || (via_pmpi && argc.is_null())
+    }
+
     fn predefined(object: Predefined) -> Option<usize> {
         HANDLES
             .iter()

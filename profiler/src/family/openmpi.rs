@@ -27,6 +27,12 @@ impl Family for OpenMpi {
         known_version(&crate::mpi::library_version())
     }
 
+    // Open MPI's Fortran bindings call PMPI_Init(&argc, &argv) with argc = 0; C programs call
+    // MPI_Init with their real argc (≥ 1) or NULL.
+    unsafe fn fortran_init(via_pmpi: bool, argc: *const c_int) -> bool {
+        via_pmpi && !argc.is_null() && *argc == 0
+    }
+
     fn predefined(object: Predefined) -> Option<usize> {
         let symbol = match object {
             Predefined::CommWorld => c"ompi_mpi_comm_world",
