@@ -897,7 +897,7 @@ impl Job {
     pub fn linked(&self, site_config: &Path) -> Outcome {
         self.run(&[(
             "MPISTAT_CONFIG".to_string(),
-            site_config.display().to_string(),
+            self.site_config_for_mpi(site_config).display().to_string(),
         )])
     }
 
