@@ -716,8 +716,8 @@ pub fn assert_not_delayed(bare: &Outcome, profiled: &Outcome) {
 /// [`Job::bare`] runs it as is; [`Job::profiled`] adds `-x LD_PRELOAD=<library> -x
 /// MPISTAT_CONFIG=<site.toml>`; [`Job::mixed`] gives the library to half of the ranks only.
 /// Either way the job is killed (whole process group) after [`JOB_TIMEOUT`] and the test fails.
-/// `OMPI_MCA_mpi_yield_when_idle=1` and `OMPI_MCA_btl_vader_single_copy_mechanism=none` are set
-/// for the oversubscribed small machine.
+/// `OMPI_MCA_mpi_yield_when_idle=1`, `OMPI_MCA_btl_vader_single_copy_mechanism=none` and
+/// `MPIR_CVAR_POLLS_BEFORE_YIELD=1` (MPICH) are set for the oversubscribed small machine.
 #[derive(Clone, Debug)]
 pub struct Job {
     program: PathBuf,
@@ -976,7 +976,9 @@ impl Job {
             }
         }
         cmd.env("OMPI_MCA_mpi_yield_when_idle", "1")
-            .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+            .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+            // MPICH's busy wait gives the core away at every poll, like Open MPI's above.
+            .env("MPIR_CVAR_POLLS_BEFORE_YIELD", "1");
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
         }
