@@ -859,6 +859,18 @@ impl Job {
         self.run(&self.preloaded(site_config))
     }
 
+    /// Run with `library` (e.g. the build for another MPI family) preloaded and configured by
+    /// `site_config`.
+    pub fn preloading(&self, library: &Path, site_config: &Path) -> Outcome {
+        self.run(&[
+            ("LD_PRELOAD".to_string(), library.display().to_string()),
+            (
+                "MPISTAT_CONFIG".to_string(),
+                site_config.display().to_string(),
+            ),
+        ])
+    }
+
     /// Run as an MPMD job of two halves, the first half of the ranks (rank 0 on) with the
     /// profiler preloaded if `library_first`, else the second half; the other half runs through
     /// `env -u LD_PRELOAD` (a wrapper that clears the environment, or a static program).
