@@ -135,9 +135,9 @@ mod tests {
         for n in names {
             c.push_str(&format!("  printf(\"%u\\n\", (unsigned) {n});\n"));
         }
-        c.push_str(&format!(
-            "  printf(\"%d %ld %d %ld %ld\\n\", MPI_PROC_NULL, (long) MPI_IN_PLACE, (int) sizeof(MPI_Status),\n    (long) MPI_STATUS_IGNORE, (long) MPI_STATUSES_IGNORE);\n  return 0;\n}}\n"
-        ));
+        c.push_str(
+            "  printf(\"%d %ld %d %ld %ld\\n\", MPI_PROC_NULL, (long) MPI_IN_PLACE, (int) sizeof(MPI_Status),\n    (long) MPI_STATUS_IGNORE, (long) MPI_STATUSES_IGNORE);\n  return 0;\n}\n",
+        );
         std::fs::write(dir.join("h.c"), c).unwrap();
         let built = Command::new("mpicc.mpich")
             .current_dir(&dir)
