@@ -114,16 +114,21 @@ pub trait Family {
     /// # Safety
     /// `status` points to a status the MPI library filled.
     unsafe fn received_bytes(status: *const MPI_Status) -> u64;
-    /// The source rank of a successful receive's `status` (not null).
+    /// The source rank of a successful receive's `status` (not null): the standard's public
+    /// field, in every family.
     ///
     /// # Safety
     /// As for [`Family::received_bytes`].
-    unsafe fn status_source(status: *const MPI_Status) -> c_int;
-    /// The tag of a successful receive's `status` (not null).
+    unsafe fn status_source(status: *const MPI_Status) -> c_int {
+        (*status).MPI_SOURCE
+    }
+    /// The tag of a successful receive's `status` (not null), likewise.
     ///
     /// # Safety
     /// As for [`Family::received_bytes`].
-    unsafe fn status_tag(status: *const MPI_Status) -> c_int;
+    unsafe fn status_tag(status: *const MPI_Status) -> c_int {
+        (*status).MPI_TAG
+    }
 }
 
 /// `MPI_PROC_NULL` of [`Built`].

@@ -68,14 +68,6 @@ impl Family for Mpich {
         let hi = ((*status).count_hi_and_cancelled as u32 >> 1) as u64;
         (hi << 32) | lo
     }
-
-    unsafe fn status_source(status: *const MPI_Status) -> c_int {
-        (*status).MPI_SOURCE
-    }
-
-    unsafe fn status_tag(status: *const MPI_Status) -> c_int {
-        (*status).MPI_TAG
-    }
 }
 
 /// Whether `version` (`MPI_Get_library_version`'s first line, `MPICH Version:<tab>4.0.2`) is of

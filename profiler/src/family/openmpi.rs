@@ -56,14 +56,6 @@ impl Family for OpenMpi {
     unsafe fn received_bytes(status: *const MPI_Status) -> u64 {
         (*status)._ucount as u64
     }
-
-    unsafe fn status_source(status: *const MPI_Status) -> c_int {
-        (*status).MPI_SOURCE
-    }
-
-    unsafe fn status_tag(status: *const MPI_Status) -> c_int {
-        (*status).MPI_TAG
-    }
 }
 
 /// Whether `version` (`MPI_Get_library_version`'s first line) is of the major version the
