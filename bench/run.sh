@@ -4,8 +4,8 @@
 # budget) and under any other profiling library given with --with, interleaved in one invocation
 # (so all see the same machine state), in two layouts: 2 ranks, and 4 ranks on 2 cores ("4o",
 # oversubscribed: any extra work in a collective's wrapper shows on every rank there); and, when
-# MPICH is installed, the same program built for MPICH on 2 ranks ("2m"), bare and with the
-# library preloaded (which passes MPICH through untouched: this measures what that costs). Mode
+# MPICH is installed, the same program built for MPICH on 2 ranks ("2m"), bare, with the
+# library preloaded (the front loads the MPICH build, libmpistat_mpich.so), and in trace mode. Mode
 # "direct" preloads the Open MPI implementation (libmpistat_openmpi.so) itself instead of the front
 # (libmpistat.so): the difference is what the front's trampolines add per call. Plus
 # process start-up cost. Prints tables with the budgets beside the numbers
@@ -48,7 +48,7 @@ fi
 
 # shellcheck source=scripts/prereqs.sh
 source scripts/prereqs.sh
-cargo build --release -q -p mpistat-front -p mpistat-profiler
+cargo build --release -q -p mpistat-front -p mpistat-profiler -p mpistat-profiler-mpich
 lib=$PWD/target/release/libmpistat.so
 implementation=$PWD/target/release/libmpistat_openmpi.so
 
@@ -85,6 +85,12 @@ printf '[syslog]\nsocket = "%s"\n' "$work/log.sock" >"$work/site.toml"
 # Trace mode: the traces go to the work directory; the budget holds every event of the run.
 cp "$work/site.toml" "$work/site-trace.toml"
 printf '[trace]\ndirectory = "%s/traces/{job_id}"\nbudget_bytes = 536870912\n' "$work" >>"$work/site-trace.toml"
+# MPICH's Hydra has no PMIx, so whether every rank has the library is unknown: the MPICH runs
+# assume it (every rank does here), so that they pay for the finalize reduction as Open MPI's do.
+for f in site site-trace; do
+    cp "$work/$f.toml" "$work/$f-mpich.toml"
+    printf '[profiler]\nassume_all_ranks_profiled = true\n' >>"$work/$f-mpich.toml"
+done
 # MPISTAT_BENCH_COUNTERS=per-call|totals: the profiled runs also count the software events
 # task-clock, page-faults and context-switches in that mode (default: the site's default set,
 # which has only hardware events: on a machine without a PMU nothing is read around calls).
@@ -128,10 +134,14 @@ raw=$work/raw.txt
 run_overhead() { # LAYOUT MODE
     local layout=$1 mode=$2 extra=() n=$iters launcher program=$work/overhead
     if [[ $layout == 2m ]]; then
-        # MPICH: only bare and preloaded (passed through; nothing else applies).
+        # MPICH: bare, the MPICH build preloaded, and trace mode (no --with libraries).
         case $mode in
             bare) ;;
-            mpistat) extra=(-genv LD_PRELOAD "$lib" -genv MPISTAT_CONFIG "$work/site.toml") ;;
+            mpistat) extra=(-genv LD_PRELOAD "$lib" -genv MPISTAT_CONFIG "$work/site-mpich.toml") ;;
+            trace)
+                extra=(-genv LD_PRELOAD "$lib" -genv MPISTAT_CONFIG "$work/site-trace-mpich.toml" -genv MPISTAT_TRACE 1)
+                n=$((iters / 10))
+                ;;
             *) return ;;
         esac
         program=$work/overhead-mpich

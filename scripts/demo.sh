@@ -16,8 +16,8 @@ say "Checking prerequisites (Open MPI, gfortran, rsyslog, Rust)"
 # shellcheck source=scripts/prereqs.sh
 source scripts/prereqs.sh
 
-say "Building libmpistat.so (the front), libmpistat_openmpi.so and the mpistat command (cargo build --release)"
-cargo build --release -p mpistat-front -p mpistat-profiler -p mpistat-digest
+say "Building libmpistat.so (the front), libmpistat_openmpi.so, libmpistat_mpich.so and the mpistat command (cargo build --release)"
+cargo build --release -p mpistat-front -p mpistat-profiler -p mpistat-profiler-mpich -p mpistat-digest
 lib=$repo/target/release/libmpistat.so
 mpistat=$repo/target/release/mpistat
 

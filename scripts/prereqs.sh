@@ -15,8 +15,9 @@
 # mail tests), chromium, chromium-driver and fonts-dejavu-core (one headless Chromium, driven by
 # chromedriver, renders every admin page in the site-report test), time (peak memory in
 # bench/site_report.sh), binutils (addr2line, readelf: `mpistat analyze` turns call sites into
-# source lines), mpich and libmpich-dev (an MPI of another family beside Open MPI: mpicc.mpich,
-# mpiexec.mpich; the library must leave its jobs alone, tests/tests/foreign_mpi.rs), curl (the
+# source lines), mpich and libmpich-dev (the MPICH family beside Open MPI, without changing the
+# default MPI: mpicc.mpich, mpifort.mpich, mpiexec.mpich; libmpistat_mpich.so is built against
+# its mpi.h and every e2e test of `for_each_mpi!` runs under it), curl (the
 # serve tests connect as another user, also through a Unix socket), python3-mpi4py (an mpi4py
 # job in the application test), slurmctld, slurmd, slurm-client and munge (the e2e tests run a
 # private Slurm cluster of one node, tests/src/slurm.rs; the system's own daemons stay stopped

@@ -24,6 +24,9 @@ fi
 # prereqs.sh installed Slurm and munge: the Slurm tests (tests/tests/slurm.rs) must run here, not
 # skip themselves as they do where Slurm is missing.
 export MPISTAT_REQUIRE_SLURM=1
+# Both MPI families are installed: the spec table must cover each one's mpi.h
+# (wrapgen/tests/spec_table.rs), and the e2e tests run under both (`for_each_mpi!`).
+export MPISTAT_REQUIRE_ALL_FAMILIES=1
 
 section "build (release)"
 cargo build --release --workspace

@@ -36,6 +36,8 @@ pub struct JobJson<'a> {
     pub binding: &'static str,
     pub thread_level: &'a str,
     pub mpi_library: &'a str,
+    /// The MPI family (ABI) of `mpi_library` (`Open MPI`, `MPICH`), if known.
+    pub mpi_family: Option<&'static str>,
     pub user_pmpi_tool: bool,
     /// Profiler overhead summed over ranks.
     pub overhead_s: f64,
@@ -225,6 +227,8 @@ impl<'a> JobJson<'a> {
             binding: r.binding.as_str(),
             thread_level: &r.thread_level,
             mpi_library: &r.mpi_library,
+            mpi_family: mpistat_record::family::Family::of_library(&r.mpi_library)
+                .map(|f| f.name()),
             user_pmpi_tool: r.user_pmpi_tool,
             overhead_s: secs(r.overhead_ns.sum),
             partial: r.partial.is_some(),

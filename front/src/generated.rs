@@ -56,6 +56,39 @@ macro_rules! spec_names {
             MPI_Waitany PMPI_Waitany
             MPI_Wait PMPI_Wait
             MPI_Waitsome PMPI_Waitsome
+            MPI_Bsend_c PMPI_Bsend_c
+            MPI_Bsend_init_c PMPI_Bsend_init_c
+            MPI_Buffer_attach_c PMPI_Buffer_attach_c
+            MPI_Buffer_detach_c PMPI_Buffer_detach_c
+            MPI_Get_count_c PMPI_Get_count_c
+            MPI_Get_elements_c PMPI_Get_elements_c
+            MPI_Ibsend_c PMPI_Ibsend_c
+            MPI_Imrecv_c PMPI_Imrecv_c
+            MPI_Irecv_c PMPI_Irecv_c
+            MPI_Irsend_c PMPI_Irsend_c
+            MPI_Isend_c PMPI_Isend_c
+            MPI_Isendrecv PMPI_Isendrecv
+            MPI_Isendrecv_c PMPI_Isendrecv_c
+            MPI_Isendrecv_replace PMPI_Isendrecv_replace
+            MPI_Isendrecv_replace_c PMPI_Isendrecv_replace_c
+            MPI_Issend_c PMPI_Issend_c
+            MPI_Mrecv_c PMPI_Mrecv_c
+            MPI_Parrived PMPI_Parrived
+            MPI_Pready PMPI_Pready
+            MPI_Pready_list PMPI_Pready_list
+            MPI_Pready_range PMPI_Pready_range
+            MPI_Precv_init PMPI_Precv_init
+            MPI_Psend_init PMPI_Psend_init
+            MPI_Recv_c PMPI_Recv_c
+            MPI_Recv_init_c PMPI_Recv_init_c
+            MPI_Rsend_c PMPI_Rsend_c
+            MPI_Rsend_init_c PMPI_Rsend_init_c
+            MPI_Send_c PMPI_Send_c
+            MPI_Send_init_c PMPI_Send_init_c
+            MPI_Sendrecv_c PMPI_Sendrecv_c
+            MPI_Sendrecv_replace_c PMPI_Sendrecv_replace_c
+            MPI_Ssend_c PMPI_Ssend_c
+            MPI_Ssend_init_c PMPI_Ssend_init_c
             MPI_Allgather PMPI_Allgather
             MPI_Iallgather PMPI_Iallgather
             MPI_Allgatherv PMPI_Allgatherv
@@ -101,6 +134,92 @@ macro_rules! spec_names {
             MPI_Iscatter PMPI_Iscatter
             MPI_Scatterv PMPI_Scatterv
             MPI_Iscatterv PMPI_Iscatterv
+            MPI_Allgather_c PMPI_Allgather_c
+            MPI_Allgather_init PMPI_Allgather_init
+            MPI_Allgather_init_c PMPI_Allgather_init_c
+            MPI_Allgatherv_c PMPI_Allgatherv_c
+            MPI_Allgatherv_init PMPI_Allgatherv_init
+            MPI_Allgatherv_init_c PMPI_Allgatherv_init_c
+            MPI_Allreduce_c PMPI_Allreduce_c
+            MPI_Allreduce_init PMPI_Allreduce_init
+            MPI_Allreduce_init_c PMPI_Allreduce_init_c
+            MPI_Alltoall_c PMPI_Alltoall_c
+            MPI_Alltoall_init PMPI_Alltoall_init
+            MPI_Alltoall_init_c PMPI_Alltoall_init_c
+            MPI_Alltoallv_c PMPI_Alltoallv_c
+            MPI_Alltoallv_init PMPI_Alltoallv_init
+            MPI_Alltoallv_init_c PMPI_Alltoallv_init_c
+            MPI_Alltoallw_c PMPI_Alltoallw_c
+            MPI_Alltoallw_init PMPI_Alltoallw_init
+            MPI_Alltoallw_init_c PMPI_Alltoallw_init_c
+            MPI_Barrier_init PMPI_Barrier_init
+            MPI_Bcast_c PMPI_Bcast_c
+            MPI_Bcast_init PMPI_Bcast_init
+            MPI_Bcast_init_c PMPI_Bcast_init_c
+            MPI_Exscan_c PMPI_Exscan_c
+            MPI_Exscan_init PMPI_Exscan_init
+            MPI_Exscan_init_c PMPI_Exscan_init_c
+            MPI_Gather_c PMPI_Gather_c
+            MPI_Gather_init PMPI_Gather_init
+            MPI_Gather_init_c PMPI_Gather_init_c
+            MPI_Gatherv_c PMPI_Gatherv_c
+            MPI_Gatherv_init PMPI_Gatherv_init
+            MPI_Gatherv_init_c PMPI_Gatherv_init_c
+            MPI_Iallgather_c PMPI_Iallgather_c
+            MPI_Iallgatherv_c PMPI_Iallgatherv_c
+            MPI_Iallreduce_c PMPI_Iallreduce_c
+            MPI_Ialltoall_c PMPI_Ialltoall_c
+            MPI_Ialltoallv_c PMPI_Ialltoallv_c
+            MPI_Ialltoallw_c PMPI_Ialltoallw_c
+            MPI_Ibcast_c PMPI_Ibcast_c
+            MPI_Iexscan_c PMPI_Iexscan_c
+            MPI_Igather_c PMPI_Igather_c
+            MPI_Igatherv_c PMPI_Igatherv_c
+            MPI_Ineighbor_allgather_c PMPI_Ineighbor_allgather_c
+            MPI_Ineighbor_allgatherv_c PMPI_Ineighbor_allgatherv_c
+            MPI_Ineighbor_alltoall_c PMPI_Ineighbor_alltoall_c
+            MPI_Ineighbor_alltoallv_c PMPI_Ineighbor_alltoallv_c
+            MPI_Ineighbor_alltoallw_c PMPI_Ineighbor_alltoallw_c
+            MPI_Ireduce_c PMPI_Ireduce_c
+            MPI_Ireduce_scatter_block_c PMPI_Ireduce_scatter_block_c
+            MPI_Ireduce_scatter_c PMPI_Ireduce_scatter_c
+            MPI_Iscan_c PMPI_Iscan_c
+            MPI_Iscatter_c PMPI_Iscatter_c
+            MPI_Iscatterv_c PMPI_Iscatterv_c
+            MPI_Neighbor_allgather_c PMPI_Neighbor_allgather_c
+            MPI_Neighbor_allgather_init PMPI_Neighbor_allgather_init
+            MPI_Neighbor_allgather_init_c PMPI_Neighbor_allgather_init_c
+            MPI_Neighbor_allgatherv_c PMPI_Neighbor_allgatherv_c
+            MPI_Neighbor_allgatherv_init PMPI_Neighbor_allgatherv_init
+            MPI_Neighbor_allgatherv_init_c PMPI_Neighbor_allgatherv_init_c
+            MPI_Neighbor_alltoall_c PMPI_Neighbor_alltoall_c
+            MPI_Neighbor_alltoall_init PMPI_Neighbor_alltoall_init
+            MPI_Neighbor_alltoall_init_c PMPI_Neighbor_alltoall_init_c
+            MPI_Neighbor_alltoallv_c PMPI_Neighbor_alltoallv_c
+            MPI_Neighbor_alltoallv_init PMPI_Neighbor_alltoallv_init
+            MPI_Neighbor_alltoallv_init_c PMPI_Neighbor_alltoallv_init_c
+            MPI_Neighbor_alltoallw_c PMPI_Neighbor_alltoallw_c
+            MPI_Neighbor_alltoallw_init PMPI_Neighbor_alltoallw_init
+            MPI_Neighbor_alltoallw_init_c PMPI_Neighbor_alltoallw_init_c
+            MPI_Reduce_c PMPI_Reduce_c
+            MPI_Reduce_init PMPI_Reduce_init
+            MPI_Reduce_init_c PMPI_Reduce_init_c
+            MPI_Reduce_local_c PMPI_Reduce_local_c
+            MPI_Reduce_scatter_block_c PMPI_Reduce_scatter_block_c
+            MPI_Reduce_scatter_block_init PMPI_Reduce_scatter_block_init
+            MPI_Reduce_scatter_block_init_c PMPI_Reduce_scatter_block_init_c
+            MPI_Reduce_scatter_c PMPI_Reduce_scatter_c
+            MPI_Reduce_scatter_init PMPI_Reduce_scatter_init
+            MPI_Reduce_scatter_init_c PMPI_Reduce_scatter_init_c
+            MPI_Scan_c PMPI_Scan_c
+            MPI_Scan_init PMPI_Scan_init
+            MPI_Scan_init_c PMPI_Scan_init_c
+            MPI_Scatter_c PMPI_Scatter_c
+            MPI_Scatter_init PMPI_Scatter_init
+            MPI_Scatter_init_c PMPI_Scatter_init_c
+            MPI_Scatterv_c PMPI_Scatterv_c
+            MPI_Scatterv_init PMPI_Scatterv_init
+            MPI_Scatterv_init_c PMPI_Scatterv_init_c
             MPI_Accumulate PMPI_Accumulate
             MPI_Compare_and_swap PMPI_Compare_and_swap
             MPI_Fetch_and_op PMPI_Fetch_and_op
@@ -148,6 +267,18 @@ macro_rules! spec_names {
             MPI_Win_unlock PMPI_Win_unlock
             MPI_Win_unlock_all PMPI_Win_unlock_all
             MPI_Win_wait PMPI_Win_wait
+            MPI_Accumulate_c PMPI_Accumulate_c
+            MPI_Get_accumulate_c PMPI_Get_accumulate_c
+            MPI_Get_c PMPI_Get_c
+            MPI_Put_c PMPI_Put_c
+            MPI_Raccumulate_c PMPI_Raccumulate_c
+            MPI_Rget_accumulate_c PMPI_Rget_accumulate_c
+            MPI_Rget_c PMPI_Rget_c
+            MPI_Rput_c PMPI_Rput_c
+            MPI_Win_allocate_c PMPI_Win_allocate_c
+            MPI_Win_allocate_shared_c PMPI_Win_allocate_shared_c
+            MPI_Win_create_c PMPI_Win_create_c
+            MPI_Win_shared_query_c PMPI_Win_shared_query_c
             MPI_File_call_errhandler PMPI_File_call_errhandler
             MPI_File_create_errhandler PMPI_File_create_errhandler
             MPI_File_set_errhandler PMPI_File_set_errhandler
@@ -208,6 +339,36 @@ macro_rules! spec_names {
             MPI_File_get_atomicity PMPI_File_get_atomicity
             MPI_File_sync PMPI_File_sync
             MPI_Register_datarep PMPI_Register_datarep
+            MPI_File_get_type_extent_c PMPI_File_get_type_extent_c
+            MPI_File_iread_all_c PMPI_File_iread_all_c
+            MPI_File_iread_at_all_c PMPI_File_iread_at_all_c
+            MPI_File_iread_at_c PMPI_File_iread_at_c
+            MPI_File_iread_c PMPI_File_iread_c
+            MPI_File_iread_shared_c PMPI_File_iread_shared_c
+            MPI_File_iwrite_all_c PMPI_File_iwrite_all_c
+            MPI_File_iwrite_at_all_c PMPI_File_iwrite_at_all_c
+            MPI_File_iwrite_at_c PMPI_File_iwrite_at_c
+            MPI_File_iwrite_c PMPI_File_iwrite_c
+            MPI_File_iwrite_shared_c PMPI_File_iwrite_shared_c
+            MPI_File_read_all_begin_c PMPI_File_read_all_begin_c
+            MPI_File_read_all_c PMPI_File_read_all_c
+            MPI_File_read_at_all_begin_c PMPI_File_read_at_all_begin_c
+            MPI_File_read_at_all_c PMPI_File_read_at_all_c
+            MPI_File_read_at_c PMPI_File_read_at_c
+            MPI_File_read_c PMPI_File_read_c
+            MPI_File_read_ordered_begin_c PMPI_File_read_ordered_begin_c
+            MPI_File_read_ordered_c PMPI_File_read_ordered_c
+            MPI_File_read_shared_c PMPI_File_read_shared_c
+            MPI_File_write_all_begin_c PMPI_File_write_all_begin_c
+            MPI_File_write_all_c PMPI_File_write_all_c
+            MPI_File_write_at_all_begin_c PMPI_File_write_at_all_begin_c
+            MPI_File_write_at_all_c PMPI_File_write_at_all_c
+            MPI_File_write_at_c PMPI_File_write_at_c
+            MPI_File_write_c PMPI_File_write_c
+            MPI_File_write_ordered_begin_c PMPI_File_write_ordered_begin_c
+            MPI_File_write_ordered_c PMPI_File_write_ordered_c
+            MPI_File_write_shared_c PMPI_File_write_shared_c
+            MPI_Register_datarep_c PMPI_Register_datarep_c
             MPI_Get_address PMPI_Get_address
             MPI_Pack_external PMPI_Pack_external
             MPI_Pack_external_size PMPI_Pack_external_size
@@ -248,6 +409,35 @@ macro_rules! spec_names {
             MPI_Type_vector PMPI_Type_vector
             MPI_Unpack PMPI_Unpack
             MPI_Unpack_external PMPI_Unpack_external
+            MPI_Address PMPI_Address
+            MPI_Pack_c PMPI_Pack_c
+            MPI_Pack_external_c PMPI_Pack_external_c
+            MPI_Pack_external_size_c PMPI_Pack_external_size_c
+            MPI_Pack_size_c PMPI_Pack_size_c
+            MPI_Type_contiguous_c PMPI_Type_contiguous_c
+            MPI_Type_create_darray_c PMPI_Type_create_darray_c
+            MPI_Type_create_hindexed_block_c PMPI_Type_create_hindexed_block_c
+            MPI_Type_create_hindexed_c PMPI_Type_create_hindexed_c
+            MPI_Type_create_hvector_c PMPI_Type_create_hvector_c
+            MPI_Type_create_indexed_block_c PMPI_Type_create_indexed_block_c
+            MPI_Type_create_resized_c PMPI_Type_create_resized_c
+            MPI_Type_create_struct_c PMPI_Type_create_struct_c
+            MPI_Type_create_subarray_c PMPI_Type_create_subarray_c
+            MPI_Type_extent PMPI_Type_extent
+            MPI_Type_get_contents_c PMPI_Type_get_contents_c
+            MPI_Type_get_envelope_c PMPI_Type_get_envelope_c
+            MPI_Type_get_extent_c PMPI_Type_get_extent_c
+            MPI_Type_get_true_extent_c PMPI_Type_get_true_extent_c
+            MPI_Type_hindexed PMPI_Type_hindexed
+            MPI_Type_hvector PMPI_Type_hvector
+            MPI_Type_indexed_c PMPI_Type_indexed_c
+            MPI_Type_lb PMPI_Type_lb
+            MPI_Type_size_c PMPI_Type_size_c
+            MPI_Type_struct PMPI_Type_struct
+            MPI_Type_ub PMPI_Type_ub
+            MPI_Type_vector_c PMPI_Type_vector_c
+            MPI_Unpack_c PMPI_Unpack_c
+            MPI_Unpack_external_c PMPI_Unpack_external_c
             MPI_Close_port PMPI_Close_port
             MPI_Comm_accept PMPI_Comm_accept
             MPI_Comm_call_errhandler PMPI_Comm_call_errhandler
@@ -308,6 +498,13 @@ macro_rules! spec_names {
             MPI_Attr_put PMPI_Attr_put
             MPI_Keyval_create PMPI_Keyval_create
             MPI_Keyval_free PMPI_Keyval_free
+            MPI_Comm_create_from_group PMPI_Comm_create_from_group
+            MPI_Comm_idup_with_info PMPI_Comm_idup_with_info
+            MPI_Errhandler_create PMPI_Errhandler_create
+            MPI_Errhandler_get PMPI_Errhandler_get
+            MPI_Errhandler_set PMPI_Errhandler_set
+            MPI_Group_from_session_pset PMPI_Group_from_session_pset
+            MPI_Intercomm_create_from_groups PMPI_Intercomm_create_from_groups
             MPI_Cart_coords PMPI_Cart_coords
             MPI_Cart_create PMPI_Cart_create
             MPI_Cart_get PMPI_Cart_get
@@ -392,6 +589,39 @@ macro_rules! spec_names {
             MPI_T_pvar_readreset PMPI_T_pvar_readreset
             MPI_T_enum_get_info PMPI_T_enum_get_info
             MPI_T_enum_get_item PMPI_T_enum_get_item
+            MPI_Info_create_env PMPI_Info_create_env
+            MPI_Info_get_string PMPI_Info_get_string
+            MPI_Op_create_c PMPI_Op_create_c
+            MPI_Session_call_errhandler PMPI_Session_call_errhandler
+            MPI_Session_create_errhandler PMPI_Session_create_errhandler
+            MPI_Session_finalize PMPI_Session_finalize
+            MPI_Session_get_errhandler PMPI_Session_get_errhandler
+            MPI_Session_get_info PMPI_Session_get_info
+            MPI_Session_get_nth_pset PMPI_Session_get_nth_pset
+            MPI_Session_get_num_psets PMPI_Session_get_num_psets
+            MPI_Session_get_pset_info PMPI_Session_get_pset_info
+            MPI_Session_init PMPI_Session_init
+            MPI_Session_set_errhandler PMPI_Session_set_errhandler
+            MPI_T_category_get_events PMPI_T_category_get_events
+            MPI_T_category_get_num_events PMPI_T_category_get_num_events
+            MPI_T_event_callback_get_info PMPI_T_event_callback_get_info
+            MPI_T_event_callback_set_info PMPI_T_event_callback_set_info
+            MPI_T_event_copy PMPI_T_event_copy
+            MPI_T_event_get_index PMPI_T_event_get_index
+            MPI_T_event_get_info PMPI_T_event_get_info
+            MPI_T_event_get_num PMPI_T_event_get_num
+            MPI_T_event_get_source PMPI_T_event_get_source
+            MPI_T_event_get_timestamp PMPI_T_event_get_timestamp
+            MPI_T_event_handle_alloc PMPI_T_event_handle_alloc
+            MPI_T_event_handle_free PMPI_T_event_handle_free
+            MPI_T_event_handle_get_info PMPI_T_event_handle_get_info
+            MPI_T_event_handle_set_info PMPI_T_event_handle_set_info
+            MPI_T_event_read PMPI_T_event_read
+            MPI_T_event_register_callback PMPI_T_event_register_callback
+            MPI_T_event_set_dropped_handler PMPI_T_event_set_dropped_handler
+            MPI_T_source_get_info PMPI_T_source_get_info
+            MPI_T_source_get_num PMPI_T_source_get_num
+            MPI_T_source_get_timestamp PMPI_T_source_get_timestamp
         }
     };
 }

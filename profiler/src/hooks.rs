@@ -7,6 +7,7 @@
 use crate::clock::{ticks, Anchor};
 use crate::counters::JobCounters;
 use crate::detail::Destination;
+use crate::family::{Built, Family};
 use crate::generated::routines::id;
 use crate::guard::quietly;
 use crate::job::{build_record, unix_ms_now, InitFacts};
@@ -181,10 +182,8 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             return;
         };
         let peers = crate::peers::learn(size as u32, config.profiler.assume_all_ranks_profiled);
-        // Open MPI's Fortran bindings call PMPI_Init(&argc, &argv) with argc = 0; C programs call
-        // MPI_Init with their real argc (≥ 1) or NULL.
         // SAFETY: argc is the caller's pointer to MPI_Init, valid for the duration of the call.
-        let fortran = via_pmpi && !argc.is_null() && unsafe { *argc } == 0;
+        let fortran = unsafe { <Built as Family>::fortran_init(via_pmpi, argc) };
         let job = Job {
             init: InitFacts {
                 rank: rank as u32,

@@ -6,7 +6,7 @@
 
 use crate::ffi::{MPI_Comm, MPI_Datatype, MPI_Info, MPI_Op};
 // The real routines: the wrappers' `Next`s (one per routine, all looked up at `MPI_Init`).
-use crate::family::{predefined, Predefined};
+use crate::family::{predefined, Handle, Predefined};
 use crate::generated::wrappers::{
     NEXT_MPI_Allreduce as ALLREDUCE, NEXT_MPI_Cart_get as CART_GET,
     NEXT_MPI_Cartdim_get as CARTDIM_GET, NEXT_MPI_Comm_dup as COMM_DUP,
@@ -113,7 +113,7 @@ pub struct OwnComm(pub MPI_Comm);
 impl OwnComm {
     /// A private duplicate of `comm` (collective).
     pub fn dup(comm: MPI_Comm) -> MpiResult<OwnComm> {
-        let mut c: MPI_Comm = std::ptr::null_mut();
+        let mut c = MPI_Comm::NONE;
         // SAFETY: the real routine with valid pointers.
         check(unsafe { transmute::<*mut c_void, CommDupFn>(COMM_DUP.get())(comm, &mut c) })?;
         Ok(OwnComm(c))
@@ -122,7 +122,7 @@ impl OwnComm {
     /// The ranks of `self` that share a node with the caller (collective).
     pub fn node_local(&self) -> MpiResult<OwnComm> {
         let info = predefined(Predefined::InfoNull).ok_or(MpiError(-1))?;
-        let mut c: MPI_Comm = std::ptr::null_mut();
+        let mut c = MPI_Comm::NONE;
         let shared = crate::ffi::MPI_COMM_TYPE_SHARED as c_int;
         // SAFETY: the real routine with valid handles and pointers.
         check(unsafe {
@@ -253,7 +253,8 @@ pub fn allreduce_on<T: ReduceElement + Default>(
 
 /// `MPI_Get_library_version`, first line.
 pub fn library_version() -> String {
-    let mut buf = [0 as c_char; 256 + 1];
+    // Open MPI's is 256 bytes, MPICH's 8192 (it lists its configure options).
+    let mut buf = vec![0 as c_char; crate::ffi::MPI_MAX_LIBRARY_VERSION_STRING as usize + 1];
     let mut len: c_int = 0;
     // SAFETY: the real routine with a buffer of MPI_MAX_LIBRARY_VERSION_STRING (+1) bytes.
     let rc = unsafe {
@@ -334,8 +335,8 @@ pub fn world_ranks_of(comm: MPI_Comm) -> MpiResult<Vec<u32>> {
     let world = comm_world().ok_or(MpiError(-1))?;
     // SAFETY: real routines on valid handles; every group we create is freed.
     unsafe {
-        let mut group: crate::ffi::MPI_Group = std::ptr::null_mut();
-        let mut world_group: crate::ffi::MPI_Group = std::ptr::null_mut();
+        let mut group = crate::ffi::MPI_Group::NONE;
+        let mut world_group = crate::ffi::MPI_Group::NONE;
         check(transmute::<*mut c_void, CommGroupFn>(COMM_GROUP.get())(
             comm, &mut group,
         ))?;
@@ -359,7 +360,7 @@ pub fn world_ranks_of(comm: MPI_Comm) -> MpiResult<Vec<u32>> {
         })();
         let free = transmute::<*mut c_void, GroupFreeFn>(GROUP_FREE.get());
         free(&mut group);
-        if !world_group.is_null() {
+        if !world_group.is_none() {
             free(&mut world_group);
         }
         result

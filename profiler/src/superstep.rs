@@ -17,15 +17,15 @@
 //! cache of handles: a freed communicator's handle can be reused for a different group, and a
 //! cache would then answer wrongly.
 
+use crate::family::Handle;
 use crate::ffi::MPI_Comm;
 use crate::mpi::{allreduce, comm_is_inter, comm_size, comm_world, reduce_to_root, Op, OwnComm};
 use mpistat_record::model::{Imbalance, PartitionImbalance};
 use std::cell::UnsafeCell;
 use std::collections::BTreeMap;
-use std::ffi::c_void;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU32, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+    AtomicBool, AtomicU32, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
 
 /// Routine id stored for the last superstep, which `MPI_Finalize` ends.
@@ -155,8 +155,8 @@ struct State {
 
 static ON: AtomicBool = AtomicBool::new(false);
 static WORLD_SIZE: AtomicU32 = AtomicU32::new(0);
-/// `MPI_COMM_WORLD`'s handle, looked up once (a `dlsym` costs about 100 ns).
-static WORLD: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+/// `MPI_COMM_WORLD`'s handle ([`Handle::key`]), looked up once (a `dlsym` costs about 100 ns).
+static WORLD: AtomicUsize = AtomicUsize::new(0);
 static STATE: SpinLock<Option<State>> = SpinLock::new(None);
 
 /// A lock for [`STATE`], which one thread takes for a few nanoseconds per global collective, so
@@ -217,10 +217,7 @@ impl<T> Drop for SpinGuard<'_, T> {
 /// At the end of `MPI_Init`: the first superstep starts at `now` (ticks); buffer of `bytes`.
 pub fn start(bytes: usize, world_size: u32, now: u64) {
     WORLD_SIZE.store(world_size, Relaxed);
-    WORLD.store(
-        comm_world().map_or(std::ptr::null_mut(), |w| w.cast()),
-        Relaxed,
-    );
+    WORLD.store(comm_world().map_or(0, Handle::key), Relaxed);
     *STATE.lock() = Some(State {
         steps: Steps::new(bytes),
         start: now,
@@ -231,7 +228,7 @@ pub fn start(bytes: usize, world_size: u32, now: u64) {
 
 /// Whether `comm` spans `MPI_COMM_WORLD` (an intracommunicator with as many ranks).
 fn spans_world(comm: MPI_Comm) -> bool {
-    if comm.cast::<c_void>() == WORLD.load(Relaxed) {
+    if comm.key() == WORLD.load(Relaxed) {
         return true;
     }
     comm_size(comm).is_ok_and(|n| n as u32 == WORLD_SIZE.load(Relaxed))

@@ -19,6 +19,7 @@
 
 use crate::callsite::CallSites;
 use crate::clock::{monotonic_ns, ticks, Anchor};
+use crate::family::Handle;
 use crate::family::{Built, Family, Predefined};
 use crate::ffi::{MPI_Comm, MPI_Request, MPI_Status};
 use crate::generated::routines::ROUTINES;
@@ -78,7 +79,7 @@ pub struct Args {
 
 impl Args {
     pub const NONE: Args = Args {
-        comm: std::ptr::null_mut(),
+        comm: MPI_Comm::NONE,
         tag: 0,
         request: std::ptr::null_mut(),
         newcomm: std::ptr::null_mut(),
@@ -282,14 +283,14 @@ impl Recorder {
 
     /// This rank's id of `comm`, registering a communicator met for the first time.
     fn comm_id(&mut self, comm: MPI_Comm) -> u32 {
-        if self.last_comm.0 == comm as usize {
+        if self.last_comm.0 == comm.key() {
             return self.last_comm.1;
         }
-        let id = match self.comms.get(&(comm as usize)) {
+        let id = match self.comms.get(&comm.key()) {
             Some(&id) => id,
             None => self.register_comm(comm),
         };
-        self.last_comm = (comm as usize, id);
+        self.last_comm = (comm.key(), id);
         id
     }
 
@@ -365,7 +366,7 @@ impl Recorder {
         let sampled = self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE);
         let routine = ROUTINES[entered.id].name();
         let class = self.roles[entered.id];
-        let comm = (!args.comm.is_null()).then(|| self.comm_id(args.comm));
+        let comm = (!args.comm.is_none()).then(|| self.comm_id(args.comm));
         if rc == 0 && entered.recording {
             self.communication(&entered, end, routine, comm, traffic, args);
         }
@@ -410,7 +411,7 @@ impl Recorder {
         if rc == 0 && !args.newcomm.is_null() {
             // SAFETY: the successful call filled *newcomm.
             let new = unsafe { *args.newcomm };
-            if !new.is_null() && new != self.comm_null {
+            if !new.is_none() && new != self.comm_null {
                 self.register_comm(new);
             }
         }
@@ -443,7 +444,7 @@ impl Recorder {
                         self.push(
                             end,
                             EventKind::RequestPost {
-                                request: request as u64,
+                                request: request.key() as u64,
                             },
                         );
                         if !sends {
@@ -453,7 +454,7 @@ impl Recorder {
                                 tag: (args.tag != ANY_TAG).then_some(args.tag),
                                 bytes: bytes_of(traffic),
                             };
-                            self.pending.insert(request as usize, posted);
+                            self.pending.insert(request.key(), posted);
                         }
                     }
                     Traffic::Elements { peer, .. } => {
@@ -504,7 +505,7 @@ impl Recorder {
     }
 
     fn recv(&mut self, at: u64, comm: u32, status: *const MPI_Status) {
-        if status.is_null() {
+        if crate::family::no_status(status) {
             return;
         }
         // SAFETY: the successful call filled the status (the wrapper substitutes its own when
@@ -537,7 +538,7 @@ impl Recorder {
         let snapshot = std::mem::take(&mut self.snapshot);
         let requests = self.completing;
         for (i, &before) in snapshot.iter().enumerate() {
-            if before.is_null() || before == self.request_null {
+            if before.is_none() || before == self.request_null {
                 continue;
             }
             // SAFETY: the caller's request array has snapshot.len() entries.
@@ -548,12 +549,12 @@ impl Recorder {
             self.push(
                 end,
                 EventKind::RequestComplete {
-                    request: before as u64,
+                    request: before.key() as u64,
                 },
             );
-            if let Some(recv) = self.pending.remove(&(before as usize)) {
+            if let Some(recv) = self.pending.remove(&before.key()) {
                 let status = status_of(args.completion, i);
-                if !status.is_null() {
+                if !crate::family::no_status(status) {
                     self.recv(end, recv.comm, status);
                 } else if let (Some(peer), Some(tag)) = (recv.source, recv.tag) {
                     let (comm, bytes) = (recv.comm, recv.bytes);
@@ -578,7 +579,7 @@ fn status_of(completion: Completion, i: usize) -> *const MPI_Status {
     match completion {
         Completion::None => std::ptr::null(),
         Completion::One(s) => s.cast_const(),
-        Completion::Each(s) if s.is_null() => std::ptr::null(),
+        Completion::Each(s) if crate::family::no_status(s) => std::ptr::null(),
         // SAFETY: a status per request.
         Completion::Each(s) => unsafe { s.add(i).cast_const() },
         Completion::Some {
@@ -586,7 +587,7 @@ fn status_of(completion: Completion, i: usize) -> *const MPI_Status {
             outcount,
             statuses,
         } => {
-            if statuses.is_null() || indices.is_null() || outcount.is_null() {
+            if crate::family::no_status(statuses) || indices.is_null() || outcount.is_null() {
                 return std::ptr::null();
             }
             // SAFETY: MPI filled outcount indices and statuses.
@@ -860,9 +861,8 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         reason,
         rank,
         world_size,
-        request_null: crate::family::predefined(Predefined::RequestNull)
-            .unwrap_or(std::ptr::null_mut()),
-        comm_null: crate::family::predefined(Predefined::CommNull).unwrap_or(std::ptr::null_mut()),
+        request_null: crate::family::predefined(Predefined::RequestNull).unwrap_or(Handle::NONE),
+        comm_null: crate::family::predefined(Predefined::CommNull).unwrap_or(Handle::NONE),
         skew: test_skew(rank),
         state: if config.skip_supersteps == 0 {
             State::Recording
@@ -892,9 +892,9 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         overhead_ticks: 0,
         traced_calls: 0,
         last_region: vec![(usize::MAX, 0); ROUTINES.len()],
-        last_comm: (world as usize, 0),
+        last_comm: (world.key(), 0),
     };
-    recorder.comms.insert(world as usize, 0);
+    recorder.comms.insert(world.key(), 0);
     if let Some(sample) = measure_offset(&recorder, &comm) {
         recorder.clock.push(sample);
     }

@@ -4,7 +4,8 @@
 //! arguments); [`record`] runs out of line, after the call's end time was taken, and only for
 //! calls that succeeded, so every handle it looks at is valid.
 
-use crate::ffi::{MPI_Comm, MPI_Datatype, MPI_Status};
+use crate::family::Handle;
+use crate::ffi::{MPI_Comm, MPI_Count, MPI_Datatype, MPI_Status};
 // The real routines: the wrappers' `Next`s (one per routine, all looked up at `MPI_Init`).
 use crate::generated::wrappers::{
     NEXT_MPI_Comm_remote_size as COMM_REMOTE_SIZE, NEXT_MPI_Comm_size as COMM_SIZE,
@@ -14,11 +15,12 @@ use crate::rt::{bump, RoutineId, ThreadTable};
 use mpistat_record::model::{hist_bucket, HIST_BUCKETS};
 use std::ffi::{c_int, c_void};
 use std::mem::transmute;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-pub use crate::family::{IN_PLACE, PROC_NULL};
-/// Peer value for collectives without a single peer.
-pub const NO_PEER: c_int = -1;
+pub use crate::family::{IN_PLACE, PROC_NULL, STATUS_IGNORE};
+/// Peer value for collectives without a single peer: no rank and no special rank of any family
+/// (MPICH's `MPI_PROC_NULL` is -1, `MPI_ANY_SOURCE` -2, `MPI_ROOT` -3; Open MPI's -2, -1, -4).
+pub const NO_PEER: c_int = c_int::MIN;
 
 /// The data arguments of one call (copied: trace mode reads them too).
 #[derive(Clone, Copy)]
@@ -29,22 +31,22 @@ pub enum Traffic {
     /// Collectives give their root as peer (an intercommunicator's non-participants pass
     /// `MPI_PROC_NULL`), or [`NO_PEER`].
     Elements {
-        count: c_int,
+        count: MPI_Count,
         datatype: MPI_Datatype,
         peer: c_int,
     },
     /// A completed receive: bytes are what `status` says arrived; `count` is the posted count.
     Received {
-        count: c_int,
+        count: MPI_Count,
         datatype: MPI_Datatype,
         status: *const MPI_Status,
     },
     /// A send plus a completed receive (`MPI_Sendrecv`, `MPI_Sendrecv_replace`).
     SendReceived {
-        count: c_int,
+        count: MPI_Count,
         datatype: MPI_Datatype,
         peer: c_int,
-        recv_count: c_int,
+        recv_count: MPI_Count,
         recv_datatype: MPI_Datatype,
         status: *const MPI_Status,
     },
@@ -52,18 +54,25 @@ pub enum Traffic {
     /// (they may be garbage) and `in_place_count` elements of `in_place_datatype` describe the data.
     InPlaceOr {
         buf: *const c_void,
-        count: c_int,
+        count: MPI_Count,
         datatype: MPI_Datatype,
-        in_place_count: c_int,
+        in_place_count: MPI_Count,
         in_place_datatype: MPI_Datatype,
     },
     /// One count per rank of `comm` (its remote group for an intercommunicator), e.g.
     /// `MPI_Alltoallv`'s `sendcounts` or `MPI_Reduce_scatter`'s `recvcounts`.
     PerRank {
-        counts: *const c_int,
+        counts: Counts,
         datatype: MPI_Datatype,
         comm: MPI_Comm,
     },
+}
+
+/// A per-rank counts array: `int`s, or `MPI_Count`s in the large-count (`_c`) routines.
+#[derive(Clone, Copy)]
+pub enum Counts {
+    Int(*const c_int),
+    Large(*const MPI_Count),
 }
 
 impl Traffic {
@@ -86,11 +95,12 @@ pub fn forget_type_sizes() {
 }
 
 /// One thread's last (datatype, size) pair, so that a loop sending the same type asks MPI once.
-/// All-zero bytes are a valid empty cache (a null handle is never looked up). Written only by
-/// its thread.
+/// All-zero bytes are a valid empty cache (no handle has key 0, see [`Handle::NONE`]). Written
+/// only by its thread.
 #[derive(Default)]
 pub struct TypeSizeCache {
-    datatype: AtomicPtr<c_void>,
+    /// The datatype's [`Handle::key`].
+    datatype: AtomicUsize,
     size: AtomicU64,
     /// [`TYPES_FREED`] when the pair was stored.
     freed: AtomicU64,
@@ -100,7 +110,7 @@ pub struct TypeSizeCache {
 fn cached_type_size(table: &ThreadTable, datatype: MPI_Datatype) -> u64 {
     let cache = &table.last_type;
     let freed = TYPES_FREED.load(Relaxed);
-    let handle = datatype.cast::<c_void>();
+    let handle = datatype.key();
     if cache.datatype.load(Relaxed) == handle && cache.freed.load(Relaxed) == freed {
         return cache.size.load(Relaxed);
     }
@@ -127,7 +137,7 @@ fn type_size(datatype: MPI_Datatype) -> u64 {
 
 /// Bytes that arrived according to `status` (the family's status layout).
 fn received_bytes(status: *const MPI_Status) -> u64 {
-    if status.is_null() {
+    if crate::family::no_status(status) {
         return 0;
     }
     // SAFETY: status was filled by the successful call that just returned.
@@ -153,14 +163,14 @@ fn per_rank_len(comm: MPI_Comm) -> usize {
     n.max(0) as usize
 }
 
-fn elements(count: c_int) -> u64 {
+fn elements(count: MPI_Count) -> u64 {
     count.max(0) as u64
 }
 
 /// Bytes of `count` elements of `datatype`. A zero count never asks for the type's size: MPI
 /// ignores the datatype then, so it may be `MPI_DATATYPE_NULL`, and asking would invoke an error
 /// handler.
-fn bytes_of(table: &ThreadTable, count: c_int, datatype: MPI_Datatype) -> u64 {
+fn bytes_of(table: &ThreadTable, count: MPI_Count, datatype: MPI_Datatype) -> u64 {
     if count <= 0 {
         0
     } else {
@@ -225,15 +235,11 @@ pub(crate) fn measure(table: &ThreadTable, traffic: Traffic) -> (u64, u64) {
             datatype,
             comm,
         } => {
-            if counts.is_null() {
-                return (0, 0);
-            }
-            let n = per_rank_len(comm);
-            // SAFETY: MPI requires `counts` to have one entry per rank of the (remote) group.
-            let total: u64 = unsafe { std::slice::from_raw_parts(counts, n) }
-                .iter()
-                .map(|c| elements(*c))
-                .sum();
+            let total = match counts {
+                Counts::Int(c) if !c.is_null() => sum_counts(c, per_rank_len(comm)),
+                Counts::Large(c) if !c.is_null() => sum_counts(c, per_rank_len(comm)),
+                _ => return (0, 0),
+            };
             let bytes = if total == 0 {
                 0
             } else {
@@ -242,6 +248,15 @@ pub(crate) fn measure(table: &ThreadTable, traffic: Traffic) -> (u64, u64) {
             (total, bytes)
         }
     }
+}
+
+/// The elements of `n` counts at `counts`.
+fn sum_counts<C: Copy + Into<MPI_Count>>(counts: *const C, n: usize) -> u64 {
+    // SAFETY: MPI requires `counts` to have one entry per rank of the (remote) group.
+    unsafe { std::slice::from_raw_parts(counts, n) }
+        .iter()
+        .map(|c| elements((*c).into()))
+        .sum()
 }
 
 /// Add a successful call's count, bytes and message size to this thread's table.

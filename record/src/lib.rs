@@ -4,11 +4,12 @@
 //! `wire` turns a record into syslog lines and lines back into records, `report` renders the
 //! readable per-job report (profiler detail mode and `mpistat show` print the same), `units`
 //! formats numbers for people, `app` names the application a process runs (an interpreter's
-//! script). This crate is the only
+//! script), `family` tells the MPI family (ABI) from the record's MPI library. This crate is the only
 //! place that knows the wire format, and it does no IO: callers hand it strings.
 
 pub mod analysis;
 pub mod app;
+pub mod family;
 pub mod model;
 pub mod report;
 pub mod units;

@@ -282,7 +282,10 @@ fn header(out: &mut String, r: &JobRecord) {
     );
     field("binding", r.binding.as_str().to_string());
     field("threads", r.thread_level.clone());
-    field("MPI library", r.mpi_library.clone());
+    field(
+        "MPI library",
+        crate::family::describe_library(&r.mpi_library),
+    );
     let tool = if r.user_pmpi_tool {
         "another PMPI tool was active"
     } else {

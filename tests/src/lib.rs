@@ -475,7 +475,7 @@ pub fn programs_dir() -> PathBuf {
 
 /// The MPI a test program is built with and launched by: Open MPI, the system's default (`mpicc`,
 /// `mpifort`, `mpirun`), or MPICH installed beside it (`mpicc.mpich`, `mpifort.mpich`,
-/// `mpiexec.mpich`), which the library passes through untouched.
+/// `mpiexec.mpich`). Each family has its own build of the profiler, which the front ([`library`]) loads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mpi {
     #[default]
@@ -484,6 +484,16 @@ pub enum Mpi {
 }
 
 impl Mpi {
+    pub const ALL: [Mpi; 2] = [Mpi::OpenMpi, Mpi::Mpich];
+
+    /// The name of the family in records (`record::family::of_library`).
+    pub fn family(self) -> mpistat_record::family::Family {
+        match self {
+            Mpi::OpenMpi => mpistat_record::family::Family::OpenMpi,
+            Mpi::Mpich => mpistat_record::family::Family::Mpich,
+        }
+    }
+
     fn compiler(self, fortran: bool) -> &'static str {
         match (self, fortran) {
             (Mpi::OpenMpi, false) => "mpicc",
@@ -575,13 +585,44 @@ impl Program {
 
 /// A C or Fortran program built from `source` alone (named after the source without extension).
 pub fn program(source: &'static str) -> PathBuf {
+    program_for(source, Mpi::OpenMpi)
+}
+
+/// [`program`] built with `mpi`'s compiler wrappers.
+pub fn program_for(source: &'static str, mpi: Mpi) -> PathBuf {
     let name = source.rsplit_once('.').map_or(source, |(stem, _)| stem);
     Program {
         source,
         name,
         flags: &[],
     }
-    .path()
+    .path_for(mpi)
+}
+
+/// One end-to-end test per MPI family: `for_each_mpi! { fn name(mpi) { body } }` makes module
+/// `name` with the tests `open_mpi` and `mpich`, each running the body with its [`Mpi`] (so a
+/// failure names the family: `basic::mpich`).
+#[macro_export]
+macro_rules! for_each_mpi {
+    ($(#[$meta:meta])* fn $name:ident($mpi:ident) $body:block) => {
+        $(#[$meta])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn run($mpi: $crate::Mpi) $body
+
+            #[test]
+            fn open_mpi() {
+                run($crate::Mpi::OpenMpi)
+            }
+
+            #[test]
+            fn mpich() {
+                run($crate::Mpi::Mpich)
+            }
+        }
+    };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -663,8 +704,8 @@ pub fn assert_not_delayed(bare: &Outcome, profiled: &Outcome) {
 /// [`Job::bare`] runs it as is; [`Job::profiled`] adds `-x LD_PRELOAD=<library> -x
 /// MPISTAT_CONFIG=<site.toml>`; [`Job::mixed`] gives the library to half of the ranks only.
 /// Either way the job is killed (whole process group) after [`JOB_TIMEOUT`] and the test fails.
-/// `OMPI_MCA_mpi_yield_when_idle=1` and `OMPI_MCA_btl_vader_single_copy_mechanism=none` are set
-/// for the oversubscribed small machine.
+/// `OMPI_MCA_mpi_yield_when_idle=1`, `OMPI_MCA_btl_vader_single_copy_mechanism=none` and
+/// `MPIR_CVAR_POLLS_BEFORE_YIELD=1` (MPICH) are set for the oversubscribed small machine.
 #[derive(Clone, Debug)]
 pub struct Job {
     program: PathBuf,
@@ -751,10 +792,20 @@ impl Job {
         self.run(&[])
     }
 
-    /// The environment that preloads the profiler configured by `site_config`.
-    fn preloaded(site_config: &Path) -> Vec<(String, String)> {
+    /// The environment that preloads the profiler (for the job's MPI) configured by
+    /// `site_config`.
+    fn preloaded(&self, site_config: &Path) -> Vec<(String, String)> {
+        self.preloaded_as_is(&self.site_config_for_mpi(site_config))
+    }
+
+    /// The environment that preloads the profiler (for the job's MPI) configured by exactly
+    /// `site_config`.
+    fn preloaded_as_is(&self, site_config: &Path) -> Vec<(String, String)> {
         vec![
-            ("LD_PRELOAD".to_string(), library().display().to_string()),
+            (
+                "LD_PRELOAD".to_string(),
+                library().display().to_string(),
+            ),
             (
                 "MPISTAT_CONFIG".to_string(),
                 site_config.display().to_string(),
@@ -762,16 +813,58 @@ impl Job {
         ]
     }
 
+    /// `site_config` as this job's MPI needs it. MPICH's launcher (Hydra) has no PMIx, so the
+    /// profiler cannot learn whether every rank has the library (`peers.rs`) and would send
+    /// rank 0's partial record: the tests' MPICH jobs, where every rank has it unless
+    /// [`Job::mixed`], run with `assume_all_ranks_profiled = true`, as a site running MPICH
+    /// jobs would choose (a sibling file `<name>.mpich.toml`).
+    fn site_config_for_mpi(&self, site_config: &Path) -> PathBuf {
+        if self.mpi == Mpi::OpenMpi {
+            return site_config.to_path_buf();
+        }
+        let text = std::fs::read_to_string(site_config).unwrap_or_default();
+        if text.contains("assume_all_ranks_profiled") {
+            return site_config.to_path_buf();
+        }
+        let text = match text.find("[profiler]\n") {
+            Some(at) => {
+                let end = at + "[profiler]\n".len();
+                format!(
+                    "{}assume_all_ranks_profiled = true\n{}",
+                    &text[..end],
+                    &text[end..]
+                )
+            }
+            None => format!("{text}\n[profiler]\nassume_all_ranks_profiled = true\n"),
+        };
+        let path = site_config.with_extension("mpich.toml");
+        std::fs::write(&path, text).expect("write the MPICH site configuration");
+        path
+    }
+
     /// Run with the profiler preloaded and configured by `site_config`.
     pub fn profiled(&self, site_config: &Path) -> Outcome {
-        self.run(&Self::preloaded(site_config))
+        self.run(&self.preloaded(site_config))
+    }
+
+    /// Run with `library` (e.g. the build for another MPI family) preloaded and configured by
+    /// `site_config`.
+    pub fn preloading(&self, library: &Path, site_config: &Path) -> Outcome {
+        self.run(&[
+            ("LD_PRELOAD".to_string(), library.display().to_string()),
+            (
+                "MPISTAT_CONFIG".to_string(),
+                site_config.display().to_string(),
+            ),
+        ])
     }
 
     /// Run as an MPMD job of two halves, the first half of the ranks (rank 0 on) with the
     /// profiler preloaded if `library_first`, else the second half; the other half runs through
     /// `env -u LD_PRELOAD` (a wrapper that clears the environment, or a static program).
     pub fn mixed(&self, site_config: &Path, library_first: bool) -> Outcome {
-        let (with, without) = (Self::preloaded(site_config), Vec::new());
+        // (As the site configured it: no assumption that every rank has the library.)
+        let (with, without) = (self.preloaded_as_is(site_config), Vec::new());
         if library_first {
             self.halves(with, without)
         } else {
@@ -782,7 +875,7 @@ impl Job {
     /// Run as an MPMD job of two halves with the profiler preloaded in both, the first half
     /// configured by `first`, the second by `second` (e.g. one where the site disables it).
     pub fn profiled_halves(&self, first: &Path, second: &Path) -> Outcome {
-        self.halves(Self::preloaded(first), Self::preloaded(second))
+        self.halves(self.preloaded(first), self.preloaded(second))
     }
 
     fn halves(&self, first: Vec<(String, String)>, second: Vec<(String, String)>) -> Outcome {
@@ -804,7 +897,7 @@ impl Job {
     pub fn linked(&self, site_config: &Path) -> Outcome {
         self.run(&[(
             "MPISTAT_CONFIG".to_string(),
-            site_config.display().to_string(),
+            self.site_config_for_mpi(site_config).display().to_string(),
         )])
     }
 
@@ -883,7 +976,9 @@ impl Job {
             }
         }
         cmd.env("OMPI_MCA_mpi_yield_when_idle", "1")
-            .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+            .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+            // MPICH's busy wait gives the core away at every poll, like Open MPI's above.
+            .env("MPIR_CVAR_POLLS_BEFORE_YIELD", "1");
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
         }
@@ -1150,16 +1245,26 @@ pub fn assert_every_rank_printed(outcome: &Outcome, ranks: u32, line: impl Fn(u3
 /// checks passed, and syslog holds exactly one complete record with the exact calls and bytes of
 /// [`basic_expectations`] and no other routines, the expected `binding`, 4 ranks, thread level
 /// single, no PMPI tool, and plausible times. Returns the record for further checks.
-pub fn check_basic_program(program: PathBuf, binding: mpistat_record::Binding) -> JobRecord {
+pub fn check_basic_program(
+    program: PathBuf,
+    binding: mpistat_record::Binding,
+    mpi: Mpi,
+) -> JobRecord {
     const RANKS: u32 = 4;
     let syslogd = Syslogd::start();
-    let profiled = run_compared(&Job::new(&program, RANKS), &syslogd);
+    let profiled = run_compared(&Job::new(&program, RANKS).mpi(mpi), &syslogd);
     assert_every_rank_printed(&profiled, RANKS, basic_ok_line);
 
     let record = syslogd.single_record();
     assert_eq!(record.ranks, RANKS);
     assert_eq!(record.nodes, 1);
     assert_eq!(record.binding, binding);
+    assert_eq!(
+        mpistat_record::family::Family::of_library(&record.mpi_library),
+        Some(mpi.family()),
+        "{}",
+        record.mpi_library
+    );
     assert_eq!(record.partial, None);
     assert_eq!(record.thread_level, "single");
     assert!(

@@ -59,11 +59,13 @@ fn edge_inputs_give_the_same_results_with_and_without_the_profiler() {
     assert_eq!(routine(&record, "MPI_Allgather").calls.sum, 4);
 }
 
-#[test]
-fn a_freed_datatype_handle_reused_for_another_type_counts_the_new_size() {
+for_each_mpi! {
+fn a_freed_datatype_handle_reused_for_another_type_counts_the_new_size(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let outcome = Job::new(program("type_reuse.c"), 2).profiled(&syslogd.site_config());
+    let outcome = Job::new(program_for("type_reuse.c", mpi), 2)
+        .mpi(mpi)
+        .profiled(&syslogd.site_config());
     outcome.assert_success();
     // Otherwise this test would not exercise the cache's invalidation.
     assert!(
@@ -80,4 +82,5 @@ fn a_freed_datatype_handle_reused_for_another_type_counts_the_new_size() {
             Expected::per_rank("MPI_Recv", r([0, 8]), r([0, 4 * ints])),
         ],
     );
+}
 }

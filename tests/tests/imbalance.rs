@@ -21,8 +21,13 @@ const ITERS: u64 = 100;
 const WORK_MS: f64 = 10.0;
 
 fn run(scenario: &str) -> JobRecord {
+    run_with(scenario, Mpi::OpenMpi)
+}
+
+fn run_with(scenario: &str, mpi: Mpi) -> JobRecord {
     let syslogd = Syslogd::start();
-    let outcome = Job::new(program("imbalance.c"), RANKS)
+    let outcome = Job::new(program_for("imbalance.c", mpi), RANKS)
+        .mpi(mpi)
         .arg(scenario)
         .arg(ITERS.to_string())
         .arg(WORK_MS.to_string())
@@ -85,10 +90,10 @@ fn balanced_has_no_imbalance() {
     assert!(i.load_balance(r.ranks) > 0.95);
 }
 
-#[test]
-fn static_imbalance_is_seen_by_both_estimates_and_its_waiting_time_matches() {
+for_each_mpi! {
+fn static_imbalance_is_seen_by_both_estimates_and_its_waiting_time_matches(mpi) {
     let _serial = serial();
-    let r = run("static");
+    let r = run_with("static", mpi);
     let (iota, profile) = percents(&r);
     assert_percent("critical-path", iota, 25.0);
     assert_percent("profile-based", profile, 25.0);
@@ -117,6 +122,7 @@ fn static_imbalance_is_seen_by_both_estimates_and_its_waiting_time_matches() {
     assert!(allreduce.sync_ns.unwrap() <= allreduce.time_ns.sum);
     // Routines that end no superstep have no waiting estimate.
     assert_eq!(routine(&r, "MPI_Comm_rank").sync_ns, None);
+}
 }
 
 #[test]

@@ -6,9 +6,16 @@ use mpistat_e2e::*;
 
 /// Run `program` on 4 ranks profiled; it must fail (mpirun reports the abnormal end) and leave one
 /// partial record with exactly `expected` (and nothing else but `also_allowed` routines).
-fn check_partial_record(program: std::path::PathBuf, expected: &[Expected], also_allowed: &[&str]) {
+fn check_partial_record(
+    source: &'static str,
+    mpi: Mpi,
+    expected: &[Expected],
+    also_allowed: &[&str],
+) {
     let syslogd = Syslogd::start();
-    let outcome = Job::new(program, 4).profiled(&syslogd.site_config());
+    let outcome = Job::new(program_for(source, mpi), 4)
+        .mpi(mpi)
+        .profiled(&syslogd.site_config());
     assert!(
         !outcome.status.success(),
         "mpirun should report the abnormal end, got {}",
@@ -25,8 +32,8 @@ fn check_partial_record(program: std::path::PathBuf, expected: &[Expected], also
     assert_no_other_routines(&record, expected, &allowed);
 }
 
-#[test]
-fn mpi_abort_leaves_one_partial_record_of_the_aborting_rank() {
+for_each_mpi! {
+fn mpi_abort_leaves_one_partial_record_of_the_aborting_rank(mpi) {
     let _serial = serial();
     // abort.c: rank 1 does 2 barriers, 1 allreduce of 4 doubles, 3 sends to MPI_PROC_NULL, aborts.
     let expected = [
@@ -36,11 +43,12 @@ fn mpi_abort_leaves_one_partial_record_of_the_aborting_rank() {
         Expected::on_rank("MPI_Send", 1, 3, 0),
         Expected::on_rank("MPI_Recv", 1, 0, 0),
     ];
-    check_partial_record(program("abort.c"), &expected, &["MPI_Abort"]);
+    check_partial_record("abort.c", mpi, &expected, &["MPI_Abort"]);
+}
 }
 
-#[test]
-fn exit_without_finalize_leaves_one_partial_record_of_rank_0() {
+for_each_mpi! {
+fn exit_without_finalize_leaves_one_partial_record_of_rank_0(mpi) {
     let _serial = serial();
     // no_finalize.c: rank 0 does 2 barriers, 1 allreduce of 4 doubles, 5 sends to MPI_PROC_NULL.
     let expected = [
@@ -49,7 +57,8 @@ fn exit_without_finalize_leaves_one_partial_record_of_rank_0() {
         Expected::on_rank("MPI_Allreduce", 0, 1, 4 * 8),
         Expected::on_rank("MPI_Send", 0, 5, 0),
     ];
-    check_partial_record(program("no_finalize.c"), &expected, &[]);
+    check_partial_record("no_finalize.c", mpi, &expected, &[]);
+}
 }
 
 #[test]

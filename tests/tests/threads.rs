@@ -1,15 +1,19 @@
-//! `MPI_THREAD_MULTIPLE` with several threads per rank making MPI calls at the same time.
+//! `MPI_THREAD_MULTIPLE` with several threads per rank making MPI calls at the same time
+//! (Open MPI and MPICH).
 
 use mpistat_e2e::*;
 
-#[test]
-fn thread_multiple_calls_are_counted_exactly_from_every_thread() {
+for_each_mpi! {
+fn thread_multiple_calls_are_counted_exactly_from_every_thread(mpi) {
     let _serial = serial();
     const RANKS: u32 = 2;
     const THREADS: u64 = 4; // as in threads.c
     const ROUNDS: u64 = 25;
     let syslogd = Syslogd::start();
-    let profiled = run_compared(&Job::new(program("threads.c"), RANKS), &syslogd);
+    let profiled = run_compared(
+        &Job::new(program_for("threads.c", mpi), RANKS).mpi(mpi),
+        &syslogd,
+    );
     assert_every_rank_printed(&profiled, RANKS, |rank| format!("threads rank {rank} ok"));
 
     let record = syslogd.single_record();
@@ -26,4 +30,5 @@ fn thread_multiple_calls_are_counted_exactly_from_every_thread() {
     ];
     assert_routines(&record, &expected);
     assert_no_other_routines(&record, &expected, LIFECYCLE);
+}
 }

@@ -63,6 +63,18 @@ fn run_traced_on(
     env: &[(&str, &str)],
     args: [String; 4],
 ) -> Traced {
+    run_traced_job(Mpi::OpenMpi, nodes, home, site_extra, env, args)
+}
+
+/// [`run_traced_on`] with `mpi`.
+fn run_traced_job(
+    mpi: Mpi,
+    nodes: &[(&str, u32)],
+    home: &TempDir,
+    site_extra: &str,
+    env: &[(&str, &str)],
+    args: [String; 4],
+) -> Traced {
     let syslogd = Syslogd::start();
     let site = syslogd.site_config();
     let mut text = std::fs::read_to_string(&site).unwrap();
@@ -70,11 +82,12 @@ fn run_traced_on(
     std::fs::write(&site, text).unwrap();
     let timings = TempDir::new("trace-timings");
     let job = if nodes.is_empty() {
-        Job::new(program("delays.c"), RANKS)
+        Job::new(program_for("delays.c", mpi), RANKS)
     } else {
-        Job::on_nodes(program("delays.c"), nodes)
+        Job::on_nodes(program_for("delays.c", mpi), nodes)
     };
     let mut job = job
+        .mpi(mpi)
         .env("HOME", home.path().display().to_string())
         .env("DELAYS_TIMINGS", timings.path().display().to_string())
         .env("MPISTAT_TRACE", "1");
@@ -272,11 +285,11 @@ fn assert_pattern(t: &Traced) {
     );
 }
 
-#[test]
-fn delay_pattern_is_found_in_the_trace() {
+for_each_mpi! {
+fn delay_pattern_is_found_in_the_trace(mpi) {
     let _serial = serial();
     let home = TempDir::new("trace-home");
-    let t = run_traced(&home, "", &[], pattern());
+    let t = run_traced_job(mpi, &[], &home, "", &[], pattern());
     assert!(t.record.trace.as_ref().unwrap().stopped.is_none());
     assert_eq!(t.trace.ranks.len(), RANKS as usize);
     assert_pattern(&t);
@@ -294,6 +307,20 @@ fn delay_pattern_is_found_in_the_trace() {
     assert_eq!(exe.build_id.len(), 40, "a GNU build-id (sha1): {exe:?}");
     assert_eq!(local.clock.len(), 2, "clock measured at Init and Finalize");
     let _ = &t.problems;
+    // `mpistat analyze` reads the same directory and names the delayed send as the root cause.
+    let out = Command::new(mpistat_binary())
+        .args(["analyze", "--format", "json"])
+        .arg(&t.dir)
+        .output()
+        .expect("run mpistat analyze");
+    assert!(
+        out.status.success(),
+        "mpistat analyze failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("MPI_Send"), "{report}");
+}
 }
 
 #[test]

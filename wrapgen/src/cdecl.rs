@@ -252,11 +252,13 @@ impl fmt::Display for CType {
 }
 
 impl CType {
-    /// A typedef of a function type (`typedef int (MPI_User_function)(...)`), used as `X *f`;
+    /// A typedef of a function type (`typedef int (MPI_User_function)(...)`), used as `X *f` (or
+    /// `X f`, the same in a parameter);
     /// bindgen makes the pointer an `Option<unsafe extern "C" fn ...>` named after the typedef.
     pub fn is_function_typedef(&self) -> bool {
-        self.base.starts_with("MPI_")
-            && (self.base.ends_with("_function") || self.base.ends_with("_fn"))
+        // (`_c`: the large-count callbacks of MPI 4, e.g. `MPI_User_function_c`.)
+        let base = self.base.strip_suffix("_c").unwrap_or(&self.base);
+        self.base.starts_with("MPI_") && (base.ends_with("_function") || base.ends_with("_fn"))
     }
 
     /// A plain `int` (no pointer, no array).
@@ -279,7 +281,9 @@ impl CType {
     pub fn rust_type(&self) -> Result<String, DeclError> {
         let unsupported = || DeclError::UnsupportedType(self.to_string());
         if self.is_function_typedef() {
-            return if self.pointers == 1 && self.arrays.is_empty() {
+            // A parameter of function type (MPICH's `MPI_T_event_cb_function event_cb_function`)
+            // is a pointer to it, as in C.
+            return if self.pointers <= 1 && self.arrays.is_empty() {
                 Ok(self.base.clone())
             } else {
                 Err(unsupported())

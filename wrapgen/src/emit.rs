@@ -71,6 +71,26 @@ fn count_expr(count: &Count) -> String {
     }
 }
 
+/// A count as the `MPI_Count` that `Traffic` holds: an `int` argument is widened, an
+/// `MPI_Count` one (large-count `_c` routines) is taken as it is.
+fn count_value(proto: &Prototype, count: &Count) -> String {
+    match count {
+        Count::Arg(a) if proto.param(a).is_some_and(|p| p.ty.is_int()) => {
+            format!("MPI_Count::from({})", ident(a))
+        }
+        _ => count_expr(count),
+    }
+}
+
+/// A per-rank counts array as `traffic::Counts` (`int` or `MPI_Count` elements).
+fn counts_value(proto: &Prototype, counts: &str) -> String {
+    let large = proto
+        .param(counts)
+        .is_some_and(|p| p.ty.base == "MPI_Count");
+    let variant = if large { "Large" } else { "Int" };
+    format!("traffic::Counts::{variant}({})", ident(counts))
+}
+
 /// `buf == traffic::IN_PLACE`, whatever the constness of `buf`'s pointer.
 fn is_in_place_expr(proto: &Prototype, in_place: &InPlace) -> String {
     let param = proto
@@ -88,7 +108,7 @@ fn traffic_expr(proto: &Prototype, plan: &TrafficPlan) -> String {
     let side_fields = |side: &Side| {
         format!(
             "{}, {}",
-            field("count", &count_expr(&side.count)),
+            field("count", &count_value(proto, &side.count)),
             field("datatype", &ident(&side.datatype))
         )
     };
@@ -121,7 +141,7 @@ fn traffic_expr(proto: &Prototype, plan: &TrafficPlan) -> String {
             "Traffic::SendReceived {{ {}, {}, {}, {}, {} }}",
             side_fields(send),
             field("peer", &ident(peer)),
-            field("recv_count", &count_expr(&recv.count)),
+            field("recv_count", &count_value(proto, &recv.count)),
             field("recv_datatype", &ident(&recv.datatype)),
             field("status", &ident(status)),
         ),
@@ -129,7 +149,7 @@ fn traffic_expr(proto: &Prototype, plan: &TrafficPlan) -> String {
             "Traffic::InPlaceOr {{ {}, {}, {}, {} }}",
             field("buf", &ident(&in_place.buf)),
             side_fields(side),
-            field("in_place_count", &count_expr(&in_place.count)),
+            field("in_place_count", &count_value(proto, &in_place.count)),
             field("in_place_datatype", &ident(&in_place.datatype)),
         ),
         TrafficPlan::PerRank {
@@ -140,7 +160,7 @@ fn traffic_expr(proto: &Prototype, plan: &TrafficPlan) -> String {
             let per_rank_expr = |counts: &str, datatype: &str| {
                 format!(
                     "Traffic::PerRank {{ {}, {}, {} }}",
-                    field("counts", &ident(counts)),
+                    field("counts", &counts_value(proto, counts)),
                     field("datatype", &ident(datatype)),
                     field("comm", &ident(comm))
                 )
@@ -308,6 +328,7 @@ fn wrapper(
         .traffic()
         .expect("checked when the spec was parsed");
     let traffic = traffic_expr(proto, &plan);
+    imports.note(&traffic);
     *uses_traffic_mod |= traffic.contains("traffic::");
     let wrap = format!("wrap_{name}");
     let lead = if params.is_empty() {
@@ -376,6 +397,7 @@ fn wrapper(
     }
     if let Some(status) = substituted_status(&plan) {
         *uses_maybe_uninit = true;
+        *uses_traffic_mod = true;
         let s = ident(status);
         writeln!(
             out,
@@ -384,7 +406,7 @@ fn wrapper(
         .unwrap();
         writeln!(
             out,
-            "    let {s} = if {s}.is_null() {{ local_status.as_mut_ptr() }} else {{ {s} }};"
+            "    let {s} = if {s} == traffic::STATUS_IGNORE {{ local_status.as_mut_ptr() }} else {{ {s} }};"
         )
         .unwrap();
         imports.note("MPI_Status");

@@ -21,6 +21,8 @@ pub enum SemanticsError {
     NotAName { term: String, arg: String },
     #[error("`{0}` given twice")]
     Repeated(String),
+    #[error("unknown family `{0}` (openmpi, mpich)")]
+    UnknownFamily(String),
     #[error("unknown hook `{0}` (init, init_thread, finalize, abort)")]
     UnknownHook(String),
     #[error("inconsistent terms: {0}")]
@@ -160,6 +162,8 @@ pub struct Semantics {
     pub completes: Option<Completion>,
     /// The `MPI_Comm *` a communicator-creating call fills (trace mode only).
     pub newcomm: Option<String>,
+    /// The families whose `mpi.h` declares the routine (`families(...)`); `None`: every family.
+    pub families: Option<Vec<crate::spec::Family>>,
 }
 
 /// What the generated wrapper passes to `rt::leave` (mirrors `traffic::Traffic`).
@@ -386,6 +390,23 @@ impl Semantics {
                         },
                     )?;
                 }
+                "families" => {
+                    let Some(names) = &args else {
+                        return Err(SemanticsError::Arity {
+                            term,
+                            expected: 1,
+                            got: 0,
+                        });
+                    };
+                    let families = names
+                        .iter()
+                        .map(|n| {
+                            crate::spec::Family::parse(n)
+                                .ok_or_else(|| SemanticsError::UnknownFamily(n.clone()))
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    set(&mut s.families, t, families)?;
+                }
                 "hook" => {
                     let hook = match arity(1)?[0].as_str() {
                         "init" => Hook::Init,
@@ -551,7 +572,7 @@ impl Semantics {
         ] {
             if let Some(s) = side {
                 if let Count::Arg(c) = &s.count {
-                    out.push((term, c.clone(), ArgKind::Int));
+                    out.push((term, c.clone(), ArgKind::Count));
                 }
                 out.push((term, s.datatype.clone(), ArgKind::Datatype));
             }
@@ -573,7 +594,7 @@ impl Semantics {
                 let kind = if self.per_rank.is_some() {
                     ArgKind::Counts
                 } else {
-                    ArgKind::Int
+                    ArgKind::Count
                 };
                 out.push(("in_place", c.clone(), kind));
             }
@@ -633,6 +654,7 @@ impl Semantics {
             let ty = &param.ty;
             let fits = match kind {
                 ArgKind::Int => ty.is_int(),
+                ArgKind::Count => ty.is_int() || ty.is_value_of("MPI_Count"),
                 ArgKind::Datatype => ty.is_value_of("MPI_Datatype"),
                 ArgKind::Comm => ty.is_value_of("MPI_Comm"),
                 ArgKind::Status => {
@@ -642,7 +664,9 @@ impl Semantics {
                         && ty.arrays.is_empty()
                 }
                 ArgKind::Buffer => ty.base == "void" && ty.indirections() == 1,
-                ArgKind::Counts => ty.base == "int" && ty.indirections() == 1,
+                ArgKind::Counts => {
+                    (ty.base == "int" || ty.base == "MPI_Count") && ty.indirections() == 1
+                }
                 ArgKind::IntOut => ty.base == "int" && ty.indirections() == 1 && !ty.is_const,
                 ArgKind::Requests => ty.base == "MPI_Request" && ty.indirections() == 1,
                 ArgKind::Statuses => {
@@ -696,6 +720,8 @@ impl Semantics {
 #[derive(Debug, Clone, Copy)]
 enum ArgKind {
     Int,
+    /// An element count: `int`, or `MPI_Count` in the large-count (`_c`) routines.
+    Count,
     Datatype,
     Comm,
     Status,
@@ -711,11 +737,12 @@ impl ArgKind {
     fn describe(self) -> &'static str {
         match self {
             ArgKind::Int => "`int`",
+            ArgKind::Count => "`int` or `MPI_Count`",
             ArgKind::Datatype => "`MPI_Datatype`",
             ArgKind::Comm => "`MPI_Comm`",
             ArgKind::Status => "`MPI_Status *`",
             ArgKind::Buffer => "a buffer pointer",
-            ArgKind::Counts => "an `int` array",
+            ArgKind::Counts => "an `int` or `MPI_Count` array",
             ArgKind::IntOut => "an `int *`",
             ArgKind::Requests => "an `MPI_Request` pointer or array",
             ArgKind::Statuses => "an `MPI_Status` pointer or array",

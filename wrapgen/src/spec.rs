@@ -65,6 +65,30 @@ impl Class {
     }
 }
 
+/// An MPI family (ABI) the profiler is built for: each has its own generated files in
+/// `profiler/src/generated/<dir>/`, compiled under `--cfg mpistat_family="<dir>"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Family {
+    OpenMpi,
+    Mpich,
+}
+
+impl Family {
+    pub const ALL: [Family; 2] = [Family::OpenMpi, Family::Mpich];
+
+    /// The spelling in the spec table, the `mpistat_family` cfg value and the directory name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::OpenMpi => "openmpi",
+            Family::Mpich => "mpich",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.as_str() == s)
+    }
+}
+
 /// One routine of the table.
 #[derive(Debug, Clone)]
 pub struct Row {
@@ -83,6 +107,14 @@ impl Row {
     /// The row has a routine id in the profiler's table (everything but passthrough rows).
     pub fn has_id(&self) -> bool {
         self.semantics.wrapping != Wrapping::Passthrough
+    }
+
+    /// Whether `family`'s `mpi.h` declares the routine.
+    pub fn declared_by(&self, family: Family) -> bool {
+        self.semantics
+            .families
+            .as_ref()
+            .is_none_or(|f| f.contains(&family))
     }
 
     /// The generator emits a wrapper for this row.

@@ -1,8 +1,8 @@
 //! Tests of the committed spec table against the installed mpi.h and the committed generated
 //! files.
 
-use mpistat_wrapgen::spec::{parse_spec, Class, Row};
-use mpistat_wrapgen::{emit, generate_in, workspace_root, SPEC_PATH};
+use mpistat_wrapgen::spec::{parse_spec, Class, Family, Row};
+use mpistat_wrapgen::{emit, generate_in, rows_of, workspace_root, SPEC_PATH};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -18,7 +18,7 @@ fn rows() -> Vec<Row> {
 fn generated_files_are_fresh() {
     let root = workspace_root();
     for file in generate_in(&root).unwrap() {
-        let committed = std::fs::read_to_string(root.join(file.path)).unwrap_or_default();
+        let committed = std::fs::read_to_string(root.join(&file.path)).unwrap_or_default();
         assert!(
             committed == file.contents,
             "{} is stale: it differs from what {SPEC_PATH} gives. Run `cargo run -p mpistat-wrapgen` and commit the result.",
@@ -27,30 +27,41 @@ fn generated_files_are_fresh() {
     }
 }
 
-/// The directories holding mpi.h, as the profiler's build script finds them.
-fn mpi_include_dirs() -> Vec<String> {
-    if let Ok(dirs) = std::env::var("MPISTAT_MPI_INCLUDE") {
-        return std::env::split_paths(&dirs)
-            .map(|p| p.display().to_string())
-            .collect();
+/// The directories holding `family`'s mpi.h, as the profiler's build script finds them, or
+/// `None` when that family is not installed.
+fn mpi_include_dirs(family: Family) -> Option<Vec<String>> {
+    let (var, program, args): (&str, &str, &[&str]) = match family {
+        Family::OpenMpi => ("MPISTAT_MPI_INCLUDE", "mpicc", &["--showme:incdirs"]),
+        Family::Mpich => ("MPISTAT_MPICH_INCLUDE", "mpicc.mpich", &["-show"]),
+    };
+    if let Ok(dirs) = std::env::var(var) {
+        return Some(
+            std::env::split_paths(&dirs)
+                .map(|p| p.display().to_string())
+                .collect(),
+        );
     }
-    let out = Command::new("mpicc")
-        .arg("--showme:incdirs")
-        .output()
-        .expect("mpicc --showme:incdirs");
-    assert!(out.status.success(), "mpicc --showme:incdirs failed");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .map(String::from)
-        .collect()
+    let out = Command::new(program).args(args).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let words = String::from_utf8_lossy(&out.stdout).into_owned();
+    let words = words.split_whitespace().map(String::from);
+    Some(match family {
+        Family::OpenMpi => words.collect(),
+        Family::Mpich => words
+            .filter_map(|w| w.strip_prefix("-I").map(String::from))
+            .collect(),
+    })
 }
 
-/// mpi.h as the C compiler sees it: comments gone, conditionals resolved (e.g. the MPI-1
-/// routines removed in MPI-3.0 that a default Open MPI 4 build leaves out), macros expanded.
-fn preprocessed_mpi_h() -> String {
+/// `family`'s mpi.h as the C compiler sees it: comments gone, conditionals resolved (e.g. the
+/// MPI-1 routines removed in MPI-3.0 that a default Open MPI 4 build leaves out), macros
+/// expanded.
+fn preprocessed_mpi_h(dirs: &[String]) -> String {
     let mut cmd = Command::new("cc");
     cmd.args(["-E", "-P", "-x", "c", "-"]);
-    for dir in mpi_include_dirs() {
+    for dir in dirs {
         cmd.arg(format!("-I{dir}"));
     }
     let mut child = cmd
@@ -71,11 +82,13 @@ fn preprocessed_mpi_h() -> String {
 
 /// Names of the functions `MPI_*` that the C text declares: an identifier starting with `MPI_`
 /// followed by `(` outside any parentheses of its declaration (so neither `PMPI_X`, nor
-/// typedefs of function types `typedef int (MPI_X)(...)`, nor names inside attributes).
+/// typedefs of function types `typedef int (MPI_X)(...)`, nor the return type of MPICH's
+/// `typedef MPI_Aint (QMPI_X_t)(...)`, nor names inside attributes).
 fn declared_mpi_functions(c: &str) -> Vec<String> {
     let mut names = Vec::new();
     let mut depth = 0usize;
     let mut in_string = false;
+    let mut after_typedef = false;
     let mut chars = c.char_indices().peekable();
     while let Some((i, ch)) = chars.next() {
         if in_string {
@@ -103,9 +116,14 @@ fn declared_mpi_functions(c: &str) -> Vec<String> {
                 }
                 let word = &c[i..end];
                 let next_non_space = c[end..].trim_start().chars().next();
-                if depth == 0 && word.starts_with("MPI_") && next_non_space == Some('(') {
+                if depth == 0
+                    && !after_typedef
+                    && word.starts_with("MPI_")
+                    && next_non_space == Some('(')
+                {
                     names.push(word.to_string());
                 }
+                after_typedef = word == "typedef";
             }
             _ => {}
         }
@@ -115,23 +133,44 @@ fn declared_mpi_functions(c: &str) -> Vec<String> {
 
 #[test]
 fn declaration_scanner_handles_the_header_forms() {
-    let c = "int MPI_Send(const void *buf,\n int count);\n__attribute__((visibility(\"default\"))) double\nMPI_Wtime(void);\nint PMPI_Send(int);\ntypedef int (MPI_User_function)(void *);\nint MPI_T_finalize (void) __attribute__((deprecated(\"use MPI_Foo(); instead\")));\n";
+    let c = "int MPI_Send(const void *buf,\n int count);\n__attribute__((visibility(\"default\"))) double\nMPI_Wtime(void);\nint PMPI_Send(int);\ntypedef int (MPI_User_function)(void *);\ntypedef MPI_Aint (QMPI_Aint_add_t) (int tool_id, MPI_Aint base);\nint MPI_T_finalize (void) __attribute__((deprecated(\"use MPI_Foo(); instead\")));\n";
     assert_eq!(
         declared_mpi_functions(c),
         ["MPI_Send", "MPI_Wtime", "MPI_T_finalize"]
     );
 }
 
+/// For every installed family (both on the development machine and in CI, which installs both:
+/// `scripts/prereqs.sh`): the rows it declares are exactly the routines of its mpi.h.
 #[test]
-fn table_covers_exactly_the_routines_of_the_installed_mpi_h() {
-    let declared = declared_mpi_functions(&preprocessed_mpi_h());
+fn table_covers_exactly_the_routines_of_each_installed_mpi_h() {
+    let mut checked = Vec::new();
+    for family in Family::ALL {
+        let Some(dirs) = mpi_include_dirs(family) else {
+            eprintln!(
+                "{} is not installed: its mpi.h is not checked",
+                family.as_str()
+            );
+            continue;
+        };
+        covers_exactly(family, &declared_mpi_functions(&preprocessed_mpi_h(&dirs)));
+        checked.push(family);
+    }
+    assert!(!checked.is_empty(), "no MPI family installed");
+    if std::env::var_os("MPISTAT_REQUIRE_ALL_FAMILIES").is_some() {
+        assert_eq!(checked, Family::ALL, "some family's mpi.h was not found");
+    }
+}
+
+fn covers_exactly(family: Family, declared: &[String]) {
     assert!(
         declared.len() > 350,
-        "found only {} MPI_ routines in mpi.h",
-        declared.len()
+        "found only {} MPI_ routines in {}'s mpi.h",
+        declared.len(),
+        family.as_str()
     );
     let mut rows_per_name: BTreeMap<String, usize> = BTreeMap::new();
-    for row in rows() {
+    for row in rows_of(&rows(), family) {
         *rows_per_name.entry(row.name().to_string()).or_default() += 1;
     }
     let missing: Vec<&String> = declared
@@ -147,9 +186,10 @@ fn table_covers_exactly_the_routines_of_the_installed_mpi_h() {
         .keys()
         .filter(|n| !declared.contains(n))
         .collect();
+    let family = family.as_str();
     assert!(
         missing.is_empty(),
-        "routines of mpi.h without a row in {SPEC_PATH}: {missing:?}"
+        "routines of {family}'s mpi.h without a row (of that family) in {SPEC_PATH}: {missing:?}"
     );
     assert!(
         repeated.is_empty(),
@@ -157,7 +197,7 @@ fn table_covers_exactly_the_routines_of_the_installed_mpi_h() {
     );
     assert!(
         unknown.is_empty(),
-        "rows of routines that mpi.h does not declare: {unknown:?}"
+        "rows of {family} routines that its mpi.h does not declare: {unknown:?}"
     );
 }
 
@@ -233,39 +273,48 @@ fn key_routines_map_to_the_documented_traffic() {
     let traffic = |name: &str| emit::traffic_of(rows.iter().find(|r| r.name() == name).unwrap());
     assert_eq!(
         traffic("MPI_Send"),
-        "Traffic::Elements { count, datatype, peer: dest }"
+        "Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest }"
     );
     assert_eq!(
         traffic("MPI_Recv"),
-        "Traffic::Received { count, datatype, status }"
+        "Traffic::Received { count: MPI_Count::from(count), datatype, status }"
     );
     assert_eq!(
         traffic("MPI_Irecv"),
-        "Traffic::Elements { count, datatype, peer: source }"
+        "Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source }"
     );
     assert_eq!(
         traffic("MPI_Bcast"),
-        "Traffic::Elements { count, datatype, peer: root }"
+        "Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root }"
     );
     assert_eq!(
         traffic("MPI_Allreduce"),
-        "Traffic::Elements { count, datatype, peer: traffic::NO_PEER }"
+        "Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER }"
     );
     assert_eq!(
         traffic("MPI_Sendrecv_replace"),
-        "Traffic::SendReceived { count, datatype, peer: dest, recv_count: count, recv_datatype: datatype, status }"
+        "Traffic::SendReceived { count: MPI_Count::from(count), datatype, peer: dest, recv_count: MPI_Count::from(count), recv_datatype: datatype, status }"
     );
     assert_eq!(
         traffic("MPI_Allgather"),
-        "Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype }"
+        "Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype }"
     );
     assert_eq!(
         traffic("MPI_Reduce_scatter"),
-        "Traffic::PerRank { counts: recvcounts, datatype, comm }"
+        "Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm }"
     );
     assert_eq!(
         traffic("MPI_Compare_and_swap"),
         "Traffic::Elements { count: 1, datatype, peer: target_rank }"
+    );
+    // The large-count variants take their counts as they are.
+    assert_eq!(
+        traffic("MPI_Send_c"),
+        "Traffic::Elements { count, datatype, peer: dest }"
+    );
+    assert_eq!(
+        traffic("MPI_Alltoallv_c"),
+        "if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, comm } }"
     );
     let classes = |class: Class| rows.iter().filter(|r| r.class == class).count();
     assert!(Class::ALL.iter().all(|c| classes(*c) > 0));

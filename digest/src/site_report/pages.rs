@@ -659,7 +659,10 @@ pub fn job(job: &JobRecord, traced: Option<&TracedJob>, place: Place) -> String 
         ),
         ("language binding", job.binding.as_str().to_string()),
         ("thread level", job.thread_level.clone()),
-        ("MPI library", job.mpi_library.clone()),
+        (
+            "MPI library",
+            mpistat_record::family::describe_library(&job.mpi_library),
+        ),
         ("profiler overhead", duration(job.overhead_ns.sum)),
         (
             "user PMPI tool",

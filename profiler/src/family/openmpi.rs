@@ -2,7 +2,7 @@
 //! objects in libmpi (`ompi_mpi_comm_world`, ...), found with `dlsym` since this library is never
 //! linked against libmpi; the status keeps the received bytes in its public `_ucount` field.
 
-use super::{Family, Predefined, Probe};
+use super::{Family, Handle, Predefined, Probe};
 use crate::ffi::MPI_Status;
 use std::ffi::{c_int, c_void, CStr};
 
@@ -18,14 +18,22 @@ impl Family for OpenMpi {
     // `((void *) 1)` in Open MPI's mpi.h.
     #[allow(clippy::manual_dangling_ptr)]
     const IN_PLACE: *const c_void = 1 as *const c_void;
+    // `((MPI_Status *) 0)`, also `MPI_STATUSES_IGNORE`.
+    const STATUS_IGNORE: *mut MPI_Status = std::ptr::null_mut();
 
     fn recognise(probe: &Probe) -> Result<(), String> {
-        only_open_mpi(probe)?;
+        super::only(Self::NAME, probe)?;
         // The MPI library is Open MPI's: MPI_Get_library_version may be called before MPI_Init.
         known_version(&crate::mpi::library_version())
     }
 
-    fn predefined(object: Predefined) -> Option<*mut c_void> {
+    // Open MPI's Fortran bindings call PMPI_Init(&argc, &argv) with argc = 0; C programs call
+    // MPI_Init with their real argc (≥ 1) or NULL.
+    unsafe fn fortran_init(via_pmpi: bool, argc: *const c_int) -> bool {
+        via_pmpi && !argc.is_null() && *argc == 0
+    }
+
+    fn predefined(object: Predefined) -> Option<usize> {
         let symbol = match object {
             Predefined::CommWorld => c"ompi_mpi_comm_world",
             Predefined::CommNull => c"ompi_mpi_comm_null",
@@ -39,7 +47,7 @@ impl Family for OpenMpi {
             Predefined::OpMaxLoc => c"ompi_mpi_op_maxloc",
         };
         let p = crate::next::mpi_object(symbol);
-        (!p.is_null()).then_some(p)
+        (!p.is_null()).then(|| p.key())
     }
 
     // Open MPI keeps the received bytes in `_ucount` (what `MPI_Get_count` divides by the type
@@ -47,37 +55,6 @@ impl Family for OpenMpi {
     // and a handle lookup per receive.
     unsafe fn received_bytes(status: *const MPI_Status) -> u64 {
         (*status)._ucount as u64
-    }
-
-    unsafe fn status_source(status: *const MPI_Status) -> c_int {
-        (*status).MPI_SOURCE
-    }
-
-    unsafe fn status_tag(status: *const MPI_Status) -> c_int {
-        (*status).MPI_TAG
-    }
-}
-
-/// The process has Open MPI's library and no other, and the wrappers forward to it.
-fn only_open_mpi(probe: &Probe) -> Result<(), String> {
-    let init = probe.init.as_ref().ok_or("no PMPI_Init in the process")?;
-    match probe.markers.as_slice() {
-        [(family, marker)] if *family == OpenMpi::NAME => {
-            if marker.object == init.object {
-                Ok(())
-            } else {
-                Err(format!(
-                    "PMPI_Init is in {}, Open MPI's functions in {}",
-                    init.object, marker.object
-                ))
-            }
-        }
-        [] => Err(format!("unknown MPI library {}", init.object)),
-        [(family, _)] => Err(format!("{family} ({})", init.object)),
-        several => {
-            let names: Vec<&str> = several.iter().map(|(f, _)| *f).collect();
-            Err(format!("several MPI libraries: {}", names.join(", ")))
-        }
     }
 }
 
@@ -117,29 +94,34 @@ mod tests {
 
     #[test]
     fn open_mpi_alone_is_recognised() {
-        assert_eq!(only_open_mpi(&probe(OMPI, &[("Open MPI", OMPI)])), Ok(()));
+        assert_eq!(
+            crate::family::only(OpenMpi::NAME, &probe(OMPI, &[("Open MPI", OMPI)])),
+            Ok(())
+        );
     }
 
     #[test]
     fn anything_else_is_foreign() {
         // MPICH (or Intel MPI, MVAPICH, Cray MPICH: libmpi.so.12).
-        let e = only_open_mpi(&probe(MPICH, &[("MPICH", MPICH)])).unwrap_err();
+        let e = crate::family::only(OpenMpi::NAME, &probe(MPICH, &[("MPICH", MPICH)])).unwrap_err();
         assert!(e.starts_with("MPICH"), "{e}");
         // A stub "MPI" with no known family's functions.
-        let e = only_open_mpi(&probe("/tmp/libstubmpi.so", &[])).unwrap_err();
+        let e = crate::family::only(OpenMpi::NAME, &probe("/tmp/libstubmpi.so", &[])).unwrap_err();
         assert!(e.contains("unknown MPI library"), "{e}");
         // Two MPI libraries at once.
         let both = probe(OMPI, &[("Open MPI", OMPI), ("MPICH", MPICH)]);
-        assert!(only_open_mpi(&both).unwrap_err().contains("several"));
+        assert!(crate::family::only(OpenMpi::NAME, &both)
+            .unwrap_err()
+            .contains("several"));
         // Open MPI's functions present, but the wrappers would forward to another library.
         let elsewhere = probe("/tmp/libstubmpi.so", &[("Open MPI", OMPI)]);
-        assert!(only_open_mpi(&elsewhere).is_err());
+        assert!(crate::family::only(OpenMpi::NAME, &elsewhere).is_err());
         // No MPI_Init to forward to at all.
         let none = Probe {
             init: None,
             markers: Vec::new(),
         };
-        assert!(only_open_mpi(&none).is_err());
+        assert!(crate::family::only(OpenMpi::NAME, &none).is_err());
     }
 
     #[test]

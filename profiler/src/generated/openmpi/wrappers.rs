@@ -25,7 +25,7 @@ unsafe fn wrap_MPI_Bsend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if tracing { trace::enter(id::MPI_Bsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
-    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bsend, rc, traffic);
     rc
@@ -307,7 +307,7 @@ unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ibsend, rc, traffic);
     rc
@@ -363,7 +363,7 @@ unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, r#type, message, request) };
     let traced = if tracing { trace::enter(id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, request);
-    let traffic = Traffic::Elements { count, datatype: r#type, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype: r#type, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Imrecv, rc, traffic);
     rc
@@ -421,7 +421,7 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Irecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
-    let traffic = Traffic::Elements { count, datatype, peer: source };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Irecv, rc, traffic);
     rc
@@ -451,7 +451,7 @@ unsafe fn wrap_MPI_Irsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Irsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Irsend, rc, traffic);
     rc
@@ -479,7 +479,7 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Isend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Isend, rc, traffic);
     rc
@@ -509,7 +509,7 @@ unsafe fn wrap_MPI_Issend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Issend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Issend, rc, traffic);
     rc
@@ -564,10 +564,10 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Mrecv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, r#type, message, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
-    let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if tracing { trace::enter(id::MPI_Mrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, status);
-    let traffic = Traffic::Received { count, datatype: r#type, status };
+    let traffic = Traffic::Received { count: MPI_Count::from(count), datatype: r#type, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Mrecv, rc, traffic);
     rc
@@ -652,10 +652,10 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: 
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Recv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
-    let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if tracing { trace::enter(id::MPI_Recv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, status);
-    let traffic = Traffic::Received { count, datatype, status };
+    let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Recv, rc, traffic);
     rc
@@ -741,7 +741,7 @@ unsafe fn wrap_MPI_Rsend(via_pmpi: bool, tracing: bool, ibuf: *const c_void, cou
     let Some(call) = rt::enter(via_pmpi) else { return next(ibuf, count, datatype, dest, tag, comm) };
     let traced = if tracing { trace::enter(id::MPI_Rsend, std::ptr::null(), 0) } else { None };
     let rc = next(ibuf, count, datatype, dest, tag, comm);
-    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Rsend, rc, traffic);
     rc
@@ -825,7 +825,7 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, tracing: bool, buf: *const c_void, count
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if tracing { trace::enter(id::MPI_Send, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
-    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Send, rc, traffic);
     rc
@@ -854,10 +854,10 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, *mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Sendrecv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
-    let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if tracing { trace::enter(id::MPI_Sendrecv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
-    let traffic = Traffic::SendReceived { count: sendcount, datatype: sendtype, peer: dest, recv_count: recvcount, recv_datatype: recvtype, status };
+    let traffic = Traffic::SendReceived { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest, recv_count: MPI_Count::from(recvcount), recv_datatype: recvtype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Sendrecv, rc, traffic);
     rc
@@ -886,10 +886,10 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, tracing: bool, buf: *mut c_v
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Sendrecv_replace.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
-    let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if tracing { trace::enter(id::MPI_Sendrecv_replace, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
-    let traffic = Traffic::SendReceived { count, datatype, peer: dest, recv_count: count, recv_datatype: datatype, status };
+    let traffic = Traffic::SendReceived { count: MPI_Count::from(count), datatype, peer: dest, recv_count: MPI_Count::from(count), recv_datatype: datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Sendrecv_replace, rc, traffic);
     rc
@@ -945,7 +945,7 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if tracing { trace::enter(id::MPI_Ssend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
-    let traffic = Traffic::Elements { count, datatype, peer: dest };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ssend, rc, traffic);
     rc
@@ -1383,7 +1383,7 @@ unsafe fn wrap_MPI_Allgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if tracing { trace::enter(id::MPI_Allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
+    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Allgather, rc, traffic, comm);
     rc
@@ -1413,7 +1413,7 @@ unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
+    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iallgather, rc, traffic);
     rc
@@ -1441,7 +1441,7 @@ unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if tracing { trace::enter(id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
+    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Allgatherv, rc, traffic, comm);
     rc
@@ -1471,7 +1471,7 @@ unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
+    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iallgatherv, rc, traffic);
     rc
@@ -1499,7 +1499,7 @@ unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if tracing { trace::enter(id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Allreduce, rc, traffic, comm);
     rc
@@ -1529,7 +1529,7 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iallreduce, rc, traffic);
     rc
@@ -1559,7 +1559,7 @@ unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if tracing { trace::enter(id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
+    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Alltoall, rc, traffic, comm);
     rc
@@ -1589,7 +1589,7 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
+    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ialltoall, rc, traffic);
     rc
@@ -1619,7 +1619,7 @@ unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if tracing { trace::enter(id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: recvcounts, datatype: recvtype, comm } } else { Traffic::PerRank { counts: sendcounts, datatype: sendtype, comm } };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Alltoallv, rc, traffic, comm);
     rc
@@ -1649,7 +1649,7 @@ unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: recvcounts, datatype: recvtype, comm } } else { Traffic::PerRank { counts: sendcounts, datatype: sendtype, comm } };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ialltoallv, rc, traffic);
     rc
@@ -1793,7 +1793,7 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, cou
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, count, datatype, root, comm) };
     let traced = if tracing { trace::enter(id::MPI_Bcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm);
-    let traffic = Traffic::Elements { count, datatype, peer: root };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bcast, rc, traffic);
     rc
@@ -1823,7 +1823,7 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, co
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, count, datatype, root, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, request);
-    let traffic = Traffic::Elements { count, datatype, peer: root };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ibcast, rc, traffic);
     rc
@@ -1853,7 +1853,7 @@ unsafe fn wrap_MPI_Exscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if tracing { trace::enter(id::MPI_Exscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Exscan, rc, traffic, comm);
     rc
@@ -1881,7 +1881,7 @@ unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iexscan, rc, traffic);
     rc
@@ -1909,7 +1909,7 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if tracing { trace::enter(id::MPI_Gather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Gather, rc, traffic);
     rc
@@ -1939,7 +1939,7 @@ unsafe fn wrap_MPI_Igather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Igather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Igather, rc, traffic);
     rc
@@ -1967,7 +1967,7 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
     let traced = if tracing { trace::enter(id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Gatherv, rc, traffic);
     rc
@@ -1997,7 +1997,7 @@ unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Igatherv, rc, traffic);
     rc
@@ -2025,7 +2025,7 @@ unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *c
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if tracing { trace::enter(id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_allgather, rc, traffic);
     rc
@@ -2053,7 +2053,7 @@ unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_allgather, rc, traffic);
     rc
@@ -2137,7 +2137,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *co
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoall, rc, traffic);
     rc
@@ -2165,7 +2165,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *c
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_alltoall, rc, traffic);
     rc
@@ -2305,7 +2305,7 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
     let traced = if tracing { trace::enter(id::MPI_Reduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
-    let traffic = Traffic::Elements { count, datatype, peer: root };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Reduce, rc, traffic);
     rc
@@ -2335,7 +2335,7 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
-    let traffic = Traffic::Elements { count, datatype, peer: root };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ireduce, rc, traffic);
     rc
@@ -2365,7 +2365,7 @@ unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, tracing: bool, inbuf: *const c_v
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, inoutbuf, count, datatype, op) };
     let traced = if tracing { trace::enter(id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, inoutbuf, count, datatype, op);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Reduce_local, rc, traffic);
     rc
@@ -2393,7 +2393,7 @@ unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *const
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
     let traced = if tracing { trace::enter(id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-    let traffic = Traffic::PerRank { counts: recvcounts, datatype, comm };
+    let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Reduce_scatter, rc, traffic, comm);
     rc
@@ -2421,7 +2421,7 @@ unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
-    let traffic = Traffic::PerRank { counts: recvcounts, datatype, comm };
+    let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ireduce_scatter, rc, traffic);
     rc
@@ -2449,7 +2449,7 @@ unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf: 
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
     let traced = if tracing { trace::enter(id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
-    let traffic = Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Reduce_scatter_block, rc, traffic, comm);
     rc
@@ -2477,7 +2477,7 @@ unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf:
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ireduce_scatter_block, rc, traffic);
     rc
@@ -2505,7 +2505,7 @@ unsafe fn wrap_MPI_Scan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, r
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if tracing { trace::enter(id::MPI_Scan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Scan, rc, traffic, comm);
     rc
@@ -2533,7 +2533,7 @@ unsafe fn wrap_MPI_Iscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, 
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Iscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iscan, rc, traffic);
     rc
@@ -2561,7 +2561,7 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if tracing { trace::enter(id::MPI_Scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scatter, rc, traffic);
     rc
@@ -2591,7 +2591,7 @@ unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iscatter, rc, traffic);
     rc
@@ -2619,7 +2619,7 @@ unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if tracing { trace::enter(id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scatterv, rc, traffic);
     rc
@@ -2649,7 +2649,7 @@ unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if tracing { trace::enter(id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
+    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iscatterv, rc, traffic);
     rc
@@ -2677,7 +2677,7 @@ unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if tracing { trace::enter(id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
-    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Accumulate, rc, traffic);
     rc
@@ -2761,7 +2761,7 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, 
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if tracing { trace::enter(id::MPI_Get, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
-    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get, rc, traffic);
     rc
@@ -2791,7 +2791,7 @@ unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *c
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if tracing { trace::enter(id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
-    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_accumulate, rc, traffic);
     rc
@@ -2819,7 +2819,7 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, tracing: bool, origin_addr: *const c_void
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if tracing { trace::enter(id::MPI_Put, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
-    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Put, rc, traffic);
     rc
@@ -2849,7 +2849,7 @@ unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, tracing: bool, origin_addr: *cons
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if tracing { trace::enter(id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
-    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Raccumulate, rc, traffic);
     rc
@@ -2877,7 +2877,7 @@ unsafe fn wrap_MPI_Rget(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void,
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
     let traced = if tracing { trace::enter(id::MPI_Rget, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
-    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Rget, rc, traffic);
     rc
@@ -2905,7 +2905,7 @@ unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if tracing { trace::enter(id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
-    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Rget_accumulate, rc, traffic);
     rc
@@ -2933,7 +2933,7 @@ unsafe fn wrap_MPI_Rput(via_pmpi: bool, tracing: bool, origin_addr: *const c_voi
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) };
     let traced = if tracing { trace::enter(id::MPI_Rput, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
-    let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Rput, rc, traffic);
     rc
@@ -4452,10 +4452,10 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, tracing: bool, fh: MPI_File, off
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_at.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
-    let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if tracing { trace::enter(id::MPI_File_read_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
-    let traffic = Traffic::Received { count, datatype, status };
+    let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at, rc, traffic);
     rc
@@ -4482,10 +4482,10 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_at_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
-    let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if tracing { trace::enter(id::MPI_File_read_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
-    let traffic = Traffic::Received { count, datatype, status };
+    let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at_all, rc, traffic);
     rc
@@ -4513,7 +4513,7 @@ unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if tracing { trace::enter(id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at, rc, traffic);
     rc
@@ -4541,7 +4541,7 @@ unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if tracing { trace::enter(id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at_all, rc, traffic);
     rc
@@ -4569,7 +4569,7 @@ unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if tracing { trace::enter(id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_at, rc, traffic);
     rc
@@ -4597,7 +4597,7 @@ unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, tracing: bool, fh: MPI_File, o
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if tracing { trace::enter(id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_at, rc, traffic);
     rc
@@ -4625,7 +4625,7 @@ unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if tracing { trace::enter(id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_at_all, rc, traffic);
     rc
@@ -4653,7 +4653,7 @@ unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if tracing { trace::enter(id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_at_all, rc, traffic);
     rc
@@ -4680,10 +4680,10 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
-    let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if tracing { trace::enter(id::MPI_File_read, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    let traffic = Traffic::Received { count, datatype, status };
+    let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read, rc, traffic);
     rc
@@ -4710,10 +4710,10 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, tracing: bool, fh: MPI_File, bu
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
-    let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if tracing { trace::enter(id::MPI_File_read_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    let traffic = Traffic::Received { count, datatype, status };
+    let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_all, rc, traffic);
     rc
@@ -4741,7 +4741,7 @@ unsafe fn wrap_MPI_File_write(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let traced = if tracing { trace::enter(id::MPI_File_write, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write, rc, traffic);
     rc
@@ -4769,7 +4769,7 @@ unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let traced = if tracing { trace::enter(id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_all, rc, traffic);
     rc
@@ -4797,7 +4797,7 @@ unsafe fn wrap_MPI_File_iread(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
     let traced = if tracing { trace::enter(id::MPI_File_iread, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread, rc, traffic);
     rc
@@ -4825,7 +4825,7 @@ unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, tracing: bool, fh: MPI_File, buf:
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
     let traced = if tracing { trace::enter(id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite, rc, traffic);
     rc
@@ -4853,7 +4853,7 @@ unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
     let traced = if tracing { trace::enter(id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_all, rc, traffic);
     rc
@@ -4881,7 +4881,7 @@ unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
     let traced = if tracing { trace::enter(id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_all, rc, traffic);
     rc
@@ -4992,10 +4992,10 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
-    let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if tracing { trace::enter(id::MPI_File_read_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    let traffic = Traffic::Received { count, datatype, status };
+    let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_shared, rc, traffic);
     rc
@@ -5023,7 +5023,7 @@ unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let traced = if tracing { trace::enter(id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_shared, rc, traffic);
     rc
@@ -5051,7 +5051,7 @@ unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
     let traced = if tracing { trace::enter(id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_shared, rc, traffic);
     rc
@@ -5079,7 +5079,7 @@ unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
     let traced = if tracing { trace::enter(id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_shared, rc, traffic);
     rc
@@ -5106,10 +5106,10 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, tracing: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_ordered.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
-    let status = if status.is_null() { local_status.as_mut_ptr() } else { status };
+    let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if tracing { trace::enter(id::MPI_File_read_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    let traffic = Traffic::Received { count, datatype, status };
+    let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_ordered, rc, traffic);
     rc
@@ -5137,7 +5137,7 @@ unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let traced = if tracing { trace::enter(id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_ordered, rc, traffic);
     rc
@@ -5221,7 +5221,7 @@ unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, tracing: bool, fh: MPI
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype) };
     let traced = if tracing { trace::enter(id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at_all_begin, rc, traffic);
     rc
@@ -5277,7 +5277,7 @@ unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, tracing: bool, fh: MP
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype) };
     let traced = if tracing { trace::enter(id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at_all_begin, rc, traffic);
     rc
@@ -5333,7 +5333,7 @@ unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
     let traced = if tracing { trace::enter(id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_all_begin, rc, traffic);
     rc
@@ -5389,7 +5389,7 @@ unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_F
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
     let traced = if tracing { trace::enter(id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_all_begin, rc, traffic);
     rc
@@ -5445,7 +5445,7 @@ unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, tracing: bool, fh: MP
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
     let traced = if tracing { trace::enter(id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_ordered_begin, rc, traffic);
     rc
@@ -5501,7 +5501,7 @@ unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, tracing: bool, fh: M
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
     let traced = if tracing { trace::enter(id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_ordered_begin, rc, traffic);
     rc
@@ -5725,7 +5725,7 @@ unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, tracing: bool, datarep: *const 
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
     let traced = if tracing { trace::enter(id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
-    let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Pack_external, rc, traffic);
     rc
@@ -5781,7 +5781,7 @@ unsafe fn wrap_MPI_Pack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, inc
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
     let traced = if tracing { trace::enter(id::MPI_Pack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
-    let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Pack, rc, traffic);
     rc
@@ -6766,7 +6766,7 @@ unsafe fn wrap_MPI_Unpack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, i
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
     let traced = if tracing { trace::enter(id::MPI_Unpack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
-    let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Unpack, rc, traffic);
     rc
@@ -6794,7 +6794,7 @@ unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, tracing: bool, datarep: *cons
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
     let traced = if tracing { trace::enter(id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
-    let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
+    let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Unpack_external, rc, traffic);
     rc

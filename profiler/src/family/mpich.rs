@@ -1,0 +1,172 @@
+//! MPICH 4.x (`libmpich.so.12`/`libmpi.so.12`, the ABI of MPICH, Intel MPI, MVAPICH and Cray
+//! MPICH): handles are `int`s and predefined handles are compile-time constants of `mpi.h`
+//! (bindgen does not translate its cast macros, so they are written here and a test compares
+//! them with the installed header); the status keeps the received bytes split over `count_lo`
+//! and the upper bits of `count_hi_and_cancelled` (bit 0 is the cancelled flag).
+
+use super::{Family, Predefined, Probe};
+use crate::ffi::MPI_Status;
+use std::ffi::{c_int, c_void, CStr};
+
+/// The major version whose ABI the wrappers were generated for (`mpi.h` of MPICH 4.0).
+const MAJOR: &str = "4.";
+
+/// The predefined handles the profiler uses, as MPICH's `mpi.h` defines them.
+const HANDLES: [(Predefined, u32); 10] = [
+    (Predefined::CommWorld, 0x4400_0000),
+    (Predefined::CommNull, 0x0400_0000),
+    (Predefined::InfoNull, 0x1c00_0000),
+    (Predefined::RequestNull, 0x2c00_0000),
+    (Predefined::Uint64, 0x4c00_083e),
+    (Predefined::LongInt, 0x8c00_0002),
+    (Predefined::OpSum, 0x5800_0003),
+    (Predefined::OpMin, 0x5800_0002),
+    (Predefined::OpMax, 0x5800_0001),
+    (Predefined::OpMaxLoc, 0x5800_000c),
+];
+
+pub struct Mpich;
+
+impl Family for Mpich {
+    const NAME: &'static str = super::known::MPICH.name;
+    const LIBRARIES: &'static [&'static CStr] = super::known::MPICH.libraries;
+    const PROC_NULL: c_int = -1;
+    // `(void *) -1` in MPICH's mpi.h.
+    const IN_PLACE: *const c_void = usize::MAX as *const c_void;
+    // `(MPI_Status *)1`, also `MPI_STATUSES_IGNORE`.
+    #[allow(clippy::manual_dangling_ptr)]
+    const STATUS_IGNORE: *mut MPI_Status = 1 as *mut MPI_Status;
+
+    fn recognise(probe: &Probe) -> Result<(), String> {
+        super::only(Self::NAME, probe)?;
+        // The MPI library is MPICH's: MPI_Get_library_version may be called before MPI_Init.
+        known_version(&crate::mpi::library_version())
+    }
+
+    // MPICH's `mpif.h`/`use mpi` MPI_INIT (libmpichfort) first runs `mpirinitf_`, which clears
+    // `MPIR_F_NeedInit`, then calls MPI_Init(NULL, NULL); `use mpi_f08`'s calls PMPI_Init(NULL,
+    // NULL). A C program never clears that flag (and rarely has libmpichfort at all).
+    unsafe fn fortran_init(via_pmpi: bool, argc: *const c_int) -> bool {
+        let need_init = crate::next::mpi_object(c"MPIR_F_NeedInit").cast::<c_int>();
+        if need_init.is_null() {
+            return false;
+        }
+        *need_init == 0 || (via_pmpi && argc.is_null())
+    }
+
+    fn predefined(object: Predefined) -> Option<usize> {
+        HANDLES
+            .iter()
+            .find(|(o, _)| *o == object)
+            .map(|(_, h)| *h as usize)
+    }
+
+    // MPIR_STATUS_GET_COUNT: count_lo is the low 32 bits (unsigned), count_hi_and_cancelled
+    // shifted right by one the high bits.
+    unsafe fn received_bytes(status: *const MPI_Status) -> u64 {
+        let lo = (*status).count_lo as u32 as u64;
+        let hi = ((*status).count_hi_and_cancelled as u32 >> 1) as u64;
+        (hi << 32) | lo
+    }
+}
+
+/// Whether `version` (`MPI_Get_library_version`'s first line, `MPICH Version:<tab>4.0.2`) is of
+/// the major version the wrappers were generated for.
+fn known_version(version: &str) -> Result<(), String> {
+    let known = version
+        .strip_prefix("MPICH Version:")
+        .is_some_and(|v| v.trim_start().starts_with(MAJOR));
+    if known {
+        Ok(())
+    } else {
+        Err(format!("unknown MPICH version: {version}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    #[test]
+    fn only_major_version_4_is_known() {
+        assert_eq!(known_version("MPICH Version:\t4.0.2"), Ok(()));
+        assert_eq!(known_version("MPICH Version:      4.1"), Ok(()));
+        for other in [
+            "MPICH Version:\t3.4.3",
+            "MPICH Version:\t5.0.0",
+            "MPICH Version:\t40.1",
+            "Open MPI v4.1.4, package: Debian OpenMPI",
+            "Intel(R) MPI Library 2021.10 for Linux* OS",
+            "",
+        ] {
+            assert!(known_version(other).is_err(), "{other}");
+        }
+    }
+
+    /// The handles written in [`HANDLES`] are the installed mpi.h's (compiled with
+    /// `mpicc.mpich`, as build.rs found the header).
+    #[test]
+    fn predefined_handles_are_the_headers() {
+        let dir =
+            std::env::temp_dir().join(format!("mpistat-mpich-handles-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let names = [
+            "MPI_COMM_WORLD",
+            "MPI_COMM_NULL",
+            "MPI_INFO_NULL",
+            "MPI_REQUEST_NULL",
+            "MPI_UINT64_T",
+            "MPI_LONG_INT",
+            "MPI_SUM",
+            "MPI_MIN",
+            "MPI_MAX",
+            "MPI_MAXLOC",
+        ];
+        let mut c = String::from("#include <mpi.h>\n#include <stdio.h>\nint main(void) {\n");
+        for n in names {
+            c.push_str(&format!("  printf(\"%u\\n\", (unsigned) {n});\n"));
+        }
+        c.push_str(
+            "  printf(\"%d %ld %d %ld %ld\\n\", MPI_PROC_NULL, (long) MPI_IN_PLACE, (int) sizeof(MPI_Status),\n    (long) MPI_STATUS_IGNORE, (long) MPI_STATUSES_IGNORE);\n  return 0;\n}\n",
+        );
+        std::fs::write(dir.join("h.c"), c).unwrap();
+        let built = Command::new("mpicc.mpich")
+            .current_dir(&dir)
+            .args(["-o", "h", "h.c"])
+            .status()
+            .expect("mpicc.mpich");
+        assert!(built.success());
+        let out = Command::new(dir.join("h")).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, (object, handle)) in HANDLES.iter().enumerate() {
+            assert_eq!(lines[i], handle.to_string(), "{object:?} ({})", names[i]);
+        }
+        assert_eq!(
+            lines[10],
+            format!(
+                "{} {} {} {s} {s}",
+                Mpich::PROC_NULL,
+                Mpich::IN_PLACE as isize,
+                std::mem::size_of::<MPI_Status>(),
+                s = Mpich::STATUS_IGNORE as isize,
+            )
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn received_bytes_joins_both_halves_and_skips_the_cancelled_bit() {
+        // SAFETY: MPI_Status is plain integers.
+        let mut s: MPI_Status = unsafe { std::mem::zeroed() };
+        s.count_lo = 1000;
+        assert_eq!(unsafe { Mpich::received_bytes(&s) }, 1000);
+        s.count_lo = -1; // 0xffff_ffff
+        s.count_hi_and_cancelled = (5 << 1) | 1;
+        assert_eq!(
+            unsafe { Mpich::received_bytes(&s) },
+            (5 << 32) | 0xffff_ffff
+        );
+    }
+}
