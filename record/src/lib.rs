@@ -9,6 +9,7 @@
 
 pub mod analysis;
 pub mod app;
+pub mod hostlist;
 pub mod model;
 pub mod report;
 pub mod units;
