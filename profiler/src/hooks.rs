@@ -181,6 +181,7 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             return;
         };
         let peers = crate::peers::learn(size as u32, config.profiler.assume_all_ranks_profiled);
+        crate::places::learn(world, size as u32, rank as u32);
         // Open MPI's Fortran bindings call PMPI_Init(&argc, &argv) with argc = 0; C programs call
         // MPI_Init with their real argc (≥ 1) or NULL.
         // SAFETY: argc is the caller's pointer to MPI_Init, valid for the duration of the call.
@@ -252,6 +253,9 @@ fn rank_totals(job: &Job, now: &Anchor, hook_start_ticks: u64) -> RankTotals {
         JobValue::OverheadNs,
         ((counting + hook) * ns_per_tick) as u64,
     );
+    let on_node = crate::node::local_ranks(|name| std::env::var(name).ok())
+        .or_else(crate::places::ranks_here);
+    t.set(JobValue::RanksOnNode, on_node.unwrap_or(0).into());
     t
 }
 
@@ -555,7 +559,7 @@ unsafe fn pcontrol(via_pmpi: bool, level: c_int) -> c_int {
         return rc;
     };
     let rc = next(level);
-    rt::leave(call, id::MPI_Pcontrol, rc, Traffic::None);
+    rt::leave(call, id::MPI_Pcontrol, rc, Traffic::None, std::ptr::null_mut());
     quietly(|| apply_pcontrol(level));
     rc
 }
