@@ -196,3 +196,22 @@ fn traffic_on_one_node_stays_there() {
     assert_eq!(all.off_node, 0, "{record:#?}");
     assert!(all.on_node > 0);
 }
+
+/// `MPI_Abort` on a rank of node B: that rank writes the one record (with the job's layout);
+/// rank 0, stopped by its launcher afterwards, writes none.
+#[test]
+fn mpi_abort_on_another_node_leaves_only_the_aborting_ranks_record() {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    // abort.c: rank 1 (on nodeb here) aborts with code 3 while the others wait.
+    let outcome = Job::on_nodes(program("abort.c"), &[("nodea", 1), ("nodeb", 2)])
+        .profiled(&syslogd.site_config());
+    assert!(!outcome.status.success(), "{outcome:?}");
+    let record = syslogd.single_record();
+    assert_eq!(
+        record.partial.as_deref(),
+        Some("MPI_Abort (errorcode 3) on rank 1")
+    );
+    assert_eq!((record.host.as_str(), record.nodes), ("nodeb", 2));
+    assert_eq!(record.host_list, "nodea,nodeb");
+}
