@@ -559,7 +559,13 @@ unsafe fn pcontrol(via_pmpi: bool, level: c_int) -> c_int {
         return rc;
     };
     let rc = next(level);
-    rt::leave(call, id::MPI_Pcontrol, rc, Traffic::None, std::ptr::null_mut());
+    rt::leave(
+        call,
+        id::MPI_Pcontrol,
+        rc,
+        Traffic::None,
+        std::ptr::null_mut(),
+    );
     quietly(|| apply_pcontrol(level));
     rc
 }

@@ -179,10 +179,11 @@ pub fn build_record(
     let nodes = hosts.as_ref().map_or(reduced.nodes, |h| h.len() as u32);
     // Every rank gave its node's count; a record of one rank's own knows only its node's.
     let on_node = reduced.job(JobValue::RanksOnNode);
-    let ranks_per_node = (on_node.min > 0 && (partial.is_none() || nodes == 1)).then_some(RanksPerNode {
-        min: on_node.min as u32,
-        max: on_node.max as u32,
-    });
+    let ranks_per_node =
+        (on_node.min > 0 && (partial.is_none() || nodes == 1)).then_some(RanksPerNode {
+            min: on_node.min as u32,
+            max: on_node.max as u32,
+        });
     JobRecord {
         version: MODEL_VERSION,
         job_id: job_id(init.start_unix_ms, init.pid),

@@ -222,6 +222,8 @@ fn source(status: *const crate::ffi::MPI_Status) -> Option<c_int> {
     }
     // SAFETY: filled by the successful call that just returned.
     Some(unsafe {
-        <crate::family::Built as crate::family::Family>::status_source(status.cast::<c_void>().cast())
+        <crate::family::Built as crate::family::Family>::status_source(
+            status.cast::<c_void>().cast(),
+        )
     })
 }

@@ -266,9 +266,8 @@ pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Co
     let Some((count, bytes, placed)) = crate::guard::contained(move || {
         let (count, bytes) = measure(table, traffic);
         let class = crate::generated::routines::ROUTINES[id].class;
-        let placed = crate::places::split(class, &traffic, comm, bytes, || {
-            sent_bytes(table, &traffic)
-        });
+        let placed =
+            crate::places::split(class, &traffic, comm, bytes, || sent_bytes(table, &traffic));
         (count, bytes, placed)
     }) else {
         return;

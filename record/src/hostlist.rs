@@ -263,7 +263,9 @@ mod tests {
 
     #[test]
     fn bad_lists_are_errors() {
-        for bad in ["a[1-", "a[2-1]", "a[x]", "a,,b", "a,", "+x more", "a[1]b", ","] {
+        for bad in [
+            "a[1-", "a[2-1]", "a[x]", "a,,b", "a,", "+x more", "a[1]b", ",",
+        ] {
             assert!(expand(bad).is_err(), "{bad:?}");
         }
     }

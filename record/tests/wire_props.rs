@@ -5,10 +5,10 @@
 
 mod common;
 
-use mpistat_record::model::{IndexImbalance, NodeBytes, RanksPerNode};
 use mpistat_record::model::{
     CounterEvent, CounterSet, Imbalance, PartitionImbalance, SlurmFacts, TraceInfo,
 };
+use mpistat_record::model::{IndexImbalance, NodeBytes, RanksPerNode};
 use mpistat_record::wire::{Assembler, IndexedJob, Problem, MAX_MESSAGE};
 use mpistat_record::{decode, encode, Binding, JobIndex, JobRecord, RoutineStats, Stat};
 use proptest::prelude::*;
@@ -46,17 +46,20 @@ fn routine() -> impl Strategy<Value = RoutineStats> {
         prop::option::of((any::<u64>(), any::<u64>())),
     )
         .prop_map(
-            |(name, class, (calls, time_ns, count, bytes), hist, sync_ns, counters, node_bytes)| RoutineStats {
-                name,
-                class,
-                calls,
-                time_ns,
-                count,
-                bytes,
-                hist,
-                sync_ns,
-                counters,
-                node_bytes: node_bytes.map(|(on_node, off_node)| NodeBytes { on_node, off_node }),
+            |(name, class, (calls, time_ns, count, bytes), hist, sync_ns, counters, node_bytes)| {
+                RoutineStats {
+                    name,
+                    class,
+                    calls,
+                    time_ns,
+                    count,
+                    bytes,
+                    hist,
+                    sync_ns,
+                    counters,
+                    node_bytes: node_bytes
+                        .map(|(on_node, off_node)| NodeBytes { on_node, off_node }),
+                }
             },
         )
 }

@@ -105,7 +105,10 @@ fn check_basic_on(nodes: &[(&str, u32)], host_list: &str) {
         &record,
         &[
             ("MPI_Send", by_peer(nodes, right, |r| 3 * 100 * (r + 1) * 4)),
-            ("MPI_Recv", by_peer(nodes, left, |r| 3 * 100 * (left(r) + 1) * 4)),
+            (
+                "MPI_Recv",
+                by_peer(nodes, left, |r| 3 * 100 * (left(r) + 1) * 4),
+            ),
             ("MPI_Irecv", by_peer(nodes, right, |_| 2 * 256 * 8)),
             ("MPI_Isend", by_peer(nodes, left, |r| 2 * 10 * (r + 1) * 8)),
             ("MPI_Bcast", collective(n, 3 * 25 * 8, true)),
@@ -214,4 +217,36 @@ fn mpi_abort_on_another_node_leaves_only_the_aborting_ranks_record() {
     );
     assert_eq!((record.host.as_str(), record.nodes), ("nodeb", 2));
     assert_eq!(record.host_list, "nodea,nodeb");
+}
+
+/// `imbalance.c static` across 2 nodes (rank 1 overloaded to 1.25 x the average work in every
+/// iteration): the estimates from supersteps say so as on one node (tests/tests/imbalance.rs
+/// explains the expectation and its tolerance: noise only adds).
+#[test]
+fn imbalance_across_nodes() {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let nodes = [("nodea", 2), ("nodeb", 2)];
+    let outcome = Job::on_nodes(program("imbalance.c"), &nodes)
+        .arg("static")
+        .arg("100")
+        .arg("10")
+        .profiled(&syslogd.site_config());
+    outcome.assert_success();
+    let record = syslogd.single_record();
+    assert_eq!(record.nodes, 2);
+    let i = record.imbalance.as_ref().expect("imbalance estimates");
+    assert_eq!((i.unavailable.as_deref(), i.supersteps), (None, 101));
+    let work = i.work_avg_ns(record.ranks);
+    assert!((0.95e9..1.15e9).contains(&work), "average work {work} ns");
+    for (what, ns) in [
+        ("critical path", i.critical_path_ns),
+        ("profile", i.profile_ns),
+    ] {
+        let percent = 100.0 * ns as f64 / work;
+        assert!(
+            (21.0..=33.0).contains(&percent),
+            "{what}: {percent:.1} % of work, expected 25 % (-4/+8)"
+        );
+    }
 }
