@@ -15,6 +15,8 @@
 //!   not placed. Without the process manager's answer nothing is placed and the record says so.
 
 use crate::ffi::MPI_Comm;
+use crate::generated::routines::{N_ROUTINES, ROUTINES};
+use crate::rt::RoutineId;
 use crate::spec::Class;
 use crate::traffic::Traffic;
 use std::cell::RefCell;
@@ -22,6 +24,18 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
+
+/// Each routine's class, by id: a small table that the linker places with the hot code
+/// (`profiler/hot.ld`), unlike the whole routine table.
+static CLASSES: [Class; N_ROUTINES] = {
+    let mut classes = [Class::Misc; N_ROUTINES];
+    let mut id = 0;
+    while id < N_ROUTINES {
+        classes[id] = ROUTINES[id].class;
+        id += 1;
+    }
+    classes
+};
 
 /// Which ranks of `MPI_COMM_WORLD` share this rank's node.
 struct NodeMap {
@@ -33,6 +47,7 @@ struct NodeMap {
 }
 
 impl NodeMap {
+    #[link_section = ".text.hot.mpistat"]
     fn is_local(&self, world_rank: u32) -> Option<bool> {
         (world_rank < self.size)
             .then(|| self.local[(world_rank / 64) as usize] & (1 << (world_rank % 64)) != 0)
@@ -101,6 +116,7 @@ pub fn forget_comms() {
 }
 
 /// `f` of the members of `comm` (not `MPI_COMM_WORLD`).
+#[link_section = ".text.hot.mpistat"]
 fn with_members<R>(map: &NodeMap, comm: MPI_Comm, f: impl FnOnce(&Members) -> R) -> Option<R> {
     let freed = FREED.load(Relaxed);
     LAST.try_with(|last| {
@@ -158,6 +174,7 @@ fn members_of(map: &NodeMap, comm: MPI_Comm) -> Members {
 }
 
 /// Whether rank `peer` of `comm` is on this node (none if unknown).
+#[link_section = ".text.hot.mpistat"]
 fn peer_is_local(map: &NodeMap, comm: MPI_Comm, peer: c_int) -> Option<bool> {
     let peer = u32::try_from(peer).ok()?;
     if comm as usize == map.world {
@@ -167,6 +184,7 @@ fn peer_is_local(map: &NodeMap, comm: MPI_Comm, peer: c_int) -> Option<bool> {
 }
 
 /// Whether `comm` has members on other nodes (none if unknown).
+#[link_section = ".text.hot.mpistat"]
 fn spans_nodes(map: &NodeMap, comm: MPI_Comm) -> Option<bool> {
     if comm as usize == map.world {
         return Some(map.here < map.size);
@@ -174,12 +192,12 @@ fn spans_nodes(map: &NodeMap, comm: MPI_Comm) -> Option<bool> {
     with_members(map, comm, |m| (!m.local.is_empty()).then_some(m.spans)).flatten()
 }
 
-/// (on-node, off-node) bytes of a successful call of class `class` on `comm` that moved `bytes`
+/// (on-node, off-node) bytes of a successful call of routine `id` on `comm` that moved `bytes`
 /// in all (`sent()` of them by the send side of a send-and-receive); none if it cannot be placed.
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 pub fn split(
-    class: Class,
+    id: RoutineId,
     traffic: &Traffic,
     comm: MPI_Comm,
     bytes: u64,
@@ -190,7 +208,7 @@ pub fn split(
     }
     let map = MAP.get()?;
     let by = |local: bool, b: u64| if local { (b, 0) } else { (0, b) };
-    match (class, *traffic) {
+    match (CLASSES[id], *traffic) {
         (Class::Collective, _) => Some(by(!spans_nodes(map, comm)?, bytes)),
         (Class::P2p, Traffic::Elements { peer, .. }) => {
             Some(by(peer_is_local(map, comm, peer)?, bytes))
@@ -216,6 +234,7 @@ pub fn split(
 }
 
 /// The source rank in a completed receive's status.
+#[link_section = ".text.hot.mpistat"]
 fn source(status: *const crate::ffi::MPI_Status) -> Option<c_int> {
     if status.is_null() {
         return None;

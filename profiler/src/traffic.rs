@@ -245,6 +245,7 @@ pub(crate) fn measure(table: &ThreadTable, traffic: Traffic) -> (u64, u64) {
 }
 
 /// The bytes the send side of a send-and-receive moved (0 for other calls).
+#[link_section = ".text.hot.mpistat"]
 fn sent_bytes(table: &ThreadTable, traffic: &Traffic) -> u64 {
     match *traffic {
         Traffic::SendReceived {
@@ -265,9 +266,8 @@ pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Co
     // A bug here must not unwind into the user's program: swallow it, lose this call's bytes.
     let Some((count, bytes, placed)) = crate::guard::contained(move || {
         let (count, bytes) = measure(table, traffic);
-        let class = crate::generated::routines::ROUTINES[id].class;
         let placed =
-            crate::places::split(class, &traffic, comm, bytes, || sent_bytes(table, &traffic));
+            crate::places::split(id, &traffic, comm, bytes, || sent_bytes(table, &traffic));
         (count, bytes, placed)
     }) else {
         return;
