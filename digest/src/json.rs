@@ -3,8 +3,11 @@
 //! must stay; fields may be added. `app` is the application (an interpreter's script or module,
 //! else `exe`), `interpreter` the interpreter when there is one. Imbalance estimates: `imbalance.{critical_path_s, profile_s,
 //! load_balance, comm_efficiency, parallel_efficiency, merge_factor}` and `routines.<name>.sync_s`;
-//! counters: `counters.<event>.{app,mpi}` and `routines.<name>.counters.<event>`.
+//! counters: `counters.<event>.{app,mpi}` and `routines.<name>.counters.<event>`. Where the job
+//! ran (version 3 records): `host_list`, `ranks_per_node.{min,max}`, `node_bytes.{on_node,off_node}`
+//! and `routines.<name>.node_bytes.{on_node,off_node}`.
 
+use mpistat_record::model::{NodeBytes, RanksPerNode};
 use mpistat_record::units::{secs, utc};
 use mpistat_record::JobRecord;
 use serde::Serialize;
@@ -25,6 +28,13 @@ pub struct JobJson<'a> {
     pub pid: u32,
     pub ranks: u32,
     pub nodes: u32,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub host_list: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranks_per_node: Option<RanksPerNode>,
+    /// The routines' bytes on and off node, summed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_bytes: Option<NodeBytes>,
     pub start_utc: String,
     pub end_utc: String,
     /// The slowest rank's wall time.
@@ -202,6 +212,8 @@ pub struct RoutineJson<'a> {
     /// Counter events inside this routine, by event name.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: &'a BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_bytes: Option<NodeBytes>,
 }
 
 impl<'a> JobJson<'a> {
@@ -219,6 +231,9 @@ impl<'a> JobJson<'a> {
             pid: r.pid,
             ranks: r.ranks,
             nodes: r.nodes,
+            host_list: &r.host_list,
+            ranks_per_node: r.ranks_per_node,
+            node_bytes: r.node_bytes(),
             start_utc: utc(r.start_unix_ms),
             end_utc: utc(r.end_unix_ms),
             wall_s: r.wall_s(),
@@ -247,6 +262,7 @@ impl<'a> JobJson<'a> {
                         hist: &s.hist,
                         sync_s: s.sync_ns.map(secs),
                         counters: &s.counters,
+                        node_bytes: s.node_bytes,
                     };
                     (s.name.as_str(), routine)
                 })

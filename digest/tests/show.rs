@@ -3,6 +3,7 @@
 
 use mpistat_digest::cli::ShowArgs;
 use mpistat_digest::show::{run, Outcome};
+use mpistat_record::model::{NodeBytes, RanksPerNode};
 use mpistat_record::{encode, Binding, JobRecord, RoutineStats, Stat};
 use std::io::Write;
 use std::path::PathBuf;
@@ -34,6 +35,7 @@ fn routine(
         hist,
         sync_ns: None,
         counters: Default::default(),
+        node_bytes: None,
     }
 }
 
@@ -100,7 +102,42 @@ fn fixed_record() -> JobRecord {
         counters: None,
         trace: None,
         slurm: None,
+        host_list: String::new(),
+        ranks_per_node: None,
     }
+}
+
+/// The fixed record as a version 3 profiler on 2 nodes writes it: hosts, ranks per node, and
+/// the bytes that stayed on a node.
+fn multi_node_record() -> JobRecord {
+    let mut r = fixed_record();
+    r.version = mpistat_record::model::MODEL_VERSION;
+    r.host_list = "node[017-018]".into();
+    r.ranks_per_node = Some(RanksPerNode { min: 1, max: 3 });
+    let split = [("MPI_Send", 3), ("MPI_Recv", 3), ("MPI_Allreduce", 0)];
+    for (name, quarters_on) in split {
+        let routine = r.routines.iter_mut().find(|x| x.name == name).unwrap();
+        let on_node = routine.bytes.sum / 4 * quarters_on;
+        routine.node_bytes = Some(NodeBytes {
+            on_node,
+            off_node: routine.bytes.sum - on_node,
+        });
+    }
+    r
+}
+
+#[test]
+fn text_view_of_a_multi_node_job() {
+    let (out, err, _) = show(false, &syslog(&encode(&multi_node_record())));
+    assert_eq!(err, "1 records, 0 problems\n");
+    assert!(out.lines().all(|l| l.len() <= 100), "{out}");
+    for line in [
+        "  ranks       4 on 2 node(s), 1-3 per node",
+        "  hosts       node[017-018]",
+    ] {
+        assert!(out.lines().any(|l| l == line), "no {line:?} in:\n{out}");
+    }
+    insta::assert_snapshot!(out);
 }
 
 fn syslog(messages: &[String]) -> String {

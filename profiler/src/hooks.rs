@@ -182,6 +182,7 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             return;
         };
         let peers = crate::peers::learn(size as u32, config.profiler.assume_all_ranks_profiled);
+        crate::places::learn(world, size as u32, rank as u32);
         // SAFETY: argc is the caller's pointer to MPI_Init, valid for the duration of the call.
         let fortran = unsafe { <Built as Family>::fortran_init(via_pmpi, argc) };
         let job = Job {
@@ -251,6 +252,9 @@ fn rank_totals(job: &Job, now: &Anchor, hook_start_ticks: u64) -> RankTotals {
         JobValue::OverheadNs,
         ((counting + hook) * ns_per_tick) as u64,
     );
+    let on_node = crate::node::local_ranks(|name| std::env::var(name).ok())
+        .or_else(crate::places::ranks_here);
+    t.set(JobValue::RanksOnNode, on_node.unwrap_or(0).into());
     t
 }
 
@@ -554,7 +558,13 @@ unsafe fn pcontrol(via_pmpi: bool, level: c_int) -> c_int {
         return rc;
     };
     let rc = next(level);
-    rt::leave(call, id::MPI_Pcontrol, rc, Traffic::None);
+    rt::leave(
+        call,
+        id::MPI_Pcontrol,
+        rc,
+        Traffic::None,
+        crate::family::Handle::NONE,
+    );
     quietly(|| apply_pcontrol(level));
     rc
 }

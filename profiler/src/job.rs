@@ -3,7 +3,10 @@
 use crate::generated::routines::{N_ROUTINES, ROUTINES};
 use crate::tally::{JobValue, Reduced};
 use mpistat_record::app::{classify, Application};
-use mpistat_record::model::{Binding, JobRecord, RoutineStats, MODEL_VERSION};
+use mpistat_record::hostlist::compress;
+use mpistat_record::model::{
+    Binding, JobRecord, NodeBytes, RanksPerNode, RoutineStats, HOST_LIST_MAX, MODEL_VERSION,
+};
 use mpistat_site::ProfilerConfig;
 use std::collections::BTreeMap;
 use std::ffi::c_int;
@@ -145,6 +148,7 @@ pub fn build_record(
 ) -> JobRecord {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
+    let placed = crate::places::known();
     let routines = (0..N_ROUTINES)
         .filter_map(|id| {
             let [calls, time_ns, count, bytes] = reduced.routine(id);
@@ -155,7 +159,9 @@ pub fn build_record(
             while hist.last() == Some(&0) {
                 hist.pop();
             }
+            let (on_node, off_node) = reduced.routine_node_bytes(id);
             Some(RoutineStats {
+                node_bytes: (placed && bytes.sum > 0).then_some(NodeBytes { on_node, off_node }),
                 name: ROUTINES[id].name().to_string(),
                 class: ROUTINES[id].class.as_str().to_string(),
                 calls,
@@ -169,6 +175,15 @@ pub fn build_record(
         })
         .collect();
     let program = program();
+    let hosts = crate::peers::node_list();
+    let nodes = hosts.as_ref().map_or(reduced.nodes, |h| h.len() as u32);
+    // Every rank gave its node's count; a record of one rank's own knows only its node's.
+    let on_node = reduced.job(JobValue::RanksOnNode);
+    let ranks_per_node =
+        (on_node.min > 0 && (partial.is_none() || nodes == 1)).then_some(RanksPerNode {
+            min: on_node.min as u32,
+            max: on_node.max as u32,
+        });
     JobRecord {
         version: MODEL_VERSION,
         job_id: job_id(init.start_unix_ms, init.pid),
@@ -181,7 +196,9 @@ pub fn build_record(
         host: host_name(),
         pid: init.pid,
         ranks: init.ranks,
-        nodes: reduced.nodes,
+        nodes,
+        host_list: hosts.map_or_else(String::new, |h| compress(&h, HOST_LIST_MAX)),
+        ranks_per_node,
         start_unix_ms: init.start_unix_ms,
         end_unix_ms: unix_ms_now(),
         wall_ns: reduced.job(JobValue::WallNs),

@@ -44,6 +44,7 @@ pub mod mpi;
 pub mod next;
 pub mod node;
 pub mod peers;
+pub mod places;
 pub mod rt;
 pub mod slurm;
 pub mod spec;

@@ -27,6 +27,11 @@
 //! the answer is "not known to be all", which the profiler treats like a mixed job (it never
 //! hangs, at worst it sends a partial record) unless the site chose
 //! `assume_all_ranks_profiled`.
+//!
+//! The same local look-ups tell where ranks run: [`local_peers`] (the ranks on this node) and
+//! [`node_list`] (the job's hosts), from the job-level data the process manager gives every
+//! process at start; no communication either. Without them the record says the nodes' bytes
+//! and host list are unknown.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering::Relaxed};
@@ -230,6 +235,100 @@ pub struct Peers {
     pub lead: u32,
 }
 
+/// `PMIx_Get` of the job's namespace's processes, with `PMIX_OPTIONAL` (local data only).
+struct Getter {
+    get: GetFn,
+    proc: Proc,
+    optional: Info,
+}
+
+type GetFn =
+    unsafe extern "C" fn(*const Proc, *const c_char, *const Info, usize, *mut *mut Value) -> c_int;
+
+/// The rank that stands for every process of a namespace (job-level data).
+const RANK_WILDCARD: u32 = u32::MAX - 1;
+const PMIX_STRING: u16 = 3;
+
+impl Getter {
+    /// For this process's namespace (`PMIX_NAMESPACE`), if PMIx is loaded.
+    fn new() -> Option<Getter> {
+        let get = GET.get()?;
+        let nspace = std::env::var_os("PMIX_NAMESPACE")?;
+        let nspace = std::os::unix::ffi::OsStrExt::as_bytes(nspace.as_os_str()).to_vec();
+        if nspace.len() >= 256 {
+            return None;
+        }
+        let mut proc = Proc {
+            nspace: [0; 256],
+            rank: 0,
+        };
+        for (d, s) in proc.nspace.iter_mut().zip(&nspace) {
+            *d = *s as c_char;
+        }
+        let mut optional = Info {
+            key: [0; 512],
+            flags: 0,
+            value: Value::flag(true),
+        };
+        for (d, s) in optional.key.iter_mut().zip(PMIX_OPTIONAL) {
+            *d = *s as c_char;
+        }
+        Some(Getter {
+            // SAFETY: PMIx's `PMIx_Get`, whose prototype this is.
+            get: unsafe { std::mem::transmute::<*mut c_void, GetFn>(get) },
+            proc,
+            optional,
+        })
+    }
+
+    /// `key` of process `rank`: what `read` makes of its value, or `None` if PMIx has none.
+    fn get<T>(&mut self, rank: u32, key: &CStr, read: impl FnOnce(&Value) -> T) -> Option<T> {
+        self.proc.rank = rank;
+        let mut value: *mut Value = std::ptr::null_mut();
+        // SAFETY: PMIx's routine with a valid proc, key and one info; it allocates the value.
+        let rc = unsafe { (self.get)(&self.proc, key.as_ptr(), &self.optional, 1, &mut value) };
+        if value.is_null() {
+            return None;
+        }
+        // SAFETY: PMIx filled the value it allocated.
+        let out = (rc == PMIX_SUCCESS).then(|| read(unsafe { &*value }));
+        type DestructFn = unsafe extern "C" fn(*mut Value);
+        // SAFETY: PMIx allocated the value with malloc (PMIX_VALUE_RELEASE: destruct, free).
+        unsafe {
+            if let Some(d) = VALUE_DESTRUCT.get() {
+                std::mem::transmute::<*mut c_void, DestructFn>(d)(value);
+            }
+            libc::free(value.cast());
+        }
+        out
+    }
+
+    /// A job-level string, e.g. a comma-separated list.
+    fn job_string(&mut self, key: &CStr) -> Option<String> {
+        self.get(RANK_WILDCARD, key, |v| {
+            let p = v.data[0] as *const c_char;
+            // SAFETY: a PMIx string value holds a NUL-terminated string (or null).
+            (v.kind == PMIX_STRING && !p.is_null())
+                .then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+        })
+        .flatten()
+    }
+}
+
+/// The world ranks on this node (`PMIX_LOCAL_PEERS`), if PMIx says; a local look-up, no
+/// communication.
+pub fn local_peers() -> Option<Vec<u32>> {
+    let list = Getter::new()?.job_string(c"pmix.lpeers")?;
+    list.split(',').map(|r| r.trim().parse().ok()).collect()
+}
+
+/// The job's nodes, in PMIx's order (`PMIX_NODE_LIST`), if PMIx says; a local look-up.
+pub fn node_list() -> Option<Vec<String>> {
+    let list = Getter::new()?.job_string(c"pmix.nlist")?;
+    let hosts: Vec<String> = list.split(',').map(|h| h.trim().to_string()).collect();
+    (!hosts.iter().any(String::is_empty)).then_some(hosts)
+}
+
 /// After `MPI_Init`: ask PMIx, for each of the `size` ranks, whether it published [`KEY`]. If
 /// PMIx cannot tell, every rank has the library if the site says to assume so
 /// (`assume_all_if_unknown`), else that is unknown (and not assumed).
@@ -249,56 +348,13 @@ pub fn learn(size: u32, assume_all_if_unknown: bool) -> Peers {
     if !ANNOUNCED.load(Relaxed) {
         return unknown;
     }
-    let (Some(get), Some(nspace)) = (GET.get(), std::env::var_os("PMIX_NAMESPACE")) else {
+    let Some(mut getter) = Getter::new() else {
         return unknown;
     };
-    let nspace = std::os::unix::ffi::OsStrExt::as_bytes(nspace.as_os_str()).to_vec();
-    if nspace.len() >= 256 {
-        return unknown;
-    }
-    let mut proc = Proc {
-        nspace: [0; 256],
-        rank: 0,
-    };
-    for (d, s) in proc.nspace.iter_mut().zip(&nspace) {
-        *d = *s as c_char;
-    }
-    let mut optional = Info {
-        key: [0; 512],
-        flags: 0,
-        value: Value::flag(true),
-    };
-    for (d, s) in optional.key.iter_mut().zip(PMIX_OPTIONAL) {
-        *d = *s as c_char;
-    }
-    type GetFn = unsafe extern "C" fn(
-        *const Proc,
-        *const c_char,
-        *const Info,
-        usize,
-        *mut *mut Value,
-    ) -> c_int;
-    type DestructFn = unsafe extern "C" fn(*mut Value);
-    // SAFETY: PMIx's routine with a valid proc, key and one info; it allocates the value.
-    let get = unsafe { std::mem::transmute::<*mut c_void, GetFn>(get) };
-    let destruct = VALUE_DESTRUCT.get();
     let mut count = 0u32;
     let mut lead = None;
     for rank in 0..size {
-        proc.rank = rank;
-        let mut value: *mut Value = std::ptr::null_mut();
-        // SAFETY: as above.
-        let rc = unsafe { get(&proc, KEY.as_ptr(), &optional, 1, &mut value) };
-        if !value.is_null() {
-            // SAFETY: PMIx allocated the value with malloc (PMIX_VALUE_RELEASE: destruct, free).
-            unsafe {
-                if let Some(d) = destruct {
-                    std::mem::transmute::<*mut c_void, DestructFn>(d)(value);
-                }
-                libc::free(value.cast());
-            }
-        }
-        if rc == PMIX_SUCCESS {
+        if getter.get(rank, KEY, |_| ()).is_some() {
             count += 1;
             lead.get_or_insert(rank);
         }

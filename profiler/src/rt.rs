@@ -32,6 +32,9 @@ pub struct Counters {
     pub ticks: AtomicU64,
     pub count: AtomicU64,
     pub bytes: AtomicU64,
+    /// Of `bytes`, those that stayed on this node and those that crossed nodes ([`crate::places`]).
+    pub on_node: AtomicU64,
+    pub off_node: AtomicU64,
 }
 
 /// One thread's counters for every routine.
@@ -119,11 +122,11 @@ pub fn enter(via_pmpi: bool) -> Option<Call> {
     })
 }
 
-/// Finish counting a call of routine `id` that returned `rc`; `traffic` describes its data
-/// and is looked at only when the call succeeded.
+/// Finish counting a call of routine `id` on `comm` (null if none) that returned `rc`;
+/// `traffic` describes its data and is looked at only when the call succeeded.
 #[inline(always)]
-pub fn leave(call: Call, id: RoutineId, rc: c_int, traffic: Traffic) {
-    let _ = leave_at(&call, id, rc, traffic);
+pub fn leave(call: Call, id: RoutineId, rc: c_int, traffic: Traffic, comm: MPI_Comm) {
+    let _ = leave_at(&call, id, rc, traffic, comm);
     call.thread().depth.set(0);
 }
 
@@ -135,6 +138,7 @@ fn leave_at(
     id: RoutineId,
     rc: c_int,
     traffic: Traffic,
+    comm: MPI_Comm,
 ) -> (u64, &'static ThreadTable) {
     let t1 = ticks();
     let table = table_of(call.thread());
@@ -144,7 +148,7 @@ fn leave_at(
     bump(&c.ticks, dt);
     bump(&table.mpi_ticks, dt);
     if rc == 0 && !traffic.is_none() {
-        crate::traffic::record(table, id, traffic);
+        crate::traffic::record(table, id, traffic, comm);
     }
     if crate::counters::PER_CALL.load(Relaxed) {
         crate::counters::after_call(id);
@@ -156,7 +160,7 @@ fn leave_at(
 /// and `comm` spans `MPI_COMM_WORLD`, it also ends a superstep (out of line).
 #[inline(always)]
 pub fn leave_superstep(call: Call, id: RoutineId, rc: c_int, traffic: Traffic, comm: MPI_Comm) {
-    let (t1, table) = leave_at(&call, id, rc, traffic);
+    let (t1, table) = leave_at(&call, id, rc, traffic, comm);
     if rc == 0 {
         crate::superstep::boundary(call.t0, t1, table.mpi_ticks.load(Relaxed), id, comm);
     }

@@ -1,7 +1,8 @@
 //! Totals of this rank's counters, and their reduction over ranks into [`Reduced`] statistics.
 //!
 //! The vector layout is shared by every rank (same spec table), so reductions are element-wise:
-//! per routine `calls, ns, count, bytes`, then the job-level values of [`JobValue`].
+//! per routine `calls, ns, count, bytes`, then the job-level values of [`JobValue`]; bytes on and
+//! off the node are only summed, with the histograms.
 
 use crate::generated::routines::N_ROUTINES;
 use crate::mpi::{reduce_to_root, MpiResult, Op, OwnComm, ValueRank};
@@ -22,8 +23,10 @@ pub enum JobValue {
     WallNs,
     MpiNs,
     OverheadNs,
+    /// Ranks of the job on this rank's node (0: unknown), for the fewest and most per node.
+    RanksOnNode,
 }
-const JOB_VALUES: usize = 3;
+const JOB_VALUES: usize = 4;
 
 /// This rank's numbers, laid out for element-wise reduction.
 pub struct RankTotals {
@@ -31,6 +34,8 @@ pub struct RankTotals {
     pub values: Vec<u64>,
     /// `HIST_BUCKETS` per routine.
     pub hist: Vec<u64>,
+    /// Bytes on this node, then bytes off it, per routine.
+    pub node_bytes: Vec<u64>,
 }
 
 impl RankTotals {
@@ -38,6 +43,7 @@ impl RankTotals {
     pub fn collect(ns_per_tick: f64) -> RankTotals {
         let mut values = vec![0u64; N_ROUTINES * PER_ROUTINE + JOB_VALUES];
         let mut hist = vec![0u64; N_ROUTINES * HIST_BUCKETS];
+        let mut node_bytes = vec![0u64; N_ROUTINES * 2];
         let mut ticks = [0u64; N_ROUTINES];
         let tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
         for table in tables.iter() {
@@ -47,6 +53,8 @@ impl RankTotals {
                 v[COUNT] += c.count.load(Relaxed);
                 v[BYTES] += c.bytes.load(Relaxed);
                 ticks[id] += c.ticks.load(Relaxed);
+                node_bytes[id * 2] += c.on_node.load(Relaxed);
+                node_bytes[id * 2 + 1] += c.off_node.load(Relaxed);
             }
             for (id, buckets) in table.hist.iter().enumerate() {
                 for (b, n) in buckets.iter().enumerate() {
@@ -60,7 +68,11 @@ impl RankTotals {
             values[id * PER_ROUTINE + NS] = ns;
             mpi_ns += ns;
         }
-        let mut totals = RankTotals { values, hist };
+        let mut totals = RankTotals {
+            values,
+            hist,
+            node_bytes,
+        };
         totals.set(JobValue::MpiNs, mpi_ns);
         totals
     }
@@ -90,6 +102,8 @@ impl RankTotals {
 pub struct Reduced {
     pub stats: Vec<Stat>,
     pub hist: Vec<u64>,
+    /// Summed bytes on and off the node, per routine (as [`RankTotals::node_bytes`]).
+    pub node_bytes: Vec<u64>,
     pub nodes: u32,
     pub user_pmpi_tool: bool,
 }
@@ -100,6 +114,7 @@ impl Reduced {
         Reduced {
             stats: t.values.iter().map(|v| Stat::single(*v, rank)).collect(),
             hist: t.hist.clone(),
+            node_bytes: t.node_bytes.clone(),
             nodes: 1,
             user_pmpi_tool,
         }
@@ -115,6 +130,7 @@ impl Reduced {
     ) -> MpiResult<Option<Reduced>> {
         let mut summed = t.values.clone();
         summed.extend_from_slice(&t.hist);
+        summed.extend_from_slice(&t.node_bytes);
         summed.push(node_leader as u64);
         summed.push(pmpi_tool as u64);
         let sums = reduce_to_root(&summed, Op::Sum, comm)?;
@@ -133,6 +149,7 @@ impl Reduced {
             return Ok(None);
         };
         let n = t.values.len();
+        let (h, b) = (n + t.hist.len(), n + t.hist.len() + t.node_bytes.len());
         let stats = (0..n)
             .map(|i| Stat {
                 sum: sums[i],
@@ -143,9 +160,10 @@ impl Reduced {
             .collect();
         Ok(Some(Reduced {
             stats,
-            hist: sums[n..n + t.hist.len()].to_vec(),
-            nodes: sums[n + t.hist.len()] as u32,
-            user_pmpi_tool: sums[n + t.hist.len() + 1] > 0,
+            hist: sums[n..h].to_vec(),
+            node_bytes: sums[h..b].to_vec(),
+            nodes: sums[b] as u32,
+            user_pmpi_tool: sums[b + 1] > 0,
         }))
     }
 
@@ -153,6 +171,11 @@ impl Reduced {
     pub fn routine(&self, id: usize) -> [Stat; PER_ROUTINE] {
         let s = &self.stats[id * PER_ROUTINE..(id + 1) * PER_ROUTINE];
         [s[CALLS], s[NS], s[COUNT], s[BYTES]]
+    }
+
+    /// Bytes of routine `id` that stayed on a node and that crossed nodes.
+    pub fn routine_node_bytes(&self, id: usize) -> (u64, u64) {
+        (self.node_bytes[id * 2], self.node_bytes[id * 2 + 1])
     }
 
     pub fn routine_hist(&self, id: usize) -> &[u64] {

@@ -259,16 +259,40 @@ fn sum_counts<C: Copy + Into<MPI_Count>>(counts: *const C, n: usize) -> u64 {
         .sum()
 }
 
-/// Add a successful call's count, bytes and message size to this thread's table.
+/// The bytes the send side of a send-and-receive moved (0 for other calls).
+#[link_section = ".text.hot.mpistat"]
+fn sent_bytes(table: &ThreadTable, traffic: &Traffic) -> u64 {
+    match *traffic {
+        Traffic::SendReceived {
+            count,
+            datatype,
+            peer,
+            ..
+        } if peer != PROC_NULL => bytes_of(table, count, datatype),
+        _ => 0,
+    }
+}
+
+/// Add a successful call on `comm` (null if none)'s count, bytes, message size, and bytes on
+/// and off this node ([`crate::places`]) to this thread's table.
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic) {
+pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     // A bug here must not unwind into the user's program: swallow it, lose this call's bytes.
-    let Some((count, bytes)) = crate::guard::contained(move || measure(table, traffic)) else {
+    let Some((count, bytes, placed)) = crate::guard::contained(move || {
+        let (count, bytes) = measure(table, traffic);
+        let placed =
+            crate::places::split(id, &traffic, comm, bytes, || sent_bytes(table, &traffic));
+        (count, bytes, placed)
+    }) else {
         return;
     };
     let c = &table.routines[id];
     bump(&c.count, count);
     bump(&c.bytes, bytes);
     bump(&table.hist[id][hist_bucket(bytes).min(HIST_BUCKETS - 1)], 1);
+    if let Some((on, off)) = placed {
+        bump(&c.on_node, on);
+        bump(&c.off_node, off);
+    }
 }

@@ -10,6 +10,7 @@
 pub mod analysis;
 pub mod app;
 pub mod family;
+pub mod hostlist;
 pub mod model;
 pub mod report;
 pub mod units;

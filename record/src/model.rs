@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 
 /// Version of the record's data model; the wire format carries it, decoders up-convert older ones.
 /// 2: `app` and `interpreter` (version 1 records have neither: their application is `exe`).
-pub const MODEL_VERSION: u32 = 2;
+/// 3: `host_list`, `ranks_per_node` and the routines' `node_bytes` (older records have none:
+/// they read as unknown).
+pub const MODEL_VERSION: u32 = 3;
 
 /// Which language binding the job used for MPI.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -84,7 +86,41 @@ pub struct RoutineStats {
     /// name (only in the per-call mode; see [`CounterSet`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: BTreeMap<String, u64>,
+    /// Of `bytes` (summed over ranks), what went between ranks on the same node and what crossed
+    /// nodes. Absent when the profiler could not tell which ranks share a node, and in records
+    /// older than version 3. Bytes it could not place (a wildcard receive posted without a
+    /// status, one-sided and file I/O) are in neither.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_bytes: Option<NodeBytes>,
 }
+
+/// Bytes that stayed on a node and bytes that crossed nodes, summed over ranks.
+///
+/// Point-to-point data by its peer's node; a collective's data by whether its communicator
+/// spans nodes (all of it off-node when it does, even the part MPI moved within a node).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct NodeBytes {
+    pub on_node: u64,
+    pub off_node: u64,
+}
+
+impl NodeBytes {
+    /// The share of the placed bytes that stayed on a node (0..=1), if any were placed.
+    pub fn on_node_share(&self) -> Option<f64> {
+        let total = self.on_node + self.off_node;
+        (total > 0).then(|| self.on_node as f64 / total as f64)
+    }
+}
+
+/// The fewest and the most ranks of the job on one node.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct RanksPerNode {
+    pub min: u32,
+    pub max: u32,
+}
+
+/// Longest host list a record carries ([`crate::hostlist::compress`] caps it with a marker).
+pub const HOST_LIST_MAX: usize = 1024;
 
 /// One record per job.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
@@ -110,6 +146,14 @@ pub struct JobRecord {
     pub pid: u32,
     pub ranks: u32,
     pub nodes: u32,
+    /// The job's hosts in Slurm's compressed form (`node[001-004,007]`, [`crate::hostlist`]), at
+    /// most [`HOST_LIST_MAX`] bytes (then ending `+N more`). Empty when unknown (no PMIx node
+    /// list) and in records older than version 3.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host_list: String,
+    /// The fewest and most ranks on one node (absent when unknown, and in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks_per_node: Option<RanksPerNode>,
     pub start_unix_ms: u64,
     pub end_unix_ms: u64,
     /// Wall time from entering `MPI_Init` to entering `MPI_Finalize`, per rank (so that `mpi_ns`,
@@ -427,6 +471,17 @@ impl JobRecord {
     pub fn routine(&self, name: &str) -> Option<&RoutineStats> {
         self.routines.iter().find(|r| r.name == name)
     }
+
+    /// The routines' [`NodeBytes`] summed, if the record has them.
+    pub fn node_bytes(&self) -> Option<NodeBytes> {
+        self.routines
+            .iter()
+            .filter_map(|r| r.node_bytes)
+            .reduce(|a, b| NodeBytes {
+                on_node: a.on_node + b.on_node,
+                off_node: a.off_node + b.off_node,
+            })
+    }
 }
 
 fn application<'a>(app: &'a str, exe: &'a str) -> &'a str {
@@ -598,6 +653,8 @@ mod tests {
         assert_eq!((r.application(), r.interpreter.as_deref()), ("e", None));
         assert_eq!(JobIndex::of(&r).application(), "e");
         assert_eq!(r.slurm, None);
+        assert_eq!((r.host_list.as_str(), r.ranks_per_node), ("", None));
+        assert_eq!((r.routines[0].node_bytes, r.node_bytes()), (None, None));
     }
 
     #[test]

@@ -5,10 +5,10 @@
 
 mod common;
 
-use mpistat_record::model::IndexImbalance;
 use mpistat_record::model::{
     CounterEvent, CounterSet, Imbalance, PartitionImbalance, SlurmFacts, TraceInfo,
 };
+use mpistat_record::model::{IndexImbalance, NodeBytes, RanksPerNode};
 use mpistat_record::wire::{Assembler, IndexedJob, Problem, MAX_MESSAGE};
 use mpistat_record::{decode, encode, Binding, JobIndex, JobRecord, RoutineStats, Stat};
 use proptest::prelude::*;
@@ -43,18 +43,23 @@ fn routine() -> impl Strategy<Value = RoutineStats> {
         prop::collection::vec(any::<u64>(), 0..48),
         prop::option::of(any::<u64>()),
         prop::collection::btree_map("[a-z-]{1,16}", any::<u64>(), 0..3),
+        prop::option::of((any::<u64>(), any::<u64>())),
     )
         .prop_map(
-            |(name, class, (calls, time_ns, count, bytes), hist, sync_ns, counters)| RoutineStats {
-                name,
-                class,
-                calls,
-                time_ns,
-                count,
-                bytes,
-                hist,
-                sync_ns,
-                counters,
+            |(name, class, (calls, time_ns, count, bytes), hist, sync_ns, counters, node_bytes)| {
+                RoutineStats {
+                    name,
+                    class,
+                    calls,
+                    time_ns,
+                    count,
+                    bytes,
+                    hist,
+                    sync_ns,
+                    counters,
+                    node_bytes: node_bytes
+                        .map(|(on_node, off_node)| NodeBytes { on_node, off_node }),
+                }
             },
         )
 }
@@ -140,6 +145,7 @@ prop_compose! {
         counters in prop::option::of(counter_set()),
         trace in prop::option::of(trace_info()),
         (app, interpreter, slurm) in (odd_string(), prop::option::of(odd_string()), prop::option::of(slurm_facts())),
+        (host_list, ranks_per_node) in (odd_string(), prop::option::of((any::<u32>(), any::<u32>()))),
     ) -> JobRecord {
         JobRecord {
             version: mpistat_record::model::MODEL_VERSION,
@@ -148,7 +154,8 @@ prop_compose! {
             binding: if fortran { Binding::Fortran } else { Binding::C },
             thread_level, mpi_library, env: env.into_iter().collect::<BTreeMap<_, _>>(),
             user_pmpi_tool, overhead_ns, partial, routines, imbalance, counters, trace,
-            app, interpreter, slurm,
+            app, interpreter, slurm, host_list,
+            ranks_per_node: ranks_per_node.map(|(min, max)| RanksPerNode { min, max }),
         }
     }
 }

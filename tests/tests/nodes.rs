@@ -1,31 +1,252 @@
 //! Jobs across several nodes, emulated on this machine: Open MPI starts a daemon per host name
 //! through `tests/bin/node-rsh` (its own UTS namespace), and the ranks talk TCP over loopback.
-//! The record counts the nodes, names rank 0's, and keeps exact calls and bytes.
+//! The record counts the nodes, names rank 0's and lists them all (compressed), gives the fewest
+//! and most ranks per node, keeps exact calls and bytes, and splits each routine's bytes into
+//! those that stayed on a node and those that crossed nodes, exactly as the layout implies.
 
 use mpistat_e2e::*;
+use mpistat_record::model::{NodeBytes, RanksPerNode};
+use mpistat_record::JobRecord;
 
-fn check_basic_on(nodes: &[(&str, u32)]) {
+/// Which node (index into `nodes`) world rank `rank` runs on: ranks are placed in order.
+fn node_of(nodes: &[(&str, u32)], rank: u64) -> usize {
+    let mut first = 0;
+    for (i, (_, n)) in nodes.iter().enumerate() {
+        first += u64::from(*n);
+        if rank < first {
+            return i;
+        }
+    }
+    unreachable!("rank {rank} beyond the layout")
+}
+
+/// The on/off-node split of `bytes(r)` sent by each rank `r` to (or received from) `peer(r)`.
+fn by_peer(
+    nodes: &[(&str, u32)],
+    peer: impl Fn(u64) -> u64,
+    bytes: impl Fn(u64) -> u64,
+) -> NodeBytes {
+    let ranks: u64 = nodes.iter().map(|(_, n)| u64::from(*n)).sum();
+    let mut split = NodeBytes::default();
+    for r in 0..ranks {
+        if node_of(nodes, r) == node_of(nodes, peer(r)) {
+            split.on_node += bytes(r);
+        } else {
+            split.off_node += bytes(r);
+        }
+    }
+    split
+}
+
+/// `bytes` per rank of a collective on a communicator that spans `spans` nodes or not.
+fn collective(ranks: u64, bytes: u64, spans: bool) -> NodeBytes {
+    let total = ranks * bytes;
+    if spans {
+        NodeBytes {
+            on_node: 0,
+            off_node: total,
+        }
+    } else {
+        NodeBytes {
+            on_node: total,
+            off_node: 0,
+        }
+    }
+}
+
+fn sum(a: NodeBytes, b: NodeBytes) -> NodeBytes {
+    NodeBytes {
+        on_node: a.on_node + b.on_node,
+        off_node: a.off_node + b.off_node,
+    }
+}
+
+fn assert_node_bytes(record: &JobRecord, expected: &[(&str, NodeBytes)]) {
+    for (name, want) in expected {
+        let r = routine(record, name);
+        assert_eq!(r.node_bytes, Some(*want), "{name}: bytes on/off node");
+        assert_eq!(
+            want.on_node + want.off_node,
+            r.bytes.sum,
+            "{name}: every byte placed"
+        );
+    }
+}
+
+/// The facts every multi-node record has: nodes, rank 0's host, the host list, ranks per node.
+fn assert_layout(record: &JobRecord, nodes: &[(&str, u32)], host_list: &str) {
+    let ranks: u32 = nodes.iter().map(|(_, n)| n).sum();
+    assert_eq!(record.ranks, ranks);
+    assert_eq!(record.nodes as usize, nodes.len(), "{record:#?}");
+    assert_eq!(record.host, nodes[0].0, "rank 0's host");
+    assert_eq!(record.host_list, host_list);
+    let per_node = nodes.iter().map(|(_, n)| *n);
+    let expected = RanksPerNode {
+        min: per_node.clone().min().unwrap(),
+        max: per_node.max().unwrap(),
+    };
+    assert_eq!(record.ranks_per_node, Some(expected));
+}
+
+fn check_basic_on(nodes: &[(&str, u32)], host_list: &str) {
     let syslogd = Syslogd::start();
     let job = Job::on_nodes(program("basic.c"), nodes);
     let ranks = nodes.iter().map(|(_, n)| n).sum();
     let profiled = run_compared(&job, &syslogd);
     assert_every_rank_printed(&profiled, ranks, basic_ok_line);
     let record = syslogd.single_record();
-    assert_eq!(record.ranks, ranks);
-    assert_eq!(record.nodes as usize, nodes.len(), "{record:#?}");
-    assert_eq!(record.host, nodes[0].0, "rank 0's host");
+    assert_layout(&record, nodes, host_list);
     assert_routines(&record, &basic_expectations(ranks));
     assert_no_other_routines(&record, &basic_expectations(ranks), LIFECYCLE);
+    // basic.c's plan (tests/src/lib.rs, basic_expectations), placed on the layout.
+    let n = u64::from(ranks);
+    let (right, left) = (|r| (r + 1) % n, |r| (r + n - 1) % n);
+    assert_node_bytes(
+        &record,
+        &[
+            ("MPI_Send", by_peer(nodes, right, |r| 3 * 100 * (r + 1) * 4)),
+            (
+                "MPI_Recv",
+                by_peer(nodes, left, |r| 3 * 100 * (left(r) + 1) * 4),
+            ),
+            ("MPI_Irecv", by_peer(nodes, right, |_| 2 * 256 * 8)),
+            ("MPI_Isend", by_peer(nodes, left, |r| 2 * 10 * (r + 1) * 8)),
+            ("MPI_Bcast", collective(n, 3 * 25 * 8, true)),
+            ("MPI_Allreduce", collective(n, 5 * 7 * 4, true)),
+        ],
+    );
+    let text = mpistat_record::report::render(&record);
+    assert!(
+        text.contains(&format!("  hosts       {host_list}\n")),
+        "{text}"
+    );
 }
 
 #[test]
 fn two_nodes_two_ranks_each() {
     let _serial = serial();
-    check_basic_on(&[("nodea", 2), ("nodeb", 2)]);
+    check_basic_on(&[("node1", 2), ("node2", 2)], "node[1-2]");
 }
 
 #[test]
 fn three_nodes_of_different_sizes() {
     let _serial = serial();
-    check_basic_on(&[("nodea", 1), ("nodeb", 2), ("nodec", 1)]);
+    check_basic_on(
+        &[("node08", 1), ("node09", 2), ("node10", 1)],
+        "node[08-10]",
+    );
+}
+
+/// `nodes.c` (see its header): point-to-point on world and on a reordered communicator (peers
+/// translated, a wildcard receive placed by its status), collectives on a node's communicator
+/// (on-node) and on world and a duplicate of it made after a free (off-node).
+fn check_traffic_on(nodes: &[(&str, u32)], host_list: &str) {
+    let syslogd = Syslogd::start();
+    let job = Job::on_nodes(program("nodes.c"), nodes);
+    let ranks: u32 = nodes.iter().map(|(_, n)| n).sum();
+    let profiled = run_compared(&job, &syslogd);
+    assert_every_rank_printed(&profiled, ranks, |r| format!("nodes rank {r} ok"));
+    let record = syslogd.single_record();
+    assert_layout(&record, nodes, host_list);
+    let n = u64::from(ranks);
+    let (right, left) = (|r| (r + 1) % n, |r| (r + n - 1) % n);
+    let spans = nodes.len() > 1;
+    assert_node_bytes(
+        &record,
+        &[
+            (
+                "MPI_Sendrecv",
+                sum(
+                    by_peer(nodes, right, |r| 1000 * (r + 1)),
+                    by_peer(nodes, left, |r| 1000 * (left(r) + 1)),
+                ),
+            ),
+            ("MPI_Isend", by_peer(nodes, left, |_| 100)),
+            ("MPI_Recv", by_peer(nodes, right, |_| 100)),
+            (
+                "MPI_Allreduce",
+                sum(collective(n, 8, false), collective(n, 8, spans)),
+            ),
+            ("MPI_Bcast", collective(n, 16, false)),
+            ("MPI_Allgather", collective(n, 8, spans)),
+        ],
+    );
+}
+
+#[test]
+fn traffic_split_on_two_nodes() {
+    let _serial = serial();
+    check_traffic_on(&[("nodea", 2), ("nodeb", 2)], "nodea,nodeb");
+}
+
+#[test]
+fn traffic_split_on_three_nodes() {
+    let _serial = serial();
+    check_traffic_on(&[("cn1", 2), ("cn2", 1), ("cn3", 2)], "cn[1-3]");
+}
+
+#[test]
+fn traffic_on_one_node_stays_there() {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let job = Job::new(program("nodes.c"), 3);
+    let profiled = run_compared(&job, &syslogd);
+    assert_every_rank_printed(&profiled, 3, |r| format!("nodes rank {r} ok"));
+    let record = syslogd.single_record();
+    assert_eq!(record.nodes, 1);
+    assert_eq!(record.ranks_per_node, Some(RanksPerNode { min: 3, max: 3 }));
+    let all = record.node_bytes().expect("bytes placed");
+    assert_eq!(all.off_node, 0, "{record:#?}");
+    assert!(all.on_node > 0);
+}
+
+/// `MPI_Abort` on a rank of node B: that rank writes the one record (with the job's layout);
+/// rank 0, stopped by its launcher afterwards, writes none.
+#[test]
+fn mpi_abort_on_another_node_leaves_only_the_aborting_ranks_record() {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    // abort.c: rank 1 (on nodeb here) aborts with code 3 while the others wait.
+    let outcome = Job::on_nodes(program("abort.c"), &[("nodea", 1), ("nodeb", 2)])
+        .profiled(&syslogd.site_config());
+    assert!(!outcome.status.success(), "{outcome:?}");
+    let record = syslogd.single_record();
+    assert_eq!(
+        record.partial.as_deref(),
+        Some("MPI_Abort (errorcode 3) on rank 1")
+    );
+    assert_eq!((record.host.as_str(), record.nodes), ("nodeb", 2));
+    assert_eq!(record.host_list, "nodea,nodeb");
+}
+
+/// `imbalance.c static` across 2 nodes (rank 1 overloaded to 1.25 x the average work in every
+/// iteration): the estimates from supersteps say so as on one node (tests/tests/imbalance.rs
+/// explains the expectation and its tolerance: noise only adds).
+#[test]
+fn imbalance_across_nodes() {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let nodes = [("nodea", 2), ("nodeb", 2)];
+    let outcome = Job::on_nodes(program("imbalance.c"), &nodes)
+        .arg("static")
+        .arg("100")
+        .arg("10")
+        .profiled(&syslogd.site_config());
+    outcome.assert_success();
+    let record = syslogd.single_record();
+    assert_eq!(record.nodes, 2);
+    let i = record.imbalance.as_ref().expect("imbalance estimates");
+    assert_eq!((i.unavailable.as_deref(), i.supersteps), (None, 101));
+    let work = i.work_avg_ns(record.ranks);
+    assert!((0.95e9..1.15e9).contains(&work), "average work {work} ns");
+    for (what, ns) in [
+        ("critical path", i.critical_path_ns),
+        ("profile", i.profile_ns),
+    ] {
+        let percent = 100.0 * ns as f64 / work;
+        assert!(
+            (21.0..=33.0).contains(&percent),
+            "{what}: {percent:.1} % of work, expected 25 % (-4/+8)"
+        );
+    }
 }

@@ -371,6 +371,7 @@ fn wrapper(
     let after = match row.semantics.hook {
         Some(Hook::Init) => Some(format!("crate::hooks::after_init(rc, 0, via_pmpi, {});", ident("argc"))),
         Some(Hook::TypeFree) => Some("crate::traffic::forget_type_sizes();".to_string()),
+        Some(Hook::CommFree) => Some("crate::places::forget_comms();".to_string()),
         Some(Hook::InitThread) => Some(format!(
             "let provided_level = if rc == 0 && !{p}.is_null() {{ *{p} }} else {{ 0 }};\n    crate::hooks::after_init(rc, provided_level, via_pmpi, {a});",
             p = ident("provided"),
@@ -435,7 +436,16 @@ fn wrapper(
         )
         .unwrap();
     } else {
-        writeln!(out, "    rt::leave(call, id::{name}, {rc_arg}, {traffic});").unwrap();
+        let comm = row
+            .semantics
+            .comm
+            .as_deref()
+            .map_or("<crate::ffi::MPI_Comm as crate::family::Handle>::NONE".to_string(), ident);
+        writeln!(
+            out,
+            "    rt::leave(call, id::{name}, {rc_arg}, {traffic}, {comm});"
+        )
+        .unwrap();
     }
     if let Some(hook) = &after {
         writeln!(out, "    {hook}").unwrap();

@@ -76,6 +76,8 @@ pub enum Hook {
     Abort,
     /// A datatype handle was freed: its address may come back as another type.
     TypeFree,
+    /// A communicator handle was freed: its address may come back as another communicator.
+    CommFree,
 }
 
 /// How a request-completing call (`MPI_Wait*`, `MPI_Test*`) reports its statuses, for tracing.
@@ -414,6 +416,7 @@ impl Semantics {
                         "finalize" => Hook::Finalize,
                         "abort" => Hook::Abort,
                         "type_free" => Hook::TypeFree,
+                        "comm_free" => Hook::CommFree,
                         other => return Err(SemanticsError::UnknownHook(other.into())),
                     };
                     set(&mut s.hook, t, hook)?;

@@ -200,6 +200,8 @@ pub struct Totals {
     allocated_cpu_ns: f64,
     allocated_rank_ns: f64,
     least_used: Option<(f64, String, u32, u64)>,
+    /// Bytes on and off node of the jobs on several nodes that say so (version 3 records).
+    node_bytes: mpistat_record::model::NodeBytes,
 }
 
 /// Jobs in the "biggest jobs" table.
@@ -232,6 +234,10 @@ impl Totals {
         };
         self.ranks_max = self.ranks_max.max(job.ranks);
         self.jobs += 1;
+        if let Some(b) = job.node_bytes().filter(|_| job.nodes > 1) {
+            self.node_bytes.on_node += b.on_node;
+            self.node_bytes.off_node += b.off_node;
+        }
         self.wall_ns += job.wall_ns.sum;
         self.mpi_ns += job.mpi_ns.sum;
         let weight = job.wall_ns.sum as f64;
@@ -691,6 +697,13 @@ fn notes(t: &Totals) -> Vec<String> {
                 .to_string(),
         );
     }
+    if let Some(share) = t.node_bytes.on_node_share() {
+        notes.push(format!(
+            "{:.0} % of the bytes your jobs on several nodes moved stayed on a node (the rest \
+             crossed the network).",
+            100.0 * share
+        ));
+    }
     if t.balance_estimated > 0 {
         notes.push(format!(
             "Load balance of {} of your {} jobs is estimated from per-rank MPI times.",
@@ -821,6 +834,37 @@ mod tests {
     use super::*;
     use mpistat_record::model::SlurmFacts;
     use mpistat_record::Stat;
+
+    #[test]
+    fn multi_node_jobs_say_how_much_stayed_on_a_node() {
+        let job = |nodes: u32, on_node: u64, off_node: u64| JobRecord {
+            ranks: 4,
+            nodes,
+            routines: vec![mpistat_record::RoutineStats {
+                name: "MPI_Send".into(),
+                node_bytes: Some(mpistat_record::model::NodeBytes { on_node, off_node }),
+                ..Default::default()
+            }],
+            ..JobRecord::default()
+        };
+        let mut t = Totals::default();
+        t.add(&job(2, 800, 100));
+        t.add(&job(3, 40, 60));
+        // One node: all of it stayed there, and it says nothing about the network.
+        t.add(&job(1, 1000, 0));
+        assert!(
+            notes(&t).contains(
+                &"84 % of the bytes your jobs on several nodes moved stayed on a node \
+                 (the rest crossed the network)."
+                    .to_string()
+            ),
+            "{:?}",
+            notes(&t)
+        );
+        assert!(!notes(&Totals::default())
+            .iter()
+            .any(|n| n.contains("stayed on a node")));
+    }
 
     #[test]
     fn idle_allocated_cpus_are_the_first_recommendation() {

@@ -674,6 +674,15 @@ pub fn job(job: &JobRecord, traced: Option<&TracedJob>, place: Place) -> String 
         ),
         ("key", job.key()),
     ];
+    if let Some(p) = job.ranks_per_node {
+        facts.push(("ranks per node", format!("{} to {}", p.min, p.max)));
+    }
+    if !job.host_list.is_empty() {
+        facts.push(("hosts", job.host_list.clone()));
+    }
+    if let Some(line) = mpistat_record::report::node_bytes_line(job) {
+        facts.push(("bytes on/off node", line));
+    }
     if let Some(slurm) = &job.slurm {
         facts.extend(mpistat_record::report::slurm_lines(
             slurm,

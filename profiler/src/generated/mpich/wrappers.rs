@@ -27,7 +27,7 @@ unsafe fn wrap_MPI_Bsend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Bsend, rc, traffic);
+    rt::leave(call, id::MPI_Bsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -55,7 +55,7 @@ unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Bsend_init, rc, traffic);
+    rt::leave(call, id::MPI_Bsend_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -83,7 +83,7 @@ unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, tracing: bool, buffer: *mut c_v
     let rc = next(buffer, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Buffer_attach, rc, traffic);
+    rt::leave(call, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -111,7 +111,7 @@ unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, tracing: bool, buffer: *mut c_v
     let rc = next(buffer, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Buffer_detach, rc, traffic);
+    rt::leave(call, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -139,7 +139,7 @@ unsafe fn wrap_MPI_Cancel(via_pmpi: bool, tracing: bool, request: *mut MPI_Reque
     let rc = next(request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Cancel, rc, traffic);
+    rt::leave(call, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -167,7 +167,7 @@ unsafe fn wrap_MPI_Get_count(via_pmpi: bool, tracing: bool, status: *const MPI_S
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_count, rc, traffic);
+    rt::leave(call, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -197,7 +197,7 @@ unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, tracing: bool, status: *const MP
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_elements, rc, traffic);
+    rt::leave(call, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -225,7 +225,7 @@ unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, tracing: bool, status: *const 
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_elements_x, rc, traffic);
+    rt::leave(call, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -253,7 +253,7 @@ unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, tracing: bool, request: MPI
     let rc = next(request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Grequest_complete, rc, traffic);
+    rt::leave(call, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -281,7 +281,7 @@ unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, tracing: bool, query_fn: MPI_G
     let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Grequest_start, rc, traffic);
+    rt::leave(call, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -309,7 +309,7 @@ unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ibsend, rc, traffic);
+    rt::leave(call, id::MPI_Ibsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -337,7 +337,7 @@ unsafe fn wrap_MPI_Improbe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_
     let rc = next(source, tag, comm, flag, message, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Improbe, rc, traffic);
+    rt::leave(call, id::MPI_Improbe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -365,7 +365,7 @@ unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count
     let rc = next(buf, count, r#type, message, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype: r#type, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Imrecv, rc, traffic);
+    rt::leave(call, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -393,7 +393,7 @@ unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_i
     let rc = next(source, tag, comm, flag, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iprobe, rc, traffic);
+    rt::leave(call, id::MPI_Iprobe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -423,7 +423,7 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Irecv, rc, traffic);
+    rt::leave(call, id::MPI_Irecv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -453,7 +453,7 @@ unsafe fn wrap_MPI_Irsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Irsend, rc, traffic);
+    rt::leave(call, id::MPI_Irsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -481,7 +481,7 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Isend, rc, traffic);
+    rt::leave(call, id::MPI_Isend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -511,7 +511,7 @@ unsafe fn wrap_MPI_Issend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Issend, rc, traffic);
+    rt::leave(call, id::MPI_Issend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -539,7 +539,7 @@ unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_i
     let rc = next(source, tag, comm, message, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Mprobe, rc, traffic);
+    rt::leave(call, id::MPI_Mprobe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -569,7 +569,7 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let rc = next(buf, count, r#type, message, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype: r#type, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Mrecv, rc, traffic);
+    rt::leave(call, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -597,7 +597,7 @@ unsafe fn wrap_MPI_Probe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_in
     let rc = next(source, tag, comm, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Probe, rc, traffic);
+    rt::leave(call, id::MPI_Probe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -627,7 +627,7 @@ unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, tracing: bool, buf: *mut c_void, co
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Recv_init, rc, traffic);
+    rt::leave(call, id::MPI_Recv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -657,7 +657,7 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: 
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Recv, rc, traffic);
+    rt::leave(call, id::MPI_Recv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -687,7 +687,7 @@ unsafe fn wrap_MPI_Request_free(via_pmpi: bool, tracing: bool, request: *mut MPI
     let rc = next(request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Request_free, rc, traffic);
+    rt::leave(call, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -715,7 +715,7 @@ unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, tracing: bool, request: MP
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Request_get_status, rc, traffic);
+    rt::leave(call, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -743,7 +743,7 @@ unsafe fn wrap_MPI_Rsend(via_pmpi: bool, tracing: bool, ibuf: *const c_void, cou
     let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Rsend, rc, traffic);
+    rt::leave(call, id::MPI_Rsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -771,7 +771,7 @@ unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Rsend_init, rc, traffic);
+    rt::leave(call, id::MPI_Rsend_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -799,7 +799,7 @@ unsafe fn wrap_MPI_Send_init(via_pmpi: bool, tracing: bool, buf: *const c_void, 
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Send_init, rc, traffic);
+    rt::leave(call, id::MPI_Send_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -827,7 +827,7 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, tracing: bool, buf: *const c_void, count
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Send, rc, traffic);
+    rt::leave(call, id::MPI_Send, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -859,7 +859,7 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest, recv_count: MPI_Count::from(recvcount), recv_datatype: recvtype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Sendrecv, rc, traffic);
+    rt::leave(call, id::MPI_Sendrecv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -891,7 +891,7 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, tracing: bool, buf: *mut c_v
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(count), datatype, peer: dest, recv_count: MPI_Count::from(count), recv_datatype: datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Sendrecv_replace, rc, traffic);
+    rt::leave(call, id::MPI_Sendrecv_replace, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -919,7 +919,7 @@ unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ssend_init, rc, traffic);
+    rt::leave(call, id::MPI_Ssend_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -947,7 +947,7 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ssend, rc, traffic);
+    rt::leave(call, id::MPI_Ssend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -977,7 +977,7 @@ unsafe fn wrap_MPI_Start(via_pmpi: bool, tracing: bool, request: *mut MPI_Reques
     let rc = next(request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Start, rc, traffic);
+    rt::leave(call, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1007,7 +1007,7 @@ unsafe fn wrap_MPI_Startall(via_pmpi: bool, tracing: bool, count: c_int, array_o
     let rc = next(count, array_of_requests);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Startall, rc, traffic);
+    rt::leave(call, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1037,7 +1037,7 @@ unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, tracing: bool, status: *
     let rc = next(status, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Status_set_cancelled, rc, traffic);
+    rt::leave(call, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1065,7 +1065,7 @@ unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, tracing: bool, status: *m
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Status_set_elements, rc, traffic);
+    rt::leave(call, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1093,7 +1093,7 @@ unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, tracing: bool, status: 
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Status_set_elements_x, rc, traffic);
+    rt::leave(call, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1121,7 +1121,7 @@ unsafe fn wrap_MPI_Testall(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Testall, rc, traffic);
+    rt::leave(call, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1151,7 +1151,7 @@ unsafe fn wrap_MPI_Testany(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let rc = next(count, array_of_requests, index, flag, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Testany, rc, traffic);
+    rt::leave(call, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1181,7 +1181,7 @@ unsafe fn wrap_MPI_Test(via_pmpi: bool, tracing: bool, request: *mut MPI_Request
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Test, rc, traffic);
+    rt::leave(call, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1211,7 +1211,7 @@ unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, tracing: bool, status: *const 
     let rc = next(status, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Test_cancelled, rc, traffic);
+    rt::leave(call, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1239,7 +1239,7 @@ unsafe fn wrap_MPI_Testsome(via_pmpi: bool, tracing: bool, incount: c_int, array
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Testsome, rc, traffic);
+    rt::leave(call, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1267,7 +1267,7 @@ unsafe fn wrap_MPI_Waitall(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let rc = next(count, array_of_requests, array_of_statuses);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Waitall, rc, traffic);
+    rt::leave(call, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1297,7 +1297,7 @@ unsafe fn wrap_MPI_Waitany(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let rc = next(count, array_of_requests, index, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Waitany, rc, traffic);
+    rt::leave(call, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1327,7 +1327,7 @@ unsafe fn wrap_MPI_Wait(via_pmpi: bool, tracing: bool, request: *mut MPI_Request
     let rc = next(request, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Wait, rc, traffic);
+    rt::leave(call, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1357,7 +1357,7 @@ unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, tracing: bool, incount: c_int, array
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Waitsome, rc, traffic);
+    rt::leave(call, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1385,7 +1385,7 @@ unsafe fn wrap_MPI_Bsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, co
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Bsend_c, rc, traffic);
+    rt::leave(call, id::MPI_Bsend_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1413,7 +1413,7 @@ unsafe fn wrap_MPI_Bsend_init_c(via_pmpi: bool, tracing: bool, buf: *const c_voi
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Bsend_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Bsend_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1441,7 +1441,7 @@ unsafe fn wrap_MPI_Buffer_attach_c(via_pmpi: bool, tracing: bool, buffer: *mut c
     let rc = next(buffer, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Buffer_attach_c, rc, traffic);
+    rt::leave(call, id::MPI_Buffer_attach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1469,7 +1469,7 @@ unsafe fn wrap_MPI_Buffer_detach_c(via_pmpi: bool, tracing: bool, buffer_addr: *
     let rc = next(buffer_addr, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Buffer_detach_c, rc, traffic);
+    rt::leave(call, id::MPI_Buffer_detach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1497,7 +1497,7 @@ unsafe fn wrap_MPI_Get_count_c(via_pmpi: bool, tracing: bool, status: *const MPI
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_count_c, rc, traffic);
+    rt::leave(call, id::MPI_Get_count_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1525,7 +1525,7 @@ unsafe fn wrap_MPI_Get_elements_c(via_pmpi: bool, tracing: bool, status: *const 
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_elements_c, rc, traffic);
+    rt::leave(call, id::MPI_Get_elements_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1553,7 +1553,7 @@ unsafe fn wrap_MPI_Ibsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, c
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ibsend_c, rc, traffic);
+    rt::leave(call, id::MPI_Ibsend_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1581,7 +1581,7 @@ unsafe fn wrap_MPI_Imrecv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, cou
     let rc = next(buf, count, datatype, message, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Imrecv_c, rc, traffic);
+    rt::leave(call, id::MPI_Imrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1609,7 +1609,7 @@ unsafe fn wrap_MPI_Irecv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, coun
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: source };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Irecv_c, rc, traffic);
+    rt::leave(call, id::MPI_Irecv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1637,7 +1637,7 @@ unsafe fn wrap_MPI_Irsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, c
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Irsend_c, rc, traffic);
+    rt::leave(call, id::MPI_Irsend_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1665,7 +1665,7 @@ unsafe fn wrap_MPI_Isend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, co
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Isend_c, rc, traffic);
+    rt::leave(call, id::MPI_Isend_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1693,7 +1693,7 @@ unsafe fn wrap_MPI_Isendrecv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Isendrecv, rc, traffic);
+    rt::leave(call, id::MPI_Isendrecv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1721,7 +1721,7 @@ unsafe fn wrap_MPI_Isendrecv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Isendrecv_c, rc, traffic);
+    rt::leave(call, id::MPI_Isendrecv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1749,7 +1749,7 @@ unsafe fn wrap_MPI_Isendrecv_replace(via_pmpi: bool, tracing: bool, buf: *mut c_
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Isendrecv_replace, rc, traffic);
+    rt::leave(call, id::MPI_Isendrecv_replace, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1777,7 +1777,7 @@ unsafe fn wrap_MPI_Isendrecv_replace_c(via_pmpi: bool, tracing: bool, buf: *mut 
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Isendrecv_replace_c, rc, traffic);
+    rt::leave(call, id::MPI_Isendrecv_replace_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1805,7 +1805,7 @@ unsafe fn wrap_MPI_Issend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, c
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Issend_c, rc, traffic);
+    rt::leave(call, id::MPI_Issend_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1835,7 +1835,7 @@ unsafe fn wrap_MPI_Mrecv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, coun
     let rc = next(buf, count, datatype, message, status);
     let traffic = Traffic::Received { count, datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Mrecv_c, rc, traffic);
+    rt::leave(call, id::MPI_Mrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1863,7 +1863,7 @@ unsafe fn wrap_MPI_Parrived(via_pmpi: bool, tracing: bool, request: MPI_Request,
     let rc = next(request, partition, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Parrived, rc, traffic);
+    rt::leave(call, id::MPI_Parrived, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1891,7 +1891,7 @@ unsafe fn wrap_MPI_Pready(via_pmpi: bool, tracing: bool, partition: c_int, reque
     let rc = next(partition, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Pready, rc, traffic);
+    rt::leave(call, id::MPI_Pready, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1919,7 +1919,7 @@ unsafe fn wrap_MPI_Pready_list(via_pmpi: bool, tracing: bool, length: c_int, arr
     let rc = next(length, array_of_partitions, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Pready_list, rc, traffic);
+    rt::leave(call, id::MPI_Pready_list, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1947,7 +1947,7 @@ unsafe fn wrap_MPI_Pready_range(via_pmpi: bool, tracing: bool, partition_low: c_
     let rc = next(partition_low, partition_high, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Pready_range, rc, traffic);
+    rt::leave(call, id::MPI_Pready_range, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1975,7 +1975,7 @@ unsafe fn wrap_MPI_Precv_init(via_pmpi: bool, tracing: bool, buf: *mut c_void, p
     let rc = next(buf, partitions, count, datatype, dest, tag, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Precv_init, rc, traffic);
+    rt::leave(call, id::MPI_Precv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2003,7 +2003,7 @@ unsafe fn wrap_MPI_Psend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let rc = next(buf, partitions, count, datatype, dest, tag, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Psend_init, rc, traffic);
+    rt::leave(call, id::MPI_Psend_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2033,7 +2033,7 @@ unsafe fn wrap_MPI_Recv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, count
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count, datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Recv_c, rc, traffic);
+    rt::leave(call, id::MPI_Recv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2061,7 +2061,7 @@ unsafe fn wrap_MPI_Recv_init_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, 
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Recv_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Recv_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2089,7 +2089,7 @@ unsafe fn wrap_MPI_Rsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, co
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Rsend_c, rc, traffic);
+    rt::leave(call, id::MPI_Rsend_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2117,7 +2117,7 @@ unsafe fn wrap_MPI_Rsend_init_c(via_pmpi: bool, tracing: bool, buf: *const c_voi
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Rsend_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Rsend_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2145,7 +2145,7 @@ unsafe fn wrap_MPI_Send_c(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Send_c, rc, traffic);
+    rt::leave(call, id::MPI_Send_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2173,7 +2173,7 @@ unsafe fn wrap_MPI_Send_init_c(via_pmpi: bool, tracing: bool, buf: *const c_void
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Send_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Send_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2203,7 +2203,7 @@ unsafe fn wrap_MPI_Sendrecv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: sendcount, datatype: sendtype, peer: dest, recv_count: recvcount, recv_datatype: recvtype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Sendrecv_c, rc, traffic);
+    rt::leave(call, id::MPI_Sendrecv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2233,7 +2233,7 @@ unsafe fn wrap_MPI_Sendrecv_replace_c(via_pmpi: bool, tracing: bool, buf: *mut c
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count, datatype, peer: dest, recv_count: count, recv_datatype: datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Sendrecv_replace_c, rc, traffic);
+    rt::leave(call, id::MPI_Sendrecv_replace_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2261,7 +2261,7 @@ unsafe fn wrap_MPI_Ssend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, co
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ssend_c, rc, traffic);
+    rt::leave(call, id::MPI_Ssend_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2289,7 +2289,7 @@ unsafe fn wrap_MPI_Ssend_init_c(via_pmpi: bool, tracing: bool, buf: *const c_voi
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ssend_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Ssend_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2347,7 +2347,7 @@ unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iallgather, rc, traffic);
+    rt::leave(call, id::MPI_Iallgather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2405,7 +2405,7 @@ unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iallgatherv, rc, traffic);
+    rt::leave(call, id::MPI_Iallgatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2463,7 +2463,7 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iallreduce, rc, traffic);
+    rt::leave(call, id::MPI_Iallreduce, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2523,7 +2523,7 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ialltoall, rc, traffic);
+    rt::leave(call, id::MPI_Ialltoall, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2583,7 +2583,7 @@ unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ialltoallv, rc, traffic);
+    rt::leave(call, id::MPI_Ialltoallv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2639,7 +2639,7 @@ unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ialltoallw, rc, traffic);
+    rt::leave(call, id::MPI_Ialltoallw, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2697,7 +2697,7 @@ unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm, reque
     let rc = next(comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ibarrier, rc, traffic);
+    rt::leave(call, id::MPI_Ibarrier, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2727,7 +2727,7 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, cou
     let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Bcast, rc, traffic);
+    rt::leave(call, id::MPI_Bcast, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2757,7 +2757,7 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, co
     let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ibcast, rc, traffic);
+    rt::leave(call, id::MPI_Ibcast, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2815,7 +2815,7 @@ unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iexscan, rc, traffic);
+    rt::leave(call, id::MPI_Iexscan, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2843,7 +2843,7 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Gather, rc, traffic);
+    rt::leave(call, id::MPI_Gather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2873,7 +2873,7 @@ unsafe fn wrap_MPI_Igather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Igather, rc, traffic);
+    rt::leave(call, id::MPI_Igather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2901,7 +2901,7 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Gatherv, rc, traffic);
+    rt::leave(call, id::MPI_Gatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2931,7 +2931,7 @@ unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Igatherv, rc, traffic);
+    rt::leave(call, id::MPI_Igatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2959,7 +2959,7 @@ unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *c
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_allgather, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_allgather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2987,7 +2987,7 @@ unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ineighbor_allgather, rc, traffic);
+    rt::leave(call, id::MPI_Ineighbor_allgather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3015,7 +3015,7 @@ unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_allgatherv, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_allgatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3043,7 +3043,7 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: 
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ineighbor_allgatherv, rc, traffic);
+    rt::leave(call, id::MPI_Ineighbor_allgatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3071,7 +3071,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *co
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_alltoall, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_alltoall, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3099,7 +3099,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *c
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ineighbor_alltoall, rc, traffic);
+    rt::leave(call, id::MPI_Ineighbor_alltoall, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3127,7 +3127,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *c
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_alltoallv, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_alltoallv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3155,7 +3155,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ineighbor_alltoallv, rc, traffic);
+    rt::leave(call, id::MPI_Ineighbor_alltoallv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3183,7 +3183,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *c
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_alltoallw, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_alltoallw, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3211,7 +3211,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ineighbor_alltoallw, rc, traffic);
+    rt::leave(call, id::MPI_Ineighbor_alltoallw, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3239,7 +3239,7 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Reduce, rc, traffic);
+    rt::leave(call, id::MPI_Reduce, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3269,7 +3269,7 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ireduce, rc, traffic);
+    rt::leave(call, id::MPI_Ireduce, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3299,7 +3299,7 @@ unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, tracing: bool, inbuf: *const c_v
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Reduce_local, rc, traffic);
+    rt::leave(call, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3355,7 +3355,7 @@ unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ireduce_scatter, rc, traffic);
+    rt::leave(call, id::MPI_Ireduce_scatter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3411,7 +3411,7 @@ unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf:
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ireduce_scatter_block, rc, traffic);
+    rt::leave(call, id::MPI_Ireduce_scatter_block, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3467,7 +3467,7 @@ unsafe fn wrap_MPI_Iscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, 
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iscan, rc, traffic);
+    rt::leave(call, id::MPI_Iscan, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3495,7 +3495,7 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Scatter, rc, traffic);
+    rt::leave(call, id::MPI_Scatter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3525,7 +3525,7 @@ unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iscatter, rc, traffic);
+    rt::leave(call, id::MPI_Iscatter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3553,7 +3553,7 @@ unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Scatterv, rc, traffic);
+    rt::leave(call, id::MPI_Scatterv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3583,7 +3583,7 @@ unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iscatterv, rc, traffic);
+    rt::leave(call, id::MPI_Iscatterv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3639,7 +3639,7 @@ unsafe fn wrap_MPI_Allgather_init(via_pmpi: bool, tracing: bool, sendbuf: *const
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Allgather_init, rc, traffic);
+    rt::leave(call, id::MPI_Allgather_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3667,7 +3667,7 @@ unsafe fn wrap_MPI_Allgather_init_c(via_pmpi: bool, tracing: bool, sendbuf: *con
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Allgather_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Allgather_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3723,7 +3723,7 @@ unsafe fn wrap_MPI_Allgatherv_init(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Allgatherv_init, rc, traffic);
+    rt::leave(call, id::MPI_Allgatherv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3751,7 +3751,7 @@ unsafe fn wrap_MPI_Allgatherv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *co
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Allgatherv_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Allgatherv_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3807,7 +3807,7 @@ unsafe fn wrap_MPI_Allreduce_init(via_pmpi: bool, tracing: bool, sendbuf: *const
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Allreduce_init, rc, traffic);
+    rt::leave(call, id::MPI_Allreduce_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3835,7 +3835,7 @@ unsafe fn wrap_MPI_Allreduce_init_c(via_pmpi: bool, tracing: bool, sendbuf: *con
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Allreduce_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Allreduce_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3891,7 +3891,7 @@ unsafe fn wrap_MPI_Alltoall_init(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Alltoall_init, rc, traffic);
+    rt::leave(call, id::MPI_Alltoall_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3919,7 +3919,7 @@ unsafe fn wrap_MPI_Alltoall_init_c(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Alltoall_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Alltoall_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3975,7 +3975,7 @@ unsafe fn wrap_MPI_Alltoallv_init(via_pmpi: bool, tracing: bool, sendbuf: *const
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Alltoallv_init, rc, traffic);
+    rt::leave(call, id::MPI_Alltoallv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4003,7 +4003,7 @@ unsafe fn wrap_MPI_Alltoallv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *con
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Alltoallv_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Alltoallv_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4059,7 +4059,7 @@ unsafe fn wrap_MPI_Alltoallw_init(via_pmpi: bool, tracing: bool, sendbuf: *const
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Alltoallw_init, rc, traffic);
+    rt::leave(call, id::MPI_Alltoallw_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4087,7 +4087,7 @@ unsafe fn wrap_MPI_Alltoallw_init_c(via_pmpi: bool, tracing: bool, sendbuf: *con
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Alltoallw_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Alltoallw_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4115,7 +4115,7 @@ unsafe fn wrap_MPI_Barrier_init(via_pmpi: bool, tracing: bool, comm: MPI_Comm, i
     let rc = next(comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Barrier_init, rc, traffic);
+    rt::leave(call, id::MPI_Barrier_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4143,7 +4143,7 @@ unsafe fn wrap_MPI_Bcast_c(via_pmpi: bool, tracing: bool, buffer: *mut c_void, c
     let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count, datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Bcast_c, rc, traffic);
+    rt::leave(call, id::MPI_Bcast_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4171,7 +4171,7 @@ unsafe fn wrap_MPI_Bcast_init(via_pmpi: bool, tracing: bool, buffer: *mut c_void
     let rc = next(buffer, count, datatype, root, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Bcast_init, rc, traffic);
+    rt::leave(call, id::MPI_Bcast_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4199,7 +4199,7 @@ unsafe fn wrap_MPI_Bcast_init_c(via_pmpi: bool, tracing: bool, buffer: *mut c_vo
     let rc = next(buffer, count, datatype, root, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Bcast_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Bcast_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4255,7 +4255,7 @@ unsafe fn wrap_MPI_Exscan_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Exscan_init, rc, traffic);
+    rt::leave(call, id::MPI_Exscan_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4283,7 +4283,7 @@ unsafe fn wrap_MPI_Exscan_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Exscan_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Exscan_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4311,7 +4311,7 @@ unsafe fn wrap_MPI_Gather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Gather_c, rc, traffic);
+    rt::leave(call, id::MPI_Gather_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4339,7 +4339,7 @@ unsafe fn wrap_MPI_Gather_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Gather_init, rc, traffic);
+    rt::leave(call, id::MPI_Gather_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4367,7 +4367,7 @@ unsafe fn wrap_MPI_Gather_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Gather_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Gather_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4395,7 +4395,7 @@ unsafe fn wrap_MPI_Gatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Gatherv_c, rc, traffic);
+    rt::leave(call, id::MPI_Gatherv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4423,7 +4423,7 @@ unsafe fn wrap_MPI_Gatherv_init(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Gatherv_init, rc, traffic);
+    rt::leave(call, id::MPI_Gatherv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4451,7 +4451,7 @@ unsafe fn wrap_MPI_Gatherv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Gatherv_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Gatherv_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4479,7 +4479,7 @@ unsafe fn wrap_MPI_Iallgather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iallgather_c, rc, traffic);
+    rt::leave(call, id::MPI_Iallgather_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4507,7 +4507,7 @@ unsafe fn wrap_MPI_Iallgatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iallgatherv_c, rc, traffic);
+    rt::leave(call, id::MPI_Iallgatherv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4535,7 +4535,7 @@ unsafe fn wrap_MPI_Iallreduce_c(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iallreduce_c, rc, traffic);
+    rt::leave(call, id::MPI_Iallreduce_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4563,7 +4563,7 @@ unsafe fn wrap_MPI_Ialltoall_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ialltoall_c, rc, traffic);
+    rt::leave(call, id::MPI_Ialltoall_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4591,7 +4591,7 @@ unsafe fn wrap_MPI_Ialltoallv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, comm } };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ialltoallv_c, rc, traffic);
+    rt::leave(call, id::MPI_Ialltoallv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4619,7 +4619,7 @@ unsafe fn wrap_MPI_Ialltoallw_c(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ialltoallw_c, rc, traffic);
+    rt::leave(call, id::MPI_Ialltoallw_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4647,7 +4647,7 @@ unsafe fn wrap_MPI_Ibcast_c(via_pmpi: bool, tracing: bool, buffer: *mut c_void, 
     let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ibcast_c, rc, traffic);
+    rt::leave(call, id::MPI_Ibcast_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4675,7 +4675,7 @@ unsafe fn wrap_MPI_Iexscan_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iexscan_c, rc, traffic);
+    rt::leave(call, id::MPI_Iexscan_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4703,7 +4703,7 @@ unsafe fn wrap_MPI_Igather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Igather_c, rc, traffic);
+    rt::leave(call, id::MPI_Igather_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4731,7 +4731,7 @@ unsafe fn wrap_MPI_Igatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Igatherv_c, rc, traffic);
+    rt::leave(call, id::MPI_Igatherv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4759,7 +4759,7 @@ unsafe fn wrap_MPI_Ineighbor_allgather_c(via_pmpi: bool, tracing: bool, sendbuf:
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ineighbor_allgather_c, rc, traffic);
+    rt::leave(call, id::MPI_Ineighbor_allgather_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4787,7 +4787,7 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv_c(via_pmpi: bool, tracing: bool, sendbuf
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ineighbor_allgatherv_c, rc, traffic);
+    rt::leave(call, id::MPI_Ineighbor_allgatherv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4815,7 +4815,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoall_c(via_pmpi: bool, tracing: bool, sendbuf: 
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ineighbor_alltoall_c, rc, traffic);
+    rt::leave(call, id::MPI_Ineighbor_alltoall_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4843,7 +4843,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv_c(via_pmpi: bool, tracing: bool, sendbuf:
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ineighbor_alltoallv_c, rc, traffic);
+    rt::leave(call, id::MPI_Ineighbor_alltoallv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4871,7 +4871,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw_c(via_pmpi: bool, tracing: bool, sendbuf:
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ineighbor_alltoallw_c, rc, traffic);
+    rt::leave(call, id::MPI_Ineighbor_alltoallw_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4899,7 +4899,7 @@ unsafe fn wrap_MPI_Ireduce_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ireduce_c, rc, traffic);
+    rt::leave(call, id::MPI_Ireduce_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4927,7 +4927,7 @@ unsafe fn wrap_MPI_Ireduce_scatter_block_c(via_pmpi: bool, tracing: bool, sendbu
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ireduce_scatter_block_c, rc, traffic);
+    rt::leave(call, id::MPI_Ireduce_scatter_block_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4955,7 +4955,7 @@ unsafe fn wrap_MPI_Ireduce_scatter_c(via_pmpi: bool, tracing: bool, sendbuf: *co
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, comm };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ireduce_scatter_c, rc, traffic);
+    rt::leave(call, id::MPI_Ireduce_scatter_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4983,7 +4983,7 @@ unsafe fn wrap_MPI_Iscan_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iscan_c, rc, traffic);
+    rt::leave(call, id::MPI_Iscan_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5011,7 +5011,7 @@ unsafe fn wrap_MPI_Iscatter_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iscatter_c, rc, traffic);
+    rt::leave(call, id::MPI_Iscatter_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5039,7 +5039,7 @@ unsafe fn wrap_MPI_Iscatterv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iscatterv_c, rc, traffic);
+    rt::leave(call, id::MPI_Iscatterv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5067,7 +5067,7 @@ unsafe fn wrap_MPI_Neighbor_allgather_c(via_pmpi: bool, tracing: bool, sendbuf: 
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_allgather_c, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_allgather_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5095,7 +5095,7 @@ unsafe fn wrap_MPI_Neighbor_allgather_init(via_pmpi: bool, tracing: bool, sendbu
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_allgather_init, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_allgather_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5123,7 +5123,7 @@ unsafe fn wrap_MPI_Neighbor_allgather_init_c(via_pmpi: bool, tracing: bool, send
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_allgather_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_allgather_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5151,7 +5151,7 @@ unsafe fn wrap_MPI_Neighbor_allgatherv_c(via_pmpi: bool, tracing: bool, sendbuf:
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_allgatherv_c, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_allgatherv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5179,7 +5179,7 @@ unsafe fn wrap_MPI_Neighbor_allgatherv_init(via_pmpi: bool, tracing: bool, sendb
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_allgatherv_init, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_allgatherv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5207,7 +5207,7 @@ unsafe fn wrap_MPI_Neighbor_allgatherv_init_c(via_pmpi: bool, tracing: bool, sen
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_allgatherv_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_allgatherv_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5235,7 +5235,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall_c(via_pmpi: bool, tracing: bool, sendbuf: *
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_alltoall_c, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_alltoall_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5263,7 +5263,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall_init(via_pmpi: bool, tracing: bool, sendbuf
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_alltoall_init, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_alltoall_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5291,7 +5291,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall_init_c(via_pmpi: bool, tracing: bool, sendb
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_alltoall_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_alltoall_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5319,7 +5319,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallv_c(via_pmpi: bool, tracing: bool, sendbuf: 
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_alltoallv_c, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_alltoallv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5347,7 +5347,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallv_init(via_pmpi: bool, tracing: bool, sendbu
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_alltoallv_init, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_alltoallv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5375,7 +5375,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallv_init_c(via_pmpi: bool, tracing: bool, send
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_alltoallv_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_alltoallv_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5403,7 +5403,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallw_c(via_pmpi: bool, tracing: bool, sendbuf: 
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_alltoallw_c, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_alltoallw_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5431,7 +5431,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallw_init(via_pmpi: bool, tracing: bool, sendbu
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_alltoallw_init, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_alltoallw_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5459,7 +5459,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallw_init_c(via_pmpi: bool, tracing: bool, send
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_alltoallw_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_alltoallw_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5487,7 +5487,7 @@ unsafe fn wrap_MPI_Reduce_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traffic = Traffic::Elements { count, datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Reduce_c, rc, traffic);
+    rt::leave(call, id::MPI_Reduce_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5515,7 +5515,7 @@ unsafe fn wrap_MPI_Reduce_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Reduce_init, rc, traffic);
+    rt::leave(call, id::MPI_Reduce_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5543,7 +5543,7 @@ unsafe fn wrap_MPI_Reduce_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Reduce_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Reduce_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5571,7 +5571,7 @@ unsafe fn wrap_MPI_Reduce_local_c(via_pmpi: bool, tracing: bool, inbuf: *const c
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Reduce_local_c, rc, traffic);
+    rt::leave(call, id::MPI_Reduce_local_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5627,7 +5627,7 @@ unsafe fn wrap_MPI_Reduce_scatter_block_init(via_pmpi: bool, tracing: bool, send
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Reduce_scatter_block_init, rc, traffic);
+    rt::leave(call, id::MPI_Reduce_scatter_block_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5655,7 +5655,7 @@ unsafe fn wrap_MPI_Reduce_scatter_block_init_c(via_pmpi: bool, tracing: bool, se
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Reduce_scatter_block_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Reduce_scatter_block_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5711,7 +5711,7 @@ unsafe fn wrap_MPI_Reduce_scatter_init(via_pmpi: bool, tracing: bool, sendbuf: *
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Reduce_scatter_init, rc, traffic);
+    rt::leave(call, id::MPI_Reduce_scatter_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5739,7 +5739,7 @@ unsafe fn wrap_MPI_Reduce_scatter_init_c(via_pmpi: bool, tracing: bool, sendbuf:
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Reduce_scatter_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Reduce_scatter_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5795,7 +5795,7 @@ unsafe fn wrap_MPI_Scan_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Scan_init, rc, traffic);
+    rt::leave(call, id::MPI_Scan_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5823,7 +5823,7 @@ unsafe fn wrap_MPI_Scan_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Scan_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Scan_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5851,7 +5851,7 @@ unsafe fn wrap_MPI_Scatter_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Scatter_c, rc, traffic);
+    rt::leave(call, id::MPI_Scatter_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5879,7 +5879,7 @@ unsafe fn wrap_MPI_Scatter_init(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Scatter_init, rc, traffic);
+    rt::leave(call, id::MPI_Scatter_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5907,7 +5907,7 @@ unsafe fn wrap_MPI_Scatter_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Scatter_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Scatter_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5935,7 +5935,7 @@ unsafe fn wrap_MPI_Scatterv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Scatterv_c, rc, traffic);
+    rt::leave(call, id::MPI_Scatterv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5963,7 +5963,7 @@ unsafe fn wrap_MPI_Scatterv_init(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Scatterv_init, rc, traffic);
+    rt::leave(call, id::MPI_Scatterv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5991,7 +5991,7 @@ unsafe fn wrap_MPI_Scatterv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Scatterv_init_c, rc, traffic);
+    rt::leave(call, id::MPI_Scatterv_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6019,7 +6019,7 @@ unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Accumulate, rc, traffic);
+    rt::leave(call, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6047,7 +6047,7 @@ unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, tracing: bool, origin_addr: 
     let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Compare_and_swap, rc, traffic);
+    rt::leave(call, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6075,7 +6075,7 @@ unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, tracing: bool, origin_addr: *con
     let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Fetch_and_op, rc, traffic);
+    rt::leave(call, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6103,7 +6103,7 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, 
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get, rc, traffic);
+    rt::leave(call, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6133,7 +6133,7 @@ unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *c
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_accumulate, rc, traffic);
+    rt::leave(call, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6161,7 +6161,7 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, tracing: bool, origin_addr: *const c_void
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Put, rc, traffic);
+    rt::leave(call, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6191,7 +6191,7 @@ unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, tracing: bool, origin_addr: *cons
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Raccumulate, rc, traffic);
+    rt::leave(call, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6219,7 +6219,7 @@ unsafe fn wrap_MPI_Rget(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void,
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Rget, rc, traffic);
+    rt::leave(call, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6247,7 +6247,7 @@ unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Rget_accumulate, rc, traffic);
+    rt::leave(call, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6275,7 +6275,7 @@ unsafe fn wrap_MPI_Rput(via_pmpi: bool, tracing: bool, origin_addr: *const c_voi
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Rput, rc, traffic);
+    rt::leave(call, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6303,7 +6303,7 @@ unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, tracing: bool, size: MPI_Aint, d
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Win_allocate, rc, traffic);
+    rt::leave(call, id::MPI_Win_allocate, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6331,7 +6331,7 @@ unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, tracing: bool, size: MPI_
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Win_allocate_shared, rc, traffic);
+    rt::leave(call, id::MPI_Win_allocate_shared, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6359,7 +6359,7 @@ unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, tracing: bool, win: MPI_Win, base:
     let rc = next(win, base, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_attach, rc, traffic);
+    rt::leave(call, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6387,7 +6387,7 @@ unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, tracing: bool, win: MPI_W
     let rc = next(win, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_call_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6415,7 +6415,7 @@ unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, tracing: bool, win: MPI_Win) -> 
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_complete, rc, traffic);
+    rt::leave(call, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6443,7 +6443,7 @@ unsafe fn wrap_MPI_Win_create(via_pmpi: bool, tracing: bool, base: *mut c_void, 
     let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Win_create, rc, traffic);
+    rt::leave(call, id::MPI_Win_create, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6471,7 +6471,7 @@ unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, tracing: bool, info: MPI_I
     let rc = next(info, comm, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Win_create_dynamic, rc, traffic);
+    rt::leave(call, id::MPI_Win_create_dynamic, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6499,7 +6499,7 @@ unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, tracing: bool, function
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_create_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6527,7 +6527,7 @@ unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, tracing: bool, win_copy_att
     let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_create_keyval, rc, traffic);
+    rt::leave(call, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6555,7 +6555,7 @@ unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, 
     let rc = next(win, win_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_delete_attr, rc, traffic);
+    rt::leave(call, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6583,7 +6583,7 @@ unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, tracing: bool, win: MPI_Win, base:
     let rc = next(win, base);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_detach, rc, traffic);
+    rt::leave(call, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6611,7 +6611,7 @@ unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, tracing: bool, assert: c_int, win: 
     let rc = next(assert, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_fence, rc, traffic);
+    rt::leave(call, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6641,7 +6641,7 @@ unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, tracing: bool, rank: c_int, win: MP
     let rc = next(rank, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_flush, rc, traffic);
+    rt::leave(call, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6671,7 +6671,7 @@ unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, tracing: bool, win: MPI_Win) ->
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_flush_all, rc, traffic);
+    rt::leave(call, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6699,7 +6699,7 @@ unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, tracing: bool, rank: c_int, w
     let rc = next(rank, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_flush_local, rc, traffic);
+    rt::leave(call, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6727,7 +6727,7 @@ unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, tracing: bool, win: MPI_W
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_flush_local_all, rc, traffic);
+    rt::leave(call, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6755,7 +6755,7 @@ unsafe fn wrap_MPI_Win_free(via_pmpi: bool, tracing: bool, win: *mut MPI_Win) ->
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_free, rc, traffic);
+    rt::leave(call, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6783,7 +6783,7 @@ unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, tracing: bool, win_keyval: *m
     let rc = next(win_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_free_keyval, rc, traffic);
+    rt::leave(call, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6811,7 +6811,7 @@ unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let rc = next(win, win_keyval, attribute_val, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_get_attr, rc, traffic);
+    rt::leave(call, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6839,7 +6839,7 @@ unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Wi
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_get_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6867,7 +6867,7 @@ unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, tracing: bool, win: MPI_Win, gr
     let rc = next(win, group);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_get_group, rc, traffic);
+    rt::leave(call, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6895,7 +6895,7 @@ unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, tracing: bool, win: MPI_Win, inf
     let rc = next(win, info_used);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_get_info, rc, traffic);
+    rt::leave(call, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6923,7 +6923,7 @@ unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let rc = next(win, win_name, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_get_name, rc, traffic);
+    rt::leave(call, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6951,7 +6951,7 @@ unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, tracing: bool, lock_type: c_int, ran
     let rc = next(lock_type, rank, assert, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_lock, rc, traffic);
+    rt::leave(call, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6981,7 +6981,7 @@ unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, tracing: bool, assert: c_int, wi
     let rc = next(assert, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_lock_all, rc, traffic);
+    rt::leave(call, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7009,7 +7009,7 @@ unsafe fn wrap_MPI_Win_post(via_pmpi: bool, tracing: bool, group: MPI_Group, ass
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_post, rc, traffic);
+    rt::leave(call, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7037,7 +7037,7 @@ unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let rc = next(win, win_keyval, attribute_val);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_set_attr, rc, traffic);
+    rt::leave(call, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7065,7 +7065,7 @@ unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Wi
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_set_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7093,7 +7093,7 @@ unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, tracing: bool, win: MPI_Win, inf
     let rc = next(win, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_set_info, rc, traffic);
+    rt::leave(call, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7121,7 +7121,7 @@ unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let rc = next(win, win_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_set_name, rc, traffic);
+    rt::leave(call, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7149,7 +7149,7 @@ unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, tracing: bool, win: MPI_Win,
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_shared_query, rc, traffic);
+    rt::leave(call, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7177,7 +7177,7 @@ unsafe fn wrap_MPI_Win_start(via_pmpi: bool, tracing: bool, group: MPI_Group, as
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_start, rc, traffic);
+    rt::leave(call, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7205,7 +7205,7 @@ unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_in
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_sync, rc, traffic);
+    rt::leave(call, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7233,7 +7233,7 @@ unsafe fn wrap_MPI_Win_test(via_pmpi: bool, tracing: bool, win: MPI_Win, flag: *
     let rc = next(win, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_test, rc, traffic);
+    rt::leave(call, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7261,7 +7261,7 @@ unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, tracing: bool, rank: c_int, win: M
     let rc = next(rank, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_unlock, rc, traffic);
+    rt::leave(call, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7291,7 +7291,7 @@ unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_unlock_all, rc, traffic);
+    rt::leave(call, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7319,7 +7319,7 @@ unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_in
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_wait, rc, traffic);
+    rt::leave(call, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7347,7 +7347,7 @@ unsafe fn wrap_MPI_Accumulate_c(via_pmpi: bool, tracing: bool, origin_addr: *con
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Accumulate_c, rc, traffic);
+    rt::leave(call, id::MPI_Accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7375,7 +7375,7 @@ unsafe fn wrap_MPI_Get_accumulate_c(via_pmpi: bool, tracing: bool, origin_addr: 
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_accumulate_c, rc, traffic);
+    rt::leave(call, id::MPI_Get_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7403,7 +7403,7 @@ unsafe fn wrap_MPI_Get_c(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_c, rc, traffic);
+    rt::leave(call, id::MPI_Get_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7431,7 +7431,7 @@ unsafe fn wrap_MPI_Put_c(via_pmpi: bool, tracing: bool, origin_addr: *const c_vo
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Put_c, rc, traffic);
+    rt::leave(call, id::MPI_Put_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7459,7 +7459,7 @@ unsafe fn wrap_MPI_Raccumulate_c(via_pmpi: bool, tracing: bool, origin_addr: *co
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Raccumulate_c, rc, traffic);
+    rt::leave(call, id::MPI_Raccumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7487,7 +7487,7 @@ unsafe fn wrap_MPI_Rget_accumulate_c(via_pmpi: bool, tracing: bool, origin_addr:
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Rget_accumulate_c, rc, traffic);
+    rt::leave(call, id::MPI_Rget_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7515,7 +7515,7 @@ unsafe fn wrap_MPI_Rget_c(via_pmpi: bool, tracing: bool, origin_addr: *mut c_voi
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Rget_c, rc, traffic);
+    rt::leave(call, id::MPI_Rget_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7543,7 +7543,7 @@ unsafe fn wrap_MPI_Rput_c(via_pmpi: bool, tracing: bool, origin_addr: *const c_v
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Rput_c, rc, traffic);
+    rt::leave(call, id::MPI_Rput_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7571,7 +7571,7 @@ unsafe fn wrap_MPI_Win_allocate_c(via_pmpi: bool, tracing: bool, size: MPI_Aint,
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Win_allocate_c, rc, traffic);
+    rt::leave(call, id::MPI_Win_allocate_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7599,7 +7599,7 @@ unsafe fn wrap_MPI_Win_allocate_shared_c(via_pmpi: bool, tracing: bool, size: MP
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Win_allocate_shared_c, rc, traffic);
+    rt::leave(call, id::MPI_Win_allocate_shared_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7627,7 +7627,7 @@ unsafe fn wrap_MPI_Win_create_c(via_pmpi: bool, tracing: bool, base: *mut c_void
     let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Win_create_c, rc, traffic);
+    rt::leave(call, id::MPI_Win_create_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7655,7 +7655,7 @@ unsafe fn wrap_MPI_Win_shared_query_c(via_pmpi: bool, tracing: bool, win: MPI_Wi
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_shared_query_c, rc, traffic);
+    rt::leave(call, id::MPI_Win_shared_query_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7683,7 +7683,7 @@ unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, tracing: bool, fh: MPI_F
     let rc = next(fh, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_call_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7711,7 +7711,7 @@ unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, tracing: bool, functio
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_create_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7739,7 +7739,7 @@ unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, tracing: bool, file: MPI_
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_set_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7767,7 +7767,7 @@ unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, tracing: bool, file: MPI_
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7795,7 +7795,7 @@ unsafe fn wrap_MPI_File_open(via_pmpi: bool, tracing: bool, comm: MPI_Comm, file
     let rc = next(comm, filename, amode, info, fh);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_File_open, rc, traffic);
+    rt::leave(call, id::MPI_File_open, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7823,7 +7823,7 @@ unsafe fn wrap_MPI_File_close(via_pmpi: bool, tracing: bool, fh: *mut MPI_File) 
     let rc = next(fh);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_close, rc, traffic);
+    rt::leave(call, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7851,7 +7851,7 @@ unsafe fn wrap_MPI_File_delete(via_pmpi: bool, tracing: bool, filename: *const c
     let rc = next(filename, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_delete, rc, traffic);
+    rt::leave(call, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7879,7 +7879,7 @@ unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, tracing: bool, fh: MPI_File, si
     let rc = next(fh, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_set_size, rc, traffic);
+    rt::leave(call, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7907,7 +7907,7 @@ unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let rc = next(fh, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_preallocate, rc, traffic);
+    rt::leave(call, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7935,7 +7935,7 @@ unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, tracing: bool, fh: MPI_File, si
     let rc = next(fh, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_size, rc, traffic);
+    rt::leave(call, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7963,7 +7963,7 @@ unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, tracing: bool, fh: MPI_File, g
     let rc = next(fh, group);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_group, rc, traffic);
+    rt::leave(call, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7991,7 +7991,7 @@ unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, tracing: bool, fh: MPI_File, a
     let rc = next(fh, amode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_amode, rc, traffic);
+    rt::leave(call, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8019,7 +8019,7 @@ unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, tracing: bool, fh: MPI_File, in
     let rc = next(fh, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_set_info, rc, traffic);
+    rt::leave(call, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8047,7 +8047,7 @@ unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, tracing: bool, fh: MPI_File, in
     let rc = next(fh, info_used);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_info, rc, traffic);
+    rt::leave(call, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8075,7 +8075,7 @@ unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, tracing: bool, fh: MPI_File, di
     let rc = next(fh, disp, etype, filetype, datarep, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_set_view, rc, traffic);
+    rt::leave(call, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8103,7 +8103,7 @@ unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, tracing: bool, fh: MPI_File, di
     let rc = next(fh, disp, etype, filetype, datarep);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_view, rc, traffic);
+    rt::leave(call, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8133,7 +8133,7 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, tracing: bool, fh: MPI_File, off
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_at, rc, traffic);
+    rt::leave(call, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8163,7 +8163,7 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_at_all, rc, traffic);
+    rt::leave(call, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8191,7 +8191,7 @@ unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_at, rc, traffic);
+    rt::leave(call, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8219,7 +8219,7 @@ unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_at_all, rc, traffic);
+    rt::leave(call, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8247,7 +8247,7 @@ unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iread_at, rc, traffic);
+    rt::leave(call, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8275,7 +8275,7 @@ unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, tracing: bool, fh: MPI_File, o
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iwrite_at, rc, traffic);
+    rt::leave(call, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8303,7 +8303,7 @@ unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iread_at_all, rc, traffic);
+    rt::leave(call, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8331,7 +8331,7 @@ unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iwrite_at_all, rc, traffic);
+    rt::leave(call, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8361,7 +8361,7 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read, rc, traffic);
+    rt::leave(call, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8391,7 +8391,7 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, tracing: bool, fh: MPI_File, bu
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_all, rc, traffic);
+    rt::leave(call, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8419,7 +8419,7 @@ unsafe fn wrap_MPI_File_write(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write, rc, traffic);
+    rt::leave(call, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8447,7 +8447,7 @@ unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_all, rc, traffic);
+    rt::leave(call, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8475,7 +8475,7 @@ unsafe fn wrap_MPI_File_iread(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iread, rc, traffic);
+    rt::leave(call, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8503,7 +8503,7 @@ unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, tracing: bool, fh: MPI_File, buf:
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iwrite, rc, traffic);
+    rt::leave(call, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8531,7 +8531,7 @@ unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iread_all, rc, traffic);
+    rt::leave(call, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8559,7 +8559,7 @@ unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iwrite_all, rc, traffic);
+    rt::leave(call, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8587,7 +8587,7 @@ unsafe fn wrap_MPI_File_seek(via_pmpi: bool, tracing: bool, fh: MPI_File, offset
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_seek, rc, traffic);
+    rt::leave(call, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8615,7 +8615,7 @@ unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, tracing: bool, fh: MPI_File
     let rc = next(fh, offset);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_position, rc, traffic);
+    rt::leave(call, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8643,7 +8643,7 @@ unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, tracing: bool, fh: MPI_F
     let rc = next(fh, offset, disp);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_byte_offset, rc, traffic);
+    rt::leave(call, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8673,7 +8673,7 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_shared, rc, traffic);
+    rt::leave(call, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8701,7 +8701,7 @@ unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_shared, rc, traffic);
+    rt::leave(call, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8729,7 +8729,7 @@ unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iread_shared, rc, traffic);
+    rt::leave(call, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8757,7 +8757,7 @@ unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iwrite_shared, rc, traffic);
+    rt::leave(call, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8787,7 +8787,7 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, tracing: bool, fh: MPI_File
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_ordered, rc, traffic);
+    rt::leave(call, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8815,7 +8815,7 @@ unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_ordered, rc, traffic);
+    rt::leave(call, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8843,7 +8843,7 @@ unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_seek_shared, rc, traffic);
+    rt::leave(call, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8871,7 +8871,7 @@ unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, tracing: bool, fh: M
     let rc = next(fh, offset);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_position_shared, rc, traffic);
+    rt::leave(call, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8899,7 +8899,7 @@ unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, tracing: bool, fh: MPI
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_at_all_begin, rc, traffic);
+    rt::leave(call, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8927,7 +8927,7 @@ unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_F
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_at_all_end, rc, traffic);
+    rt::leave(call, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8955,7 +8955,7 @@ unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, tracing: bool, fh: MP
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_at_all_begin, rc, traffic);
+    rt::leave(call, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8983,7 +8983,7 @@ unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_at_all_end, rc, traffic);
+    rt::leave(call, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9011,7 +9011,7 @@ unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_all_begin, rc, traffic);
+    rt::leave(call, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9039,7 +9039,7 @@ unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_all_end, rc, traffic);
+    rt::leave(call, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9067,7 +9067,7 @@ unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_F
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_all_begin, rc, traffic);
+    rt::leave(call, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9095,7 +9095,7 @@ unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_all_end, rc, traffic);
+    rt::leave(call, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9123,7 +9123,7 @@ unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, tracing: bool, fh: MP
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_ordered_begin, rc, traffic);
+    rt::leave(call, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9151,7 +9151,7 @@ unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI_
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_ordered_end, rc, traffic);
+    rt::leave(call, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9179,7 +9179,7 @@ unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, tracing: bool, fh: M
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_ordered_begin, rc, traffic);
+    rt::leave(call, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9207,7 +9207,7 @@ unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_ordered_end, rc, traffic);
+    rt::leave(call, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9235,7 +9235,7 @@ unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, tracing: bool, fh: MPI_F
     let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_type_extent, rc, traffic);
+    rt::leave(call, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9263,7 +9263,7 @@ unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let rc = next(fh, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_set_atomicity, rc, traffic);
+    rt::leave(call, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9291,7 +9291,7 @@ unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let rc = next(fh, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_atomicity, rc, traffic);
+    rt::leave(call, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9319,7 +9319,7 @@ unsafe fn wrap_MPI_File_sync(via_pmpi: bool, tracing: bool, fh: MPI_File) -> c_i
     let rc = next(fh);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_sync, rc, traffic);
+    rt::leave(call, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9347,7 +9347,7 @@ unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, tracing: bool, datarep: *con
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Register_datarep, rc, traffic);
+    rt::leave(call, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9375,7 +9375,7 @@ unsafe fn wrap_MPI_File_get_type_extent_c(via_pmpi: bool, tracing: bool, fh: MPI
     let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_type_extent_c, rc, traffic);
+    rt::leave(call, id::MPI_File_get_type_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9403,7 +9403,7 @@ unsafe fn wrap_MPI_File_iread_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iread_all_c, rc, traffic);
+    rt::leave(call, id::MPI_File_iread_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9431,7 +9431,7 @@ unsafe fn wrap_MPI_File_iread_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iread_at_all_c, rc, traffic);
+    rt::leave(call, id::MPI_File_iread_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9459,7 +9459,7 @@ unsafe fn wrap_MPI_File_iread_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iread_at_c, rc, traffic);
+    rt::leave(call, id::MPI_File_iread_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9487,7 +9487,7 @@ unsafe fn wrap_MPI_File_iread_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iread_c, rc, traffic);
+    rt::leave(call, id::MPI_File_iread_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9515,7 +9515,7 @@ unsafe fn wrap_MPI_File_iread_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iread_shared_c, rc, traffic);
+    rt::leave(call, id::MPI_File_iread_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9543,7 +9543,7 @@ unsafe fn wrap_MPI_File_iwrite_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iwrite_all_c, rc, traffic);
+    rt::leave(call, id::MPI_File_iwrite_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9571,7 +9571,7 @@ unsafe fn wrap_MPI_File_iwrite_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_F
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iwrite_at_all_c, rc, traffic);
+    rt::leave(call, id::MPI_File_iwrite_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9599,7 +9599,7 @@ unsafe fn wrap_MPI_File_iwrite_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iwrite_at_c, rc, traffic);
+    rt::leave(call, id::MPI_File_iwrite_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9627,7 +9627,7 @@ unsafe fn wrap_MPI_File_iwrite_c(via_pmpi: bool, tracing: bool, fh: MPI_File, bu
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iwrite_c, rc, traffic);
+    rt::leave(call, id::MPI_File_iwrite_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9655,7 +9655,7 @@ unsafe fn wrap_MPI_File_iwrite_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_F
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iwrite_shared_c, rc, traffic);
+    rt::leave(call, id::MPI_File_iwrite_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9683,7 +9683,7 @@ unsafe fn wrap_MPI_File_read_all_begin_c(via_pmpi: bool, tracing: bool, fh: MPI_
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_all_begin_c, rc, traffic);
+    rt::leave(call, id::MPI_File_read_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9713,7 +9713,7 @@ unsafe fn wrap_MPI_File_read_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_all_c, rc, traffic);
+    rt::leave(call, id::MPI_File_read_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9741,7 +9741,7 @@ unsafe fn wrap_MPI_File_read_at_all_begin_c(via_pmpi: bool, tracing: bool, fh: M
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_at_all_begin_c, rc, traffic);
+    rt::leave(call, id::MPI_File_read_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9771,7 +9771,7 @@ unsafe fn wrap_MPI_File_read_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_at_all_c, rc, traffic);
+    rt::leave(call, id::MPI_File_read_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9801,7 +9801,7 @@ unsafe fn wrap_MPI_File_read_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File, o
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_at_c, rc, traffic);
+    rt::leave(call, id::MPI_File_read_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9831,7 +9831,7 @@ unsafe fn wrap_MPI_File_read_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf:
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_c, rc, traffic);
+    rt::leave(call, id::MPI_File_read_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9859,7 +9859,7 @@ unsafe fn wrap_MPI_File_read_ordered_begin_c(via_pmpi: bool, tracing: bool, fh: 
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_ordered_begin_c, rc, traffic);
+    rt::leave(call, id::MPI_File_read_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9889,7 +9889,7 @@ unsafe fn wrap_MPI_File_read_ordered_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_ordered_c, rc, traffic);
+    rt::leave(call, id::MPI_File_read_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9919,7 +9919,7 @@ unsafe fn wrap_MPI_File_read_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_shared_c, rc, traffic);
+    rt::leave(call, id::MPI_File_read_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9947,7 +9947,7 @@ unsafe fn wrap_MPI_File_write_all_begin_c(via_pmpi: bool, tracing: bool, fh: MPI
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_all_begin_c, rc, traffic);
+    rt::leave(call, id::MPI_File_write_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9975,7 +9975,7 @@ unsafe fn wrap_MPI_File_write_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_all_c, rc, traffic);
+    rt::leave(call, id::MPI_File_write_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10003,7 +10003,7 @@ unsafe fn wrap_MPI_File_write_at_all_begin_c(via_pmpi: bool, tracing: bool, fh: 
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_at_all_begin_c, rc, traffic);
+    rt::leave(call, id::MPI_File_write_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10031,7 +10031,7 @@ unsafe fn wrap_MPI_File_write_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_at_all_c, rc, traffic);
+    rt::leave(call, id::MPI_File_write_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10059,7 +10059,7 @@ unsafe fn wrap_MPI_File_write_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_at_c, rc, traffic);
+    rt::leave(call, id::MPI_File_write_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10087,7 +10087,7 @@ unsafe fn wrap_MPI_File_write_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_c, rc, traffic);
+    rt::leave(call, id::MPI_File_write_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10115,7 +10115,7 @@ unsafe fn wrap_MPI_File_write_ordered_begin_c(via_pmpi: bool, tracing: bool, fh:
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_ordered_begin_c, rc, traffic);
+    rt::leave(call, id::MPI_File_write_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10143,7 +10143,7 @@ unsafe fn wrap_MPI_File_write_ordered_c(via_pmpi: bool, tracing: bool, fh: MPI_F
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_ordered_c, rc, traffic);
+    rt::leave(call, id::MPI_File_write_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10171,7 +10171,7 @@ unsafe fn wrap_MPI_File_write_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_shared_c, rc, traffic);
+    rt::leave(call, id::MPI_File_write_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10199,7 +10199,7 @@ unsafe fn wrap_MPI_Register_datarep_c(via_pmpi: bool, tracing: bool, datarep: *c
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Register_datarep_c, rc, traffic);
+    rt::leave(call, id::MPI_Register_datarep_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10227,7 +10227,7 @@ unsafe fn wrap_MPI_Get_address(via_pmpi: bool, tracing: bool, location: *const c
     let rc = next(location, address);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_address, rc, traffic);
+    rt::leave(call, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10255,7 +10255,7 @@ unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, tracing: bool, datarep: *const 
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Pack_external, rc, traffic);
+    rt::leave(call, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10283,7 +10283,7 @@ unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, tracing: bool, datarep: *c
     let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Pack_external_size, rc, traffic);
+    rt::leave(call, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10311,7 +10311,7 @@ unsafe fn wrap_MPI_Pack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, inc
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Pack, rc, traffic);
+    rt::leave(call, id::MPI_Pack, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -10339,7 +10339,7 @@ unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, tracing: bool, incount: c_int, data
     let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Pack_size, rc, traffic);
+    rt::leave(call, id::MPI_Pack_size, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -10367,7 +10367,7 @@ unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, tracing: bool, r#type: *mut MPI_D
     let rc = next(r#type);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_commit, rc, traffic);
+    rt::leave(call, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10395,7 +10395,7 @@ unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, tracing: bool, count: c_int, 
     let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_contiguous, rc, traffic);
+    rt::leave(call, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10423,7 +10423,7 @@ unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, tracing: bool, size: c_int
     let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_darray, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10451,7 +10451,7 @@ unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, tracing: bool, p: c_i
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_f90_complex, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10479,7 +10479,7 @@ unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, tracing: bool, r: c_i
     let rc = next(r, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_f90_integer, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10507,7 +10507,7 @@ unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, tracing: bool, p: c_int,
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_f90_real, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10535,7 +10535,7 @@ unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, tracing: bool, cou
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_hindexed_block, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10563,7 +10563,7 @@ unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, tracing: bool, count: c_
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_hindexed, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10591,7 +10591,7 @@ unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, tracing: bool, count: c_i
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_hvector, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10619,7 +10619,7 @@ unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, tracing: bool, type_copy_a
     let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_keyval, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10647,7 +10647,7 @@ unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, tracing: bool, coun
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_indexed_block, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10675,7 +10675,7 @@ unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, tracing: bool, count: c_in
     let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_struct, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10703,7 +10703,7 @@ unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, tracing: bool, ndims: c_
     let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_subarray, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10731,7 +10731,7 @@ unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, tracing: bool, oldtype: M
     let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_resized, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10759,7 +10759,7 @@ unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, tracing: bool, r#type: MPI_D
     let rc = next(r#type, type_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_delete_attr, rc, traffic);
+    rt::leave(call, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10787,7 +10787,7 @@ unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype,
     let rc = next(r#type, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_dup, rc, traffic);
+    rt::leave(call, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10819,7 +10819,7 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, tracing: bool, r#type: *mut MPI_Dat
     let rc = next(r#type);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_free, rc, traffic);
+    rt::leave(call, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::traffic::forget_type_sizes();
     rc
 }
@@ -10848,7 +10848,7 @@ unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, tracing: bool, type_keyval: 
     let rc = next(type_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_free_keyval, rc, traffic);
+    rt::leave(call, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10876,7 +10876,7 @@ unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let rc = next(r#type, type_keyval, attribute_val, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_attr, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10904,7 +10904,7 @@ unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, tracing: bool, mtype: MPI_D
     let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_contents, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10932,7 +10932,7 @@ unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, tracing: bool, r#type: MPI_
     let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_envelope, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10960,7 +10960,7 @@ unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, tracing: bool, r#type: MPI_Da
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_extent, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10988,7 +10988,7 @@ unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, tracing: bool, r#type: MPI_
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_extent_x, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11016,7 +11016,7 @@ unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let rc = next(r#type, type_name, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_name, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11044,7 +11044,7 @@ unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, tracing: bool, datatype:
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_true_extent, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11072,7 +11072,7 @@ unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, tracing: bool, datatyp
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_true_extent_x, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11100,7 +11100,7 @@ unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, tracing: bool, count: c_int, arr
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_indexed, rc, traffic);
+    rt::leave(call, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11128,7 +11128,7 @@ unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, tracing: bool, typeclass: c_i
     let rc = next(typeclass, size, r#type);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_match_size, rc, traffic);
+    rt::leave(call, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11156,7 +11156,7 @@ unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let rc = next(r#type, type_keyval, attr_val);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_set_attr, rc, traffic);
+    rt::leave(call, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11184,7 +11184,7 @@ unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let rc = next(r#type, type_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_set_name, rc, traffic);
+    rt::leave(call, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11212,7 +11212,7 @@ unsafe fn wrap_MPI_Type_size(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype
     let rc = next(r#type, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_size, rc, traffic);
+    rt::leave(call, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11240,7 +11240,7 @@ unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, tracing: bool, r#type: MPI_Dataty
     let rc = next(r#type, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_size_x, rc, traffic);
+    rt::leave(call, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11268,7 +11268,7 @@ unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, tracing: bool, count: c_int, bloc
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_vector, rc, traffic);
+    rt::leave(call, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11296,7 +11296,7 @@ unsafe fn wrap_MPI_Unpack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, i
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Unpack, rc, traffic);
+    rt::leave(call, id::MPI_Unpack, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -11324,7 +11324,7 @@ unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, tracing: bool, datarep: *cons
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Unpack_external, rc, traffic);
+    rt::leave(call, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11352,7 +11352,7 @@ unsafe fn wrap_MPI_Address(via_pmpi: bool, tracing: bool, location: *mut c_void,
     let rc = next(location, address);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Address, rc, traffic);
+    rt::leave(call, id::MPI_Address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11380,7 +11380,7 @@ unsafe fn wrap_MPI_Pack_c(via_pmpi: bool, tracing: bool, inbuf: *const c_void, i
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Pack_c, rc, traffic);
+    rt::leave(call, id::MPI_Pack_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -11408,7 +11408,7 @@ unsafe fn wrap_MPI_Pack_external_c(via_pmpi: bool, tracing: bool, datarep: *cons
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Pack_external_c, rc, traffic);
+    rt::leave(call, id::MPI_Pack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11436,7 +11436,7 @@ unsafe fn wrap_MPI_Pack_external_size_c(via_pmpi: bool, tracing: bool, datarep: 
     let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Pack_external_size_c, rc, traffic);
+    rt::leave(call, id::MPI_Pack_external_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11464,7 +11464,7 @@ unsafe fn wrap_MPI_Pack_size_c(via_pmpi: bool, tracing: bool, incount: MPI_Count
     let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Pack_size_c, rc, traffic);
+    rt::leave(call, id::MPI_Pack_size_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -11492,7 +11492,7 @@ unsafe fn wrap_MPI_Type_contiguous_c(via_pmpi: bool, tracing: bool, count: MPI_C
     let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_contiguous_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_contiguous_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11520,7 +11520,7 @@ unsafe fn wrap_MPI_Type_create_darray_c(via_pmpi: bool, tracing: bool, size: c_i
     let rc = next(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_darray_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_darray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11548,7 +11548,7 @@ unsafe fn wrap_MPI_Type_create_hindexed_block_c(via_pmpi: bool, tracing: bool, c
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_hindexed_block_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_hindexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11576,7 +11576,7 @@ unsafe fn wrap_MPI_Type_create_hindexed_c(via_pmpi: bool, tracing: bool, count: 
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_hindexed_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_hindexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11604,7 +11604,7 @@ unsafe fn wrap_MPI_Type_create_hvector_c(via_pmpi: bool, tracing: bool, count: M
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_hvector_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_hvector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11632,7 +11632,7 @@ unsafe fn wrap_MPI_Type_create_indexed_block_c(via_pmpi: bool, tracing: bool, co
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_indexed_block_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_indexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11660,7 +11660,7 @@ unsafe fn wrap_MPI_Type_create_resized_c(via_pmpi: bool, tracing: bool, oldtype:
     let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_resized_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_resized_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11688,7 +11688,7 @@ unsafe fn wrap_MPI_Type_create_struct_c(via_pmpi: bool, tracing: bool, count: MP
     let rc = next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_struct_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_struct_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11716,7 +11716,7 @@ unsafe fn wrap_MPI_Type_create_subarray_c(via_pmpi: bool, tracing: bool, ndims: 
     let rc = next(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_subarray_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_subarray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11744,7 +11744,7 @@ unsafe fn wrap_MPI_Type_extent(via_pmpi: bool, tracing: bool, datatype: MPI_Data
     let rc = next(datatype, extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_extent, rc, traffic);
+    rt::leave(call, id::MPI_Type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11772,7 +11772,7 @@ unsafe fn wrap_MPI_Type_get_contents_c(via_pmpi: bool, tracing: bool, datatype: 
     let rc = next(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_contents_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_contents_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11800,7 +11800,7 @@ unsafe fn wrap_MPI_Type_get_envelope_c(via_pmpi: bool, tracing: bool, datatype: 
     let rc = next(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_envelope_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_envelope_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11828,7 +11828,7 @@ unsafe fn wrap_MPI_Type_get_extent_c(via_pmpi: bool, tracing: bool, datatype: MP
     let rc = next(datatype, lb, extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_extent_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11856,7 +11856,7 @@ unsafe fn wrap_MPI_Type_get_true_extent_c(via_pmpi: bool, tracing: bool, datatyp
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_true_extent_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_true_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11884,7 +11884,7 @@ unsafe fn wrap_MPI_Type_hindexed(via_pmpi: bool, tracing: bool, count: c_int, ar
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_hindexed, rc, traffic);
+    rt::leave(call, id::MPI_Type_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11912,7 +11912,7 @@ unsafe fn wrap_MPI_Type_hvector(via_pmpi: bool, tracing: bool, count: c_int, blo
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_hvector, rc, traffic);
+    rt::leave(call, id::MPI_Type_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11940,7 +11940,7 @@ unsafe fn wrap_MPI_Type_indexed_c(via_pmpi: bool, tracing: bool, count: MPI_Coun
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_indexed_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_indexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11968,7 +11968,7 @@ unsafe fn wrap_MPI_Type_lb(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype
     let rc = next(datatype, displacement);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_lb, rc, traffic);
+    rt::leave(call, id::MPI_Type_lb, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11996,7 +11996,7 @@ unsafe fn wrap_MPI_Type_size_c(via_pmpi: bool, tracing: bool, datatype: MPI_Data
     let rc = next(datatype, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_size_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12024,7 +12024,7 @@ unsafe fn wrap_MPI_Type_struct(via_pmpi: bool, tracing: bool, count: c_int, arra
     let rc = next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_struct, rc, traffic);
+    rt::leave(call, id::MPI_Type_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12052,7 +12052,7 @@ unsafe fn wrap_MPI_Type_ub(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype
     let rc = next(datatype, displacement);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_ub, rc, traffic);
+    rt::leave(call, id::MPI_Type_ub, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12080,7 +12080,7 @@ unsafe fn wrap_MPI_Type_vector_c(via_pmpi: bool, tracing: bool, count: MPI_Count
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_vector_c, rc, traffic);
+    rt::leave(call, id::MPI_Type_vector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12108,7 +12108,7 @@ unsafe fn wrap_MPI_Unpack_c(via_pmpi: bool, tracing: bool, inbuf: *const c_void,
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Unpack_c, rc, traffic);
+    rt::leave(call, id::MPI_Unpack_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12136,7 +12136,7 @@ unsafe fn wrap_MPI_Unpack_external_c(via_pmpi: bool, tracing: bool, datarep: *co
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Unpack_external_c, rc, traffic);
+    rt::leave(call, id::MPI_Unpack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12164,7 +12164,7 @@ unsafe fn wrap_MPI_Close_port(via_pmpi: bool, tracing: bool, port_name: *const c
     let rc = next(port_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Close_port, rc, traffic);
+    rt::leave(call, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12192,7 +12192,7 @@ unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, tracing: bool, port_name: *const 
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_accept, rc, traffic);
+    rt::leave(call, id::MPI_Comm_accept, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12220,7 +12220,7 @@ unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, tracing: bool, comm: MPI
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_call_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Comm_call_errhandler, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12248,7 +12248,7 @@ unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, tracing: bool, comm1: MPI_Comm, 
     let rc = next(comm1, comm2, result);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_compare, rc, traffic);
+    rt::leave(call, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12276,7 +12276,7 @@ unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, tracing: bool, port_name: *const
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_connect, rc, traffic);
+    rt::leave(call, id::MPI_Comm_connect, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12304,7 +12304,7 @@ unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, tracing: bool, functio
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_create_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12332,7 +12332,7 @@ unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, tracing: bool, comm_copy_a
     let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_create_keyval, rc, traffic);
+    rt::leave(call, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12360,7 +12360,7 @@ unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, tracing: bool, comm: MPI_Co
     let rc = next(comm, group, tag, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_create_group, rc, traffic);
+    rt::leave(call, id::MPI_Comm_create_group, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12388,7 +12388,7 @@ unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, tracing: bool, comm: MPI_Comm, gr
     let rc = next(comm, group, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_create, rc, traffic);
+    rt::leave(call, id::MPI_Comm_create, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12416,7 +12416,7 @@ unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, tracing: bool, comm: MPI_Com
     let rc = next(comm, comm_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_delete_attr, rc, traffic);
+    rt::leave(call, id::MPI_Comm_delete_attr, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12439,12 +12439,17 @@ pub static NEXT_MPI_Comm_disconnect: Next = Next::new(c"PMPI_Comm_disconnect");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, tracing: bool, comm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_disconnect.get());
-    let Some(call) = rt::enter(via_pmpi) else { return next(comm) };
+    let Some(call) = rt::enter(via_pmpi) else {
+        let rc = next(comm);
+        crate::places::forget_comms();
+        return rc;
+    };
     let traced = if tracing { trace::enter(id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_disconnect, rc, traffic);
+    rt::leave(call, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    crate::places::forget_comms();
     rc
 }
 #[cold]
@@ -12472,7 +12477,7 @@ unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newco
     let rc = next(comm, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_dup, rc, traffic);
+    rt::leave(call, id::MPI_Comm_dup, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12500,7 +12505,7 @@ unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newc
     let rc = next(comm, newcomm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_idup, rc, traffic);
+    rt::leave(call, id::MPI_Comm_idup, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12528,7 +12533,7 @@ unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, tracing: bool, comm: MPI_C
     let rc = next(comm, info, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_dup_with_info, rc, traffic);
+    rt::leave(call, id::MPI_Comm_dup_with_info, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12556,7 +12561,7 @@ unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, tracing: bool, comm_keyval: 
     let rc = next(comm_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_free_keyval, rc, traffic);
+    rt::leave(call, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12579,12 +12584,17 @@ pub static NEXT_MPI_Comm_free: Next = Next::new(c"PMPI_Comm_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, tracing: bool, comm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_free.get());
-    let Some(call) = rt::enter(via_pmpi) else { return next(comm) };
+    let Some(call) = rt::enter(via_pmpi) else {
+        let rc = next(comm);
+        crate::places::forget_comms();
+        return rc;
+    };
     let traced = if tracing { trace::enter(id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_free, rc, traffic);
+    rt::leave(call, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    crate::places::forget_comms();
     rc
 }
 #[cold]
@@ -12612,7 +12622,7 @@ unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let rc = next(comm, comm_keyval, attribute_val, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_get_attr, rc, traffic);
+    rt::leave(call, id::MPI_Comm_get_attr, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12640,7 +12650,7 @@ unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_
     let rc = next(comm, erhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_get_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Comm_get_errhandler, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12668,7 +12678,7 @@ unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let rc = next(comm, info_used);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_get_info, rc, traffic);
+    rt::leave(call, id::MPI_Comm_get_info, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12696,7 +12706,7 @@ unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let rc = next(comm, comm_name, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_get_name, rc, traffic);
+    rt::leave(call, id::MPI_Comm_get_name, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12724,7 +12734,7 @@ unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, tracing: bool, parent: *mut M
     let rc = next(parent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_get_parent, rc, traffic);
+    rt::leave(call, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12752,7 +12762,7 @@ unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, gro
     let rc = next(comm, group);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_group, rc, traffic);
+    rt::leave(call, id::MPI_Comm_group, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12780,7 +12790,7 @@ unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, tracing: bool, fd: c_int, intercomm
     let rc = next(fd, intercomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_join, rc, traffic);
+    rt::leave(call, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12808,7 +12818,7 @@ unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank
     let rc = next(comm, rank);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_rank, rc, traffic);
+    rt::leave(call, id::MPI_Comm_rank, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12838,7 +12848,7 @@ unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, tracing: bool, comm: MPI_Co
     let rc = next(comm, group);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_remote_group, rc, traffic);
+    rt::leave(call, id::MPI_Comm_remote_group, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12866,7 +12876,7 @@ unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, tracing: bool, comm: MPI_Com
     let rc = next(comm, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_remote_size, rc, traffic);
+    rt::leave(call, id::MPI_Comm_remote_size, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12894,7 +12904,7 @@ unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let rc = next(comm, comm_keyval, attribute_val);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_set_attr, rc, traffic);
+    rt::leave(call, id::MPI_Comm_set_attr, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12922,7 +12932,7 @@ unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_set_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Comm_set_errhandler, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12950,7 +12960,7 @@ unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let rc = next(comm, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_set_info, rc, traffic);
+    rt::leave(call, id::MPI_Comm_set_info, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12978,7 +12988,7 @@ unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let rc = next(comm, comm_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_set_name, rc, traffic);
+    rt::leave(call, id::MPI_Comm_set_name, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13006,7 +13016,7 @@ unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, tracing: bool, comm: MPI_Comm, size
     let rc = next(comm, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_size, rc, traffic);
+    rt::leave(call, id::MPI_Comm_size, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13036,7 +13046,7 @@ unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, tracing: bool, command: *const c_c
     let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_spawn, rc, traffic);
+    rt::leave(call, id::MPI_Comm_spawn, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13064,7 +13074,7 @@ unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, tracing: bool, count: c_i
     let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_spawn_multiple, rc, traffic);
+    rt::leave(call, id::MPI_Comm_spawn_multiple, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13092,7 +13102,7 @@ unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, tracing: bool, comm: MPI_Comm, col
     let rc = next(comm, color, key, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_split, rc, traffic);
+    rt::leave(call, id::MPI_Comm_split, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13120,7 +13130,7 @@ unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let rc = next(comm, split_type, key, info, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_split_type, rc, traffic);
+    rt::leave(call, id::MPI_Comm_split_type, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13148,7 +13158,7 @@ unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let rc = next(comm, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_test_inter, rc, traffic);
+    rt::leave(call, id::MPI_Comm_test_inter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13176,7 +13186,7 @@ unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, tracing: bool, errhandler: *m
     let rc = next(errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Errhandler_free, rc, traffic);
+    rt::leave(call, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13204,7 +13214,7 @@ unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, tracing: bool, group1: MPI_Grou
     let rc = next(group1, group2, result);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_compare, rc, traffic);
+    rt::leave(call, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13232,7 +13242,7 @@ unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, tracing: bool, group1: MPI_G
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_difference, rc, traffic);
+    rt::leave(call, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13260,7 +13270,7 @@ unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, tracing: bool, group: MPI_Group, n
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_excl, rc, traffic);
+    rt::leave(call, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13288,7 +13298,7 @@ unsafe fn wrap_MPI_Group_free(via_pmpi: bool, tracing: bool, group: *mut MPI_Gro
     let rc = next(group);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_free, rc, traffic);
+    rt::leave(call, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13316,7 +13326,7 @@ unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, tracing: bool, group: MPI_Group, n
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_incl, rc, traffic);
+    rt::leave(call, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13344,7 +13354,7 @@ unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, tracing: bool, group1: MPI
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_intersection, rc, traffic);
+    rt::leave(call, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13372,7 +13382,7 @@ unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, tracing: bool, group: MPI_Gr
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_range_excl, rc, traffic);
+    rt::leave(call, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13400,7 +13410,7 @@ unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, tracing: bool, group: MPI_Gr
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_range_incl, rc, traffic);
+    rt::leave(call, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13428,7 +13438,7 @@ unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, tracing: bool, group: MPI_Group, r
     let rc = next(group, rank);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_rank, rc, traffic);
+    rt::leave(call, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13456,7 +13466,7 @@ unsafe fn wrap_MPI_Group_size(via_pmpi: bool, tracing: bool, group: MPI_Group, s
     let rc = next(group, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_size, rc, traffic);
+    rt::leave(call, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13484,7 +13494,7 @@ unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, tracing: bool, group1: 
     let rc = next(group1, n, ranks1, group2, ranks2);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_translate_ranks, rc, traffic);
+    rt::leave(call, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13512,7 +13522,7 @@ unsafe fn wrap_MPI_Group_union(via_pmpi: bool, tracing: bool, group1: MPI_Group,
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_union, rc, traffic);
+    rt::leave(call, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13540,7 +13550,7 @@ unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, tracing: bool, local_comm: M
     let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Intercomm_create, rc, traffic);
+    rt::leave(call, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13568,7 +13578,7 @@ unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, tracing: bool, intercomm: MPI
     let rc = next(intercomm, high, newintercomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Intercomm_merge, rc, traffic);
+    rt::leave(call, id::MPI_Intercomm_merge, rc, traffic, intercomm);
     rc
 }
 #[cold]
@@ -13596,7 +13606,7 @@ unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, tracing: bool, service_name: *con
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Lookup_name, rc, traffic);
+    rt::leave(call, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13624,7 +13634,7 @@ unsafe fn wrap_MPI_Open_port(via_pmpi: bool, tracing: bool, info: MPI_Info, port
     let rc = next(info, port_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Open_port, rc, traffic);
+    rt::leave(call, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13652,7 +13662,7 @@ unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, tracing: bool, service_name: *co
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Publish_name, rc, traffic);
+    rt::leave(call, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13680,7 +13690,7 @@ unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, tracing: bool, service_name: *
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Unpublish_name, rc, traffic);
+    rt::leave(call, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13708,7 +13718,7 @@ unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ke
     let rc = next(comm, keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Attr_delete, rc, traffic);
+    rt::leave(call, id::MPI_Attr_delete, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13736,7 +13746,7 @@ unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyva
     let rc = next(comm, keyval, attribute_val, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Attr_get, rc, traffic);
+    rt::leave(call, id::MPI_Attr_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13764,7 +13774,7 @@ unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyva
     let rc = next(comm, keyval, attribute_val);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Attr_put, rc, traffic);
+    rt::leave(call, id::MPI_Attr_put, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13792,7 +13802,7 @@ unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, tracing: bool, copy_fn: MPI_Cop
     let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Keyval_create, rc, traffic);
+    rt::leave(call, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13820,7 +13830,7 @@ unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, tracing: bool, keyval: *mut c_int
     let rc = next(keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Keyval_free, rc, traffic);
+    rt::leave(call, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13848,7 +13858,7 @@ unsafe fn wrap_MPI_Comm_create_from_group(via_pmpi: bool, tracing: bool, group: 
     let rc = next(group, stringtag, info, errhandler, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { newcomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_create_from_group, rc, traffic);
+    rt::leave(call, id::MPI_Comm_create_from_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13876,7 +13886,7 @@ unsafe fn wrap_MPI_Comm_idup_with_info(via_pmpi: bool, tracing: bool, comm: MPI_
     let rc = next(comm, info, newcomm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_idup_with_info, rc, traffic);
+    rt::leave(call, id::MPI_Comm_idup_with_info, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13904,7 +13914,7 @@ unsafe fn wrap_MPI_Errhandler_create(via_pmpi: bool, tracing: bool, comm_errhand
     let rc = next(comm_errhandler_fn, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Errhandler_create, rc, traffic);
+    rt::leave(call, id::MPI_Errhandler_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13932,7 +13942,7 @@ unsafe fn wrap_MPI_Errhandler_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm,
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Errhandler_get, rc, traffic);
+    rt::leave(call, id::MPI_Errhandler_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13960,7 +13970,7 @@ unsafe fn wrap_MPI_Errhandler_set(via_pmpi: bool, tracing: bool, comm: MPI_Comm,
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Errhandler_set, rc, traffic);
+    rt::leave(call, id::MPI_Errhandler_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13988,7 +13998,7 @@ unsafe fn wrap_MPI_Group_from_session_pset(via_pmpi: bool, tracing: bool, sessio
     let rc = next(session, pset_name, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_from_session_pset, rc, traffic);
+    rt::leave(call, id::MPI_Group_from_session_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14016,7 +14026,7 @@ unsafe fn wrap_MPI_Intercomm_create_from_groups(via_pmpi: bool, tracing: bool, l
     let rc = next(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Intercomm_create_from_groups, rc, traffic);
+    rt::leave(call, id::MPI_Intercomm_create_from_groups, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14044,7 +14054,7 @@ unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ra
     let rc = next(comm, rank, maxdims, coords);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cart_coords, rc, traffic);
+    rt::leave(call, id::MPI_Cart_coords, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14072,7 +14082,7 @@ unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, tracing: bool, old_comm: MPI_Comm
     let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cart_create, rc, traffic);
+    rt::leave(call, id::MPI_Cart_create, rc, traffic, old_comm);
     rc
 }
 #[cold]
@@ -14100,7 +14110,7 @@ unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxdi
     let rc = next(comm, maxdims, dims, periods, coords);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cart_get, rc, traffic);
+    rt::leave(call, id::MPI_Cart_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14128,7 +14138,7 @@ unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ndims
     let rc = next(comm, ndims, dims, periods, newrank);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cart_map, rc, traffic);
+    rt::leave(call, id::MPI_Cart_map, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14156,7 +14166,7 @@ unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, coor
     let rc = next(comm, coords, rank);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cart_rank, rc, traffic);
+    rt::leave(call, id::MPI_Cart_rank, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14184,7 +14194,7 @@ unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, tracing: bool, comm: MPI_Comm, dir
     let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cart_shift, rc, traffic);
+    rt::leave(call, id::MPI_Cart_shift, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14212,7 +14222,7 @@ unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, tracing: bool, comm: MPI_Comm, remai
     let rc = next(comm, remain_dims, new_comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cart_sub, rc, traffic);
+    rt::leave(call, id::MPI_Cart_sub, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14240,7 +14250,7 @@ unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nd
     let rc = next(comm, ndims);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cartdim_get, rc, traffic);
+    rt::leave(call, id::MPI_Cartdim_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14268,7 +14278,7 @@ unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, tracing: bool, comm_old: MP
     let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Dist_graph_create, rc, traffic);
+    rt::leave(call, id::MPI_Dist_graph_create, rc, traffic, comm_old);
     rc
 }
 #[cold]
@@ -14296,7 +14306,7 @@ unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, tracing: bool, com
     let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Dist_graph_create_adjacent, rc, traffic);
+    rt::leave(call, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old);
     rc
 }
 #[cold]
@@ -14324,7 +14334,7 @@ unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI
     let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Dist_graph_neighbors, rc, traffic);
+    rt::leave(call, id::MPI_Dist_graph_neighbors, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14352,7 +14362,7 @@ unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, tracing: bool, com
     let rc = next(comm, inneighbors, outneighbors, weighted);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Dist_graph_neighbors_count, rc, traffic);
+    rt::leave(call, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14380,7 +14390,7 @@ unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, tracing: bool, nnodes: c_int, ndi
     let rc = next(nnodes, ndims, dims);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Dims_create, rc, traffic);
+    rt::leave(call, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14408,7 +14418,7 @@ unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, tracing: bool, comm_old: MPI_Com
     let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Graph_create, rc, traffic);
+    rt::leave(call, id::MPI_Graph_create, rc, traffic, comm_old);
     rc
 }
 #[cold]
@@ -14436,7 +14446,7 @@ unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxi
     let rc = next(comm, maxindex, maxedges, index, edges);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Graph_get, rc, traffic);
+    rt::leave(call, id::MPI_Graph_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14464,7 +14474,7 @@ unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nnod
     let rc = next(comm, nnodes, index, edges, newrank);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Graph_map, rc, traffic);
+    rt::leave(call, id::MPI_Graph_map, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14492,7 +14502,7 @@ unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, tracing: bool, comm: MP
     let rc = next(comm, rank, nneighbors);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Graph_neighbors_count, rc, traffic);
+    rt::leave(call, id::MPI_Graph_neighbors_count, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14520,7 +14530,7 @@ unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let rc = next(comm, rank, maxneighbors, neighbors);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Graph_neighbors, rc, traffic);
+    rt::leave(call, id::MPI_Graph_neighbors, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14548,7 +14558,7 @@ unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let rc = next(comm, nnodes, nedges);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Graphdims_get, rc, traffic);
+    rt::leave(call, id::MPI_Graphdims_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14576,7 +14586,7 @@ unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, tracing: bool, comm: MPI_Comm, stat
     let rc = next(comm, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Topo_test, rc, traffic);
+    rt::leave(call, id::MPI_Topo_test, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14605,7 +14615,7 @@ unsafe fn wrap_MPI_Abort(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errorcod
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Abort, rc, traffic);
+    rt::leave(call, id::MPI_Abort, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14633,7 +14643,7 @@ unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, tracing: bool, errorclass: *m
     let rc = next(errorclass);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Add_error_class, rc, traffic);
+    rt::leave(call, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14661,7 +14671,7 @@ unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, tracing: bool, errorclass: c_i
     let rc = next(errorclass, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Add_error_code, rc, traffic);
+    rt::leave(call, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14689,7 +14699,7 @@ unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, tracing: bool, errorcode: c_
     let rc = next(errorcode, string);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Add_error_string, rc, traffic);
+    rt::leave(call, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14717,7 +14727,7 @@ unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, tracing: bool, size: MPI_Aint, info
     let rc = next(size, info, baseptr);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Alloc_mem, rc, traffic);
+    rt::leave(call, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14745,7 +14755,7 @@ unsafe fn wrap_MPI_Error_class(via_pmpi: bool, tracing: bool, errorcode: c_int, 
     let rc = next(errorcode, errorclass);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Error_class, rc, traffic);
+    rt::leave(call, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14773,7 +14783,7 @@ unsafe fn wrap_MPI_Error_string(via_pmpi: bool, tracing: bool, errorcode: c_int,
     let rc = next(errorcode, string, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Error_string, rc, traffic);
+    rt::leave(call, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14802,7 +14812,7 @@ unsafe fn wrap_MPI_Finalize(via_pmpi: bool, tracing: bool) -> c_int {
     let rc = next();
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Finalize, rc, traffic);
+    rt::leave(call, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14830,7 +14840,7 @@ unsafe fn wrap_MPI_Finalized(via_pmpi: bool, tracing: bool, flag: *mut c_int) ->
     let rc = next(flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Finalized, rc, traffic);
+    rt::leave(call, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14858,7 +14868,7 @@ unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, tracing: bool, base: *mut c_void) ->
     let rc = next(base);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Free_mem, rc, traffic);
+    rt::leave(call, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14886,7 +14896,7 @@ unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, tracing: bool, version: *
     let rc = next(version, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_library_version, rc, traffic);
+    rt::leave(call, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14914,7 +14924,7 @@ unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, tracing: bool, name: *mut 
     let rc = next(name, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_processor_name, rc, traffic);
+    rt::leave(call, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14942,7 +14952,7 @@ unsafe fn wrap_MPI_Get_version(via_pmpi: bool, tracing: bool, version: *mut c_in
     let rc = next(version, subversion);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_version, rc, traffic);
+    rt::leave(call, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14970,7 +14980,7 @@ unsafe fn wrap_MPI_Info_create(via_pmpi: bool, tracing: bool, info: *mut MPI_Inf
     let rc = next(info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_create, rc, traffic);
+    rt::leave(call, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14998,7 +15008,7 @@ unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, tracing: bool, info: MPI_Info, ke
     let rc = next(info, key);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_delete, rc, traffic);
+    rt::leave(call, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15026,7 +15036,7 @@ unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, tracing: bool, info: MPI_Info, newin
     let rc = next(info, newinfo);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_dup, rc, traffic);
+    rt::leave(call, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15054,7 +15064,7 @@ unsafe fn wrap_MPI_Info_free(via_pmpi: bool, tracing: bool, info: *mut MPI_Info)
     let rc = next(info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_free, rc, traffic);
+    rt::leave(call, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15082,7 +15092,7 @@ unsafe fn wrap_MPI_Info_get(via_pmpi: bool, tracing: bool, info: MPI_Info, key: 
     let rc = next(info, key, valuelen, value, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_get, rc, traffic);
+    rt::leave(call, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15110,7 +15120,7 @@ unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, tracing: bool, info: MPI_Info,
     let rc = next(info, nkeys);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_get_nkeys, rc, traffic);
+    rt::leave(call, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15138,7 +15148,7 @@ unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, tracing: bool, info: MPI_Info
     let rc = next(info, n, key);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_get_nthkey, rc, traffic);
+    rt::leave(call, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15166,7 +15176,7 @@ unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, tracing: bool, info: MPI_In
     let rc = next(info, key, valuelen, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_get_valuelen, rc, traffic);
+    rt::leave(call, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15194,7 +15204,7 @@ unsafe fn wrap_MPI_Info_set(via_pmpi: bool, tracing: bool, info: MPI_Info, key: 
     let rc = next(info, key, value);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_set, rc, traffic);
+    rt::leave(call, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15227,7 +15237,7 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, tracing: bool, argc: *mut c_int, argv: *
     let rc = next(argc, argv);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Init, rc, traffic);
+    rt::leave(call, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::hooks::after_init(rc, 0, via_pmpi, argc);
     rc
 }
@@ -15258,7 +15268,7 @@ unsafe fn wrap_MPI_Initialized(via_pmpi: bool, tracing: bool, flag: *mut c_int) 
     let rc = next(flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Initialized, rc, traffic);
+    rt::leave(call, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15292,7 +15302,7 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, tracing: bool, argc: *mut c_int, 
     let rc = next(argc, argv, required, provided);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Init_thread, rc, traffic);
+    rt::leave(call, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     let provided_level = if rc == 0 && !provided.is_null() { *provided } else { 0 };
     crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
     rc
@@ -15324,7 +15334,7 @@ unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, tracing: bool, flag: *mut c_in
     let rc = next(flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Is_thread_main, rc, traffic);
+    rt::leave(call, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15352,7 +15362,7 @@ unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, tracing: bool, op: MPI_Op, com
     let rc = next(op, commute);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Op_commutative, rc, traffic);
+    rt::leave(call, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15380,7 +15390,7 @@ unsafe fn wrap_MPI_Op_create(via_pmpi: bool, tracing: bool, function: MPI_User_f
     let rc = next(function, commute, op);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Op_create, rc, traffic);
+    rt::leave(call, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15408,7 +15418,7 @@ unsafe fn wrap_MPI_Op_free(via_pmpi: bool, tracing: bool, op: *mut MPI_Op) -> c_
     let rc = next(op);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Op_free, rc, traffic);
+    rt::leave(call, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15436,7 +15446,7 @@ unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, tracing: bool, provided: *mut c_
     let rc = next(provided);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Query_thread, rc, traffic);
+    rt::leave(call, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15464,7 +15474,7 @@ unsafe fn wrap_MPI_Wtick(via_pmpi: bool, tracing: bool) -> f64 {
     let rc = next();
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, 0, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Wtick, 0, traffic);
+    rt::leave(call, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15492,7 +15502,7 @@ unsafe fn wrap_MPI_Wtime(via_pmpi: bool, tracing: bool) -> f64 {
     let rc = next();
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, 0, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Wtime, 0, traffic);
+    rt::leave(call, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15522,7 +15532,7 @@ unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, tracing: bool, required: c_int,
     let rc = next(required, provided);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_init_thread, rc, traffic);
+    rt::leave(call, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15550,7 +15560,7 @@ unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, tracing: bool) -> c_int {
     let rc = next();
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_finalize, rc, traffic);
+    rt::leave(call, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15578,7 +15588,7 @@ unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, tracing: bool, num_cvar: *mut 
     let rc = next(num_cvar);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_cvar_get_num, rc, traffic);
+    rt::leave(call, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15606,7 +15616,7 @@ unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, tracing: bool, cvar_index: c_
     let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_cvar_get_info, rc, traffic);
+    rt::leave(call, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15634,7 +15644,7 @@ unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, tracing: bool, name: *const 
     let rc = next(name, cvar_index);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_cvar_get_index, rc, traffic);
+    rt::leave(call, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15662,7 +15672,7 @@ unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, tracing: bool, cvar_index
     let rc = next(cvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_cvar_handle_alloc, rc, traffic);
+    rt::leave(call, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15690,7 +15700,7 @@ unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, tracing: bool, handle: *mu
     let rc = next(handle);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_cvar_handle_free, rc, traffic);
+    rt::leave(call, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15718,7 +15728,7 @@ unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, tracing: bool, handle: MPI_T_cvar
     let rc = next(handle, buf);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_cvar_read, rc, traffic);
+    rt::leave(call, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15746,7 +15756,7 @@ unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, tracing: bool, handle: MPI_T_cva
     let rc = next(handle, buf);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_cvar_write, rc, traffic);
+    rt::leave(call, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15774,7 +15784,7 @@ unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, tracing: bool, num_cat: *m
     let rc = next(num_cat);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_get_num, rc, traffic);
+    rt::leave(call, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15802,7 +15812,7 @@ unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, tracing: bool, cat_index:
     let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_get_info, rc, traffic);
+    rt::leave(call, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15830,7 +15840,7 @@ unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, tracing: bool, name: *co
     let rc = next(name, category_index);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_get_index, rc, traffic);
+    rt::leave(call, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15858,7 +15868,7 @@ unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, tracing: bool, cat_index
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_get_cvars, rc, traffic);
+    rt::leave(call, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15886,7 +15896,7 @@ unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, tracing: bool, cat_index
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_get_pvars, rc, traffic);
+    rt::leave(call, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15914,7 +15924,7 @@ unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, tracing: bool, cat_
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_get_categories, rc, traffic);
+    rt::leave(call, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15942,7 +15952,7 @@ unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, tracing: bool, stamp: *mut
     let rc = next(stamp);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_changed, rc, traffic);
+    rt::leave(call, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15970,7 +15980,7 @@ unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, tracing: bool, num_pvar: *mut 
     let rc = next(num_pvar);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_get_num, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15998,7 +16008,7 @@ unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, tracing: bool, pvar_index: c_
     let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_get_info, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16026,7 +16036,7 @@ unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, tracing: bool, name: *const 
     let rc = next(name, var_class, pvar_index);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_get_index, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16054,7 +16064,7 @@ unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, tracing: bool, session:
     let rc = next(session);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_session_create, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16082,7 +16092,7 @@ unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, tracing: bool, session: *
     let rc = next(session);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_session_free, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16110,7 +16120,7 @@ unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, tracing: bool, session: M
     let rc = next(session, pvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_handle_alloc, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16138,7 +16148,7 @@ unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, tracing: bool, session: MP
     let rc = next(session, handle);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_handle_free, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16166,7 +16176,7 @@ unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let rc = next(session, handle);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_start, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16194,7 +16204,7 @@ unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, tracing: bool, session: MPI_T_pva
     let rc = next(session, handle);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_stop, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16222,7 +16232,7 @@ unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, tracing: bool, session: MPI_T_pva
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_read, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16250,7 +16260,7 @@ unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_write, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16278,7 +16288,7 @@ unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let rc = next(session, handle);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_reset, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16306,7 +16316,7 @@ unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, tracing: bool, session: MPI_
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_readreset, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16334,7 +16344,7 @@ unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, tracing: bool, enumtype: MPI_
     let rc = next(enumtype, num, name, name_len);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_enum_get_info, rc, traffic);
+    rt::leave(call, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16362,7 +16372,7 @@ unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, tracing: bool, enumtype: MPI_
     let rc = next(enumtype, index, value, name, name_len);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_enum_get_item, rc, traffic);
+    rt::leave(call, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16390,7 +16400,7 @@ unsafe fn wrap_MPI_Info_create_env(via_pmpi: bool, tracing: bool, argc: c_int, a
     let rc = next(argc, argv, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_create_env, rc, traffic);
+    rt::leave(call, id::MPI_Info_create_env, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16418,7 +16428,7 @@ unsafe fn wrap_MPI_Info_get_string(via_pmpi: bool, tracing: bool, info: MPI_Info
     let rc = next(info, key, buflen, value, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_get_string, rc, traffic);
+    rt::leave(call, id::MPI_Info_get_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16446,7 +16456,7 @@ unsafe fn wrap_MPI_Op_create_c(via_pmpi: bool, tracing: bool, user_fn: MPI_User_
     let rc = next(user_fn, commute, op);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Op_create_c, rc, traffic);
+    rt::leave(call, id::MPI_Op_create_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16474,7 +16484,7 @@ unsafe fn wrap_MPI_Session_call_errhandler(via_pmpi: bool, tracing: bool, sessio
     let rc = next(session, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Session_call_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Session_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16502,7 +16512,7 @@ unsafe fn wrap_MPI_Session_create_errhandler(via_pmpi: bool, tracing: bool, sess
     let rc = next(session_errhandler_fn, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Session_create_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Session_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16530,7 +16540,7 @@ unsafe fn wrap_MPI_Session_finalize(via_pmpi: bool, tracing: bool, session: *mut
     let rc = next(session);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Session_finalize, rc, traffic);
+    rt::leave(call, id::MPI_Session_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16558,7 +16568,7 @@ unsafe fn wrap_MPI_Session_get_errhandler(via_pmpi: bool, tracing: bool, session
     let rc = next(session, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Session_get_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Session_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16586,7 +16596,7 @@ unsafe fn wrap_MPI_Session_get_info(via_pmpi: bool, tracing: bool, session: MPI_
     let rc = next(session, info_used);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Session_get_info, rc, traffic);
+    rt::leave(call, id::MPI_Session_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16614,7 +16624,7 @@ unsafe fn wrap_MPI_Session_get_nth_pset(via_pmpi: bool, tracing: bool, session: 
     let rc = next(session, info, n, pset_len, pset_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Session_get_nth_pset, rc, traffic);
+    rt::leave(call, id::MPI_Session_get_nth_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16642,7 +16652,7 @@ unsafe fn wrap_MPI_Session_get_num_psets(via_pmpi: bool, tracing: bool, session:
     let rc = next(session, info, npset_names);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Session_get_num_psets, rc, traffic);
+    rt::leave(call, id::MPI_Session_get_num_psets, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16670,7 +16680,7 @@ unsafe fn wrap_MPI_Session_get_pset_info(via_pmpi: bool, tracing: bool, session:
     let rc = next(session, pset_name, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Session_get_pset_info, rc, traffic);
+    rt::leave(call, id::MPI_Session_get_pset_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16698,7 +16708,7 @@ unsafe fn wrap_MPI_Session_init(via_pmpi: bool, tracing: bool, info: MPI_Info, e
     let rc = next(info, errhandler, session);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Session_init, rc, traffic);
+    rt::leave(call, id::MPI_Session_init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16726,7 +16736,7 @@ unsafe fn wrap_MPI_Session_set_errhandler(via_pmpi: bool, tracing: bool, session
     let rc = next(session, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Session_set_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Session_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16754,7 +16764,7 @@ unsafe fn wrap_MPI_T_category_get_events(via_pmpi: bool, tracing: bool, cat_inde
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_get_events, rc, traffic);
+    rt::leave(call, id::MPI_T_category_get_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16782,7 +16792,7 @@ unsafe fn wrap_MPI_T_category_get_num_events(via_pmpi: bool, tracing: bool, cat_
     let rc = next(cat_index, num_events);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_get_num_events, rc, traffic);
+    rt::leave(call, id::MPI_T_category_get_num_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16810,7 +16820,7 @@ unsafe fn wrap_MPI_T_event_callback_get_info(via_pmpi: bool, tracing: bool, even
     let rc = next(event_registration, cb_safety, info_used);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_event_callback_get_info, rc, traffic);
+    rt::leave(call, id::MPI_T_event_callback_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16838,7 +16848,7 @@ unsafe fn wrap_MPI_T_event_callback_set_info(via_pmpi: bool, tracing: bool, even
     let rc = next(event_registration, cb_safety, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_event_callback_set_info, rc, traffic);
+    rt::leave(call, id::MPI_T_event_callback_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16866,7 +16876,7 @@ unsafe fn wrap_MPI_T_event_copy(via_pmpi: bool, tracing: bool, event_instance: M
     let rc = next(event_instance, buffer);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_event_copy, rc, traffic);
+    rt::leave(call, id::MPI_T_event_copy, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16894,7 +16904,7 @@ unsafe fn wrap_MPI_T_event_get_index(via_pmpi: bool, tracing: bool, name: *const
     let rc = next(name, event_index);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_event_get_index, rc, traffic);
+    rt::leave(call, id::MPI_T_event_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16922,7 +16932,7 @@ unsafe fn wrap_MPI_T_event_get_info(via_pmpi: bool, tracing: bool, event_index: 
     let rc = next(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_event_get_info, rc, traffic);
+    rt::leave(call, id::MPI_T_event_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16950,7 +16960,7 @@ unsafe fn wrap_MPI_T_event_get_num(via_pmpi: bool, tracing: bool, num_events: *m
     let rc = next(num_events);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_event_get_num, rc, traffic);
+    rt::leave(call, id::MPI_T_event_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16978,7 +16988,7 @@ unsafe fn wrap_MPI_T_event_get_source(via_pmpi: bool, tracing: bool, event_insta
     let rc = next(event_instance, source_index);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_event_get_source, rc, traffic);
+    rt::leave(call, id::MPI_T_event_get_source, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17006,7 +17016,7 @@ unsafe fn wrap_MPI_T_event_get_timestamp(via_pmpi: bool, tracing: bool, event_in
     let rc = next(event_instance, event_timestamp);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_event_get_timestamp, rc, traffic);
+    rt::leave(call, id::MPI_T_event_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17034,7 +17044,7 @@ unsafe fn wrap_MPI_T_event_handle_alloc(via_pmpi: bool, tracing: bool, event_ind
     let rc = next(event_index, obj_handle, info, event_registration);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_event_handle_alloc, rc, traffic);
+    rt::leave(call, id::MPI_T_event_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17062,7 +17072,7 @@ unsafe fn wrap_MPI_T_event_handle_free(via_pmpi: bool, tracing: bool, event_regi
     let rc = next(event_registration, user_data, free_cb_function);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_event_handle_free, rc, traffic);
+    rt::leave(call, id::MPI_T_event_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17090,7 +17100,7 @@ unsafe fn wrap_MPI_T_event_handle_get_info(via_pmpi: bool, tracing: bool, event_
     let rc = next(event_registration, info_used);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_event_handle_get_info, rc, traffic);
+    rt::leave(call, id::MPI_T_event_handle_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17118,7 +17128,7 @@ unsafe fn wrap_MPI_T_event_handle_set_info(via_pmpi: bool, tracing: bool, event_
     let rc = next(event_registration, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_event_handle_set_info, rc, traffic);
+    rt::leave(call, id::MPI_T_event_handle_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17146,7 +17156,7 @@ unsafe fn wrap_MPI_T_event_read(via_pmpi: bool, tracing: bool, event_instance: M
     let rc = next(event_instance, element_index, buffer);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_event_read, rc, traffic);
+    rt::leave(call, id::MPI_T_event_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17174,7 +17184,7 @@ unsafe fn wrap_MPI_T_event_register_callback(via_pmpi: bool, tracing: bool, even
     let rc = next(event_registration, cb_safety, info, user_data, event_cb_function);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_event_register_callback, rc, traffic);
+    rt::leave(call, id::MPI_T_event_register_callback, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17202,7 +17212,7 @@ unsafe fn wrap_MPI_T_event_set_dropped_handler(via_pmpi: bool, tracing: bool, ev
     let rc = next(event_registration, dropped_cb_function);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_event_set_dropped_handler, rc, traffic);
+    rt::leave(call, id::MPI_T_event_set_dropped_handler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17230,7 +17240,7 @@ unsafe fn wrap_MPI_T_source_get_info(via_pmpi: bool, tracing: bool, source_index
     let rc = next(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_source_get_info, rc, traffic);
+    rt::leave(call, id::MPI_T_source_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17258,7 +17268,7 @@ unsafe fn wrap_MPI_T_source_get_num(via_pmpi: bool, tracing: bool, num_sources: 
     let rc = next(num_sources);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_source_get_num, rc, traffic);
+    rt::leave(call, id::MPI_T_source_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17286,7 +17296,7 @@ unsafe fn wrap_MPI_T_source_get_timestamp(via_pmpi: bool, tracing: bool, source_
     let rc = next(source_index, timestamp);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_source_get_timestamp, rc, traffic);
+    rt::leave(call, id::MPI_T_source_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]

@@ -27,7 +27,7 @@ unsafe fn wrap_MPI_Bsend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Bsend, rc, traffic);
+    rt::leave(call, id::MPI_Bsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -55,7 +55,7 @@ unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Bsend_init, rc, traffic);
+    rt::leave(call, id::MPI_Bsend_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -83,7 +83,7 @@ unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, tracing: bool, buffer: *mut c_v
     let rc = next(buffer, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Buffer_attach, rc, traffic);
+    rt::leave(call, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -111,7 +111,7 @@ unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, tracing: bool, buffer: *mut c_v
     let rc = next(buffer, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Buffer_detach, rc, traffic);
+    rt::leave(call, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -139,7 +139,7 @@ unsafe fn wrap_MPI_Cancel(via_pmpi: bool, tracing: bool, request: *mut MPI_Reque
     let rc = next(request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Cancel, rc, traffic);
+    rt::leave(call, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -167,7 +167,7 @@ unsafe fn wrap_MPI_Get_count(via_pmpi: bool, tracing: bool, status: *const MPI_S
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_count, rc, traffic);
+    rt::leave(call, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -197,7 +197,7 @@ unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, tracing: bool, status: *const MP
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_elements, rc, traffic);
+    rt::leave(call, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -225,7 +225,7 @@ unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, tracing: bool, status: *const 
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_elements_x, rc, traffic);
+    rt::leave(call, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -253,7 +253,7 @@ unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, tracing: bool, request: MPI
     let rc = next(request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Grequest_complete, rc, traffic);
+    rt::leave(call, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -281,7 +281,7 @@ unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, tracing: bool, query_fn: MPI_G
     let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Grequest_start, rc, traffic);
+    rt::leave(call, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -309,7 +309,7 @@ unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ibsend, rc, traffic);
+    rt::leave(call, id::MPI_Ibsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -337,7 +337,7 @@ unsafe fn wrap_MPI_Improbe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_
     let rc = next(source, tag, comm, flag, message, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Improbe, rc, traffic);
+    rt::leave(call, id::MPI_Improbe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -365,7 +365,7 @@ unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count
     let rc = next(buf, count, r#type, message, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype: r#type, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Imrecv, rc, traffic);
+    rt::leave(call, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -393,7 +393,7 @@ unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_i
     let rc = next(source, tag, comm, flag, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iprobe, rc, traffic);
+    rt::leave(call, id::MPI_Iprobe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -423,7 +423,7 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Irecv, rc, traffic);
+    rt::leave(call, id::MPI_Irecv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -453,7 +453,7 @@ unsafe fn wrap_MPI_Irsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Irsend, rc, traffic);
+    rt::leave(call, id::MPI_Irsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -481,7 +481,7 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Isend, rc, traffic);
+    rt::leave(call, id::MPI_Isend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -511,7 +511,7 @@ unsafe fn wrap_MPI_Issend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Issend, rc, traffic);
+    rt::leave(call, id::MPI_Issend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -539,7 +539,7 @@ unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_i
     let rc = next(source, tag, comm, message, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Mprobe, rc, traffic);
+    rt::leave(call, id::MPI_Mprobe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -569,7 +569,7 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let rc = next(buf, count, r#type, message, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype: r#type, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Mrecv, rc, traffic);
+    rt::leave(call, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -597,7 +597,7 @@ unsafe fn wrap_MPI_Probe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_in
     let rc = next(source, tag, comm, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Probe, rc, traffic);
+    rt::leave(call, id::MPI_Probe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -627,7 +627,7 @@ unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, tracing: bool, buf: *mut c_void, co
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Recv_init, rc, traffic);
+    rt::leave(call, id::MPI_Recv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -657,7 +657,7 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: 
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Recv, rc, traffic);
+    rt::leave(call, id::MPI_Recv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -687,7 +687,7 @@ unsafe fn wrap_MPI_Request_free(via_pmpi: bool, tracing: bool, request: *mut MPI
     let rc = next(request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Request_free, rc, traffic);
+    rt::leave(call, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -715,7 +715,7 @@ unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, tracing: bool, request: MP
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Request_get_status, rc, traffic);
+    rt::leave(call, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -743,7 +743,7 @@ unsafe fn wrap_MPI_Rsend(via_pmpi: bool, tracing: bool, ibuf: *const c_void, cou
     let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Rsend, rc, traffic);
+    rt::leave(call, id::MPI_Rsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -771,7 +771,7 @@ unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Rsend_init, rc, traffic);
+    rt::leave(call, id::MPI_Rsend_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -799,7 +799,7 @@ unsafe fn wrap_MPI_Send_init(via_pmpi: bool, tracing: bool, buf: *const c_void, 
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Send_init, rc, traffic);
+    rt::leave(call, id::MPI_Send_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -827,7 +827,7 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, tracing: bool, buf: *const c_void, count
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Send, rc, traffic);
+    rt::leave(call, id::MPI_Send, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -859,7 +859,7 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest, recv_count: MPI_Count::from(recvcount), recv_datatype: recvtype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Sendrecv, rc, traffic);
+    rt::leave(call, id::MPI_Sendrecv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -891,7 +891,7 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, tracing: bool, buf: *mut c_v
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(count), datatype, peer: dest, recv_count: MPI_Count::from(count), recv_datatype: datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Sendrecv_replace, rc, traffic);
+    rt::leave(call, id::MPI_Sendrecv_replace, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -919,7 +919,7 @@ unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ssend_init, rc, traffic);
+    rt::leave(call, id::MPI_Ssend_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -947,7 +947,7 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ssend, rc, traffic);
+    rt::leave(call, id::MPI_Ssend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -977,7 +977,7 @@ unsafe fn wrap_MPI_Start(via_pmpi: bool, tracing: bool, request: *mut MPI_Reques
     let rc = next(request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Start, rc, traffic);
+    rt::leave(call, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1007,7 +1007,7 @@ unsafe fn wrap_MPI_Startall(via_pmpi: bool, tracing: bool, count: c_int, array_o
     let rc = next(count, array_of_requests);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Startall, rc, traffic);
+    rt::leave(call, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1037,7 +1037,7 @@ unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, tracing: bool, status: *
     let rc = next(status, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Status_set_cancelled, rc, traffic);
+    rt::leave(call, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1065,7 +1065,7 @@ unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, tracing: bool, status: *m
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Status_set_elements, rc, traffic);
+    rt::leave(call, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1093,7 +1093,7 @@ unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, tracing: bool, status: 
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Status_set_elements_x, rc, traffic);
+    rt::leave(call, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1121,7 +1121,7 @@ unsafe fn wrap_MPI_Testall(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Testall, rc, traffic);
+    rt::leave(call, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1151,7 +1151,7 @@ unsafe fn wrap_MPI_Testany(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let rc = next(count, array_of_requests, index, flag, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Testany, rc, traffic);
+    rt::leave(call, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1181,7 +1181,7 @@ unsafe fn wrap_MPI_Test(via_pmpi: bool, tracing: bool, request: *mut MPI_Request
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Test, rc, traffic);
+    rt::leave(call, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1211,7 +1211,7 @@ unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, tracing: bool, status: *const 
     let rc = next(status, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Test_cancelled, rc, traffic);
+    rt::leave(call, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1239,7 +1239,7 @@ unsafe fn wrap_MPI_Testsome(via_pmpi: bool, tracing: bool, incount: c_int, array
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Testsome, rc, traffic);
+    rt::leave(call, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1267,7 +1267,7 @@ unsafe fn wrap_MPI_Waitall(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let rc = next(count, array_of_requests, array_of_statuses);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Waitall, rc, traffic);
+    rt::leave(call, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1297,7 +1297,7 @@ unsafe fn wrap_MPI_Waitany(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let rc = next(count, array_of_requests, index, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Waitany, rc, traffic);
+    rt::leave(call, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1327,7 +1327,7 @@ unsafe fn wrap_MPI_Wait(via_pmpi: bool, tracing: bool, request: *mut MPI_Request
     let rc = next(request, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Wait, rc, traffic);
+    rt::leave(call, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1357,7 +1357,7 @@ unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, tracing: bool, incount: c_int, array
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Waitsome, rc, traffic);
+    rt::leave(call, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1415,7 +1415,7 @@ unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iallgather, rc, traffic);
+    rt::leave(call, id::MPI_Iallgather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1473,7 +1473,7 @@ unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iallgatherv, rc, traffic);
+    rt::leave(call, id::MPI_Iallgatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1531,7 +1531,7 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iallreduce, rc, traffic);
+    rt::leave(call, id::MPI_Iallreduce, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1591,7 +1591,7 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ialltoall, rc, traffic);
+    rt::leave(call, id::MPI_Ialltoall, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1651,7 +1651,7 @@ unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ialltoallv, rc, traffic);
+    rt::leave(call, id::MPI_Ialltoallv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1707,7 +1707,7 @@ unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ialltoallw, rc, traffic);
+    rt::leave(call, id::MPI_Ialltoallw, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1765,7 +1765,7 @@ unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm, reque
     let rc = next(comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ibarrier, rc, traffic);
+    rt::leave(call, id::MPI_Ibarrier, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1795,7 +1795,7 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, cou
     let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Bcast, rc, traffic);
+    rt::leave(call, id::MPI_Bcast, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1825,7 +1825,7 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, co
     let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ibcast, rc, traffic);
+    rt::leave(call, id::MPI_Ibcast, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1883,7 +1883,7 @@ unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iexscan, rc, traffic);
+    rt::leave(call, id::MPI_Iexscan, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1911,7 +1911,7 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Gather, rc, traffic);
+    rt::leave(call, id::MPI_Gather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1941,7 +1941,7 @@ unsafe fn wrap_MPI_Igather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Igather, rc, traffic);
+    rt::leave(call, id::MPI_Igather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1969,7 +1969,7 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Gatherv, rc, traffic);
+    rt::leave(call, id::MPI_Gatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1999,7 +1999,7 @@ unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Igatherv, rc, traffic);
+    rt::leave(call, id::MPI_Igatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2027,7 +2027,7 @@ unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *c
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_allgather, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_allgather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2055,7 +2055,7 @@ unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ineighbor_allgather, rc, traffic);
+    rt::leave(call, id::MPI_Ineighbor_allgather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2083,7 +2083,7 @@ unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_allgatherv, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_allgatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2111,7 +2111,7 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: 
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ineighbor_allgatherv, rc, traffic);
+    rt::leave(call, id::MPI_Ineighbor_allgatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2139,7 +2139,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *co
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_alltoall, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_alltoall, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2167,7 +2167,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *c
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ineighbor_alltoall, rc, traffic);
+    rt::leave(call, id::MPI_Ineighbor_alltoall, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2195,7 +2195,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *c
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_alltoallv, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_alltoallv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2223,7 +2223,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ineighbor_alltoallv, rc, traffic);
+    rt::leave(call, id::MPI_Ineighbor_alltoallv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2251,7 +2251,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *c
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Neighbor_alltoallw, rc, traffic);
+    rt::leave(call, id::MPI_Neighbor_alltoallw, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2279,7 +2279,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ineighbor_alltoallw, rc, traffic);
+    rt::leave(call, id::MPI_Ineighbor_alltoallw, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2307,7 +2307,7 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Reduce, rc, traffic);
+    rt::leave(call, id::MPI_Reduce, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2337,7 +2337,7 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ireduce, rc, traffic);
+    rt::leave(call, id::MPI_Ireduce, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2367,7 +2367,7 @@ unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, tracing: bool, inbuf: *const c_v
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Reduce_local, rc, traffic);
+    rt::leave(call, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2423,7 +2423,7 @@ unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ireduce_scatter, rc, traffic);
+    rt::leave(call, id::MPI_Ireduce_scatter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2479,7 +2479,7 @@ unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf:
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Ireduce_scatter_block, rc, traffic);
+    rt::leave(call, id::MPI_Ireduce_scatter_block, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2535,7 +2535,7 @@ unsafe fn wrap_MPI_Iscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, 
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iscan, rc, traffic);
+    rt::leave(call, id::MPI_Iscan, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2563,7 +2563,7 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Scatter, rc, traffic);
+    rt::leave(call, id::MPI_Scatter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2593,7 +2593,7 @@ unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iscatter, rc, traffic);
+    rt::leave(call, id::MPI_Iscatter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2621,7 +2621,7 @@ unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Scatterv, rc, traffic);
+    rt::leave(call, id::MPI_Scatterv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2651,7 +2651,7 @@ unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Iscatterv, rc, traffic);
+    rt::leave(call, id::MPI_Iscatterv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2679,7 +2679,7 @@ unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Accumulate, rc, traffic);
+    rt::leave(call, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2707,7 +2707,7 @@ unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, tracing: bool, origin_addr: 
     let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Compare_and_swap, rc, traffic);
+    rt::leave(call, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2735,7 +2735,7 @@ unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, tracing: bool, origin_addr: *con
     let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Fetch_and_op, rc, traffic);
+    rt::leave(call, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2763,7 +2763,7 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, 
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get, rc, traffic);
+    rt::leave(call, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2793,7 +2793,7 @@ unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *c
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_accumulate, rc, traffic);
+    rt::leave(call, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2821,7 +2821,7 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, tracing: bool, origin_addr: *const c_void
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Put, rc, traffic);
+    rt::leave(call, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2851,7 +2851,7 @@ unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, tracing: bool, origin_addr: *cons
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Raccumulate, rc, traffic);
+    rt::leave(call, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2879,7 +2879,7 @@ unsafe fn wrap_MPI_Rget(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void,
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Rget, rc, traffic);
+    rt::leave(call, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2907,7 +2907,7 @@ unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Rget_accumulate, rc, traffic);
+    rt::leave(call, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2935,7 +2935,7 @@ unsafe fn wrap_MPI_Rput(via_pmpi: bool, tracing: bool, origin_addr: *const c_voi
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Rput, rc, traffic);
+    rt::leave(call, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2963,7 +2963,7 @@ unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, tracing: bool, size: MPI_Aint, d
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Win_allocate, rc, traffic);
+    rt::leave(call, id::MPI_Win_allocate, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2991,7 +2991,7 @@ unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, tracing: bool, size: MPI_
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Win_allocate_shared, rc, traffic);
+    rt::leave(call, id::MPI_Win_allocate_shared, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3019,7 +3019,7 @@ unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, tracing: bool, win: MPI_Win, base:
     let rc = next(win, base, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_attach, rc, traffic);
+    rt::leave(call, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3047,7 +3047,7 @@ unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, tracing: bool, win: MPI_W
     let rc = next(win, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_call_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3075,7 +3075,7 @@ unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, tracing: bool, win: MPI_Win) -> 
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_complete, rc, traffic);
+    rt::leave(call, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3103,7 +3103,7 @@ unsafe fn wrap_MPI_Win_create(via_pmpi: bool, tracing: bool, base: *mut c_void, 
     let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Win_create, rc, traffic);
+    rt::leave(call, id::MPI_Win_create, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3131,7 +3131,7 @@ unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, tracing: bool, info: MPI_I
     let rc = next(info, comm, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Win_create_dynamic, rc, traffic);
+    rt::leave(call, id::MPI_Win_create_dynamic, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3159,7 +3159,7 @@ unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, tracing: bool, function
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_create_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3187,7 +3187,7 @@ unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, tracing: bool, win_copy_att
     let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_create_keyval, rc, traffic);
+    rt::leave(call, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3215,7 +3215,7 @@ unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, 
     let rc = next(win, win_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_delete_attr, rc, traffic);
+    rt::leave(call, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3243,7 +3243,7 @@ unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, tracing: bool, win: MPI_Win, base:
     let rc = next(win, base);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_detach, rc, traffic);
+    rt::leave(call, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3271,7 +3271,7 @@ unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, tracing: bool, assert: c_int, win: 
     let rc = next(assert, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_fence, rc, traffic);
+    rt::leave(call, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3301,7 +3301,7 @@ unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, tracing: bool, rank: c_int, win: MP
     let rc = next(rank, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_flush, rc, traffic);
+    rt::leave(call, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3331,7 +3331,7 @@ unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, tracing: bool, win: MPI_Win) ->
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_flush_all, rc, traffic);
+    rt::leave(call, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3359,7 +3359,7 @@ unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, tracing: bool, rank: c_int, w
     let rc = next(rank, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_flush_local, rc, traffic);
+    rt::leave(call, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3387,7 +3387,7 @@ unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, tracing: bool, win: MPI_W
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_flush_local_all, rc, traffic);
+    rt::leave(call, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3415,7 +3415,7 @@ unsafe fn wrap_MPI_Win_free(via_pmpi: bool, tracing: bool, win: *mut MPI_Win) ->
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_free, rc, traffic);
+    rt::leave(call, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3443,7 +3443,7 @@ unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, tracing: bool, win_keyval: *m
     let rc = next(win_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_free_keyval, rc, traffic);
+    rt::leave(call, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3471,7 +3471,7 @@ unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let rc = next(win, win_keyval, attribute_val, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_get_attr, rc, traffic);
+    rt::leave(call, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3499,7 +3499,7 @@ unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Wi
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_get_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3527,7 +3527,7 @@ unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, tracing: bool, win: MPI_Win, gr
     let rc = next(win, group);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_get_group, rc, traffic);
+    rt::leave(call, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3555,7 +3555,7 @@ unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, tracing: bool, win: MPI_Win, inf
     let rc = next(win, info_used);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_get_info, rc, traffic);
+    rt::leave(call, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3583,7 +3583,7 @@ unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let rc = next(win, win_name, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_get_name, rc, traffic);
+    rt::leave(call, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3611,7 +3611,7 @@ unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, tracing: bool, lock_type: c_int, ran
     let rc = next(lock_type, rank, assert, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_lock, rc, traffic);
+    rt::leave(call, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3641,7 +3641,7 @@ unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, tracing: bool, assert: c_int, wi
     let rc = next(assert, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_lock_all, rc, traffic);
+    rt::leave(call, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3669,7 +3669,7 @@ unsafe fn wrap_MPI_Win_post(via_pmpi: bool, tracing: bool, group: MPI_Group, ass
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_post, rc, traffic);
+    rt::leave(call, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3697,7 +3697,7 @@ unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let rc = next(win, win_keyval, attribute_val);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_set_attr, rc, traffic);
+    rt::leave(call, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3725,7 +3725,7 @@ unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Wi
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_set_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3753,7 +3753,7 @@ unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, tracing: bool, win: MPI_Win, inf
     let rc = next(win, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_set_info, rc, traffic);
+    rt::leave(call, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3781,7 +3781,7 @@ unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let rc = next(win, win_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_set_name, rc, traffic);
+    rt::leave(call, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3809,7 +3809,7 @@ unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, tracing: bool, win: MPI_Win,
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_shared_query, rc, traffic);
+    rt::leave(call, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3837,7 +3837,7 @@ unsafe fn wrap_MPI_Win_start(via_pmpi: bool, tracing: bool, group: MPI_Group, as
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_start, rc, traffic);
+    rt::leave(call, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3865,7 +3865,7 @@ unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_in
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_sync, rc, traffic);
+    rt::leave(call, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3893,7 +3893,7 @@ unsafe fn wrap_MPI_Win_test(via_pmpi: bool, tracing: bool, win: MPI_Win, flag: *
     let rc = next(win, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_test, rc, traffic);
+    rt::leave(call, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3921,7 +3921,7 @@ unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, tracing: bool, rank: c_int, win: M
     let rc = next(rank, win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_unlock, rc, traffic);
+    rt::leave(call, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3951,7 +3951,7 @@ unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_unlock_all, rc, traffic);
+    rt::leave(call, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3979,7 +3979,7 @@ unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_in
     let rc = next(win);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Win_wait, rc, traffic);
+    rt::leave(call, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4007,7 +4007,7 @@ unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, tracing: bool, fh: MPI_F
     let rc = next(fh, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_call_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4035,7 +4035,7 @@ unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, tracing: bool, functio
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_create_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4063,7 +4063,7 @@ unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, tracing: bool, file: MPI_
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_set_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4091,7 +4091,7 @@ unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, tracing: bool, file: MPI_
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4119,7 +4119,7 @@ unsafe fn wrap_MPI_File_open(via_pmpi: bool, tracing: bool, comm: MPI_Comm, file
     let rc = next(comm, filename, amode, info, fh);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_File_open, rc, traffic);
+    rt::leave(call, id::MPI_File_open, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4147,7 +4147,7 @@ unsafe fn wrap_MPI_File_close(via_pmpi: bool, tracing: bool, fh: *mut MPI_File) 
     let rc = next(fh);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_close, rc, traffic);
+    rt::leave(call, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4175,7 +4175,7 @@ unsafe fn wrap_MPI_File_delete(via_pmpi: bool, tracing: bool, filename: *const c
     let rc = next(filename, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_delete, rc, traffic);
+    rt::leave(call, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4203,7 +4203,7 @@ unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, tracing: bool, fh: MPI_File, si
     let rc = next(fh, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_set_size, rc, traffic);
+    rt::leave(call, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4231,7 +4231,7 @@ unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let rc = next(fh, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_preallocate, rc, traffic);
+    rt::leave(call, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4259,7 +4259,7 @@ unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, tracing: bool, fh: MPI_File, si
     let rc = next(fh, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_size, rc, traffic);
+    rt::leave(call, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4287,7 +4287,7 @@ unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, tracing: bool, fh: MPI_File, g
     let rc = next(fh, group);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_group, rc, traffic);
+    rt::leave(call, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4315,7 +4315,7 @@ unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, tracing: bool, fh: MPI_File, a
     let rc = next(fh, amode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_amode, rc, traffic);
+    rt::leave(call, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4343,7 +4343,7 @@ unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, tracing: bool, fh: MPI_File, in
     let rc = next(fh, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_set_info, rc, traffic);
+    rt::leave(call, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4371,7 +4371,7 @@ unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, tracing: bool, fh: MPI_File, in
     let rc = next(fh, info_used);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_info, rc, traffic);
+    rt::leave(call, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4399,7 +4399,7 @@ unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, tracing: bool, fh: MPI_File, di
     let rc = next(fh, disp, etype, filetype, datarep, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_set_view, rc, traffic);
+    rt::leave(call, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4427,7 +4427,7 @@ unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, tracing: bool, fh: MPI_File, di
     let rc = next(fh, disp, etype, filetype, datarep);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_view, rc, traffic);
+    rt::leave(call, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4457,7 +4457,7 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, tracing: bool, fh: MPI_File, off
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_at, rc, traffic);
+    rt::leave(call, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4487,7 +4487,7 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_at_all, rc, traffic);
+    rt::leave(call, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4515,7 +4515,7 @@ unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_at, rc, traffic);
+    rt::leave(call, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4543,7 +4543,7 @@ unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_at_all, rc, traffic);
+    rt::leave(call, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4571,7 +4571,7 @@ unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iread_at, rc, traffic);
+    rt::leave(call, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4599,7 +4599,7 @@ unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, tracing: bool, fh: MPI_File, o
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iwrite_at, rc, traffic);
+    rt::leave(call, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4627,7 +4627,7 @@ unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iread_at_all, rc, traffic);
+    rt::leave(call, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4655,7 +4655,7 @@ unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iwrite_at_all, rc, traffic);
+    rt::leave(call, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4685,7 +4685,7 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read, rc, traffic);
+    rt::leave(call, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4715,7 +4715,7 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, tracing: bool, fh: MPI_File, bu
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_all, rc, traffic);
+    rt::leave(call, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4743,7 +4743,7 @@ unsafe fn wrap_MPI_File_write(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write, rc, traffic);
+    rt::leave(call, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4771,7 +4771,7 @@ unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_all, rc, traffic);
+    rt::leave(call, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4799,7 +4799,7 @@ unsafe fn wrap_MPI_File_iread(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iread, rc, traffic);
+    rt::leave(call, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4827,7 +4827,7 @@ unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, tracing: bool, fh: MPI_File, buf:
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iwrite, rc, traffic);
+    rt::leave(call, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4855,7 +4855,7 @@ unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iread_all, rc, traffic);
+    rt::leave(call, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4883,7 +4883,7 @@ unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iwrite_all, rc, traffic);
+    rt::leave(call, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4911,7 +4911,7 @@ unsafe fn wrap_MPI_File_seek(via_pmpi: bool, tracing: bool, fh: MPI_File, offset
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_seek, rc, traffic);
+    rt::leave(call, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4939,7 +4939,7 @@ unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, tracing: bool, fh: MPI_File
     let rc = next(fh, offset);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_position, rc, traffic);
+    rt::leave(call, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4967,7 +4967,7 @@ unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, tracing: bool, fh: MPI_F
     let rc = next(fh, offset, disp);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_byte_offset, rc, traffic);
+    rt::leave(call, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4997,7 +4997,7 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_shared, rc, traffic);
+    rt::leave(call, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5025,7 +5025,7 @@ unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_shared, rc, traffic);
+    rt::leave(call, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5053,7 +5053,7 @@ unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iread_shared, rc, traffic);
+    rt::leave(call, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5081,7 +5081,7 @@ unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_iwrite_shared, rc, traffic);
+    rt::leave(call, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5111,7 +5111,7 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, tracing: bool, fh: MPI_File
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_ordered, rc, traffic);
+    rt::leave(call, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5139,7 +5139,7 @@ unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_ordered, rc, traffic);
+    rt::leave(call, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5167,7 +5167,7 @@ unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_seek_shared, rc, traffic);
+    rt::leave(call, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5195,7 +5195,7 @@ unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, tracing: bool, fh: M
     let rc = next(fh, offset);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_position_shared, rc, traffic);
+    rt::leave(call, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5223,7 +5223,7 @@ unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, tracing: bool, fh: MPI
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_at_all_begin, rc, traffic);
+    rt::leave(call, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5251,7 +5251,7 @@ unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_F
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_at_all_end, rc, traffic);
+    rt::leave(call, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5279,7 +5279,7 @@ unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, tracing: bool, fh: MP
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_at_all_begin, rc, traffic);
+    rt::leave(call, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5307,7 +5307,7 @@ unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_at_all_end, rc, traffic);
+    rt::leave(call, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5335,7 +5335,7 @@ unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_all_begin, rc, traffic);
+    rt::leave(call, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5363,7 +5363,7 @@ unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_all_end, rc, traffic);
+    rt::leave(call, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5391,7 +5391,7 @@ unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_F
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_all_begin, rc, traffic);
+    rt::leave(call, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5419,7 +5419,7 @@ unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_all_end, rc, traffic);
+    rt::leave(call, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5447,7 +5447,7 @@ unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, tracing: bool, fh: MP
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_ordered_begin, rc, traffic);
+    rt::leave(call, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5475,7 +5475,7 @@ unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI_
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_read_ordered_end, rc, traffic);
+    rt::leave(call, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5503,7 +5503,7 @@ unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, tracing: bool, fh: M
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_ordered_begin, rc, traffic);
+    rt::leave(call, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5531,7 +5531,7 @@ unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_write_ordered_end, rc, traffic);
+    rt::leave(call, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5559,7 +5559,7 @@ unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, tracing: bool, fh: MPI_F
     let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_type_extent, rc, traffic);
+    rt::leave(call, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5587,7 +5587,7 @@ unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let rc = next(fh, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_set_atomicity, rc, traffic);
+    rt::leave(call, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5615,7 +5615,7 @@ unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let rc = next(fh, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_get_atomicity, rc, traffic);
+    rt::leave(call, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5643,7 +5643,7 @@ unsafe fn wrap_MPI_File_sync(via_pmpi: bool, tracing: bool, fh: MPI_File) -> c_i
     let rc = next(fh);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_File_sync, rc, traffic);
+    rt::leave(call, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5671,7 +5671,7 @@ unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, tracing: bool, datarep: *con
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Register_datarep, rc, traffic);
+    rt::leave(call, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5699,7 +5699,7 @@ unsafe fn wrap_MPI_Get_address(via_pmpi: bool, tracing: bool, location: *const c
     let rc = next(location, address);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_address, rc, traffic);
+    rt::leave(call, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5727,7 +5727,7 @@ unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, tracing: bool, datarep: *const 
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Pack_external, rc, traffic);
+    rt::leave(call, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5755,7 +5755,7 @@ unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, tracing: bool, datarep: *c
     let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Pack_external_size, rc, traffic);
+    rt::leave(call, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5783,7 +5783,7 @@ unsafe fn wrap_MPI_Pack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, inc
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Pack, rc, traffic);
+    rt::leave(call, id::MPI_Pack, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5811,7 +5811,7 @@ unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, tracing: bool, incount: c_int, data
     let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Pack_size, rc, traffic);
+    rt::leave(call, id::MPI_Pack_size, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5839,7 +5839,7 @@ unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, tracing: bool, r#type: *mut MPI_D
     let rc = next(r#type);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_commit, rc, traffic);
+    rt::leave(call, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5867,7 +5867,7 @@ unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, tracing: bool, count: c_int, 
     let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_contiguous, rc, traffic);
+    rt::leave(call, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5895,7 +5895,7 @@ unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, tracing: bool, size: c_int
     let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_darray, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5923,7 +5923,7 @@ unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, tracing: bool, p: c_i
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_f90_complex, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5951,7 +5951,7 @@ unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, tracing: bool, r: c_i
     let rc = next(r, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_f90_integer, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5979,7 +5979,7 @@ unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, tracing: bool, p: c_int,
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_f90_real, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6007,7 +6007,7 @@ unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, tracing: bool, cou
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_hindexed_block, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6035,7 +6035,7 @@ unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, tracing: bool, count: c_
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_hindexed, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6063,7 +6063,7 @@ unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, tracing: bool, count: c_i
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_hvector, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6091,7 +6091,7 @@ unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, tracing: bool, type_copy_a
     let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_keyval, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6119,7 +6119,7 @@ unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, tracing: bool, coun
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_indexed_block, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6147,7 +6147,7 @@ unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, tracing: bool, count: c_in
     let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_struct, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6175,7 +6175,7 @@ unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, tracing: bool, ndims: c_
     let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_subarray, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6203,7 +6203,7 @@ unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, tracing: bool, oldtype: M
     let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_create_resized, rc, traffic);
+    rt::leave(call, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6231,7 +6231,7 @@ unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, tracing: bool, r#type: MPI_D
     let rc = next(r#type, type_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_delete_attr, rc, traffic);
+    rt::leave(call, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6259,7 +6259,7 @@ unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype,
     let rc = next(r#type, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_dup, rc, traffic);
+    rt::leave(call, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6291,7 +6291,7 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, tracing: bool, r#type: *mut MPI_Dat
     let rc = next(r#type);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_free, rc, traffic);
+    rt::leave(call, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::traffic::forget_type_sizes();
     rc
 }
@@ -6320,7 +6320,7 @@ unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, tracing: bool, type_keyval: 
     let rc = next(type_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_free_keyval, rc, traffic);
+    rt::leave(call, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6348,7 +6348,7 @@ unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let rc = next(r#type, type_keyval, attribute_val, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_attr, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6376,7 +6376,7 @@ unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, tracing: bool, mtype: MPI_D
     let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_contents, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6404,7 +6404,7 @@ unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, tracing: bool, r#type: MPI_
     let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_envelope, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6432,7 +6432,7 @@ unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, tracing: bool, r#type: MPI_Da
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_extent, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6460,7 +6460,7 @@ unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, tracing: bool, r#type: MPI_
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_extent_x, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6488,7 +6488,7 @@ unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let rc = next(r#type, type_name, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_name, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6516,7 +6516,7 @@ unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, tracing: bool, datatype:
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_true_extent, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6544,7 +6544,7 @@ unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, tracing: bool, datatyp
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_get_true_extent_x, rc, traffic);
+    rt::leave(call, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6572,7 +6572,7 @@ unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, tracing: bool, count: c_int, arr
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_indexed, rc, traffic);
+    rt::leave(call, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6600,7 +6600,7 @@ unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, tracing: bool, typeclass: c_i
     let rc = next(typeclass, size, r#type);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_match_size, rc, traffic);
+    rt::leave(call, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6628,7 +6628,7 @@ unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let rc = next(r#type, type_keyval, attr_val);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_set_attr, rc, traffic);
+    rt::leave(call, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6656,7 +6656,7 @@ unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let rc = next(r#type, type_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_set_name, rc, traffic);
+    rt::leave(call, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6684,7 +6684,7 @@ unsafe fn wrap_MPI_Type_size(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype
     let rc = next(r#type, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_size, rc, traffic);
+    rt::leave(call, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6712,7 +6712,7 @@ unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, tracing: bool, r#type: MPI_Dataty
     let rc = next(r#type, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_size_x, rc, traffic);
+    rt::leave(call, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6740,7 +6740,7 @@ unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, tracing: bool, count: c_int, bloc
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Type_vector, rc, traffic);
+    rt::leave(call, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6768,7 +6768,7 @@ unsafe fn wrap_MPI_Unpack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, i
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Unpack, rc, traffic);
+    rt::leave(call, id::MPI_Unpack, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6796,7 +6796,7 @@ unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, tracing: bool, datarep: *cons
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Unpack_external, rc, traffic);
+    rt::leave(call, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6824,7 +6824,7 @@ unsafe fn wrap_MPI_Close_port(via_pmpi: bool, tracing: bool, port_name: *const c
     let rc = next(port_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Close_port, rc, traffic);
+    rt::leave(call, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6852,7 +6852,7 @@ unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, tracing: bool, port_name: *const 
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_accept, rc, traffic);
+    rt::leave(call, id::MPI_Comm_accept, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6880,7 +6880,7 @@ unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, tracing: bool, comm: MPI
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_call_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Comm_call_errhandler, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6908,7 +6908,7 @@ unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, tracing: bool, comm1: MPI_Comm, 
     let rc = next(comm1, comm2, result);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_compare, rc, traffic);
+    rt::leave(call, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6936,7 +6936,7 @@ unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, tracing: bool, port_name: *const
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_connect, rc, traffic);
+    rt::leave(call, id::MPI_Comm_connect, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6964,7 +6964,7 @@ unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, tracing: bool, functio
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_create_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6992,7 +6992,7 @@ unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, tracing: bool, comm_copy_a
     let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_create_keyval, rc, traffic);
+    rt::leave(call, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7020,7 +7020,7 @@ unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, tracing: bool, comm: MPI_Co
     let rc = next(comm, group, tag, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_create_group, rc, traffic);
+    rt::leave(call, id::MPI_Comm_create_group, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7048,7 +7048,7 @@ unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, tracing: bool, comm: MPI_Comm, gr
     let rc = next(comm, group, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_create, rc, traffic);
+    rt::leave(call, id::MPI_Comm_create, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7076,7 +7076,7 @@ unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, tracing: bool, comm: MPI_Com
     let rc = next(comm, comm_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_delete_attr, rc, traffic);
+    rt::leave(call, id::MPI_Comm_delete_attr, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7099,12 +7099,17 @@ pub static NEXT_MPI_Comm_disconnect: Next = Next::new(c"PMPI_Comm_disconnect");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, tracing: bool, comm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_disconnect.get());
-    let Some(call) = rt::enter(via_pmpi) else { return next(comm) };
+    let Some(call) = rt::enter(via_pmpi) else {
+        let rc = next(comm);
+        crate::places::forget_comms();
+        return rc;
+    };
     let traced = if tracing { trace::enter(id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_disconnect, rc, traffic);
+    rt::leave(call, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    crate::places::forget_comms();
     rc
 }
 #[cold]
@@ -7132,7 +7137,7 @@ unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newco
     let rc = next(comm, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_dup, rc, traffic);
+    rt::leave(call, id::MPI_Comm_dup, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7160,7 +7165,7 @@ unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newc
     let rc = next(comm, newcomm, request);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_idup, rc, traffic);
+    rt::leave(call, id::MPI_Comm_idup, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7188,7 +7193,7 @@ unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, tracing: bool, comm: MPI_C
     let rc = next(comm, info, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_dup_with_info, rc, traffic);
+    rt::leave(call, id::MPI_Comm_dup_with_info, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7216,7 +7221,7 @@ unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, tracing: bool, comm_keyval: 
     let rc = next(comm_keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_free_keyval, rc, traffic);
+    rt::leave(call, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7239,12 +7244,17 @@ pub static NEXT_MPI_Comm_free: Next = Next::new(c"PMPI_Comm_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, tracing: bool, comm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_free.get());
-    let Some(call) = rt::enter(via_pmpi) else { return next(comm) };
+    let Some(call) = rt::enter(via_pmpi) else {
+        let rc = next(comm);
+        crate::places::forget_comms();
+        return rc;
+    };
     let traced = if tracing { trace::enter(id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_free, rc, traffic);
+    rt::leave(call, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    crate::places::forget_comms();
     rc
 }
 #[cold]
@@ -7272,7 +7282,7 @@ unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let rc = next(comm, comm_keyval, attribute_val, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_get_attr, rc, traffic);
+    rt::leave(call, id::MPI_Comm_get_attr, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7300,7 +7310,7 @@ unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_
     let rc = next(comm, erhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_get_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Comm_get_errhandler, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7328,7 +7338,7 @@ unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let rc = next(comm, info_used);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_get_info, rc, traffic);
+    rt::leave(call, id::MPI_Comm_get_info, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7356,7 +7366,7 @@ unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let rc = next(comm, comm_name, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_get_name, rc, traffic);
+    rt::leave(call, id::MPI_Comm_get_name, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7384,7 +7394,7 @@ unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, tracing: bool, parent: *mut M
     let rc = next(parent);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_get_parent, rc, traffic);
+    rt::leave(call, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7412,7 +7422,7 @@ unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, gro
     let rc = next(comm, group);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_group, rc, traffic);
+    rt::leave(call, id::MPI_Comm_group, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7440,7 +7450,7 @@ unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, tracing: bool, fd: c_int, intercomm
     let rc = next(fd, intercomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Comm_join, rc, traffic);
+    rt::leave(call, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7468,7 +7478,7 @@ unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank
     let rc = next(comm, rank);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_rank, rc, traffic);
+    rt::leave(call, id::MPI_Comm_rank, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7498,7 +7508,7 @@ unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, tracing: bool, comm: MPI_Co
     let rc = next(comm, group);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_remote_group, rc, traffic);
+    rt::leave(call, id::MPI_Comm_remote_group, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7526,7 +7536,7 @@ unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, tracing: bool, comm: MPI_Com
     let rc = next(comm, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_remote_size, rc, traffic);
+    rt::leave(call, id::MPI_Comm_remote_size, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7554,7 +7564,7 @@ unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let rc = next(comm, comm_keyval, attribute_val);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_set_attr, rc, traffic);
+    rt::leave(call, id::MPI_Comm_set_attr, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7582,7 +7592,7 @@ unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_set_errhandler, rc, traffic);
+    rt::leave(call, id::MPI_Comm_set_errhandler, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7610,7 +7620,7 @@ unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let rc = next(comm, info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_set_info, rc, traffic);
+    rt::leave(call, id::MPI_Comm_set_info, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7638,7 +7648,7 @@ unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let rc = next(comm, comm_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_set_name, rc, traffic);
+    rt::leave(call, id::MPI_Comm_set_name, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7666,7 +7676,7 @@ unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, tracing: bool, comm: MPI_Comm, size
     let rc = next(comm, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_size, rc, traffic);
+    rt::leave(call, id::MPI_Comm_size, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7696,7 +7706,7 @@ unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, tracing: bool, command: *const c_c
     let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_spawn, rc, traffic);
+    rt::leave(call, id::MPI_Comm_spawn, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7724,7 +7734,7 @@ unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, tracing: bool, count: c_i
     let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_spawn_multiple, rc, traffic);
+    rt::leave(call, id::MPI_Comm_spawn_multiple, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7752,7 +7762,7 @@ unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, tracing: bool, comm: MPI_Comm, col
     let rc = next(comm, color, key, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_split, rc, traffic);
+    rt::leave(call, id::MPI_Comm_split, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7780,7 +7790,7 @@ unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let rc = next(comm, split_type, key, info, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_split_type, rc, traffic);
+    rt::leave(call, id::MPI_Comm_split_type, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7808,7 +7818,7 @@ unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let rc = next(comm, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Comm_test_inter, rc, traffic);
+    rt::leave(call, id::MPI_Comm_test_inter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7836,7 +7846,7 @@ unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, tracing: bool, errhandler: *m
     let rc = next(errhandler);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Errhandler_free, rc, traffic);
+    rt::leave(call, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7864,7 +7874,7 @@ unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, tracing: bool, group1: MPI_Grou
     let rc = next(group1, group2, result);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_compare, rc, traffic);
+    rt::leave(call, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7892,7 +7902,7 @@ unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, tracing: bool, group1: MPI_G
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_difference, rc, traffic);
+    rt::leave(call, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7920,7 +7930,7 @@ unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, tracing: bool, group: MPI_Group, n
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_excl, rc, traffic);
+    rt::leave(call, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7948,7 +7958,7 @@ unsafe fn wrap_MPI_Group_free(via_pmpi: bool, tracing: bool, group: *mut MPI_Gro
     let rc = next(group);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_free, rc, traffic);
+    rt::leave(call, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7976,7 +7986,7 @@ unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, tracing: bool, group: MPI_Group, n
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_incl, rc, traffic);
+    rt::leave(call, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8004,7 +8014,7 @@ unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, tracing: bool, group1: MPI
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_intersection, rc, traffic);
+    rt::leave(call, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8032,7 +8042,7 @@ unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, tracing: bool, group: MPI_Gr
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_range_excl, rc, traffic);
+    rt::leave(call, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8060,7 +8070,7 @@ unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, tracing: bool, group: MPI_Gr
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_range_incl, rc, traffic);
+    rt::leave(call, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8088,7 +8098,7 @@ unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, tracing: bool, group: MPI_Group, r
     let rc = next(group, rank);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_rank, rc, traffic);
+    rt::leave(call, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8116,7 +8126,7 @@ unsafe fn wrap_MPI_Group_size(via_pmpi: bool, tracing: bool, group: MPI_Group, s
     let rc = next(group, size);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_size, rc, traffic);
+    rt::leave(call, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8144,7 +8154,7 @@ unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, tracing: bool, group1: 
     let rc = next(group1, n, ranks1, group2, ranks2);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_translate_ranks, rc, traffic);
+    rt::leave(call, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8172,7 +8182,7 @@ unsafe fn wrap_MPI_Group_union(via_pmpi: bool, tracing: bool, group1: MPI_Group,
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Group_union, rc, traffic);
+    rt::leave(call, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8200,7 +8210,7 @@ unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, tracing: bool, local_comm: M
     let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Intercomm_create, rc, traffic);
+    rt::leave(call, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8228,7 +8238,7 @@ unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, tracing: bool, intercomm: MPI
     let rc = next(intercomm, high, newintercomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Intercomm_merge, rc, traffic);
+    rt::leave(call, id::MPI_Intercomm_merge, rc, traffic, intercomm);
     rc
 }
 #[cold]
@@ -8256,7 +8266,7 @@ unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, tracing: bool, service_name: *con
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Lookup_name, rc, traffic);
+    rt::leave(call, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8284,7 +8294,7 @@ unsafe fn wrap_MPI_Open_port(via_pmpi: bool, tracing: bool, info: MPI_Info, port
     let rc = next(info, port_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Open_port, rc, traffic);
+    rt::leave(call, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8312,7 +8322,7 @@ unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, tracing: bool, service_name: *co
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Publish_name, rc, traffic);
+    rt::leave(call, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8340,7 +8350,7 @@ unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, tracing: bool, service_name: *
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Unpublish_name, rc, traffic);
+    rt::leave(call, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8368,7 +8378,7 @@ unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ke
     let rc = next(comm, keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Attr_delete, rc, traffic);
+    rt::leave(call, id::MPI_Attr_delete, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8396,7 +8406,7 @@ unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyva
     let rc = next(comm, keyval, attribute_val, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Attr_get, rc, traffic);
+    rt::leave(call, id::MPI_Attr_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8424,7 +8434,7 @@ unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyva
     let rc = next(comm, keyval, attribute_val);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Attr_put, rc, traffic);
+    rt::leave(call, id::MPI_Attr_put, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8452,7 +8462,7 @@ unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, tracing: bool, copy_fn: MPI_Cop
     let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Keyval_create, rc, traffic);
+    rt::leave(call, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8480,7 +8490,7 @@ unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, tracing: bool, keyval: *mut c_int
     let rc = next(keyval);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Keyval_free, rc, traffic);
+    rt::leave(call, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8508,7 +8518,7 @@ unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ra
     let rc = next(comm, rank, maxdims, coords);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cart_coords, rc, traffic);
+    rt::leave(call, id::MPI_Cart_coords, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8536,7 +8546,7 @@ unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, tracing: bool, old_comm: MPI_Comm
     let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cart_create, rc, traffic);
+    rt::leave(call, id::MPI_Cart_create, rc, traffic, old_comm);
     rc
 }
 #[cold]
@@ -8564,7 +8574,7 @@ unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxdi
     let rc = next(comm, maxdims, dims, periods, coords);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cart_get, rc, traffic);
+    rt::leave(call, id::MPI_Cart_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8592,7 +8602,7 @@ unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ndims
     let rc = next(comm, ndims, dims, periods, newrank);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cart_map, rc, traffic);
+    rt::leave(call, id::MPI_Cart_map, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8620,7 +8630,7 @@ unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, coor
     let rc = next(comm, coords, rank);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cart_rank, rc, traffic);
+    rt::leave(call, id::MPI_Cart_rank, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8648,7 +8658,7 @@ unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, tracing: bool, comm: MPI_Comm, dir
     let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cart_shift, rc, traffic);
+    rt::leave(call, id::MPI_Cart_shift, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8676,7 +8686,7 @@ unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, tracing: bool, comm: MPI_Comm, remai
     let rc = next(comm, remain_dims, new_comm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cart_sub, rc, traffic);
+    rt::leave(call, id::MPI_Cart_sub, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8704,7 +8714,7 @@ unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nd
     let rc = next(comm, ndims);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Cartdim_get, rc, traffic);
+    rt::leave(call, id::MPI_Cartdim_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8732,7 +8742,7 @@ unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, tracing: bool, comm_old: MP
     let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Dist_graph_create, rc, traffic);
+    rt::leave(call, id::MPI_Dist_graph_create, rc, traffic, comm_old);
     rc
 }
 #[cold]
@@ -8760,7 +8770,7 @@ unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, tracing: bool, com
     let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Dist_graph_create_adjacent, rc, traffic);
+    rt::leave(call, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old);
     rc
 }
 #[cold]
@@ -8788,7 +8798,7 @@ unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI
     let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Dist_graph_neighbors, rc, traffic);
+    rt::leave(call, id::MPI_Dist_graph_neighbors, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8816,7 +8826,7 @@ unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, tracing: bool, com
     let rc = next(comm, inneighbors, outneighbors, weighted);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Dist_graph_neighbors_count, rc, traffic);
+    rt::leave(call, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8844,7 +8854,7 @@ unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, tracing: bool, nnodes: c_int, ndi
     let rc = next(nnodes, ndims, dims);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Dims_create, rc, traffic);
+    rt::leave(call, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8872,7 +8882,7 @@ unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, tracing: bool, comm_old: MPI_Com
     let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Graph_create, rc, traffic);
+    rt::leave(call, id::MPI_Graph_create, rc, traffic, comm_old);
     rc
 }
 #[cold]
@@ -8900,7 +8910,7 @@ unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxi
     let rc = next(comm, maxindex, maxedges, index, edges);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Graph_get, rc, traffic);
+    rt::leave(call, id::MPI_Graph_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8928,7 +8938,7 @@ unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nnod
     let rc = next(comm, nnodes, index, edges, newrank);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Graph_map, rc, traffic);
+    rt::leave(call, id::MPI_Graph_map, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8956,7 +8966,7 @@ unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, tracing: bool, comm: MP
     let rc = next(comm, rank, nneighbors);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Graph_neighbors_count, rc, traffic);
+    rt::leave(call, id::MPI_Graph_neighbors_count, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8984,7 +8994,7 @@ unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let rc = next(comm, rank, maxneighbors, neighbors);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Graph_neighbors, rc, traffic);
+    rt::leave(call, id::MPI_Graph_neighbors, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -9012,7 +9022,7 @@ unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let rc = next(comm, nnodes, nedges);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Graphdims_get, rc, traffic);
+    rt::leave(call, id::MPI_Graphdims_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -9040,7 +9050,7 @@ unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, tracing: bool, comm: MPI_Comm, stat
     let rc = next(comm, status);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Topo_test, rc, traffic);
+    rt::leave(call, id::MPI_Topo_test, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -9069,7 +9079,7 @@ unsafe fn wrap_MPI_Abort(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errorcod
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
-    rt::leave(call, id::MPI_Abort, rc, traffic);
+    rt::leave(call, id::MPI_Abort, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -9097,7 +9107,7 @@ unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, tracing: bool, errorclass: *m
     let rc = next(errorclass);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Add_error_class, rc, traffic);
+    rt::leave(call, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9125,7 +9135,7 @@ unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, tracing: bool, errorclass: c_i
     let rc = next(errorclass, errorcode);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Add_error_code, rc, traffic);
+    rt::leave(call, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9153,7 +9163,7 @@ unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, tracing: bool, errorcode: c_
     let rc = next(errorcode, string);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Add_error_string, rc, traffic);
+    rt::leave(call, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9181,7 +9191,7 @@ unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, tracing: bool, size: MPI_Aint, info
     let rc = next(size, info, baseptr);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Alloc_mem, rc, traffic);
+    rt::leave(call, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9209,7 +9219,7 @@ unsafe fn wrap_MPI_Error_class(via_pmpi: bool, tracing: bool, errorcode: c_int, 
     let rc = next(errorcode, errorclass);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Error_class, rc, traffic);
+    rt::leave(call, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9237,7 +9247,7 @@ unsafe fn wrap_MPI_Error_string(via_pmpi: bool, tracing: bool, errorcode: c_int,
     let rc = next(errorcode, string, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Error_string, rc, traffic);
+    rt::leave(call, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9266,7 +9276,7 @@ unsafe fn wrap_MPI_Finalize(via_pmpi: bool, tracing: bool) -> c_int {
     let rc = next();
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Finalize, rc, traffic);
+    rt::leave(call, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9294,7 +9304,7 @@ unsafe fn wrap_MPI_Finalized(via_pmpi: bool, tracing: bool, flag: *mut c_int) ->
     let rc = next(flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Finalized, rc, traffic);
+    rt::leave(call, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9322,7 +9332,7 @@ unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, tracing: bool, base: *mut c_void) ->
     let rc = next(base);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Free_mem, rc, traffic);
+    rt::leave(call, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9350,7 +9360,7 @@ unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, tracing: bool, version: *
     let rc = next(version, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_library_version, rc, traffic);
+    rt::leave(call, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9378,7 +9388,7 @@ unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, tracing: bool, name: *mut 
     let rc = next(name, resultlen);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_processor_name, rc, traffic);
+    rt::leave(call, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9406,7 +9416,7 @@ unsafe fn wrap_MPI_Get_version(via_pmpi: bool, tracing: bool, version: *mut c_in
     let rc = next(version, subversion);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Get_version, rc, traffic);
+    rt::leave(call, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9434,7 +9444,7 @@ unsafe fn wrap_MPI_Info_create(via_pmpi: bool, tracing: bool, info: *mut MPI_Inf
     let rc = next(info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_create, rc, traffic);
+    rt::leave(call, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9462,7 +9472,7 @@ unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, tracing: bool, info: MPI_Info, ke
     let rc = next(info, key);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_delete, rc, traffic);
+    rt::leave(call, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9490,7 +9500,7 @@ unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, tracing: bool, info: MPI_Info, newin
     let rc = next(info, newinfo);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_dup, rc, traffic);
+    rt::leave(call, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9518,7 +9528,7 @@ unsafe fn wrap_MPI_Info_free(via_pmpi: bool, tracing: bool, info: *mut MPI_Info)
     let rc = next(info);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_free, rc, traffic);
+    rt::leave(call, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9546,7 +9556,7 @@ unsafe fn wrap_MPI_Info_get(via_pmpi: bool, tracing: bool, info: MPI_Info, key: 
     let rc = next(info, key, valuelen, value, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_get, rc, traffic);
+    rt::leave(call, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9574,7 +9584,7 @@ unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, tracing: bool, info: MPI_Info,
     let rc = next(info, nkeys);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_get_nkeys, rc, traffic);
+    rt::leave(call, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9602,7 +9612,7 @@ unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, tracing: bool, info: MPI_Info
     let rc = next(info, n, key);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_get_nthkey, rc, traffic);
+    rt::leave(call, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9630,7 +9640,7 @@ unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, tracing: bool, info: MPI_In
     let rc = next(info, key, valuelen, flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_get_valuelen, rc, traffic);
+    rt::leave(call, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9658,7 +9668,7 @@ unsafe fn wrap_MPI_Info_set(via_pmpi: bool, tracing: bool, info: MPI_Info, key: 
     let rc = next(info, key, value);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Info_set, rc, traffic);
+    rt::leave(call, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9691,7 +9701,7 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, tracing: bool, argc: *mut c_int, argv: *
     let rc = next(argc, argv);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Init, rc, traffic);
+    rt::leave(call, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::hooks::after_init(rc, 0, via_pmpi, argc);
     rc
 }
@@ -9722,7 +9732,7 @@ unsafe fn wrap_MPI_Initialized(via_pmpi: bool, tracing: bool, flag: *mut c_int) 
     let rc = next(flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Initialized, rc, traffic);
+    rt::leave(call, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9756,7 +9766,7 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, tracing: bool, argc: *mut c_int, 
     let rc = next(argc, argv, required, provided);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Init_thread, rc, traffic);
+    rt::leave(call, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     let provided_level = if rc == 0 && !provided.is_null() { *provided } else { 0 };
     crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
     rc
@@ -9788,7 +9798,7 @@ unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, tracing: bool, flag: *mut c_in
     let rc = next(flag);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Is_thread_main, rc, traffic);
+    rt::leave(call, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9816,7 +9826,7 @@ unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, tracing: bool, op: MPI_Op, com
     let rc = next(op, commute);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Op_commutative, rc, traffic);
+    rt::leave(call, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9844,7 +9854,7 @@ unsafe fn wrap_MPI_Op_create(via_pmpi: bool, tracing: bool, function: MPI_User_f
     let rc = next(function, commute, op);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Op_create, rc, traffic);
+    rt::leave(call, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9872,7 +9882,7 @@ unsafe fn wrap_MPI_Op_free(via_pmpi: bool, tracing: bool, op: *mut MPI_Op) -> c_
     let rc = next(op);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Op_free, rc, traffic);
+    rt::leave(call, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9900,7 +9910,7 @@ unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, tracing: bool, provided: *mut c_
     let rc = next(provided);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Query_thread, rc, traffic);
+    rt::leave(call, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9928,7 +9938,7 @@ unsafe fn wrap_MPI_Wtick(via_pmpi: bool, tracing: bool) -> f64 {
     let rc = next();
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, 0, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Wtick, 0, traffic);
+    rt::leave(call, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9956,7 +9966,7 @@ unsafe fn wrap_MPI_Wtime(via_pmpi: bool, tracing: bool) -> f64 {
     let rc = next();
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, 0, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_Wtime, 0, traffic);
+    rt::leave(call, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9986,7 +9996,7 @@ unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, tracing: bool, required: c_int,
     let rc = next(required, provided);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_init_thread, rc, traffic);
+    rt::leave(call, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10014,7 +10024,7 @@ unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, tracing: bool) -> c_int {
     let rc = next();
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_finalize, rc, traffic);
+    rt::leave(call, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10042,7 +10052,7 @@ unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, tracing: bool, num_cvar: *mut 
     let rc = next(num_cvar);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_cvar_get_num, rc, traffic);
+    rt::leave(call, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10070,7 +10080,7 @@ unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, tracing: bool, cvar_index: c_
     let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_cvar_get_info, rc, traffic);
+    rt::leave(call, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10098,7 +10108,7 @@ unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, tracing: bool, name: *const 
     let rc = next(name, cvar_index);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_cvar_get_index, rc, traffic);
+    rt::leave(call, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10126,7 +10136,7 @@ unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, tracing: bool, cvar_index
     let rc = next(cvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_cvar_handle_alloc, rc, traffic);
+    rt::leave(call, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10154,7 +10164,7 @@ unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, tracing: bool, handle: *mu
     let rc = next(handle);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_cvar_handle_free, rc, traffic);
+    rt::leave(call, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10182,7 +10192,7 @@ unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, tracing: bool, handle: MPI_T_cvar
     let rc = next(handle, buf);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_cvar_read, rc, traffic);
+    rt::leave(call, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10210,7 +10220,7 @@ unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, tracing: bool, handle: MPI_T_cva
     let rc = next(handle, buf);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_cvar_write, rc, traffic);
+    rt::leave(call, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10238,7 +10248,7 @@ unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, tracing: bool, num_cat: *m
     let rc = next(num_cat);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_get_num, rc, traffic);
+    rt::leave(call, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10266,7 +10276,7 @@ unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, tracing: bool, cat_index:
     let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_get_info, rc, traffic);
+    rt::leave(call, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10294,7 +10304,7 @@ unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, tracing: bool, name: *co
     let rc = next(name, category_index);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_get_index, rc, traffic);
+    rt::leave(call, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10322,7 +10332,7 @@ unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, tracing: bool, cat_index
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_get_cvars, rc, traffic);
+    rt::leave(call, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10350,7 +10360,7 @@ unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, tracing: bool, cat_index
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_get_pvars, rc, traffic);
+    rt::leave(call, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10378,7 +10388,7 @@ unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, tracing: bool, cat_
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_get_categories, rc, traffic);
+    rt::leave(call, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10406,7 +10416,7 @@ unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, tracing: bool, stamp: *mut
     let rc = next(stamp);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_category_changed, rc, traffic);
+    rt::leave(call, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10434,7 +10444,7 @@ unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, tracing: bool, num_pvar: *mut 
     let rc = next(num_pvar);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_get_num, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10462,7 +10472,7 @@ unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, tracing: bool, pvar_index: c_
     let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_get_info, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10490,7 +10500,7 @@ unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, tracing: bool, name: *const 
     let rc = next(name, var_class, pvar_index);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_get_index, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10518,7 +10528,7 @@ unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, tracing: bool, session:
     let rc = next(session);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_session_create, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10546,7 +10556,7 @@ unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, tracing: bool, session: *
     let rc = next(session);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_session_free, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10574,7 +10584,7 @@ unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, tracing: bool, session: M
     let rc = next(session, pvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_handle_alloc, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10602,7 +10612,7 @@ unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, tracing: bool, session: MP
     let rc = next(session, handle);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_handle_free, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10630,7 +10640,7 @@ unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let rc = next(session, handle);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_start, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10658,7 +10668,7 @@ unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, tracing: bool, session: MPI_T_pva
     let rc = next(session, handle);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_stop, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10686,7 +10696,7 @@ unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, tracing: bool, session: MPI_T_pva
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_read, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10714,7 +10724,7 @@ unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_write, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10742,7 +10752,7 @@ unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let rc = next(session, handle);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_reset, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10770,7 +10780,7 @@ unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, tracing: bool, session: MPI_
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_pvar_readreset, rc, traffic);
+    rt::leave(call, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10798,7 +10808,7 @@ unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, tracing: bool, enumtype: MPI_
     let rc = next(enumtype, num, name, name_len);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_enum_get_info, rc, traffic);
+    rt::leave(call, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10826,7 +10836,7 @@ unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, tracing: bool, enumtype: MPI_
     let rc = next(enumtype, index, value, name, name_len);
     let traffic = Traffic::None;
     if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
-    rt::leave(call, id::MPI_T_enum_get_item, rc, traffic);
+    rt::leave(call, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]

@@ -1,0 +1,249 @@
+//! Whether a call's bytes stayed on this node or crossed nodes.
+//!
+//! At `MPI_Init` the rank learns which ranks of `MPI_COMM_WORLD` share its node from its process
+//! manager ([`crate::peers::local_peers`], a local look-up: no communication, so nothing extra
+//! when not every rank is profiled). Then, out of line after a successful call's end time
+//! ([`crate::traffic::record`]):
+//! - point-to-point data goes by its peer's node: the peer argument of a send, the status's
+//!   source of a completed receive, each side of a `MPI_Sendrecv` on its own; a peer of another
+//!   communicator than `MPI_COMM_WORLD` is translated to its world rank once per communicator
+//!   (cached, thread-local last one first; forgotten at `MPI_Comm_free`/`MPI_Comm_disconnect`,
+//!   whose handles MPI reuses);
+//! - a collective's data goes by whether its communicator spans nodes (all of it off-node if
+//!   any member is elsewhere);
+//! - the rest (a receive posted for any source, intercommunicators, one-sided and file I/O) is
+//!   not placed. Without the process manager's answer nothing is placed and the record says so.
+
+use crate::family::Handle;
+use crate::ffi::MPI_Comm;
+use crate::generated::routines::{N_ROUTINES, ROUTINES};
+use crate::rt::RoutineId;
+use crate::spec::Class;
+use crate::traffic::Traffic;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Each routine's class, by id: a small table that the linker places with the hot code
+/// (`profiler/hot.ld`), unlike the whole routine table.
+static CLASSES: [Class; N_ROUTINES] = {
+    let mut classes = [Class::Misc; N_ROUTINES];
+    let mut id = 0;
+    while id < N_ROUTINES {
+        classes[id] = ROUTINES[id].class;
+        id += 1;
+    }
+    classes
+};
+
+/// Which ranks of `MPI_COMM_WORLD` share this rank's node.
+struct NodeMap {
+    world: usize,
+    /// A bit per world rank.
+    local: Vec<u64>,
+    size: u32,
+    here: u32,
+}
+
+impl NodeMap {
+    #[link_section = ".text.hot.mpistat"]
+    fn is_local(&self, world_rank: u32) -> Option<bool> {
+        (world_rank < self.size)
+            .then(|| self.local[(world_rank / 64) as usize] & (1 << (world_rank % 64)) != 0)
+    }
+}
+
+static MAP: OnceLock<NodeMap> = OnceLock::new();
+
+/// At `MPI_Init`: learn this rank's node mates (if the process manager says, and they include
+/// this rank).
+pub fn learn(world: MPI_Comm, size: u32, rank: u32) {
+    let Some(peers) = crate::peers::local_peers() else {
+        return;
+    };
+    let mut local = vec![0u64; size.div_ceil(64) as usize];
+    for &p in &peers {
+        if p >= size {
+            return;
+        }
+        local[(p / 64) as usize] |= 1 << (p % 64);
+    }
+    let map = NodeMap {
+        world: world.key(),
+        local,
+        size,
+        here: peers.len() as u32,
+    };
+    if map.is_local(rank) == Some(true) {
+        let _ = MAP.set(map);
+    }
+}
+
+/// Whether this rank knows which ranks share its node.
+pub fn known() -> bool {
+    MAP.get().is_some()
+}
+
+/// Ranks of the job on this node, if known.
+pub fn ranks_here() -> Option<u32> {
+    MAP.get().map(|m| m.here)
+}
+
+/// Where the members of a communicator are, seen from this rank.
+struct Members {
+    /// Per rank of the communicator: on this node. Empty if unknown (an intercommunicator).
+    local: Vec<bool>,
+    /// Some member is on another node.
+    spans: bool,
+}
+
+/// Bumped when a communicator is freed: its handle may come back as another communicator.
+static FREED: AtomicU64 = AtomicU64::new(0);
+static CACHE: Mutex<Option<HashMap<usize, Arc<Members>>>> = Mutex::new(None);
+
+thread_local! {
+    /// This thread's last communicator: (handle, [`FREED`] when looked up, members).
+    static LAST: RefCell<Option<(usize, u64, Arc<Members>)>> = const { RefCell::new(None) };
+}
+
+/// After `MPI_Comm_free` or `MPI_Comm_disconnect`: forget every communicator's members.
+pub fn forget_comms() {
+    FREED.fetch_add(1, Relaxed);
+    if let Some(cache) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        cache.clear();
+    }
+}
+
+/// `f` of the members of `comm` (not `MPI_COMM_WORLD`).
+#[link_section = ".text.hot.mpistat"]
+fn with_members<R>(map: &NodeMap, comm: MPI_Comm, f: impl FnOnce(&Members) -> R) -> Option<R> {
+    let freed = FREED.load(Relaxed);
+    LAST.try_with(|last| {
+        let mut last = last.try_borrow_mut().ok()?;
+        match last.as_ref() {
+            Some((c, at, members)) if *c == comm.key() && *at == freed => Some(f(members)),
+            _ => {
+                let members = look_up(map, comm, freed);
+                let out = f(&members);
+                *last = Some((comm.key(), freed, members));
+                Some(out)
+            }
+        }
+    })
+    .ok()
+    .flatten()
+}
+
+#[cold]
+#[inline(never)]
+fn look_up(map: &NodeMap, comm: MPI_Comm, freed: u64) -> Arc<Members> {
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(m) = cache.as_ref().and_then(|c| c.get(&(comm.key()))) {
+        return m.clone();
+    }
+    let members = Arc::new(members_of(map, comm));
+    // Not kept if a communicator was freed meanwhile (it may have been this one).
+    if FREED.load(Relaxed) == freed {
+        cache
+            .get_or_insert_with(HashMap::new)
+            .insert(comm.key(), members.clone());
+    }
+    members
+}
+
+fn members_of(map: &NodeMap, comm: MPI_Comm) -> Members {
+    let unknown = Members {
+        local: Vec::new(),
+        spans: false,
+    };
+    if crate::mpi::comm_is_inter(comm).unwrap_or(true) {
+        return unknown;
+    }
+    let Ok(world_ranks) = crate::mpi::world_ranks_of(comm) else {
+        return unknown;
+    };
+    let local: Option<Vec<bool>> = world_ranks.iter().map(|&r| map.is_local(r)).collect();
+    match local {
+        Some(local) => Members {
+            spans: local.iter().any(|l| !l),
+            local,
+        },
+        None => unknown,
+    }
+}
+
+/// Whether rank `peer` of `comm` is on this node (none if unknown).
+#[link_section = ".text.hot.mpistat"]
+fn peer_is_local(map: &NodeMap, comm: MPI_Comm, peer: c_int) -> Option<bool> {
+    let peer = u32::try_from(peer).ok()?;
+    if comm.key() == map.world {
+        return map.is_local(peer);
+    }
+    with_members(map, comm, |m| m.local.get(peer as usize).copied()).flatten()
+}
+
+/// Whether `comm` has members on other nodes (none if unknown).
+#[link_section = ".text.hot.mpistat"]
+fn spans_nodes(map: &NodeMap, comm: MPI_Comm) -> Option<bool> {
+    if comm.key() == map.world {
+        return Some(map.here < map.size);
+    }
+    with_members(map, comm, |m| (!m.local.is_empty()).then_some(m.spans)).flatten()
+}
+
+/// (on-node, off-node) bytes of a successful call of routine `id` on `comm` that moved `bytes`
+/// in all (`sent()` of them by the send side of a send-and-receive); none if it cannot be placed.
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+pub fn split(
+    id: RoutineId,
+    traffic: &Traffic,
+    comm: MPI_Comm,
+    bytes: u64,
+    sent: impl FnOnce() -> u64,
+) -> Option<(u64, u64)> {
+    if bytes == 0 || comm.is_none() {
+        return None;
+    }
+    let map = MAP.get()?;
+    let by = |local: bool, b: u64| if local { (b, 0) } else { (0, b) };
+    match (CLASSES[id], *traffic) {
+        (Class::Collective, _) => Some(by(!spans_nodes(map, comm)?, bytes)),
+        (Class::P2p, Traffic::Elements { peer, .. }) => {
+            Some(by(peer_is_local(map, comm, peer)?, bytes))
+        }
+        (Class::P2p, Traffic::Received { status, .. }) => {
+            Some(by(peer_is_local(map, comm, source(status)?)?, bytes))
+        }
+        (Class::P2p, Traffic::SendReceived { peer, status, .. }) => {
+            let sent = sent();
+            let received = bytes - sent.min(bytes);
+            let (a, b) = match sent {
+                0 => (0, 0),
+                _ => by(peer_is_local(map, comm, peer)?, sent),
+            };
+            let (c, d) = match received {
+                0 => (0, 0),
+                _ => by(peer_is_local(map, comm, source(status)?)?, received),
+            };
+            Some((a + c, b + d))
+        }
+        _ => None,
+    }
+}
+
+/// The source rank in a completed receive's status.
+#[link_section = ".text.hot.mpistat"]
+fn source(status: *const crate::ffi::MPI_Status) -> Option<c_int> {
+    if crate::family::no_status(status) {
+        return None;
+    }
+    // SAFETY: filled by the successful call that just returned.
+    Some(unsafe {
+        <crate::family::Built as crate::family::Family>::status_source(
+            status.cast::<c_void>().cast(),
+        )
+    })
+}
