@@ -27,16 +27,19 @@
 //! hangs, at worst it sends a partial record) unless the site chose
 //! `assume_all_ranks_profiled`.
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering::Relaxed};
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering::Relaxed};
 
-/// The key a profiled rank publishes (a boolean, true).
+/// The key a profiled rank publishes: an unsigned byte, how strongly this rank wants the job
+/// traced (0: not at all; see [`wish_trace`]), so that the ranks agree on tracing without a
+/// collective of their own.
 pub const KEY: &CStr = c"mpistat.profiled";
 
 // The PMIx standard's ABI (stable since PMIx v2; Debian 12's libpmix.so.2 is PMIx 4.2).
 const PMIX_SUCCESS: c_int = 0;
 const PMIX_ERR_NOT_SUPPORTED: c_int = -47;
 const PMIX_BOOL: u16 = 1;
+const PMIX_UINT8: u16 = 12;
 const PMIX_GLOBAL: u8 = 3;
 const PMIX_OPTIONAL: &[u8] = b"pmix.optional";
 
@@ -66,6 +69,13 @@ impl Value {
             data: [on as u64, 0, 0],
         }
     }
+
+    fn byte(v: u8) -> Value {
+        Value {
+            kind: PMIX_UINT8,
+            data: [v as u64, 0, 0],
+        }
+    }
 }
 
 /// A PMIx routine, found after this library (or in an already loaded libpmix opened locally):
@@ -83,6 +93,7 @@ impl Pmix {
         }
     }
 
+    #[link_section = ".text.init.mpistat"]
     fn get(&self) -> Option<*mut c_void> {
         let p = self.addr.load(Relaxed);
         if !p.is_null() {
@@ -98,38 +109,50 @@ impl Pmix {
     }
 }
 
+/// Most loaded libpmix objects looked into by [`in_local_pmix`].
+const MAX_PMIX_OBJECTS: usize = 4;
+
 /// `name` in a loaded libpmix that `RTLD_NEXT` cannot see (opened `RTLD_LOCAL` by an MPI
-/// component), whatever its soname; null if none.
+/// component), whatever its soname; null if none. Runs inside `MPI_Init` (our fence), so it
+/// allocates nothing and stays in `.text.init` (see footprint.rs).
+#[link_section = ".text.init.mpistat"]
 fn in_local_pmix(name: &CStr) -> *mut c_void {
+    /// The paths of the loaded libpmix objects (the loader's strings, valid while they stay
+    /// loaded, which an MPI library keeps its PMIx for the process's life).
+    struct Found {
+        paths: [*const c_char; MAX_PMIX_OBJECTS],
+        n: usize,
+    }
+    #[link_section = ".text.init.mpistat"]
     unsafe extern "C" fn collect(
         info: *mut libc::dl_phdr_info,
         _size: usize,
         data: *mut c_void,
     ) -> c_int {
         // SAFETY: the loader passes a valid info whose name is NUL-terminated (or null), and
-        // `data` is the vector below.
-        let (path, found) = unsafe { ((*info).dlpi_name, &mut *data.cast::<Vec<CString>>()) };
-        if !path.is_null() {
+        // `data` is the `Found` below.
+        let (path, found) = unsafe { ((*info).dlpi_name, &mut *data.cast::<Found>()) };
+        if !path.is_null() && found.n < MAX_PMIX_OBJECTS {
             // SAFETY: as above.
-            let path = unsafe { CStr::from_ptr(path) };
-            let file = path
-                .to_bytes()
-                .rsplit(|b| *b == b'/')
-                .next()
-                .unwrap_or_default();
+            let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
+            let file = bytes.rsplit(|b| *b == b'/').next().unwrap_or_default();
             if file.starts_with(b"libpmix.so") {
-                found.push(path.to_owned());
+                found.paths[found.n] = path;
+                found.n += 1;
             }
         }
         0
     }
-    let mut found: Vec<CString> = Vec::new();
-    // SAFETY: the callback only reads the loader's entries and pushes to `found`.
-    unsafe { libc::dl_iterate_phdr(Some(collect), (&mut found as *mut Vec<CString>).cast()) };
-    for path in found {
-        // SAFETY: RTLD_NOLOAD only returns an object that is already loaded.
+    let mut found = Found {
+        paths: [std::ptr::null(); MAX_PMIX_OBJECTS],
+        n: 0,
+    };
+    // SAFETY: the callback only reads the loader's entries and writes to `found`.
+    unsafe { libc::dl_iterate_phdr(Some(collect), (&mut found as *mut Found).cast()) };
+    for &path in found.paths.iter().take(found.n) {
+        // SAFETY: RTLD_NOLOAD only returns an object that is already loaded; `path` is its name.
         let p = unsafe {
-            let h = libc::dlopen(path.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+            let h = libc::dlopen(path, libc::RTLD_LAZY | libc::RTLD_NOLOAD);
             if h.is_null() {
                 continue;
             }
@@ -153,6 +176,14 @@ static VALUE_DESTRUCT: Pmix = Pmix::new(c"PMIx_Value_destruct");
 static ARMED: AtomicBool = AtomicBool::new(false);
 /// The key was put and committed.
 static ANNOUNCED: AtomicBool = AtomicBool::new(false);
+/// This rank's wish for a trace, the key's value.
+static TRACE_WISH: AtomicU8 = AtomicU8::new(0);
+
+/// How strongly this rank wants the job traced (0: not), published with the key; set before
+/// `MPI_Init` (at recognition).
+pub fn wish_trace(level: u8) {
+    TRACE_WISH.store(level, Relaxed);
+}
 
 /// Called when the process's MPI was recognised as the built family, before its `MPI_Init`.
 pub fn announce_at_init() {
@@ -168,6 +199,7 @@ const PMIX_COLLECT_DATA: &[u8] = b"pmix.collect";
 ///
 /// # Safety
 /// `info` points to `ninfo` PMIx infos (or is null with `ninfo` 0).
+#[link_section = ".text.init.mpistat"]
 unsafe fn collects_data(info: *const Info, ninfo: usize) -> bool {
     if info.is_null() {
         return false;
@@ -175,18 +207,17 @@ unsafe fn collects_data(info: *const Info, ninfo: usize) -> bool {
     // SAFETY: as the caller promises.
     let infos = unsafe { std::slice::from_raw_parts(info, ninfo) };
     infos.iter().any(|i| {
-        let key: Vec<u8> = i
-            .key
-            .iter()
-            .take_while(|c| **c != 0)
-            .map(|c| *c as u8)
-            .collect();
-        key == PMIX_COLLECT_DATA && i.value.kind == PMIX_BOOL && i.value.data[0] as u8 != 0
+        let key = i.key.iter().take_while(|c| **c != 0).map(|c| *c as u8);
+        key.eq(PMIX_COLLECT_DATA.iter().copied())
+            && i.value.kind == PMIX_BOOL
+            && i.value.data[0] as u8 != 0
     })
 }
 
 /// Before the fence armed by [`announce_at_init`]: put and commit the key, if the fence collects
-/// data (else nobody could tell a rank without the key from data not yet fetched).
+/// data (else nobody could tell a rank without the key from data not yet fetched). Runs inside
+/// `MPI_Init`: allocation-free and in `.text.init` (see footprint.rs), like all the fence code.
+#[link_section = ".text.init.mpistat"]
 fn announce(collects: bool) {
     if !ARMED.swap(false, Relaxed) || !collects {
         return;
@@ -196,7 +227,7 @@ fn announce(collects: bool) {
     };
     type PutFn = unsafe extern "C" fn(u8, *const c_char, *mut Value) -> c_int;
     type CommitFn = unsafe extern "C" fn() -> c_int;
-    let mut value = Value::flag(true);
+    let mut value = Value::byte(TRACE_WISH.load(Relaxed));
     // SAFETY: PMIx's routines with a NUL-terminated key and a valid value; PMIx copies both.
     let ok = unsafe {
         std::mem::transmute::<*mut c_void, PutFn>(put)(PMIX_GLOBAL, KEY.as_ptr(), &mut value)
@@ -211,6 +242,7 @@ fn announce(collects: bool) {
 /// # Safety
 /// Called by PMIx clients with PMIx's arguments, passed on unchanged.
 #[no_mangle]
+#[link_section = ".text.init.mpistat"]
 pub unsafe extern "C" fn PMIx_Fence(
     procs: *const c_void,
     nprocs: usize,
@@ -218,8 +250,9 @@ pub unsafe extern "C" fn PMIx_Fence(
     ninfo: usize,
 ) -> c_int {
     if ARMED.load(Relaxed) {
-        // SAFETY: PMIx's caller passes `ninfo` infos.
-        crate::guard::quietly(|| announce(unsafe { collects_data(info.cast(), ninfo) }));
+        // SAFETY: PMIx's caller passes `ninfo` infos. This is inside the counted `MPI_Init`
+        // (ARMED is set only for its fence), where `contained` suffices (guard.rs).
+        crate::guard::contained(|| announce(unsafe { collects_data(info.cast(), ninfo) }));
     }
     type FenceFn = unsafe extern "C" fn(*const c_void, usize, *const c_void, usize) -> c_int;
     match FENCE.get() {
@@ -233,6 +266,7 @@ pub unsafe extern "C" fn PMIx_Fence(
 /// # Safety
 /// As for [`PMIx_Fence`].
 #[no_mangle]
+#[link_section = ".text.init.mpistat"]
 pub unsafe extern "C" fn PMIx_Fence_nb(
     procs: *const c_void,
     nprocs: usize,
@@ -242,8 +276,8 @@ pub unsafe extern "C" fn PMIx_Fence_nb(
     cbdata: *mut c_void,
 ) -> c_int {
     if ARMED.load(Relaxed) {
-        // SAFETY: as in `PMIx_Fence`.
-        crate::guard::quietly(|| announce(unsafe { collects_data(info.cast(), ninfo) }));
+        // SAFETY: as in `PMIx_Fence`; `contained` as there.
+        crate::guard::contained(|| announce(unsafe { collects_data(info.cast(), ninfo) }));
     }
     type FenceNbFn = unsafe extern "C" fn(
         *const c_void,
@@ -271,31 +305,44 @@ pub struct Peers {
     /// The rank that writes the job's record when not all have it: the lowest with the
     /// library (rank 0 if that is unknown).
     pub lead: u32,
+    /// The strongest wish for a trace among the ranks (see [`wish_trace`]), when every rank's
+    /// key was read (else the ranks must agree otherwise).
+    pub trace_wish: Option<u8>,
 }
 
 /// After `MPI_Init`: ask PMIx, for each of the `size` ranks, whether it published [`KEY`]. If
 /// PMIx cannot tell, every rank has the library if the site says to assume so
 /// (`assume_all_if_unknown`), else that is unknown (and not assumed).
+///
+/// Runs right after the real `MPI_Init`, where all it runs adds to MPI_Init's peak resident set:
+/// allocation-free and in `.text.init` (see footprint.rs).
+#[link_section = ".text.init.mpistat"]
 pub fn learn(size: u32, assume_all_if_unknown: bool) -> Peers {
     if size <= 1 {
         return Peers {
             all: true,
             with_library: Some(size),
             lead: 0,
+            trace_wish: Some(TRACE_WISH.load(Relaxed)),
         };
     }
     let unknown = Peers {
         all: assume_all_if_unknown,
         with_library: None,
         lead: 0,
+        trace_wish: None,
     };
     if !ANNOUNCED.load(Relaxed) {
         return unknown;
     }
-    let (Some(get), Some(nspace)) = (GET.get(), std::env::var_os("PMIX_NAMESPACE")) else {
+    // SAFETY: getenv with a NUL-terminated name; the value is read before anything could
+    // change the environment.
+    let nspace = unsafe { libc::getenv(c"PMIX_NAMESPACE".as_ptr()) };
+    let Some(get) = GET.get().filter(|_| !nspace.is_null()) else {
         return unknown;
     };
-    let nspace = std::os::unix::ffi::OsStrExt::as_bytes(nspace.as_os_str()).to_vec();
+    // SAFETY: getenv returned a NUL-terminated string.
+    let nspace = unsafe { CStr::from_ptr(nspace) }.to_bytes();
     if nspace.len() >= 256 {
         return unknown;
     }
@@ -303,7 +350,7 @@ pub fn learn(size: u32, assume_all_if_unknown: bool) -> Peers {
         nspace: [0; 256],
         rank: 0,
     };
-    for (d, s) in proc.nspace.iter_mut().zip(&nspace) {
+    for (d, s) in proc.nspace.iter_mut().zip(nspace) {
         *d = *s as c_char;
     }
     let mut optional = Info {
@@ -327,12 +374,16 @@ pub fn learn(size: u32, assume_all_if_unknown: bool) -> Peers {
     let destruct = VALUE_DESTRUCT.get();
     let mut count = 0u32;
     let mut lead = None;
+    let mut trace_wish = 0u8;
     for rank in 0..size {
         proc.rank = rank;
         let mut value: *mut Value = std::ptr::null_mut();
         // SAFETY: as above.
         let rc = unsafe { get(&proc, KEY.as_ptr(), &optional, 1, &mut value) };
         if !value.is_null() {
+            // SAFETY: PMIx returned a value (of the type put); a byte is the union's first.
+            let wish = unsafe { ((*value).kind == PMIX_UINT8).then(|| (*value).data[0] as u8) };
+            trace_wish = trace_wish.max(wish.unwrap_or(0));
             // SAFETY: PMIx allocated the value with malloc (PMIX_VALUE_RELEASE: destruct, free).
             unsafe {
                 if let Some(d) = destruct {
@@ -350,5 +401,6 @@ pub fn learn(size: u32, assume_all_if_unknown: bool) -> Peers {
         all: count == size,
         with_library: Some(count),
         lead: lead.unwrap_or(0),
+        trace_wish: (count == size).then_some(trace_wish),
     }
 }

@@ -224,19 +224,44 @@ pub fn wish(config: &SiteConfig) -> Option<usize> {
         .then_some(2)
 }
 
-/// At the end of `MPI_Init`: if any rank wants a trace, every rank starts tracing (collective
-/// over `MPI_COMM_WORLD`: ranks may read the escalation list at different moments, and a rank
-/// that traced alone would wait forever in the clock measurement).
-pub fn start_if_wanted(config: &SiteConfig, wish: Option<usize>, rank: u32, world_size: u32) {
-    let Some(world) = mpi::comm_world() else {
-        return;
+/// A [`wish`] as a number that grows with its strength (0: no wish), for the ranks to agree on
+/// the strongest.
+pub fn wish_level(wish: Option<usize>) -> u8 {
+    wish.map_or(0, |i| (REASONS.len() - i.min(REASONS.len() - 1)) as u8)
+}
+
+/// At the end of `MPI_Init`: if any rank wants a trace, every rank starts tracing (ranks may read
+/// the escalation list at different moments, and a rank that traced alone would wait forever in
+/// the clock measurement). `agreed` is the strongest [`wish_level`] of all ranks when the ranks
+/// told it each other through PMIx ([`crate::peers`]); else they agree now (a collective over
+/// `MPI_COMM_WORLD`). Only a traced job runs anything more here (in `.text.init`, with the end
+/// of `MPI_Init`: see footprint.rs).
+#[link_section = ".text.init.mpistat"]
+pub fn start_if_wanted(
+    config: &SiteConfig,
+    wish: Option<usize>,
+    agreed: Option<u8>,
+    rank: u32,
+    world_size: u32,
+) {
+    let level = match agreed {
+        Some(level) => u64::from(level),
+        None => {
+            let Some(world) = mpi::comm_world() else {
+                return;
+            };
+            let mine = u64::from(wish_level(wish));
+            let Ok(agreed) = mpi::allreduce_on(&[mine], mpi::Op::Max, world) else {
+                return;
+            };
+            agreed[0]
+        }
     };
-    let mine = wish.map_or(0, |i| (REASONS.len() - i) as u64);
-    let Ok(agreed) = mpi::allreduce_on(&[mine], mpi::Op::Max, world) else {
-        return;
-    };
-    if agreed[0] > 0 {
-        let reason = REASONS[REASONS.len() - agreed[0] as usize];
+    if let Some(reason) = (level as usize)
+        .checked_sub(1)
+        .and_then(|i| REASONS.len().checked_sub(i + 1))
+        .map(|i| REASONS[i])
+    {
         start(&config.trace, reason, rank, world_size);
     }
 }
@@ -845,7 +870,8 @@ fn measure_offset(recorder: &Recorder, comm: &OwnComm) -> Option<ClockSample> {
 }
 
 /// Set up this rank's recorder and measure its clock against rank 0's (collective over
-/// `MPI_COMM_WORLD`).
+/// `MPI_COMM_WORLD`). Out of line, away from `.text.init`: only a traced job runs it.
+#[inline(never)]
 fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32) {
     let Some(world) = mpi::comm_world() else {
         return;
