@@ -48,11 +48,6 @@ pub fn on() -> bool {
     ON.load(Relaxed)
 }
 
-thread_local! {
-    /// This thread called `MPI_Init`: the one whose calls are traced.
-    static TRACED_THREAD: Cell<bool> = const { Cell::new(false) };
-}
-
 /// How a completing call reports statuses (see the spec's `completes*` terms).
 #[derive(Clone, Copy)]
 pub enum Completion {
@@ -136,8 +131,12 @@ struct Recorder {
     regions: FastMap<(RoutineId, usize), u32>,
     /// Per routine: the call site of its last call and that site's region (most calls repeat).
     last_region: Vec<(usize, u32)>,
-    /// The analysis' class of every routine (by id).
-    roles: Vec<RegionRole>,
+    /// What the recording needs to know of every routine (by id), worked out at `start` so
+    /// that no call looks at a routine's name.
+    facts: Vec<Facts>,
+    /// The traced thread's counter table (its type-size cache makes [`Recorder::bytes_of`]
+    /// cheap).
+    table: &'static crate::rt::ThreadTable,
     region_keys: Vec<(RoutineId, usize)>,
     sites: CallSites,
     comms: FastMap<usize, u32>,
@@ -164,6 +163,27 @@ struct Recorder {
     traced_calls: u64,
 }
 
+/// What the recording needs to know of a routine.
+#[derive(Clone, Copy)]
+struct Facts {
+    /// The analysis' class.
+    role: RegionRole,
+    /// A synchronous send (`MPI_Ssend`, `MPI_Issend`).
+    synchronous: bool,
+    /// A request-posting call that receives (`MPI_Irecv`, ...), not one that sends.
+    receives: bool,
+}
+
+impl Facts {
+    fn of(routine: &str) -> Facts {
+        Facts {
+            role: role_of(routine),
+            synchronous: matches!(routine, "MPI_Ssend" | "MPI_Issend"),
+            receives: routine.contains("recv"),
+        }
+    }
+}
+
 /// One call in this many measures the recording's own time.
 const OVERHEAD_SAMPLE: u64 = 32;
 
@@ -179,8 +199,8 @@ struct TracedThreadOnly {
     busy: Cell<bool>,
 }
 
-// SAFETY: every access goes through `with_recorder`, which only the thread with TRACED_THREAD
-// set passes, and that is one thread (set in `start` on the thread calling `MPI_Init`).
+// SAFETY: every access goes through `with_recorder`, which only the traced thread passes
+// (`rt::mark_traced_thread`, in `start` on the thread calling `MPI_Init`).
 unsafe impl Sync for TracedThreadOnly {}
 
 static RECORDER: TracedThreadOnly = TracedThreadOnly {
@@ -190,7 +210,17 @@ static RECORDER: TracedThreadOnly = TracedThreadOnly {
 
 /// Run `f` on the recorder, on the traced thread only (else, or when re-entered, `None`).
 fn with_recorder<R>(f: impl FnOnce(&mut Option<Recorder>) -> R) -> Option<R> {
-    if !TRACED_THREAD.with(Cell::get) || RECORDER.busy.replace(true) {
+    with_recorder_if(crate::rt::on_traced_thread(), f)
+}
+
+/// [`with_recorder`] for a caller that knows whether it is on the traced thread (a wrapper's
+/// [`rt::Call`] does: no thread-local lookup per call).
+#[inline(always)]
+fn with_recorder_if<R>(
+    traced_thread: bool,
+    f: impl FnOnce(&mut Option<Recorder>) -> R,
+) -> Option<R> {
+    if !traced_thread || RECORDER.busy.replace(true) {
         return None;
     }
     // SAFETY: only the traced thread gets here, and not re-entrantly (busy).
@@ -266,11 +296,6 @@ pub fn start_if_wanted(
     }
 }
 
-/// Bytes a successful call's `traffic` moved (the counting path's measure).
-fn bytes_of(traffic: Traffic) -> u64 {
-    crate::traffic::measure(crate::rt::thread_table(), traffic).1
-}
-
 impl Recorder {
     /// The trace clock now, in nanoseconds (clock samples; events take [`ticks`]).
     fn now(&self) -> u64 {
@@ -299,6 +324,11 @@ impl Recorder {
             self.events[i].time = self.skewed(t);
         }
         (self.overhead_ticks as f64 * ns_per_tick) as u64
+    }
+
+    /// Bytes a successful call's `traffic` moved (the counting path's measure).
+    fn bytes_of(&self, traffic: Traffic) -> u64 {
+        crate::traffic::measure(self.table, traffic).1
     }
 
     fn push(&mut self, time: u64, kind: EventKind) {
@@ -388,11 +418,11 @@ impl Recorder {
     fn leave(&mut self, entered: Entered, rc: c_int, traffic: Traffic, args: &Args) {
         let end = ticks();
         let sampled = self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE);
-        let routine = ROUTINES[entered.id].name();
-        let class = self.roles[entered.id];
+        let facts = self.facts[entered.id];
+        let class = facts.role;
         let comm = (!args.comm.is_null()).then(|| self.comm_id(args.comm));
         if rc == 0 && entered.recording {
-            self.communication(&entered, end, routine, comm, traffic, args);
+            self.communication(&entered, end, facts, comm, traffic, args);
         }
         match (class, comm) {
             (RegionRole::Mpi(c), Some(comm)) if !entered.recording => {
@@ -405,7 +435,7 @@ impl Recorder {
             }
             _ if !entered.recording => {}
             (RegionRole::Mpi(c), Some(comm)) if c != MpiClass::PointToPoint => {
-                let bytes = if rc == 0 { bytes_of(traffic) } else { 0 };
+                let bytes = if rc == 0 { self.bytes_of(traffic) } else { 0 };
                 let root = match traffic {
                     Traffic::Elements { peer, .. } | Traffic::SendReceived { peer, .. }
                         if peer != NO_PEER =>
@@ -449,17 +479,17 @@ impl Recorder {
         &mut self,
         entered: &Entered,
         end: u64,
-        routine: &str,
+        facts: Facts,
         comm: Option<u32>,
         traffic: Traffic,
         args: &Args,
     ) {
-        let synchronous = matches!(routine, "MPI_Ssend" | "MPI_Issend");
+        let synchronous = facts.synchronous;
         if let Some(comm) = comm {
-            if self.roles[entered.id] == RegionRole::Mpi(MpiClass::PointToPoint) {
+            if facts.role == RegionRole::Mpi(MpiClass::PointToPoint) {
                 match traffic {
                     Traffic::Elements { peer, .. } if !args.request.is_null() => {
-                        let sends = !routine.contains("recv");
+                        let sends = !facts.receives;
                         if sends {
                             self.send(entered.start, comm, peer, args.tag, traffic, synchronous);
                         }
@@ -476,7 +506,7 @@ impl Recorder {
                                 comm,
                                 source: self.world_rank(comm, peer),
                                 tag: (args.tag != ANY_TAG).then_some(args.tag),
-                                bytes: bytes_of(traffic),
+                                bytes: self.bytes_of(traffic),
                             };
                             self.pending.insert(request as usize, posted);
                         }
@@ -514,7 +544,7 @@ impl Recorder {
             return;
         }
         if let Some(peer) = self.world_rank(comm, peer) {
-            let bytes = bytes_of(traffic);
+            let bytes = self.bytes_of(traffic);
             self.push(
                 at,
                 EventKind::Send {
@@ -672,14 +702,24 @@ impl Recorder {
 /// Start of a traced call of routine `id` (out of line); `requests` are the `n` requests a
 /// completing call may complete (null otherwise).
 #[inline(never)]
-pub fn enter(id: RoutineId, requests: *const MPI_Request, n: c_int) -> Option<Entered> {
-    with_recorder(|r| r.as_mut()?.enter(id, requests, n)).flatten()
+pub fn enter(
+    call: &crate::rt::Call,
+    id: RoutineId,
+    requests: *const MPI_Request,
+    n: c_int,
+) -> Option<Entered> {
+    with_recorder_if(call.on_traced_thread(), |r| {
+        r.as_mut()?.enter(id, requests, n)
+    })
+    .flatten()
 }
 
 /// End of a traced call that returned `rc` (out of line).
 #[inline(never)]
-pub fn leave(entered: Entered, rc: c_int, traffic: Traffic, args: Args) {
-    with_recorder(|r| r.as_mut().map(|r| r.leave(entered, rc, traffic, &args)));
+pub fn leave(call: &crate::rt::Call, entered: Entered, rc: c_int, traffic: Traffic, args: Args) {
+    with_recorder_if(call.on_traced_thread(), |r| {
+        r.as_mut().map(|r| r.leave(entered, rc, traffic, &args))
+    });
 }
 
 /// The analysis' class of a routine; nonblocking collectives synchronise in their completion,
@@ -898,7 +938,8 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         events: event_buffer(capacity),
         capacity,
         regions: FastMap::default(),
-        roles: ROUTINES.iter().map(|r| role_of(r.name())).collect(),
+        facts: ROUTINES.iter().map(|r| Facts::of(r.name())).collect(),
+        table: crate::rt::thread_table(),
         region_keys: Vec::new(),
         sites: CallSites::default(),
         comms: FastMap::default(),
@@ -924,7 +965,7 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
     if let Some(sample) = measure_offset(&recorder, &comm) {
         recorder.clock.push(sample);
     }
-    TRACED_THREAD.with(|t| t.set(true));
+    crate::rt::mark_traced_thread();
     if with_recorder(|r| *r = Some(recorder)).is_some() {
         ON.store(true, Relaxed);
     }

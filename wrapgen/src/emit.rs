@@ -391,7 +391,7 @@ fn wrapper(
     }
     writeln!(
         out,
-        "    let traced = if tracing {{ trace::enter(id::{name}, {}) }} else {{ None }};",
+        "    let traced = if tracing {{ trace::enter(&call, id::{name}, {}) }} else {{ None }};",
         trace_enter_args(&row.semantics)
     )
     .unwrap();
@@ -400,7 +400,7 @@ fn wrapper(
     writeln!(out, "    let traffic = {traffic};").unwrap();
     writeln!(
         out,
-        "    if let Some(traced) = traced {{ trace::leave(traced, {rc_arg}, traffic, {}) }}",
+        "    if let Some(traced) = traced {{ trace::leave(&call, traced, {rc_arg}, traffic, {}) }}",
         trace_args_expr(&row.semantics)
     )
     .unwrap();
