@@ -12,6 +12,11 @@
 //! exactly their file's bytes. The heap that start-up used and freed is given back too
 //! (`malloc_trim`).
 //!
+//! Start-up runs before the real `MPI_Init`; what must run inside it (our PMIx fence) or after
+//! it (setting up the job with MPI's rank and size) is kept to one more 64 KiB chunk,
+//! `.text.init`, allocation-free and without std code that lives elsewhere: every chunk of code
+//! it touched would add 64 KiB to MPI_Init's peak resident set until the release at its end.
+//!
 //! The hot path lives in one 64 KiB-aligned chunk (`profiler/hot.ld`, spec term `hot`), every
 //! real routine is looked up during `MPI_Init` ([`crate::next::Next::prefetch`]), and nothing
 //! the loops run reads constants elsewhere: after `MPI_Init` a rank maps back that chunk, the

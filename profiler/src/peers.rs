@@ -1,8 +1,8 @@
 //! Whether every rank of the job has this library, learned from the process manager (PMIx),
 //! never over MPI.
 //!
-//! The profiler's own collectives (the trace agreement at `MPI_Init`, the duplicate of
-//! `MPI_COMM_WORLD` and the reductions at `MPI_Finalize`) need every rank; a rank that lost
+//! The profiler's own collectives (the duplicate of `MPI_COMM_WORLD` and the reductions at
+//! `MPI_Finalize`, the trace's set-up) need every rank; a rank that lost
 //! `LD_PRELOAD` (an MPMD job's static or setuid program, a wrapper that clears the environment)
 //! never enters them, and the job would hang. So each rank first learns which ranks are profiled:
 //!
@@ -16,6 +16,8 @@
 //! 2. After `MPI_Init`, [`learn`] asks PMIx for every rank's key with `PMIX_OPTIONAL`: PMIx then
 //!    looks only in the data the fence already delivered to this node and answers "not found" at
 //!    once for a rank without the library, instead of asking (and waiting for) that peer.
+//!    The key's value is the rank's wish for a trace ([`wish_trace`]): the same reads tell
+//!    every rank, alike, the strongest wish, so tracing is agreed on without a collective.
 //!
 //! Why this is safe against the user's own MPI communication: it makes no MPI call at all, so
 //! there is no message a user's wildcard (`MPI_ANY_SOURCE`/`MPI_ANY_TAG`) receive could match,
