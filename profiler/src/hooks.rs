@@ -129,22 +129,32 @@ fn set_up_before_init() {
         let mut prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = prepared.as_mut() {
             let (names, unavailable) = std::mem::take(&mut p.counters);
-            start_counters(names, unavailable, &p.config.profiler.counters_fallback);
+            start_counters(
+                names,
+                unavailable,
+                &p.config.profiler.counters_fallback,
+                true,
+            );
             crate::superstep::prepare(p.config.profiler.superstep_buffer_bytes);
         }
         register_exit_hook();
     });
 }
 
-/// Open this thread's counters, inside the counted `MPI_Init` (its call began before they
-/// were open: in per-call mode, the call's start is read now).
+/// Open this thread's counters; `in_counted_call`: inside the counted `MPI_Init`, whose call
+/// began before they were open (in per-call mode, the call's start is read now).
 #[link_section = ".text.init.mpistat"]
-fn start_counters(names: Vec<String>, unavailable: Vec<Option<String>>, fallback: &str) {
+fn start_counters(
+    names: Vec<String>,
+    unavailable: Vec<Option<String>>,
+    fallback: &str,
+    in_counted_call: bool,
+) {
     if names.is_empty() {
         return;
     }
     crate::counters::start(names, unavailable, fallback);
-    if crate::counters::PER_CALL.load(Relaxed) {
+    if in_counted_call && crate::counters::PER_CALL.load(Relaxed) {
         crate::counters::before_call();
     }
 }
@@ -237,8 +247,13 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             detail,
             recorded: false,
         };
-        // Opened before the real MPI_Init, unless that call was not counted.
-        start_counters(names, unavailable, &job.config.profiler.counters_fallback);
+        // Opened before the real MPI_Init, unless that call was not counted (then not in it).
+        start_counters(
+            names,
+            unavailable,
+            &job.config.profiler.counters_fallback,
+            false,
+        );
         crate::superstep::start(
             job.config.profiler.superstep_buffer_bytes,
             size as u32,
