@@ -105,7 +105,9 @@ pub(crate) fn recognised() -> bool {
 }
 
 /// Before the real `MPI_Init` / `MPI_Init_thread` (of a counted call): find every real routine,
-/// then release the pages start-up used (reading site.toml happened at recognition, just before).
+/// open the counters, allocate the thread's table and the superstep buffer, register the exit
+/// hook ([`set_up_before_init`]), then release the pages start-up used (reading site.toml
+/// happened at recognition, just before).
 /// Done here, start-up maps our code and heap while the process is still small, so the peak
 /// resident set stays MPI_Init's own (~10 MB a rank) instead of ours on top of it (+1.2 MB
 /// measured when all of it ran after the real call).
