@@ -138,6 +138,9 @@ fn set_up_before_init() {
                 true,
             );
             crate::superstep::prepare(p.config.profiler.superstep_buffer_bytes);
+            if p.trace_wish.is_some() {
+                crate::trace::prepare(&p.config.trace);
+            }
         }
         register_exit_hook();
     });

@@ -125,6 +125,8 @@ struct Recorder {
     request_null: MPI_Request,
     comm_null: MPI_Comm,
     skew: Skew,
+    /// `MPISTAT_TRACE_TEST_SKEW`, read when the recorder was built.
+    skew_spec: Option<String>,
     state: State,
     events: Vec<Event>,
     capacity: usize,
@@ -843,10 +845,7 @@ fn site_names(keys: &[(RoutineId, usize)]) -> (Vec<Region>, Vec<Module>) {
 /// `MPISTAT_TRACE_TEST_SKEW=RANK:OFFSET_NS:DRIFT_PPM[,RANK:...]`: a test knob that puts an
 /// artificial offset and drift on some ranks' trace clocks (e.g. all ranks of one node), to show
 /// the analysis corrects them.
-fn test_skew(rank: u32) -> Skew {
-    let Ok(text) = std::env::var("MPISTAT_TRACE_TEST_SKEW") else {
-        return Skew::default();
-    };
+fn test_skew(text: &str, rank: u32) -> Skew {
     text.split(',')
         .find_map(
             |entry| match entry.split(':').collect::<Vec<_>>().as_slice() {
@@ -909,8 +908,67 @@ fn measure_offset(recorder: &Recorder, comm: &OwnComm) -> Option<ClockSample> {
     }
 }
 
-/// Set up this rank's recorder and measure its clock against rank 0's (collective over
-/// `MPI_COMM_WORLD`). Out of line, away from `.text.init`: only a traced job runs it.
+/// A recorder built before the real `MPI_Init` by a rank that wants a trace itself ([`prepare`]).
+static EARLY: Mutex<Option<Recorder>> = Mutex::new(None);
+
+/// Before the real `MPI_Init`, on the thread calling it, when this rank wants a trace: build
+/// the recorder's parts that need no MPI (event buffer, routine facts, call sites) while
+/// start-up's pages are mapped anyway, so that its code adds nothing to MPI_Init's peak
+/// (footprint.rs). [`start`] completes it if the ranks agree to trace.
+pub fn prepare(config: &TraceConfig) {
+    let recorder = Recorder::new(config);
+    *EARLY.lock().unwrap_or_else(|e| e.into_inner()) = Some(recorder);
+}
+
+impl Recorder {
+    /// A recorder for the calling thread, without what needs MPI (rank, world, clock samples).
+    fn new(config: &TraceConfig) -> Recorder {
+        let capacity = config.budget_bytes / std::mem::size_of::<Event>();
+        Recorder {
+            config: config.clone(),
+            reason: "",
+            rank: 0,
+            world_size: 0,
+            request_null: crate::family::predefined(Predefined::RequestNull)
+                .unwrap_or(std::ptr::null_mut()),
+            comm_null: crate::family::predefined(Predefined::CommNull)
+                .unwrap_or(std::ptr::null_mut()),
+            skew: Skew::default(),
+            skew_spec: std::env::var("MPISTAT_TRACE_TEST_SKEW").ok(),
+            state: if config.skip_supersteps == 0 {
+                State::Recording
+            } else {
+                State::Skipping
+            },
+            events: event_buffer(capacity),
+            capacity,
+            regions: FastMap::default(),
+            facts: ROUTINES.iter().map(|r| Facts::of(r.name())).collect(),
+            table: crate::rt::thread_table(),
+            region_keys: Vec::new(),
+            sites: CallSites::default(),
+            comms: FastMap::default(),
+            communicators: Vec::new(),
+            pending: FastMap::default(),
+            completing: std::ptr::null(),
+            snapshot: Vec::new(),
+            cartesian: None,
+            supersteps: 0,
+            cuts: Vec::new(),
+            stop_note: None,
+            stopped_by_budget: false,
+            clock: Vec::new(),
+            anchor: Anchor::now(),
+            overhead_ticks: 0,
+            traced_calls: 0,
+            last_region: vec![(usize::MAX, 0); ROUTINES.len()],
+            last_comm: (0, 0),
+        }
+    }
+}
+
+/// Set up this rank's recorder (the one [`prepare`]d, else a new one) and measure its clock
+/// against rank 0's (collective over `MPI_COMM_WORLD`). Out of line, away from `.text.init`.
 #[inline(never)]
 fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32) {
     let Some(world) = mpi::comm_world() else {
@@ -919,49 +977,21 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
     let Ok(comm) = OwnComm::dup(world) else {
         return;
     };
-    let event_size = std::mem::size_of::<Event>();
-    let capacity = config.budget_bytes / event_size;
-    let mut recorder = Recorder {
-        config: config.clone(),
-        reason,
-        rank,
-        world_size,
-        request_null: crate::family::predefined(Predefined::RequestNull)
-            .unwrap_or(std::ptr::null_mut()),
-        comm_null: crate::family::predefined(Predefined::CommNull).unwrap_or(std::ptr::null_mut()),
-        skew: test_skew(rank),
-        state: if config.skip_supersteps == 0 {
-            State::Recording
-        } else {
-            State::Skipping
-        },
-        events: event_buffer(capacity),
-        capacity,
-        regions: FastMap::default(),
-        facts: ROUTINES.iter().map(|r| Facts::of(r.name())).collect(),
-        table: crate::rt::thread_table(),
-        region_keys: Vec::new(),
-        sites: CallSites::default(),
-        comms: FastMap::default(),
-        communicators: vec![Communicator {
-            members: (0..world_size).collect(),
-        }],
-        pending: FastMap::default(),
-        completing: std::ptr::null(),
-        snapshot: Vec::new(),
-        cartesian: None,
-        supersteps: 0,
-        cuts: Vec::new(),
-        stop_note: None,
-        stopped_by_budget: false,
-        clock: Vec::new(),
-        anchor: Anchor::now(),
-        overhead_ticks: 0,
-        traced_calls: 0,
-        last_region: vec![(usize::MAX, 0); ROUTINES.len()],
-        last_comm: (world as usize, 0),
-    };
+    let early = EARLY.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let mut recorder = early.unwrap_or_else(|| Recorder::new(config));
+    recorder.reason = reason;
+    recorder.rank = rank;
+    recorder.world_size = world_size;
+    recorder.skew = recorder
+        .skew_spec
+        .as_deref()
+        .map_or_else(Skew::default, |spec| test_skew(spec, rank));
+    recorder.communicators = vec![Communicator {
+        members: (0..world_size).collect(),
+    }];
     recorder.comms.insert(world as usize, 0);
+    recorder.last_comm = (world as usize, 0);
+    recorder.anchor = Anchor::now();
     if let Some(sample) = measure_offset(&recorder, &comm) {
         recorder.clock.push(sample);
     }
