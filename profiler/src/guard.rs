@@ -9,7 +9,10 @@ thread_local! {
     static QUIET: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Run `f`; a panic in it is swallowed (silently) and gives `None`.
+/// Run `f`; a panic in it is swallowed (silently) and gives `None`. Inlined, so that `f` runs
+/// in its caller's section (footprint.rs: the code right after the real `MPI_Init` must stay
+/// in `.text.init`).
+#[inline(always)]
 pub fn quietly<R>(f: impl FnOnce() -> R) -> Option<R> {
     install_quiet_hook();
     let was = QUIET.with(|q| q.replace(true));

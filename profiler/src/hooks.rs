@@ -97,6 +97,7 @@ static PREPARED: Mutex<Option<Prepared>> = Mutex::new(None);
 pub(crate) fn recognised() -> bool {
     let prepared = find_out();
     let enabled = prepared.config.profiler.enabled;
+    crate::peers::wish_trace(crate::trace::wish_level(prepared.trace_wish));
     *PREPARED.lock().unwrap_or_else(|e| e.into_inner()) = Some(prepared);
     if !enabled {
         ENABLED.store(false, Relaxed);
@@ -105,22 +106,63 @@ pub(crate) fn recognised() -> bool {
 }
 
 /// Before the real `MPI_Init` / `MPI_Init_thread` (of a counted call): find every real routine,
-/// then release the pages start-up used (reading site.toml happened at recognition, just before).
+/// open the counters, allocate the thread's table and the superstep buffer, register the exit
+/// hook ([`set_up_before_init`]), then release the pages start-up used (reading site.toml
+/// happened at recognition, just before).
 /// Done here, start-up maps our code and heap while the process is still small, so the peak
 /// resident set stays MPI_Init's own (~10 MB a rank) instead of ours on top of it (+1.2 MB
 /// measured when all of it ran after the real call).
 #[link_section = ".text.hot.mpistat"]
 pub fn before_init() {
-    prefetch_routines();
+    set_up_before_init();
     crate::footprint::release_init_pages();
 }
 
+/// The part of setting up the job that needs no MPI: find every real routine, open the
+/// counters (they count from here: the `MPI_Init` in progress is counted as an MPI call) and
+/// allocate the superstep buffer. What runs after the real `MPI_Init` is only what needs it
+/// ([`start_job`]).
 #[inline(never)]
-fn prefetch_routines() {
+fn set_up_before_init() {
     quietly(|| {
         crate::generated::wrappers::prefetch_all();
         PCONTROL.prefetch();
+        // This thread's table, which the end of MPI_Init's call would allocate.
+        let _ = crate::rt::thread_table();
+        let mut prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = prepared.as_mut() {
+            let (names, unavailable) = std::mem::take(&mut p.counters);
+            start_counters(
+                names,
+                unavailable,
+                &p.config.profiler.counters_fallback,
+                true,
+            );
+            crate::superstep::prepare(p.config.profiler.superstep_buffer_bytes);
+            if p.trace_wish.is_some() {
+                crate::trace::prepare(&p.config.trace);
+            }
+        }
+        register_exit_hook();
     });
+}
+
+/// Open this thread's counters; `in_counted_call`: inside the counted `MPI_Init`, whose call
+/// began before they were open (in per-call mode, the call's start is read now).
+#[link_section = ".text.init.mpistat"]
+fn start_counters(
+    names: Vec<String>,
+    unavailable: Vec<Option<String>>,
+    fallback: &str,
+    in_counted_call: bool,
+) {
+    if names.is_empty() {
+        return;
+    }
+    crate::counters::start(names, unavailable, fallback);
+    if in_counted_call && crate::counters::PER_CALL.load(Relaxed) {
+        crate::counters::before_call();
+    }
 }
 
 /// The site's configuration and its problems, and what follows from it and from the environment.
@@ -161,8 +203,11 @@ fn find_out() -> Prepared {
     }
 }
 
-/// Set up this rank's job (counters, supersteps, exit hook) with what recognition found out.
+/// Set up this rank's job (peers, supersteps, trace, exit hook) with what recognition and
+/// [`set_up_before_init`] found out. Everything it runs adds to MPI_Init's peak resident set
+/// (footprint.rs): it is in `.text.init` with the functions it calls that need MPI.
 #[inline(never)]
+#[link_section = ".text.init.mpistat"]
 fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
     quietly(|| {
         let taken = PREPARED.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -196,7 +241,8 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
                 },
                 thread_level: provided,
                 start_unix_ms: unix_ms_now(),
-                pid: std::process::id(),
+                // SAFETY: getpid cannot fail (std's `process::id` is the same call, elsewhere).
+                pid: unsafe { libc::getpid() } as u32,
             },
             peers,
             config,
@@ -206,14 +252,27 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             detail,
             recorded: false,
         };
-        crate::counters::start(names, unavailable, &job.config.profiler.counters_fallback);
+        // Opened before the real MPI_Init, unless that call was not counted (then not in it).
+        start_counters(
+            names,
+            unavailable,
+            &job.config.profiler.counters_fallback,
+            false,
+        );
         crate::superstep::start(
             job.config.profiler.superstep_buffer_bytes,
             size as u32,
+            world,
             job.anchor.ticks,
         );
         if peers.all {
-            crate::trace::start_if_wanted(&job.config, trace_wish, rank as u32, size as u32);
+            crate::trace::start_if_wanted(
+                &job.config,
+                trace_wish,
+                peers.trace_wish,
+                rank as u32,
+                size as u32,
+            );
         }
         let on_sigterm = job.init.rank == job.peers.lead && job.config.profiler.record_on_sigterm;
         *JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
@@ -511,12 +570,15 @@ fn at_sigterm() {
     }
 }
 
+/// Register [`at_exit`] once (a flag, not `std::sync::Once`: this runs right after the real
+/// `MPI_Init`, where every function run adds to its peak, see footprint.rs).
+#[link_section = ".text.init.mpistat"]
 fn register_exit_hook() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
+    static REGISTERED: AtomicBool = AtomicBool::new(false);
+    if !REGISTERED.swap(true, Relaxed) {
         // SAFETY: registering a plain extern "C" fn.
         unsafe { libc::atexit(at_exit) };
-    });
+    }
 }
 
 /// `MPI_Pcontrol(2)`: this rank's subtotals, as a report, to the detail destination (stderr if none).

@@ -24,11 +24,19 @@ pub struct InitFacts {
     pub pid: u32,
 }
 
+/// Milliseconds since the Unix epoch (`clock_gettime` itself: `SystemTime::now` is std code
+/// elsewhere in the library, which the end of `MPI_Init` would map, see footprint.rs).
+#[inline]
 pub fn unix_ms_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) } != 0 || ts.tv_sec < 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
 pub fn thread_level_name(level: c_int) -> &'static str {

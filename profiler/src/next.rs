@@ -126,7 +126,9 @@ fn lookup_exactly(name: &CStr) -> *mut c_void {
 }
 
 /// Address of a symbol of the MPI library by its exact name (Open MPI's predefined handles such
-/// as `ompi_mpi_comm_world` are the addresses of such objects), or null.
+/// as `ompi_mpi_comm_world` are the addresses of such objects), or null. In `.text.init`:
+/// `MPI_Init`'s end looks up `MPI_COMM_WORLD` (footprint.rs).
+#[link_section = ".text.init.mpistat"]
 pub fn mpi_object(name: &CStr) -> *mut c_void {
     // SAFETY: as in `lookup`; RTLD_DEFAULT searches the global scope.
     let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };

@@ -1,8 +1,8 @@
 //! Whether every rank of the job has this library, learned from the process manager (PMIx),
 //! never over MPI.
 //!
-//! The profiler's own collectives (the trace agreement at `MPI_Init`, the duplicate of
-//! `MPI_COMM_WORLD` and the reductions at `MPI_Finalize`) need every rank; a rank that lost
+//! The profiler's own collectives (the duplicate of `MPI_COMM_WORLD` and the reductions at
+//! `MPI_Finalize`, the trace's set-up) need every rank; a rank that lost
 //! `LD_PRELOAD` (an MPMD job's static or setuid program, a wrapper that clears the environment)
 //! never enters them, and the job would hang. So each rank first learns which ranks are profiled:
 //!
@@ -17,6 +17,8 @@
 //! 2. After `MPI_Init`, [`learn`] asks PMIx for every rank's key with `PMIX_OPTIONAL`: PMIx then
 //!    looks only in the data the fence already delivered to this node and answers "not found" at
 //!    once for a rank without the library, instead of asking (and waiting for) that peer.
+//!    The key's value is the rank's wish for a trace ([`wish_trace`]): the same reads tell
+//!    every rank, alike, the strongest wish, so tracing is agreed on without a collective.
 //!
 //! Why this is safe against the user's own MPI communication: it makes no MPI call at all, so
 //! there is no message a user's wildcard (`MPI_ANY_SOURCE`/`MPI_ANY_TAG`) receive could match,
@@ -34,15 +36,18 @@
 //! and host list are unknown.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering::Relaxed};
 
-/// The key a profiled rank publishes (a boolean, true).
+/// The key a profiled rank publishes: an unsigned byte, how strongly this rank wants the job
+/// traced (0: not at all; see [`wish_trace`]), so that the ranks agree on tracing without a
+/// collective of their own.
 pub const KEY: &CStr = c"mpistat.profiled";
 
 // The PMIx standard's ABI (stable since PMIx v2; Debian 12's libpmix.so.2 is PMIx 4.2).
 const PMIX_SUCCESS: c_int = 0;
 const PMIX_ERR_NOT_SUPPORTED: c_int = -47;
 const PMIX_BOOL: u16 = 1;
+const PMIX_UINT8: u16 = 12;
 const PMIX_GLOBAL: u8 = 3;
 const PMIX_OPTIONAL: &[u8] = b"pmix.optional";
 
@@ -72,6 +77,13 @@ impl Value {
             data: [on as u64, 0, 0],
         }
     }
+
+    fn byte(v: u8) -> Value {
+        Value {
+            kind: PMIX_UINT8,
+            data: [v as u64, 0, 0],
+        }
+    }
 }
 
 /// A PMIx routine, found after this library (or in an already loaded libpmix opened locally):
@@ -89,6 +101,7 @@ impl Pmix {
         }
     }
 
+    #[link_section = ".text.init.mpistat"]
     fn get(&self) -> Option<*mut c_void> {
         let p = self.addr.load(Relaxed);
         if !p.is_null() {
@@ -115,6 +128,14 @@ static VALUE_DESTRUCT: Pmix = Pmix::new(c"PMIx_Value_destruct");
 static ARMED: AtomicBool = AtomicBool::new(false);
 /// The key was put and committed.
 static ANNOUNCED: AtomicBool = AtomicBool::new(false);
+/// This rank's wish for a trace, the key's value.
+static TRACE_WISH: AtomicU8 = AtomicU8::new(0);
+
+/// How strongly this rank wants the job traced (0: not), published with the key; set before
+/// `MPI_Init` (at recognition).
+pub fn wish_trace(level: u8) {
+    TRACE_WISH.store(level, Relaxed);
+}
 
 /// Called when the process's MPI was recognised as the built family, before its `MPI_Init`.
 pub fn announce_at_init() {
@@ -130,6 +151,7 @@ const PMIX_COLLECT_DATA: &[u8] = b"pmix.collect";
 ///
 /// # Safety
 /// `info` points to `ninfo` PMIx infos (or is null with `ninfo` 0).
+#[link_section = ".text.init.mpistat"]
 unsafe fn collects_data(info: *const Info, ninfo: usize) -> bool {
     if info.is_null() {
         return false;
@@ -137,18 +159,17 @@ unsafe fn collects_data(info: *const Info, ninfo: usize) -> bool {
     // SAFETY: as the caller promises.
     let infos = unsafe { std::slice::from_raw_parts(info, ninfo) };
     infos.iter().any(|i| {
-        let key: Vec<u8> = i
-            .key
-            .iter()
-            .take_while(|c| **c != 0)
-            .map(|c| *c as u8)
-            .collect();
-        key == PMIX_COLLECT_DATA && i.value.kind == PMIX_BOOL && i.value.data[0] as u8 != 0
+        let key = i.key.iter().take_while(|c| **c != 0).map(|c| *c as u8);
+        key.eq(PMIX_COLLECT_DATA.iter().copied())
+            && i.value.kind == PMIX_BOOL
+            && i.value.data[0] as u8 != 0
     })
 }
 
 /// Before the fence armed by [`announce_at_init`]: put and commit the key, if the fence collects
-/// data (else nobody could tell a rank without the key from data not yet fetched).
+/// data (else nobody could tell a rank without the key from data not yet fetched). Runs inside
+/// `MPI_Init`: allocation-free and in `.text.init` (see footprint.rs), like all the fence code.
+#[link_section = ".text.init.mpistat"]
 fn announce(collects: bool) {
     if !ARMED.swap(false, Relaxed) || !collects {
         return;
@@ -158,7 +179,7 @@ fn announce(collects: bool) {
     };
     type PutFn = unsafe extern "C" fn(u8, *const c_char, *mut Value) -> c_int;
     type CommitFn = unsafe extern "C" fn() -> c_int;
-    let mut value = Value::flag(true);
+    let mut value = Value::byte(TRACE_WISH.load(Relaxed));
     // SAFETY: PMIx's routines with a NUL-terminated key and a valid value; PMIx copies both.
     let ok = unsafe {
         std::mem::transmute::<*mut c_void, PutFn>(put)(PMIX_GLOBAL, KEY.as_ptr(), &mut value)
@@ -173,6 +194,7 @@ fn announce(collects: bool) {
 /// # Safety
 /// Called by PMIx clients with PMIx's arguments, passed on unchanged.
 #[no_mangle]
+#[link_section = ".text.init.mpistat"]
 pub unsafe extern "C" fn PMIx_Fence(
     procs: *const c_void,
     nprocs: usize,
@@ -180,8 +202,9 @@ pub unsafe extern "C" fn PMIx_Fence(
     ninfo: usize,
 ) -> c_int {
     if ARMED.load(Relaxed) {
-        // SAFETY: PMIx's caller passes `ninfo` infos.
-        crate::guard::quietly(|| announce(unsafe { collects_data(info.cast(), ninfo) }));
+        // SAFETY: PMIx's caller passes `ninfo` infos. This is inside the counted `MPI_Init`
+        // (ARMED is set only for its fence), where `contained` suffices (guard.rs).
+        crate::guard::contained(|| announce(unsafe { collects_data(info.cast(), ninfo) }));
     }
     type FenceFn = unsafe extern "C" fn(*const c_void, usize, *const c_void, usize) -> c_int;
     match FENCE.get() {
@@ -195,6 +218,7 @@ pub unsafe extern "C" fn PMIx_Fence(
 /// # Safety
 /// As for [`PMIx_Fence`].
 #[no_mangle]
+#[link_section = ".text.init.mpistat"]
 pub unsafe extern "C" fn PMIx_Fence_nb(
     procs: *const c_void,
     nprocs: usize,
@@ -204,8 +228,8 @@ pub unsafe extern "C" fn PMIx_Fence_nb(
     cbdata: *mut c_void,
 ) -> c_int {
     if ARMED.load(Relaxed) {
-        // SAFETY: as in `PMIx_Fence`.
-        crate::guard::quietly(|| announce(unsafe { collects_data(info.cast(), ninfo) }));
+        // SAFETY: as in `PMIx_Fence`; `contained` as there.
+        crate::guard::contained(|| announce(unsafe { collects_data(info.cast(), ninfo) }));
     }
     type FenceNbFn = unsafe extern "C" fn(
         *const c_void,
@@ -233,6 +257,9 @@ pub struct Peers {
     /// The rank that writes the job's record when not all have it: the lowest with the
     /// library (rank 0 if that is unknown).
     pub lead: u32,
+    /// The strongest wish for a trace among the ranks (see [`wish_trace`]), when every rank's
+    /// key was read (else the ranks must agree otherwise).
+    pub trace_wish: Option<u8>,
 }
 
 /// `PMIx_Get` of the job's namespace's processes, with `PMIX_OPTIONAL` (local data only).
@@ -253,8 +280,14 @@ impl Getter {
     /// For this process's namespace (`PMIX_NAMESPACE`), if PMIx is loaded.
     fn new() -> Option<Getter> {
         let get = GET.get()?;
-        let nspace = std::env::var_os("PMIX_NAMESPACE")?;
-        let nspace = std::os::unix::ffi::OsStrExt::as_bytes(nspace.as_os_str()).to_vec();
+        // getenv, not std::env: this runs inside MPI_Init and allocates nothing (footprint.rs).
+        // SAFETY: getenv with a NUL-terminated name; the value is read at once.
+        let nspace = unsafe { libc::getenv(c"PMIX_NAMESPACE".as_ptr()) };
+        if nspace.is_null() {
+            return None;
+        }
+        // SAFETY: getenv returned a NUL-terminated string.
+        let nspace = unsafe { CStr::from_ptr(nspace) }.to_bytes();
         if nspace.len() >= 256 {
             return None;
         }
@@ -262,7 +295,7 @@ impl Getter {
             nspace: [0; 256],
             rank: 0,
         };
-        for (d, s) in proc.nspace.iter_mut().zip(&nspace) {
+        for (d, s) in proc.nspace.iter_mut().zip(nspace) {
             *d = *s as c_char;
         }
         let mut optional = Info {
@@ -332,18 +365,24 @@ pub fn node_list() -> Option<Vec<String>> {
 /// After `MPI_Init`: ask PMIx, for each of the `size` ranks, whether it published [`KEY`]. If
 /// PMIx cannot tell, every rank has the library if the site says to assume so
 /// (`assume_all_if_unknown`), else that is unknown (and not assumed).
+///
+/// Runs right after the real `MPI_Init`, where all it runs adds to MPI_Init's peak resident set:
+/// allocation-free and in `.text.init` (see footprint.rs).
+#[link_section = ".text.init.mpistat"]
 pub fn learn(size: u32, assume_all_if_unknown: bool) -> Peers {
     if size <= 1 {
         return Peers {
             all: true,
             with_library: Some(size),
             lead: 0,
+            trace_wish: Some(TRACE_WISH.load(Relaxed)),
         };
     }
     let unknown = Peers {
         all: assume_all_if_unknown,
         with_library: None,
         lead: 0,
+        trace_wish: None,
     };
     if !ANNOUNCED.load(Relaxed) {
         return unknown;
@@ -353,8 +392,12 @@ pub fn learn(size: u32, assume_all_if_unknown: bool) -> Peers {
     };
     let mut count = 0u32;
     let mut lead = None;
+    let mut trace_wish = 0u8;
     for rank in 0..size {
-        if getter.get(rank, KEY, |_| ()).is_some() {
+        if let Some(wish) = getter.get(rank, KEY, |v| {
+            (v.kind == PMIX_UINT8).then(|| v.data[0] as u8)
+        }) {
+            trace_wish = trace_wish.max(wish.unwrap_or(0));
             count += 1;
             lead.get_or_insert(rank);
         }
@@ -363,5 +406,6 @@ pub fn learn(size: u32, assume_all_if_unknown: bool) -> Peers {
         all: count == size,
         with_library: Some(count),
         lead: lead.unwrap_or(0),
+        trace_wish: (count == size).then_some(trace_wish),
     }
 }

@@ -194,7 +194,7 @@ fn spans_nodes(map: &NodeMap, comm: MPI_Comm) -> Option<bool> {
 }
 
 /// (on-node, off-node) bytes of a successful call of routine `id` on `comm` that moved `bytes`
-/// in all (`sent()` of them by the send side of a send-and-receive); none if it cannot be placed.
+/// in all (`sent` of them by the send side of a send-and-receive); none if it cannot be placed.
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 pub fn split(
@@ -202,7 +202,7 @@ pub fn split(
     traffic: &Traffic,
     comm: MPI_Comm,
     bytes: u64,
-    sent: impl FnOnce() -> u64,
+    sent: u64,
 ) -> Option<(u64, u64)> {
     if bytes == 0 || comm.is_none() {
         return None;
@@ -218,7 +218,6 @@ pub fn split(
             Some(by(peer_is_local(map, comm, source(status)?)?, bytes))
         }
         (Class::P2p, Traffic::SendReceived { peer, status, .. }) => {
-            let sent = sent();
             let received = bytes - sent.min(bytes);
             let (a, b) = match sent {
                 0 => (0, 0),

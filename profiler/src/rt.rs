@@ -51,10 +51,12 @@ pub struct ThreadTable {
 /// Every thread's table, for the readers. Tables are never freed: a thread that ended still counts.
 pub static TABLES: Mutex<Vec<&'static ThreadTable>> = Mutex::new(Vec::new());
 
-/// A thread's own state: how deep it is in MPI calls, and its table once it has one.
+/// A thread's own state: how deep it is in MPI calls, its table once it has one, and whether
+/// it is the thread trace mode records ([`crate::trace`]).
 struct ThreadState {
     depth: Cell<u32>,
     table: Cell<Option<&'static ThreadTable>>,
+    traced: Cell<bool>,
 }
 
 thread_local! {
@@ -62,6 +64,7 @@ thread_local! {
         ThreadState {
             depth: Cell::new(0),
             table: Cell::new(None),
+            traced: Cell::new(false),
         }
     };
 }
@@ -87,6 +90,25 @@ impl Call {
         // wrapper call on the thread that made it.
         unsafe { &*self.thread }
     }
+
+    /// The call is on the thread that trace mode records (no thread-local lookup: the call
+    /// has its thread already).
+    #[inline(always)]
+    pub fn on_traced_thread(&self) -> bool {
+        self.thread().traced.get()
+    }
+}
+
+/// Make the calling thread the one trace mode records ([`Call::on_traced_thread`]).
+pub fn mark_traced_thread() {
+    // SAFETY: as in `Call::thread`.
+    unsafe { (*this_thread()).traced.set(true) }
+}
+
+/// Whether the calling thread is the one trace mode records.
+pub fn on_traced_thread() -> bool {
+    // SAFETY: as in `Call::thread`.
+    unsafe { (*this_thread()).traced.get() }
 }
 
 /// Add `v` to a counter that only this thread writes (a plain load and store, no locked op).

@@ -19,7 +19,7 @@
 
 use crate::family::Handle;
 use crate::ffi::MPI_Comm;
-use crate::mpi::{allreduce, comm_is_inter, comm_size, comm_world, reduce_to_root, Op, OwnComm};
+use crate::mpi::{allreduce, comm_is_inter, comm_size, reduce_to_root, Op, OwnComm};
 use mpistat_record::model::{Imbalance, PartitionImbalance};
 use std::cell::UnsafeCell;
 use std::collections::BTreeMap;
@@ -214,15 +214,37 @@ impl<T> Drop for SpinGuard<'_, T> {
     }
 }
 
-/// At the end of `MPI_Init`: the first superstep starts at `now` (ticks); buffer of `bytes`.
-pub fn start(bytes: usize, world_size: u32, now: u64) {
-    WORLD_SIZE.store(world_size, Relaxed);
-    WORLD.store(comm_world().map_or(0, Handle::key), Relaxed);
+/// Before the real `MPI_Init`: the buffer of `bytes`, allocated while start-up's pages are mapped
+/// anyway (footprint.rs).
+pub fn prepare(bytes: usize) {
     *STATE.lock() = Some(State {
         steps: Steps::new(bytes),
-        start: now,
-        mpi_at_start: crate::rt::thread_mpi_ticks(),
+        start: 0,
+        mpi_at_start: 0,
     });
+}
+
+/// At the end of `MPI_Init`: the first superstep starts at `now` (ticks), in the buffer
+/// [`prepare`]d (else a new one of `bytes`); `world` is `MPI_COMM_WORLD`'s handle.
+#[link_section = ".text.init.mpistat"]
+pub fn start(bytes: usize, world_size: u32, world: MPI_Comm, now: u64) {
+    WORLD_SIZE.store(world_size, Relaxed);
+    WORLD.store(world.key(), Relaxed);
+    let mpi_at_start = crate::rt::thread_mpi_ticks();
+    let mut state = STATE.lock();
+    match state.as_mut() {
+        Some(st) => {
+            st.start = now;
+            st.mpi_at_start = mpi_at_start;
+        }
+        None => {
+            *state = Some(State {
+                steps: Steps::new(bytes),
+                start: now,
+                mpi_at_start,
+            })
+        }
+    }
     ON.store(true, Relaxed);
 }
 

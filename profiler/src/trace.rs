@@ -49,11 +49,6 @@ pub fn on() -> bool {
     ON.load(Relaxed)
 }
 
-thread_local! {
-    /// This thread called `MPI_Init`: the one whose calls are traced.
-    static TRACED_THREAD: Cell<bool> = const { Cell::new(false) };
-}
-
 /// How a completing call reports statuses (see the spec's `completes*` terms).
 #[derive(Clone, Copy)]
 pub enum Completion {
@@ -131,14 +126,20 @@ struct Recorder {
     request_null: MPI_Request,
     comm_null: MPI_Comm,
     skew: Skew,
+    /// `MPISTAT_TRACE_TEST_SKEW`, read when the recorder was built.
+    skew_spec: Option<String>,
     state: State,
     events: Vec<Event>,
     capacity: usize,
     regions: FastMap<(RoutineId, usize), u32>,
     /// Per routine: the call site of its last call and that site's region (most calls repeat).
     last_region: Vec<(usize, u32)>,
-    /// The analysis' class of every routine (by id).
-    roles: Vec<RegionRole>,
+    /// What the recording needs to know of every routine (by id), worked out at `start` so
+    /// that no call looks at a routine's name.
+    facts: Vec<Facts>,
+    /// The traced thread's counter table (its type-size cache makes [`Recorder::bytes_of`]
+    /// cheap).
+    table: &'static crate::rt::ThreadTable,
     region_keys: Vec<(RoutineId, usize)>,
     sites: CallSites,
     comms: FastMap<usize, u32>,
@@ -165,6 +166,27 @@ struct Recorder {
     traced_calls: u64,
 }
 
+/// What the recording needs to know of a routine.
+#[derive(Clone, Copy)]
+struct Facts {
+    /// The analysis' class.
+    role: RegionRole,
+    /// A synchronous send (`MPI_Ssend`, `MPI_Issend`).
+    synchronous: bool,
+    /// A request-posting call that receives (`MPI_Irecv`, ...), not one that sends.
+    receives: bool,
+}
+
+impl Facts {
+    fn of(routine: &str) -> Facts {
+        Facts {
+            role: role_of(routine),
+            synchronous: matches!(routine, "MPI_Ssend" | "MPI_Issend"),
+            receives: routine.contains("recv"),
+        }
+    }
+}
+
 /// One call in this many measures the recording's own time.
 const OVERHEAD_SAMPLE: u64 = 32;
 
@@ -180,8 +202,8 @@ struct TracedThreadOnly {
     busy: Cell<bool>,
 }
 
-// SAFETY: every access goes through `with_recorder`, which only the thread with TRACED_THREAD
-// set passes, and that is one thread (set in `start` on the thread calling `MPI_Init`).
+// SAFETY: every access goes through `with_recorder`, which only the traced thread passes
+// (`rt::mark_traced_thread`, in `start` on the thread calling `MPI_Init`).
 unsafe impl Sync for TracedThreadOnly {}
 
 static RECORDER: TracedThreadOnly = TracedThreadOnly {
@@ -191,7 +213,17 @@ static RECORDER: TracedThreadOnly = TracedThreadOnly {
 
 /// Run `f` on the recorder, on the traced thread only (else, or when re-entered, `None`).
 fn with_recorder<R>(f: impl FnOnce(&mut Option<Recorder>) -> R) -> Option<R> {
-    if !TRACED_THREAD.with(Cell::get) || RECORDER.busy.replace(true) {
+    with_recorder_if(crate::rt::on_traced_thread(), f)
+}
+
+/// [`with_recorder`] for a caller that knows whether it is on the traced thread (a wrapper's
+/// [`rt::Call`] does: no thread-local lookup per call).
+#[inline(always)]
+fn with_recorder_if<R>(
+    traced_thread: bool,
+    f: impl FnOnce(&mut Option<Recorder>) -> R,
+) -> Option<R> {
+    if !traced_thread || RECORDER.busy.replace(true) {
         return None;
     }
     // SAFETY: only the traced thread gets here, and not re-entrantly (busy).
@@ -225,26 +257,46 @@ pub fn wish(config: &SiteConfig) -> Option<usize> {
         .then_some(2)
 }
 
-/// At the end of `MPI_Init`: if any rank wants a trace, every rank starts tracing (collective
-/// over `MPI_COMM_WORLD`: ranks may read the escalation list at different moments, and a rank
-/// that traced alone would wait forever in the clock measurement).
-pub fn start_if_wanted(config: &SiteConfig, wish: Option<usize>, rank: u32, world_size: u32) {
-    let Some(world) = mpi::comm_world() else {
-        return;
-    };
-    let mine = wish.map_or(0, |i| (REASONS.len() - i) as u64);
-    let Ok(agreed) = mpi::allreduce_on(&[mine], mpi::Op::Max, world) else {
-        return;
-    };
-    if agreed[0] > 0 {
-        let reason = REASONS[REASONS.len() - agreed[0] as usize];
-        start(&config.trace, reason, rank, world_size);
-    }
+/// A [`wish`] as a number that grows with its strength (0: no wish), for the ranks to agree on
+/// the strongest.
+pub fn wish_level(wish: Option<usize>) -> u8 {
+    wish.map_or(0, |i| (REASONS.len() - i.min(REASONS.len() - 1)) as u8)
 }
 
-/// Bytes a successful call's `traffic` moved (the counting path's measure).
-fn bytes_of(traffic: Traffic) -> u64 {
-    crate::traffic::measure(crate::rt::thread_table(), traffic).1
+/// At the end of `MPI_Init`: if any rank wants a trace, every rank starts tracing (ranks may read
+/// the escalation list at different moments, and a rank that traced alone would wait forever in
+/// the clock measurement). `agreed` is the strongest [`wish_level`] of all ranks when the ranks
+/// told it each other through PMIx ([`crate::peers`]); else they agree now (a collective over
+/// `MPI_COMM_WORLD`). Only a traced job runs anything more here (in `.text.init`, with the end
+/// of `MPI_Init`: see footprint.rs).
+#[link_section = ".text.init.mpistat"]
+pub fn start_if_wanted(
+    config: &SiteConfig,
+    wish: Option<usize>,
+    agreed: Option<u8>,
+    rank: u32,
+    world_size: u32,
+) {
+    let level = match agreed {
+        Some(level) => u64::from(level),
+        None => {
+            let Some(world) = mpi::comm_world() else {
+                return;
+            };
+            let mine = u64::from(wish_level(wish));
+            let Ok(agreed) = mpi::allreduce_on(&[mine], mpi::Op::Max, world) else {
+                return;
+            };
+            agreed[0]
+        }
+    };
+    if let Some(reason) = (level as usize)
+        .checked_sub(1)
+        .and_then(|i| REASONS.len().checked_sub(i + 1))
+        .map(|i| REASONS[i])
+    {
+        start(&config.trace, reason, rank, world_size);
+    }
 }
 
 impl Recorder {
@@ -275,6 +327,11 @@ impl Recorder {
             self.events[i].time = self.skewed(t);
         }
         (self.overhead_ticks as f64 * ns_per_tick) as u64
+    }
+
+    /// Bytes a successful call's `traffic` moved (the counting path's measure).
+    fn bytes_of(&self, traffic: Traffic) -> u64 {
+        crate::traffic::measure(self.table, traffic).1
     }
 
     fn push(&mut self, time: u64, kind: EventKind) {
@@ -364,11 +421,11 @@ impl Recorder {
     fn leave(&mut self, entered: Entered, rc: c_int, traffic: Traffic, args: &Args) {
         let end = ticks();
         let sampled = self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE);
-        let routine = ROUTINES[entered.id].name();
-        let class = self.roles[entered.id];
+        let facts = self.facts[entered.id];
+        let class = facts.role;
         let comm = (!args.comm.is_none()).then(|| self.comm_id(args.comm));
         if rc == 0 && entered.recording {
-            self.communication(&entered, end, routine, comm, traffic, args);
+            self.communication(&entered, end, facts, comm, traffic, args);
         }
         match (class, comm) {
             (RegionRole::Mpi(c), Some(comm)) if !entered.recording => {
@@ -381,7 +438,7 @@ impl Recorder {
             }
             _ if !entered.recording => {}
             (RegionRole::Mpi(c), Some(comm)) if c != MpiClass::PointToPoint => {
-                let bytes = if rc == 0 { bytes_of(traffic) } else { 0 };
+                let bytes = if rc == 0 { self.bytes_of(traffic) } else { 0 };
                 let root = match traffic {
                     Traffic::Elements { peer, .. } | Traffic::SendReceived { peer, .. }
                         if peer != NO_PEER =>
@@ -425,17 +482,17 @@ impl Recorder {
         &mut self,
         entered: &Entered,
         end: u64,
-        routine: &str,
+        facts: Facts,
         comm: Option<u32>,
         traffic: Traffic,
         args: &Args,
     ) {
-        let synchronous = matches!(routine, "MPI_Ssend" | "MPI_Issend");
+        let synchronous = facts.synchronous;
         if let Some(comm) = comm {
-            if self.roles[entered.id] == RegionRole::Mpi(MpiClass::PointToPoint) {
+            if facts.role == RegionRole::Mpi(MpiClass::PointToPoint) {
                 match traffic {
                     Traffic::Elements { peer, .. } if !args.request.is_null() => {
-                        let sends = !routine.contains("recv");
+                        let sends = !facts.receives;
                         if sends {
                             self.send(entered.start, comm, peer, args.tag, traffic, synchronous);
                         }
@@ -452,7 +509,7 @@ impl Recorder {
                                 comm,
                                 source: self.world_rank(comm, peer),
                                 tag: (args.tag != ANY_TAG).then_some(args.tag),
-                                bytes: bytes_of(traffic),
+                                bytes: self.bytes_of(traffic),
                             };
                             self.pending.insert(request.key(), posted);
                         }
@@ -490,7 +547,7 @@ impl Recorder {
             return;
         }
         if let Some(peer) = self.world_rank(comm, peer) {
-            let bytes = bytes_of(traffic);
+            let bytes = self.bytes_of(traffic);
             self.push(
                 at,
                 EventKind::Send {
@@ -648,14 +705,24 @@ impl Recorder {
 /// Start of a traced call of routine `id` (out of line); `requests` are the `n` requests a
 /// completing call may complete (null otherwise).
 #[inline(never)]
-pub fn enter(id: RoutineId, requests: *const MPI_Request, n: c_int) -> Option<Entered> {
-    with_recorder(|r| r.as_mut()?.enter(id, requests, n)).flatten()
+pub fn enter(
+    call: &crate::rt::Call,
+    id: RoutineId,
+    requests: *const MPI_Request,
+    n: c_int,
+) -> Option<Entered> {
+    with_recorder_if(call.on_traced_thread(), |r| {
+        r.as_mut()?.enter(id, requests, n)
+    })
+    .flatten()
 }
 
 /// End of a traced call that returned `rc` (out of line).
 #[inline(never)]
-pub fn leave(entered: Entered, rc: c_int, traffic: Traffic, args: Args) {
-    with_recorder(|r| r.as_mut().map(|r| r.leave(entered, rc, traffic, &args)));
+pub fn leave(call: &crate::rt::Call, entered: Entered, rc: c_int, traffic: Traffic, args: Args) {
+    with_recorder_if(call.on_traced_thread(), |r| {
+        r.as_mut().map(|r| r.leave(entered, rc, traffic, &args))
+    });
 }
 
 /// The analysis' class of a routine; nonblocking collectives synchronise in their completion,
@@ -779,10 +846,7 @@ fn site_names(keys: &[(RoutineId, usize)]) -> (Vec<Region>, Vec<Module>) {
 /// `MPISTAT_TRACE_TEST_SKEW=RANK:OFFSET_NS:DRIFT_PPM[,RANK:...]`: a test knob that puts an
 /// artificial offset and drift on some ranks' trace clocks (e.g. all ranks of one node), to show
 /// the analysis corrects them.
-fn test_skew(rank: u32) -> Skew {
-    let Ok(text) = std::env::var("MPISTAT_TRACE_TEST_SKEW") else {
-        return Skew::default();
-    };
+fn test_skew(text: &str, rank: u32) -> Skew {
     text.split(',')
         .find_map(
             |entry| match entry.split(':').collect::<Vec<_>>().as_slice() {
@@ -845,8 +909,67 @@ fn measure_offset(recorder: &Recorder, comm: &OwnComm) -> Option<ClockSample> {
     }
 }
 
-/// Set up this rank's recorder and measure its clock against rank 0's (collective over
-/// `MPI_COMM_WORLD`).
+/// A recorder built before the real `MPI_Init` by a rank that wants a trace itself ([`prepare`]).
+static EARLY: Mutex<Option<Recorder>> = Mutex::new(None);
+
+/// Before the real `MPI_Init`, on the thread calling it, when this rank wants a trace: build
+/// the recorder's parts that need no MPI (event buffer, routine facts, call sites) while
+/// start-up's pages are mapped anyway, so that its code adds nothing to MPI_Init's peak
+/// (footprint.rs). [`start`] completes it if the ranks agree to trace.
+pub fn prepare(config: &TraceConfig) {
+    let recorder = Recorder::new(config);
+    *EARLY.lock().unwrap_or_else(|e| e.into_inner()) = Some(recorder);
+}
+
+impl Recorder {
+    /// A recorder for the calling thread, without what needs MPI (rank, world, clock samples).
+    fn new(config: &TraceConfig) -> Recorder {
+        let capacity = config.budget_bytes / std::mem::size_of::<Event>();
+        Recorder {
+            config: config.clone(),
+            reason: "",
+            rank: 0,
+            world_size: 0,
+            request_null: crate::family::predefined(Predefined::RequestNull)
+                .unwrap_or(Handle::NONE),
+            comm_null: crate::family::predefined(Predefined::CommNull).unwrap_or(Handle::NONE),
+            skew: Skew::default(),
+            skew_spec: std::env::var("MPISTAT_TRACE_TEST_SKEW").ok(),
+            state: if config.skip_supersteps == 0 {
+                State::Recording
+            } else {
+                State::Skipping
+            },
+            events: event_buffer(capacity),
+            capacity,
+            regions: FastMap::default(),
+            facts: ROUTINES.iter().map(|r| Facts::of(r.name())).collect(),
+            table: crate::rt::thread_table(),
+            region_keys: Vec::new(),
+            sites: CallSites::default(),
+            comms: FastMap::default(),
+            communicators: Vec::new(),
+            pending: FastMap::default(),
+            completing: std::ptr::null(),
+            snapshot: Vec::new(),
+            cartesian: None,
+            supersteps: 0,
+            cuts: Vec::new(),
+            stop_note: None,
+            stopped_by_budget: false,
+            clock: Vec::new(),
+            anchor: Anchor::now(),
+            overhead_ticks: 0,
+            traced_calls: 0,
+            last_region: vec![(usize::MAX, 0); ROUTINES.len()],
+            last_comm: (0, 0),
+        }
+    }
+}
+
+/// Set up this rank's recorder (the one [`prepare`]d, else a new one) and measure its clock
+/// against rank 0's (collective over `MPI_COMM_WORLD`). Out of line, away from `.text.init`.
+#[inline(never)]
 fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32) {
     let Some(world) = mpi::comm_world() else {
         return;
@@ -854,51 +977,25 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
     let Ok(comm) = OwnComm::dup(world) else {
         return;
     };
-    let event_size = std::mem::size_of::<Event>();
-    let capacity = config.budget_bytes / event_size;
-    let mut recorder = Recorder {
-        config: config.clone(),
-        reason,
-        rank,
-        world_size,
-        request_null: crate::family::predefined(Predefined::RequestNull).unwrap_or(Handle::NONE),
-        comm_null: crate::family::predefined(Predefined::CommNull).unwrap_or(Handle::NONE),
-        skew: test_skew(rank),
-        state: if config.skip_supersteps == 0 {
-            State::Recording
-        } else {
-            State::Skipping
-        },
-        events: event_buffer(capacity),
-        capacity,
-        regions: FastMap::default(),
-        roles: ROUTINES.iter().map(|r| role_of(r.name())).collect(),
-        region_keys: Vec::new(),
-        sites: CallSites::default(),
-        comms: FastMap::default(),
-        communicators: vec![Communicator {
-            members: (0..world_size).collect(),
-        }],
-        pending: FastMap::default(),
-        completing: std::ptr::null(),
-        snapshot: Vec::new(),
-        cartesian: None,
-        supersteps: 0,
-        cuts: Vec::new(),
-        stop_note: None,
-        stopped_by_budget: false,
-        clock: Vec::new(),
-        anchor: Anchor::now(),
-        overhead_ticks: 0,
-        traced_calls: 0,
-        last_region: vec![(usize::MAX, 0); ROUTINES.len()],
-        last_comm: (world.key(), 0),
-    };
+    let early = EARLY.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let mut recorder = early.unwrap_or_else(|| Recorder::new(config));
+    recorder.reason = reason;
+    recorder.rank = rank;
+    recorder.world_size = world_size;
+    recorder.skew = recorder
+        .skew_spec
+        .as_deref()
+        .map_or_else(Skew::default, |spec| test_skew(spec, rank));
+    recorder.communicators = vec![Communicator {
+        members: (0..world_size).collect(),
+    }];
     recorder.comms.insert(world.key(), 0);
+    recorder.last_comm = (world.key(), 0);
+    recorder.anchor = Anchor::now();
     if let Some(sample) = measure_offset(&recorder, &comm) {
         recorder.clock.push(sample);
     }
-    TRACED_THREAD.with(|t| t.set(true));
+    crate::rt::mark_traced_thread();
     if with_recorder(|r| *r = Some(recorder)).is_some() {
         ON.store(true, Relaxed);
     }

@@ -260,6 +260,7 @@ fn sum_counts<C: Copy + Into<MPI_Count>>(counts: *const C, n: usize) -> u64 {
 }
 
 /// The bytes the send side of a send-and-receive moved (0 for other calls).
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 fn sent_bytes(table: &ThreadTable, traffic: &Traffic) -> u64 {
     match *traffic {
@@ -279,12 +280,9 @@ fn sent_bytes(table: &ThreadTable, traffic: &Traffic) -> u64 {
 #[link_section = ".text.hot.mpistat"]
 pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     // A bug here must not unwind into the user's program: swallow it, lose this call's bytes.
-    let Some((count, bytes, placed)) = crate::guard::contained(move || {
-        let (count, bytes) = measure(table, traffic);
-        let placed =
-            crate::places::split(id, &traffic, comm, bytes, || sent_bytes(table, &traffic));
-        (count, bytes, placed)
-    }) else {
+    let Some((count, bytes, placed)) =
+        crate::guard::contained(move || measure_and_place(table, id, traffic, comm))
+    else {
         return;
     };
     let c = &table.routines[id];
@@ -295,4 +293,20 @@ pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Co
         bump(&c.on_node, on);
         bump(&c.off_node, off);
     }
+}
+
+/// A call's count and bytes, and its bytes on and off this node if known. A function of its own
+/// in the hot chunk: as a closure body it may be compiled out of line into `.text`, mapping one
+/// more chunk of code into every rank (footprint.rs).
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+fn measure_and_place(
+    table: &ThreadTable,
+    id: RoutineId,
+    traffic: Traffic,
+    comm: MPI_Comm,
+) -> (u64, u64, Option<(u64, u64)>) {
+    let (count, bytes) = measure(table, traffic);
+    let placed = crate::places::split(id, &traffic, comm, bytes, sent_bytes(table, &traffic));
+    (count, bytes, placed)
 }

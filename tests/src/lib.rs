@@ -802,10 +802,7 @@ impl Job {
     /// `site_config`.
     fn preloaded_as_is(&self, site_config: &Path) -> Vec<(String, String)> {
         vec![
-            (
-                "LD_PRELOAD".to_string(),
-                library().display().to_string(),
-            ),
+            ("LD_PRELOAD".to_string(), library().display().to_string()),
             (
                 "MPISTAT_CONFIG".to_string(),
                 site_config.display().to_string(),

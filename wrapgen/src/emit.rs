@@ -414,7 +414,7 @@ fn wrapper(
     }
     writeln!(
         out,
-        "    let traced = if tracing {{ trace::enter(id::{name}, {}) }} else {{ None }};",
+        "    let traced = if tracing {{ trace::enter(&call, id::{name}, {}) }} else {{ None }};",
         trace_enter_args(&row.semantics)
     )
     .unwrap();
@@ -423,7 +423,7 @@ fn wrapper(
     writeln!(out, "    let traffic = {traffic};").unwrap();
     writeln!(
         out,
-        "    if let Some(traced) = traced {{ trace::leave(traced, {rc_arg}, traffic, {}) }}",
+        "    if let Some(traced) = traced {{ trace::leave(&call, traced, {rc_arg}, traffic, {}) }}",
         trace_args_expr(&row.semantics)
     )
     .unwrap();
@@ -436,11 +436,10 @@ fn wrapper(
         )
         .unwrap();
     } else {
-        let comm = row
-            .semantics
-            .comm
-            .as_deref()
-            .map_or("<crate::ffi::MPI_Comm as crate::family::Handle>::NONE".to_string(), ident);
+        let comm = row.semantics.comm.as_deref().map_or(
+            "<crate::ffi::MPI_Comm as crate::family::Handle>::NONE".to_string(),
+            ident,
+        );
         writeln!(
             out,
             "    rt::leave(call, id::{name}, {rc_arg}, {traffic}, {comm});"

@@ -12,7 +12,7 @@ use crate::spec::{Class, Routine};
 pub const N_ROUTINES: usize = 613;
 
 /// Every routine's name, in table order (see `Routine::name`).
-pub const NAMES: &str = "MPI_Get_countMPI_IprobeMPI_IrecvMPI_IsendMPI_ProbeMPI_RecvMPI_SendMPI_SendrecvMPI_SsendMPI_StartMPI_StartallMPI_TestallMPI_TestanyMPI_TestMPI_WaitallMPI_WaitanyMPI_WaitMPI_AllgatherMPI_AllgathervMPI_AllreduceMPI_IallreduceMPI_AlltoallMPI_IalltoallMPI_AlltoallvMPI_BarrierMPI_IbarrierMPI_BcastMPI_IbcastMPI_GatherMPI_GathervMPI_ReduceMPI_IreduceMPI_ScatterMPI_ScattervMPI_GetMPI_PutMPI_Win_fenceMPI_Win_flushMPI_Win_lockMPI_Win_unlockMPI_Comm_rankMPI_Comm_sizeMPI_InitMPI_Init_threadMPI_WtimeMPI_BsendMPI_Bsend_initMPI_Buffer_attachMPI_Buffer_detachMPI_CancelMPI_Get_elementsMPI_Get_elements_xMPI_Grequest_completeMPI_Grequest_startMPI_IbsendMPI_ImprobeMPI_ImrecvMPI_IrsendMPI_IssendMPI_MprobeMPI_MrecvMPI_Recv_initMPI_Request_freeMPI_Request_get_statusMPI_RsendMPI_Rsend_initMPI_Send_initMPI_Sendrecv_replaceMPI_Ssend_initMPI_Status_set_cancelledMPI_Status_set_elementsMPI_Status_set_elements_xMPI_Test_cancelledMPI_TestsomeMPI_WaitsomeMPI_Bsend_cMPI_Bsend_init_cMPI_Buffer_attach_cMPI_Buffer_detach_cMPI_Get_count_cMPI_Get_elements_cMPI_Ibsend_cMPI_Imrecv_cMPI_Irecv_cMPI_Irsend_cMPI_Isend_cMPI_IsendrecvMPI_Isendrecv_cMPI_Isendrecv_replaceMPI_Isendrecv_replace_cMPI_Issend_cMPI_Mrecv_cMPI_ParrivedMPI_PreadyMPI_Pready_listMPI_Pready_rangeMPI_Precv_initMPI_Psend_initMPI_Recv_cMPI_Recv_init_cMPI_Rsend_cMPI_Rsend_init_cMPI_Send_cMPI_Send_init_cMPI_Sendrecv_cMPI_Sendrecv_replace_cMPI_Ssend_cMPI_Ssend_init_cMPI_IallgatherMPI_IallgathervMPI_IalltoallvMPI_AlltoallwMPI_IalltoallwMPI_ExscanMPI_IexscanMPI_IgatherMPI_IgathervMPI_Neighbor_allgatherMPI_Ineighbor_allgatherMPI_Neighbor_allgathervMPI_Ineighbor_allgathervMPI_Neighbor_alltoallMPI_Ineighbor_alltoallMPI_Neighbor_alltoallvMPI_Ineighbor_alltoallvMPI_Neighbor_alltoallwMPI_Ineighbor_alltoallwMPI_Reduce_localMPI_Reduce_scatterMPI_Ireduce_scatterMPI_Reduce_scatter_blockMPI_Ireduce_scatter_blockMPI_ScanMPI_IscanMPI_IscatterMPI_IscattervMPI_Allgather_cMPI_Allgather_initMPI_Allgather_init_cMPI_Allgatherv_cMPI_Allgatherv_initMPI_Allgatherv_init_cMPI_Allreduce_cMPI_Allreduce_initMPI_Allreduce_init_cMPI_Alltoall_cMPI_Alltoall_initMPI_Alltoall_init_cMPI_Alltoallv_cMPI_Alltoallv_initMPI_Alltoallv_init_cMPI_Alltoallw_cMPI_Alltoallw_initMPI_Alltoallw_init_cMPI_Barrier_initMPI_Bcast_cMPI_Bcast_initMPI_Bcast_init_cMPI_Exscan_cMPI_Exscan_initMPI_Exscan_init_cMPI_Gather_cMPI_Gather_initMPI_Gather_init_cMPI_Gatherv_cMPI_Gatherv_initMPI_Gatherv_init_cMPI_Iallgather_cMPI_Iallgatherv_cMPI_Iallreduce_cMPI_Ialltoall_cMPI_Ialltoallv_cMPI_Ialltoallw_cMPI_Ibcast_cMPI_Iexscan_cMPI_Igather_cMPI_Igatherv_cMPI_Ineighbor_allgather_cMPI_Ineighbor_allgatherv_cMPI_Ineighbor_alltoall_cMPI_Ineighbor_alltoallv_cMPI_Ineighbor_alltoallw_cMPI_Ireduce_cMPI_Ireduce_scatter_block_cMPI_Ireduce_scatter_cMPI_Iscan_cMPI_Iscatter_cMPI_Iscatterv_cMPI_Neighbor_allgather_cMPI_Neighbor_allgather_initMPI_Neighbor_allgather_init_cMPI_Neighbor_allgatherv_cMPI_Neighbor_allgatherv_initMPI_Neighbor_allgatherv_init_cMPI_Neighbor_alltoall_cMPI_Neighbor_alltoall_initMPI_Neighbor_alltoall_init_cMPI_Neighbor_alltoallv_cMPI_Neighbor_alltoallv_initMPI_Neighbor_alltoallv_init_cMPI_Neighbor_alltoallw_cMPI_Neighbor_alltoallw_initMPI_Neighbor_alltoallw_init_cMPI_Reduce_cMPI_Reduce_initMPI_Reduce_init_cMPI_Reduce_local_cMPI_Reduce_scatter_block_cMPI_Reduce_scatter_block_initMPI_Reduce_scatter_block_init_cMPI_Reduce_scatter_cMPI_Reduce_scatter_initMPI_Reduce_scatter_init_cMPI_Scan_cMPI_Scan_initMPI_Scan_init_cMPI_Scatter_cMPI_Scatter_initMPI_Scatter_init_cMPI_Scatterv_cMPI_Scatterv_initMPI_Scatterv_init_cMPI_AccumulateMPI_Compare_and_swapMPI_Fetch_and_opMPI_Get_accumulateMPI_RaccumulateMPI_RgetMPI_Rget_accumulateMPI_RputMPI_Win_allocateMPI_Win_allocate_sharedMPI_Win_attachMPI_Win_call_errhandlerMPI_Win_completeMPI_Win_createMPI_Win_create_dynamicMPI_Win_create_errhandlerMPI_Win_create_keyvalMPI_Win_delete_attrMPI_Win_detachMPI_Win_flush_allMPI_Win_flush_localMPI_Win_flush_local_allMPI_Win_freeMPI_Win_free_keyvalMPI_Win_get_attrMPI_Win_get_errhandlerMPI_Win_get_groupMPI_Win_get_infoMPI_Win_get_nameMPI_Win_lock_allMPI_Win_postMPI_Win_set_attrMPI_Win_set_errhandlerMPI_Win_set_infoMPI_Win_set_nameMPI_Win_shared_queryMPI_Win_startMPI_Win_syncMPI_Win_testMPI_Win_unlock_allMPI_Win_waitMPI_Accumulate_cMPI_Get_accumulate_cMPI_Get_cMPI_Put_cMPI_Raccumulate_cMPI_Rget_accumulate_cMPI_Rget_cMPI_Rput_cMPI_Win_allocate_cMPI_Win_allocate_shared_cMPI_Win_create_cMPI_Win_shared_query_cMPI_File_call_errhandlerMPI_File_create_errhandlerMPI_File_set_errhandlerMPI_File_get_errhandlerMPI_File_openMPI_File_closeMPI_File_deleteMPI_File_set_sizeMPI_File_preallocateMPI_File_get_sizeMPI_File_get_groupMPI_File_get_amodeMPI_File_set_infoMPI_File_get_infoMPI_File_set_viewMPI_File_get_viewMPI_File_read_atMPI_File_read_at_allMPI_File_write_atMPI_File_write_at_allMPI_File_iread_atMPI_File_iwrite_atMPI_File_iread_at_allMPI_File_iwrite_at_allMPI_File_readMPI_File_read_allMPI_File_writeMPI_File_write_allMPI_File_ireadMPI_File_iwriteMPI_File_iread_allMPI_File_iwrite_allMPI_File_seekMPI_File_get_positionMPI_File_get_byte_offsetMPI_File_read_sharedMPI_File_write_sharedMPI_File_iread_sharedMPI_File_iwrite_sharedMPI_File_read_orderedMPI_File_write_orderedMPI_File_seek_sharedMPI_File_get_position_sharedMPI_File_read_at_all_beginMPI_File_read_at_all_endMPI_File_write_at_all_beginMPI_File_write_at_all_endMPI_File_read_all_beginMPI_File_read_all_endMPI_File_write_all_beginMPI_File_write_all_endMPI_File_read_ordered_beginMPI_File_read_ordered_endMPI_File_write_ordered_beginMPI_File_write_ordered_endMPI_File_get_type_extentMPI_File_set_atomicityMPI_File_get_atomicityMPI_File_syncMPI_Register_datarepMPI_File_get_type_extent_cMPI_File_iread_all_cMPI_File_iread_at_all_cMPI_File_iread_at_cMPI_File_iread_cMPI_File_iread_shared_cMPI_File_iwrite_all_cMPI_File_iwrite_at_all_cMPI_File_iwrite_at_cMPI_File_iwrite_cMPI_File_iwrite_shared_cMPI_File_read_all_begin_cMPI_File_read_all_cMPI_File_read_at_all_begin_cMPI_File_read_at_all_cMPI_File_read_at_cMPI_File_read_cMPI_File_read_ordered_begin_cMPI_File_read_ordered_cMPI_File_read_shared_cMPI_File_write_all_begin_cMPI_File_write_all_cMPI_File_write_at_all_begin_cMPI_File_write_at_all_cMPI_File_write_at_cMPI_File_write_cMPI_File_write_ordered_begin_cMPI_File_write_ordered_cMPI_File_write_shared_cMPI_Register_datarep_cMPI_Get_addressMPI_Pack_externalMPI_Pack_external_sizeMPI_PackMPI_Pack_sizeMPI_Type_commitMPI_Type_contiguousMPI_Type_create_darrayMPI_Type_create_f90_complexMPI_Type_create_f90_integerMPI_Type_create_f90_realMPI_Type_create_hindexed_blockMPI_Type_create_hindexedMPI_Type_create_hvectorMPI_Type_create_keyvalMPI_Type_create_indexed_blockMPI_Type_create_structMPI_Type_create_subarrayMPI_Type_create_resizedMPI_Type_delete_attrMPI_Type_dupMPI_Type_freeMPI_Type_free_keyvalMPI_Type_get_attrMPI_Type_get_contentsMPI_Type_get_envelopeMPI_Type_get_extentMPI_Type_get_extent_xMPI_Type_get_nameMPI_Type_get_true_extentMPI_Type_get_true_extent_xMPI_Type_indexedMPI_Type_match_sizeMPI_Type_set_attrMPI_Type_set_nameMPI_Type_sizeMPI_Type_size_xMPI_Type_vectorMPI_UnpackMPI_Unpack_externalMPI_AddressMPI_Pack_cMPI_Pack_external_cMPI_Pack_external_size_cMPI_Pack_size_cMPI_Type_contiguous_cMPI_Type_create_darray_cMPI_Type_create_hindexed_block_cMPI_Type_create_hindexed_cMPI_Type_create_hvector_cMPI_Type_create_indexed_block_cMPI_Type_create_resized_cMPI_Type_create_struct_cMPI_Type_create_subarray_cMPI_Type_extentMPI_Type_get_contents_cMPI_Type_get_envelope_cMPI_Type_get_extent_cMPI_Type_get_true_extent_cMPI_Type_hindexedMPI_Type_hvectorMPI_Type_indexed_cMPI_Type_lbMPI_Type_size_cMPI_Type_structMPI_Type_ubMPI_Type_vector_cMPI_Unpack_cMPI_Unpack_external_cMPI_Close_portMPI_Comm_acceptMPI_Comm_call_errhandlerMPI_Comm_compareMPI_Comm_connectMPI_Comm_create_errhandlerMPI_Comm_create_keyvalMPI_Comm_create_groupMPI_Comm_createMPI_Comm_delete_attrMPI_Comm_disconnectMPI_Comm_dupMPI_Comm_idupMPI_Comm_dup_with_infoMPI_Comm_free_keyvalMPI_Comm_freeMPI_Comm_get_attrMPI_Comm_get_errhandlerMPI_Comm_get_infoMPI_Comm_get_nameMPI_Comm_get_parentMPI_Comm_groupMPI_Comm_joinMPI_Comm_remote_groupMPI_Comm_remote_sizeMPI_Comm_set_attrMPI_Comm_set_errhandlerMPI_Comm_set_infoMPI_Comm_set_nameMPI_Comm_spawnMPI_Comm_spawn_multipleMPI_Comm_splitMPI_Comm_split_typeMPI_Comm_test_interMPI_Errhandler_freeMPI_Group_compareMPI_Group_differenceMPI_Group_exclMPI_Group_freeMPI_Group_inclMPI_Group_intersectionMPI_Group_range_exclMPI_Group_range_inclMPI_Group_rankMPI_Group_sizeMPI_Group_translate_ranksMPI_Group_unionMPI_Intercomm_createMPI_Intercomm_mergeMPI_Lookup_nameMPI_Open_portMPI_Publish_nameMPI_Unpublish_nameMPI_Attr_deleteMPI_Attr_getMPI_Attr_putMPI_Keyval_createMPI_Keyval_freeMPI_Comm_create_from_groupMPI_Comm_idup_with_infoMPI_Errhandler_createMPI_Errhandler_getMPI_Errhandler_setMPI_Group_from_session_psetMPI_Intercomm_create_from_groupsMPI_Cart_coordsMPI_Cart_createMPI_Cart_getMPI_Cart_mapMPI_Cart_rankMPI_Cart_shiftMPI_Cart_subMPI_Cartdim_getMPI_Dist_graph_createMPI_Dist_graph_create_adjacentMPI_Dist_graph_neighborsMPI_Dist_graph_neighbors_countMPI_Dims_createMPI_Graph_createMPI_Graph_getMPI_Graph_mapMPI_Graph_neighbors_countMPI_Graph_neighborsMPI_Graphdims_getMPI_Topo_testMPI_AbortMPI_Add_error_classMPI_Add_error_codeMPI_Add_error_stringMPI_Alloc_memMPI_Error_classMPI_Error_stringMPI_FinalizeMPI_FinalizedMPI_Free_memMPI_Get_library_versionMPI_Get_processor_nameMPI_Get_versionMPI_Info_createMPI_Info_deleteMPI_Info_dupMPI_Info_freeMPI_Info_getMPI_Info_get_nkeysMPI_Info_get_nthkeyMPI_Info_get_valuelenMPI_Info_setMPI_InitializedMPI_Is_thread_mainMPI_Op_commutativeMPI_Op_createMPI_Op_freeMPI_PcontrolMPI_Query_threadMPI_WtickMPI_T_init_threadMPI_T_finalizeMPI_T_cvar_get_numMPI_T_cvar_get_infoMPI_T_cvar_get_indexMPI_T_cvar_handle_allocMPI_T_cvar_handle_freeMPI_T_cvar_readMPI_T_cvar_writeMPI_T_category_get_numMPI_T_category_get_infoMPI_T_category_get_indexMPI_T_category_get_cvarsMPI_T_category_get_pvarsMPI_T_category_get_categoriesMPI_T_category_changedMPI_T_pvar_get_numMPI_T_pvar_get_infoMPI_T_pvar_get_indexMPI_T_pvar_session_createMPI_T_pvar_session_freeMPI_T_pvar_handle_allocMPI_T_pvar_handle_freeMPI_T_pvar_startMPI_T_pvar_stopMPI_T_pvar_readMPI_T_pvar_writeMPI_T_pvar_resetMPI_T_pvar_readresetMPI_T_enum_get_infoMPI_T_enum_get_itemMPI_Info_create_envMPI_Info_get_stringMPI_Op_create_cMPI_Session_call_errhandlerMPI_Session_create_errhandlerMPI_Session_finalizeMPI_Session_get_errhandlerMPI_Session_get_infoMPI_Session_get_nth_psetMPI_Session_get_num_psetsMPI_Session_get_pset_infoMPI_Session_initMPI_Session_set_errhandlerMPI_T_category_get_eventsMPI_T_category_get_num_eventsMPI_T_event_callback_get_infoMPI_T_event_callback_set_infoMPI_T_event_copyMPI_T_event_get_indexMPI_T_event_get_infoMPI_T_event_get_numMPI_T_event_get_sourceMPI_T_event_get_timestampMPI_T_event_handle_allocMPI_T_event_handle_freeMPI_T_event_handle_get_infoMPI_T_event_handle_set_infoMPI_T_event_readMPI_T_event_register_callbackMPI_T_event_set_dropped_handlerMPI_T_source_get_infoMPI_T_source_get_numMPI_T_source_get_timestamp";
+pub const NAMES: &str = "MPI_Get_countMPI_IprobeMPI_IrecvMPI_IsendMPI_ProbeMPI_RecvMPI_SendMPI_SendrecvMPI_SsendMPI_StartMPI_StartallMPI_TestallMPI_TestanyMPI_TestMPI_WaitallMPI_WaitanyMPI_WaitMPI_AllgatherMPI_AllgathervMPI_AllreduceMPI_IallreduceMPI_AlltoallMPI_IalltoallMPI_AlltoallvMPI_BarrierMPI_IbarrierMPI_BcastMPI_IbcastMPI_GatherMPI_GathervMPI_ReduceMPI_IreduceMPI_ScatterMPI_GetMPI_PutMPI_Win_fenceMPI_Win_flushMPI_Win_lockMPI_Win_unlockMPI_Comm_rankMPI_Comm_sizeMPI_InitMPI_Init_threadMPI_WtimeMPI_BsendMPI_Bsend_initMPI_Buffer_attachMPI_Buffer_detachMPI_CancelMPI_Get_elementsMPI_Get_elements_xMPI_Grequest_completeMPI_Grequest_startMPI_IbsendMPI_ImprobeMPI_ImrecvMPI_IrsendMPI_IssendMPI_MprobeMPI_MrecvMPI_Recv_initMPI_Request_freeMPI_Request_get_statusMPI_RsendMPI_Rsend_initMPI_Send_initMPI_Sendrecv_replaceMPI_Ssend_initMPI_Status_set_cancelledMPI_Status_set_elementsMPI_Status_set_elements_xMPI_Test_cancelledMPI_TestsomeMPI_WaitsomeMPI_Bsend_cMPI_Bsend_init_cMPI_Buffer_attach_cMPI_Buffer_detach_cMPI_Get_count_cMPI_Get_elements_cMPI_Ibsend_cMPI_Imrecv_cMPI_Irecv_cMPI_Irsend_cMPI_Isend_cMPI_IsendrecvMPI_Isendrecv_cMPI_Isendrecv_replaceMPI_Isendrecv_replace_cMPI_Issend_cMPI_Mrecv_cMPI_ParrivedMPI_PreadyMPI_Pready_listMPI_Pready_rangeMPI_Precv_initMPI_Psend_initMPI_Recv_cMPI_Recv_init_cMPI_Rsend_cMPI_Rsend_init_cMPI_Send_cMPI_Send_init_cMPI_Sendrecv_cMPI_Sendrecv_replace_cMPI_Ssend_cMPI_Ssend_init_cMPI_IallgatherMPI_IallgathervMPI_IalltoallvMPI_AlltoallwMPI_IalltoallwMPI_ExscanMPI_IexscanMPI_IgatherMPI_IgathervMPI_Neighbor_allgatherMPI_Ineighbor_allgatherMPI_Neighbor_allgathervMPI_Ineighbor_allgathervMPI_Neighbor_alltoallMPI_Ineighbor_alltoallMPI_Neighbor_alltoallvMPI_Ineighbor_alltoallvMPI_Neighbor_alltoallwMPI_Ineighbor_alltoallwMPI_Reduce_localMPI_Reduce_scatterMPI_Ireduce_scatterMPI_Reduce_scatter_blockMPI_Ireduce_scatter_blockMPI_ScanMPI_IscanMPI_IscatterMPI_ScattervMPI_IscattervMPI_Allgather_cMPI_Allgather_initMPI_Allgather_init_cMPI_Allgatherv_cMPI_Allgatherv_initMPI_Allgatherv_init_cMPI_Allreduce_cMPI_Allreduce_initMPI_Allreduce_init_cMPI_Alltoall_cMPI_Alltoall_initMPI_Alltoall_init_cMPI_Alltoallv_cMPI_Alltoallv_initMPI_Alltoallv_init_cMPI_Alltoallw_cMPI_Alltoallw_initMPI_Alltoallw_init_cMPI_Barrier_initMPI_Bcast_cMPI_Bcast_initMPI_Bcast_init_cMPI_Exscan_cMPI_Exscan_initMPI_Exscan_init_cMPI_Gather_cMPI_Gather_initMPI_Gather_init_cMPI_Gatherv_cMPI_Gatherv_initMPI_Gatherv_init_cMPI_Iallgather_cMPI_Iallgatherv_cMPI_Iallreduce_cMPI_Ialltoall_cMPI_Ialltoallv_cMPI_Ialltoallw_cMPI_Ibcast_cMPI_Iexscan_cMPI_Igather_cMPI_Igatherv_cMPI_Ineighbor_allgather_cMPI_Ineighbor_allgatherv_cMPI_Ineighbor_alltoall_cMPI_Ineighbor_alltoallv_cMPI_Ineighbor_alltoallw_cMPI_Ireduce_cMPI_Ireduce_scatter_block_cMPI_Ireduce_scatter_cMPI_Iscan_cMPI_Iscatter_cMPI_Iscatterv_cMPI_Neighbor_allgather_cMPI_Neighbor_allgather_initMPI_Neighbor_allgather_init_cMPI_Neighbor_allgatherv_cMPI_Neighbor_allgatherv_initMPI_Neighbor_allgatherv_init_cMPI_Neighbor_alltoall_cMPI_Neighbor_alltoall_initMPI_Neighbor_alltoall_init_cMPI_Neighbor_alltoallv_cMPI_Neighbor_alltoallv_initMPI_Neighbor_alltoallv_init_cMPI_Neighbor_alltoallw_cMPI_Neighbor_alltoallw_initMPI_Neighbor_alltoallw_init_cMPI_Reduce_cMPI_Reduce_initMPI_Reduce_init_cMPI_Reduce_local_cMPI_Reduce_scatter_block_cMPI_Reduce_scatter_block_initMPI_Reduce_scatter_block_init_cMPI_Reduce_scatter_cMPI_Reduce_scatter_initMPI_Reduce_scatter_init_cMPI_Scan_cMPI_Scan_initMPI_Scan_init_cMPI_Scatter_cMPI_Scatter_initMPI_Scatter_init_cMPI_Scatterv_cMPI_Scatterv_initMPI_Scatterv_init_cMPI_AccumulateMPI_Compare_and_swapMPI_Fetch_and_opMPI_Get_accumulateMPI_RaccumulateMPI_RgetMPI_Rget_accumulateMPI_RputMPI_Win_allocateMPI_Win_allocate_sharedMPI_Win_attachMPI_Win_call_errhandlerMPI_Win_completeMPI_Win_createMPI_Win_create_dynamicMPI_Win_create_errhandlerMPI_Win_create_keyvalMPI_Win_delete_attrMPI_Win_detachMPI_Win_flush_allMPI_Win_flush_localMPI_Win_flush_local_allMPI_Win_freeMPI_Win_free_keyvalMPI_Win_get_attrMPI_Win_get_errhandlerMPI_Win_get_groupMPI_Win_get_infoMPI_Win_get_nameMPI_Win_lock_allMPI_Win_postMPI_Win_set_attrMPI_Win_set_errhandlerMPI_Win_set_infoMPI_Win_set_nameMPI_Win_shared_queryMPI_Win_startMPI_Win_syncMPI_Win_testMPI_Win_unlock_allMPI_Win_waitMPI_Accumulate_cMPI_Get_accumulate_cMPI_Get_cMPI_Put_cMPI_Raccumulate_cMPI_Rget_accumulate_cMPI_Rget_cMPI_Rput_cMPI_Win_allocate_cMPI_Win_allocate_shared_cMPI_Win_create_cMPI_Win_shared_query_cMPI_File_call_errhandlerMPI_File_create_errhandlerMPI_File_set_errhandlerMPI_File_get_errhandlerMPI_File_openMPI_File_closeMPI_File_deleteMPI_File_set_sizeMPI_File_preallocateMPI_File_get_sizeMPI_File_get_groupMPI_File_get_amodeMPI_File_set_infoMPI_File_get_infoMPI_File_set_viewMPI_File_get_viewMPI_File_read_atMPI_File_read_at_allMPI_File_write_atMPI_File_write_at_allMPI_File_iread_atMPI_File_iwrite_atMPI_File_iread_at_allMPI_File_iwrite_at_allMPI_File_readMPI_File_read_allMPI_File_writeMPI_File_write_allMPI_File_ireadMPI_File_iwriteMPI_File_iread_allMPI_File_iwrite_allMPI_File_seekMPI_File_get_positionMPI_File_get_byte_offsetMPI_File_read_sharedMPI_File_write_sharedMPI_File_iread_sharedMPI_File_iwrite_sharedMPI_File_read_orderedMPI_File_write_orderedMPI_File_seek_sharedMPI_File_get_position_sharedMPI_File_read_at_all_beginMPI_File_read_at_all_endMPI_File_write_at_all_beginMPI_File_write_at_all_endMPI_File_read_all_beginMPI_File_read_all_endMPI_File_write_all_beginMPI_File_write_all_endMPI_File_read_ordered_beginMPI_File_read_ordered_endMPI_File_write_ordered_beginMPI_File_write_ordered_endMPI_File_get_type_extentMPI_File_set_atomicityMPI_File_get_atomicityMPI_File_syncMPI_Register_datarepMPI_File_get_type_extent_cMPI_File_iread_all_cMPI_File_iread_at_all_cMPI_File_iread_at_cMPI_File_iread_cMPI_File_iread_shared_cMPI_File_iwrite_all_cMPI_File_iwrite_at_all_cMPI_File_iwrite_at_cMPI_File_iwrite_cMPI_File_iwrite_shared_cMPI_File_read_all_begin_cMPI_File_read_all_cMPI_File_read_at_all_begin_cMPI_File_read_at_all_cMPI_File_read_at_cMPI_File_read_cMPI_File_read_ordered_begin_cMPI_File_read_ordered_cMPI_File_read_shared_cMPI_File_write_all_begin_cMPI_File_write_all_cMPI_File_write_at_all_begin_cMPI_File_write_at_all_cMPI_File_write_at_cMPI_File_write_cMPI_File_write_ordered_begin_cMPI_File_write_ordered_cMPI_File_write_shared_cMPI_Register_datarep_cMPI_Get_addressMPI_Pack_externalMPI_Pack_external_sizeMPI_PackMPI_Pack_sizeMPI_Type_commitMPI_Type_contiguousMPI_Type_create_darrayMPI_Type_create_f90_complexMPI_Type_create_f90_integerMPI_Type_create_f90_realMPI_Type_create_hindexed_blockMPI_Type_create_hindexedMPI_Type_create_hvectorMPI_Type_create_keyvalMPI_Type_create_indexed_blockMPI_Type_create_structMPI_Type_create_subarrayMPI_Type_create_resizedMPI_Type_delete_attrMPI_Type_dupMPI_Type_freeMPI_Type_free_keyvalMPI_Type_get_attrMPI_Type_get_contentsMPI_Type_get_envelopeMPI_Type_get_extentMPI_Type_get_extent_xMPI_Type_get_nameMPI_Type_get_true_extentMPI_Type_get_true_extent_xMPI_Type_indexedMPI_Type_match_sizeMPI_Type_set_attrMPI_Type_set_nameMPI_Type_sizeMPI_Type_size_xMPI_Type_vectorMPI_UnpackMPI_Unpack_externalMPI_AddressMPI_Pack_cMPI_Pack_external_cMPI_Pack_external_size_cMPI_Pack_size_cMPI_Type_contiguous_cMPI_Type_create_darray_cMPI_Type_create_hindexed_block_cMPI_Type_create_hindexed_cMPI_Type_create_hvector_cMPI_Type_create_indexed_block_cMPI_Type_create_resized_cMPI_Type_create_struct_cMPI_Type_create_subarray_cMPI_Type_extentMPI_Type_get_contents_cMPI_Type_get_envelope_cMPI_Type_get_extent_cMPI_Type_get_true_extent_cMPI_Type_hindexedMPI_Type_hvectorMPI_Type_indexed_cMPI_Type_lbMPI_Type_size_cMPI_Type_structMPI_Type_ubMPI_Type_vector_cMPI_Unpack_cMPI_Unpack_external_cMPI_Close_portMPI_Comm_acceptMPI_Comm_call_errhandlerMPI_Comm_compareMPI_Comm_connectMPI_Comm_create_errhandlerMPI_Comm_create_keyvalMPI_Comm_create_groupMPI_Comm_createMPI_Comm_delete_attrMPI_Comm_disconnectMPI_Comm_dupMPI_Comm_idupMPI_Comm_dup_with_infoMPI_Comm_free_keyvalMPI_Comm_freeMPI_Comm_get_attrMPI_Comm_get_errhandlerMPI_Comm_get_infoMPI_Comm_get_nameMPI_Comm_get_parentMPI_Comm_groupMPI_Comm_joinMPI_Comm_remote_groupMPI_Comm_remote_sizeMPI_Comm_set_attrMPI_Comm_set_errhandlerMPI_Comm_set_infoMPI_Comm_set_nameMPI_Comm_spawnMPI_Comm_spawn_multipleMPI_Comm_splitMPI_Comm_split_typeMPI_Comm_test_interMPI_Errhandler_freeMPI_Group_compareMPI_Group_differenceMPI_Group_exclMPI_Group_freeMPI_Group_inclMPI_Group_intersectionMPI_Group_range_exclMPI_Group_range_inclMPI_Group_rankMPI_Group_sizeMPI_Group_translate_ranksMPI_Group_unionMPI_Intercomm_createMPI_Intercomm_mergeMPI_Lookup_nameMPI_Open_portMPI_Publish_nameMPI_Unpublish_nameMPI_Attr_deleteMPI_Attr_getMPI_Attr_putMPI_Keyval_createMPI_Keyval_freeMPI_Comm_create_from_groupMPI_Comm_idup_with_infoMPI_Errhandler_createMPI_Errhandler_getMPI_Errhandler_setMPI_Group_from_session_psetMPI_Intercomm_create_from_groupsMPI_Cart_coordsMPI_Cart_createMPI_Cart_getMPI_Cart_mapMPI_Cart_rankMPI_Cart_shiftMPI_Cart_subMPI_Cartdim_getMPI_Dist_graph_createMPI_Dist_graph_create_adjacentMPI_Dist_graph_neighborsMPI_Dist_graph_neighbors_countMPI_Dims_createMPI_Graph_createMPI_Graph_getMPI_Graph_mapMPI_Graph_neighbors_countMPI_Graph_neighborsMPI_Graphdims_getMPI_Topo_testMPI_AbortMPI_Add_error_classMPI_Add_error_codeMPI_Add_error_stringMPI_Alloc_memMPI_Error_classMPI_Error_stringMPI_FinalizeMPI_FinalizedMPI_Free_memMPI_Get_library_versionMPI_Get_processor_nameMPI_Get_versionMPI_Info_createMPI_Info_deleteMPI_Info_dupMPI_Info_freeMPI_Info_getMPI_Info_get_nkeysMPI_Info_get_nthkeyMPI_Info_get_valuelenMPI_Info_setMPI_InitializedMPI_Is_thread_mainMPI_Op_commutativeMPI_Op_createMPI_Op_freeMPI_PcontrolMPI_Query_threadMPI_WtickMPI_T_init_threadMPI_T_finalizeMPI_T_cvar_get_numMPI_T_cvar_get_infoMPI_T_cvar_get_indexMPI_T_cvar_handle_allocMPI_T_cvar_handle_freeMPI_T_cvar_readMPI_T_cvar_writeMPI_T_category_get_numMPI_T_category_get_infoMPI_T_category_get_indexMPI_T_category_get_cvarsMPI_T_category_get_pvarsMPI_T_category_get_categoriesMPI_T_category_changedMPI_T_pvar_get_numMPI_T_pvar_get_infoMPI_T_pvar_get_indexMPI_T_pvar_session_createMPI_T_pvar_session_freeMPI_T_pvar_handle_allocMPI_T_pvar_handle_freeMPI_T_pvar_startMPI_T_pvar_stopMPI_T_pvar_readMPI_T_pvar_writeMPI_T_pvar_resetMPI_T_pvar_readresetMPI_T_enum_get_infoMPI_T_enum_get_itemMPI_Info_create_envMPI_Info_get_stringMPI_Op_create_cMPI_Session_call_errhandlerMPI_Session_create_errhandlerMPI_Session_finalizeMPI_Session_get_errhandlerMPI_Session_get_infoMPI_Session_get_nth_psetMPI_Session_get_num_psetsMPI_Session_get_pset_infoMPI_Session_initMPI_Session_set_errhandlerMPI_T_category_get_eventsMPI_T_category_get_num_eventsMPI_T_event_callback_get_infoMPI_T_event_callback_set_infoMPI_T_event_copyMPI_T_event_get_indexMPI_T_event_get_infoMPI_T_event_get_numMPI_T_event_get_sourceMPI_T_event_get_timestampMPI_T_event_handle_allocMPI_T_event_handle_freeMPI_T_event_handle_get_infoMPI_T_event_handle_set_infoMPI_T_event_readMPI_T_event_register_callbackMPI_T_event_set_dropped_handlerMPI_T_source_get_infoMPI_T_source_get_numMPI_T_source_get_timestamp";
 
 pub static ROUTINES: [Routine; N_ROUTINES] = [
     Routine { name_at: 0, name_len: 13, class: Class::P2p },
@@ -48,107 +48,107 @@ pub static ROUTINES: [Routine; N_ROUTINES] = [
     Routine { name_at: 323, name_len: 10, class: Class::Collective },
     Routine { name_at: 333, name_len: 11, class: Class::Collective },
     Routine { name_at: 344, name_len: 11, class: Class::Collective },
-    Routine { name_at: 355, name_len: 12, class: Class::Collective },
-    Routine { name_at: 367, name_len: 7, class: Class::OneSided },
-    Routine { name_at: 374, name_len: 7, class: Class::OneSided },
-    Routine { name_at: 381, name_len: 13, class: Class::OneSided },
-    Routine { name_at: 394, name_len: 13, class: Class::OneSided },
-    Routine { name_at: 407, name_len: 12, class: Class::OneSided },
-    Routine { name_at: 419, name_len: 14, class: Class::OneSided },
-    Routine { name_at: 433, name_len: 13, class: Class::Comm },
-    Routine { name_at: 446, name_len: 13, class: Class::Comm },
-    Routine { name_at: 459, name_len: 8, class: Class::Misc },
-    Routine { name_at: 467, name_len: 15, class: Class::Misc },
-    Routine { name_at: 482, name_len: 9, class: Class::Misc },
-    Routine { name_at: 491, name_len: 9, class: Class::P2p },
-    Routine { name_at: 500, name_len: 14, class: Class::P2p },
-    Routine { name_at: 514, name_len: 17, class: Class::P2p },
-    Routine { name_at: 531, name_len: 17, class: Class::P2p },
-    Routine { name_at: 548, name_len: 10, class: Class::P2p },
-    Routine { name_at: 558, name_len: 16, class: Class::P2p },
-    Routine { name_at: 574, name_len: 18, class: Class::P2p },
-    Routine { name_at: 592, name_len: 21, class: Class::P2p },
-    Routine { name_at: 613, name_len: 18, class: Class::P2p },
-    Routine { name_at: 631, name_len: 10, class: Class::P2p },
-    Routine { name_at: 641, name_len: 11, class: Class::P2p },
-    Routine { name_at: 652, name_len: 10, class: Class::P2p },
-    Routine { name_at: 662, name_len: 10, class: Class::P2p },
-    Routine { name_at: 672, name_len: 10, class: Class::P2p },
-    Routine { name_at: 682, name_len: 10, class: Class::P2p },
-    Routine { name_at: 692, name_len: 9, class: Class::P2p },
-    Routine { name_at: 701, name_len: 13, class: Class::P2p },
-    Routine { name_at: 714, name_len: 16, class: Class::P2p },
-    Routine { name_at: 730, name_len: 22, class: Class::P2p },
-    Routine { name_at: 752, name_len: 9, class: Class::P2p },
-    Routine { name_at: 761, name_len: 14, class: Class::P2p },
-    Routine { name_at: 775, name_len: 13, class: Class::P2p },
-    Routine { name_at: 788, name_len: 20, class: Class::P2p },
-    Routine { name_at: 808, name_len: 14, class: Class::P2p },
-    Routine { name_at: 822, name_len: 24, class: Class::P2p },
-    Routine { name_at: 846, name_len: 23, class: Class::P2p },
-    Routine { name_at: 869, name_len: 25, class: Class::P2p },
-    Routine { name_at: 894, name_len: 18, class: Class::P2p },
+    Routine { name_at: 355, name_len: 7, class: Class::OneSided },
+    Routine { name_at: 362, name_len: 7, class: Class::OneSided },
+    Routine { name_at: 369, name_len: 13, class: Class::OneSided },
+    Routine { name_at: 382, name_len: 13, class: Class::OneSided },
+    Routine { name_at: 395, name_len: 12, class: Class::OneSided },
+    Routine { name_at: 407, name_len: 14, class: Class::OneSided },
+    Routine { name_at: 421, name_len: 13, class: Class::Comm },
+    Routine { name_at: 434, name_len: 13, class: Class::Comm },
+    Routine { name_at: 447, name_len: 8, class: Class::Misc },
+    Routine { name_at: 455, name_len: 15, class: Class::Misc },
+    Routine { name_at: 470, name_len: 9, class: Class::Misc },
+    Routine { name_at: 479, name_len: 9, class: Class::P2p },
+    Routine { name_at: 488, name_len: 14, class: Class::P2p },
+    Routine { name_at: 502, name_len: 17, class: Class::P2p },
+    Routine { name_at: 519, name_len: 17, class: Class::P2p },
+    Routine { name_at: 536, name_len: 10, class: Class::P2p },
+    Routine { name_at: 546, name_len: 16, class: Class::P2p },
+    Routine { name_at: 562, name_len: 18, class: Class::P2p },
+    Routine { name_at: 580, name_len: 21, class: Class::P2p },
+    Routine { name_at: 601, name_len: 18, class: Class::P2p },
+    Routine { name_at: 619, name_len: 10, class: Class::P2p },
+    Routine { name_at: 629, name_len: 11, class: Class::P2p },
+    Routine { name_at: 640, name_len: 10, class: Class::P2p },
+    Routine { name_at: 650, name_len: 10, class: Class::P2p },
+    Routine { name_at: 660, name_len: 10, class: Class::P2p },
+    Routine { name_at: 670, name_len: 10, class: Class::P2p },
+    Routine { name_at: 680, name_len: 9, class: Class::P2p },
+    Routine { name_at: 689, name_len: 13, class: Class::P2p },
+    Routine { name_at: 702, name_len: 16, class: Class::P2p },
+    Routine { name_at: 718, name_len: 22, class: Class::P2p },
+    Routine { name_at: 740, name_len: 9, class: Class::P2p },
+    Routine { name_at: 749, name_len: 14, class: Class::P2p },
+    Routine { name_at: 763, name_len: 13, class: Class::P2p },
+    Routine { name_at: 776, name_len: 20, class: Class::P2p },
+    Routine { name_at: 796, name_len: 14, class: Class::P2p },
+    Routine { name_at: 810, name_len: 24, class: Class::P2p },
+    Routine { name_at: 834, name_len: 23, class: Class::P2p },
+    Routine { name_at: 857, name_len: 25, class: Class::P2p },
+    Routine { name_at: 882, name_len: 18, class: Class::P2p },
+    Routine { name_at: 900, name_len: 12, class: Class::P2p },
     Routine { name_at: 912, name_len: 12, class: Class::P2p },
-    Routine { name_at: 924, name_len: 12, class: Class::P2p },
-    Routine { name_at: 936, name_len: 11, class: Class::P2p },
-    Routine { name_at: 947, name_len: 16, class: Class::P2p },
-    Routine { name_at: 963, name_len: 19, class: Class::P2p },
-    Routine { name_at: 982, name_len: 19, class: Class::P2p },
-    Routine { name_at: 1001, name_len: 15, class: Class::P2p },
-    Routine { name_at: 1016, name_len: 18, class: Class::P2p },
+    Routine { name_at: 924, name_len: 11, class: Class::P2p },
+    Routine { name_at: 935, name_len: 16, class: Class::P2p },
+    Routine { name_at: 951, name_len: 19, class: Class::P2p },
+    Routine { name_at: 970, name_len: 19, class: Class::P2p },
+    Routine { name_at: 989, name_len: 15, class: Class::P2p },
+    Routine { name_at: 1004, name_len: 18, class: Class::P2p },
+    Routine { name_at: 1022, name_len: 12, class: Class::P2p },
     Routine { name_at: 1034, name_len: 12, class: Class::P2p },
-    Routine { name_at: 1046, name_len: 12, class: Class::P2p },
-    Routine { name_at: 1058, name_len: 11, class: Class::P2p },
-    Routine { name_at: 1069, name_len: 12, class: Class::P2p },
-    Routine { name_at: 1081, name_len: 11, class: Class::P2p },
-    Routine { name_at: 1092, name_len: 13, class: Class::P2p },
-    Routine { name_at: 1105, name_len: 15, class: Class::P2p },
-    Routine { name_at: 1120, name_len: 21, class: Class::P2p },
-    Routine { name_at: 1141, name_len: 23, class: Class::P2p },
-    Routine { name_at: 1164, name_len: 12, class: Class::P2p },
-    Routine { name_at: 1176, name_len: 11, class: Class::P2p },
-    Routine { name_at: 1187, name_len: 12, class: Class::P2p },
-    Routine { name_at: 1199, name_len: 10, class: Class::P2p },
-    Routine { name_at: 1209, name_len: 15, class: Class::P2p },
-    Routine { name_at: 1224, name_len: 16, class: Class::P2p },
-    Routine { name_at: 1240, name_len: 14, class: Class::P2p },
-    Routine { name_at: 1254, name_len: 14, class: Class::P2p },
-    Routine { name_at: 1268, name_len: 10, class: Class::P2p },
-    Routine { name_at: 1278, name_len: 15, class: Class::P2p },
-    Routine { name_at: 1293, name_len: 11, class: Class::P2p },
-    Routine { name_at: 1304, name_len: 16, class: Class::P2p },
-    Routine { name_at: 1320, name_len: 10, class: Class::P2p },
-    Routine { name_at: 1330, name_len: 15, class: Class::P2p },
-    Routine { name_at: 1345, name_len: 14, class: Class::P2p },
-    Routine { name_at: 1359, name_len: 22, class: Class::P2p },
-    Routine { name_at: 1381, name_len: 11, class: Class::P2p },
-    Routine { name_at: 1392, name_len: 16, class: Class::P2p },
-    Routine { name_at: 1408, name_len: 14, class: Class::Collective },
-    Routine { name_at: 1422, name_len: 15, class: Class::Collective },
-    Routine { name_at: 1437, name_len: 14, class: Class::Collective },
-    Routine { name_at: 1451, name_len: 13, class: Class::Collective },
-    Routine { name_at: 1464, name_len: 14, class: Class::Collective },
-    Routine { name_at: 1478, name_len: 10, class: Class::Collective },
-    Routine { name_at: 1488, name_len: 11, class: Class::Collective },
-    Routine { name_at: 1499, name_len: 11, class: Class::Collective },
-    Routine { name_at: 1510, name_len: 12, class: Class::Collective },
-    Routine { name_at: 1522, name_len: 22, class: Class::Collective },
-    Routine { name_at: 1544, name_len: 23, class: Class::Collective },
-    Routine { name_at: 1567, name_len: 23, class: Class::Collective },
-    Routine { name_at: 1590, name_len: 24, class: Class::Collective },
-    Routine { name_at: 1614, name_len: 21, class: Class::Collective },
-    Routine { name_at: 1635, name_len: 22, class: Class::Collective },
-    Routine { name_at: 1657, name_len: 22, class: Class::Collective },
-    Routine { name_at: 1679, name_len: 23, class: Class::Collective },
-    Routine { name_at: 1702, name_len: 22, class: Class::Collective },
-    Routine { name_at: 1724, name_len: 23, class: Class::Collective },
-    Routine { name_at: 1747, name_len: 16, class: Class::Collective },
-    Routine { name_at: 1763, name_len: 18, class: Class::Collective },
-    Routine { name_at: 1781, name_len: 19, class: Class::Collective },
-    Routine { name_at: 1800, name_len: 24, class: Class::Collective },
-    Routine { name_at: 1824, name_len: 25, class: Class::Collective },
-    Routine { name_at: 1849, name_len: 8, class: Class::Collective },
-    Routine { name_at: 1857, name_len: 9, class: Class::Collective },
+    Routine { name_at: 1046, name_len: 11, class: Class::P2p },
+    Routine { name_at: 1057, name_len: 12, class: Class::P2p },
+    Routine { name_at: 1069, name_len: 11, class: Class::P2p },
+    Routine { name_at: 1080, name_len: 13, class: Class::P2p },
+    Routine { name_at: 1093, name_len: 15, class: Class::P2p },
+    Routine { name_at: 1108, name_len: 21, class: Class::P2p },
+    Routine { name_at: 1129, name_len: 23, class: Class::P2p },
+    Routine { name_at: 1152, name_len: 12, class: Class::P2p },
+    Routine { name_at: 1164, name_len: 11, class: Class::P2p },
+    Routine { name_at: 1175, name_len: 12, class: Class::P2p },
+    Routine { name_at: 1187, name_len: 10, class: Class::P2p },
+    Routine { name_at: 1197, name_len: 15, class: Class::P2p },
+    Routine { name_at: 1212, name_len: 16, class: Class::P2p },
+    Routine { name_at: 1228, name_len: 14, class: Class::P2p },
+    Routine { name_at: 1242, name_len: 14, class: Class::P2p },
+    Routine { name_at: 1256, name_len: 10, class: Class::P2p },
+    Routine { name_at: 1266, name_len: 15, class: Class::P2p },
+    Routine { name_at: 1281, name_len: 11, class: Class::P2p },
+    Routine { name_at: 1292, name_len: 16, class: Class::P2p },
+    Routine { name_at: 1308, name_len: 10, class: Class::P2p },
+    Routine { name_at: 1318, name_len: 15, class: Class::P2p },
+    Routine { name_at: 1333, name_len: 14, class: Class::P2p },
+    Routine { name_at: 1347, name_len: 22, class: Class::P2p },
+    Routine { name_at: 1369, name_len: 11, class: Class::P2p },
+    Routine { name_at: 1380, name_len: 16, class: Class::P2p },
+    Routine { name_at: 1396, name_len: 14, class: Class::Collective },
+    Routine { name_at: 1410, name_len: 15, class: Class::Collective },
+    Routine { name_at: 1425, name_len: 14, class: Class::Collective },
+    Routine { name_at: 1439, name_len: 13, class: Class::Collective },
+    Routine { name_at: 1452, name_len: 14, class: Class::Collective },
+    Routine { name_at: 1466, name_len: 10, class: Class::Collective },
+    Routine { name_at: 1476, name_len: 11, class: Class::Collective },
+    Routine { name_at: 1487, name_len: 11, class: Class::Collective },
+    Routine { name_at: 1498, name_len: 12, class: Class::Collective },
+    Routine { name_at: 1510, name_len: 22, class: Class::Collective },
+    Routine { name_at: 1532, name_len: 23, class: Class::Collective },
+    Routine { name_at: 1555, name_len: 23, class: Class::Collective },
+    Routine { name_at: 1578, name_len: 24, class: Class::Collective },
+    Routine { name_at: 1602, name_len: 21, class: Class::Collective },
+    Routine { name_at: 1623, name_len: 22, class: Class::Collective },
+    Routine { name_at: 1645, name_len: 22, class: Class::Collective },
+    Routine { name_at: 1667, name_len: 23, class: Class::Collective },
+    Routine { name_at: 1690, name_len: 22, class: Class::Collective },
+    Routine { name_at: 1712, name_len: 23, class: Class::Collective },
+    Routine { name_at: 1735, name_len: 16, class: Class::Collective },
+    Routine { name_at: 1751, name_len: 18, class: Class::Collective },
+    Routine { name_at: 1769, name_len: 19, class: Class::Collective },
+    Routine { name_at: 1788, name_len: 24, class: Class::Collective },
+    Routine { name_at: 1812, name_len: 25, class: Class::Collective },
+    Routine { name_at: 1837, name_len: 8, class: Class::Collective },
+    Routine { name_at: 1845, name_len: 9, class: Class::Collective },
+    Routine { name_at: 1854, name_len: 12, class: Class::Collective },
     Routine { name_at: 1866, name_len: 12, class: Class::Collective },
     Routine { name_at: 1878, name_len: 13, class: Class::Collective },
     Routine { name_at: 1891, name_len: 15, class: Class::Collective },
@@ -665,108 +665,108 @@ pub mod id {
     pub const MPI_Reduce: usize = 30;
     pub const MPI_Ireduce: usize = 31;
     pub const MPI_Scatter: usize = 32;
-    pub const MPI_Scatterv: usize = 33;
-    pub const MPI_Get: usize = 34;
-    pub const MPI_Put: usize = 35;
-    pub const MPI_Win_fence: usize = 36;
-    pub const MPI_Win_flush: usize = 37;
-    pub const MPI_Win_lock: usize = 38;
-    pub const MPI_Win_unlock: usize = 39;
-    pub const MPI_Comm_rank: usize = 40;
-    pub const MPI_Comm_size: usize = 41;
-    pub const MPI_Init: usize = 42;
-    pub const MPI_Init_thread: usize = 43;
-    pub const MPI_Wtime: usize = 44;
-    pub const MPI_Bsend: usize = 45;
-    pub const MPI_Bsend_init: usize = 46;
-    pub const MPI_Buffer_attach: usize = 47;
-    pub const MPI_Buffer_detach: usize = 48;
-    pub const MPI_Cancel: usize = 49;
-    pub const MPI_Get_elements: usize = 50;
-    pub const MPI_Get_elements_x: usize = 51;
-    pub const MPI_Grequest_complete: usize = 52;
-    pub const MPI_Grequest_start: usize = 53;
-    pub const MPI_Ibsend: usize = 54;
-    pub const MPI_Improbe: usize = 55;
-    pub const MPI_Imrecv: usize = 56;
-    pub const MPI_Irsend: usize = 57;
-    pub const MPI_Issend: usize = 58;
-    pub const MPI_Mprobe: usize = 59;
-    pub const MPI_Mrecv: usize = 60;
-    pub const MPI_Recv_init: usize = 61;
-    pub const MPI_Request_free: usize = 62;
-    pub const MPI_Request_get_status: usize = 63;
-    pub const MPI_Rsend: usize = 64;
-    pub const MPI_Rsend_init: usize = 65;
-    pub const MPI_Send_init: usize = 66;
-    pub const MPI_Sendrecv_replace: usize = 67;
-    pub const MPI_Ssend_init: usize = 68;
-    pub const MPI_Status_set_cancelled: usize = 69;
-    pub const MPI_Status_set_elements: usize = 70;
-    pub const MPI_Status_set_elements_x: usize = 71;
-    pub const MPI_Test_cancelled: usize = 72;
-    pub const MPI_Testsome: usize = 73;
-    pub const MPI_Waitsome: usize = 74;
-    pub const MPI_Bsend_c: usize = 75;
-    pub const MPI_Bsend_init_c: usize = 76;
-    pub const MPI_Buffer_attach_c: usize = 77;
-    pub const MPI_Buffer_detach_c: usize = 78;
-    pub const MPI_Get_count_c: usize = 79;
-    pub const MPI_Get_elements_c: usize = 80;
-    pub const MPI_Ibsend_c: usize = 81;
-    pub const MPI_Imrecv_c: usize = 82;
-    pub const MPI_Irecv_c: usize = 83;
-    pub const MPI_Irsend_c: usize = 84;
-    pub const MPI_Isend_c: usize = 85;
-    pub const MPI_Isendrecv: usize = 86;
-    pub const MPI_Isendrecv_c: usize = 87;
-    pub const MPI_Isendrecv_replace: usize = 88;
-    pub const MPI_Isendrecv_replace_c: usize = 89;
-    pub const MPI_Issend_c: usize = 90;
-    pub const MPI_Mrecv_c: usize = 91;
-    pub const MPI_Parrived: usize = 92;
-    pub const MPI_Pready: usize = 93;
-    pub const MPI_Pready_list: usize = 94;
-    pub const MPI_Pready_range: usize = 95;
-    pub const MPI_Precv_init: usize = 96;
-    pub const MPI_Psend_init: usize = 97;
-    pub const MPI_Recv_c: usize = 98;
-    pub const MPI_Recv_init_c: usize = 99;
-    pub const MPI_Rsend_c: usize = 100;
-    pub const MPI_Rsend_init_c: usize = 101;
-    pub const MPI_Send_c: usize = 102;
-    pub const MPI_Send_init_c: usize = 103;
-    pub const MPI_Sendrecv_c: usize = 104;
-    pub const MPI_Sendrecv_replace_c: usize = 105;
-    pub const MPI_Ssend_c: usize = 106;
-    pub const MPI_Ssend_init_c: usize = 107;
-    pub const MPI_Iallgather: usize = 108;
-    pub const MPI_Iallgatherv: usize = 109;
-    pub const MPI_Ialltoallv: usize = 110;
-    pub const MPI_Alltoallw: usize = 111;
-    pub const MPI_Ialltoallw: usize = 112;
-    pub const MPI_Exscan: usize = 113;
-    pub const MPI_Iexscan: usize = 114;
-    pub const MPI_Igather: usize = 115;
-    pub const MPI_Igatherv: usize = 116;
-    pub const MPI_Neighbor_allgather: usize = 117;
-    pub const MPI_Ineighbor_allgather: usize = 118;
-    pub const MPI_Neighbor_allgatherv: usize = 119;
-    pub const MPI_Ineighbor_allgatherv: usize = 120;
-    pub const MPI_Neighbor_alltoall: usize = 121;
-    pub const MPI_Ineighbor_alltoall: usize = 122;
-    pub const MPI_Neighbor_alltoallv: usize = 123;
-    pub const MPI_Ineighbor_alltoallv: usize = 124;
-    pub const MPI_Neighbor_alltoallw: usize = 125;
-    pub const MPI_Ineighbor_alltoallw: usize = 126;
-    pub const MPI_Reduce_local: usize = 127;
-    pub const MPI_Reduce_scatter: usize = 128;
-    pub const MPI_Ireduce_scatter: usize = 129;
-    pub const MPI_Reduce_scatter_block: usize = 130;
-    pub const MPI_Ireduce_scatter_block: usize = 131;
-    pub const MPI_Scan: usize = 132;
-    pub const MPI_Iscan: usize = 133;
-    pub const MPI_Iscatter: usize = 134;
+    pub const MPI_Get: usize = 33;
+    pub const MPI_Put: usize = 34;
+    pub const MPI_Win_fence: usize = 35;
+    pub const MPI_Win_flush: usize = 36;
+    pub const MPI_Win_lock: usize = 37;
+    pub const MPI_Win_unlock: usize = 38;
+    pub const MPI_Comm_rank: usize = 39;
+    pub const MPI_Comm_size: usize = 40;
+    pub const MPI_Init: usize = 41;
+    pub const MPI_Init_thread: usize = 42;
+    pub const MPI_Wtime: usize = 43;
+    pub const MPI_Bsend: usize = 44;
+    pub const MPI_Bsend_init: usize = 45;
+    pub const MPI_Buffer_attach: usize = 46;
+    pub const MPI_Buffer_detach: usize = 47;
+    pub const MPI_Cancel: usize = 48;
+    pub const MPI_Get_elements: usize = 49;
+    pub const MPI_Get_elements_x: usize = 50;
+    pub const MPI_Grequest_complete: usize = 51;
+    pub const MPI_Grequest_start: usize = 52;
+    pub const MPI_Ibsend: usize = 53;
+    pub const MPI_Improbe: usize = 54;
+    pub const MPI_Imrecv: usize = 55;
+    pub const MPI_Irsend: usize = 56;
+    pub const MPI_Issend: usize = 57;
+    pub const MPI_Mprobe: usize = 58;
+    pub const MPI_Mrecv: usize = 59;
+    pub const MPI_Recv_init: usize = 60;
+    pub const MPI_Request_free: usize = 61;
+    pub const MPI_Request_get_status: usize = 62;
+    pub const MPI_Rsend: usize = 63;
+    pub const MPI_Rsend_init: usize = 64;
+    pub const MPI_Send_init: usize = 65;
+    pub const MPI_Sendrecv_replace: usize = 66;
+    pub const MPI_Ssend_init: usize = 67;
+    pub const MPI_Status_set_cancelled: usize = 68;
+    pub const MPI_Status_set_elements: usize = 69;
+    pub const MPI_Status_set_elements_x: usize = 70;
+    pub const MPI_Test_cancelled: usize = 71;
+    pub const MPI_Testsome: usize = 72;
+    pub const MPI_Waitsome: usize = 73;
+    pub const MPI_Bsend_c: usize = 74;
+    pub const MPI_Bsend_init_c: usize = 75;
+    pub const MPI_Buffer_attach_c: usize = 76;
+    pub const MPI_Buffer_detach_c: usize = 77;
+    pub const MPI_Get_count_c: usize = 78;
+    pub const MPI_Get_elements_c: usize = 79;
+    pub const MPI_Ibsend_c: usize = 80;
+    pub const MPI_Imrecv_c: usize = 81;
+    pub const MPI_Irecv_c: usize = 82;
+    pub const MPI_Irsend_c: usize = 83;
+    pub const MPI_Isend_c: usize = 84;
+    pub const MPI_Isendrecv: usize = 85;
+    pub const MPI_Isendrecv_c: usize = 86;
+    pub const MPI_Isendrecv_replace: usize = 87;
+    pub const MPI_Isendrecv_replace_c: usize = 88;
+    pub const MPI_Issend_c: usize = 89;
+    pub const MPI_Mrecv_c: usize = 90;
+    pub const MPI_Parrived: usize = 91;
+    pub const MPI_Pready: usize = 92;
+    pub const MPI_Pready_list: usize = 93;
+    pub const MPI_Pready_range: usize = 94;
+    pub const MPI_Precv_init: usize = 95;
+    pub const MPI_Psend_init: usize = 96;
+    pub const MPI_Recv_c: usize = 97;
+    pub const MPI_Recv_init_c: usize = 98;
+    pub const MPI_Rsend_c: usize = 99;
+    pub const MPI_Rsend_init_c: usize = 100;
+    pub const MPI_Send_c: usize = 101;
+    pub const MPI_Send_init_c: usize = 102;
+    pub const MPI_Sendrecv_c: usize = 103;
+    pub const MPI_Sendrecv_replace_c: usize = 104;
+    pub const MPI_Ssend_c: usize = 105;
+    pub const MPI_Ssend_init_c: usize = 106;
+    pub const MPI_Iallgather: usize = 107;
+    pub const MPI_Iallgatherv: usize = 108;
+    pub const MPI_Ialltoallv: usize = 109;
+    pub const MPI_Alltoallw: usize = 110;
+    pub const MPI_Ialltoallw: usize = 111;
+    pub const MPI_Exscan: usize = 112;
+    pub const MPI_Iexscan: usize = 113;
+    pub const MPI_Igather: usize = 114;
+    pub const MPI_Igatherv: usize = 115;
+    pub const MPI_Neighbor_allgather: usize = 116;
+    pub const MPI_Ineighbor_allgather: usize = 117;
+    pub const MPI_Neighbor_allgatherv: usize = 118;
+    pub const MPI_Ineighbor_allgatherv: usize = 119;
+    pub const MPI_Neighbor_alltoall: usize = 120;
+    pub const MPI_Ineighbor_alltoall: usize = 121;
+    pub const MPI_Neighbor_alltoallv: usize = 122;
+    pub const MPI_Ineighbor_alltoallv: usize = 123;
+    pub const MPI_Neighbor_alltoallw: usize = 124;
+    pub const MPI_Ineighbor_alltoallw: usize = 125;
+    pub const MPI_Reduce_local: usize = 126;
+    pub const MPI_Reduce_scatter: usize = 127;
+    pub const MPI_Ireduce_scatter: usize = 128;
+    pub const MPI_Reduce_scatter_block: usize = 129;
+    pub const MPI_Ireduce_scatter_block: usize = 130;
+    pub const MPI_Scan: usize = 131;
+    pub const MPI_Iscan: usize = 132;
+    pub const MPI_Iscatter: usize = 133;
+    pub const MPI_Scatterv: usize = 134;
     pub const MPI_Iscatterv: usize = 135;
     pub const MPI_Allgather_c: usize = 136;
     pub const MPI_Allgather_init: usize = 137;

@@ -23,10 +23,10 @@ pub static NEXT_MPI_Bsend: Next = Next::new(c"PMPI_Bsend");
 unsafe fn wrap_MPI_Bsend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bsend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Bsend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Bsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bsend, rc, traffic, comm);
     rc
 }
@@ -51,10 +51,10 @@ pub static NEXT_MPI_Bsend_init: Next = Next::new(c"PMPI_Bsend_init");
 unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Bsend_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bsend_init, rc, traffic, comm);
     rc
 }
@@ -79,10 +79,10 @@ pub static NEXT_MPI_Buffer_attach: Next = Next::new(c"PMPI_Buffer_attach");
 unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, tracing: bool, buffer: *mut c_void, size: c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int) -> c_int = transmute(NEXT_MPI_Buffer_attach.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, size) };
-    let traced = if tracing { trace::enter(id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -107,10 +107,10 @@ pub static NEXT_MPI_Buffer_detach: Next = Next::new(c"PMPI_Buffer_detach");
 unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, tracing: bool, buffer: *mut c_void, size: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int = transmute(NEXT_MPI_Buffer_detach.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, size) };
-    let traced = if tracing { trace::enter(id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -135,10 +135,10 @@ pub static NEXT_MPI_Cancel: Next = Next::new(c"PMPI_Cancel");
 unsafe fn wrap_MPI_Cancel(via_pmpi: bool, tracing: bool, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(NEXT_MPI_Cancel.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
-    let traced = if tracing { trace::enter(id::MPI_Cancel, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cancel, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -163,10 +163,10 @@ pub static NEXT_MPI_Get_count: Next = Next::new(c"PMPI_Get_count");
 unsafe fn wrap_MPI_Get_count(via_pmpi: bool, tracing: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(NEXT_MPI_Get_count.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if tracing { trace::enter(id::MPI_Get_count, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_count, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -193,10 +193,10 @@ pub static NEXT_MPI_Get_elements: Next = Next::new(c"PMPI_Get_elements");
 unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, tracing: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(NEXT_MPI_Get_elements.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if tracing { trace::enter(id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -221,10 +221,10 @@ pub static NEXT_MPI_Get_elements_x: Next = Next::new(c"PMPI_Get_elements_x");
 unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, tracing: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Get_elements_x.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if tracing { trace::enter(id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -249,10 +249,10 @@ pub static NEXT_MPI_Grequest_complete: Next = Next::new(c"PMPI_Grequest_complete
 unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, tracing: bool, request: MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_Request) -> c_int = transmute(NEXT_MPI_Grequest_complete.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
-    let traced = if tracing { trace::enter(id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -277,10 +277,10 @@ pub static NEXT_MPI_Grequest_start: Next = Next::new(c"PMPI_Grequest_start");
 unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, tracing: bool, query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_Grequest_query_function, MPI_Grequest_free_function, MPI_Grequest_cancel_function, *mut c_void, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Grequest_start.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(query_fn, free_fn, cancel_fn, extra_state, request) };
-    let traced = if tracing { trace::enter(id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
     let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -305,10 +305,10 @@ pub static NEXT_MPI_Ibsend: Next = Next::new(c"PMPI_Ibsend");
 unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibsend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ibsend, rc, traffic, comm);
     rc
 }
@@ -333,10 +333,10 @@ pub static NEXT_MPI_Improbe: Next = Next::new(c"PMPI_Improbe");
 unsafe fn wrap_MPI_Improbe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Improbe.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, flag, message, status) };
-    let traced = if tracing { trace::enter(id::MPI_Improbe, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Improbe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, message, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Improbe, rc, traffic, comm);
     rc
 }
@@ -361,10 +361,10 @@ pub static NEXT_MPI_Imrecv: Next = Next::new(c"PMPI_Imrecv");
 unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Imrecv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, r#type, message, request) };
-    let traced = if tracing { trace::enter(id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype: r#type, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -389,10 +389,10 @@ pub static NEXT_MPI_Iprobe: Next = Next::new(c"PMPI_Iprobe");
 unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Iprobe.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, flag, status) };
-    let traced = if tracing { trace::enter(id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iprobe, rc, traffic, comm);
     rc
 }
@@ -419,10 +419,10 @@ pub static NEXT_MPI_Irecv: Next = Next::new(c"PMPI_Irecv");
 unsafe fn wrap_MPI_Irecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Irecv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Irecv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Irecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Irecv, rc, traffic, comm);
     rc
 }
@@ -449,10 +449,10 @@ pub static NEXT_MPI_Irsend: Next = Next::new(c"PMPI_Irsend");
 unsafe fn wrap_MPI_Irsend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Irsend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Irsend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Irsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Irsend, rc, traffic, comm);
     rc
 }
@@ -477,10 +477,10 @@ pub static NEXT_MPI_Isend: Next = Next::new(c"PMPI_Isend");
 unsafe fn wrap_MPI_Isend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Isend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Isend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Isend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Isend, rc, traffic, comm);
     rc
 }
@@ -507,10 +507,10 @@ pub static NEXT_MPI_Issend: Next = Next::new(c"PMPI_Issend");
 unsafe fn wrap_MPI_Issend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Issend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Issend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Issend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Issend, rc, traffic, comm);
     rc
 }
@@ -535,10 +535,10 @@ pub static NEXT_MPI_Mprobe: Next = Next::new(c"PMPI_Mprobe");
 unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Mprobe.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, message, status) };
-    let traced = if tracing { trace::enter(id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, message, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Mprobe, rc, traffic, comm);
     rc
 }
@@ -565,10 +565,10 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, r#type, message, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_Mrecv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Mrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype: r#type, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -593,10 +593,10 @@ pub static NEXT_MPI_Probe: Next = Next::new(c"PMPI_Probe");
 unsafe fn wrap_MPI_Probe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Probe.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, status) };
-    let traced = if tracing { trace::enter(id::MPI_Probe, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Probe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Probe, rc, traffic, comm);
     rc
 }
@@ -623,10 +623,10 @@ pub static NEXT_MPI_Recv_init: Next = Next::new(c"PMPI_Recv_init");
 unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Recv_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Recv_init, rc, traffic, comm);
     rc
 }
@@ -653,10 +653,10 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: 
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_Recv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Recv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Recv, rc, traffic, comm);
     rc
 }
@@ -683,10 +683,10 @@ pub static NEXT_MPI_Request_free: Next = Next::new(c"PMPI_Request_free");
 unsafe fn wrap_MPI_Request_free(via_pmpi: bool, tracing: bool, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(NEXT_MPI_Request_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
-    let traced = if tracing { trace::enter(id::MPI_Request_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Request_free, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -711,10 +711,10 @@ pub static NEXT_MPI_Request_get_status: Next = Next::new(c"PMPI_Request_get_stat
 unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, tracing: bool, request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Request_get_status.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request, flag, status) };
-    let traced = if tracing { trace::enter(id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -739,10 +739,10 @@ pub static NEXT_MPI_Rsend: Next = Next::new(c"PMPI_Rsend");
 unsafe fn wrap_MPI_Rsend(via_pmpi: bool, tracing: bool, ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Rsend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(ibuf, count, datatype, dest, tag, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Rsend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Rsend, std::ptr::null(), 0) } else { None };
     let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Rsend, rc, traffic, comm);
     rc
 }
@@ -767,10 +767,10 @@ pub static NEXT_MPI_Rsend_init: Next = Next::new(c"PMPI_Rsend_init");
 unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rsend_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Rsend_init, rc, traffic, comm);
     rc
 }
@@ -795,10 +795,10 @@ pub static NEXT_MPI_Send_init: Next = Next::new(c"PMPI_Send_init");
 unsafe fn wrap_MPI_Send_init(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Send_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Send_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Send_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Send_init, rc, traffic, comm);
     rc
 }
@@ -823,10 +823,10 @@ pub static NEXT_MPI_Send: Next = Next::new(c"PMPI_Send");
 unsafe fn wrap_MPI_Send(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Send.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Send, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Send, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Send, rc, traffic, comm);
     rc
 }
@@ -855,10 +855,10 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_Sendrecv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest, recv_count: MPI_Count::from(recvcount), recv_datatype: recvtype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Sendrecv, rc, traffic, comm);
     rc
 }
@@ -887,10 +887,10 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, tracing: bool, buf: *mut c_v
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_Sendrecv_replace, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv_replace, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(count), datatype, peer: dest, recv_count: MPI_Count::from(count), recv_datatype: datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Sendrecv_replace, rc, traffic, comm);
     rc
 }
@@ -915,10 +915,10 @@ pub static NEXT_MPI_Ssend_init: Next = Next::new(c"PMPI_Ssend_init");
 unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ssend_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ssend_init, rc, traffic, comm);
     rc
 }
@@ -943,10 +943,10 @@ pub static NEXT_MPI_Ssend: Next = Next::new(c"PMPI_Ssend");
 unsafe fn wrap_MPI_Ssend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Ssend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Ssend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ssend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ssend, rc, traffic, comm);
     rc
 }
@@ -973,10 +973,10 @@ pub static NEXT_MPI_Start: Next = Next::new(c"PMPI_Start");
 unsafe fn wrap_MPI_Start(via_pmpi: bool, tracing: bool, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(NEXT_MPI_Start.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
-    let traced = if tracing { trace::enter(id::MPI_Start, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Start, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1003,10 +1003,10 @@ pub static NEXT_MPI_Startall: Next = Next::new(c"PMPI_Startall");
 unsafe fn wrap_MPI_Startall(via_pmpi: bool, tracing: bool, count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Startall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests) };
-    let traced = if tracing { trace::enter(id::MPI_Startall, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Startall, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_requests);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1033,10 +1033,10 @@ pub static NEXT_MPI_Status_set_cancelled: Next = Next::new(c"PMPI_Status_set_can
 unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, tracing: bool, status: *mut MPI_Status, flag: c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Status, c_int) -> c_int = transmute(NEXT_MPI_Status_set_cancelled.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1061,10 +1061,10 @@ pub static NEXT_MPI_Status_set_elements: Next = Next::new(c"PMPI_Status_set_elem
 unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, tracing: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, c_int) -> c_int = transmute(NEXT_MPI_Status_set_elements.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if tracing { trace::enter(id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1089,10 +1089,10 @@ pub static NEXT_MPI_Status_set_elements_x: Next = Next::new(c"PMPI_Status_set_el
 unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, tracing: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, MPI_Count) -> c_int = transmute(NEXT_MPI_Status_set_elements_x.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if tracing { trace::enter(id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1117,10 +1117,10 @@ pub static NEXT_MPI_Testall: Next = Next::new(c"PMPI_Testall");
 unsafe fn wrap_MPI_Testall(via_pmpi: bool, tracing: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Testall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, flag, array_of_statuses) };
-    let traced = if tracing { trace::enter(id::MPI_Testall, array_of_requests, count) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Testall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1147,10 +1147,10 @@ pub static NEXT_MPI_Testany: Next = Next::new(c"PMPI_Testany");
 unsafe fn wrap_MPI_Testany(via_pmpi: bool, tracing: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Testany.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, index, flag, status) };
-    let traced = if tracing { trace::enter(id::MPI_Testany, array_of_requests, count) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Testany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, flag, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1177,10 +1177,10 @@ pub static NEXT_MPI_Test: Next = Next::new(c"PMPI_Test");
 unsafe fn wrap_MPI_Test(via_pmpi: bool, tracing: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Test.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request, flag, status) };
-    let traced = if tracing { trace::enter(id::MPI_Test, request, 1) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Test, request, 1) } else { None };
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1207,10 +1207,10 @@ pub static NEXT_MPI_Test_cancelled: Next = Next::new(c"PMPI_Test_cancelled");
 unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, tracing: bool, status: *const MPI_Status, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*const MPI_Status, *mut c_int) -> c_int = transmute(NEXT_MPI_Test_cancelled.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1235,10 +1235,10 @@ pub static NEXT_MPI_Testsome: Next = Next::new(c"PMPI_Testsome");
 unsafe fn wrap_MPI_Testsome(via_pmpi: bool, tracing: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Testsome.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
-    let traced = if tracing { trace::enter(id::MPI_Testsome, array_of_requests, incount) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Testsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1263,10 +1263,10 @@ pub static NEXT_MPI_Waitall: Next = Next::new(c"PMPI_Waitall");
 unsafe fn wrap_MPI_Waitall(via_pmpi: bool, tracing: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Waitall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, array_of_statuses) };
-    let traced = if tracing { trace::enter(id::MPI_Waitall, array_of_requests, count) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Waitall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, array_of_statuses);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1293,10 +1293,10 @@ pub static NEXT_MPI_Waitany: Next = Next::new(c"PMPI_Waitany");
 unsafe fn wrap_MPI_Waitany(via_pmpi: bool, tracing: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Waitany.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, index, status) };
-    let traced = if tracing { trace::enter(id::MPI_Waitany, array_of_requests, count) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Waitany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1323,10 +1323,10 @@ pub static NEXT_MPI_Wait: Next = Next::new(c"PMPI_Wait");
 unsafe fn wrap_MPI_Wait(via_pmpi: bool, tracing: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Wait.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request, status) };
-    let traced = if tracing { trace::enter(id::MPI_Wait, request, 1) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Wait, request, 1) } else { None };
     let rc = next(request, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1353,10 +1353,10 @@ pub static NEXT_MPI_Waitsome: Next = Next::new(c"PMPI_Waitsome");
 unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, tracing: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Waitsome.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
-    let traced = if tracing { trace::enter(id::MPI_Waitsome, array_of_requests, incount) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Waitsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1381,10 +1381,10 @@ pub static NEXT_MPI_Bsend_c: Next = Next::new(c"PMPI_Bsend_c");
 unsafe fn wrap_MPI_Bsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bsend_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Bsend_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Bsend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bsend_c, rc, traffic, comm);
     rc
 }
@@ -1409,10 +1409,10 @@ pub static NEXT_MPI_Bsend_init_c: Next = Next::new(c"PMPI_Bsend_init_c");
 unsafe fn wrap_MPI_Bsend_init_c(via_pmpi: bool, tracing: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Bsend_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Bsend_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Bsend_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bsend_init_c, rc, traffic, comm);
     rc
 }
@@ -1437,10 +1437,10 @@ pub static NEXT_MPI_Buffer_attach_c: Next = Next::new(c"PMPI_Buffer_attach_c");
 unsafe fn wrap_MPI_Buffer_attach_c(via_pmpi: bool, tracing: bool, buffer: *mut c_void, size: MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count) -> c_int = transmute(NEXT_MPI_Buffer_attach_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, size) };
-    let traced = if tracing { trace::enter(id::MPI_Buffer_attach_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Buffer_attach_c, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Buffer_attach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1465,10 +1465,10 @@ pub static NEXT_MPI_Buffer_detach_c: Next = Next::new(c"PMPI_Buffer_detach_c");
 unsafe fn wrap_MPI_Buffer_detach_c(via_pmpi: bool, tracing: bool, buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Buffer_detach_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer_addr, size) };
-    let traced = if tracing { trace::enter(id::MPI_Buffer_detach_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Buffer_detach_c, std::ptr::null(), 0) } else { None };
     let rc = next(buffer_addr, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Buffer_detach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1493,10 +1493,10 @@ pub static NEXT_MPI_Get_count_c: Next = Next::new(c"PMPI_Get_count_c");
 unsafe fn wrap_MPI_Get_count_c(via_pmpi: bool, tracing: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Get_count_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if tracing { trace::enter(id::MPI_Get_count_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_count_c, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_count_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1521,10 +1521,10 @@ pub static NEXT_MPI_Get_elements_c: Next = Next::new(c"PMPI_Get_elements_c");
 unsafe fn wrap_MPI_Get_elements_c(via_pmpi: bool, tracing: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Get_elements_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if tracing { trace::enter(id::MPI_Get_elements_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_elements_c, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_elements_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1549,10 +1549,10 @@ pub static NEXT_MPI_Ibsend_c: Next = Next::new(c"PMPI_Ibsend_c");
 unsafe fn wrap_MPI_Ibsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibsend_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ibsend_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ibsend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ibsend_c, rc, traffic, comm);
     rc
 }
@@ -1577,10 +1577,10 @@ pub static NEXT_MPI_Imrecv_c: Next = Next::new(c"PMPI_Imrecv_c");
 unsafe fn wrap_MPI_Imrecv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Imrecv_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, message, request) };
-    let traced = if tracing { trace::enter(id::MPI_Imrecv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Imrecv_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, message, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Imrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1605,10 +1605,10 @@ pub static NEXT_MPI_Irecv_c: Next = Next::new(c"PMPI_Irecv_c");
 unsafe fn wrap_MPI_Irecv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Irecv_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Irecv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Irecv_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: source };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Irecv_c, rc, traffic, comm);
     rc
 }
@@ -1633,10 +1633,10 @@ pub static NEXT_MPI_Irsend_c: Next = Next::new(c"PMPI_Irsend_c");
 unsafe fn wrap_MPI_Irsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Irsend_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Irsend_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Irsend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Irsend_c, rc, traffic, comm);
     rc
 }
@@ -1661,10 +1661,10 @@ pub static NEXT_MPI_Isend_c: Next = Next::new(c"PMPI_Isend_c");
 unsafe fn wrap_MPI_Isend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Isend_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Isend_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Isend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Isend_c, rc, traffic, comm);
     rc
 }
@@ -1689,10 +1689,10 @@ pub static NEXT_MPI_Isendrecv: Next = Next::new(c"PMPI_Isendrecv");
 unsafe fn wrap_MPI_Isendrecv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, *mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Isendrecv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Isendrecv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Isendrecv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Isendrecv, rc, traffic, comm);
     rc
 }
@@ -1717,10 +1717,10 @@ pub static NEXT_MPI_Isendrecv_c: Next = Next::new(c"PMPI_Isendrecv_c");
 unsafe fn wrap_MPI_Isendrecv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, *mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Isendrecv_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Isendrecv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Isendrecv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Isendrecv_c, rc, traffic, comm);
     rc
 }
@@ -1745,10 +1745,10 @@ pub static NEXT_MPI_Isendrecv_replace: Next = Next::new(c"PMPI_Isendrecv_replace
 unsafe fn wrap_MPI_Isendrecv_replace(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Isendrecv_replace.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Isendrecv_replace, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Isendrecv_replace, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Isendrecv_replace, rc, traffic, comm);
     rc
 }
@@ -1773,10 +1773,10 @@ pub static NEXT_MPI_Isendrecv_replace_c: Next = Next::new(c"PMPI_Isendrecv_repla
 unsafe fn wrap_MPI_Isendrecv_replace_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Isendrecv_replace_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Isendrecv_replace_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Isendrecv_replace_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Isendrecv_replace_c, rc, traffic, comm);
     rc
 }
@@ -1801,10 +1801,10 @@ pub static NEXT_MPI_Issend_c: Next = Next::new(c"PMPI_Issend_c");
 unsafe fn wrap_MPI_Issend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Issend_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Issend_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Issend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Issend_c, rc, traffic, comm);
     rc
 }
@@ -1831,10 +1831,10 @@ unsafe fn wrap_MPI_Mrecv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, coun
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, message, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_Mrecv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Mrecv_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, message, status);
     let traffic = Traffic::Received { count, datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Mrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1859,10 +1859,10 @@ pub static NEXT_MPI_Parrived: Next = Next::new(c"PMPI_Parrived");
 unsafe fn wrap_MPI_Parrived(via_pmpi: bool, tracing: bool, request: MPI_Request, partition: c_int, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Request, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Parrived.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request, partition, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Parrived, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Parrived, std::ptr::null(), 0) } else { None };
     let rc = next(request, partition, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Parrived, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1887,10 +1887,10 @@ pub static NEXT_MPI_Pready: Next = Next::new(c"PMPI_Pready");
 unsafe fn wrap_MPI_Pready(via_pmpi: bool, tracing: bool, partition: c_int, request: MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(c_int, MPI_Request) -> c_int = transmute(NEXT_MPI_Pready.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(partition, request) };
-    let traced = if tracing { trace::enter(id::MPI_Pready, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Pready, std::ptr::null(), 0) } else { None };
     let rc = next(partition, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Pready, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1915,10 +1915,10 @@ pub static NEXT_MPI_Pready_list: Next = Next::new(c"PMPI_Pready_list");
 unsafe fn wrap_MPI_Pready_list(via_pmpi: bool, tracing: bool, length: c_int, array_of_partitions: *mut c_int, request: MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_int, MPI_Request) -> c_int = transmute(NEXT_MPI_Pready_list.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(length, array_of_partitions, request) };
-    let traced = if tracing { trace::enter(id::MPI_Pready_list, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Pready_list, std::ptr::null(), 0) } else { None };
     let rc = next(length, array_of_partitions, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Pready_list, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1943,10 +1943,10 @@ pub static NEXT_MPI_Pready_range: Next = Next::new(c"PMPI_Pready_range");
 unsafe fn wrap_MPI_Pready_range(via_pmpi: bool, tracing: bool, partition_low: c_int, partition_high: c_int, request: MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Request) -> c_int = transmute(NEXT_MPI_Pready_range.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(partition_low, partition_high, request) };
-    let traced = if tracing { trace::enter(id::MPI_Pready_range, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Pready_range, std::ptr::null(), 0) } else { None };
     let rc = next(partition_low, partition_high, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Pready_range, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1971,10 +1971,10 @@ pub static NEXT_MPI_Precv_init: Next = Next::new(c"PMPI_Precv_init");
 unsafe fn wrap_MPI_Precv_init(via_pmpi: bool, tracing: bool, buf: *mut c_void, partitions: c_int, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Precv_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, partitions, count, datatype, dest, tag, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Precv_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Precv_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, partitions, count, datatype, dest, tag, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Precv_init, rc, traffic, comm);
     rc
 }
@@ -1999,10 +1999,10 @@ pub static NEXT_MPI_Psend_init: Next = Next::new(c"PMPI_Psend_init");
 unsafe fn wrap_MPI_Psend_init(via_pmpi: bool, tracing: bool, buf: *const c_void, partitions: c_int, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Psend_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, partitions, count, datatype, dest, tag, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Psend_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Psend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, partitions, count, datatype, dest, tag, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Psend_init, rc, traffic, comm);
     rc
 }
@@ -2029,10 +2029,10 @@ unsafe fn wrap_MPI_Recv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, count
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_Recv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Recv_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count, datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Recv_c, rc, traffic, comm);
     rc
 }
@@ -2057,10 +2057,10 @@ pub static NEXT_MPI_Recv_init_c: Next = Next::new(c"PMPI_Recv_init_c");
 unsafe fn wrap_MPI_Recv_init_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Recv_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Recv_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Recv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Recv_init_c, rc, traffic, comm);
     rc
 }
@@ -2085,10 +2085,10 @@ pub static NEXT_MPI_Rsend_c: Next = Next::new(c"PMPI_Rsend_c");
 unsafe fn wrap_MPI_Rsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Rsend_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Rsend_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Rsend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Rsend_c, rc, traffic, comm);
     rc
 }
@@ -2113,10 +2113,10 @@ pub static NEXT_MPI_Rsend_init_c: Next = Next::new(c"PMPI_Rsend_init_c");
 unsafe fn wrap_MPI_Rsend_init_c(via_pmpi: bool, tracing: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rsend_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Rsend_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Rsend_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Rsend_init_c, rc, traffic, comm);
     rc
 }
@@ -2141,10 +2141,10 @@ pub static NEXT_MPI_Send_c: Next = Next::new(c"PMPI_Send_c");
 unsafe fn wrap_MPI_Send_c(via_pmpi: bool, tracing: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Send_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Send_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Send_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Send_c, rc, traffic, comm);
     rc
 }
@@ -2169,10 +2169,10 @@ pub static NEXT_MPI_Send_init_c: Next = Next::new(c"PMPI_Send_init_c");
 unsafe fn wrap_MPI_Send_init_c(via_pmpi: bool, tracing: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Send_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Send_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Send_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Send_init_c, rc, traffic, comm);
     rc
 }
@@ -2199,10 +2199,10 @@ unsafe fn wrap_MPI_Sendrecv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_Sendrecv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: sendcount, datatype: sendtype, peer: dest, recv_count: recvcount, recv_datatype: recvtype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Sendrecv_c, rc, traffic, comm);
     rc
 }
@@ -2229,10 +2229,10 @@ unsafe fn wrap_MPI_Sendrecv_replace_c(via_pmpi: bool, tracing: bool, buf: *mut c
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_Sendrecv_replace_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv_replace_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count, datatype, peer: dest, recv_count: count, recv_datatype: datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Sendrecv_replace_c, rc, traffic, comm);
     rc
 }
@@ -2257,10 +2257,10 @@ pub static NEXT_MPI_Ssend_c: Next = Next::new(c"PMPI_Ssend_c");
 unsafe fn wrap_MPI_Ssend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Ssend_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Ssend_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ssend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ssend_c, rc, traffic, comm);
     rc
 }
@@ -2285,10 +2285,10 @@ pub static NEXT_MPI_Ssend_init_c: Next = Next::new(c"PMPI_Ssend_init_c");
 unsafe fn wrap_MPI_Ssend_init_c(via_pmpi: bool, tracing: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ssend_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ssend_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ssend_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ssend_init_c, rc, traffic, comm);
     rc
 }
@@ -2313,10 +2313,10 @@ pub static NEXT_MPI_Allgather: Next = Next::new(c"PMPI_Allgather");
 unsafe fn wrap_MPI_Allgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allgather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Allgather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Allgather, rc, traffic, comm);
     rc
 }
@@ -2343,10 +2343,10 @@ pub static NEXT_MPI_Iallgather: Next = Next::new(c"PMPI_Iallgather");
 unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallgather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iallgather, rc, traffic, comm);
     rc
 }
@@ -2371,10 +2371,10 @@ pub static NEXT_MPI_Allgatherv: Next = Next::new(c"PMPI_Allgatherv");
 unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allgatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Allgatherv, rc, traffic, comm);
     rc
 }
@@ -2401,10 +2401,10 @@ pub static NEXT_MPI_Iallgatherv: Next = Next::new(c"PMPI_Iallgatherv");
 unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallgatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iallgatherv, rc, traffic, comm);
     rc
 }
@@ -2429,10 +2429,10 @@ pub static NEXT_MPI_Allreduce: Next = Next::new(c"PMPI_Allreduce");
 unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allreduce.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Allreduce, rc, traffic, comm);
     rc
 }
@@ -2459,10 +2459,10 @@ pub static NEXT_MPI_Iallreduce: Next = Next::new(c"PMPI_Iallreduce");
 unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallreduce.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iallreduce, rc, traffic, comm);
     rc
 }
@@ -2489,10 +2489,10 @@ pub static NEXT_MPI_Alltoall: Next = Next::new(c"PMPI_Alltoall");
 unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Alltoall, rc, traffic, comm);
     rc
 }
@@ -2519,10 +2519,10 @@ pub static NEXT_MPI_Ialltoall: Next = Next::new(c"PMPI_Ialltoall");
 unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ialltoall, rc, traffic, comm);
     rc
 }
@@ -2549,10 +2549,10 @@ pub static NEXT_MPI_Alltoallv: Next = Next::new(c"PMPI_Alltoallv");
 unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoallv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Alltoallv, rc, traffic, comm);
     rc
 }
@@ -2579,10 +2579,10 @@ pub static NEXT_MPI_Ialltoallv: Next = Next::new(c"PMPI_Ialltoallv");
 unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoallv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ialltoallv, rc, traffic, comm);
     rc
 }
@@ -2607,10 +2607,10 @@ pub static NEXT_MPI_Alltoallw: Next = Next::new(c"PMPI_Alltoallw");
 unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoallw.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Alltoallw, rc, traffic, comm);
     rc
 }
@@ -2635,10 +2635,10 @@ pub static NEXT_MPI_Ialltoallw: Next = Next::new(c"PMPI_Ialltoallw");
 unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoallw.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ialltoallw, rc, traffic, comm);
     rc
 }
@@ -2663,10 +2663,10 @@ pub static NEXT_MPI_Barrier: Next = Next::new(c"PMPI_Barrier");
 unsafe fn wrap_MPI_Barrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(NEXT_MPI_Barrier.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm) };
-    let traced = if tracing { trace::enter(id::MPI_Barrier, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Barrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Barrier, rc, traffic, comm);
     rc
 }
@@ -2693,10 +2693,10 @@ pub static NEXT_MPI_Ibarrier: Next = Next::new(c"PMPI_Ibarrier");
 unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibarrier.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ibarrier, rc, traffic, comm);
     rc
 }
@@ -2723,10 +2723,10 @@ pub static NEXT_MPI_Bcast: Next = Next::new(c"PMPI_Bcast");
 unsafe fn wrap_MPI_Bcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bcast.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, count, datatype, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Bcast, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Bcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bcast, rc, traffic, comm);
     rc
 }
@@ -2753,10 +2753,10 @@ pub static NEXT_MPI_Ibcast: Next = Next::new(c"PMPI_Ibcast");
 unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibcast.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, count, datatype, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ibcast, rc, traffic, comm);
     rc
 }
@@ -2783,10 +2783,10 @@ pub static NEXT_MPI_Exscan: Next = Next::new(c"PMPI_Exscan");
 unsafe fn wrap_MPI_Exscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Exscan.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Exscan, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Exscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Exscan, rc, traffic, comm);
     rc
 }
@@ -2811,10 +2811,10 @@ pub static NEXT_MPI_Iexscan: Next = Next::new(c"PMPI_Iexscan");
 unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iexscan.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iexscan, rc, traffic, comm);
     rc
 }
@@ -2839,10 +2839,10 @@ pub static NEXT_MPI_Gather: Next = Next::new(c"PMPI_Gather");
 unsafe fn wrap_MPI_Gather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Gather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Gather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Gather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Gather, rc, traffic, comm);
     rc
 }
@@ -2869,10 +2869,10 @@ pub static NEXT_MPI_Igather: Next = Next::new(c"PMPI_Igather");
 unsafe fn wrap_MPI_Igather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Igather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Igather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Igather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Igather, rc, traffic, comm);
     rc
 }
@@ -2897,10 +2897,10 @@ pub static NEXT_MPI_Gatherv: Next = Next::new(c"PMPI_Gatherv");
 unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Gatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Gatherv, rc, traffic, comm);
     rc
 }
@@ -2927,10 +2927,10 @@ pub static NEXT_MPI_Igatherv: Next = Next::new(c"PMPI_Igatherv");
 unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Igatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Igatherv, rc, traffic, comm);
     rc
 }
@@ -2955,10 +2955,10 @@ pub static NEXT_MPI_Neighbor_allgather: Next = Next::new(c"PMPI_Neighbor_allgath
 unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_allgather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_allgather, rc, traffic, comm);
     rc
 }
@@ -2983,10 +2983,10 @@ pub static NEXT_MPI_Ineighbor_allgather: Next = Next::new(c"PMPI_Ineighbor_allga
 unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_allgather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_allgather, rc, traffic, comm);
     rc
 }
@@ -3011,10 +3011,10 @@ pub static NEXT_MPI_Neighbor_allgatherv: Next = Next::new(c"PMPI_Neighbor_allgat
 unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_allgatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_allgatherv, rc, traffic, comm);
     rc
 }
@@ -3039,10 +3039,10 @@ pub static NEXT_MPI_Ineighbor_allgatherv: Next = Next::new(c"PMPI_Ineighbor_allg
 unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_allgatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_allgatherv, rc, traffic, comm);
     rc
 }
@@ -3067,10 +3067,10 @@ pub static NEXT_MPI_Neighbor_alltoall: Next = Next::new(c"PMPI_Neighbor_alltoall
 unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_alltoall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoall, rc, traffic, comm);
     rc
 }
@@ -3095,10 +3095,10 @@ pub static NEXT_MPI_Ineighbor_alltoall: Next = Next::new(c"PMPI_Ineighbor_alltoa
 unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_alltoall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_alltoall, rc, traffic, comm);
     rc
 }
@@ -3123,10 +3123,10 @@ pub static NEXT_MPI_Neighbor_alltoallv: Next = Next::new(c"PMPI_Neighbor_alltoal
 unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_alltoallv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoallv, rc, traffic, comm);
     rc
 }
@@ -3151,10 +3151,10 @@ pub static NEXT_MPI_Ineighbor_alltoallv: Next = Next::new(c"PMPI_Ineighbor_allto
 unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_alltoallv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_alltoallv, rc, traffic, comm);
     rc
 }
@@ -3179,10 +3179,10 @@ pub static NEXT_MPI_Neighbor_alltoallw: Next = Next::new(c"PMPI_Neighbor_alltoal
 unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_alltoallw.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoallw, rc, traffic, comm);
     rc
 }
@@ -3207,10 +3207,10 @@ pub static NEXT_MPI_Ineighbor_alltoallw: Next = Next::new(c"PMPI_Ineighbor_allto
 unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_alltoallw.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_alltoallw, rc, traffic, comm);
     rc
 }
@@ -3235,10 +3235,10 @@ pub static NEXT_MPI_Reduce: Next = Next::new(c"PMPI_Reduce");
 unsafe fn wrap_MPI_Reduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Reduce, rc, traffic, comm);
     rc
 }
@@ -3265,10 +3265,10 @@ pub static NEXT_MPI_Ireduce: Next = Next::new(c"PMPI_Ireduce");
 unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ireduce, rc, traffic, comm);
     rc
 }
@@ -3295,10 +3295,10 @@ pub static NEXT_MPI_Reduce_local: Next = Next::new(c"PMPI_Reduce_local");
 unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, tracing: bool, inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op) -> c_int = transmute(NEXT_MPI_Reduce_local.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, inoutbuf, count, datatype, op) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3323,10 +3323,10 @@ pub static NEXT_MPI_Reduce_scatter: Next = Next::new(c"PMPI_Reduce_scatter");
 unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce_scatter.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Reduce_scatter, rc, traffic, comm);
     rc
 }
@@ -3351,10 +3351,10 @@ pub static NEXT_MPI_Ireduce_scatter: Next = Next::new(c"PMPI_Ireduce_scatter");
 unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce_scatter.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ireduce_scatter, rc, traffic, comm);
     rc
 }
@@ -3379,10 +3379,10 @@ pub static NEXT_MPI_Reduce_scatter_block: Next = Next::new(c"PMPI_Reduce_scatter
 unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce_scatter_block.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Reduce_scatter_block, rc, traffic, comm);
     rc
 }
@@ -3407,10 +3407,10 @@ pub static NEXT_MPI_Ireduce_scatter_block: Next = Next::new(c"PMPI_Ireduce_scatt
 unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce_scatter_block.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ireduce_scatter_block, rc, traffic, comm);
     rc
 }
@@ -3435,10 +3435,10 @@ pub static NEXT_MPI_Scan: Next = Next::new(c"PMPI_Scan");
 unsafe fn wrap_MPI_Scan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scan.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Scan, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Scan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Scan, rc, traffic, comm);
     rc
 }
@@ -3463,10 +3463,10 @@ pub static NEXT_MPI_Iscan: Next = Next::new(c"PMPI_Iscan");
 unsafe fn wrap_MPI_Iscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iscan.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iscan, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iscan, rc, traffic, comm);
     rc
 }
@@ -3491,10 +3491,10 @@ pub static NEXT_MPI_Scatter: Next = Next::new(c"PMPI_Scatter");
 unsafe fn wrap_MPI_Scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scatter.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Scatter, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scatter, rc, traffic, comm);
     rc
 }
@@ -3521,10 +3521,10 @@ pub static NEXT_MPI_Iscatter: Next = Next::new(c"PMPI_Iscatter");
 unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iscatter.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iscatter, rc, traffic, comm);
     rc
 }
@@ -3549,10 +3549,10 @@ pub static NEXT_MPI_Scatterv: Next = Next::new(c"PMPI_Scatterv");
 unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scatterv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scatterv, rc, traffic, comm);
     rc
 }
@@ -3562,13 +3562,11 @@ unsafe fn traced_MPI_Scatterv(via_pmpi: bool, sendbuf: *const c_void, sendcounts
     wrap_MPI_Scatterv(via_pmpi, true, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if trace::on() { return traced_MPI_Scatterv(false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) }
     wrap_MPI_Scatterv(false, false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if trace::on() { return traced_MPI_Scatterv(true, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) }
     wrap_MPI_Scatterv(true, false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
@@ -3579,10 +3577,10 @@ pub static NEXT_MPI_Iscatterv: Next = Next::new(c"PMPI_Iscatterv");
 unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iscatterv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iscatterv, rc, traffic, comm);
     rc
 }
@@ -3607,10 +3605,10 @@ pub static NEXT_MPI_Allgather_c: Next = Next::new(c"PMPI_Allgather_c");
 unsafe fn wrap_MPI_Allgather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allgather_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Allgather_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Allgather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Allgather_c, rc, traffic, comm);
     rc
 }
@@ -3635,10 +3633,10 @@ pub static NEXT_MPI_Allgather_init: Next = Next::new(c"PMPI_Allgather_init");
 unsafe fn wrap_MPI_Allgather_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Allgather_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Allgather_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Allgather_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Allgather_init, rc, traffic, comm);
     rc
 }
@@ -3663,10 +3661,10 @@ pub static NEXT_MPI_Allgather_init_c: Next = Next::new(c"PMPI_Allgather_init_c")
 unsafe fn wrap_MPI_Allgather_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Allgather_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Allgather_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Allgather_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Allgather_init_c, rc, traffic, comm);
     rc
 }
@@ -3691,10 +3689,10 @@ pub static NEXT_MPI_Allgatherv_c: Next = Next::new(c"PMPI_Allgatherv_c");
 unsafe fn wrap_MPI_Allgatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allgatherv_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Allgatherv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Allgatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Allgatherv_c, rc, traffic, comm);
     rc
 }
@@ -3719,10 +3717,10 @@ pub static NEXT_MPI_Allgatherv_init: Next = Next::new(c"PMPI_Allgatherv_init");
 unsafe fn wrap_MPI_Allgatherv_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Allgatherv_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Allgatherv_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Allgatherv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Allgatherv_init, rc, traffic, comm);
     rc
 }
@@ -3747,10 +3745,10 @@ pub static NEXT_MPI_Allgatherv_init_c: Next = Next::new(c"PMPI_Allgatherv_init_c
 unsafe fn wrap_MPI_Allgatherv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Allgatherv_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Allgatherv_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Allgatherv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Allgatherv_init_c, rc, traffic, comm);
     rc
 }
@@ -3775,10 +3773,10 @@ pub static NEXT_MPI_Allreduce_c: Next = Next::new(c"PMPI_Allreduce_c");
 unsafe fn wrap_MPI_Allreduce_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allreduce_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Allreduce_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Allreduce_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Allreduce_c, rc, traffic, comm);
     rc
 }
@@ -3803,10 +3801,10 @@ pub static NEXT_MPI_Allreduce_init: Next = Next::new(c"PMPI_Allreduce_init");
 unsafe fn wrap_MPI_Allreduce_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Allreduce_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Allreduce_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Allreduce_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Allreduce_init, rc, traffic, comm);
     rc
 }
@@ -3831,10 +3829,10 @@ pub static NEXT_MPI_Allreduce_init_c: Next = Next::new(c"PMPI_Allreduce_init_c")
 unsafe fn wrap_MPI_Allreduce_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Allreduce_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Allreduce_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Allreduce_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Allreduce_init_c, rc, traffic, comm);
     rc
 }
@@ -3859,10 +3857,10 @@ pub static NEXT_MPI_Alltoall_c: Next = Next::new(c"PMPI_Alltoall_c");
 unsafe fn wrap_MPI_Alltoall_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoall_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Alltoall_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alltoall_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Alltoall_c, rc, traffic, comm);
     rc
 }
@@ -3887,10 +3885,10 @@ pub static NEXT_MPI_Alltoall_init: Next = Next::new(c"PMPI_Alltoall_init");
 unsafe fn wrap_MPI_Alltoall_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Alltoall_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Alltoall_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alltoall_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Alltoall_init, rc, traffic, comm);
     rc
 }
@@ -3915,10 +3913,10 @@ pub static NEXT_MPI_Alltoall_init_c: Next = Next::new(c"PMPI_Alltoall_init_c");
 unsafe fn wrap_MPI_Alltoall_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Alltoall_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Alltoall_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alltoall_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Alltoall_init_c, rc, traffic, comm);
     rc
 }
@@ -3943,10 +3941,10 @@ pub static NEXT_MPI_Alltoallv_c: Next = Next::new(c"PMPI_Alltoallv_c");
 unsafe fn wrap_MPI_Alltoallv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoallv_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Alltoallv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alltoallv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, comm } };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Alltoallv_c, rc, traffic, comm);
     rc
 }
@@ -3971,10 +3969,10 @@ pub static NEXT_MPI_Alltoallv_init: Next = Next::new(c"PMPI_Alltoallv_init");
 unsafe fn wrap_MPI_Alltoallv_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Alltoallv_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Alltoallv_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alltoallv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Alltoallv_init, rc, traffic, comm);
     rc
 }
@@ -3999,10 +3997,10 @@ pub static NEXT_MPI_Alltoallv_init_c: Next = Next::new(c"PMPI_Alltoallv_init_c")
 unsafe fn wrap_MPI_Alltoallv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Alltoallv_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Alltoallv_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alltoallv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Alltoallv_init_c, rc, traffic, comm);
     rc
 }
@@ -4027,10 +4025,10 @@ pub static NEXT_MPI_Alltoallw_c: Next = Next::new(c"PMPI_Alltoallw_c");
 unsafe fn wrap_MPI_Alltoallw_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoallw_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Alltoallw_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alltoallw_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Alltoallw_c, rc, traffic, comm);
     rc
 }
@@ -4055,10 +4053,10 @@ pub static NEXT_MPI_Alltoallw_init: Next = Next::new(c"PMPI_Alltoallw_init");
 unsafe fn wrap_MPI_Alltoallw_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Alltoallw_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Alltoallw_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alltoallw_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Alltoallw_init, rc, traffic, comm);
     rc
 }
@@ -4083,10 +4081,10 @@ pub static NEXT_MPI_Alltoallw_init_c: Next = Next::new(c"PMPI_Alltoallw_init_c")
 unsafe fn wrap_MPI_Alltoallw_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Alltoallw_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Alltoallw_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alltoallw_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Alltoallw_init_c, rc, traffic, comm);
     rc
 }
@@ -4111,10 +4109,10 @@ pub static NEXT_MPI_Barrier_init: Next = Next::new(c"PMPI_Barrier_init");
 unsafe fn wrap_MPI_Barrier_init(via_pmpi: bool, tracing: bool, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Barrier_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Barrier_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Barrier_init, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Barrier_init, rc, traffic, comm);
     rc
 }
@@ -4139,10 +4137,10 @@ pub static NEXT_MPI_Bcast_c: Next = Next::new(c"PMPI_Bcast_c");
 unsafe fn wrap_MPI_Bcast_c(via_pmpi: bool, tracing: bool, buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bcast_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, count, datatype, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Bcast_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Bcast_c, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count, datatype, peer: root };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bcast_c, rc, traffic, comm);
     rc
 }
@@ -4167,10 +4165,10 @@ pub static NEXT_MPI_Bcast_init: Next = Next::new(c"PMPI_Bcast_init");
 unsafe fn wrap_MPI_Bcast_init(via_pmpi: bool, tracing: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Bcast_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, count, datatype, root, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Bcast_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Bcast_init, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bcast_init, rc, traffic, comm);
     rc
 }
@@ -4195,10 +4193,10 @@ pub static NEXT_MPI_Bcast_init_c: Next = Next::new(c"PMPI_Bcast_init_c");
 unsafe fn wrap_MPI_Bcast_init_c(via_pmpi: bool, tracing: bool, buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Bcast_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, count, datatype, root, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Bcast_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Bcast_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bcast_init_c, rc, traffic, comm);
     rc
 }
@@ -4223,10 +4221,10 @@ pub static NEXT_MPI_Exscan_c: Next = Next::new(c"PMPI_Exscan_c");
 unsafe fn wrap_MPI_Exscan_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Exscan_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Exscan_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Exscan_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Exscan_c, rc, traffic, comm);
     rc
 }
@@ -4251,10 +4249,10 @@ pub static NEXT_MPI_Exscan_init: Next = Next::new(c"PMPI_Exscan_init");
 unsafe fn wrap_MPI_Exscan_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Exscan_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Exscan_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Exscan_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Exscan_init, rc, traffic, comm);
     rc
 }
@@ -4279,10 +4277,10 @@ pub static NEXT_MPI_Exscan_init_c: Next = Next::new(c"PMPI_Exscan_init_c");
 unsafe fn wrap_MPI_Exscan_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Exscan_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Exscan_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Exscan_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Exscan_init_c, rc, traffic, comm);
     rc
 }
@@ -4307,10 +4305,10 @@ pub static NEXT_MPI_Gather_c: Next = Next::new(c"PMPI_Gather_c");
 unsafe fn wrap_MPI_Gather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Gather_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Gather_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Gather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Gather_c, rc, traffic, comm);
     rc
 }
@@ -4335,10 +4333,10 @@ pub static NEXT_MPI_Gather_init: Next = Next::new(c"PMPI_Gather_init");
 unsafe fn wrap_MPI_Gather_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Gather_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Gather_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Gather_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Gather_init, rc, traffic, comm);
     rc
 }
@@ -4363,10 +4361,10 @@ pub static NEXT_MPI_Gather_init_c: Next = Next::new(c"PMPI_Gather_init_c");
 unsafe fn wrap_MPI_Gather_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Gather_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Gather_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Gather_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Gather_init_c, rc, traffic, comm);
     rc
 }
@@ -4391,10 +4389,10 @@ pub static NEXT_MPI_Gatherv_c: Next = Next::new(c"PMPI_Gatherv_c");
 unsafe fn wrap_MPI_Gatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Gatherv_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Gatherv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Gatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Gatherv_c, rc, traffic, comm);
     rc
 }
@@ -4419,10 +4417,10 @@ pub static NEXT_MPI_Gatherv_init: Next = Next::new(c"PMPI_Gatherv_init");
 unsafe fn wrap_MPI_Gatherv_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Gatherv_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Gatherv_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Gatherv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Gatherv_init, rc, traffic, comm);
     rc
 }
@@ -4447,10 +4445,10 @@ pub static NEXT_MPI_Gatherv_init_c: Next = Next::new(c"PMPI_Gatherv_init_c");
 unsafe fn wrap_MPI_Gatherv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Gatherv_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Gatherv_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Gatherv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Gatherv_init_c, rc, traffic, comm);
     rc
 }
@@ -4475,10 +4473,10 @@ pub static NEXT_MPI_Iallgather_c: Next = Next::new(c"PMPI_Iallgather_c");
 unsafe fn wrap_MPI_Iallgather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallgather_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iallgather_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iallgather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iallgather_c, rc, traffic, comm);
     rc
 }
@@ -4503,10 +4501,10 @@ pub static NEXT_MPI_Iallgatherv_c: Next = Next::new(c"PMPI_Iallgatherv_c");
 unsafe fn wrap_MPI_Iallgatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallgatherv_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iallgatherv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iallgatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iallgatherv_c, rc, traffic, comm);
     rc
 }
@@ -4531,10 +4529,10 @@ pub static NEXT_MPI_Iallreduce_c: Next = Next::new(c"PMPI_Iallreduce_c");
 unsafe fn wrap_MPI_Iallreduce_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallreduce_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iallreduce_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iallreduce_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iallreduce_c, rc, traffic, comm);
     rc
 }
@@ -4559,10 +4557,10 @@ pub static NEXT_MPI_Ialltoall_c: Next = Next::new(c"PMPI_Ialltoall_c");
 unsafe fn wrap_MPI_Ialltoall_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoall_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ialltoall_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ialltoall_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ialltoall_c, rc, traffic, comm);
     rc
 }
@@ -4587,10 +4585,10 @@ pub static NEXT_MPI_Ialltoallv_c: Next = Next::new(c"PMPI_Ialltoallv_c");
 unsafe fn wrap_MPI_Ialltoallv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoallv_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ialltoallv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, comm } };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ialltoallv_c, rc, traffic, comm);
     rc
 }
@@ -4615,10 +4613,10 @@ pub static NEXT_MPI_Ialltoallw_c: Next = Next::new(c"PMPI_Ialltoallw_c");
 unsafe fn wrap_MPI_Ialltoallw_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoallw_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ialltoallw_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallw_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ialltoallw_c, rc, traffic, comm);
     rc
 }
@@ -4643,10 +4641,10 @@ pub static NEXT_MPI_Ibcast_c: Next = Next::new(c"PMPI_Ibcast_c");
 unsafe fn wrap_MPI_Ibcast_c(via_pmpi: bool, tracing: bool, buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibcast_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, count, datatype, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ibcast_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ibcast_c, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: root };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ibcast_c, rc, traffic, comm);
     rc
 }
@@ -4671,10 +4669,10 @@ pub static NEXT_MPI_Iexscan_c: Next = Next::new(c"PMPI_Iexscan_c");
 unsafe fn wrap_MPI_Iexscan_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iexscan_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iexscan_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iexscan_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iexscan_c, rc, traffic, comm);
     rc
 }
@@ -4699,10 +4697,10 @@ pub static NEXT_MPI_Igather_c: Next = Next::new(c"PMPI_Igather_c");
 unsafe fn wrap_MPI_Igather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Igather_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Igather_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Igather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Igather_c, rc, traffic, comm);
     rc
 }
@@ -4727,10 +4725,10 @@ pub static NEXT_MPI_Igatherv_c: Next = Next::new(c"PMPI_Igatherv_c");
 unsafe fn wrap_MPI_Igatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Igatherv_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Igatherv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Igatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Igatherv_c, rc, traffic, comm);
     rc
 }
@@ -4755,10 +4753,10 @@ pub static NEXT_MPI_Ineighbor_allgather_c: Next = Next::new(c"PMPI_Ineighbor_all
 unsafe fn wrap_MPI_Ineighbor_allgather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_allgather_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ineighbor_allgather_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_allgather_c, rc, traffic, comm);
     rc
 }
@@ -4783,10 +4781,10 @@ pub static NEXT_MPI_Ineighbor_allgatherv_c: Next = Next::new(c"PMPI_Ineighbor_al
 unsafe fn wrap_MPI_Ineighbor_allgatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_allgatherv_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ineighbor_allgatherv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_allgatherv_c, rc, traffic, comm);
     rc
 }
@@ -4811,10 +4809,10 @@ pub static NEXT_MPI_Ineighbor_alltoall_c: Next = Next::new(c"PMPI_Ineighbor_allt
 unsafe fn wrap_MPI_Ineighbor_alltoall_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_alltoall_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ineighbor_alltoall_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoall_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_alltoall_c, rc, traffic, comm);
     rc
 }
@@ -4839,10 +4837,10 @@ pub static NEXT_MPI_Ineighbor_alltoallv_c: Next = Next::new(c"PMPI_Ineighbor_all
 unsafe fn wrap_MPI_Ineighbor_alltoallv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_alltoallv_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ineighbor_alltoallv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_alltoallv_c, rc, traffic, comm);
     rc
 }
@@ -4867,10 +4865,10 @@ pub static NEXT_MPI_Ineighbor_alltoallw_c: Next = Next::new(c"PMPI_Ineighbor_all
 unsafe fn wrap_MPI_Ineighbor_alltoallw_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_alltoallw_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ineighbor_alltoallw_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallw_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_alltoallw_c, rc, traffic, comm);
     rc
 }
@@ -4895,10 +4893,10 @@ pub static NEXT_MPI_Ireduce_c: Next = Next::new(c"PMPI_Ireduce_c");
 unsafe fn wrap_MPI_Ireduce_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ireduce_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: root };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ireduce_c, rc, traffic, comm);
     rc
 }
@@ -4923,10 +4921,10 @@ pub static NEXT_MPI_Ireduce_scatter_block_c: Next = Next::new(c"PMPI_Ireduce_sca
 unsafe fn wrap_MPI_Ireduce_scatter_block_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce_scatter_block_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ireduce_scatter_block_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter_block_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ireduce_scatter_block_c, rc, traffic, comm);
     rc
 }
@@ -4951,10 +4949,10 @@ pub static NEXT_MPI_Ireduce_scatter_c: Next = Next::new(c"PMPI_Ireduce_scatter_c
 unsafe fn wrap_MPI_Ireduce_scatter_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce_scatter_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ireduce_scatter_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, comm };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ireduce_scatter_c, rc, traffic, comm);
     rc
 }
@@ -4979,10 +4977,10 @@ pub static NEXT_MPI_Iscan_c: Next = Next::new(c"PMPI_Iscan_c");
 unsafe fn wrap_MPI_Iscan_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iscan_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iscan_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iscan_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iscan_c, rc, traffic, comm);
     rc
 }
@@ -5007,10 +5005,10 @@ pub static NEXT_MPI_Iscatter_c: Next = Next::new(c"PMPI_Iscatter_c");
 unsafe fn wrap_MPI_Iscatter_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iscatter_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iscatter_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iscatter_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iscatter_c, rc, traffic, comm);
     rc
 }
@@ -5035,10 +5033,10 @@ pub static NEXT_MPI_Iscatterv_c: Next = Next::new(c"PMPI_Iscatterv_c");
 unsafe fn wrap_MPI_Iscatterv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iscatterv_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iscatterv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iscatterv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iscatterv_c, rc, traffic, comm);
     rc
 }
@@ -5063,10 +5061,10 @@ pub static NEXT_MPI_Neighbor_allgather_c: Next = Next::new(c"PMPI_Neighbor_allga
 unsafe fn wrap_MPI_Neighbor_allgather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_allgather_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_allgather_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_allgather_c, rc, traffic, comm);
     rc
 }
@@ -5091,10 +5089,10 @@ pub static NEXT_MPI_Neighbor_allgather_init: Next = Next::new(c"PMPI_Neighbor_al
 unsafe fn wrap_MPI_Neighbor_allgather_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Neighbor_allgather_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_allgather_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgather_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_allgather_init, rc, traffic, comm);
     rc
 }
@@ -5119,10 +5117,10 @@ pub static NEXT_MPI_Neighbor_allgather_init_c: Next = Next::new(c"PMPI_Neighbor_
 unsafe fn wrap_MPI_Neighbor_allgather_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Neighbor_allgather_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_allgather_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgather_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_allgather_init_c, rc, traffic, comm);
     rc
 }
@@ -5147,10 +5145,10 @@ pub static NEXT_MPI_Neighbor_allgatherv_c: Next = Next::new(c"PMPI_Neighbor_allg
 unsafe fn wrap_MPI_Neighbor_allgatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_allgatherv_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_allgatherv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_allgatherv_c, rc, traffic, comm);
     rc
 }
@@ -5175,10 +5173,10 @@ pub static NEXT_MPI_Neighbor_allgatherv_init: Next = Next::new(c"PMPI_Neighbor_a
 unsafe fn wrap_MPI_Neighbor_allgatherv_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Neighbor_allgatherv_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_allgatherv_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgatherv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_allgatherv_init, rc, traffic, comm);
     rc
 }
@@ -5203,10 +5201,10 @@ pub static NEXT_MPI_Neighbor_allgatherv_init_c: Next = Next::new(c"PMPI_Neighbor
 unsafe fn wrap_MPI_Neighbor_allgatherv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Neighbor_allgatherv_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_allgatherv_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgatherv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_allgatherv_init_c, rc, traffic, comm);
     rc
 }
@@ -5231,10 +5229,10 @@ pub static NEXT_MPI_Neighbor_alltoall_c: Next = Next::new(c"PMPI_Neighbor_alltoa
 unsafe fn wrap_MPI_Neighbor_alltoall_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_alltoall_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoall_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoall_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoall_c, rc, traffic, comm);
     rc
 }
@@ -5259,10 +5257,10 @@ pub static NEXT_MPI_Neighbor_alltoall_init: Next = Next::new(c"PMPI_Neighbor_all
 unsafe fn wrap_MPI_Neighbor_alltoall_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Neighbor_alltoall_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoall_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoall_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoall_init, rc, traffic, comm);
     rc
 }
@@ -5287,10 +5285,10 @@ pub static NEXT_MPI_Neighbor_alltoall_init_c: Next = Next::new(c"PMPI_Neighbor_a
 unsafe fn wrap_MPI_Neighbor_alltoall_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Neighbor_alltoall_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoall_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoall_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoall_init_c, rc, traffic, comm);
     rc
 }
@@ -5315,10 +5313,10 @@ pub static NEXT_MPI_Neighbor_alltoallv_c: Next = Next::new(c"PMPI_Neighbor_allto
 unsafe fn wrap_MPI_Neighbor_alltoallv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_alltoallv_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoallv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoallv_c, rc, traffic, comm);
     rc
 }
@@ -5343,10 +5341,10 @@ pub static NEXT_MPI_Neighbor_alltoallv_init: Next = Next::new(c"PMPI_Neighbor_al
 unsafe fn wrap_MPI_Neighbor_alltoallv_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Neighbor_alltoallv_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoallv_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoallv_init, rc, traffic, comm);
     rc
 }
@@ -5371,10 +5369,10 @@ pub static NEXT_MPI_Neighbor_alltoallv_init_c: Next = Next::new(c"PMPI_Neighbor_
 unsafe fn wrap_MPI_Neighbor_alltoallv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Neighbor_alltoallv_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoallv_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoallv_init_c, rc, traffic, comm);
     rc
 }
@@ -5399,10 +5397,10 @@ pub static NEXT_MPI_Neighbor_alltoallw_c: Next = Next::new(c"PMPI_Neighbor_allto
 unsafe fn wrap_MPI_Neighbor_alltoallw_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_alltoallw_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoallw_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallw_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoallw_c, rc, traffic, comm);
     rc
 }
@@ -5427,10 +5425,10 @@ pub static NEXT_MPI_Neighbor_alltoallw_init: Next = Next::new(c"PMPI_Neighbor_al
 unsafe fn wrap_MPI_Neighbor_alltoallw_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Neighbor_alltoallw_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoallw_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallw_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoallw_init, rc, traffic, comm);
     rc
 }
@@ -5455,10 +5453,10 @@ pub static NEXT_MPI_Neighbor_alltoallw_init_c: Next = Next::new(c"PMPI_Neighbor_
 unsafe fn wrap_MPI_Neighbor_alltoallw_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Neighbor_alltoallw_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoallw_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallw_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoallw_init_c, rc, traffic, comm);
     rc
 }
@@ -5483,10 +5481,10 @@ pub static NEXT_MPI_Reduce_c: Next = Next::new(c"PMPI_Reduce_c");
 unsafe fn wrap_MPI_Reduce_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traffic = Traffic::Elements { count, datatype, peer: root };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Reduce_c, rc, traffic, comm);
     rc
 }
@@ -5511,10 +5509,10 @@ pub static NEXT_MPI_Reduce_init: Next = Next::new(c"PMPI_Reduce_init");
 unsafe fn wrap_MPI_Reduce_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Reduce_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Reduce_init, rc, traffic, comm);
     rc
 }
@@ -5539,10 +5537,10 @@ pub static NEXT_MPI_Reduce_init_c: Next = Next::new(c"PMPI_Reduce_init_c");
 unsafe fn wrap_MPI_Reduce_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Reduce_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Reduce_init_c, rc, traffic, comm);
     rc
 }
@@ -5567,10 +5565,10 @@ pub static NEXT_MPI_Reduce_local_c: Next = Next::new(c"PMPI_Reduce_local_c");
 unsafe fn wrap_MPI_Reduce_local_c(via_pmpi: bool, tracing: bool, inbuf: *const c_void, inoutbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op) -> c_int = transmute(NEXT_MPI_Reduce_local_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, inoutbuf, count, datatype, op) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_local_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_local_c, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Reduce_local_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5595,10 +5593,10 @@ pub static NEXT_MPI_Reduce_scatter_block_c: Next = Next::new(c"PMPI_Reduce_scatt
 unsafe fn wrap_MPI_Reduce_scatter_block_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce_scatter_block_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_scatter_block_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_block_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
     let traffic = Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Reduce_scatter_block_c, rc, traffic, comm);
     rc
 }
@@ -5623,10 +5621,10 @@ pub static NEXT_MPI_Reduce_scatter_block_init: Next = Next::new(c"PMPI_Reduce_sc
 unsafe fn wrap_MPI_Reduce_scatter_block_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Reduce_scatter_block_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_scatter_block_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_block_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Reduce_scatter_block_init, rc, traffic, comm);
     rc
 }
@@ -5651,10 +5649,10 @@ pub static NEXT_MPI_Reduce_scatter_block_init_c: Next = Next::new(c"PMPI_Reduce_
 unsafe fn wrap_MPI_Reduce_scatter_block_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Reduce_scatter_block_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_scatter_block_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_block_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Reduce_scatter_block_init_c, rc, traffic, comm);
     rc
 }
@@ -5679,10 +5677,10 @@ pub static NEXT_MPI_Reduce_scatter_c: Next = Next::new(c"PMPI_Reduce_scatter_c")
 unsafe fn wrap_MPI_Reduce_scatter_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce_scatter_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_scatter_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, comm };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Reduce_scatter_c, rc, traffic, comm);
     rc
 }
@@ -5707,10 +5705,10 @@ pub static NEXT_MPI_Reduce_scatter_init: Next = Next::new(c"PMPI_Reduce_scatter_
 unsafe fn wrap_MPI_Reduce_scatter_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Reduce_scatter_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_scatter_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Reduce_scatter_init, rc, traffic, comm);
     rc
 }
@@ -5735,10 +5733,10 @@ pub static NEXT_MPI_Reduce_scatter_init_c: Next = Next::new(c"PMPI_Reduce_scatte
 unsafe fn wrap_MPI_Reduce_scatter_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Reduce_scatter_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_scatter_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Reduce_scatter_init_c, rc, traffic, comm);
     rc
 }
@@ -5763,10 +5761,10 @@ pub static NEXT_MPI_Scan_c: Next = Next::new(c"PMPI_Scan_c");
 unsafe fn wrap_MPI_Scan_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scan_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Scan_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Scan_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Scan_c, rc, traffic, comm);
     rc
 }
@@ -5791,10 +5789,10 @@ pub static NEXT_MPI_Scan_init: Next = Next::new(c"PMPI_Scan_init");
 unsafe fn wrap_MPI_Scan_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Scan_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Scan_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Scan_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scan_init, rc, traffic, comm);
     rc
 }
@@ -5819,10 +5817,10 @@ pub static NEXT_MPI_Scan_init_c: Next = Next::new(c"PMPI_Scan_init_c");
 unsafe fn wrap_MPI_Scan_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Scan_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Scan_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Scan_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scan_init_c, rc, traffic, comm);
     rc
 }
@@ -5847,10 +5845,10 @@ pub static NEXT_MPI_Scatter_c: Next = Next::new(c"PMPI_Scatter_c");
 unsafe fn wrap_MPI_Scatter_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scatter_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Scatter_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Scatter_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scatter_c, rc, traffic, comm);
     rc
 }
@@ -5875,10 +5873,10 @@ pub static NEXT_MPI_Scatter_init: Next = Next::new(c"PMPI_Scatter_init");
 unsafe fn wrap_MPI_Scatter_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Scatter_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Scatter_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Scatter_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scatter_init, rc, traffic, comm);
     rc
 }
@@ -5903,10 +5901,10 @@ pub static NEXT_MPI_Scatter_init_c: Next = Next::new(c"PMPI_Scatter_init_c");
 unsafe fn wrap_MPI_Scatter_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Scatter_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Scatter_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Scatter_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scatter_init_c, rc, traffic, comm);
     rc
 }
@@ -5931,10 +5929,10 @@ pub static NEXT_MPI_Scatterv_c: Next = Next::new(c"PMPI_Scatterv_c");
 unsafe fn wrap_MPI_Scatterv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scatterv_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Scatterv_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Scatterv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scatterv_c, rc, traffic, comm);
     rc
 }
@@ -5959,10 +5957,10 @@ pub static NEXT_MPI_Scatterv_init: Next = Next::new(c"PMPI_Scatterv_init");
 unsafe fn wrap_MPI_Scatterv_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Scatterv_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Scatterv_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Scatterv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scatterv_init, rc, traffic, comm);
     rc
 }
@@ -5987,10 +5985,10 @@ pub static NEXT_MPI_Scatterv_init_c: Next = Next::new(c"PMPI_Scatterv_init_c");
 unsafe fn wrap_MPI_Scatterv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Scatterv_init_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
-    let traced = if tracing { trace::enter(id::MPI_Scatterv_init_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Scatterv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scatterv_init_c, rc, traffic, comm);
     rc
 }
@@ -6015,10 +6013,10 @@ pub static NEXT_MPI_Accumulate: Next = Next::new(c"PMPI_Accumulate");
 unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(NEXT_MPI_Accumulate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
-    let traced = if tracing { trace::enter(id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6043,10 +6041,10 @@ pub static NEXT_MPI_Compare_and_swap: Next = Next::new(c"PMPI_Compare_and_swap")
 unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Win) -> c_int = transmute(NEXT_MPI_Compare_and_swap.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) };
-    let traced = if tracing { trace::enter(id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6071,10 +6069,10 @@ pub static NEXT_MPI_Fetch_and_op: Next = Next::new(c"PMPI_Fetch_and_op");
 unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Op, MPI_Win) -> c_int = transmute(NEXT_MPI_Fetch_and_op.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win) };
-    let traced = if tracing { trace::enter(id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6099,10 +6097,10 @@ pub static NEXT_MPI_Get: Next = Next::new(c"PMPI_Get");
 unsafe fn wrap_MPI_Get(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(NEXT_MPI_Get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
-    let traced = if tracing { trace::enter(id::MPI_Get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6129,10 +6127,10 @@ pub static NEXT_MPI_Get_accumulate: Next = Next::new(c"PMPI_Get_accumulate");
 unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(NEXT_MPI_Get_accumulate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
-    let traced = if tracing { trace::enter(id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6157,10 +6155,10 @@ pub static NEXT_MPI_Put: Next = Next::new(c"PMPI_Put");
 unsafe fn wrap_MPI_Put(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(NEXT_MPI_Put.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
-    let traced = if tracing { trace::enter(id::MPI_Put, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Put, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6187,10 +6185,10 @@ pub static NEXT_MPI_Raccumulate: Next = Next::new(c"PMPI_Raccumulate");
 unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Raccumulate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
-    let traced = if tracing { trace::enter(id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6215,10 +6213,10 @@ pub static NEXT_MPI_Rget: Next = Next::new(c"PMPI_Rget");
 unsafe fn wrap_MPI_Rget(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rget.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
-    let traced = if tracing { trace::enter(id::MPI_Rget, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Rget, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6243,10 +6241,10 @@ pub static NEXT_MPI_Rget_accumulate: Next = Next::new(c"PMPI_Rget_accumulate");
 unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rget_accumulate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
-    let traced = if tracing { trace::enter(id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6271,10 +6269,10 @@ pub static NEXT_MPI_Rput: Next = Next::new(c"PMPI_Rput");
 unsafe fn wrap_MPI_Rput(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rput.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) };
-    let traced = if tracing { trace::enter(id::MPI_Rput, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Rput, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6299,10 +6297,10 @@ pub static NEXT_MPI_Win_allocate: Next = Next::new(c"PMPI_Win_allocate");
 unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, tracing: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_allocate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, disp_unit, info, comm, baseptr, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Win_allocate, rc, traffic, comm);
     rc
 }
@@ -6327,10 +6325,10 @@ pub static NEXT_MPI_Win_allocate_shared: Next = Next::new(c"PMPI_Win_allocate_sh
 unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, tracing: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_allocate_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, disp_unit, info, comm, baseptr, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Win_allocate_shared, rc, traffic, comm);
     rc
 }
@@ -6355,10 +6353,10 @@ pub static NEXT_MPI_Win_attach: Next = Next::new(c"PMPI_Win_attach");
 unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, tracing: bool, win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *mut c_void, MPI_Aint) -> c_int = transmute(NEXT_MPI_Win_attach.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, base, size) };
-    let traced = if tracing { trace::enter(id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6383,10 +6381,10 @@ pub static NEXT_MPI_Win_call_errhandler: Next = Next::new(c"PMPI_Win_call_errhan
 unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Win, errorcode: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(NEXT_MPI_Win_call_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, errorcode) };
-    let traced = if tracing { trace::enter(id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errorcode);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6411,10 +6409,10 @@ pub static NEXT_MPI_Win_complete: Next = Next::new(c"PMPI_Win_complete");
 unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_complete.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6439,10 +6437,10 @@ pub static NEXT_MPI_Win_create: Next = Next::new(c"PMPI_Win_create");
 unsafe fn wrap_MPI_Win_create(via_pmpi: bool, tracing: bool, base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(base, size, disp_unit, info, comm, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_create, std::ptr::null(), 0) } else { None };
     let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Win_create, rc, traffic, comm);
     rc
 }
@@ -6467,10 +6465,10 @@ pub static NEXT_MPI_Win_create_dynamic: Next = Next::new(c"PMPI_Win_create_dynam
 unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, tracing: bool, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_create_dynamic.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, comm, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
     let rc = next(info, comm, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Win_create_dynamic, rc, traffic, comm);
     rc
 }
@@ -6495,10 +6493,10 @@ pub static NEXT_MPI_Win_create_errhandler: Next = Next::new(c"PMPI_Win_create_er
 unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, tracing: bool, function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Win_create_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6523,10 +6521,10 @@ pub static NEXT_MPI_Win_create_keyval: Next = Next::new(c"PMPI_Win_create_keyval
 unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, tracing: bool, win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Win_create_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) };
-    let traced = if tracing { trace::enter(id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6551,10 +6549,10 @@ pub static NEXT_MPI_Win_delete_attr: Next = Next::new(c"PMPI_Win_delete_attr");
 unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win_keyval: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(NEXT_MPI_Win_delete_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6579,10 +6577,10 @@ pub static NEXT_MPI_Win_detach: Next = Next::new(c"PMPI_Win_detach");
 unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, tracing: bool, win: MPI_Win, base: *const c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *const c_void) -> c_int = transmute(NEXT_MPI_Win_detach.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, base) };
-    let traced = if tracing { trace::enter(id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6607,10 +6605,10 @@ pub static NEXT_MPI_Win_fence: Next = Next::new(c"PMPI_Win_fence");
 unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, tracing: bool, assert: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_fence.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(assert, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6637,10 +6635,10 @@ pub static NEXT_MPI_Win_flush: Next = Next::new(c"PMPI_Win_flush");
 unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, tracing: bool, rank: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_flush.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(rank, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6667,10 +6665,10 @@ pub static NEXT_MPI_Win_flush_all: Next = Next::new(c"PMPI_Win_flush_all");
 unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_flush_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6695,10 +6693,10 @@ pub static NEXT_MPI_Win_flush_local: Next = Next::new(c"PMPI_Win_flush_local");
 unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, tracing: bool, rank: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_flush_local.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(rank, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6723,10 +6721,10 @@ pub static NEXT_MPI_Win_flush_local_all: Next = Next::new(c"PMPI_Win_flush_local
 unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_flush_local_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6751,10 +6749,10 @@ pub static NEXT_MPI_Win_free: Next = Next::new(c"PMPI_Win_free");
 unsafe fn wrap_MPI_Win_free(via_pmpi: bool, tracing: bool, win: *mut MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_free, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6779,10 +6777,10 @@ pub static NEXT_MPI_Win_free_keyval: Next = Next::new(c"PMPI_Win_free_keyval");
 unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, tracing: bool, win_keyval: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Win_free_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win_keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6807,10 +6805,10 @@ pub static NEXT_MPI_Win_get_attr: Next = Next::new(c"PMPI_Win_get_attr");
 unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT_MPI_Win_get_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_keyval, attribute_val, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6835,10 +6833,10 @@ pub static NEXT_MPI_Win_get_errhandler: Next = Next::new(c"PMPI_Win_get_errhandl
 unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Win_get_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6863,10 +6861,10 @@ pub static NEXT_MPI_Win_get_group: Next = Next::new(c"PMPI_Win_get_group");
 unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, tracing: bool, win: MPI_Win, group: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Win_get_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, group) };
-    let traced = if tracing { trace::enter(id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(win, group);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6891,10 +6889,10 @@ pub static NEXT_MPI_Win_get_info: Next = Next::new(c"PMPI_Win_get_info");
 unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, tracing: bool, win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_Win_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, info_used) };
-    let traced = if tracing { trace::enter(id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info_used);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6919,10 +6917,10 @@ pub static NEXT_MPI_Win_get_name: Next = Next::new(c"PMPI_Win_get_name");
 unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Win_get_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_name, resultlen) };
-    let traced = if tracing { trace::enter(id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name, resultlen);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6947,10 +6945,10 @@ pub static NEXT_MPI_Win_lock: Next = Next::new(c"PMPI_Win_lock");
 unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, tracing: bool, lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_lock.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(lock_type, rank, assert, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
     let rc = next(lock_type, rank, assert, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6977,10 +6975,10 @@ pub static NEXT_MPI_Win_lock_all: Next = Next::new(c"PMPI_Win_lock_all");
 unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, tracing: bool, assert: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_lock_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(assert, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7005,10 +7003,10 @@ pub static NEXT_MPI_Win_post: Next = Next::new(c"PMPI_Win_post");
 unsafe fn wrap_MPI_Win_post(via_pmpi: bool, tracing: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_post.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, assert, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_post, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_post, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7033,10 +7031,10 @@ pub static NEXT_MPI_Win_set_attr: Next = Next::new(c"PMPI_Win_set_attr");
 unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Win_set_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_keyval, attribute_val) };
-    let traced = if tracing { trace::enter(id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7061,10 +7059,10 @@ pub static NEXT_MPI_Win_set_errhandler: Next = Next::new(c"PMPI_Win_set_errhandl
 unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Win_set_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7089,10 +7087,10 @@ pub static NEXT_MPI_Win_set_info: Next = Next::new(c"PMPI_Win_set_info");
 unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, tracing: bool, win: MPI_Win, info: MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, MPI_Info) -> c_int = transmute(NEXT_MPI_Win_set_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, info) };
-    let traced = if tracing { trace::enter(id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7117,10 +7115,10 @@ pub static NEXT_MPI_Win_set_name: Next = Next::new(c"PMPI_Win_set_name");
 unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win_name: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *const c_char) -> c_int = transmute(NEXT_MPI_Win_set_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_name) };
-    let traced = if tracing { trace::enter(id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7145,10 +7143,10 @@ pub static NEXT_MPI_Win_shared_query: Next = Next::new(c"PMPI_Win_shared_query")
 unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, tracing: bool, win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Win_shared_query.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, rank, size, disp_unit, baseptr) };
-    let traced = if tracing { trace::enter(id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7173,10 +7171,10 @@ pub static NEXT_MPI_Win_start: Next = Next::new(c"PMPI_Win_start");
 unsafe fn wrap_MPI_Win_start(via_pmpi: bool, tracing: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_start.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, assert, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_start, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_start, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7201,10 +7199,10 @@ pub static NEXT_MPI_Win_sync: Next = Next::new(c"PMPI_Win_sync");
 unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_sync.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7229,10 +7227,10 @@ pub static NEXT_MPI_Win_test: Next = Next::new(c"PMPI_Win_test");
 unsafe fn wrap_MPI_Win_test(via_pmpi: bool, tracing: bool, win: MPI_Win, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *mut c_int) -> c_int = transmute(NEXT_MPI_Win_test.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Win_test, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_test, std::ptr::null(), 0) } else { None };
     let rc = next(win, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7257,10 +7255,10 @@ pub static NEXT_MPI_Win_unlock: Next = Next::new(c"PMPI_Win_unlock");
 unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, tracing: bool, rank: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_unlock.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(rank, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7287,10 +7285,10 @@ pub static NEXT_MPI_Win_unlock_all: Next = Next::new(c"PMPI_Win_unlock_all");
 unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_unlock_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7315,10 +7313,10 @@ pub static NEXT_MPI_Win_wait: Next = Next::new(c"PMPI_Win_wait");
 unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_wait.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7343,10 +7341,10 @@ pub static NEXT_MPI_Accumulate_c: Next = Next::new(c"PMPI_Accumulate_c");
 unsafe fn wrap_MPI_Accumulate_c(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(NEXT_MPI_Accumulate_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
-    let traced = if tracing { trace::enter(id::MPI_Accumulate_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Accumulate_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7371,10 +7369,10 @@ pub static NEXT_MPI_Get_accumulate_c: Next = Next::new(c"PMPI_Get_accumulate_c")
 unsafe fn wrap_MPI_Get_accumulate_c(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(NEXT_MPI_Get_accumulate_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
-    let traced = if tracing { trace::enter(id::MPI_Get_accumulate_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_accumulate_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7399,10 +7397,10 @@ pub static NEXT_MPI_Get_c: Next = Next::new(c"PMPI_Get_c");
 unsafe fn wrap_MPI_Get_c(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win) -> c_int = transmute(NEXT_MPI_Get_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
-    let traced = if tracing { trace::enter(id::MPI_Get_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7427,10 +7425,10 @@ pub static NEXT_MPI_Put_c: Next = Next::new(c"PMPI_Put_c");
 unsafe fn wrap_MPI_Put_c(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win) -> c_int = transmute(NEXT_MPI_Put_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
-    let traced = if tracing { trace::enter(id::MPI_Put_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Put_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Put_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7455,10 +7453,10 @@ pub static NEXT_MPI_Raccumulate_c: Next = Next::new(c"PMPI_Raccumulate_c");
 unsafe fn wrap_MPI_Raccumulate_c(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Raccumulate_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
-    let traced = if tracing { trace::enter(id::MPI_Raccumulate_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Raccumulate_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Raccumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7483,10 +7481,10 @@ pub static NEXT_MPI_Rget_accumulate_c: Next = Next::new(c"PMPI_Rget_accumulate_c
 unsafe fn wrap_MPI_Rget_accumulate_c(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rget_accumulate_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
-    let traced = if tracing { trace::enter(id::MPI_Rget_accumulate_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Rget_accumulate_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Rget_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7511,10 +7509,10 @@ pub static NEXT_MPI_Rget_c: Next = Next::new(c"PMPI_Rget_c");
 unsafe fn wrap_MPI_Rget_c(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rget_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
-    let traced = if tracing { trace::enter(id::MPI_Rget_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Rget_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Rget_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7539,10 +7537,10 @@ pub static NEXT_MPI_Rput_c: Next = Next::new(c"PMPI_Rput_c");
 unsafe fn wrap_MPI_Rput_c(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rput_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
-    let traced = if tracing { trace::enter(id::MPI_Rput_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Rput_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Rput_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7567,10 +7565,10 @@ pub static NEXT_MPI_Win_allocate_c: Next = Next::new(c"PMPI_Win_allocate_c");
 unsafe fn wrap_MPI_Win_allocate_c(via_pmpi: bool, tracing: bool, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Aint, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_allocate_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, disp_unit, info, comm, baseptr, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_allocate_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate_c, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Win_allocate_c, rc, traffic, comm);
     rc
 }
@@ -7595,10 +7593,10 @@ pub static NEXT_MPI_Win_allocate_shared_c: Next = Next::new(c"PMPI_Win_allocate_
 unsafe fn wrap_MPI_Win_allocate_shared_c(via_pmpi: bool, tracing: bool, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Aint, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_allocate_shared_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, disp_unit, info, comm, baseptr, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_allocate_shared_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate_shared_c, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Win_allocate_shared_c, rc, traffic, comm);
     rc
 }
@@ -7623,10 +7621,10 @@ pub static NEXT_MPI_Win_create_c: Next = Next::new(c"PMPI_Win_create_c");
 unsafe fn wrap_MPI_Win_create_c(via_pmpi: bool, tracing: bool, base: *mut c_void, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, MPI_Aint, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_create_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(base, size, disp_unit, info, comm, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_create_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_create_c, std::ptr::null(), 0) } else { None };
     let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Win_create_c, rc, traffic, comm);
     rc
 }
@@ -7651,10 +7649,10 @@ pub static NEXT_MPI_Win_shared_query_c: Next = Next::new(c"PMPI_Win_shared_query
 unsafe fn wrap_MPI_Win_shared_query_c(via_pmpi: bool, tracing: bool, win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut MPI_Aint, baseptr: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut MPI_Aint, *mut c_void) -> c_int = transmute(NEXT_MPI_Win_shared_query_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, rank, size, disp_unit, baseptr) };
-    let traced = if tracing { trace::enter(id::MPI_Win_shared_query_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_shared_query_c, std::ptr::null(), 0) } else { None };
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_shared_query_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7679,10 +7677,10 @@ pub static NEXT_MPI_File_call_errhandler: Next = Next::new(c"PMPI_File_call_errh
 unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, tracing: bool, fh: MPI_File, errorcode: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(NEXT_MPI_File_call_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, errorcode) };
-    let traced = if tracing { trace::enter(id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(fh, errorcode);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7707,10 +7705,10 @@ pub static NEXT_MPI_File_create_errhandler: Next = Next::new(c"PMPI_File_create_
 unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, tracing: bool, function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_File_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_File_create_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7735,10 +7733,10 @@ pub static NEXT_MPI_File_set_errhandler: Next = Next::new(c"PMPI_File_set_errhan
 unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, tracing: bool, file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Errhandler) -> c_int = transmute(NEXT_MPI_File_set_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(file, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7763,10 +7761,10 @@ pub static NEXT_MPI_File_get_errhandler: Next = Next::new(c"PMPI_File_get_errhan
 unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, tracing: bool, file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_File_get_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(file, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7791,10 +7789,10 @@ pub static NEXT_MPI_File_open: Next = Next::new(c"PMPI_File_open");
 unsafe fn wrap_MPI_File_open(via_pmpi: bool, tracing: bool, comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char, c_int, MPI_Info, *mut MPI_File) -> c_int = transmute(NEXT_MPI_File_open.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, filename, amode, info, fh) };
-    let traced = if tracing { trace::enter(id::MPI_File_open, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_open, std::ptr::null(), 0) } else { None };
     let rc = next(comm, filename, amode, info, fh);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_File_open, rc, traffic, comm);
     rc
 }
@@ -7819,10 +7817,10 @@ pub static NEXT_MPI_File_close: Next = Next::new(c"PMPI_File_close");
 unsafe fn wrap_MPI_File_close(via_pmpi: bool, tracing: bool, fh: *mut MPI_File) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_File) -> c_int = transmute(NEXT_MPI_File_close.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh) };
-    let traced = if tracing { trace::enter(id::MPI_File_close, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_close, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7847,10 +7845,10 @@ pub static NEXT_MPI_File_delete: Next = Next::new(c"PMPI_File_delete");
 unsafe fn wrap_MPI_File_delete(via_pmpi: bool, tracing: bool, filename: *const c_char, info: MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Info) -> c_int = transmute(NEXT_MPI_File_delete.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(filename, info) };
-    let traced = if tracing { trace::enter(id::MPI_File_delete, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_delete, std::ptr::null(), 0) } else { None };
     let rc = next(filename, info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7875,10 +7873,10 @@ pub static NEXT_MPI_File_set_size: Next = Next::new(c"PMPI_File_set_size");
 unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, tracing: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(NEXT_MPI_File_set_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, size) };
-    let traced = if tracing { trace::enter(id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7903,10 +7901,10 @@ pub static NEXT_MPI_File_preallocate: Next = Next::new(c"PMPI_File_preallocate")
 unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, tracing: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(NEXT_MPI_File_preallocate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, size) };
-    let traced = if tracing { trace::enter(id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7931,10 +7929,10 @@ pub static NEXT_MPI_File_get_size: Next = Next::new(c"PMPI_File_get_size");
 unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, tracing: bool, fh: MPI_File, size: *mut MPI_Offset) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(NEXT_MPI_File_get_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, size) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7959,10 +7957,10 @@ pub static NEXT_MPI_File_get_group: Next = Next::new(c"PMPI_File_get_group");
 unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, tracing: bool, fh: MPI_File, group: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_File_get_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, group) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(fh, group);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7987,10 +7985,10 @@ pub static NEXT_MPI_File_get_amode: Next = Next::new(c"PMPI_File_get_amode");
 unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, tracing: bool, fh: MPI_File, amode: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(NEXT_MPI_File_get_amode.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, amode) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
     let rc = next(fh, amode);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8015,10 +8013,10 @@ pub static NEXT_MPI_File_set_info: Next = Next::new(c"PMPI_File_set_info");
 unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, tracing: bool, fh: MPI_File, info: MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Info) -> c_int = transmute(NEXT_MPI_File_set_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, info) };
-    let traced = if tracing { trace::enter(id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8043,10 +8041,10 @@ pub static NEXT_MPI_File_get_info: Next = Next::new(c"PMPI_File_get_info");
 unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, tracing: bool, fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_File_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, info_used) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info_used);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8071,10 +8069,10 @@ pub static NEXT_MPI_File_set_view: Next = Next::new(c"PMPI_File_set_view");
 unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, tracing: bool, fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, MPI_Datatype, MPI_Datatype, *const c_char, MPI_Info) -> c_int = transmute(NEXT_MPI_File_set_view.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, disp, etype, filetype, datarep, info) };
-    let traced = if tracing { trace::enter(id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep, info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8099,10 +8097,10 @@ pub static NEXT_MPI_File_get_view: Next = Next::new(c"PMPI_File_get_view");
 unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, tracing: bool, fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset, *mut MPI_Datatype, *mut MPI_Datatype, *mut c_char) -> c_int = transmute(NEXT_MPI_File_get_view.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, disp, etype, filetype, datarep) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8129,10 +8127,10 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, tracing: bool, fh: MPI_File, off
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_at, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8159,10 +8157,10 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_at_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8187,10 +8185,10 @@ pub static NEXT_MPI_File_write_at: Next = Next::new(c"PMPI_File_write_at");
 unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_at.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8215,10 +8213,10 @@ pub static NEXT_MPI_File_write_at_all: Next = Next::new(c"PMPI_File_write_at_all
 unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_at_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8243,10 +8241,10 @@ pub static NEXT_MPI_File_iread_at: Next = Next::new(c"PMPI_File_iread_at");
 unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_at.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8271,10 +8269,10 @@ pub static NEXT_MPI_File_iwrite_at: Next = Next::new(c"PMPI_File_iwrite_at");
 unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_at.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8299,10 +8297,10 @@ pub static NEXT_MPI_File_iread_at_all: Next = Next::new(c"PMPI_File_iread_at_all
 unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_at_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8327,10 +8325,10 @@ pub static NEXT_MPI_File_iwrite_at_all: Next = Next::new(c"PMPI_File_iwrite_at_a
 unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_at_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8357,10 +8355,10 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8387,10 +8385,10 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, tracing: bool, fh: MPI_File, bu
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8415,10 +8413,10 @@ pub static NEXT_MPI_File_write: Next = Next::new(c"PMPI_File_write");
 unsafe fn wrap_MPI_File_write(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8443,10 +8441,10 @@ pub static NEXT_MPI_File_write_all: Next = Next::new(c"PMPI_File_write_all");
 unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8471,10 +8469,10 @@ pub static NEXT_MPI_File_iread: Next = Next::new(c"PMPI_File_iread");
 unsafe fn wrap_MPI_File_iread(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iread, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iread, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8499,10 +8497,10 @@ pub static NEXT_MPI_File_iwrite: Next = Next::new(c"PMPI_File_iwrite");
 unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8527,10 +8525,10 @@ pub static NEXT_MPI_File_iread_all: Next = Next::new(c"PMPI_File_iread_all");
 unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8555,10 +8553,10 @@ pub static NEXT_MPI_File_iwrite_all: Next = Next::new(c"PMPI_File_iwrite_all");
 unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8583,10 +8581,10 @@ pub static NEXT_MPI_File_seek: Next = Next::new(c"PMPI_File_seek");
 unsafe fn wrap_MPI_File_seek(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(NEXT_MPI_File_seek.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, whence) };
-    let traced = if tracing { trace::enter(id::MPI_File_seek, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_seek, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8611,10 +8609,10 @@ pub static NEXT_MPI_File_get_position: Next = Next::new(c"PMPI_File_get_position
 unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(NEXT_MPI_File_get_position.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8639,10 +8637,10 @@ pub static NEXT_MPI_File_get_byte_offset: Next = Next::new(c"PMPI_File_get_byte_
 unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut MPI_Offset) -> c_int = transmute(NEXT_MPI_File_get_byte_offset.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, disp) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, disp);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8669,10 +8667,10 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8697,10 +8695,10 @@ pub static NEXT_MPI_File_write_shared: Next = Next::new(c"PMPI_File_write_shared
 unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8725,10 +8723,10 @@ pub static NEXT_MPI_File_iread_shared: Next = Next::new(c"PMPI_File_iread_shared
 unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8753,10 +8751,10 @@ pub static NEXT_MPI_File_iwrite_shared: Next = Next::new(c"PMPI_File_iwrite_shar
 unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8783,10 +8781,10 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, tracing: bool, fh: MPI_File
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_ordered, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8811,10 +8809,10 @@ pub static NEXT_MPI_File_write_ordered: Next = Next::new(c"PMPI_File_write_order
 unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_ordered.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8839,10 +8837,10 @@ pub static NEXT_MPI_File_seek_shared: Next = Next::new(c"PMPI_File_seek_shared")
 unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(NEXT_MPI_File_seek_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, whence) };
-    let traced = if tracing { trace::enter(id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8867,10 +8865,10 @@ pub static NEXT_MPI_File_get_position_shared: Next = Next::new(c"PMPI_File_get_p
 unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(NEXT_MPI_File_get_position_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8895,10 +8893,10 @@ pub static NEXT_MPI_File_read_at_all_begin: Next = Next::new(c"PMPI_File_read_at
 unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_read_at_all_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8923,10 +8921,10 @@ pub static NEXT_MPI_File_read_at_all_end: Next = Next::new(c"PMPI_File_read_at_a
 unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_at_all_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8951,10 +8949,10 @@ pub static NEXT_MPI_File_write_at_all_begin: Next = Next::new(c"PMPI_File_write_
 unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_write_at_all_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8979,10 +8977,10 @@ pub static NEXT_MPI_File_write_at_all_end: Next = Next::new(c"PMPI_File_write_at
 unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_at_all_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9007,10 +9005,10 @@ pub static NEXT_MPI_File_read_all_begin: Next = Next::new(c"PMPI_File_read_all_b
 unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_read_all_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9035,10 +9033,10 @@ pub static NEXT_MPI_File_read_all_end: Next = Next::new(c"PMPI_File_read_all_end
 unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_all_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9063,10 +9061,10 @@ pub static NEXT_MPI_File_write_all_begin: Next = Next::new(c"PMPI_File_write_all
 unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_write_all_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9091,10 +9089,10 @@ pub static NEXT_MPI_File_write_all_end: Next = Next::new(c"PMPI_File_write_all_e
 unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_all_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9119,10 +9117,10 @@ pub static NEXT_MPI_File_read_ordered_begin: Next = Next::new(c"PMPI_File_read_o
 unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_read_ordered_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9147,10 +9145,10 @@ pub static NEXT_MPI_File_read_ordered_end: Next = Next::new(c"PMPI_File_read_ord
 unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_ordered_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9175,10 +9173,10 @@ pub static NEXT_MPI_File_write_ordered_begin: Next = Next::new(c"PMPI_File_write
 unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_write_ordered_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9203,10 +9201,10 @@ pub static NEXT_MPI_File_write_ordered_end: Next = Next::new(c"PMPI_File_write_o
 unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_ordered_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9231,10 +9229,10 @@ pub static NEXT_MPI_File_get_type_extent: Next = Next::new(c"PMPI_File_get_type_
 unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, tracing: bool, fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_File_get_type_extent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, datatype, extent) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
     let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9259,10 +9257,10 @@ pub static NEXT_MPI_File_set_atomicity: Next = Next::new(c"PMPI_File_set_atomici
 unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_File, flag: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(NEXT_MPI_File_set_atomicity.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, flag) };
-    let traced = if tracing { trace::enter(id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9287,10 +9285,10 @@ pub static NEXT_MPI_File_get_atomicity: Next = Next::new(c"PMPI_File_get_atomici
 unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_File, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(NEXT_MPI_File_get_atomicity.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, flag) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9315,10 +9313,10 @@ pub static NEXT_MPI_File_sync: Next = Next::new(c"PMPI_File_sync");
 unsafe fn wrap_MPI_File_sync(via_pmpi: bool, tracing: bool, fh: MPI_File) -> c_int {
     let next: unsafe extern "C" fn(MPI_File) -> c_int = transmute(NEXT_MPI_File_sync.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh) };
-    let traced = if tracing { trace::enter(id::MPI_File_sync, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_sync, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9343,10 +9341,10 @@ pub static NEXT_MPI_Register_datarep: Next = Next::new(c"PMPI_Register_datarep")
 unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, tracing: bool, datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(NEXT_MPI_Register_datarep.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) };
-    let traced = if tracing { trace::enter(id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9371,10 +9369,10 @@ pub static NEXT_MPI_File_get_type_extent_c: Next = Next::new(c"PMPI_File_get_typ
 unsafe fn wrap_MPI_File_get_type_extent_c(via_pmpi: bool, tracing: bool, fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_File_get_type_extent_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, datatype, extent) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_type_extent_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_type_extent_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_type_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9399,10 +9397,10 @@ pub static NEXT_MPI_File_iread_all_c: Next = Next::new(c"PMPI_File_iread_all_c")
 unsafe fn wrap_MPI_File_iread_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_all_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iread_all_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iread_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9427,10 +9425,10 @@ pub static NEXT_MPI_File_iread_at_all_c: Next = Next::new(c"PMPI_File_iread_at_a
 unsafe fn wrap_MPI_File_iread_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_at_all_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iread_at_all_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9455,10 +9453,10 @@ pub static NEXT_MPI_File_iread_at_c: Next = Next::new(c"PMPI_File_iread_at_c");
 unsafe fn wrap_MPI_File_iread_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_at_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iread_at_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9483,10 +9481,10 @@ pub static NEXT_MPI_File_iread_c: Next = Next::new(c"PMPI_File_iread_c");
 unsafe fn wrap_MPI_File_iread_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iread_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iread_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9511,10 +9509,10 @@ pub static NEXT_MPI_File_iread_shared_c: Next = Next::new(c"PMPI_File_iread_shar
 unsafe fn wrap_MPI_File_iread_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_shared_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iread_shared_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iread_shared_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9539,10 +9537,10 @@ pub static NEXT_MPI_File_iwrite_all_c: Next = Next::new(c"PMPI_File_iwrite_all_c
 unsafe fn wrap_MPI_File_iwrite_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_all_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iwrite_all_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9567,10 +9565,10 @@ pub static NEXT_MPI_File_iwrite_at_all_c: Next = Next::new(c"PMPI_File_iwrite_at
 unsafe fn wrap_MPI_File_iwrite_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_at_all_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iwrite_at_all_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9595,10 +9593,10 @@ pub static NEXT_MPI_File_iwrite_at_c: Next = Next::new(c"PMPI_File_iwrite_at_c")
 unsafe fn wrap_MPI_File_iwrite_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_at_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iwrite_at_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9623,10 +9621,10 @@ pub static NEXT_MPI_File_iwrite_c: Next = Next::new(c"PMPI_File_iwrite_c");
 unsafe fn wrap_MPI_File_iwrite_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iwrite_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9651,10 +9649,10 @@ pub static NEXT_MPI_File_iwrite_shared_c: Next = Next::new(c"PMPI_File_iwrite_sh
 unsafe fn wrap_MPI_File_iwrite_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_shared_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iwrite_shared_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_shared_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9679,10 +9677,10 @@ pub static NEXT_MPI_File_read_all_begin_c: Next = Next::new(c"PMPI_File_read_all
 unsafe fn wrap_MPI_File_read_all_begin_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_read_all_begin_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_read_all_begin_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9709,10 +9707,10 @@ unsafe fn wrap_MPI_File_read_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_all_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9737,10 +9735,10 @@ pub static NEXT_MPI_File_read_at_all_begin_c: Next = Next::new(c"PMPI_File_read_
 unsafe fn wrap_MPI_File_read_at_all_begin_c(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_read_at_all_begin_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_read_at_all_begin_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9767,10 +9765,10 @@ unsafe fn wrap_MPI_File_read_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_at_all_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9797,10 +9795,10 @@ unsafe fn wrap_MPI_File_read_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File, o
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_at_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9827,10 +9825,10 @@ unsafe fn wrap_MPI_File_read_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf:
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9855,10 +9853,10 @@ pub static NEXT_MPI_File_read_ordered_begin_c: Next = Next::new(c"PMPI_File_read
 unsafe fn wrap_MPI_File_read_ordered_begin_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_read_ordered_begin_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_read_ordered_begin_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9885,10 +9883,10 @@ unsafe fn wrap_MPI_File_read_ordered_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_ordered_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9915,10 +9913,10 @@ unsafe fn wrap_MPI_File_read_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_shared_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_shared_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9943,10 +9941,10 @@ pub static NEXT_MPI_File_write_all_begin_c: Next = Next::new(c"PMPI_File_write_a
 unsafe fn wrap_MPI_File_write_all_begin_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_write_all_begin_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_all_begin_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9971,10 +9969,10 @@ pub static NEXT_MPI_File_write_all_c: Next = Next::new(c"PMPI_File_write_all_c")
 unsafe fn wrap_MPI_File_write_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_all_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_all_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9999,10 +9997,10 @@ pub static NEXT_MPI_File_write_at_all_begin_c: Next = Next::new(c"PMPI_File_writ
 unsafe fn wrap_MPI_File_write_at_all_begin_c(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_write_at_all_begin_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_at_all_begin_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10027,10 +10025,10 @@ pub static NEXT_MPI_File_write_at_all_c: Next = Next::new(c"PMPI_File_write_at_a
 unsafe fn wrap_MPI_File_write_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_at_all_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_at_all_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10055,10 +10053,10 @@ pub static NEXT_MPI_File_write_at_c: Next = Next::new(c"PMPI_File_write_at_c");
 unsafe fn wrap_MPI_File_write_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_at_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_at_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10083,10 +10081,10 @@ pub static NEXT_MPI_File_write_c: Next = Next::new(c"PMPI_File_write_c");
 unsafe fn wrap_MPI_File_write_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10111,10 +10109,10 @@ pub static NEXT_MPI_File_write_ordered_begin_c: Next = Next::new(c"PMPI_File_wri
 unsafe fn wrap_MPI_File_write_ordered_begin_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_write_ordered_begin_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_ordered_begin_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10139,10 +10137,10 @@ pub static NEXT_MPI_File_write_ordered_c: Next = Next::new(c"PMPI_File_write_ord
 unsafe fn wrap_MPI_File_write_ordered_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_ordered_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_ordered_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10167,10 +10165,10 @@ pub static NEXT_MPI_File_write_shared_c: Next = Next::new(c"PMPI_File_write_shar
 unsafe fn wrap_MPI_File_write_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_shared_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_shared_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_shared_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10195,10 +10193,10 @@ pub static NEXT_MPI_Register_datarep_c: Next = Next::new(c"PMPI_Register_datarep
 unsafe fn wrap_MPI_Register_datarep_c(via_pmpi: bool, tracing: bool, datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function_c, write_conversion_fn: MPI_Datarep_conversion_function_c, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function_c, MPI_Datarep_conversion_function_c, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(NEXT_MPI_Register_datarep_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) };
-    let traced = if tracing { trace::enter(id::MPI_Register_datarep_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Register_datarep_c, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Register_datarep_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10223,10 +10221,10 @@ pub static NEXT_MPI_Get_address: Next = Next::new(c"PMPI_Get_address");
 unsafe fn wrap_MPI_Get_address(via_pmpi: bool, tracing: bool, location: *const c_void, address: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Get_address.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(location, address) };
-    let traced = if tracing { trace::enter(id::MPI_Get_address, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_address, std::ptr::null(), 0) } else { None };
     let rc = next(location, address);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10251,10 +10249,10 @@ pub static NEXT_MPI_Pack_external: Next = Next::new(c"PMPI_Pack_external");
 unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, tracing: bool, datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, *const c_void, c_int, MPI_Datatype, *mut c_void, MPI_Aint, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Pack_external.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
-    let traced = if tracing { trace::enter(id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10279,10 +10277,10 @@ pub static NEXT_MPI_Pack_external_size: Next = Next::new(c"PMPI_Pack_external_si
 unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, tracing: bool, datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, c_int, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Pack_external_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, incount, datatype, size) };
-    let traced = if tracing { trace::enter(id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10307,10 +10305,10 @@ pub static NEXT_MPI_Pack: Next = Next::new(c"PMPI_Pack");
 unsafe fn wrap_MPI_Pack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, *mut c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Pack.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Pack, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Pack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Pack, rc, traffic, comm);
     rc
 }
@@ -10335,10 +10333,10 @@ pub static NEXT_MPI_Pack_size: Next = Next::new(c"PMPI_Pack_size");
 unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, tracing: bool, incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Pack_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(incount, datatype, comm, size) };
-    let traced = if tracing { trace::enter(id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
     let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Pack_size, rc, traffic, comm);
     rc
 }
@@ -10363,10 +10361,10 @@ pub static NEXT_MPI_Type_commit: Next = Next::new(c"PMPI_Type_commit");
 unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, tracing: bool, r#type: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_commit.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type) };
-    let traced = if tracing { trace::enter(id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10391,10 +10389,10 @@ pub static NEXT_MPI_Type_contiguous: Next = Next::new(c"PMPI_Type_contiguous");
 unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, tracing: bool, count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_contiguous.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
     let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10419,10 +10417,10 @@ pub static NEXT_MPI_Type_create_darray: Next = Next::new(c"PMPI_Type_create_darr
 unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, tracing: bool, size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, c_int, *const c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_darray.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
     let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10447,10 +10445,10 @@ pub static NEXT_MPI_Type_create_f90_complex: Next = Next::new(c"PMPI_Type_create
 unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, tracing: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_f90_complex.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(p, r, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10475,10 +10473,10 @@ pub static NEXT_MPI_Type_create_f90_integer: Next = Next::new(c"PMPI_Type_create
 unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, tracing: bool, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_f90_integer.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
     let rc = next(r, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10503,10 +10501,10 @@ pub static NEXT_MPI_Type_create_f90_real: Next = Next::new(c"PMPI_Type_create_f9
 unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, tracing: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_f90_real.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(p, r, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10531,10 +10529,10 @@ pub static NEXT_MPI_Type_create_hindexed_block: Next = Next::new(c"PMPI_Type_cre
 unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, tracing: bool, count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_hindexed_block.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10559,10 +10557,10 @@ pub static NEXT_MPI_Type_create_hindexed: Next = Next::new(c"PMPI_Type_create_hi
 unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, tracing: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_hindexed.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10587,10 +10585,10 @@ pub static NEXT_MPI_Type_create_hvector: Next = Next::new(c"PMPI_Type_create_hve
 unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, tracing: bool, count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_hvector.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, stride, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10615,10 +10613,10 @@ pub static NEXT_MPI_Type_create_keyval: Next = Next::new(c"PMPI_Type_create_keyv
 unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, tracing: bool, type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Type_create_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10643,10 +10641,10 @@ pub static NEXT_MPI_Type_create_indexed_block: Next = Next::new(c"PMPI_Type_crea
 unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, tracing: bool, count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_indexed_block.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10671,10 +10669,10 @@ pub static NEXT_MPI_Type_create_struct: Next = Next::new(c"PMPI_Type_create_stru
 unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, tracing: bool, count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_struct.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10699,10 +10697,10 @@ pub static NEXT_MPI_Type_create_subarray: Next = Next::new(c"PMPI_Type_create_su
 unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, tracing: bool, ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_subarray.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
     let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10727,10 +10725,10 @@ pub static NEXT_MPI_Type_create_resized: Next = Next::new(c"PMPI_Type_create_res
 unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, tracing: bool, oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Aint, MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_resized.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(oldtype, lb, extent, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
     let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10755,10 +10753,10 @@ pub static NEXT_MPI_Type_delete_attr: Next = Next::new(c"PMPI_Type_delete_attr")
 unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, c_int) -> c_int = transmute(NEXT_MPI_Type_delete_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10783,10 +10781,10 @@ pub static NEXT_MPI_Type_dup: Next = Next::new(c"PMPI_Type_dup");
 unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_dup.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10815,10 +10813,10 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, tracing: bool, r#type: *mut MPI_Dat
         crate::traffic::forget_type_sizes();
         return rc;
     };
-    let traced = if tracing { trace::enter(id::MPI_Type_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_free, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::traffic::forget_type_sizes();
     rc
@@ -10844,10 +10842,10 @@ pub static NEXT_MPI_Type_free_keyval: Next = Next::new(c"PMPI_Type_free_keyval")
 unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, tracing: bool, type_keyval: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Type_free_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(type_keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10872,10 +10870,10 @@ pub static NEXT_MPI_Type_get_attr: Next = Next::new(c"PMPI_Type_get_attr");
 unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT_MPI_Type_get_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_keyval, attribute_val, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10900,10 +10898,10 @@ pub static NEXT_MPI_Type_get_contents: Next = Next::new(c"PMPI_Type_get_contents
 unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, tracing: bool, mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, c_int, c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_get_contents.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
     let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10928,10 +10926,10 @@ pub static NEXT_MPI_Type_get_envelope: Next = Next::new(c"PMPI_Type_get_envelope
 unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Type_get_envelope.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, num_integers, num_addresses, num_datatypes, combiner) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10956,10 +10954,10 @@ pub static NEXT_MPI_Type_get_extent: Next = Next::new(c"PMPI_Type_get_extent");
 unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Type_get_extent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, lb, extent) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10984,10 +10982,10 @@ pub static NEXT_MPI_Type_get_extent_x: Next = Next::new(c"PMPI_Type_get_extent_x
 unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Type_get_extent_x.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, lb, extent) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11012,10 +11010,10 @@ pub static NEXT_MPI_Type_get_name: Next = Next::new(c"PMPI_Type_get_name");
 unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Type_get_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_name, resultlen) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name, resultlen);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11040,10 +11038,10 @@ pub static NEXT_MPI_Type_get_true_extent: Next = Next::new(c"PMPI_Type_get_true_
 unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Type_get_true_extent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, true_lb, true_extent) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11068,10 +11066,10 @@ pub static NEXT_MPI_Type_get_true_extent_x: Next = Next::new(c"PMPI_Type_get_tru
 unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Type_get_true_extent_x.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, true_lb, true_extent) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11096,10 +11094,10 @@ pub static NEXT_MPI_Type_indexed: Next = Next::new(c"PMPI_Type_indexed");
 unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, tracing: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_indexed.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11124,10 +11122,10 @@ pub static NEXT_MPI_Type_match_size: Next = Next::new(c"PMPI_Type_match_size");
 unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, tracing: bool, typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_match_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(typeclass, size, r#type) };
-    let traced = if tracing { trace::enter(id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
     let rc = next(typeclass, size, r#type);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11152,10 +11150,10 @@ pub static NEXT_MPI_Type_set_attr: Next = Next::new(c"PMPI_Type_set_attr");
 unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Type_set_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_keyval, attr_val) };
-    let traced = if tracing { trace::enter(id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attr_val);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11180,10 +11178,10 @@ pub static NEXT_MPI_Type_set_name: Next = Next::new(c"PMPI_Type_set_name");
 unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *const c_char) -> c_int = transmute(NEXT_MPI_Type_set_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_name) };
-    let traced = if tracing { trace::enter(id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11208,10 +11206,10 @@ pub static NEXT_MPI_Type_size: Next = Next::new(c"PMPI_Type_size");
 unsafe fn wrap_MPI_Type_size(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, size: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int) -> c_int = transmute(NEXT_MPI_Type_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, size) };
-    let traced = if tracing { trace::enter(id::MPI_Type_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_size, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11236,10 +11234,10 @@ pub static NEXT_MPI_Type_size_x: Next = Next::new(c"PMPI_Type_size_x");
 unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Type_size_x.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, size) };
-    let traced = if tracing { trace::enter(id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11264,10 +11262,10 @@ pub static NEXT_MPI_Type_vector: Next = Next::new(c"PMPI_Type_vector");
 unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, tracing: bool, count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_vector.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, stride, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11292,10 +11290,10 @@ pub static NEXT_MPI_Unpack: Next = Next::new(c"PMPI_Unpack");
 unsafe fn wrap_MPI_Unpack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, *mut c_int, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Unpack.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Unpack, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Unpack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Unpack, rc, traffic, comm);
     rc
 }
@@ -11320,10 +11318,10 @@ pub static NEXT_MPI_Unpack_external: Next = Next::new(c"PMPI_Unpack_external");
 unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, tracing: bool, datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Aint, *mut MPI_Aint, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_Unpack_external.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11348,10 +11346,10 @@ pub static NEXT_MPI_Address: Next = Next::new(c"PMPI_Address");
 unsafe fn wrap_MPI_Address(via_pmpi: bool, tracing: bool, location: *mut c_void, address: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Address.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(location, address) };
-    let traced = if tracing { trace::enter(id::MPI_Address, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Address, std::ptr::null(), 0) } else { None };
     let rc = next(location, address);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11376,10 +11374,10 @@ pub static NEXT_MPI_Pack_c: Next = Next::new(c"PMPI_Pack_c");
 unsafe fn wrap_MPI_Pack_c(via_pmpi: bool, tracing: bool, inbuf: *const c_void, incount: MPI_Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, *mut MPI_Count, MPI_Comm) -> c_int = transmute(NEXT_MPI_Pack_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Pack_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Pack_c, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Pack_c, rc, traffic, comm);
     rc
 }
@@ -11404,10 +11402,10 @@ pub static NEXT_MPI_Pack_external_c: Next = Next::new(c"PMPI_Pack_external_c");
 unsafe fn wrap_MPI_Pack_external_c(via_pmpi: bool, tracing: bool, datarep: *const c_char, inbuf: *const c_void, incount: MPI_Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Pack_external_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
-    let traced = if tracing { trace::enter(id::MPI_Pack_external_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Pack_external_c, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Pack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11432,10 +11430,10 @@ pub static NEXT_MPI_Pack_external_size_c: Next = Next::new(c"PMPI_Pack_external_
 unsafe fn wrap_MPI_Pack_external_size_c(via_pmpi: bool, tracing: bool, datarep: *const c_char, incount: MPI_Count, datatype: MPI_Datatype, size: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Count, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Pack_external_size_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, incount, datatype, size) };
-    let traced = if tracing { trace::enter(id::MPI_Pack_external_size_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Pack_external_size_c, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Pack_external_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11460,10 +11458,10 @@ pub static NEXT_MPI_Pack_size_c: Next = Next::new(c"PMPI_Pack_size_c");
 unsafe fn wrap_MPI_Pack_size_c(via_pmpi: bool, tracing: bool, incount: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Pack_size_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(incount, datatype, comm, size) };
-    let traced = if tracing { trace::enter(id::MPI_Pack_size_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Pack_size_c, std::ptr::null(), 0) } else { None };
     let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Pack_size_c, rc, traffic, comm);
     rc
 }
@@ -11488,10 +11486,10 @@ pub static NEXT_MPI_Type_contiguous_c: Next = Next::new(c"PMPI_Type_contiguous_c
 unsafe fn wrap_MPI_Type_contiguous_c(via_pmpi: bool, tracing: bool, count: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_contiguous_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_contiguous_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_contiguous_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_contiguous_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11516,10 +11514,10 @@ pub static NEXT_MPI_Type_create_darray_c: Next = Next::new(c"PMPI_Type_create_da
 unsafe fn wrap_MPI_Type_create_darray_c(via_pmpi: bool, tracing: bool, size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const MPI_Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, c_int, *const MPI_Count, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_darray_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_darray_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_darray_c, std::ptr::null(), 0) } else { None };
     let rc = next(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_darray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11544,10 +11542,10 @@ pub static NEXT_MPI_Type_create_hindexed_block_c: Next = Next::new(c"PMPI_Type_c
 unsafe fn wrap_MPI_Type_create_hindexed_block_c(via_pmpi: bool, tracing: bool, count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_hindexed_block_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_hindexed_block_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed_block_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_hindexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11572,10 +11570,10 @@ pub static NEXT_MPI_Type_create_hindexed_c: Next = Next::new(c"PMPI_Type_create_
 unsafe fn wrap_MPI_Type_create_hindexed_c(via_pmpi: bool, tracing: bool, count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Count, *const MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_hindexed_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_hindexed_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_hindexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11600,10 +11598,10 @@ pub static NEXT_MPI_Type_create_hvector_c: Next = Next::new(c"PMPI_Type_create_h
 unsafe fn wrap_MPI_Type_create_hvector_c(via_pmpi: bool, tracing: bool, count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_hvector_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, stride, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_hvector_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hvector_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_hvector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11628,10 +11626,10 @@ pub static NEXT_MPI_Type_create_indexed_block_c: Next = Next::new(c"PMPI_Type_cr
 unsafe fn wrap_MPI_Type_create_indexed_block_c(via_pmpi: bool, tracing: bool, count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_indexed_block_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_indexed_block_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_indexed_block_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_indexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11656,10 +11654,10 @@ pub static NEXT_MPI_Type_create_resized_c: Next = Next::new(c"PMPI_Type_create_r
 unsafe fn wrap_MPI_Type_create_resized_c(via_pmpi: bool, tracing: bool, oldtype: MPI_Datatype, lb: MPI_Count, extent: MPI_Count, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Count, MPI_Count, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_resized_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(oldtype, lb, extent, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_resized_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_resized_c, std::ptr::null(), 0) } else { None };
     let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_resized_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11684,10 +11682,10 @@ pub static NEXT_MPI_Type_create_struct_c: Next = Next::new(c"PMPI_Type_create_st
 unsafe fn wrap_MPI_Type_create_struct_c(via_pmpi: bool, tracing: bool, count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Count, *const MPI_Count, *const MPI_Count, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_struct_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_struct_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_struct_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_struct_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11712,10 +11710,10 @@ pub static NEXT_MPI_Type_create_subarray_c: Next = Next::new(c"PMPI_Type_create_
 unsafe fn wrap_MPI_Type_create_subarray_c(via_pmpi: bool, tracing: bool, ndims: c_int, array_of_sizes: *const MPI_Count, array_of_subsizes: *const MPI_Count, array_of_starts: *const MPI_Count, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, *const MPI_Count, *const MPI_Count, *const MPI_Count, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_subarray_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_subarray_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_subarray_c, std::ptr::null(), 0) } else { None };
     let rc = next(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_subarray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11740,10 +11738,10 @@ pub static NEXT_MPI_Type_extent: Next = Next::new(c"PMPI_Type_extent");
 unsafe fn wrap_MPI_Type_extent(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Type_extent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, extent) };
-    let traced = if tracing { trace::enter(id::MPI_Type_extent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_extent, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, extent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11768,10 +11766,10 @@ pub static NEXT_MPI_Type_get_contents_c: Next = Next::new(c"PMPI_Type_get_conten
 unsafe fn wrap_MPI_Type_get_contents_c(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype, max_integers: MPI_Count, max_addresses: MPI_Count, max_large_counts: MPI_Count, max_datatypes: MPI_Count, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_large_counts: *mut MPI_Count, array_of_datatypes: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Count, MPI_Count, MPI_Count, MPI_Count, *mut c_int, *mut MPI_Aint, *mut MPI_Count, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_get_contents_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_contents_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_contents_c, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_contents_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11796,10 +11794,10 @@ pub static NEXT_MPI_Type_get_envelope_c: Next = Next::new(c"PMPI_Type_get_envelo
 unsafe fn wrap_MPI_Type_get_envelope_c(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype, num_integers: *mut MPI_Count, num_addresses: *mut MPI_Count, num_large_counts: *mut MPI_Count, num_datatypes: *mut MPI_Count, combiner: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count, *mut MPI_Count, *mut MPI_Count, *mut c_int) -> c_int = transmute(NEXT_MPI_Type_get_envelope_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_envelope_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_envelope_c, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_envelope_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11824,10 +11822,10 @@ pub static NEXT_MPI_Type_get_extent_c: Next = Next::new(c"PMPI_Type_get_extent_c
 unsafe fn wrap_MPI_Type_get_extent_c(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Type_get_extent_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, lb, extent) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_extent_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_extent_c, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, lb, extent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11852,10 +11850,10 @@ pub static NEXT_MPI_Type_get_true_extent_c: Next = Next::new(c"PMPI_Type_get_tru
 unsafe fn wrap_MPI_Type_get_true_extent_c(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Type_get_true_extent_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, true_lb, true_extent) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_true_extent_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_true_extent_c, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_true_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11880,10 +11878,10 @@ pub static NEXT_MPI_Type_hindexed: Next = Next::new(c"PMPI_Type_hindexed");
 unsafe fn wrap_MPI_Type_hindexed(via_pmpi: bool, tracing: bool, count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_int, *mut MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_hindexed.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_hindexed, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_hindexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11908,10 +11906,10 @@ pub static NEXT_MPI_Type_hvector: Next = Next::new(c"PMPI_Type_hvector");
 unsafe fn wrap_MPI_Type_hvector(via_pmpi: bool, tracing: bool, count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_hvector.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, stride, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_hvector, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_hvector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11936,10 +11934,10 @@ pub static NEXT_MPI_Type_indexed_c: Next = Next::new(c"PMPI_Type_indexed_c");
 unsafe fn wrap_MPI_Type_indexed_c(via_pmpi: bool, tracing: bool, count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Count, *const MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_indexed_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_indexed_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_indexed_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_indexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11964,10 +11962,10 @@ pub static NEXT_MPI_Type_lb: Next = Next::new(c"PMPI_Type_lb");
 unsafe fn wrap_MPI_Type_lb(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype, displacement: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Type_lb.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, displacement) };
-    let traced = if tracing { trace::enter(id::MPI_Type_lb, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_lb, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, displacement);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_lb, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11992,10 +11990,10 @@ pub static NEXT_MPI_Type_size_c: Next = Next::new(c"PMPI_Type_size_c");
 unsafe fn wrap_MPI_Type_size_c(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype, size: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Type_size_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, size) };
-    let traced = if tracing { trace::enter(id::MPI_Type_size_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_size_c, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12020,10 +12018,10 @@ pub static NEXT_MPI_Type_struct: Next = Next::new(c"PMPI_Type_struct");
 unsafe fn wrap_MPI_Type_struct(via_pmpi: bool, tracing: bool, count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut MPI_Aint, array_of_types: *mut MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_struct.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_struct, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_struct, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12048,10 +12046,10 @@ pub static NEXT_MPI_Type_ub: Next = Next::new(c"PMPI_Type_ub");
 unsafe fn wrap_MPI_Type_ub(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype, displacement: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Type_ub.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, displacement) };
-    let traced = if tracing { trace::enter(id::MPI_Type_ub, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_ub, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, displacement);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_ub, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12076,10 +12074,10 @@ pub static NEXT_MPI_Type_vector_c: Next = Next::new(c"PMPI_Type_vector_c");
 unsafe fn wrap_MPI_Type_vector_c(via_pmpi: bool, tracing: bool, count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_vector_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, stride, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_vector_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_vector_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_vector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12104,10 +12102,10 @@ pub static NEXT_MPI_Unpack_c: Next = Next::new(c"PMPI_Unpack_c");
 unsafe fn wrap_MPI_Unpack_c(via_pmpi: bool, tracing: bool, inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, *mut MPI_Count, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Unpack_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Unpack_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Unpack_c, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Unpack_c, rc, traffic, comm);
     rc
 }
@@ -12132,10 +12130,10 @@ pub static NEXT_MPI_Unpack_external_c: Next = Next::new(c"PMPI_Unpack_external_c
 unsafe fn wrap_MPI_Unpack_external_c(via_pmpi: bool, tracing: bool, datarep: *const c_char, inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Count, *mut MPI_Count, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(NEXT_MPI_Unpack_external_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_Unpack_external_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Unpack_external_c, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Unpack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12160,10 +12158,10 @@ pub static NEXT_MPI_Close_port: Next = Next::new(c"PMPI_Close_port");
 unsafe fn wrap_MPI_Close_port(via_pmpi: bool, tracing: bool, port_name: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(*const c_char) -> c_int = transmute(NEXT_MPI_Close_port.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(port_name) };
-    let traced = if tracing { trace::enter(id::MPI_Close_port, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Close_port, std::ptr::null(), 0) } else { None };
     let rc = next(port_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12188,10 +12186,10 @@ pub static NEXT_MPI_Comm_accept: Next = Next::new(c"PMPI_Comm_accept");
 unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, tracing: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_accept.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(port_name, info, root, comm, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_accept, rc, traffic, comm);
     rc
 }
@@ -12216,10 +12214,10 @@ pub static NEXT_MPI_Comm_call_errhandler: Next = Next::new(c"PMPI_Comm_call_errh
 unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT_MPI_Comm_call_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, errorcode) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_call_errhandler, rc, traffic, comm);
     rc
 }
@@ -12244,10 +12242,10 @@ pub static NEXT_MPI_Comm_compare: Next = Next::new(c"PMPI_Comm_compare");
 unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, tracing: bool, comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_compare.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm1, comm2, result) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
     let rc = next(comm1, comm2, result);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12272,10 +12270,10 @@ pub static NEXT_MPI_Comm_connect: Next = Next::new(c"PMPI_Comm_connect");
 unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, tracing: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_connect.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(port_name, info, root, comm, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_connect, rc, traffic, comm);
     rc
 }
@@ -12300,10 +12298,10 @@ pub static NEXT_MPI_Comm_create_errhandler: Next = Next::new(c"PMPI_Comm_create_
 unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, tracing: bool, function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Comm_create_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12328,10 +12326,10 @@ pub static NEXT_MPI_Comm_create_keyval: Next = Next::new(c"PMPI_Comm_create_keyv
 unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, tracing: bool, comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Comm_create_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12356,10 +12354,10 @@ pub static NEXT_MPI_Comm_create_group: Next = Next::new(c"PMPI_Comm_create_group
 unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_create_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group, tag, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, tag, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_create_group, rc, traffic, comm);
     rc
 }
@@ -12384,10 +12382,10 @@ pub static NEXT_MPI_Comm_create: Next = Next::new(c"PMPI_Comm_create");
 unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, tracing: bool, comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_create, rc, traffic, comm);
     rc
 }
@@ -12412,10 +12410,10 @@ pub static NEXT_MPI_Comm_delete_attr: Next = Next::new(c"PMPI_Comm_delete_attr")
 unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, comm_keyval: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT_MPI_Comm_delete_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_delete_attr, rc, traffic, comm);
     rc
 }
@@ -12444,10 +12442,10 @@ unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, tracing: bool, comm: *mut MPI
         crate::places::forget_comms();
         return rc;
     };
-    let traced = if tracing { trace::enter(id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::places::forget_comms();
     rc
@@ -12473,10 +12471,10 @@ pub static NEXT_MPI_Comm_dup: Next = Next::new(c"PMPI_Comm_dup");
 unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_dup.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_dup, rc, traffic, comm);
     rc
 }
@@ -12501,10 +12499,10 @@ pub static NEXT_MPI_Comm_idup: Next = Next::new(c"PMPI_Comm_idup");
 unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Comm_idup.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, newcomm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_idup, rc, traffic, comm);
     rc
 }
@@ -12529,10 +12527,10 @@ pub static NEXT_MPI_Comm_dup_with_info: Next = Next::new(c"PMPI_Comm_dup_with_in
 unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_dup_with_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, info, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_dup_with_info, rc, traffic, comm);
     rc
 }
@@ -12557,10 +12555,10 @@ pub static NEXT_MPI_Comm_free_keyval: Next = Next::new(c"PMPI_Comm_free_keyval")
 unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, tracing: bool, comm_keyval: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Comm_free_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12589,10 +12587,10 @@ unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, tracing: bool, comm: *mut MPI_Comm)
         crate::places::forget_comms();
         return rc;
     };
-    let traced = if tracing { trace::enter(id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::places::forget_comms();
     rc
@@ -12618,10 +12616,10 @@ pub static NEXT_MPI_Comm_get_attr: Next = Next::new(c"PMPI_Comm_get_attr");
 unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_get_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_keyval, attribute_val, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_get_attr, rc, traffic, comm);
     rc
 }
@@ -12646,10 +12644,10 @@ pub static NEXT_MPI_Comm_get_errhandler: Next = Next::new(c"PMPI_Comm_get_errhan
 unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Comm_get_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, erhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, erhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_get_errhandler, rc, traffic, comm);
     rc
 }
@@ -12674,10 +12672,10 @@ pub static NEXT_MPI_Comm_get_info: Next = Next::new(c"PMPI_Comm_get_info");
 unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_Comm_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, info_used) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info_used);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_get_info, rc, traffic, comm);
     rc
 }
@@ -12702,10 +12700,10 @@ pub static NEXT_MPI_Comm_get_name: Next = Next::new(c"PMPI_Comm_get_name");
 unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_get_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_name, resultlen) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name, resultlen);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_get_name, rc, traffic, comm);
     rc
 }
@@ -12730,10 +12728,10 @@ pub static NEXT_MPI_Comm_get_parent: Next = Next::new(c"PMPI_Comm_get_parent");
 unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, tracing: bool, parent: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_get_parent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(parent) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
     let rc = next(parent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12758,10 +12756,10 @@ pub static NEXT_MPI_Comm_group: Next = Next::new(c"PMPI_Comm_group");
 unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Comm_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_group, rc, traffic, comm);
     rc
 }
@@ -12786,10 +12784,10 @@ pub static NEXT_MPI_Comm_join: Next = Next::new(c"PMPI_Comm_join");
 unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, tracing: bool, fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_join.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fd, intercomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
     let rc = next(fd, intercomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12814,10 +12812,10 @@ pub static NEXT_MPI_Comm_rank: Next = Next::new(c"PMPI_Comm_rank");
 unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_rank.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_rank, rc, traffic, comm);
     rc
 }
@@ -12844,10 +12842,10 @@ pub static NEXT_MPI_Comm_remote_group: Next = Next::new(c"PMPI_Comm_remote_group
 unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Comm_remote_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_remote_group, rc, traffic, comm);
     rc
 }
@@ -12872,10 +12870,10 @@ pub static NEXT_MPI_Comm_remote_size: Next = Next::new(c"PMPI_Comm_remote_size")
 unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, tracing: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_remote_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, size) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_remote_size, rc, traffic, comm);
     rc
 }
@@ -12900,10 +12898,10 @@ pub static NEXT_MPI_Comm_set_attr: Next = Next::new(c"PMPI_Comm_set_attr");
 unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Comm_set_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_keyval, attribute_val) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_set_attr, rc, traffic, comm);
     rc
 }
@@ -12928,10 +12926,10 @@ pub static NEXT_MPI_Comm_set_errhandler: Next = Next::new(c"PMPI_Comm_set_errhan
 unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Comm_set_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_set_errhandler, rc, traffic, comm);
     rc
 }
@@ -12956,10 +12954,10 @@ pub static NEXT_MPI_Comm_set_info: Next = Next::new(c"PMPI_Comm_set_info");
 unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, info: MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info) -> c_int = transmute(NEXT_MPI_Comm_set_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, info) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_set_info, rc, traffic, comm);
     rc
 }
@@ -12984,10 +12982,10 @@ pub static NEXT_MPI_Comm_set_name: Next = Next::new(c"PMPI_Comm_set_name");
 unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, comm_name: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char) -> c_int = transmute(NEXT_MPI_Comm_set_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_name) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_set_name, rc, traffic, comm);
     rc
 }
@@ -13012,10 +13010,10 @@ pub static NEXT_MPI_Comm_size: Next = Next::new(c"PMPI_Comm_size");
 unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, tracing: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, size) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_size, rc, traffic, comm);
     rc
 }
@@ -13042,10 +13040,10 @@ pub static NEXT_MPI_Comm_spawn: Next = Next::new(c"PMPI_Comm_spawn");
 unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, tracing: bool, command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, *mut *mut c_char, c_int, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_spawn.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
     let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_spawn, rc, traffic, comm);
     rc
 }
@@ -13070,10 +13068,10 @@ pub static NEXT_MPI_Comm_spawn_multiple: Next = Next::new(c"PMPI_Comm_spawn_mult
 unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, tracing: bool, count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut *mut c_char, *const c_int, *const MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_spawn_multiple.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_spawn_multiple, rc, traffic, comm);
     rc
 }
@@ -13098,10 +13096,10 @@ pub static NEXT_MPI_Comm_split: Next = Next::new(c"PMPI_Comm_split");
 unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, tracing: bool, comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_split.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, color, key, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
     let rc = next(comm, color, key, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_split, rc, traffic, comm);
     rc
 }
@@ -13126,10 +13124,10 @@ pub static NEXT_MPI_Comm_split_type: Next = Next::new(c"PMPI_Comm_split_type");
 unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, tracing: bool, comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_split_type.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, split_type, key, info, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
     let rc = next(comm, split_type, key, info, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_split_type, rc, traffic, comm);
     rc
 }
@@ -13154,10 +13152,10 @@ pub static NEXT_MPI_Comm_test_inter: Next = Next::new(c"PMPI_Comm_test_inter");
 unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, tracing: bool, comm: MPI_Comm, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_test_inter.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
     let rc = next(comm, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_test_inter, rc, traffic, comm);
     rc
 }
@@ -13182,10 +13180,10 @@ pub static NEXT_MPI_Errhandler_free: Next = Next::new(c"PMPI_Errhandler_free");
 unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, tracing: bool, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Errhandler_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
     let rc = next(errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13210,10 +13208,10 @@ pub static NEXT_MPI_Group_compare: Next = Next::new(c"PMPI_Group_compare");
 unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, tracing: bool, group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut c_int) -> c_int = transmute(NEXT_MPI_Group_compare.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, result) };
-    let traced = if tracing { trace::enter(id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, result);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13238,10 +13236,10 @@ pub static NEXT_MPI_Group_difference: Next = Next::new(c"PMPI_Group_difference")
 unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, tracing: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_difference.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, newgroup) };
-    let traced = if tracing { trace::enter(id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13266,10 +13264,10 @@ pub static NEXT_MPI_Group_excl: Next = Next::new(c"PMPI_Group_excl");
 unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, tracing: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_excl.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranks, newgroup) };
-    let traced = if tracing { trace::enter(id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13294,10 +13292,10 @@ pub static NEXT_MPI_Group_free: Next = Next::new(c"PMPI_Group_free");
 unsafe fn wrap_MPI_Group_free(via_pmpi: bool, tracing: bool, group: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group) };
-    let traced = if tracing { trace::enter(id::MPI_Group_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_free, std::ptr::null(), 0) } else { None };
     let rc = next(group);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13322,10 +13320,10 @@ pub static NEXT_MPI_Group_incl: Next = Next::new(c"PMPI_Group_incl");
 unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, tracing: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_incl.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranks, newgroup) };
-    let traced = if tracing { trace::enter(id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13350,10 +13348,10 @@ pub static NEXT_MPI_Group_intersection: Next = Next::new(c"PMPI_Group_intersecti
 unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, tracing: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_intersection.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, newgroup) };
-    let traced = if tracing { trace::enter(id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13378,10 +13376,10 @@ pub static NEXT_MPI_Group_range_excl: Next = Next::new(c"PMPI_Group_range_excl")
 unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, tracing: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_range_excl.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranges, newgroup) };
-    let traced = if tracing { trace::enter(id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13406,10 +13404,10 @@ pub static NEXT_MPI_Group_range_incl: Next = Next::new(c"PMPI_Group_range_incl")
 unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, tracing: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_range_incl.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranges, newgroup) };
-    let traced = if tracing { trace::enter(id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13434,10 +13432,10 @@ pub static NEXT_MPI_Group_rank: Next = Next::new(c"PMPI_Group_rank");
 unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, tracing: bool, group: MPI_Group, rank: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(NEXT_MPI_Group_rank.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, rank) };
-    let traced = if tracing { trace::enter(id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
     let rc = next(group, rank);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13462,10 +13460,10 @@ pub static NEXT_MPI_Group_size: Next = Next::new(c"PMPI_Group_size");
 unsafe fn wrap_MPI_Group_size(via_pmpi: bool, tracing: bool, group: MPI_Group, size: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(NEXT_MPI_Group_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, size) };
-    let traced = if tracing { trace::enter(id::MPI_Group_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_size, std::ptr::null(), 0) } else { None };
     let rc = next(group, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13490,10 +13488,10 @@ pub static NEXT_MPI_Group_translate_ranks: Next = Next::new(c"PMPI_Group_transla
 unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, tracing: bool, group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, MPI_Group, *mut c_int) -> c_int = transmute(NEXT_MPI_Group_translate_ranks.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, n, ranks1, group2, ranks2) };
-    let traced = if tracing { trace::enter(id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
     let rc = next(group1, n, ranks1, group2, ranks2);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13518,10 +13516,10 @@ pub static NEXT_MPI_Group_union: Next = Next::new(c"PMPI_Group_union");
 unsafe fn wrap_MPI_Group_union(via_pmpi: bool, tracing: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_union.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, newgroup) };
-    let traced = if tracing { trace::enter(id::MPI_Group_union, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_union, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13546,10 +13544,10 @@ pub static NEXT_MPI_Intercomm_create: Next = Next::new(c"PMPI_Intercomm_create")
 unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, tracing: bool, local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Intercomm_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm) };
-    let traced = if tracing { trace::enter(id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
     let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13574,10 +13572,10 @@ pub static NEXT_MPI_Intercomm_merge: Next = Next::new(c"PMPI_Intercomm_merge");
 unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, tracing: bool, intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Intercomm_merge.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(intercomm, high, newintercomm) };
-    let traced = if tracing { trace::enter(id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
     let rc = next(intercomm, high, newintercomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Intercomm_merge, rc, traffic, intercomm);
     rc
 }
@@ -13602,10 +13600,10 @@ pub static NEXT_MPI_Lookup_name: Next = Next::new(c"PMPI_Lookup_name");
 unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, tracing: bool, service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *mut c_char) -> c_int = transmute(NEXT_MPI_Lookup_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(service_name, info, port_name) };
-    let traced = if tracing { trace::enter(id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13630,10 +13628,10 @@ pub static NEXT_MPI_Open_port: Next = Next::new(c"PMPI_Open_port");
 unsafe fn wrap_MPI_Open_port(via_pmpi: bool, tracing: bool, info: MPI_Info, port_name: *mut c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, *mut c_char) -> c_int = transmute(NEXT_MPI_Open_port.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, port_name) };
-    let traced = if tracing { trace::enter(id::MPI_Open_port, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Open_port, std::ptr::null(), 0) } else { None };
     let rc = next(info, port_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13658,10 +13656,10 @@ pub static NEXT_MPI_Publish_name: Next = Next::new(c"PMPI_Publish_name");
 unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, tracing: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(NEXT_MPI_Publish_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(service_name, info, port_name) };
-    let traced = if tracing { trace::enter(id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13686,10 +13684,10 @@ pub static NEXT_MPI_Unpublish_name: Next = Next::new(c"PMPI_Unpublish_name");
 unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, tracing: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(NEXT_MPI_Unpublish_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(service_name, info, port_name) };
-    let traced = if tracing { trace::enter(id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13714,10 +13712,10 @@ pub static NEXT_MPI_Attr_delete: Next = Next::new(c"PMPI_Attr_delete");
 unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyval: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT_MPI_Attr_delete.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Attr_delete, rc, traffic, comm);
     rc
 }
@@ -13742,10 +13740,10 @@ pub static NEXT_MPI_Attr_get: Next = Next::new(c"PMPI_Attr_get");
 unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT_MPI_Attr_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, keyval, attribute_val, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Attr_get, rc, traffic, comm);
     rc
 }
@@ -13770,10 +13768,10 @@ pub static NEXT_MPI_Attr_put: Next = Next::new(c"PMPI_Attr_put");
 unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Attr_put.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, keyval, attribute_val) };
-    let traced = if tracing { trace::enter(id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Attr_put, rc, traffic, comm);
     rc
 }
@@ -13798,10 +13796,10 @@ pub static NEXT_MPI_Keyval_create: Next = Next::new(c"PMPI_Keyval_create");
 unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, tracing: bool, copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Copy_function, MPI_Delete_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Keyval_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(copy_fn, delete_fn, keyval, extra_state) };
-    let traced = if tracing { trace::enter(id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
     let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13826,10 +13824,10 @@ pub static NEXT_MPI_Keyval_free: Next = Next::new(c"PMPI_Keyval_free");
 unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, tracing: bool, keyval: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Keyval_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
     let rc = next(keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13854,10 +13852,10 @@ pub static NEXT_MPI_Comm_create_from_group: Next = Next::new(c"PMPI_Comm_create_
 unsafe fn wrap_MPI_Comm_create_from_group(via_pmpi: bool, tracing: bool, group: MPI_Group, stringtag: *const c_char, info: MPI_Info, errhandler: MPI_Errhandler, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, *const c_char, MPI_Info, MPI_Errhandler, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_create_from_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, stringtag, info, errhandler, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_create_from_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_from_group, std::ptr::null(), 0) } else { None };
     let rc = next(group, stringtag, info, errhandler, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { newcomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_create_from_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13882,10 +13880,10 @@ pub static NEXT_MPI_Comm_idup_with_info: Next = Next::new(c"PMPI_Comm_idup_with_
 unsafe fn wrap_MPI_Comm_idup_with_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Comm_idup_with_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, info, newcomm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_idup_with_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_idup_with_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info, newcomm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_idup_with_info, rc, traffic, comm);
     rc
 }
@@ -13910,10 +13908,10 @@ pub static NEXT_MPI_Errhandler_create: Next = Next::new(c"PMPI_Errhandler_create
 unsafe fn wrap_MPI_Errhandler_create(via_pmpi: bool, tracing: bool, comm_errhandler_fn: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Errhandler_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_errhandler_fn, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Errhandler_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Errhandler_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_errhandler_fn, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Errhandler_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13938,10 +13936,10 @@ pub static NEXT_MPI_Errhandler_get: Next = Next::new(c"PMPI_Errhandler_get");
 unsafe fn wrap_MPI_Errhandler_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Errhandler_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Errhandler_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Errhandler_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Errhandler_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13966,10 +13964,10 @@ pub static NEXT_MPI_Errhandler_set: Next = Next::new(c"PMPI_Errhandler_set");
 unsafe fn wrap_MPI_Errhandler_set(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Errhandler_set.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Errhandler_set, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Errhandler_set, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Errhandler_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13994,10 +13992,10 @@ pub static NEXT_MPI_Group_from_session_pset: Next = Next::new(c"PMPI_Group_from_
 unsafe fn wrap_MPI_Group_from_session_pset(via_pmpi: bool, tracing: bool, session: MPI_Session, pset_name: *const c_char, newgroup: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Session, *const c_char, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_from_session_pset.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, pset_name, newgroup) };
-    let traced = if tracing { trace::enter(id::MPI_Group_from_session_pset, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_from_session_pset, std::ptr::null(), 0) } else { None };
     let rc = next(session, pset_name, newgroup);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_from_session_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14022,10 +14020,10 @@ pub static NEXT_MPI_Intercomm_create_from_groups: Next = Next::new(c"PMPI_Interc
 unsafe fn wrap_MPI_Intercomm_create_from_groups(via_pmpi: bool, tracing: bool, local_group: MPI_Group, local_leader: c_int, remote_group: MPI_Group, remote_leader: c_int, stringtag: *const c_char, info: MPI_Info, errhandler: MPI_Errhandler, newintercomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Group, c_int, *const c_char, MPI_Info, MPI_Errhandler, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Intercomm_create_from_groups.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm) };
-    let traced = if tracing { trace::enter(id::MPI_Intercomm_create_from_groups, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Intercomm_create_from_groups, std::ptr::null(), 0) } else { None };
     let rc = next(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Intercomm_create_from_groups, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14050,10 +14048,10 @@ pub static NEXT_MPI_Cart_coords: Next = Next::new(c"PMPI_Cart_coords");
 unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Cart_coords.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank, maxdims, coords) };
-    let traced = if tracing { trace::enter(id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxdims, coords);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_coords, rc, traffic, comm);
     rc
 }
@@ -14078,10 +14076,10 @@ pub static NEXT_MPI_Cart_create: Next = Next::new(c"PMPI_Cart_create");
 unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, tracing: bool, old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Cart_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(old_comm, ndims, dims, periods, reorder, comm_cart) };
-    let traced = if tracing { trace::enter(id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
     let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_create, rc, traffic, old_comm);
     rc
 }
@@ -14106,10 +14104,10 @@ pub static NEXT_MPI_Cart_get: Next = Next::new(c"PMPI_Cart_get");
 unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Cart_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, maxdims, dims, periods, coords) };
-    let traced = if tracing { trace::enter(id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxdims, dims, periods, coords);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_get, rc, traffic, comm);
     rc
 }
@@ -14134,10 +14132,10 @@ pub static NEXT_MPI_Cart_map: Next = Next::new(c"PMPI_Cart_map");
 unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Cart_map.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, ndims, dims, periods, newrank) };
-    let traced = if tracing { trace::enter(id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims, dims, periods, newrank);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_map, rc, traffic, comm);
     rc
 }
@@ -14162,10 +14160,10 @@ pub static NEXT_MPI_Cart_rank: Next = Next::new(c"PMPI_Cart_rank");
 unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Cart_rank.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, coords, rank) };
-    let traced = if tracing { trace::enter(id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, coords, rank);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_rank, rc, traffic, comm);
     rc
 }
@@ -14190,10 +14188,10 @@ pub static NEXT_MPI_Cart_shift: Next = Next::new(c"PMPI_Cart_shift");
 unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, tracing: bool, comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Cart_shift.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, direction, disp, rank_source, rank_dest) };
-    let traced = if tracing { trace::enter(id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
     let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_shift, rc, traffic, comm);
     rc
 }
@@ -14218,10 +14216,10 @@ pub static NEXT_MPI_Cart_sub: Next = Next::new(c"PMPI_Cart_sub");
 unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, tracing: bool, comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Cart_sub.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, remain_dims, new_comm) };
-    let traced = if tracing { trace::enter(id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
     let rc = next(comm, remain_dims, new_comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_sub, rc, traffic, comm);
     rc
 }
@@ -14246,10 +14244,10 @@ pub static NEXT_MPI_Cartdim_get: Next = Next::new(c"PMPI_Cartdim_get");
 unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ndims: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Cartdim_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, ndims) };
-    let traced = if tracing { trace::enter(id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cartdim_get, rc, traffic, comm);
     rc
 }
@@ -14274,10 +14272,10 @@ pub static NEXT_MPI_Dist_graph_create: Next = Next::new(c"PMPI_Dist_graph_create
 unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, tracing: bool, comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Dist_graph_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Dist_graph_create, rc, traffic, comm_old);
     rc
 }
@@ -14302,10 +14300,10 @@ pub static NEXT_MPI_Dist_graph_create_adjacent: Next = Next::new(c"PMPI_Dist_gra
 unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, tracing: bool, comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Dist_graph_create_adjacent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) };
-    let traced = if tracing { trace::enter(id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old);
     rc
 }
@@ -14330,10 +14328,10 @@ pub static NEXT_MPI_Dist_graph_neighbors: Next = Next::new(c"PMPI_Dist_graph_nei
 unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Dist_graph_neighbors.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) };
-    let traced = if tracing { trace::enter(id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Dist_graph_neighbors, rc, traffic, comm);
     rc
 }
@@ -14358,10 +14356,10 @@ pub static NEXT_MPI_Dist_graph_neighbors_count: Next = Next::new(c"PMPI_Dist_gra
 unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, tracing: bool, comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Dist_graph_neighbors_count.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, inneighbors, outneighbors, weighted) };
-    let traced = if tracing { trace::enter(id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, inneighbors, outneighbors, weighted);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm);
     rc
 }
@@ -14386,10 +14384,10 @@ pub static NEXT_MPI_Dims_create: Next = Next::new(c"PMPI_Dims_create");
 unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, tracing: bool, nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Dims_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(nnodes, ndims, dims) };
-    let traced = if tracing { trace::enter(id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
     let rc = next(nnodes, ndims, dims);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14414,10 +14412,10 @@ pub static NEXT_MPI_Graph_create: Next = Next::new(c"PMPI_Graph_create");
 unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, tracing: bool, comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Graph_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_old, nnodes, index, edges, reorder, comm_graph) };
-    let traced = if tracing { trace::enter(id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graph_create, rc, traffic, comm_old);
     rc
 }
@@ -14442,10 +14440,10 @@ pub static NEXT_MPI_Graph_get: Next = Next::new(c"PMPI_Graph_get");
 unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Graph_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, maxindex, maxedges, index, edges) };
-    let traced = if tracing { trace::enter(id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindex, maxedges, index, edges);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graph_get, rc, traffic, comm);
     rc
 }
@@ -14470,10 +14468,10 @@ pub static NEXT_MPI_Graph_map: Next = Next::new(c"PMPI_Graph_map");
 unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Graph_map.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, nnodes, index, edges, newrank) };
-    let traced = if tracing { trace::enter(id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, index, edges, newrank);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graph_map, rc, traffic, comm);
     rc
 }
@@ -14498,10 +14496,10 @@ pub static NEXT_MPI_Graph_neighbors_count: Next = Next::new(c"PMPI_Graph_neighbo
 unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Graph_neighbors_count.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank, nneighbors) };
-    let traced = if tracing { trace::enter(id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, nneighbors);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graph_neighbors_count, rc, traffic, comm);
     rc
 }
@@ -14526,10 +14524,10 @@ pub static NEXT_MPI_Graph_neighbors: Next = Next::new(c"PMPI_Graph_neighbors");
 unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Graph_neighbors.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank, maxneighbors, neighbors) };
-    let traced = if tracing { trace::enter(id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxneighbors, neighbors);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graph_neighbors, rc, traffic, comm);
     rc
 }
@@ -14554,10 +14552,10 @@ pub static NEXT_MPI_Graphdims_get: Next = Next::new(c"PMPI_Graphdims_get");
 unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Graphdims_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, nnodes, nedges) };
-    let traced = if tracing { trace::enter(id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, nedges);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graphdims_get, rc, traffic, comm);
     rc
 }
@@ -14582,10 +14580,10 @@ pub static NEXT_MPI_Topo_test: Next = Next::new(c"PMPI_Topo_test");
 unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, tracing: bool, comm: MPI_Comm, status: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Topo_test.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, status) };
-    let traced = if tracing { trace::enter(id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
     let rc = next(comm, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Topo_test, rc, traffic, comm);
     rc
 }
@@ -14611,10 +14609,10 @@ unsafe fn wrap_MPI_Abort(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errorcod
     crate::hooks::before_abort(errorcode);
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT_MPI_Abort.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, errorcode) };
-    let traced = if tracing { trace::enter(id::MPI_Abort, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Abort, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Abort, rc, traffic, comm);
     rc
 }
@@ -14639,10 +14637,10 @@ pub static NEXT_MPI_Add_error_class: Next = Next::new(c"PMPI_Add_error_class");
 unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, tracing: bool, errorclass: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Add_error_class.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorclass) };
-    let traced = if tracing { trace::enter(id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14667,10 +14665,10 @@ pub static NEXT_MPI_Add_error_code: Next = Next::new(c"PMPI_Add_error_code");
 unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, tracing: bool, errorclass: c_int, errorcode: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Add_error_code.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorclass, errorcode) };
-    let traced = if tracing { trace::enter(id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass, errorcode);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14695,10 +14693,10 @@ pub static NEXT_MPI_Add_error_string: Next = Next::new(c"PMPI_Add_error_string")
 unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, tracing: bool, errorcode: c_int, string: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(c_int, *const c_char) -> c_int = transmute(NEXT_MPI_Add_error_string.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorcode, string) };
-    let traced = if tracing { trace::enter(id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14723,10 +14721,10 @@ pub static NEXT_MPI_Alloc_mem: Next = Next::new(c"PMPI_Alloc_mem");
 unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, tracing: bool, size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int = transmute(NEXT_MPI_Alloc_mem.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, info, baseptr) };
-    let traced = if tracing { trace::enter(id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
     let rc = next(size, info, baseptr);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14751,10 +14749,10 @@ pub static NEXT_MPI_Error_class: Next = Next::new(c"PMPI_Error_class");
 unsafe fn wrap_MPI_Error_class(via_pmpi: bool, tracing: bool, errorcode: c_int, errorclass: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Error_class.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorcode, errorclass) };
-    let traced = if tracing { trace::enter(id::MPI_Error_class, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, errorclass);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14779,10 +14777,10 @@ pub static NEXT_MPI_Error_string: Next = Next::new(c"PMPI_Error_string");
 unsafe fn wrap_MPI_Error_string(via_pmpi: bool, tracing: bool, errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Error_string.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorcode, string, resultlen) };
-    let traced = if tracing { trace::enter(id::MPI_Error_string, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string, resultlen);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14808,10 +14806,10 @@ unsafe fn wrap_MPI_Finalize(via_pmpi: bool, tracing: bool) -> c_int {
     crate::hooks::before_finalize();
     let next: unsafe extern "C" fn() -> c_int = transmute(NEXT_MPI_Finalize.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
-    let traced = if tracing { trace::enter(id::MPI_Finalize, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14836,10 +14834,10 @@ pub static NEXT_MPI_Finalized: Next = Next::new(c"PMPI_Finalized");
 unsafe fn wrap_MPI_Finalized(via_pmpi: bool, tracing: bool, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Finalized.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(flag) };
-    let traced = if tracing { trace::enter(id::MPI_Finalized, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Finalized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14864,10 +14862,10 @@ pub static NEXT_MPI_Free_mem: Next = Next::new(c"PMPI_Free_mem");
 unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, tracing: bool, base: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void) -> c_int = transmute(NEXT_MPI_Free_mem.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(base) };
-    let traced = if tracing { trace::enter(id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
     let rc = next(base);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14892,10 +14890,10 @@ pub static NEXT_MPI_Get_library_version: Next = Next::new(c"PMPI_Get_library_ver
 unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, tracing: bool, version: *mut c_char, resultlen: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Get_library_version.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(version, resultlen) };
-    let traced = if tracing { trace::enter(id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, resultlen);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14920,10 +14918,10 @@ pub static NEXT_MPI_Get_processor_name: Next = Next::new(c"PMPI_Get_processor_na
 unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, tracing: bool, name: *mut c_char, resultlen: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Get_processor_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, resultlen) };
-    let traced = if tracing { trace::enter(id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
     let rc = next(name, resultlen);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14948,10 +14946,10 @@ pub static NEXT_MPI_Get_version: Next = Next::new(c"PMPI_Get_version");
 unsafe fn wrap_MPI_Get_version(via_pmpi: bool, tracing: bool, version: *mut c_int, subversion: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Get_version.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(version, subversion) };
-    let traced = if tracing { trace::enter(id::MPI_Get_version, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, subversion);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14976,10 +14974,10 @@ pub static NEXT_MPI_Info_create: Next = Next::new(c"PMPI_Info_create");
 unsafe fn wrap_MPI_Info_create(via_pmpi: bool, tracing: bool, info: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(NEXT_MPI_Info_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info) };
-    let traced = if tracing { trace::enter(id::MPI_Info_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_create, std::ptr::null(), 0) } else { None };
     let rc = next(info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15004,10 +15002,10 @@ pub static NEXT_MPI_Info_delete: Next = Next::new(c"PMPI_Info_delete");
 unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, tracing: bool, info: MPI_Info, key: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, *const c_char) -> c_int = transmute(NEXT_MPI_Info_delete.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key) };
-    let traced = if tracing { trace::enter(id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
     let rc = next(info, key);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15032,10 +15030,10 @@ pub static NEXT_MPI_Info_dup: Next = Next::new(c"PMPI_Info_dup");
 unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, tracing: bool, info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_Info_dup.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, newinfo) };
-    let traced = if tracing { trace::enter(id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
     let rc = next(info, newinfo);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15060,10 +15058,10 @@ pub static NEXT_MPI_Info_free: Next = Next::new(c"PMPI_Info_free");
 unsafe fn wrap_MPI_Info_free(via_pmpi: bool, tracing: bool, info: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(NEXT_MPI_Info_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info) };
-    let traced = if tracing { trace::enter(id::MPI_Info_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_free, std::ptr::null(), 0) } else { None };
     let rc = next(info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15088,10 +15086,10 @@ pub static NEXT_MPI_Info_get: Next = Next::new(c"PMPI_Info_get");
 unsafe fn wrap_MPI_Info_get(via_pmpi: bool, tracing: bool, info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Info_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key, valuelen, value, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Info_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_get, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, value, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15116,10 +15114,10 @@ pub static NEXT_MPI_Info_get_nkeys: Next = Next::new(c"PMPI_Info_get_nkeys");
 unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, tracing: bool, info: MPI_Info, nkeys: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, *mut c_int) -> c_int = transmute(NEXT_MPI_Info_get_nkeys.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, nkeys) };
-    let traced = if tracing { trace::enter(id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
     let rc = next(info, nkeys);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15144,10 +15142,10 @@ pub static NEXT_MPI_Info_get_nthkey: Next = Next::new(c"PMPI_Info_get_nthkey");
 unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, tracing: bool, info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, c_int, *mut c_char) -> c_int = transmute(NEXT_MPI_Info_get_nthkey.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, n, key) };
-    let traced = if tracing { trace::enter(id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
     let rc = next(info, n, key);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15172,10 +15170,10 @@ pub static NEXT_MPI_Info_get_valuelen: Next = Next::new(c"PMPI_Info_get_valuelen
 unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, tracing: bool, info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Info_get_valuelen.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key, valuelen, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15200,10 +15198,10 @@ pub static NEXT_MPI_Info_set: Next = Next::new(c"PMPI_Info_set");
 unsafe fn wrap_MPI_Info_set(via_pmpi: bool, tracing: bool, info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *const c_char) -> c_int = transmute(NEXT_MPI_Info_set.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key, value) };
-    let traced = if tracing { trace::enter(id::MPI_Info_set, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_set, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, value);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15233,10 +15231,10 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, tracing: bool, argc: *mut c_int, argv: *
         return rc;
     };
     crate::hooks::before_init();
-    let traced = if tracing { trace::enter(id::MPI_Init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Init, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::hooks::after_init(rc, 0, via_pmpi, argc);
     rc
@@ -15264,10 +15262,10 @@ pub static NEXT_MPI_Initialized: Next = Next::new(c"PMPI_Initialized");
 unsafe fn wrap_MPI_Initialized(via_pmpi: bool, tracing: bool, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Initialized.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(flag) };
-    let traced = if tracing { trace::enter(id::MPI_Initialized, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Initialized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15298,10 +15296,10 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, tracing: bool, argc: *mut c_int, 
         return rc;
     };
     crate::hooks::before_init();
-    let traced = if tracing { trace::enter(id::MPI_Init_thread, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv, required, provided);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     let provided_level = if rc == 0 && !provided.is_null() { *provided } else { 0 };
     crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
@@ -15330,10 +15328,10 @@ pub static NEXT_MPI_Is_thread_main: Next = Next::new(c"PMPI_Is_thread_main");
 unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, tracing: bool, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Is_thread_main.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(flag) };
-    let traced = if tracing { trace::enter(id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15358,10 +15356,10 @@ pub static NEXT_MPI_Op_commutative: Next = Next::new(c"PMPI_Op_commutative");
 unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, tracing: bool, op: MPI_Op, commute: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Op, *mut c_int) -> c_int = transmute(NEXT_MPI_Op_commutative.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(op, commute) };
-    let traced = if tracing { trace::enter(id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
     let rc = next(op, commute);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15386,10 +15384,10 @@ pub static NEXT_MPI_Op_create: Next = Next::new(c"PMPI_Op_create");
 unsafe fn wrap_MPI_Op_create(via_pmpi: bool, tracing: bool, function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
     let next: unsafe extern "C" fn(MPI_User_function, c_int, *mut MPI_Op) -> c_int = transmute(NEXT_MPI_Op_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, commute, op) };
-    let traced = if tracing { trace::enter(id::MPI_Op_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Op_create, std::ptr::null(), 0) } else { None };
     let rc = next(function, commute, op);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15414,10 +15412,10 @@ pub static NEXT_MPI_Op_free: Next = Next::new(c"PMPI_Op_free");
 unsafe fn wrap_MPI_Op_free(via_pmpi: bool, tracing: bool, op: *mut MPI_Op) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Op) -> c_int = transmute(NEXT_MPI_Op_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(op) };
-    let traced = if tracing { trace::enter(id::MPI_Op_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Op_free, std::ptr::null(), 0) } else { None };
     let rc = next(op);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15442,10 +15440,10 @@ pub static NEXT_MPI_Query_thread: Next = Next::new(c"PMPI_Query_thread");
 unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, tracing: bool, provided: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Query_thread.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(provided) };
-    let traced = if tracing { trace::enter(id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
     let rc = next(provided);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15470,10 +15468,10 @@ pub static NEXT_MPI_Wtick: Next = Next::new(c"PMPI_Wtick");
 unsafe fn wrap_MPI_Wtick(via_pmpi: bool, tracing: bool) -> f64 {
     let next: unsafe extern "C" fn() -> f64 = transmute(NEXT_MPI_Wtick.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
-    let traced = if tracing { trace::enter(id::MPI_Wtick, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Wtick, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, 0, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, 0, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15498,10 +15496,10 @@ pub static NEXT_MPI_Wtime: Next = Next::new(c"PMPI_Wtime");
 unsafe fn wrap_MPI_Wtime(via_pmpi: bool, tracing: bool) -> f64 {
     let next: unsafe extern "C" fn() -> f64 = transmute(NEXT_MPI_Wtime.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
-    let traced = if tracing { trace::enter(id::MPI_Wtime, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Wtime, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, 0, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, 0, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15528,10 +15526,10 @@ pub static NEXT_MPI_T_init_thread: Next = Next::new(c"PMPI_T_init_thread");
 unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, tracing: bool, required: c_int, provided: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_init_thread.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(required, provided) };
-    let traced = if tracing { trace::enter(id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(required, provided);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15556,10 +15554,10 @@ pub static NEXT_MPI_T_finalize: Next = Next::new(c"PMPI_T_finalize");
 unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, tracing: bool) -> c_int {
     let next: unsafe extern "C" fn() -> c_int = transmute(NEXT_MPI_T_finalize.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
-    let traced = if tracing { trace::enter(id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15584,10 +15582,10 @@ pub static NEXT_MPI_T_cvar_get_num: Next = Next::new(c"PMPI_T_cvar_get_num");
 unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, tracing: bool, num_cvar: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_T_cvar_get_num.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(num_cvar) };
-    let traced = if tracing { trace::enter(id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cvar);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15612,10 +15610,10 @@ pub static NEXT_MPI_T_cvar_get_info: Next = Next::new(c"PMPI_T_cvar_get_info");
 unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, tracing: bool, cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_cvar_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope) };
-    let traced = if tracing { trace::enter(id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15640,10 +15638,10 @@ pub static NEXT_MPI_T_cvar_get_index: Next = Next::new(c"PMPI_T_cvar_get_index")
 unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, tracing: bool, name: *const c_char, cvar_index: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_T_cvar_get_index.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, cvar_index) };
-    let traced = if tracing { trace::enter(id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, cvar_index);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15668,10 +15666,10 @@ pub static NEXT_MPI_T_cvar_handle_alloc: Next = Next::new(c"PMPI_T_cvar_handle_a
 unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, tracing: bool, cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_void, *mut MPI_T_cvar_handle, *mut c_int) -> c_int = transmute(NEXT_MPI_T_cvar_handle_alloc.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cvar_index, obj_handle, handle, count) };
-    let traced = if tracing { trace::enter(id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15696,10 +15694,10 @@ pub static NEXT_MPI_T_cvar_handle_free: Next = Next::new(c"PMPI_T_cvar_handle_fr
 unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, tracing: bool, handle: *mut MPI_T_cvar_handle) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_T_cvar_handle) -> c_int = transmute(NEXT_MPI_T_cvar_handle_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(handle) };
-    let traced = if tracing { trace::enter(id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(handle);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15724,10 +15722,10 @@ pub static NEXT_MPI_T_cvar_read: Next = Next::new(c"PMPI_T_cvar_read");
 unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, tracing: bool, handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *mut c_void) -> c_int = transmute(NEXT_MPI_T_cvar_read.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(handle, buf) };
-    let traced = if tracing { trace::enter(id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15752,10 +15750,10 @@ pub static NEXT_MPI_T_cvar_write: Next = Next::new(c"PMPI_T_cvar_write");
 unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, tracing: bool, handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *const c_void) -> c_int = transmute(NEXT_MPI_T_cvar_write.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(handle, buf) };
-    let traced = if tracing { trace::enter(id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15780,10 +15778,10 @@ pub static NEXT_MPI_T_category_get_num: Next = Next::new(c"PMPI_T_category_get_n
 unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, tracing: bool, num_cat: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_num.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(num_cat) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cat);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15808,10 +15806,10 @@ pub static NEXT_MPI_T_category_get_info: Next = Next::new(c"PMPI_T_category_get_
 unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, tracing: bool, cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15836,10 +15834,10 @@ pub static NEXT_MPI_T_category_get_index: Next = Next::new(c"PMPI_T_category_get
 unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, tracing: bool, name: *const c_char, category_index: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_index.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, category_index) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, category_index);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15864,10 +15862,10 @@ pub static NEXT_MPI_T_category_get_cvars: Next = Next::new(c"PMPI_T_category_get
 unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, tracing: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_cvars.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, len, indices) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15892,10 +15890,10 @@ pub static NEXT_MPI_T_category_get_pvars: Next = Next::new(c"PMPI_T_category_get
 unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, tracing: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_pvars.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, len, indices) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15920,10 +15918,10 @@ pub static NEXT_MPI_T_category_get_categories: Next = Next::new(c"PMPI_T_categor
 unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, tracing: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_categories.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, len, indices) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15948,10 +15946,10 @@ pub static NEXT_MPI_T_category_changed: Next = Next::new(c"PMPI_T_category_chang
 unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, tracing: bool, stamp: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_T_category_changed.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(stamp) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
     let rc = next(stamp);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15976,10 +15974,10 @@ pub static NEXT_MPI_T_pvar_get_num: Next = Next::new(c"PMPI_T_pvar_get_num");
 unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, tracing: bool, num_pvar: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_T_pvar_get_num.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(num_pvar) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_pvar);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16004,10 +16002,10 @@ pub static NEXT_MPI_T_pvar_get_info: Next = Next::new(c"PMPI_T_pvar_get_info");
 unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, tracing: bool, pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_pvar_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16032,10 +16030,10 @@ pub static NEXT_MPI_T_pvar_get_index: Next = Next::new(c"PMPI_T_pvar_get_index")
 unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, tracing: bool, name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_pvar_get_index.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, var_class, pvar_index) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, var_class, pvar_index);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16060,10 +16058,10 @@ pub static NEXT_MPI_T_pvar_session_create: Next = Next::new(c"PMPI_T_pvar_sessio
 unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, tracing: bool, session: *mut MPI_T_pvar_session) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(NEXT_MPI_T_pvar_session_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16088,10 +16086,10 @@ pub static NEXT_MPI_T_pvar_session_free: Next = Next::new(c"PMPI_T_pvar_session_
 unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, tracing: bool, session: *mut MPI_T_pvar_session) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(NEXT_MPI_T_pvar_session_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16116,10 +16114,10 @@ pub static NEXT_MPI_T_pvar_handle_alloc: Next = Next::new(c"PMPI_T_pvar_handle_a
 unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, c_int, *mut c_void, *mut MPI_T_pvar_handle, *mut c_int) -> c_int = transmute(NEXT_MPI_T_pvar_handle_alloc.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, pvar_index, obj_handle, handle, count) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(session, pvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16144,10 +16142,10 @@ pub static NEXT_MPI_T_pvar_handle_free: Next = Next::new(c"PMPI_T_pvar_handle_fr
 unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, *mut MPI_T_pvar_handle) -> c_int = transmute(NEXT_MPI_T_pvar_handle_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16172,10 +16170,10 @@ pub static NEXT_MPI_T_pvar_start: Next = Next::new(c"PMPI_T_pvar_start");
 unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(NEXT_MPI_T_pvar_start.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16200,10 +16198,10 @@ pub static NEXT_MPI_T_pvar_stop: Next = Next::new(c"PMPI_T_pvar_stop");
 unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(NEXT_MPI_T_pvar_stop.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16228,10 +16226,10 @@ pub static NEXT_MPI_T_pvar_read: Next = Next::new(c"PMPI_T_pvar_read");
 unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(NEXT_MPI_T_pvar_read.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle, buf) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16256,10 +16254,10 @@ pub static NEXT_MPI_T_pvar_write: Next = Next::new(c"PMPI_T_pvar_write");
 unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *const c_void) -> c_int = transmute(NEXT_MPI_T_pvar_write.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle, buf) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16284,10 +16282,10 @@ pub static NEXT_MPI_T_pvar_reset: Next = Next::new(c"PMPI_T_pvar_reset");
 unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(NEXT_MPI_T_pvar_reset.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16312,10 +16310,10 @@ pub static NEXT_MPI_T_pvar_readreset: Next = Next::new(c"PMPI_T_pvar_readreset")
 unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(NEXT_MPI_T_pvar_readreset.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle, buf) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16340,10 +16338,10 @@ pub static NEXT_MPI_T_enum_get_info: Next = Next::new(c"PMPI_T_enum_get_info");
 unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, tracing: bool, enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_enum, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_T_enum_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(enumtype, num, name, name_len) };
-    let traced = if tracing { trace::enter(id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, num, name, name_len);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16368,10 +16366,10 @@ pub static NEXT_MPI_T_enum_get_item: Next = Next::new(c"PMPI_T_enum_get_item");
 unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, tracing: bool, enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_enum, c_int, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_T_enum_get_item.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(enumtype, index, value, name, name_len) };
-    let traced = if tracing { trace::enter(id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, index, value, name, name_len);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16396,10 +16394,10 @@ pub static NEXT_MPI_Info_create_env: Next = Next::new(c"PMPI_Info_create_env");
 unsafe fn wrap_MPI_Info_create_env(via_pmpi: bool, tracing: bool, argc: c_int, argv: *mut *mut c_char, info: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_Info_create_env.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(argc, argv, info) };
-    let traced = if tracing { trace::enter(id::MPI_Info_create_env, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_create_env, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv, info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_create_env, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16424,10 +16422,10 @@ pub static NEXT_MPI_Info_get_string: Next = Next::new(c"PMPI_Info_get_string");
 unsafe fn wrap_MPI_Info_get_string(via_pmpi: bool, tracing: bool, info: MPI_Info, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Info_get_string.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key, buflen, value, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Info_get_string, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_get_string, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, buflen, value, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_get_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16452,10 +16450,10 @@ pub static NEXT_MPI_Op_create_c: Next = Next::new(c"PMPI_Op_create_c");
 unsafe fn wrap_MPI_Op_create_c(via_pmpi: bool, tracing: bool, user_fn: MPI_User_function_c, commute: c_int, op: *mut MPI_Op) -> c_int {
     let next: unsafe extern "C" fn(MPI_User_function_c, c_int, *mut MPI_Op) -> c_int = transmute(NEXT_MPI_Op_create_c.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(user_fn, commute, op) };
-    let traced = if tracing { trace::enter(id::MPI_Op_create_c, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Op_create_c, std::ptr::null(), 0) } else { None };
     let rc = next(user_fn, commute, op);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Op_create_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16480,10 +16478,10 @@ pub static NEXT_MPI_Session_call_errhandler: Next = Next::new(c"PMPI_Session_cal
 unsafe fn wrap_MPI_Session_call_errhandler(via_pmpi: bool, tracing: bool, session: MPI_Session, errorcode: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Session, c_int) -> c_int = transmute(NEXT_MPI_Session_call_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, errorcode) };
-    let traced = if tracing { trace::enter(id::MPI_Session_call_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Session_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(session, errorcode);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Session_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16508,10 +16506,10 @@ pub static NEXT_MPI_Session_create_errhandler: Next = Next::new(c"PMPI_Session_c
 unsafe fn wrap_MPI_Session_create_errhandler(via_pmpi: bool, tracing: bool, session_errhandler_fn: MPI_Session_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Session_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Session_create_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session_errhandler_fn, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Session_create_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Session_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(session_errhandler_fn, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Session_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16536,10 +16534,10 @@ pub static NEXT_MPI_Session_finalize: Next = Next::new(c"PMPI_Session_finalize")
 unsafe fn wrap_MPI_Session_finalize(via_pmpi: bool, tracing: bool, session: *mut MPI_Session) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Session) -> c_int = transmute(NEXT_MPI_Session_finalize.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session) };
-    let traced = if tracing { trace::enter(id::MPI_Session_finalize, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Session_finalize, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Session_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16564,10 +16562,10 @@ pub static NEXT_MPI_Session_get_errhandler: Next = Next::new(c"PMPI_Session_get_
 unsafe fn wrap_MPI_Session_get_errhandler(via_pmpi: bool, tracing: bool, session: MPI_Session, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Session, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Session_get_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Session_get_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Session_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(session, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Session_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16592,10 +16590,10 @@ pub static NEXT_MPI_Session_get_info: Next = Next::new(c"PMPI_Session_get_info")
 unsafe fn wrap_MPI_Session_get_info(via_pmpi: bool, tracing: bool, session: MPI_Session, info_used: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_Session, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_Session_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, info_used) };
-    let traced = if tracing { trace::enter(id::MPI_Session_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Session_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(session, info_used);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Session_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16620,10 +16618,10 @@ pub static NEXT_MPI_Session_get_nth_pset: Next = Next::new(c"PMPI_Session_get_nt
 unsafe fn wrap_MPI_Session_get_nth_pset(via_pmpi: bool, tracing: bool, session: MPI_Session, info: MPI_Info, n: c_int, pset_len: *mut c_int, pset_name: *mut c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_Session, MPI_Info, c_int, *mut c_int, *mut c_char) -> c_int = transmute(NEXT_MPI_Session_get_nth_pset.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, info, n, pset_len, pset_name) };
-    let traced = if tracing { trace::enter(id::MPI_Session_get_nth_pset, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Session_get_nth_pset, std::ptr::null(), 0) } else { None };
     let rc = next(session, info, n, pset_len, pset_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Session_get_nth_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16648,10 +16646,10 @@ pub static NEXT_MPI_Session_get_num_psets: Next = Next::new(c"PMPI_Session_get_n
 unsafe fn wrap_MPI_Session_get_num_psets(via_pmpi: bool, tracing: bool, session: MPI_Session, info: MPI_Info, npset_names: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Session, MPI_Info, *mut c_int) -> c_int = transmute(NEXT_MPI_Session_get_num_psets.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, info, npset_names) };
-    let traced = if tracing { trace::enter(id::MPI_Session_get_num_psets, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Session_get_num_psets, std::ptr::null(), 0) } else { None };
     let rc = next(session, info, npset_names);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Session_get_num_psets, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16676,10 +16674,10 @@ pub static NEXT_MPI_Session_get_pset_info: Next = Next::new(c"PMPI_Session_get_p
 unsafe fn wrap_MPI_Session_get_pset_info(via_pmpi: bool, tracing: bool, session: MPI_Session, pset_name: *const c_char, info: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_Session, *const c_char, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_Session_get_pset_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, pset_name, info) };
-    let traced = if tracing { trace::enter(id::MPI_Session_get_pset_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Session_get_pset_info, std::ptr::null(), 0) } else { None };
     let rc = next(session, pset_name, info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Session_get_pset_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16704,10 +16702,10 @@ pub static NEXT_MPI_Session_init: Next = Next::new(c"PMPI_Session_init");
 unsafe fn wrap_MPI_Session_init(via_pmpi: bool, tracing: bool, info: MPI_Info, errhandler: MPI_Errhandler, session: *mut MPI_Session) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, MPI_Errhandler, *mut MPI_Session) -> c_int = transmute(NEXT_MPI_Session_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, errhandler, session) };
-    let traced = if tracing { trace::enter(id::MPI_Session_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Session_init, std::ptr::null(), 0) } else { None };
     let rc = next(info, errhandler, session);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Session_init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16732,10 +16730,10 @@ pub static NEXT_MPI_Session_set_errhandler: Next = Next::new(c"PMPI_Session_set_
 unsafe fn wrap_MPI_Session_set_errhandler(via_pmpi: bool, tracing: bool, session: MPI_Session, errhandler: MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Session, MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Session_set_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Session_set_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Session_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(session, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Session_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16760,10 +16758,10 @@ pub static NEXT_MPI_T_category_get_events: Next = Next::new(c"PMPI_T_category_ge
 unsafe fn wrap_MPI_T_category_get_events(via_pmpi: bool, tracing: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_events.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, len, indices) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_get_events, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_events, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16788,10 +16786,10 @@ pub static NEXT_MPI_T_category_get_num_events: Next = Next::new(c"PMPI_T_categor
 unsafe fn wrap_MPI_T_category_get_num_events(via_pmpi: bool, tracing: bool, cat_index: c_int, num_events: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_num_events.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, num_events) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_get_num_events, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_num_events, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, num_events);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_num_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16816,10 +16814,10 @@ pub static NEXT_MPI_T_event_callback_get_info: Next = Next::new(c"PMPI_T_event_c
 unsafe fn wrap_MPI_T_event_callback_get_info(via_pmpi: bool, tracing: bool, event_registration: MPI_T_event_registration, cb_safety: MPI_T_cb_safety, info_used: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_cb_safety, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_T_event_callback_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(event_registration, cb_safety, info_used) };
-    let traced = if tracing { trace::enter(id::MPI_T_event_callback_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_event_callback_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, cb_safety, info_used);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_event_callback_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16844,10 +16842,10 @@ pub static NEXT_MPI_T_event_callback_set_info: Next = Next::new(c"PMPI_T_event_c
 unsafe fn wrap_MPI_T_event_callback_set_info(via_pmpi: bool, tracing: bool, event_registration: MPI_T_event_registration, cb_safety: MPI_T_cb_safety, info: MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_cb_safety, MPI_Info) -> c_int = transmute(NEXT_MPI_T_event_callback_set_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(event_registration, cb_safety, info) };
-    let traced = if tracing { trace::enter(id::MPI_T_event_callback_set_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_event_callback_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, cb_safety, info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_event_callback_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16872,10 +16870,10 @@ pub static NEXT_MPI_T_event_copy: Next = Next::new(c"PMPI_T_event_copy");
 unsafe fn wrap_MPI_T_event_copy(via_pmpi: bool, tracing: bool, event_instance: MPI_T_event_instance, buffer: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_event_instance, *mut c_void) -> c_int = transmute(NEXT_MPI_T_event_copy.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(event_instance, buffer) };
-    let traced = if tracing { trace::enter(id::MPI_T_event_copy, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_event_copy, std::ptr::null(), 0) } else { None };
     let rc = next(event_instance, buffer);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_event_copy, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16900,10 +16898,10 @@ pub static NEXT_MPI_T_event_get_index: Next = Next::new(c"PMPI_T_event_get_index
 unsafe fn wrap_MPI_T_event_get_index(via_pmpi: bool, tracing: bool, name: *const c_char, event_index: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_T_event_get_index.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, event_index) };
-    let traced = if tracing { trace::enter(id::MPI_T_event_get_index, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_event_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, event_index);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_event_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16928,10 +16926,10 @@ pub static NEXT_MPI_T_event_get_info: Next = Next::new(c"PMPI_T_event_get_info")
 unsafe fn wrap_MPI_T_event_get_info(via_pmpi: bool, tracing: bool, event_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, array_of_datatypes: *mut MPI_Datatype, array_of_displacements: *mut MPI_Aint, num_elements: *mut c_int, enumtype: *mut MPI_T_enum, info: *mut MPI_Info, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_Aint, *mut c_int, *mut MPI_T_enum, *mut MPI_Info, *mut c_char, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_event_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind) };
-    let traced = if tracing { trace::enter(id::MPI_T_event_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_event_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_event_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16956,10 +16954,10 @@ pub static NEXT_MPI_T_event_get_num: Next = Next::new(c"PMPI_T_event_get_num");
 unsafe fn wrap_MPI_T_event_get_num(via_pmpi: bool, tracing: bool, num_events: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_T_event_get_num.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(num_events) };
-    let traced = if tracing { trace::enter(id::MPI_T_event_get_num, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_event_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_events);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_event_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16984,10 +16982,10 @@ pub static NEXT_MPI_T_event_get_source: Next = Next::new(c"PMPI_T_event_get_sour
 unsafe fn wrap_MPI_T_event_get_source(via_pmpi: bool, tracing: bool, event_instance: MPI_T_event_instance, source_index: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_event_instance, *mut c_int) -> c_int = transmute(NEXT_MPI_T_event_get_source.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(event_instance, source_index) };
-    let traced = if tracing { trace::enter(id::MPI_T_event_get_source, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_event_get_source, std::ptr::null(), 0) } else { None };
     let rc = next(event_instance, source_index);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_event_get_source, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17012,10 +17010,10 @@ pub static NEXT_MPI_T_event_get_timestamp: Next = Next::new(c"PMPI_T_event_get_t
 unsafe fn wrap_MPI_T_event_get_timestamp(via_pmpi: bool, tracing: bool, event_instance: MPI_T_event_instance, event_timestamp: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_event_instance, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_T_event_get_timestamp.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(event_instance, event_timestamp) };
-    let traced = if tracing { trace::enter(id::MPI_T_event_get_timestamp, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_event_get_timestamp, std::ptr::null(), 0) } else { None };
     let rc = next(event_instance, event_timestamp);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_event_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17040,10 +17038,10 @@ pub static NEXT_MPI_T_event_handle_alloc: Next = Next::new(c"PMPI_T_event_handle
 unsafe fn wrap_MPI_T_event_handle_alloc(via_pmpi: bool, tracing: bool, event_index: c_int, obj_handle: *mut c_void, info: MPI_Info, event_registration: *mut MPI_T_event_registration) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_void, MPI_Info, *mut MPI_T_event_registration) -> c_int = transmute(NEXT_MPI_T_event_handle_alloc.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(event_index, obj_handle, info, event_registration) };
-    let traced = if tracing { trace::enter(id::MPI_T_event_handle_alloc, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_event_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(event_index, obj_handle, info, event_registration);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_event_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17068,10 +17066,10 @@ pub static NEXT_MPI_T_event_handle_free: Next = Next::new(c"PMPI_T_event_handle_
 unsafe fn wrap_MPI_T_event_handle_free(via_pmpi: bool, tracing: bool, event_registration: MPI_T_event_registration, user_data: *mut c_void, free_cb_function: MPI_T_event_free_cb_function) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_event_registration, *mut c_void, MPI_T_event_free_cb_function) -> c_int = transmute(NEXT_MPI_T_event_handle_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(event_registration, user_data, free_cb_function) };
-    let traced = if tracing { trace::enter(id::MPI_T_event_handle_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_event_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, user_data, free_cb_function);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_event_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17096,10 +17094,10 @@ pub static NEXT_MPI_T_event_handle_get_info: Next = Next::new(c"PMPI_T_event_han
 unsafe fn wrap_MPI_T_event_handle_get_info(via_pmpi: bool, tracing: bool, event_registration: MPI_T_event_registration, info_used: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_event_registration, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_T_event_handle_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(event_registration, info_used) };
-    let traced = if tracing { trace::enter(id::MPI_T_event_handle_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_event_handle_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, info_used);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_event_handle_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17124,10 +17122,10 @@ pub static NEXT_MPI_T_event_handle_set_info: Next = Next::new(c"PMPI_T_event_han
 unsafe fn wrap_MPI_T_event_handle_set_info(via_pmpi: bool, tracing: bool, event_registration: MPI_T_event_registration, info: MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_Info) -> c_int = transmute(NEXT_MPI_T_event_handle_set_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(event_registration, info) };
-    let traced = if tracing { trace::enter(id::MPI_T_event_handle_set_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_event_handle_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_event_handle_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17152,10 +17150,10 @@ pub static NEXT_MPI_T_event_read: Next = Next::new(c"PMPI_T_event_read");
 unsafe fn wrap_MPI_T_event_read(via_pmpi: bool, tracing: bool, event_instance: MPI_T_event_instance, element_index: c_int, buffer: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_event_instance, c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_T_event_read.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(event_instance, element_index, buffer) };
-    let traced = if tracing { trace::enter(id::MPI_T_event_read, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_event_read, std::ptr::null(), 0) } else { None };
     let rc = next(event_instance, element_index, buffer);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_event_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17180,10 +17178,10 @@ pub static NEXT_MPI_T_event_register_callback: Next = Next::new(c"PMPI_T_event_r
 unsafe fn wrap_MPI_T_event_register_callback(via_pmpi: bool, tracing: bool, event_registration: MPI_T_event_registration, cb_safety: MPI_T_cb_safety, info: MPI_Info, user_data: *mut c_void, event_cb_function: MPI_T_event_cb_function) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_cb_safety, MPI_Info, *mut c_void, MPI_T_event_cb_function) -> c_int = transmute(NEXT_MPI_T_event_register_callback.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(event_registration, cb_safety, info, user_data, event_cb_function) };
-    let traced = if tracing { trace::enter(id::MPI_T_event_register_callback, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_event_register_callback, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, cb_safety, info, user_data, event_cb_function);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_event_register_callback, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17208,10 +17206,10 @@ pub static NEXT_MPI_T_event_set_dropped_handler: Next = Next::new(c"PMPI_T_event
 unsafe fn wrap_MPI_T_event_set_dropped_handler(via_pmpi: bool, tracing: bool, event_registration: MPI_T_event_registration, dropped_cb_function: MPI_T_event_dropped_cb_function) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_event_dropped_cb_function) -> c_int = transmute(NEXT_MPI_T_event_set_dropped_handler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(event_registration, dropped_cb_function) };
-    let traced = if tracing { trace::enter(id::MPI_T_event_set_dropped_handler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_event_set_dropped_handler, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, dropped_cb_function);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_event_set_dropped_handler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17236,10 +17234,10 @@ pub static NEXT_MPI_T_source_get_info: Next = Next::new(c"PMPI_T_source_get_info
 unsafe fn wrap_MPI_T_source_get_info(via_pmpi: bool, tracing: bool, source_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, ordering: *mut MPI_T_source_order, ticks_per_second: *mut MPI_Count, max_ticks: *mut MPI_Count, info: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut MPI_T_source_order, *mut MPI_Count, *mut MPI_Count, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_T_source_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info) };
-    let traced = if tracing { trace::enter(id::MPI_T_source_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_source_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_source_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17264,10 +17262,10 @@ pub static NEXT_MPI_T_source_get_num: Next = Next::new(c"PMPI_T_source_get_num")
 unsafe fn wrap_MPI_T_source_get_num(via_pmpi: bool, tracing: bool, num_sources: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_T_source_get_num.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(num_sources) };
-    let traced = if tracing { trace::enter(id::MPI_T_source_get_num, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_source_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_sources);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_source_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17292,10 +17290,10 @@ pub static NEXT_MPI_T_source_get_timestamp: Next = Next::new(c"PMPI_T_source_get
 unsafe fn wrap_MPI_T_source_get_timestamp(via_pmpi: bool, tracing: bool, source_index: c_int, timestamp: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_T_source_get_timestamp.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source_index, timestamp) };
-    let traced = if tracing { trace::enter(id::MPI_T_source_get_timestamp, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_source_get_timestamp, std::ptr::null(), 0) } else { None };
     let rc = next(source_index, timestamp);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_source_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }

@@ -12,7 +12,7 @@ use crate::spec::{Class, Routine};
 pub const N_ROUTINES: usize = 383;
 
 /// Every routine's name, in table order (see `Routine::name`).
-pub const NAMES: &str = "MPI_Get_countMPI_IprobeMPI_IrecvMPI_IsendMPI_ProbeMPI_RecvMPI_SendMPI_SendrecvMPI_SsendMPI_StartMPI_StartallMPI_TestallMPI_TestanyMPI_TestMPI_WaitallMPI_WaitanyMPI_WaitMPI_AllgatherMPI_AllgathervMPI_AllreduceMPI_IallreduceMPI_AlltoallMPI_IalltoallMPI_AlltoallvMPI_BarrierMPI_IbarrierMPI_BcastMPI_IbcastMPI_GatherMPI_GathervMPI_ReduceMPI_IreduceMPI_ScatterMPI_ScattervMPI_GetMPI_PutMPI_Win_fenceMPI_Win_flushMPI_Win_lockMPI_Win_unlockMPI_Comm_rankMPI_Comm_sizeMPI_InitMPI_Init_threadMPI_WtimeMPI_BsendMPI_Bsend_initMPI_Buffer_attachMPI_Buffer_detachMPI_CancelMPI_Get_elementsMPI_Get_elements_xMPI_Grequest_completeMPI_Grequest_startMPI_IbsendMPI_ImprobeMPI_ImrecvMPI_IrsendMPI_IssendMPI_MprobeMPI_MrecvMPI_Recv_initMPI_Request_freeMPI_Request_get_statusMPI_RsendMPI_Rsend_initMPI_Send_initMPI_Sendrecv_replaceMPI_Ssend_initMPI_Status_set_cancelledMPI_Status_set_elementsMPI_Status_set_elements_xMPI_Test_cancelledMPI_TestsomeMPI_WaitsomeMPI_IallgatherMPI_IallgathervMPI_IalltoallvMPI_AlltoallwMPI_IalltoallwMPI_ExscanMPI_IexscanMPI_IgatherMPI_IgathervMPI_Neighbor_allgatherMPI_Ineighbor_allgatherMPI_Neighbor_allgathervMPI_Ineighbor_allgathervMPI_Neighbor_alltoallMPI_Ineighbor_alltoallMPI_Neighbor_alltoallvMPI_Ineighbor_alltoallvMPI_Neighbor_alltoallwMPI_Ineighbor_alltoallwMPI_Reduce_localMPI_Reduce_scatterMPI_Ireduce_scatterMPI_Reduce_scatter_blockMPI_Ireduce_scatter_blockMPI_ScanMPI_IscanMPI_IscatterMPI_IscattervMPI_AccumulateMPI_Compare_and_swapMPI_Fetch_and_opMPI_Get_accumulateMPI_RaccumulateMPI_RgetMPI_Rget_accumulateMPI_RputMPI_Win_allocateMPI_Win_allocate_sharedMPI_Win_attachMPI_Win_call_errhandlerMPI_Win_completeMPI_Win_createMPI_Win_create_dynamicMPI_Win_create_errhandlerMPI_Win_create_keyvalMPI_Win_delete_attrMPI_Win_detachMPI_Win_flush_allMPI_Win_flush_localMPI_Win_flush_local_allMPI_Win_freeMPI_Win_free_keyvalMPI_Win_get_attrMPI_Win_get_errhandlerMPI_Win_get_groupMPI_Win_get_infoMPI_Win_get_nameMPI_Win_lock_allMPI_Win_postMPI_Win_set_attrMPI_Win_set_errhandlerMPI_Win_set_infoMPI_Win_set_nameMPI_Win_shared_queryMPI_Win_startMPI_Win_syncMPI_Win_testMPI_Win_unlock_allMPI_Win_waitMPI_File_call_errhandlerMPI_File_create_errhandlerMPI_File_set_errhandlerMPI_File_get_errhandlerMPI_File_openMPI_File_closeMPI_File_deleteMPI_File_set_sizeMPI_File_preallocateMPI_File_get_sizeMPI_File_get_groupMPI_File_get_amodeMPI_File_set_infoMPI_File_get_infoMPI_File_set_viewMPI_File_get_viewMPI_File_read_atMPI_File_read_at_allMPI_File_write_atMPI_File_write_at_allMPI_File_iread_atMPI_File_iwrite_atMPI_File_iread_at_allMPI_File_iwrite_at_allMPI_File_readMPI_File_read_allMPI_File_writeMPI_File_write_allMPI_File_ireadMPI_File_iwriteMPI_File_iread_allMPI_File_iwrite_allMPI_File_seekMPI_File_get_positionMPI_File_get_byte_offsetMPI_File_read_sharedMPI_File_write_sharedMPI_File_iread_sharedMPI_File_iwrite_sharedMPI_File_read_orderedMPI_File_write_orderedMPI_File_seek_sharedMPI_File_get_position_sharedMPI_File_read_at_all_beginMPI_File_read_at_all_endMPI_File_write_at_all_beginMPI_File_write_at_all_endMPI_File_read_all_beginMPI_File_read_all_endMPI_File_write_all_beginMPI_File_write_all_endMPI_File_read_ordered_beginMPI_File_read_ordered_endMPI_File_write_ordered_beginMPI_File_write_ordered_endMPI_File_get_type_extentMPI_File_set_atomicityMPI_File_get_atomicityMPI_File_syncMPI_Register_datarepMPI_Get_addressMPI_Pack_externalMPI_Pack_external_sizeMPI_PackMPI_Pack_sizeMPI_Type_commitMPI_Type_contiguousMPI_Type_create_darrayMPI_Type_create_f90_complexMPI_Type_create_f90_integerMPI_Type_create_f90_realMPI_Type_create_hindexed_blockMPI_Type_create_hindexedMPI_Type_create_hvectorMPI_Type_create_keyvalMPI_Type_create_indexed_blockMPI_Type_create_structMPI_Type_create_subarrayMPI_Type_create_resizedMPI_Type_delete_attrMPI_Type_dupMPI_Type_freeMPI_Type_free_keyvalMPI_Type_get_attrMPI_Type_get_contentsMPI_Type_get_envelopeMPI_Type_get_extentMPI_Type_get_extent_xMPI_Type_get_nameMPI_Type_get_true_extentMPI_Type_get_true_extent_xMPI_Type_indexedMPI_Type_match_sizeMPI_Type_set_attrMPI_Type_set_nameMPI_Type_sizeMPI_Type_size_xMPI_Type_vectorMPI_UnpackMPI_Unpack_externalMPI_Close_portMPI_Comm_acceptMPI_Comm_call_errhandlerMPI_Comm_compareMPI_Comm_connectMPI_Comm_create_errhandlerMPI_Comm_create_keyvalMPI_Comm_create_groupMPI_Comm_createMPI_Comm_delete_attrMPI_Comm_disconnectMPI_Comm_dupMPI_Comm_idupMPI_Comm_dup_with_infoMPI_Comm_free_keyvalMPI_Comm_freeMPI_Comm_get_attrMPI_Comm_get_errhandlerMPI_Comm_get_infoMPI_Comm_get_nameMPI_Comm_get_parentMPI_Comm_groupMPI_Comm_joinMPI_Comm_remote_groupMPI_Comm_remote_sizeMPI_Comm_set_attrMPI_Comm_set_errhandlerMPI_Comm_set_infoMPI_Comm_set_nameMPI_Comm_spawnMPI_Comm_spawn_multipleMPI_Comm_splitMPI_Comm_split_typeMPI_Comm_test_interMPI_Errhandler_freeMPI_Group_compareMPI_Group_differenceMPI_Group_exclMPI_Group_freeMPI_Group_inclMPI_Group_intersectionMPI_Group_range_exclMPI_Group_range_inclMPI_Group_rankMPI_Group_sizeMPI_Group_translate_ranksMPI_Group_unionMPI_Intercomm_createMPI_Intercomm_mergeMPI_Lookup_nameMPI_Open_portMPI_Publish_nameMPI_Unpublish_nameMPI_Attr_deleteMPI_Attr_getMPI_Attr_putMPI_Keyval_createMPI_Keyval_freeMPI_Cart_coordsMPI_Cart_createMPI_Cart_getMPI_Cart_mapMPI_Cart_rankMPI_Cart_shiftMPI_Cart_subMPI_Cartdim_getMPI_Dist_graph_createMPI_Dist_graph_create_adjacentMPI_Dist_graph_neighborsMPI_Dist_graph_neighbors_countMPI_Dims_createMPI_Graph_createMPI_Graph_getMPI_Graph_mapMPI_Graph_neighbors_countMPI_Graph_neighborsMPI_Graphdims_getMPI_Topo_testMPI_AbortMPI_Add_error_classMPI_Add_error_codeMPI_Add_error_stringMPI_Alloc_memMPI_Error_classMPI_Error_stringMPI_FinalizeMPI_FinalizedMPI_Free_memMPI_Get_library_versionMPI_Get_processor_nameMPI_Get_versionMPI_Info_createMPI_Info_deleteMPI_Info_dupMPI_Info_freeMPI_Info_getMPI_Info_get_nkeysMPI_Info_get_nthkeyMPI_Info_get_valuelenMPI_Info_setMPI_InitializedMPI_Is_thread_mainMPI_Op_commutativeMPI_Op_createMPI_Op_freeMPI_PcontrolMPI_Query_threadMPI_WtickMPI_T_init_threadMPI_T_finalizeMPI_T_cvar_get_numMPI_T_cvar_get_infoMPI_T_cvar_get_indexMPI_T_cvar_handle_allocMPI_T_cvar_handle_freeMPI_T_cvar_readMPI_T_cvar_writeMPI_T_category_get_numMPI_T_category_get_infoMPI_T_category_get_indexMPI_T_category_get_cvarsMPI_T_category_get_pvarsMPI_T_category_get_categoriesMPI_T_category_changedMPI_T_pvar_get_numMPI_T_pvar_get_infoMPI_T_pvar_get_indexMPI_T_pvar_session_createMPI_T_pvar_session_freeMPI_T_pvar_handle_allocMPI_T_pvar_handle_freeMPI_T_pvar_startMPI_T_pvar_stopMPI_T_pvar_readMPI_T_pvar_writeMPI_T_pvar_resetMPI_T_pvar_readresetMPI_T_enum_get_infoMPI_T_enum_get_item";
+pub const NAMES: &str = "MPI_Get_countMPI_IprobeMPI_IrecvMPI_IsendMPI_ProbeMPI_RecvMPI_SendMPI_SendrecvMPI_SsendMPI_StartMPI_StartallMPI_TestallMPI_TestanyMPI_TestMPI_WaitallMPI_WaitanyMPI_WaitMPI_AllgatherMPI_AllgathervMPI_AllreduceMPI_IallreduceMPI_AlltoallMPI_IalltoallMPI_AlltoallvMPI_BarrierMPI_IbarrierMPI_BcastMPI_IbcastMPI_GatherMPI_GathervMPI_ReduceMPI_IreduceMPI_ScatterMPI_GetMPI_PutMPI_Win_fenceMPI_Win_flushMPI_Win_lockMPI_Win_unlockMPI_Comm_rankMPI_Comm_sizeMPI_InitMPI_Init_threadMPI_WtimeMPI_BsendMPI_Bsend_initMPI_Buffer_attachMPI_Buffer_detachMPI_CancelMPI_Get_elementsMPI_Get_elements_xMPI_Grequest_completeMPI_Grequest_startMPI_IbsendMPI_ImprobeMPI_ImrecvMPI_IrsendMPI_IssendMPI_MprobeMPI_MrecvMPI_Recv_initMPI_Request_freeMPI_Request_get_statusMPI_RsendMPI_Rsend_initMPI_Send_initMPI_Sendrecv_replaceMPI_Ssend_initMPI_Status_set_cancelledMPI_Status_set_elementsMPI_Status_set_elements_xMPI_Test_cancelledMPI_TestsomeMPI_WaitsomeMPI_IallgatherMPI_IallgathervMPI_IalltoallvMPI_AlltoallwMPI_IalltoallwMPI_ExscanMPI_IexscanMPI_IgatherMPI_IgathervMPI_Neighbor_allgatherMPI_Ineighbor_allgatherMPI_Neighbor_allgathervMPI_Ineighbor_allgathervMPI_Neighbor_alltoallMPI_Ineighbor_alltoallMPI_Neighbor_alltoallvMPI_Ineighbor_alltoallvMPI_Neighbor_alltoallwMPI_Ineighbor_alltoallwMPI_Reduce_localMPI_Reduce_scatterMPI_Ireduce_scatterMPI_Reduce_scatter_blockMPI_Ireduce_scatter_blockMPI_ScanMPI_IscanMPI_IscatterMPI_ScattervMPI_IscattervMPI_AccumulateMPI_Compare_and_swapMPI_Fetch_and_opMPI_Get_accumulateMPI_RaccumulateMPI_RgetMPI_Rget_accumulateMPI_RputMPI_Win_allocateMPI_Win_allocate_sharedMPI_Win_attachMPI_Win_call_errhandlerMPI_Win_completeMPI_Win_createMPI_Win_create_dynamicMPI_Win_create_errhandlerMPI_Win_create_keyvalMPI_Win_delete_attrMPI_Win_detachMPI_Win_flush_allMPI_Win_flush_localMPI_Win_flush_local_allMPI_Win_freeMPI_Win_free_keyvalMPI_Win_get_attrMPI_Win_get_errhandlerMPI_Win_get_groupMPI_Win_get_infoMPI_Win_get_nameMPI_Win_lock_allMPI_Win_postMPI_Win_set_attrMPI_Win_set_errhandlerMPI_Win_set_infoMPI_Win_set_nameMPI_Win_shared_queryMPI_Win_startMPI_Win_syncMPI_Win_testMPI_Win_unlock_allMPI_Win_waitMPI_File_call_errhandlerMPI_File_create_errhandlerMPI_File_set_errhandlerMPI_File_get_errhandlerMPI_File_openMPI_File_closeMPI_File_deleteMPI_File_set_sizeMPI_File_preallocateMPI_File_get_sizeMPI_File_get_groupMPI_File_get_amodeMPI_File_set_infoMPI_File_get_infoMPI_File_set_viewMPI_File_get_viewMPI_File_read_atMPI_File_read_at_allMPI_File_write_atMPI_File_write_at_allMPI_File_iread_atMPI_File_iwrite_atMPI_File_iread_at_allMPI_File_iwrite_at_allMPI_File_readMPI_File_read_allMPI_File_writeMPI_File_write_allMPI_File_ireadMPI_File_iwriteMPI_File_iread_allMPI_File_iwrite_allMPI_File_seekMPI_File_get_positionMPI_File_get_byte_offsetMPI_File_read_sharedMPI_File_write_sharedMPI_File_iread_sharedMPI_File_iwrite_sharedMPI_File_read_orderedMPI_File_write_orderedMPI_File_seek_sharedMPI_File_get_position_sharedMPI_File_read_at_all_beginMPI_File_read_at_all_endMPI_File_write_at_all_beginMPI_File_write_at_all_endMPI_File_read_all_beginMPI_File_read_all_endMPI_File_write_all_beginMPI_File_write_all_endMPI_File_read_ordered_beginMPI_File_read_ordered_endMPI_File_write_ordered_beginMPI_File_write_ordered_endMPI_File_get_type_extentMPI_File_set_atomicityMPI_File_get_atomicityMPI_File_syncMPI_Register_datarepMPI_Get_addressMPI_Pack_externalMPI_Pack_external_sizeMPI_PackMPI_Pack_sizeMPI_Type_commitMPI_Type_contiguousMPI_Type_create_darrayMPI_Type_create_f90_complexMPI_Type_create_f90_integerMPI_Type_create_f90_realMPI_Type_create_hindexed_blockMPI_Type_create_hindexedMPI_Type_create_hvectorMPI_Type_create_keyvalMPI_Type_create_indexed_blockMPI_Type_create_structMPI_Type_create_subarrayMPI_Type_create_resizedMPI_Type_delete_attrMPI_Type_dupMPI_Type_freeMPI_Type_free_keyvalMPI_Type_get_attrMPI_Type_get_contentsMPI_Type_get_envelopeMPI_Type_get_extentMPI_Type_get_extent_xMPI_Type_get_nameMPI_Type_get_true_extentMPI_Type_get_true_extent_xMPI_Type_indexedMPI_Type_match_sizeMPI_Type_set_attrMPI_Type_set_nameMPI_Type_sizeMPI_Type_size_xMPI_Type_vectorMPI_UnpackMPI_Unpack_externalMPI_Close_portMPI_Comm_acceptMPI_Comm_call_errhandlerMPI_Comm_compareMPI_Comm_connectMPI_Comm_create_errhandlerMPI_Comm_create_keyvalMPI_Comm_create_groupMPI_Comm_createMPI_Comm_delete_attrMPI_Comm_disconnectMPI_Comm_dupMPI_Comm_idupMPI_Comm_dup_with_infoMPI_Comm_free_keyvalMPI_Comm_freeMPI_Comm_get_attrMPI_Comm_get_errhandlerMPI_Comm_get_infoMPI_Comm_get_nameMPI_Comm_get_parentMPI_Comm_groupMPI_Comm_joinMPI_Comm_remote_groupMPI_Comm_remote_sizeMPI_Comm_set_attrMPI_Comm_set_errhandlerMPI_Comm_set_infoMPI_Comm_set_nameMPI_Comm_spawnMPI_Comm_spawn_multipleMPI_Comm_splitMPI_Comm_split_typeMPI_Comm_test_interMPI_Errhandler_freeMPI_Group_compareMPI_Group_differenceMPI_Group_exclMPI_Group_freeMPI_Group_inclMPI_Group_intersectionMPI_Group_range_exclMPI_Group_range_inclMPI_Group_rankMPI_Group_sizeMPI_Group_translate_ranksMPI_Group_unionMPI_Intercomm_createMPI_Intercomm_mergeMPI_Lookup_nameMPI_Open_portMPI_Publish_nameMPI_Unpublish_nameMPI_Attr_deleteMPI_Attr_getMPI_Attr_putMPI_Keyval_createMPI_Keyval_freeMPI_Cart_coordsMPI_Cart_createMPI_Cart_getMPI_Cart_mapMPI_Cart_rankMPI_Cart_shiftMPI_Cart_subMPI_Cartdim_getMPI_Dist_graph_createMPI_Dist_graph_create_adjacentMPI_Dist_graph_neighborsMPI_Dist_graph_neighbors_countMPI_Dims_createMPI_Graph_createMPI_Graph_getMPI_Graph_mapMPI_Graph_neighbors_countMPI_Graph_neighborsMPI_Graphdims_getMPI_Topo_testMPI_AbortMPI_Add_error_classMPI_Add_error_codeMPI_Add_error_stringMPI_Alloc_memMPI_Error_classMPI_Error_stringMPI_FinalizeMPI_FinalizedMPI_Free_memMPI_Get_library_versionMPI_Get_processor_nameMPI_Get_versionMPI_Info_createMPI_Info_deleteMPI_Info_dupMPI_Info_freeMPI_Info_getMPI_Info_get_nkeysMPI_Info_get_nthkeyMPI_Info_get_valuelenMPI_Info_setMPI_InitializedMPI_Is_thread_mainMPI_Op_commutativeMPI_Op_createMPI_Op_freeMPI_PcontrolMPI_Query_threadMPI_WtickMPI_T_init_threadMPI_T_finalizeMPI_T_cvar_get_numMPI_T_cvar_get_infoMPI_T_cvar_get_indexMPI_T_cvar_handle_allocMPI_T_cvar_handle_freeMPI_T_cvar_readMPI_T_cvar_writeMPI_T_category_get_numMPI_T_category_get_infoMPI_T_category_get_indexMPI_T_category_get_cvarsMPI_T_category_get_pvarsMPI_T_category_get_categoriesMPI_T_category_changedMPI_T_pvar_get_numMPI_T_pvar_get_infoMPI_T_pvar_get_indexMPI_T_pvar_session_createMPI_T_pvar_session_freeMPI_T_pvar_handle_allocMPI_T_pvar_handle_freeMPI_T_pvar_startMPI_T_pvar_stopMPI_T_pvar_readMPI_T_pvar_writeMPI_T_pvar_resetMPI_T_pvar_readresetMPI_T_enum_get_infoMPI_T_enum_get_item";
 
 pub static ROUTINES: [Routine; N_ROUTINES] = [
     Routine { name_at: 0, name_len: 13, class: Class::P2p },
@@ -48,74 +48,74 @@ pub static ROUTINES: [Routine; N_ROUTINES] = [
     Routine { name_at: 323, name_len: 10, class: Class::Collective },
     Routine { name_at: 333, name_len: 11, class: Class::Collective },
     Routine { name_at: 344, name_len: 11, class: Class::Collective },
-    Routine { name_at: 355, name_len: 12, class: Class::Collective },
-    Routine { name_at: 367, name_len: 7, class: Class::OneSided },
-    Routine { name_at: 374, name_len: 7, class: Class::OneSided },
-    Routine { name_at: 381, name_len: 13, class: Class::OneSided },
-    Routine { name_at: 394, name_len: 13, class: Class::OneSided },
-    Routine { name_at: 407, name_len: 12, class: Class::OneSided },
-    Routine { name_at: 419, name_len: 14, class: Class::OneSided },
-    Routine { name_at: 433, name_len: 13, class: Class::Comm },
-    Routine { name_at: 446, name_len: 13, class: Class::Comm },
-    Routine { name_at: 459, name_len: 8, class: Class::Misc },
-    Routine { name_at: 467, name_len: 15, class: Class::Misc },
-    Routine { name_at: 482, name_len: 9, class: Class::Misc },
-    Routine { name_at: 491, name_len: 9, class: Class::P2p },
-    Routine { name_at: 500, name_len: 14, class: Class::P2p },
-    Routine { name_at: 514, name_len: 17, class: Class::P2p },
-    Routine { name_at: 531, name_len: 17, class: Class::P2p },
-    Routine { name_at: 548, name_len: 10, class: Class::P2p },
-    Routine { name_at: 558, name_len: 16, class: Class::P2p },
-    Routine { name_at: 574, name_len: 18, class: Class::P2p },
-    Routine { name_at: 592, name_len: 21, class: Class::P2p },
-    Routine { name_at: 613, name_len: 18, class: Class::P2p },
-    Routine { name_at: 631, name_len: 10, class: Class::P2p },
-    Routine { name_at: 641, name_len: 11, class: Class::P2p },
-    Routine { name_at: 652, name_len: 10, class: Class::P2p },
-    Routine { name_at: 662, name_len: 10, class: Class::P2p },
-    Routine { name_at: 672, name_len: 10, class: Class::P2p },
-    Routine { name_at: 682, name_len: 10, class: Class::P2p },
-    Routine { name_at: 692, name_len: 9, class: Class::P2p },
-    Routine { name_at: 701, name_len: 13, class: Class::P2p },
-    Routine { name_at: 714, name_len: 16, class: Class::P2p },
-    Routine { name_at: 730, name_len: 22, class: Class::P2p },
-    Routine { name_at: 752, name_len: 9, class: Class::P2p },
-    Routine { name_at: 761, name_len: 14, class: Class::P2p },
-    Routine { name_at: 775, name_len: 13, class: Class::P2p },
-    Routine { name_at: 788, name_len: 20, class: Class::P2p },
-    Routine { name_at: 808, name_len: 14, class: Class::P2p },
-    Routine { name_at: 822, name_len: 24, class: Class::P2p },
-    Routine { name_at: 846, name_len: 23, class: Class::P2p },
-    Routine { name_at: 869, name_len: 25, class: Class::P2p },
-    Routine { name_at: 894, name_len: 18, class: Class::P2p },
+    Routine { name_at: 355, name_len: 7, class: Class::OneSided },
+    Routine { name_at: 362, name_len: 7, class: Class::OneSided },
+    Routine { name_at: 369, name_len: 13, class: Class::OneSided },
+    Routine { name_at: 382, name_len: 13, class: Class::OneSided },
+    Routine { name_at: 395, name_len: 12, class: Class::OneSided },
+    Routine { name_at: 407, name_len: 14, class: Class::OneSided },
+    Routine { name_at: 421, name_len: 13, class: Class::Comm },
+    Routine { name_at: 434, name_len: 13, class: Class::Comm },
+    Routine { name_at: 447, name_len: 8, class: Class::Misc },
+    Routine { name_at: 455, name_len: 15, class: Class::Misc },
+    Routine { name_at: 470, name_len: 9, class: Class::Misc },
+    Routine { name_at: 479, name_len: 9, class: Class::P2p },
+    Routine { name_at: 488, name_len: 14, class: Class::P2p },
+    Routine { name_at: 502, name_len: 17, class: Class::P2p },
+    Routine { name_at: 519, name_len: 17, class: Class::P2p },
+    Routine { name_at: 536, name_len: 10, class: Class::P2p },
+    Routine { name_at: 546, name_len: 16, class: Class::P2p },
+    Routine { name_at: 562, name_len: 18, class: Class::P2p },
+    Routine { name_at: 580, name_len: 21, class: Class::P2p },
+    Routine { name_at: 601, name_len: 18, class: Class::P2p },
+    Routine { name_at: 619, name_len: 10, class: Class::P2p },
+    Routine { name_at: 629, name_len: 11, class: Class::P2p },
+    Routine { name_at: 640, name_len: 10, class: Class::P2p },
+    Routine { name_at: 650, name_len: 10, class: Class::P2p },
+    Routine { name_at: 660, name_len: 10, class: Class::P2p },
+    Routine { name_at: 670, name_len: 10, class: Class::P2p },
+    Routine { name_at: 680, name_len: 9, class: Class::P2p },
+    Routine { name_at: 689, name_len: 13, class: Class::P2p },
+    Routine { name_at: 702, name_len: 16, class: Class::P2p },
+    Routine { name_at: 718, name_len: 22, class: Class::P2p },
+    Routine { name_at: 740, name_len: 9, class: Class::P2p },
+    Routine { name_at: 749, name_len: 14, class: Class::P2p },
+    Routine { name_at: 763, name_len: 13, class: Class::P2p },
+    Routine { name_at: 776, name_len: 20, class: Class::P2p },
+    Routine { name_at: 796, name_len: 14, class: Class::P2p },
+    Routine { name_at: 810, name_len: 24, class: Class::P2p },
+    Routine { name_at: 834, name_len: 23, class: Class::P2p },
+    Routine { name_at: 857, name_len: 25, class: Class::P2p },
+    Routine { name_at: 882, name_len: 18, class: Class::P2p },
+    Routine { name_at: 900, name_len: 12, class: Class::P2p },
     Routine { name_at: 912, name_len: 12, class: Class::P2p },
-    Routine { name_at: 924, name_len: 12, class: Class::P2p },
-    Routine { name_at: 936, name_len: 14, class: Class::Collective },
-    Routine { name_at: 950, name_len: 15, class: Class::Collective },
-    Routine { name_at: 965, name_len: 14, class: Class::Collective },
-    Routine { name_at: 979, name_len: 13, class: Class::Collective },
-    Routine { name_at: 992, name_len: 14, class: Class::Collective },
-    Routine { name_at: 1006, name_len: 10, class: Class::Collective },
-    Routine { name_at: 1016, name_len: 11, class: Class::Collective },
-    Routine { name_at: 1027, name_len: 11, class: Class::Collective },
-    Routine { name_at: 1038, name_len: 12, class: Class::Collective },
-    Routine { name_at: 1050, name_len: 22, class: Class::Collective },
-    Routine { name_at: 1072, name_len: 23, class: Class::Collective },
-    Routine { name_at: 1095, name_len: 23, class: Class::Collective },
-    Routine { name_at: 1118, name_len: 24, class: Class::Collective },
-    Routine { name_at: 1142, name_len: 21, class: Class::Collective },
-    Routine { name_at: 1163, name_len: 22, class: Class::Collective },
-    Routine { name_at: 1185, name_len: 22, class: Class::Collective },
-    Routine { name_at: 1207, name_len: 23, class: Class::Collective },
-    Routine { name_at: 1230, name_len: 22, class: Class::Collective },
-    Routine { name_at: 1252, name_len: 23, class: Class::Collective },
-    Routine { name_at: 1275, name_len: 16, class: Class::Collective },
-    Routine { name_at: 1291, name_len: 18, class: Class::Collective },
-    Routine { name_at: 1309, name_len: 19, class: Class::Collective },
-    Routine { name_at: 1328, name_len: 24, class: Class::Collective },
-    Routine { name_at: 1352, name_len: 25, class: Class::Collective },
-    Routine { name_at: 1377, name_len: 8, class: Class::Collective },
-    Routine { name_at: 1385, name_len: 9, class: Class::Collective },
+    Routine { name_at: 924, name_len: 14, class: Class::Collective },
+    Routine { name_at: 938, name_len: 15, class: Class::Collective },
+    Routine { name_at: 953, name_len: 14, class: Class::Collective },
+    Routine { name_at: 967, name_len: 13, class: Class::Collective },
+    Routine { name_at: 980, name_len: 14, class: Class::Collective },
+    Routine { name_at: 994, name_len: 10, class: Class::Collective },
+    Routine { name_at: 1004, name_len: 11, class: Class::Collective },
+    Routine { name_at: 1015, name_len: 11, class: Class::Collective },
+    Routine { name_at: 1026, name_len: 12, class: Class::Collective },
+    Routine { name_at: 1038, name_len: 22, class: Class::Collective },
+    Routine { name_at: 1060, name_len: 23, class: Class::Collective },
+    Routine { name_at: 1083, name_len: 23, class: Class::Collective },
+    Routine { name_at: 1106, name_len: 24, class: Class::Collective },
+    Routine { name_at: 1130, name_len: 21, class: Class::Collective },
+    Routine { name_at: 1151, name_len: 22, class: Class::Collective },
+    Routine { name_at: 1173, name_len: 22, class: Class::Collective },
+    Routine { name_at: 1195, name_len: 23, class: Class::Collective },
+    Routine { name_at: 1218, name_len: 22, class: Class::Collective },
+    Routine { name_at: 1240, name_len: 23, class: Class::Collective },
+    Routine { name_at: 1263, name_len: 16, class: Class::Collective },
+    Routine { name_at: 1279, name_len: 18, class: Class::Collective },
+    Routine { name_at: 1297, name_len: 19, class: Class::Collective },
+    Routine { name_at: 1316, name_len: 24, class: Class::Collective },
+    Routine { name_at: 1340, name_len: 25, class: Class::Collective },
+    Routine { name_at: 1365, name_len: 8, class: Class::Collective },
+    Routine { name_at: 1373, name_len: 9, class: Class::Collective },
+    Routine { name_at: 1382, name_len: 12, class: Class::Collective },
     Routine { name_at: 1394, name_len: 12, class: Class::Collective },
     Routine { name_at: 1406, name_len: 13, class: Class::Collective },
     Routine { name_at: 1419, name_len: 14, class: Class::OneSided },
@@ -435,75 +435,75 @@ pub mod id {
     pub const MPI_Reduce: usize = 30;
     pub const MPI_Ireduce: usize = 31;
     pub const MPI_Scatter: usize = 32;
-    pub const MPI_Scatterv: usize = 33;
-    pub const MPI_Get: usize = 34;
-    pub const MPI_Put: usize = 35;
-    pub const MPI_Win_fence: usize = 36;
-    pub const MPI_Win_flush: usize = 37;
-    pub const MPI_Win_lock: usize = 38;
-    pub const MPI_Win_unlock: usize = 39;
-    pub const MPI_Comm_rank: usize = 40;
-    pub const MPI_Comm_size: usize = 41;
-    pub const MPI_Init: usize = 42;
-    pub const MPI_Init_thread: usize = 43;
-    pub const MPI_Wtime: usize = 44;
-    pub const MPI_Bsend: usize = 45;
-    pub const MPI_Bsend_init: usize = 46;
-    pub const MPI_Buffer_attach: usize = 47;
-    pub const MPI_Buffer_detach: usize = 48;
-    pub const MPI_Cancel: usize = 49;
-    pub const MPI_Get_elements: usize = 50;
-    pub const MPI_Get_elements_x: usize = 51;
-    pub const MPI_Grequest_complete: usize = 52;
-    pub const MPI_Grequest_start: usize = 53;
-    pub const MPI_Ibsend: usize = 54;
-    pub const MPI_Improbe: usize = 55;
-    pub const MPI_Imrecv: usize = 56;
-    pub const MPI_Irsend: usize = 57;
-    pub const MPI_Issend: usize = 58;
-    pub const MPI_Mprobe: usize = 59;
-    pub const MPI_Mrecv: usize = 60;
-    pub const MPI_Recv_init: usize = 61;
-    pub const MPI_Request_free: usize = 62;
-    pub const MPI_Request_get_status: usize = 63;
-    pub const MPI_Rsend: usize = 64;
-    pub const MPI_Rsend_init: usize = 65;
-    pub const MPI_Send_init: usize = 66;
-    pub const MPI_Sendrecv_replace: usize = 67;
-    pub const MPI_Ssend_init: usize = 68;
-    pub const MPI_Status_set_cancelled: usize = 69;
-    pub const MPI_Status_set_elements: usize = 70;
-    pub const MPI_Status_set_elements_x: usize = 71;
-    pub const MPI_Test_cancelled: usize = 72;
-    pub const MPI_Testsome: usize = 73;
-    pub const MPI_Waitsome: usize = 74;
-    pub const MPI_Iallgather: usize = 75;
-    pub const MPI_Iallgatherv: usize = 76;
-    pub const MPI_Ialltoallv: usize = 77;
-    pub const MPI_Alltoallw: usize = 78;
-    pub const MPI_Ialltoallw: usize = 79;
-    pub const MPI_Exscan: usize = 80;
-    pub const MPI_Iexscan: usize = 81;
-    pub const MPI_Igather: usize = 82;
-    pub const MPI_Igatherv: usize = 83;
-    pub const MPI_Neighbor_allgather: usize = 84;
-    pub const MPI_Ineighbor_allgather: usize = 85;
-    pub const MPI_Neighbor_allgatherv: usize = 86;
-    pub const MPI_Ineighbor_allgatherv: usize = 87;
-    pub const MPI_Neighbor_alltoall: usize = 88;
-    pub const MPI_Ineighbor_alltoall: usize = 89;
-    pub const MPI_Neighbor_alltoallv: usize = 90;
-    pub const MPI_Ineighbor_alltoallv: usize = 91;
-    pub const MPI_Neighbor_alltoallw: usize = 92;
-    pub const MPI_Ineighbor_alltoallw: usize = 93;
-    pub const MPI_Reduce_local: usize = 94;
-    pub const MPI_Reduce_scatter: usize = 95;
-    pub const MPI_Ireduce_scatter: usize = 96;
-    pub const MPI_Reduce_scatter_block: usize = 97;
-    pub const MPI_Ireduce_scatter_block: usize = 98;
-    pub const MPI_Scan: usize = 99;
-    pub const MPI_Iscan: usize = 100;
-    pub const MPI_Iscatter: usize = 101;
+    pub const MPI_Get: usize = 33;
+    pub const MPI_Put: usize = 34;
+    pub const MPI_Win_fence: usize = 35;
+    pub const MPI_Win_flush: usize = 36;
+    pub const MPI_Win_lock: usize = 37;
+    pub const MPI_Win_unlock: usize = 38;
+    pub const MPI_Comm_rank: usize = 39;
+    pub const MPI_Comm_size: usize = 40;
+    pub const MPI_Init: usize = 41;
+    pub const MPI_Init_thread: usize = 42;
+    pub const MPI_Wtime: usize = 43;
+    pub const MPI_Bsend: usize = 44;
+    pub const MPI_Bsend_init: usize = 45;
+    pub const MPI_Buffer_attach: usize = 46;
+    pub const MPI_Buffer_detach: usize = 47;
+    pub const MPI_Cancel: usize = 48;
+    pub const MPI_Get_elements: usize = 49;
+    pub const MPI_Get_elements_x: usize = 50;
+    pub const MPI_Grequest_complete: usize = 51;
+    pub const MPI_Grequest_start: usize = 52;
+    pub const MPI_Ibsend: usize = 53;
+    pub const MPI_Improbe: usize = 54;
+    pub const MPI_Imrecv: usize = 55;
+    pub const MPI_Irsend: usize = 56;
+    pub const MPI_Issend: usize = 57;
+    pub const MPI_Mprobe: usize = 58;
+    pub const MPI_Mrecv: usize = 59;
+    pub const MPI_Recv_init: usize = 60;
+    pub const MPI_Request_free: usize = 61;
+    pub const MPI_Request_get_status: usize = 62;
+    pub const MPI_Rsend: usize = 63;
+    pub const MPI_Rsend_init: usize = 64;
+    pub const MPI_Send_init: usize = 65;
+    pub const MPI_Sendrecv_replace: usize = 66;
+    pub const MPI_Ssend_init: usize = 67;
+    pub const MPI_Status_set_cancelled: usize = 68;
+    pub const MPI_Status_set_elements: usize = 69;
+    pub const MPI_Status_set_elements_x: usize = 70;
+    pub const MPI_Test_cancelled: usize = 71;
+    pub const MPI_Testsome: usize = 72;
+    pub const MPI_Waitsome: usize = 73;
+    pub const MPI_Iallgather: usize = 74;
+    pub const MPI_Iallgatherv: usize = 75;
+    pub const MPI_Ialltoallv: usize = 76;
+    pub const MPI_Alltoallw: usize = 77;
+    pub const MPI_Ialltoallw: usize = 78;
+    pub const MPI_Exscan: usize = 79;
+    pub const MPI_Iexscan: usize = 80;
+    pub const MPI_Igather: usize = 81;
+    pub const MPI_Igatherv: usize = 82;
+    pub const MPI_Neighbor_allgather: usize = 83;
+    pub const MPI_Ineighbor_allgather: usize = 84;
+    pub const MPI_Neighbor_allgatherv: usize = 85;
+    pub const MPI_Ineighbor_allgatherv: usize = 86;
+    pub const MPI_Neighbor_alltoall: usize = 87;
+    pub const MPI_Ineighbor_alltoall: usize = 88;
+    pub const MPI_Neighbor_alltoallv: usize = 89;
+    pub const MPI_Ineighbor_alltoallv: usize = 90;
+    pub const MPI_Neighbor_alltoallw: usize = 91;
+    pub const MPI_Ineighbor_alltoallw: usize = 92;
+    pub const MPI_Reduce_local: usize = 93;
+    pub const MPI_Reduce_scatter: usize = 94;
+    pub const MPI_Ireduce_scatter: usize = 95;
+    pub const MPI_Reduce_scatter_block: usize = 96;
+    pub const MPI_Ireduce_scatter_block: usize = 97;
+    pub const MPI_Scan: usize = 98;
+    pub const MPI_Iscan: usize = 99;
+    pub const MPI_Iscatter: usize = 100;
+    pub const MPI_Scatterv: usize = 101;
     pub const MPI_Iscatterv: usize = 102;
     pub const MPI_Accumulate: usize = 103;
     pub const MPI_Compare_and_swap: usize = 104;

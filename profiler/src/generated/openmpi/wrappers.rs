@@ -23,10 +23,10 @@ pub static NEXT_MPI_Bsend: Next = Next::new(c"PMPI_Bsend");
 unsafe fn wrap_MPI_Bsend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bsend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Bsend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Bsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bsend, rc, traffic, comm);
     rc
 }
@@ -51,10 +51,10 @@ pub static NEXT_MPI_Bsend_init: Next = Next::new(c"PMPI_Bsend_init");
 unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Bsend_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bsend_init, rc, traffic, comm);
     rc
 }
@@ -79,10 +79,10 @@ pub static NEXT_MPI_Buffer_attach: Next = Next::new(c"PMPI_Buffer_attach");
 unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, tracing: bool, buffer: *mut c_void, size: c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int) -> c_int = transmute(NEXT_MPI_Buffer_attach.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, size) };
-    let traced = if tracing { trace::enter(id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -107,10 +107,10 @@ pub static NEXT_MPI_Buffer_detach: Next = Next::new(c"PMPI_Buffer_detach");
 unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, tracing: bool, buffer: *mut c_void, size: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int = transmute(NEXT_MPI_Buffer_detach.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, size) };
-    let traced = if tracing { trace::enter(id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -135,10 +135,10 @@ pub static NEXT_MPI_Cancel: Next = Next::new(c"PMPI_Cancel");
 unsafe fn wrap_MPI_Cancel(via_pmpi: bool, tracing: bool, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(NEXT_MPI_Cancel.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
-    let traced = if tracing { trace::enter(id::MPI_Cancel, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cancel, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -163,10 +163,10 @@ pub static NEXT_MPI_Get_count: Next = Next::new(c"PMPI_Get_count");
 unsafe fn wrap_MPI_Get_count(via_pmpi: bool, tracing: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(NEXT_MPI_Get_count.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if tracing { trace::enter(id::MPI_Get_count, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_count, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -193,10 +193,10 @@ pub static NEXT_MPI_Get_elements: Next = Next::new(c"PMPI_Get_elements");
 unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, tracing: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(NEXT_MPI_Get_elements.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if tracing { trace::enter(id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -221,10 +221,10 @@ pub static NEXT_MPI_Get_elements_x: Next = Next::new(c"PMPI_Get_elements_x");
 unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, tracing: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Get_elements_x.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if tracing { trace::enter(id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -249,10 +249,10 @@ pub static NEXT_MPI_Grequest_complete: Next = Next::new(c"PMPI_Grequest_complete
 unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, tracing: bool, request: MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_Request) -> c_int = transmute(NEXT_MPI_Grequest_complete.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
-    let traced = if tracing { trace::enter(id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -277,10 +277,10 @@ pub static NEXT_MPI_Grequest_start: Next = Next::new(c"PMPI_Grequest_start");
 unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, tracing: bool, query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_Grequest_query_function, MPI_Grequest_free_function, MPI_Grequest_cancel_function, *mut c_void, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Grequest_start.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(query_fn, free_fn, cancel_fn, extra_state, request) };
-    let traced = if tracing { trace::enter(id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
     let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -305,10 +305,10 @@ pub static NEXT_MPI_Ibsend: Next = Next::new(c"PMPI_Ibsend");
 unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibsend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ibsend, rc, traffic, comm);
     rc
 }
@@ -333,10 +333,10 @@ pub static NEXT_MPI_Improbe: Next = Next::new(c"PMPI_Improbe");
 unsafe fn wrap_MPI_Improbe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Improbe.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, flag, message, status) };
-    let traced = if tracing { trace::enter(id::MPI_Improbe, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Improbe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, message, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Improbe, rc, traffic, comm);
     rc
 }
@@ -361,10 +361,10 @@ pub static NEXT_MPI_Imrecv: Next = Next::new(c"PMPI_Imrecv");
 unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Imrecv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, r#type, message, request) };
-    let traced = if tracing { trace::enter(id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype: r#type, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -389,10 +389,10 @@ pub static NEXT_MPI_Iprobe: Next = Next::new(c"PMPI_Iprobe");
 unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Iprobe.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, flag, status) };
-    let traced = if tracing { trace::enter(id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iprobe, rc, traffic, comm);
     rc
 }
@@ -419,10 +419,10 @@ pub static NEXT_MPI_Irecv: Next = Next::new(c"PMPI_Irecv");
 unsafe fn wrap_MPI_Irecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Irecv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Irecv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Irecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Irecv, rc, traffic, comm);
     rc
 }
@@ -449,10 +449,10 @@ pub static NEXT_MPI_Irsend: Next = Next::new(c"PMPI_Irsend");
 unsafe fn wrap_MPI_Irsend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Irsend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Irsend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Irsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Irsend, rc, traffic, comm);
     rc
 }
@@ -477,10 +477,10 @@ pub static NEXT_MPI_Isend: Next = Next::new(c"PMPI_Isend");
 unsafe fn wrap_MPI_Isend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Isend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Isend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Isend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Isend, rc, traffic, comm);
     rc
 }
@@ -507,10 +507,10 @@ pub static NEXT_MPI_Issend: Next = Next::new(c"PMPI_Issend");
 unsafe fn wrap_MPI_Issend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Issend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Issend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Issend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Issend, rc, traffic, comm);
     rc
 }
@@ -535,10 +535,10 @@ pub static NEXT_MPI_Mprobe: Next = Next::new(c"PMPI_Mprobe");
 unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Mprobe.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, message, status) };
-    let traced = if tracing { trace::enter(id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, message, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Mprobe, rc, traffic, comm);
     rc
 }
@@ -565,10 +565,10 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, r#type, message, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_Mrecv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Mrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype: r#type, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -593,10 +593,10 @@ pub static NEXT_MPI_Probe: Next = Next::new(c"PMPI_Probe");
 unsafe fn wrap_MPI_Probe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Probe.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(source, tag, comm, status) };
-    let traced = if tracing { trace::enter(id::MPI_Probe, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Probe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Probe, rc, traffic, comm);
     rc
 }
@@ -623,10 +623,10 @@ pub static NEXT_MPI_Recv_init: Next = Next::new(c"PMPI_Recv_init");
 unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Recv_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Recv_init, rc, traffic, comm);
     rc
 }
@@ -653,10 +653,10 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: 
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, source, tag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_Recv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Recv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Recv, rc, traffic, comm);
     rc
 }
@@ -683,10 +683,10 @@ pub static NEXT_MPI_Request_free: Next = Next::new(c"PMPI_Request_free");
 unsafe fn wrap_MPI_Request_free(via_pmpi: bool, tracing: bool, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(NEXT_MPI_Request_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
-    let traced = if tracing { trace::enter(id::MPI_Request_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Request_free, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -711,10 +711,10 @@ pub static NEXT_MPI_Request_get_status: Next = Next::new(c"PMPI_Request_get_stat
 unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, tracing: bool, request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Request_get_status.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request, flag, status) };
-    let traced = if tracing { trace::enter(id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -739,10 +739,10 @@ pub static NEXT_MPI_Rsend: Next = Next::new(c"PMPI_Rsend");
 unsafe fn wrap_MPI_Rsend(via_pmpi: bool, tracing: bool, ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Rsend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(ibuf, count, datatype, dest, tag, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Rsend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Rsend, std::ptr::null(), 0) } else { None };
     let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Rsend, rc, traffic, comm);
     rc
 }
@@ -767,10 +767,10 @@ pub static NEXT_MPI_Rsend_init: Next = Next::new(c"PMPI_Rsend_init");
 unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rsend_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Rsend_init, rc, traffic, comm);
     rc
 }
@@ -795,10 +795,10 @@ pub static NEXT_MPI_Send_init: Next = Next::new(c"PMPI_Send_init");
 unsafe fn wrap_MPI_Send_init(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Send_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Send_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Send_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Send_init, rc, traffic, comm);
     rc
 }
@@ -823,10 +823,10 @@ pub static NEXT_MPI_Send: Next = Next::new(c"PMPI_Send");
 unsafe fn wrap_MPI_Send(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Send.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Send, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Send, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Send, rc, traffic, comm);
     rc
 }
@@ -855,10 +855,10 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_Sendrecv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest, recv_count: MPI_Count::from(recvcount), recv_datatype: recvtype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Sendrecv, rc, traffic, comm);
     rc
 }
@@ -887,10 +887,10 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, tracing: bool, buf: *mut c_v
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_Sendrecv_replace, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv_replace, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(count), datatype, peer: dest, recv_count: MPI_Count::from(count), recv_datatype: datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Sendrecv_replace, rc, traffic, comm);
     rc
 }
@@ -915,10 +915,10 @@ pub static NEXT_MPI_Ssend_init: Next = Next::new(c"PMPI_Ssend_init");
 unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ssend_init.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ssend_init, rc, traffic, comm);
     rc
 }
@@ -943,10 +943,10 @@ pub static NEXT_MPI_Ssend: Next = Next::new(c"PMPI_Ssend");
 unsafe fn wrap_MPI_Ssend(via_pmpi: bool, tracing: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Ssend.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buf, count, datatype, dest, tag, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Ssend, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ssend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ssend, rc, traffic, comm);
     rc
 }
@@ -973,10 +973,10 @@ pub static NEXT_MPI_Start: Next = Next::new(c"PMPI_Start");
 unsafe fn wrap_MPI_Start(via_pmpi: bool, tracing: bool, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(NEXT_MPI_Start.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request) };
-    let traced = if tracing { trace::enter(id::MPI_Start, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Start, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1003,10 +1003,10 @@ pub static NEXT_MPI_Startall: Next = Next::new(c"PMPI_Startall");
 unsafe fn wrap_MPI_Startall(via_pmpi: bool, tracing: bool, count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Startall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests) };
-    let traced = if tracing { trace::enter(id::MPI_Startall, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Startall, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_requests);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1033,10 +1033,10 @@ pub static NEXT_MPI_Status_set_cancelled: Next = Next::new(c"PMPI_Status_set_can
 unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, tracing: bool, status: *mut MPI_Status, flag: c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Status, c_int) -> c_int = transmute(NEXT_MPI_Status_set_cancelled.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1061,10 +1061,10 @@ pub static NEXT_MPI_Status_set_elements: Next = Next::new(c"PMPI_Status_set_elem
 unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, tracing: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, c_int) -> c_int = transmute(NEXT_MPI_Status_set_elements.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if tracing { trace::enter(id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1089,10 +1089,10 @@ pub static NEXT_MPI_Status_set_elements_x: Next = Next::new(c"PMPI_Status_set_el
 unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, tracing: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, MPI_Count) -> c_int = transmute(NEXT_MPI_Status_set_elements_x.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, datatype, count) };
-    let traced = if tracing { trace::enter(id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1117,10 +1117,10 @@ pub static NEXT_MPI_Testall: Next = Next::new(c"PMPI_Testall");
 unsafe fn wrap_MPI_Testall(via_pmpi: bool, tracing: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Testall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, flag, array_of_statuses) };
-    let traced = if tracing { trace::enter(id::MPI_Testall, array_of_requests, count) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Testall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1147,10 +1147,10 @@ pub static NEXT_MPI_Testany: Next = Next::new(c"PMPI_Testany");
 unsafe fn wrap_MPI_Testany(via_pmpi: bool, tracing: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Testany.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, index, flag, status) };
-    let traced = if tracing { trace::enter(id::MPI_Testany, array_of_requests, count) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Testany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, flag, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1177,10 +1177,10 @@ pub static NEXT_MPI_Test: Next = Next::new(c"PMPI_Test");
 unsafe fn wrap_MPI_Test(via_pmpi: bool, tracing: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Test.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request, flag, status) };
-    let traced = if tracing { trace::enter(id::MPI_Test, request, 1) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Test, request, 1) } else { None };
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1207,10 +1207,10 @@ pub static NEXT_MPI_Test_cancelled: Next = Next::new(c"PMPI_Test_cancelled");
 unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, tracing: bool, status: *const MPI_Status, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*const MPI_Status, *mut c_int) -> c_int = transmute(NEXT_MPI_Test_cancelled.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(status, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1235,10 +1235,10 @@ pub static NEXT_MPI_Testsome: Next = Next::new(c"PMPI_Testsome");
 unsafe fn wrap_MPI_Testsome(via_pmpi: bool, tracing: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Testsome.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
-    let traced = if tracing { trace::enter(id::MPI_Testsome, array_of_requests, incount) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Testsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1263,10 +1263,10 @@ pub static NEXT_MPI_Waitall: Next = Next::new(c"PMPI_Waitall");
 unsafe fn wrap_MPI_Waitall(via_pmpi: bool, tracing: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Waitall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, array_of_statuses) };
-    let traced = if tracing { trace::enter(id::MPI_Waitall, array_of_requests, count) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Waitall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, array_of_statuses);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1293,10 +1293,10 @@ pub static NEXT_MPI_Waitany: Next = Next::new(c"PMPI_Waitany");
 unsafe fn wrap_MPI_Waitany(via_pmpi: bool, tracing: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Waitany.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_requests, index, status) };
-    let traced = if tracing { trace::enter(id::MPI_Waitany, array_of_requests, count) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Waitany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1323,10 +1323,10 @@ pub static NEXT_MPI_Wait: Next = Next::new(c"PMPI_Wait");
 unsafe fn wrap_MPI_Wait(via_pmpi: bool, tracing: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Wait.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(request, status) };
-    let traced = if tracing { trace::enter(id::MPI_Wait, request, 1) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Wait, request, 1) } else { None };
     let rc = next(request, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1353,10 +1353,10 @@ pub static NEXT_MPI_Waitsome: Next = Next::new(c"PMPI_Waitsome");
 unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, tracing: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Waitsome.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
-    let traced = if tracing { trace::enter(id::MPI_Waitsome, array_of_requests, incount) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Waitsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1381,10 +1381,10 @@ pub static NEXT_MPI_Allgather: Next = Next::new(c"PMPI_Allgather");
 unsafe fn wrap_MPI_Allgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allgather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Allgather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Allgather, rc, traffic, comm);
     rc
 }
@@ -1411,10 +1411,10 @@ pub static NEXT_MPI_Iallgather: Next = Next::new(c"PMPI_Iallgather");
 unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallgather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iallgather, rc, traffic, comm);
     rc
 }
@@ -1439,10 +1439,10 @@ pub static NEXT_MPI_Allgatherv: Next = Next::new(c"PMPI_Allgatherv");
 unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allgatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Allgatherv, rc, traffic, comm);
     rc
 }
@@ -1469,10 +1469,10 @@ pub static NEXT_MPI_Iallgatherv: Next = Next::new(c"PMPI_Iallgatherv");
 unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallgatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iallgatherv, rc, traffic, comm);
     rc
 }
@@ -1497,10 +1497,10 @@ pub static NEXT_MPI_Allreduce: Next = Next::new(c"PMPI_Allreduce");
 unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allreduce.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Allreduce, rc, traffic, comm);
     rc
 }
@@ -1527,10 +1527,10 @@ pub static NEXT_MPI_Iallreduce: Next = Next::new(c"PMPI_Iallreduce");
 unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallreduce.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iallreduce, rc, traffic, comm);
     rc
 }
@@ -1557,10 +1557,10 @@ pub static NEXT_MPI_Alltoall: Next = Next::new(c"PMPI_Alltoall");
 unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Alltoall, rc, traffic, comm);
     rc
 }
@@ -1587,10 +1587,10 @@ pub static NEXT_MPI_Ialltoall: Next = Next::new(c"PMPI_Ialltoall");
 unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ialltoall, rc, traffic, comm);
     rc
 }
@@ -1617,10 +1617,10 @@ pub static NEXT_MPI_Alltoallv: Next = Next::new(c"PMPI_Alltoallv");
 unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoallv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Alltoallv, rc, traffic, comm);
     rc
 }
@@ -1647,10 +1647,10 @@ pub static NEXT_MPI_Ialltoallv: Next = Next::new(c"PMPI_Ialltoallv");
 unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoallv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ialltoallv, rc, traffic, comm);
     rc
 }
@@ -1675,10 +1675,10 @@ pub static NEXT_MPI_Alltoallw: Next = Next::new(c"PMPI_Alltoallw");
 unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoallw.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Alltoallw, rc, traffic, comm);
     rc
 }
@@ -1703,10 +1703,10 @@ pub static NEXT_MPI_Ialltoallw: Next = Next::new(c"PMPI_Ialltoallw");
 unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoallw.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ialltoallw, rc, traffic, comm);
     rc
 }
@@ -1731,10 +1731,10 @@ pub static NEXT_MPI_Barrier: Next = Next::new(c"PMPI_Barrier");
 unsafe fn wrap_MPI_Barrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(NEXT_MPI_Barrier.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm) };
-    let traced = if tracing { trace::enter(id::MPI_Barrier, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Barrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Barrier, rc, traffic, comm);
     rc
 }
@@ -1761,10 +1761,10 @@ pub static NEXT_MPI_Ibarrier: Next = Next::new(c"PMPI_Ibarrier");
 unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibarrier.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ibarrier, rc, traffic, comm);
     rc
 }
@@ -1791,10 +1791,10 @@ pub static NEXT_MPI_Bcast: Next = Next::new(c"PMPI_Bcast");
 unsafe fn wrap_MPI_Bcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bcast.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, count, datatype, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Bcast, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Bcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Bcast, rc, traffic, comm);
     rc
 }
@@ -1821,10 +1821,10 @@ pub static NEXT_MPI_Ibcast: Next = Next::new(c"PMPI_Ibcast");
 unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibcast.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(buffer, count, datatype, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ibcast, rc, traffic, comm);
     rc
 }
@@ -1851,10 +1851,10 @@ pub static NEXT_MPI_Exscan: Next = Next::new(c"PMPI_Exscan");
 unsafe fn wrap_MPI_Exscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Exscan.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Exscan, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Exscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Exscan, rc, traffic, comm);
     rc
 }
@@ -1879,10 +1879,10 @@ pub static NEXT_MPI_Iexscan: Next = Next::new(c"PMPI_Iexscan");
 unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iexscan.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iexscan, rc, traffic, comm);
     rc
 }
@@ -1907,10 +1907,10 @@ pub static NEXT_MPI_Gather: Next = Next::new(c"PMPI_Gather");
 unsafe fn wrap_MPI_Gather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Gather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Gather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Gather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Gather, rc, traffic, comm);
     rc
 }
@@ -1937,10 +1937,10 @@ pub static NEXT_MPI_Igather: Next = Next::new(c"PMPI_Igather");
 unsafe fn wrap_MPI_Igather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Igather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Igather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Igather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Igather, rc, traffic, comm);
     rc
 }
@@ -1965,10 +1965,10 @@ pub static NEXT_MPI_Gatherv: Next = Next::new(c"PMPI_Gatherv");
 unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Gatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Gatherv, rc, traffic, comm);
     rc
 }
@@ -1995,10 +1995,10 @@ pub static NEXT_MPI_Igatherv: Next = Next::new(c"PMPI_Igatherv");
 unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Igatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Igatherv, rc, traffic, comm);
     rc
 }
@@ -2023,10 +2023,10 @@ pub static NEXT_MPI_Neighbor_allgather: Next = Next::new(c"PMPI_Neighbor_allgath
 unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_allgather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_allgather, rc, traffic, comm);
     rc
 }
@@ -2051,10 +2051,10 @@ pub static NEXT_MPI_Ineighbor_allgather: Next = Next::new(c"PMPI_Ineighbor_allga
 unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_allgather.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_allgather, rc, traffic, comm);
     rc
 }
@@ -2079,10 +2079,10 @@ pub static NEXT_MPI_Neighbor_allgatherv: Next = Next::new(c"PMPI_Neighbor_allgat
 unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_allgatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_allgatherv, rc, traffic, comm);
     rc
 }
@@ -2107,10 +2107,10 @@ pub static NEXT_MPI_Ineighbor_allgatherv: Next = Next::new(c"PMPI_Ineighbor_allg
 unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_allgatherv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_allgatherv, rc, traffic, comm);
     rc
 }
@@ -2135,10 +2135,10 @@ pub static NEXT_MPI_Neighbor_alltoall: Next = Next::new(c"PMPI_Neighbor_alltoall
 unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_alltoall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoall, rc, traffic, comm);
     rc
 }
@@ -2163,10 +2163,10 @@ pub static NEXT_MPI_Ineighbor_alltoall: Next = Next::new(c"PMPI_Ineighbor_alltoa
 unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_alltoall.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_alltoall, rc, traffic, comm);
     rc
 }
@@ -2191,10 +2191,10 @@ pub static NEXT_MPI_Neighbor_alltoallv: Next = Next::new(c"PMPI_Neighbor_alltoal
 unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_alltoallv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoallv, rc, traffic, comm);
     rc
 }
@@ -2219,10 +2219,10 @@ pub static NEXT_MPI_Ineighbor_alltoallv: Next = Next::new(c"PMPI_Ineighbor_allto
 unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_alltoallv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_alltoallv, rc, traffic, comm);
     rc
 }
@@ -2247,10 +2247,10 @@ pub static NEXT_MPI_Neighbor_alltoallw: Next = Next::new(c"PMPI_Neighbor_alltoal
 unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Neighbor_alltoallw.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Neighbor_alltoallw, rc, traffic, comm);
     rc
 }
@@ -2275,10 +2275,10 @@ pub static NEXT_MPI_Ineighbor_alltoallw: Next = Next::new(c"PMPI_Ineighbor_allto
 unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ineighbor_alltoallw.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ineighbor_alltoallw, rc, traffic, comm);
     rc
 }
@@ -2303,10 +2303,10 @@ pub static NEXT_MPI_Reduce: Next = Next::new(c"PMPI_Reduce");
 unsafe fn wrap_MPI_Reduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Reduce, rc, traffic, comm);
     rc
 }
@@ -2333,10 +2333,10 @@ pub static NEXT_MPI_Ireduce: Next = Next::new(c"PMPI_Ireduce");
 unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ireduce, rc, traffic, comm);
     rc
 }
@@ -2363,10 +2363,10 @@ pub static NEXT_MPI_Reduce_local: Next = Next::new(c"PMPI_Reduce_local");
 unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, tracing: bool, inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op) -> c_int = transmute(NEXT_MPI_Reduce_local.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, inoutbuf, count, datatype, op) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2391,10 +2391,10 @@ pub static NEXT_MPI_Reduce_scatter: Next = Next::new(c"PMPI_Reduce_scatter");
 unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce_scatter.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Reduce_scatter, rc, traffic, comm);
     rc
 }
@@ -2419,10 +2419,10 @@ pub static NEXT_MPI_Ireduce_scatter: Next = Next::new(c"PMPI_Ireduce_scatter");
 unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce_scatter.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ireduce_scatter, rc, traffic, comm);
     rc
 }
@@ -2447,10 +2447,10 @@ pub static NEXT_MPI_Reduce_scatter_block: Next = Next::new(c"PMPI_Reduce_scatter
 unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce_scatter_block.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Reduce_scatter_block, rc, traffic, comm);
     rc
 }
@@ -2475,10 +2475,10 @@ pub static NEXT_MPI_Ireduce_scatter_block: Next = Next::new(c"PMPI_Ireduce_scatt
 unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce_scatter_block.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Ireduce_scatter_block, rc, traffic, comm);
     rc
 }
@@ -2503,10 +2503,10 @@ pub static NEXT_MPI_Scan: Next = Next::new(c"PMPI_Scan");
 unsafe fn wrap_MPI_Scan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scan.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Scan, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Scan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave_superstep(call, id::MPI_Scan, rc, traffic, comm);
     rc
 }
@@ -2531,10 +2531,10 @@ pub static NEXT_MPI_Iscan: Next = Next::new(c"PMPI_Iscan");
 unsafe fn wrap_MPI_Iscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iscan.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iscan, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iscan, rc, traffic, comm);
     rc
 }
@@ -2559,10 +2559,10 @@ pub static NEXT_MPI_Scatter: Next = Next::new(c"PMPI_Scatter");
 unsafe fn wrap_MPI_Scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scatter.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Scatter, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scatter, rc, traffic, comm);
     rc
 }
@@ -2589,10 +2589,10 @@ pub static NEXT_MPI_Iscatter: Next = Next::new(c"PMPI_Iscatter");
 unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iscatter.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iscatter, rc, traffic, comm);
     rc
 }
@@ -2617,10 +2617,10 @@ pub static NEXT_MPI_Scatterv: Next = Next::new(c"PMPI_Scatterv");
 unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scatterv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Scatterv, rc, traffic, comm);
     rc
 }
@@ -2630,13 +2630,11 @@ unsafe fn traced_MPI_Scatterv(via_pmpi: bool, sendbuf: *const c_void, sendcounts
     wrap_MPI_Scatterv(via_pmpi, true, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if trace::on() { return traced_MPI_Scatterv(false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) }
     wrap_MPI_Scatterv(false, false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if trace::on() { return traced_MPI_Scatterv(true, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) }
     wrap_MPI_Scatterv(true, false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
@@ -2647,10 +2645,10 @@ pub static NEXT_MPI_Iscatterv: Next = Next::new(c"PMPI_Iscatterv");
 unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iscatterv.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Iscatterv, rc, traffic, comm);
     rc
 }
@@ -2675,10 +2673,10 @@ pub static NEXT_MPI_Accumulate: Next = Next::new(c"PMPI_Accumulate");
 unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(NEXT_MPI_Accumulate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
-    let traced = if tracing { trace::enter(id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2703,10 +2701,10 @@ pub static NEXT_MPI_Compare_and_swap: Next = Next::new(c"PMPI_Compare_and_swap")
 unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Win) -> c_int = transmute(NEXT_MPI_Compare_and_swap.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) };
-    let traced = if tracing { trace::enter(id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2731,10 +2729,10 @@ pub static NEXT_MPI_Fetch_and_op: Next = Next::new(c"PMPI_Fetch_and_op");
 unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Op, MPI_Win) -> c_int = transmute(NEXT_MPI_Fetch_and_op.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win) };
-    let traced = if tracing { trace::enter(id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2759,10 +2757,10 @@ pub static NEXT_MPI_Get: Next = Next::new(c"PMPI_Get");
 unsafe fn wrap_MPI_Get(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(NEXT_MPI_Get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
-    let traced = if tracing { trace::enter(id::MPI_Get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2789,10 +2787,10 @@ pub static NEXT_MPI_Get_accumulate: Next = Next::new(c"PMPI_Get_accumulate");
 unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(NEXT_MPI_Get_accumulate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
-    let traced = if tracing { trace::enter(id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2817,10 +2815,10 @@ pub static NEXT_MPI_Put: Next = Next::new(c"PMPI_Put");
 unsafe fn wrap_MPI_Put(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(NEXT_MPI_Put.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
-    let traced = if tracing { trace::enter(id::MPI_Put, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Put, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2847,10 +2845,10 @@ pub static NEXT_MPI_Raccumulate: Next = Next::new(c"PMPI_Raccumulate");
 unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Raccumulate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
-    let traced = if tracing { trace::enter(id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2875,10 +2873,10 @@ pub static NEXT_MPI_Rget: Next = Next::new(c"PMPI_Rget");
 unsafe fn wrap_MPI_Rget(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rget.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
-    let traced = if tracing { trace::enter(id::MPI_Rget, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Rget, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2903,10 +2901,10 @@ pub static NEXT_MPI_Rget_accumulate: Next = Next::new(c"PMPI_Rget_accumulate");
 unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rget_accumulate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
-    let traced = if tracing { trace::enter(id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2931,10 +2929,10 @@ pub static NEXT_MPI_Rput: Next = Next::new(c"PMPI_Rput");
 unsafe fn wrap_MPI_Rput(via_pmpi: bool, tracing: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Rput.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) };
-    let traced = if tracing { trace::enter(id::MPI_Rput, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Rput, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2959,10 +2957,10 @@ pub static NEXT_MPI_Win_allocate: Next = Next::new(c"PMPI_Win_allocate");
 unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, tracing: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_allocate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, disp_unit, info, comm, baseptr, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Win_allocate, rc, traffic, comm);
     rc
 }
@@ -2987,10 +2985,10 @@ pub static NEXT_MPI_Win_allocate_shared: Next = Next::new(c"PMPI_Win_allocate_sh
 unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, tracing: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_allocate_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, disp_unit, info, comm, baseptr, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Win_allocate_shared, rc, traffic, comm);
     rc
 }
@@ -3015,10 +3013,10 @@ pub static NEXT_MPI_Win_attach: Next = Next::new(c"PMPI_Win_attach");
 unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, tracing: bool, win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *mut c_void, MPI_Aint) -> c_int = transmute(NEXT_MPI_Win_attach.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, base, size) };
-    let traced = if tracing { trace::enter(id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3043,10 +3041,10 @@ pub static NEXT_MPI_Win_call_errhandler: Next = Next::new(c"PMPI_Win_call_errhan
 unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Win, errorcode: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(NEXT_MPI_Win_call_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, errorcode) };
-    let traced = if tracing { trace::enter(id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errorcode);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3071,10 +3069,10 @@ pub static NEXT_MPI_Win_complete: Next = Next::new(c"PMPI_Win_complete");
 unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_complete.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3099,10 +3097,10 @@ pub static NEXT_MPI_Win_create: Next = Next::new(c"PMPI_Win_create");
 unsafe fn wrap_MPI_Win_create(via_pmpi: bool, tracing: bool, base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(base, size, disp_unit, info, comm, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_create, std::ptr::null(), 0) } else { None };
     let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Win_create, rc, traffic, comm);
     rc
 }
@@ -3127,10 +3125,10 @@ pub static NEXT_MPI_Win_create_dynamic: Next = Next::new(c"PMPI_Win_create_dynam
 unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, tracing: bool, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_create_dynamic.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, comm, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
     let rc = next(info, comm, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Win_create_dynamic, rc, traffic, comm);
     rc
 }
@@ -3155,10 +3153,10 @@ pub static NEXT_MPI_Win_create_errhandler: Next = Next::new(c"PMPI_Win_create_er
 unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, tracing: bool, function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Win_create_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3183,10 +3181,10 @@ pub static NEXT_MPI_Win_create_keyval: Next = Next::new(c"PMPI_Win_create_keyval
 unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, tracing: bool, win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Win_create_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) };
-    let traced = if tracing { trace::enter(id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3211,10 +3209,10 @@ pub static NEXT_MPI_Win_delete_attr: Next = Next::new(c"PMPI_Win_delete_attr");
 unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win_keyval: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(NEXT_MPI_Win_delete_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3239,10 +3237,10 @@ pub static NEXT_MPI_Win_detach: Next = Next::new(c"PMPI_Win_detach");
 unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, tracing: bool, win: MPI_Win, base: *const c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *const c_void) -> c_int = transmute(NEXT_MPI_Win_detach.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, base) };
-    let traced = if tracing { trace::enter(id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3267,10 +3265,10 @@ pub static NEXT_MPI_Win_fence: Next = Next::new(c"PMPI_Win_fence");
 unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, tracing: bool, assert: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_fence.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(assert, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3297,10 +3295,10 @@ pub static NEXT_MPI_Win_flush: Next = Next::new(c"PMPI_Win_flush");
 unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, tracing: bool, rank: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_flush.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(rank, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3327,10 +3325,10 @@ pub static NEXT_MPI_Win_flush_all: Next = Next::new(c"PMPI_Win_flush_all");
 unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_flush_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3355,10 +3353,10 @@ pub static NEXT_MPI_Win_flush_local: Next = Next::new(c"PMPI_Win_flush_local");
 unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, tracing: bool, rank: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_flush_local.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(rank, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3383,10 +3381,10 @@ pub static NEXT_MPI_Win_flush_local_all: Next = Next::new(c"PMPI_Win_flush_local
 unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_flush_local_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3411,10 +3409,10 @@ pub static NEXT_MPI_Win_free: Next = Next::new(c"PMPI_Win_free");
 unsafe fn wrap_MPI_Win_free(via_pmpi: bool, tracing: bool, win: *mut MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Win) -> c_int = transmute(NEXT_MPI_Win_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_free, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3439,10 +3437,10 @@ pub static NEXT_MPI_Win_free_keyval: Next = Next::new(c"PMPI_Win_free_keyval");
 unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, tracing: bool, win_keyval: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Win_free_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win_keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3467,10 +3465,10 @@ pub static NEXT_MPI_Win_get_attr: Next = Next::new(c"PMPI_Win_get_attr");
 unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT_MPI_Win_get_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_keyval, attribute_val, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3495,10 +3493,10 @@ pub static NEXT_MPI_Win_get_errhandler: Next = Next::new(c"PMPI_Win_get_errhandl
 unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Win_get_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3523,10 +3521,10 @@ pub static NEXT_MPI_Win_get_group: Next = Next::new(c"PMPI_Win_get_group");
 unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, tracing: bool, win: MPI_Win, group: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Win_get_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, group) };
-    let traced = if tracing { trace::enter(id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(win, group);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3551,10 +3549,10 @@ pub static NEXT_MPI_Win_get_info: Next = Next::new(c"PMPI_Win_get_info");
 unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, tracing: bool, win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_Win_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, info_used) };
-    let traced = if tracing { trace::enter(id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info_used);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3579,10 +3577,10 @@ pub static NEXT_MPI_Win_get_name: Next = Next::new(c"PMPI_Win_get_name");
 unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Win_get_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_name, resultlen) };
-    let traced = if tracing { trace::enter(id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name, resultlen);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3607,10 +3605,10 @@ pub static NEXT_MPI_Win_lock: Next = Next::new(c"PMPI_Win_lock");
 unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, tracing: bool, lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_lock.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(lock_type, rank, assert, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
     let rc = next(lock_type, rank, assert, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3637,10 +3635,10 @@ pub static NEXT_MPI_Win_lock_all: Next = Next::new(c"PMPI_Win_lock_all");
 unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, tracing: bool, assert: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_lock_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(assert, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3665,10 +3663,10 @@ pub static NEXT_MPI_Win_post: Next = Next::new(c"PMPI_Win_post");
 unsafe fn wrap_MPI_Win_post(via_pmpi: bool, tracing: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_post.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, assert, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_post, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_post, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3693,10 +3691,10 @@ pub static NEXT_MPI_Win_set_attr: Next = Next::new(c"PMPI_Win_set_attr");
 unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Win_set_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_keyval, attribute_val) };
-    let traced = if tracing { trace::enter(id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3721,10 +3719,10 @@ pub static NEXT_MPI_Win_set_errhandler: Next = Next::new(c"PMPI_Win_set_errhandl
 unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Win_set_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3749,10 +3747,10 @@ pub static NEXT_MPI_Win_set_info: Next = Next::new(c"PMPI_Win_set_info");
 unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, tracing: bool, win: MPI_Win, info: MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, MPI_Info) -> c_int = transmute(NEXT_MPI_Win_set_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, info) };
-    let traced = if tracing { trace::enter(id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3777,10 +3775,10 @@ pub static NEXT_MPI_Win_set_name: Next = Next::new(c"PMPI_Win_set_name");
 unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win_name: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *const c_char) -> c_int = transmute(NEXT_MPI_Win_set_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, win_name) };
-    let traced = if tracing { trace::enter(id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3805,10 +3803,10 @@ pub static NEXT_MPI_Win_shared_query: Next = Next::new(c"PMPI_Win_shared_query")
 unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, tracing: bool, win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Win_shared_query.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, rank, size, disp_unit, baseptr) };
-    let traced = if tracing { trace::enter(id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3833,10 +3831,10 @@ pub static NEXT_MPI_Win_start: Next = Next::new(c"PMPI_Win_start");
 unsafe fn wrap_MPI_Win_start(via_pmpi: bool, tracing: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_start.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, assert, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_start, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_start, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3861,10 +3859,10 @@ pub static NEXT_MPI_Win_sync: Next = Next::new(c"PMPI_Win_sync");
 unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_sync.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3889,10 +3887,10 @@ pub static NEXT_MPI_Win_test: Next = Next::new(c"PMPI_Win_test");
 unsafe fn wrap_MPI_Win_test(via_pmpi: bool, tracing: bool, win: MPI_Win, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win, *mut c_int) -> c_int = transmute(NEXT_MPI_Win_test.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Win_test, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_test, std::ptr::null(), 0) } else { None };
     let rc = next(win, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3917,10 +3915,10 @@ pub static NEXT_MPI_Win_unlock: Next = Next::new(c"PMPI_Win_unlock");
 unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, tracing: bool, rank: c_int, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(NEXT_MPI_Win_unlock.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(rank, win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3947,10 +3945,10 @@ pub static NEXT_MPI_Win_unlock_all: Next = Next::new(c"PMPI_Win_unlock_all");
 unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_unlock_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3975,10 +3973,10 @@ pub static NEXT_MPI_Win_wait: Next = Next::new(c"PMPI_Win_wait");
 unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_int {
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(NEXT_MPI_Win_wait.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(win) };
-    let traced = if tracing { trace::enter(id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4003,10 +4001,10 @@ pub static NEXT_MPI_File_call_errhandler: Next = Next::new(c"PMPI_File_call_errh
 unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, tracing: bool, fh: MPI_File, errorcode: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(NEXT_MPI_File_call_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, errorcode) };
-    let traced = if tracing { trace::enter(id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(fh, errorcode);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4031,10 +4029,10 @@ pub static NEXT_MPI_File_create_errhandler: Next = Next::new(c"PMPI_File_create_
 unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, tracing: bool, function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_File_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_File_create_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4059,10 +4057,10 @@ pub static NEXT_MPI_File_set_errhandler: Next = Next::new(c"PMPI_File_set_errhan
 unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, tracing: bool, file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Errhandler) -> c_int = transmute(NEXT_MPI_File_set_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(file, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4087,10 +4085,10 @@ pub static NEXT_MPI_File_get_errhandler: Next = Next::new(c"PMPI_File_get_errhan
 unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, tracing: bool, file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_File_get_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(file, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4115,10 +4113,10 @@ pub static NEXT_MPI_File_open: Next = Next::new(c"PMPI_File_open");
 unsafe fn wrap_MPI_File_open(via_pmpi: bool, tracing: bool, comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char, c_int, MPI_Info, *mut MPI_File) -> c_int = transmute(NEXT_MPI_File_open.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, filename, amode, info, fh) };
-    let traced = if tracing { trace::enter(id::MPI_File_open, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_open, std::ptr::null(), 0) } else { None };
     let rc = next(comm, filename, amode, info, fh);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_File_open, rc, traffic, comm);
     rc
 }
@@ -4143,10 +4141,10 @@ pub static NEXT_MPI_File_close: Next = Next::new(c"PMPI_File_close");
 unsafe fn wrap_MPI_File_close(via_pmpi: bool, tracing: bool, fh: *mut MPI_File) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_File) -> c_int = transmute(NEXT_MPI_File_close.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh) };
-    let traced = if tracing { trace::enter(id::MPI_File_close, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_close, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4171,10 +4169,10 @@ pub static NEXT_MPI_File_delete: Next = Next::new(c"PMPI_File_delete");
 unsafe fn wrap_MPI_File_delete(via_pmpi: bool, tracing: bool, filename: *const c_char, info: MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Info) -> c_int = transmute(NEXT_MPI_File_delete.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(filename, info) };
-    let traced = if tracing { trace::enter(id::MPI_File_delete, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_delete, std::ptr::null(), 0) } else { None };
     let rc = next(filename, info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4199,10 +4197,10 @@ pub static NEXT_MPI_File_set_size: Next = Next::new(c"PMPI_File_set_size");
 unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, tracing: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(NEXT_MPI_File_set_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, size) };
-    let traced = if tracing { trace::enter(id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4227,10 +4225,10 @@ pub static NEXT_MPI_File_preallocate: Next = Next::new(c"PMPI_File_preallocate")
 unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, tracing: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(NEXT_MPI_File_preallocate.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, size) };
-    let traced = if tracing { trace::enter(id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4255,10 +4253,10 @@ pub static NEXT_MPI_File_get_size: Next = Next::new(c"PMPI_File_get_size");
 unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, tracing: bool, fh: MPI_File, size: *mut MPI_Offset) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(NEXT_MPI_File_get_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, size) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4283,10 +4281,10 @@ pub static NEXT_MPI_File_get_group: Next = Next::new(c"PMPI_File_get_group");
 unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, tracing: bool, fh: MPI_File, group: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_File_get_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, group) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(fh, group);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4311,10 +4309,10 @@ pub static NEXT_MPI_File_get_amode: Next = Next::new(c"PMPI_File_get_amode");
 unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, tracing: bool, fh: MPI_File, amode: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(NEXT_MPI_File_get_amode.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, amode) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
     let rc = next(fh, amode);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4339,10 +4337,10 @@ pub static NEXT_MPI_File_set_info: Next = Next::new(c"PMPI_File_set_info");
 unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, tracing: bool, fh: MPI_File, info: MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Info) -> c_int = transmute(NEXT_MPI_File_set_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, info) };
-    let traced = if tracing { trace::enter(id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4367,10 +4365,10 @@ pub static NEXT_MPI_File_get_info: Next = Next::new(c"PMPI_File_get_info");
 unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, tracing: bool, fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_File_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, info_used) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info_used);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4395,10 +4393,10 @@ pub static NEXT_MPI_File_set_view: Next = Next::new(c"PMPI_File_set_view");
 unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, tracing: bool, fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, MPI_Datatype, MPI_Datatype, *const c_char, MPI_Info) -> c_int = transmute(NEXT_MPI_File_set_view.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, disp, etype, filetype, datarep, info) };
-    let traced = if tracing { trace::enter(id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep, info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4423,10 +4421,10 @@ pub static NEXT_MPI_File_get_view: Next = Next::new(c"PMPI_File_get_view");
 unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, tracing: bool, fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset, *mut MPI_Datatype, *mut MPI_Datatype, *mut c_char) -> c_int = transmute(NEXT_MPI_File_get_view.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, disp, etype, filetype, datarep) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4453,10 +4451,10 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, tracing: bool, fh: MPI_File, off
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_at, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4483,10 +4481,10 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_at_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4511,10 +4509,10 @@ pub static NEXT_MPI_File_write_at: Next = Next::new(c"PMPI_File_write_at");
 unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_at.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4539,10 +4537,10 @@ pub static NEXT_MPI_File_write_at_all: Next = Next::new(c"PMPI_File_write_at_all
 unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_at_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4567,10 +4565,10 @@ pub static NEXT_MPI_File_iread_at: Next = Next::new(c"PMPI_File_iread_at");
 unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_at.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4595,10 +4593,10 @@ pub static NEXT_MPI_File_iwrite_at: Next = Next::new(c"PMPI_File_iwrite_at");
 unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_at.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4623,10 +4621,10 @@ pub static NEXT_MPI_File_iread_at_all: Next = Next::new(c"PMPI_File_iread_at_all
 unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_at_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4651,10 +4649,10 @@ pub static NEXT_MPI_File_iwrite_at_all: Next = Next::new(c"PMPI_File_iwrite_at_a
 unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_at_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4681,10 +4679,10 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4711,10 +4709,10 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, tracing: bool, fh: MPI_File, bu
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4739,10 +4737,10 @@ pub static NEXT_MPI_File_write: Next = Next::new(c"PMPI_File_write");
 unsafe fn wrap_MPI_File_write(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4767,10 +4765,10 @@ pub static NEXT_MPI_File_write_all: Next = Next::new(c"PMPI_File_write_all");
 unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4795,10 +4793,10 @@ pub static NEXT_MPI_File_iread: Next = Next::new(c"PMPI_File_iread");
 unsafe fn wrap_MPI_File_iread(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iread, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iread, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4823,10 +4821,10 @@ pub static NEXT_MPI_File_iwrite: Next = Next::new(c"PMPI_File_iwrite");
 unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4851,10 +4849,10 @@ pub static NEXT_MPI_File_iread_all: Next = Next::new(c"PMPI_File_iread_all");
 unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4879,10 +4877,10 @@ pub static NEXT_MPI_File_iwrite_all: Next = Next::new(c"PMPI_File_iwrite_all");
 unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_all.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4907,10 +4905,10 @@ pub static NEXT_MPI_File_seek: Next = Next::new(c"PMPI_File_seek");
 unsafe fn wrap_MPI_File_seek(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(NEXT_MPI_File_seek.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, whence) };
-    let traced = if tracing { trace::enter(id::MPI_File_seek, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_seek, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4935,10 +4933,10 @@ pub static NEXT_MPI_File_get_position: Next = Next::new(c"PMPI_File_get_position
 unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(NEXT_MPI_File_get_position.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4963,10 +4961,10 @@ pub static NEXT_MPI_File_get_byte_offset: Next = Next::new(c"PMPI_File_get_byte_
 unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut MPI_Offset) -> c_int = transmute(NEXT_MPI_File_get_byte_offset.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, disp) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, disp);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4993,10 +4991,10 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5021,10 +5019,10 @@ pub static NEXT_MPI_File_write_shared: Next = Next::new(c"PMPI_File_write_shared
 unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5049,10 +5047,10 @@ pub static NEXT_MPI_File_iread_shared: Next = Next::new(c"PMPI_File_iread_shared
 unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iread_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5077,10 +5075,10 @@ pub static NEXT_MPI_File_iwrite_shared: Next = Next::new(c"PMPI_File_iwrite_shar
 unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_File_iwrite_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, request) };
-    let traced = if tracing { trace::enter(id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5107,10 +5105,10 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, tracing: bool, fh: MPI_File
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
-    let traced = if tracing { trace::enter(id::MPI_File_read_ordered, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5135,10 +5133,10 @@ pub static NEXT_MPI_File_write_ordered: Next = Next::new(c"PMPI_File_write_order
 unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_ordered.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5163,10 +5161,10 @@ pub static NEXT_MPI_File_seek_shared: Next = Next::new(c"PMPI_File_seek_shared")
 unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(NEXT_MPI_File_seek_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, whence) };
-    let traced = if tracing { trace::enter(id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5191,10 +5189,10 @@ pub static NEXT_MPI_File_get_position_shared: Next = Next::new(c"PMPI_File_get_p
 unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(NEXT_MPI_File_get_position_shared.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5219,10 +5217,10 @@ pub static NEXT_MPI_File_read_at_all_begin: Next = Next::new(c"PMPI_File_read_at
 unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_read_at_all_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5247,10 +5245,10 @@ pub static NEXT_MPI_File_read_at_all_end: Next = Next::new(c"PMPI_File_read_at_a
 unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_at_all_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5275,10 +5273,10 @@ pub static NEXT_MPI_File_write_at_all_begin: Next = Next::new(c"PMPI_File_write_
 unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_write_at_all_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, offset, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5303,10 +5301,10 @@ pub static NEXT_MPI_File_write_at_all_end: Next = Next::new(c"PMPI_File_write_at
 unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_at_all_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5331,10 +5329,10 @@ pub static NEXT_MPI_File_read_all_begin: Next = Next::new(c"PMPI_File_read_all_b
 unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_read_all_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5359,10 +5357,10 @@ pub static NEXT_MPI_File_read_all_end: Next = Next::new(c"PMPI_File_read_all_end
 unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_all_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5387,10 +5385,10 @@ pub static NEXT_MPI_File_write_all_begin: Next = Next::new(c"PMPI_File_write_all
 unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_write_all_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5415,10 +5413,10 @@ pub static NEXT_MPI_File_write_all_end: Next = Next::new(c"PMPI_File_write_all_e
 unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_all_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5443,10 +5441,10 @@ pub static NEXT_MPI_File_read_ordered_begin: Next = Next::new(c"PMPI_File_read_o
 unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_read_ordered_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5471,10 +5469,10 @@ pub static NEXT_MPI_File_read_ordered_end: Next = Next::new(c"PMPI_File_read_ord
 unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_read_ordered_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5499,10 +5497,10 @@ pub static NEXT_MPI_File_write_ordered_begin: Next = Next::new(c"PMPI_File_write
 unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_File_write_ordered_begin.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, count, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5527,10 +5525,10 @@ pub static NEXT_MPI_File_write_ordered_end: Next = Next::new(c"PMPI_File_write_o
 unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_File_write_ordered_end.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, buf, status) };
-    let traced = if tracing { trace::enter(id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5555,10 +5553,10 @@ pub static NEXT_MPI_File_get_type_extent: Next = Next::new(c"PMPI_File_get_type_
 unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, tracing: bool, fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_File_get_type_extent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, datatype, extent) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
     let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5583,10 +5581,10 @@ pub static NEXT_MPI_File_set_atomicity: Next = Next::new(c"PMPI_File_set_atomici
 unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_File, flag: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(NEXT_MPI_File_set_atomicity.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, flag) };
-    let traced = if tracing { trace::enter(id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5611,10 +5609,10 @@ pub static NEXT_MPI_File_get_atomicity: Next = Next::new(c"PMPI_File_get_atomici
 unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_File, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(NEXT_MPI_File_get_atomicity.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh, flag) };
-    let traced = if tracing { trace::enter(id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5639,10 +5637,10 @@ pub static NEXT_MPI_File_sync: Next = Next::new(c"PMPI_File_sync");
 unsafe fn wrap_MPI_File_sync(via_pmpi: bool, tracing: bool, fh: MPI_File) -> c_int {
     let next: unsafe extern "C" fn(MPI_File) -> c_int = transmute(NEXT_MPI_File_sync.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fh) };
-    let traced = if tracing { trace::enter(id::MPI_File_sync, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_File_sync, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5667,10 +5665,10 @@ pub static NEXT_MPI_Register_datarep: Next = Next::new(c"PMPI_Register_datarep")
 unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, tracing: bool, datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(NEXT_MPI_Register_datarep.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) };
-    let traced = if tracing { trace::enter(id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5695,10 +5693,10 @@ pub static NEXT_MPI_Get_address: Next = Next::new(c"PMPI_Get_address");
 unsafe fn wrap_MPI_Get_address(via_pmpi: bool, tracing: bool, location: *const c_void, address: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Get_address.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(location, address) };
-    let traced = if tracing { trace::enter(id::MPI_Get_address, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_address, std::ptr::null(), 0) } else { None };
     let rc = next(location, address);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5723,10 +5721,10 @@ pub static NEXT_MPI_Pack_external: Next = Next::new(c"PMPI_Pack_external");
 unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, tracing: bool, datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, *const c_void, c_int, MPI_Datatype, *mut c_void, MPI_Aint, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Pack_external.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
-    let traced = if tracing { trace::enter(id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5751,10 +5749,10 @@ pub static NEXT_MPI_Pack_external_size: Next = Next::new(c"PMPI_Pack_external_si
 unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, tracing: bool, datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, c_int, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Pack_external_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, incount, datatype, size) };
-    let traced = if tracing { trace::enter(id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5779,10 +5777,10 @@ pub static NEXT_MPI_Pack: Next = Next::new(c"PMPI_Pack");
 unsafe fn wrap_MPI_Pack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, *mut c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Pack.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Pack, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Pack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Pack, rc, traffic, comm);
     rc
 }
@@ -5807,10 +5805,10 @@ pub static NEXT_MPI_Pack_size: Next = Next::new(c"PMPI_Pack_size");
 unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, tracing: bool, incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Pack_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(incount, datatype, comm, size) };
-    let traced = if tracing { trace::enter(id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
     let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Pack_size, rc, traffic, comm);
     rc
 }
@@ -5835,10 +5833,10 @@ pub static NEXT_MPI_Type_commit: Next = Next::new(c"PMPI_Type_commit");
 unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, tracing: bool, r#type: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_commit.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type) };
-    let traced = if tracing { trace::enter(id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5863,10 +5861,10 @@ pub static NEXT_MPI_Type_contiguous: Next = Next::new(c"PMPI_Type_contiguous");
 unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, tracing: bool, count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_contiguous.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
     let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5891,10 +5889,10 @@ pub static NEXT_MPI_Type_create_darray: Next = Next::new(c"PMPI_Type_create_darr
 unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, tracing: bool, size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, c_int, *const c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_darray.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
     let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5919,10 +5917,10 @@ pub static NEXT_MPI_Type_create_f90_complex: Next = Next::new(c"PMPI_Type_create
 unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, tracing: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_f90_complex.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(p, r, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5947,10 +5945,10 @@ pub static NEXT_MPI_Type_create_f90_integer: Next = Next::new(c"PMPI_Type_create
 unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, tracing: bool, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_f90_integer.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
     let rc = next(r, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5975,10 +5973,10 @@ pub static NEXT_MPI_Type_create_f90_real: Next = Next::new(c"PMPI_Type_create_f9
 unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, tracing: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_f90_real.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(p, r, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6003,10 +6001,10 @@ pub static NEXT_MPI_Type_create_hindexed_block: Next = Next::new(c"PMPI_Type_cre
 unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, tracing: bool, count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_hindexed_block.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6031,10 +6029,10 @@ pub static NEXT_MPI_Type_create_hindexed: Next = Next::new(c"PMPI_Type_create_hi
 unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, tracing: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_hindexed.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6059,10 +6057,10 @@ pub static NEXT_MPI_Type_create_hvector: Next = Next::new(c"PMPI_Type_create_hve
 unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, tracing: bool, count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_hvector.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, stride, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6087,10 +6085,10 @@ pub static NEXT_MPI_Type_create_keyval: Next = Next::new(c"PMPI_Type_create_keyv
 unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, tracing: bool, type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Type_create_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6115,10 +6113,10 @@ pub static NEXT_MPI_Type_create_indexed_block: Next = Next::new(c"PMPI_Type_crea
 unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, tracing: bool, count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_indexed_block.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6143,10 +6141,10 @@ pub static NEXT_MPI_Type_create_struct: Next = Next::new(c"PMPI_Type_create_stru
 unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, tracing: bool, count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_struct.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6171,10 +6169,10 @@ pub static NEXT_MPI_Type_create_subarray: Next = Next::new(c"PMPI_Type_create_su
 unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, tracing: bool, ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_subarray.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
     let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6199,10 +6197,10 @@ pub static NEXT_MPI_Type_create_resized: Next = Next::new(c"PMPI_Type_create_res
 unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, tracing: bool, oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Aint, MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_create_resized.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(oldtype, lb, extent, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
     let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6227,10 +6225,10 @@ pub static NEXT_MPI_Type_delete_attr: Next = Next::new(c"PMPI_Type_delete_attr")
 unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, c_int) -> c_int = transmute(NEXT_MPI_Type_delete_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6255,10 +6253,10 @@ pub static NEXT_MPI_Type_dup: Next = Next::new(c"PMPI_Type_dup");
 unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_dup.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6287,10 +6285,10 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, tracing: bool, r#type: *mut MPI_Dat
         crate::traffic::forget_type_sizes();
         return rc;
     };
-    let traced = if tracing { trace::enter(id::MPI_Type_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_free, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::traffic::forget_type_sizes();
     rc
@@ -6316,10 +6314,10 @@ pub static NEXT_MPI_Type_free_keyval: Next = Next::new(c"PMPI_Type_free_keyval")
 unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, tracing: bool, type_keyval: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Type_free_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(type_keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6344,10 +6342,10 @@ pub static NEXT_MPI_Type_get_attr: Next = Next::new(c"PMPI_Type_get_attr");
 unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT_MPI_Type_get_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_keyval, attribute_val, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6372,10 +6370,10 @@ pub static NEXT_MPI_Type_get_contents: Next = Next::new(c"PMPI_Type_get_contents
 unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, tracing: bool, mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, c_int, c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_get_contents.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
     let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6400,10 +6398,10 @@ pub static NEXT_MPI_Type_get_envelope: Next = Next::new(c"PMPI_Type_get_envelope
 unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Type_get_envelope.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, num_integers, num_addresses, num_datatypes, combiner) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6428,10 +6426,10 @@ pub static NEXT_MPI_Type_get_extent: Next = Next::new(c"PMPI_Type_get_extent");
 unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Type_get_extent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, lb, extent) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6456,10 +6454,10 @@ pub static NEXT_MPI_Type_get_extent_x: Next = Next::new(c"PMPI_Type_get_extent_x
 unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Type_get_extent_x.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, lb, extent) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6484,10 +6482,10 @@ pub static NEXT_MPI_Type_get_name: Next = Next::new(c"PMPI_Type_get_name");
 unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Type_get_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_name, resultlen) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name, resultlen);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6512,10 +6510,10 @@ pub static NEXT_MPI_Type_get_true_extent: Next = Next::new(c"PMPI_Type_get_true_
 unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(NEXT_MPI_Type_get_true_extent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, true_lb, true_extent) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6540,10 +6538,10 @@ pub static NEXT_MPI_Type_get_true_extent_x: Next = Next::new(c"PMPI_Type_get_tru
 unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Type_get_true_extent_x.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datatype, true_lb, true_extent) };
-    let traced = if tracing { trace::enter(id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6568,10 +6566,10 @@ pub static NEXT_MPI_Type_indexed: Next = Next::new(c"PMPI_Type_indexed");
 unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, tracing: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_indexed.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6596,10 +6594,10 @@ pub static NEXT_MPI_Type_match_size: Next = Next::new(c"PMPI_Type_match_size");
 unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, tracing: bool, typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_match_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(typeclass, size, r#type) };
-    let traced = if tracing { trace::enter(id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
     let rc = next(typeclass, size, r#type);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6624,10 +6622,10 @@ pub static NEXT_MPI_Type_set_attr: Next = Next::new(c"PMPI_Type_set_attr");
 unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Type_set_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_keyval, attr_val) };
-    let traced = if tracing { trace::enter(id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attr_val);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6652,10 +6650,10 @@ pub static NEXT_MPI_Type_set_name: Next = Next::new(c"PMPI_Type_set_name");
 unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *const c_char) -> c_int = transmute(NEXT_MPI_Type_set_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, type_name) };
-    let traced = if tracing { trace::enter(id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6680,10 +6678,10 @@ pub static NEXT_MPI_Type_size: Next = Next::new(c"PMPI_Type_size");
 unsafe fn wrap_MPI_Type_size(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, size: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int) -> c_int = transmute(NEXT_MPI_Type_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, size) };
-    let traced = if tracing { trace::enter(id::MPI_Type_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_size, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6708,10 +6706,10 @@ pub static NEXT_MPI_Type_size_x: Next = Next::new(c"PMPI_Type_size_x");
 unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(NEXT_MPI_Type_size_x.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(r#type, size) };
-    let traced = if tracing { trace::enter(id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6736,10 +6734,10 @@ pub static NEXT_MPI_Type_vector: Next = Next::new(c"PMPI_Type_vector");
 unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, tracing: bool, count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(NEXT_MPI_Type_vector.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, blocklength, stride, oldtype, newtype) };
-    let traced = if tracing { trace::enter(id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6764,10 +6762,10 @@ pub static NEXT_MPI_Unpack: Next = Next::new(c"PMPI_Unpack");
 unsafe fn wrap_MPI_Unpack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_void, c_int, *mut c_int, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Unpack.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
-    let traced = if tracing { trace::enter(id::MPI_Unpack, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Unpack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Unpack, rc, traffic, comm);
     rc
 }
@@ -6792,10 +6790,10 @@ pub static NEXT_MPI_Unpack_external: Next = Next::new(c"PMPI_Unpack_external");
 unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, tracing: bool, datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Aint, *mut MPI_Aint, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(NEXT_MPI_Unpack_external.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
-    let traced = if tracing { trace::enter(id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6820,10 +6818,10 @@ pub static NEXT_MPI_Close_port: Next = Next::new(c"PMPI_Close_port");
 unsafe fn wrap_MPI_Close_port(via_pmpi: bool, tracing: bool, port_name: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(*const c_char) -> c_int = transmute(NEXT_MPI_Close_port.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(port_name) };
-    let traced = if tracing { trace::enter(id::MPI_Close_port, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Close_port, std::ptr::null(), 0) } else { None };
     let rc = next(port_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6848,10 +6846,10 @@ pub static NEXT_MPI_Comm_accept: Next = Next::new(c"PMPI_Comm_accept");
 unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, tracing: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_accept.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(port_name, info, root, comm, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_accept, rc, traffic, comm);
     rc
 }
@@ -6876,10 +6874,10 @@ pub static NEXT_MPI_Comm_call_errhandler: Next = Next::new(c"PMPI_Comm_call_errh
 unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT_MPI_Comm_call_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, errorcode) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_call_errhandler, rc, traffic, comm);
     rc
 }
@@ -6904,10 +6902,10 @@ pub static NEXT_MPI_Comm_compare: Next = Next::new(c"PMPI_Comm_compare");
 unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, tracing: bool, comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_compare.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm1, comm2, result) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
     let rc = next(comm1, comm2, result);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6932,10 +6930,10 @@ pub static NEXT_MPI_Comm_connect: Next = Next::new(c"PMPI_Comm_connect");
 unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, tracing: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_connect.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(port_name, info, root, comm, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_connect, rc, traffic, comm);
     rc
 }
@@ -6960,10 +6958,10 @@ pub static NEXT_MPI_Comm_create_errhandler: Next = Next::new(c"PMPI_Comm_create_
 unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, tracing: bool, function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Comm_create_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6988,10 +6986,10 @@ pub static NEXT_MPI_Comm_create_keyval: Next = Next::new(c"PMPI_Comm_create_keyv
 unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, tracing: bool, comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Comm_create_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7016,10 +7014,10 @@ pub static NEXT_MPI_Comm_create_group: Next = Next::new(c"PMPI_Comm_create_group
 unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_create_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group, tag, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, tag, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_create_group, rc, traffic, comm);
     rc
 }
@@ -7044,10 +7042,10 @@ pub static NEXT_MPI_Comm_create: Next = Next::new(c"PMPI_Comm_create");
 unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, tracing: bool, comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_create, rc, traffic, comm);
     rc
 }
@@ -7072,10 +7070,10 @@ pub static NEXT_MPI_Comm_delete_attr: Next = Next::new(c"PMPI_Comm_delete_attr")
 unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, comm_keyval: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT_MPI_Comm_delete_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_delete_attr, rc, traffic, comm);
     rc
 }
@@ -7104,10 +7102,10 @@ unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, tracing: bool, comm: *mut MPI
         crate::places::forget_comms();
         return rc;
     };
-    let traced = if tracing { trace::enter(id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::places::forget_comms();
     rc
@@ -7133,10 +7131,10 @@ pub static NEXT_MPI_Comm_dup: Next = Next::new(c"PMPI_Comm_dup");
 unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_dup.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_dup, rc, traffic, comm);
     rc
 }
@@ -7161,10 +7159,10 @@ pub static NEXT_MPI_Comm_idup: Next = Next::new(c"PMPI_Comm_idup");
 unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Comm_idup.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, newcomm, request) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm, request);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_idup, rc, traffic, comm);
     rc
 }
@@ -7189,10 +7187,10 @@ pub static NEXT_MPI_Comm_dup_with_info: Next = Next::new(c"PMPI_Comm_dup_with_in
 unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_dup_with_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, info, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_dup_with_info, rc, traffic, comm);
     rc
 }
@@ -7217,10 +7215,10 @@ pub static NEXT_MPI_Comm_free_keyval: Next = Next::new(c"PMPI_Comm_free_keyval")
 unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, tracing: bool, comm_keyval: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Comm_free_keyval.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7249,10 +7247,10 @@ unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, tracing: bool, comm: *mut MPI_Comm)
         crate::places::forget_comms();
         return rc;
     };
-    let traced = if tracing { trace::enter(id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::places::forget_comms();
     rc
@@ -7278,10 +7276,10 @@ pub static NEXT_MPI_Comm_get_attr: Next = Next::new(c"PMPI_Comm_get_attr");
 unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_get_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_keyval, attribute_val, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_get_attr, rc, traffic, comm);
     rc
 }
@@ -7306,10 +7304,10 @@ pub static NEXT_MPI_Comm_get_errhandler: Next = Next::new(c"PMPI_Comm_get_errhan
 unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Comm_get_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, erhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, erhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_get_errhandler, rc, traffic, comm);
     rc
 }
@@ -7334,10 +7332,10 @@ pub static NEXT_MPI_Comm_get_info: Next = Next::new(c"PMPI_Comm_get_info");
 unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_Comm_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, info_used) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info_used);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_get_info, rc, traffic, comm);
     rc
 }
@@ -7362,10 +7360,10 @@ pub static NEXT_MPI_Comm_get_name: Next = Next::new(c"PMPI_Comm_get_name");
 unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_get_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_name, resultlen) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name, resultlen);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_get_name, rc, traffic, comm);
     rc
 }
@@ -7390,10 +7388,10 @@ pub static NEXT_MPI_Comm_get_parent: Next = Next::new(c"PMPI_Comm_get_parent");
 unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, tracing: bool, parent: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_get_parent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(parent) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
     let rc = next(parent);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7418,10 +7416,10 @@ pub static NEXT_MPI_Comm_group: Next = Next::new(c"PMPI_Comm_group");
 unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Comm_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_group, rc, traffic, comm);
     rc
 }
@@ -7446,10 +7444,10 @@ pub static NEXT_MPI_Comm_join: Next = Next::new(c"PMPI_Comm_join");
 unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, tracing: bool, fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_join.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(fd, intercomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
     let rc = next(fd, intercomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7474,10 +7472,10 @@ pub static NEXT_MPI_Comm_rank: Next = Next::new(c"PMPI_Comm_rank");
 unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_rank.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_rank, rc, traffic, comm);
     rc
 }
@@ -7504,10 +7502,10 @@ pub static NEXT_MPI_Comm_remote_group: Next = Next::new(c"PMPI_Comm_remote_group
 unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Comm_remote_group.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, group) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_remote_group, rc, traffic, comm);
     rc
 }
@@ -7532,10 +7530,10 @@ pub static NEXT_MPI_Comm_remote_size: Next = Next::new(c"PMPI_Comm_remote_size")
 unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, tracing: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_remote_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, size) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_remote_size, rc, traffic, comm);
     rc
 }
@@ -7560,10 +7558,10 @@ pub static NEXT_MPI_Comm_set_attr: Next = Next::new(c"PMPI_Comm_set_attr");
 unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Comm_set_attr.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_keyval, attribute_val) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_set_attr, rc, traffic, comm);
     rc
 }
@@ -7588,10 +7586,10 @@ pub static NEXT_MPI_Comm_set_errhandler: Next = Next::new(c"PMPI_Comm_set_errhan
 unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Comm_set_errhandler.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_set_errhandler, rc, traffic, comm);
     rc
 }
@@ -7616,10 +7614,10 @@ pub static NEXT_MPI_Comm_set_info: Next = Next::new(c"PMPI_Comm_set_info");
 unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, info: MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info) -> c_int = transmute(NEXT_MPI_Comm_set_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, info) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_set_info, rc, traffic, comm);
     rc
 }
@@ -7644,10 +7642,10 @@ pub static NEXT_MPI_Comm_set_name: Next = Next::new(c"PMPI_Comm_set_name");
 unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, comm_name: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char) -> c_int = transmute(NEXT_MPI_Comm_set_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, comm_name) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_set_name, rc, traffic, comm);
     rc
 }
@@ -7672,10 +7670,10 @@ pub static NEXT_MPI_Comm_size: Next = Next::new(c"PMPI_Comm_size");
 unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, tracing: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, size) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_size, rc, traffic, comm);
     rc
 }
@@ -7702,10 +7700,10 @@ pub static NEXT_MPI_Comm_spawn: Next = Next::new(c"PMPI_Comm_spawn");
 unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, tracing: bool, command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, *mut *mut c_char, c_int, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_spawn.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
     let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_spawn, rc, traffic, comm);
     rc
 }
@@ -7730,10 +7728,10 @@ pub static NEXT_MPI_Comm_spawn_multiple: Next = Next::new(c"PMPI_Comm_spawn_mult
 unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, tracing: bool, count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut *mut c_char, *const c_int, *const MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_spawn_multiple.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_spawn_multiple, rc, traffic, comm);
     rc
 }
@@ -7758,10 +7756,10 @@ pub static NEXT_MPI_Comm_split: Next = Next::new(c"PMPI_Comm_split");
 unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, tracing: bool, comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_split.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, color, key, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
     let rc = next(comm, color, key, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_split, rc, traffic, comm);
     rc
 }
@@ -7786,10 +7784,10 @@ pub static NEXT_MPI_Comm_split_type: Next = Next::new(c"PMPI_Comm_split_type");
 unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, tracing: bool, comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Comm_split_type.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, split_type, key, info, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
     let rc = next(comm, split_type, key, info, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_split_type, rc, traffic, comm);
     rc
 }
@@ -7814,10 +7812,10 @@ pub static NEXT_MPI_Comm_test_inter: Next = Next::new(c"PMPI_Comm_test_inter");
 unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, tracing: bool, comm: MPI_Comm, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Comm_test_inter.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
     let rc = next(comm, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Comm_test_inter, rc, traffic, comm);
     rc
 }
@@ -7842,10 +7840,10 @@ pub static NEXT_MPI_Errhandler_free: Next = Next::new(c"PMPI_Errhandler_free");
 unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, tracing: bool, errhandler: *mut MPI_Errhandler) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Errhandler) -> c_int = transmute(NEXT_MPI_Errhandler_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errhandler) };
-    let traced = if tracing { trace::enter(id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
     let rc = next(errhandler);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7870,10 +7868,10 @@ pub static NEXT_MPI_Group_compare: Next = Next::new(c"PMPI_Group_compare");
 unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, tracing: bool, group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut c_int) -> c_int = transmute(NEXT_MPI_Group_compare.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, result) };
-    let traced = if tracing { trace::enter(id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, result);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7898,10 +7896,10 @@ pub static NEXT_MPI_Group_difference: Next = Next::new(c"PMPI_Group_difference")
 unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, tracing: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_difference.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, newgroup) };
-    let traced = if tracing { trace::enter(id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7926,10 +7924,10 @@ pub static NEXT_MPI_Group_excl: Next = Next::new(c"PMPI_Group_excl");
 unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, tracing: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_excl.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranks, newgroup) };
-    let traced = if tracing { trace::enter(id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7954,10 +7952,10 @@ pub static NEXT_MPI_Group_free: Next = Next::new(c"PMPI_Group_free");
 unsafe fn wrap_MPI_Group_free(via_pmpi: bool, tracing: bool, group: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group) };
-    let traced = if tracing { trace::enter(id::MPI_Group_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_free, std::ptr::null(), 0) } else { None };
     let rc = next(group);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7982,10 +7980,10 @@ pub static NEXT_MPI_Group_incl: Next = Next::new(c"PMPI_Group_incl");
 unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, tracing: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_incl.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranks, newgroup) };
-    let traced = if tracing { trace::enter(id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8010,10 +8008,10 @@ pub static NEXT_MPI_Group_intersection: Next = Next::new(c"PMPI_Group_intersecti
 unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, tracing: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_intersection.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, newgroup) };
-    let traced = if tracing { trace::enter(id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8038,10 +8036,10 @@ pub static NEXT_MPI_Group_range_excl: Next = Next::new(c"PMPI_Group_range_excl")
 unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, tracing: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_range_excl.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranges, newgroup) };
-    let traced = if tracing { trace::enter(id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8066,10 +8064,10 @@ pub static NEXT_MPI_Group_range_incl: Next = Next::new(c"PMPI_Group_range_incl")
 unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, tracing: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_range_incl.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, n, ranges, newgroup) };
-    let traced = if tracing { trace::enter(id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8094,10 +8092,10 @@ pub static NEXT_MPI_Group_rank: Next = Next::new(c"PMPI_Group_rank");
 unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, tracing: bool, group: MPI_Group, rank: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(NEXT_MPI_Group_rank.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, rank) };
-    let traced = if tracing { trace::enter(id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
     let rc = next(group, rank);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8122,10 +8120,10 @@ pub static NEXT_MPI_Group_size: Next = Next::new(c"PMPI_Group_size");
 unsafe fn wrap_MPI_Group_size(via_pmpi: bool, tracing: bool, group: MPI_Group, size: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(NEXT_MPI_Group_size.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group, size) };
-    let traced = if tracing { trace::enter(id::MPI_Group_size, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_size, std::ptr::null(), 0) } else { None };
     let rc = next(group, size);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8150,10 +8148,10 @@ pub static NEXT_MPI_Group_translate_ranks: Next = Next::new(c"PMPI_Group_transla
 unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, tracing: bool, group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, MPI_Group, *mut c_int) -> c_int = transmute(NEXT_MPI_Group_translate_ranks.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, n, ranks1, group2, ranks2) };
-    let traced = if tracing { trace::enter(id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
     let rc = next(group1, n, ranks1, group2, ranks2);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8178,10 +8176,10 @@ pub static NEXT_MPI_Group_union: Next = Next::new(c"PMPI_Group_union");
 unsafe fn wrap_MPI_Group_union(via_pmpi: bool, tracing: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(NEXT_MPI_Group_union.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(group1, group2, newgroup) };
-    let traced = if tracing { trace::enter(id::MPI_Group_union, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Group_union, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8206,10 +8204,10 @@ pub static NEXT_MPI_Intercomm_create: Next = Next::new(c"PMPI_Intercomm_create")
 unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, tracing: bool, local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Intercomm_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm) };
-    let traced = if tracing { trace::enter(id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
     let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8234,10 +8232,10 @@ pub static NEXT_MPI_Intercomm_merge: Next = Next::new(c"PMPI_Intercomm_merge");
 unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, tracing: bool, intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Intercomm_merge.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(intercomm, high, newintercomm) };
-    let traced = if tracing { trace::enter(id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
     let rc = next(intercomm, high, newintercomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Intercomm_merge, rc, traffic, intercomm);
     rc
 }
@@ -8262,10 +8260,10 @@ pub static NEXT_MPI_Lookup_name: Next = Next::new(c"PMPI_Lookup_name");
 unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, tracing: bool, service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *mut c_char) -> c_int = transmute(NEXT_MPI_Lookup_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(service_name, info, port_name) };
-    let traced = if tracing { trace::enter(id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8290,10 +8288,10 @@ pub static NEXT_MPI_Open_port: Next = Next::new(c"PMPI_Open_port");
 unsafe fn wrap_MPI_Open_port(via_pmpi: bool, tracing: bool, info: MPI_Info, port_name: *mut c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, *mut c_char) -> c_int = transmute(NEXT_MPI_Open_port.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, port_name) };
-    let traced = if tracing { trace::enter(id::MPI_Open_port, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Open_port, std::ptr::null(), 0) } else { None };
     let rc = next(info, port_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8318,10 +8316,10 @@ pub static NEXT_MPI_Publish_name: Next = Next::new(c"PMPI_Publish_name");
 unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, tracing: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(NEXT_MPI_Publish_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(service_name, info, port_name) };
-    let traced = if tracing { trace::enter(id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8346,10 +8344,10 @@ pub static NEXT_MPI_Unpublish_name: Next = Next::new(c"PMPI_Unpublish_name");
 unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, tracing: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(NEXT_MPI_Unpublish_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(service_name, info, port_name) };
-    let traced = if tracing { trace::enter(id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8374,10 +8372,10 @@ pub static NEXT_MPI_Attr_delete: Next = Next::new(c"PMPI_Attr_delete");
 unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyval: c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT_MPI_Attr_delete.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Attr_delete, rc, traffic, comm);
     rc
 }
@@ -8402,10 +8400,10 @@ pub static NEXT_MPI_Attr_get: Next = Next::new(c"PMPI_Attr_get");
 unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(NEXT_MPI_Attr_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, keyval, attribute_val, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Attr_get, rc, traffic, comm);
     rc
 }
@@ -8430,10 +8428,10 @@ pub static NEXT_MPI_Attr_put: Next = Next::new(c"PMPI_Attr_put");
 unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Attr_put.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, keyval, attribute_val) };
-    let traced = if tracing { trace::enter(id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Attr_put, rc, traffic, comm);
     rc
 }
@@ -8458,10 +8456,10 @@ pub static NEXT_MPI_Keyval_create: Next = Next::new(c"PMPI_Keyval_create");
 unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, tracing: bool, copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Copy_function, MPI_Delete_function, *mut c_int, *mut c_void) -> c_int = transmute(NEXT_MPI_Keyval_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(copy_fn, delete_fn, keyval, extra_state) };
-    let traced = if tracing { trace::enter(id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
     let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8486,10 +8484,10 @@ pub static NEXT_MPI_Keyval_free: Next = Next::new(c"PMPI_Keyval_free");
 unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, tracing: bool, keyval: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Keyval_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(keyval) };
-    let traced = if tracing { trace::enter(id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
     let rc = next(keyval);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8514,10 +8512,10 @@ pub static NEXT_MPI_Cart_coords: Next = Next::new(c"PMPI_Cart_coords");
 unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Cart_coords.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank, maxdims, coords) };
-    let traced = if tracing { trace::enter(id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxdims, coords);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_coords, rc, traffic, comm);
     rc
 }
@@ -8542,10 +8540,10 @@ pub static NEXT_MPI_Cart_create: Next = Next::new(c"PMPI_Cart_create");
 unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, tracing: bool, old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Cart_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(old_comm, ndims, dims, periods, reorder, comm_cart) };
-    let traced = if tracing { trace::enter(id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
     let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_create, rc, traffic, old_comm);
     rc
 }
@@ -8570,10 +8568,10 @@ pub static NEXT_MPI_Cart_get: Next = Next::new(c"PMPI_Cart_get");
 unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Cart_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, maxdims, dims, periods, coords) };
-    let traced = if tracing { trace::enter(id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxdims, dims, periods, coords);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_get, rc, traffic, comm);
     rc
 }
@@ -8598,10 +8596,10 @@ pub static NEXT_MPI_Cart_map: Next = Next::new(c"PMPI_Cart_map");
 unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Cart_map.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, ndims, dims, periods, newrank) };
-    let traced = if tracing { trace::enter(id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims, dims, periods, newrank);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_map, rc, traffic, comm);
     rc
 }
@@ -8626,10 +8624,10 @@ pub static NEXT_MPI_Cart_rank: Next = Next::new(c"PMPI_Cart_rank");
 unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Cart_rank.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, coords, rank) };
-    let traced = if tracing { trace::enter(id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, coords, rank);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_rank, rc, traffic, comm);
     rc
 }
@@ -8654,10 +8652,10 @@ pub static NEXT_MPI_Cart_shift: Next = Next::new(c"PMPI_Cart_shift");
 unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, tracing: bool, comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Cart_shift.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, direction, disp, rank_source, rank_dest) };
-    let traced = if tracing { trace::enter(id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
     let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_shift, rc, traffic, comm);
     rc
 }
@@ -8682,10 +8680,10 @@ pub static NEXT_MPI_Cart_sub: Next = Next::new(c"PMPI_Cart_sub");
 unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, tracing: bool, comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Cart_sub.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, remain_dims, new_comm) };
-    let traced = if tracing { trace::enter(id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
     let rc = next(comm, remain_dims, new_comm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cart_sub, rc, traffic, comm);
     rc
 }
@@ -8710,10 +8708,10 @@ pub static NEXT_MPI_Cartdim_get: Next = Next::new(c"PMPI_Cartdim_get");
 unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ndims: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Cartdim_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, ndims) };
-    let traced = if tracing { trace::enter(id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Cartdim_get, rc, traffic, comm);
     rc
 }
@@ -8738,10 +8736,10 @@ pub static NEXT_MPI_Dist_graph_create: Next = Next::new(c"PMPI_Dist_graph_create
 unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, tracing: bool, comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Dist_graph_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm) };
-    let traced = if tracing { trace::enter(id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Dist_graph_create, rc, traffic, comm_old);
     rc
 }
@@ -8766,10 +8764,10 @@ pub static NEXT_MPI_Dist_graph_create_adjacent: Next = Next::new(c"PMPI_Dist_gra
 unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, tracing: bool, comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Dist_graph_create_adjacent.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) };
-    let traced = if tracing { trace::enter(id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old);
     rc
 }
@@ -8794,10 +8792,10 @@ pub static NEXT_MPI_Dist_graph_neighbors: Next = Next::new(c"PMPI_Dist_graph_nei
 unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Dist_graph_neighbors.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) };
-    let traced = if tracing { trace::enter(id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Dist_graph_neighbors, rc, traffic, comm);
     rc
 }
@@ -8822,10 +8820,10 @@ pub static NEXT_MPI_Dist_graph_neighbors_count: Next = Next::new(c"PMPI_Dist_gra
 unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, tracing: bool, comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Dist_graph_neighbors_count.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, inneighbors, outneighbors, weighted) };
-    let traced = if tracing { trace::enter(id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, inneighbors, outneighbors, weighted);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm);
     rc
 }
@@ -8850,10 +8848,10 @@ pub static NEXT_MPI_Dims_create: Next = Next::new(c"PMPI_Dims_create");
 unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, tracing: bool, nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Dims_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(nnodes, ndims, dims) };
-    let traced = if tracing { trace::enter(id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
     let rc = next(nnodes, ndims, dims);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8878,10 +8876,10 @@ pub static NEXT_MPI_Graph_create: Next = Next::new(c"PMPI_Graph_create");
 unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, tracing: bool, comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(NEXT_MPI_Graph_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm_old, nnodes, index, edges, reorder, comm_graph) };
-    let traced = if tracing { trace::enter(id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graph_create, rc, traffic, comm_old);
     rc
 }
@@ -8906,10 +8904,10 @@ pub static NEXT_MPI_Graph_get: Next = Next::new(c"PMPI_Graph_get");
 unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Graph_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, maxindex, maxedges, index, edges) };
-    let traced = if tracing { trace::enter(id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindex, maxedges, index, edges);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graph_get, rc, traffic, comm);
     rc
 }
@@ -8934,10 +8932,10 @@ pub static NEXT_MPI_Graph_map: Next = Next::new(c"PMPI_Graph_map");
 unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Graph_map.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, nnodes, index, edges, newrank) };
-    let traced = if tracing { trace::enter(id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, index, edges, newrank);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graph_map, rc, traffic, comm);
     rc
 }
@@ -8962,10 +8960,10 @@ pub static NEXT_MPI_Graph_neighbors_count: Next = Next::new(c"PMPI_Graph_neighbo
 unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Graph_neighbors_count.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank, nneighbors) };
-    let traced = if tracing { trace::enter(id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, nneighbors);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graph_neighbors_count, rc, traffic, comm);
     rc
 }
@@ -8990,10 +8988,10 @@ pub static NEXT_MPI_Graph_neighbors: Next = Next::new(c"PMPI_Graph_neighbors");
 unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Graph_neighbors.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, rank, maxneighbors, neighbors) };
-    let traced = if tracing { trace::enter(id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxneighbors, neighbors);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graph_neighbors, rc, traffic, comm);
     rc
 }
@@ -9018,10 +9016,10 @@ pub static NEXT_MPI_Graphdims_get: Next = Next::new(c"PMPI_Graphdims_get");
 unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Graphdims_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, nnodes, nedges) };
-    let traced = if tracing { trace::enter(id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, nedges);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Graphdims_get, rc, traffic, comm);
     rc
 }
@@ -9046,10 +9044,10 @@ pub static NEXT_MPI_Topo_test: Next = Next::new(c"PMPI_Topo_test");
 unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, tracing: bool, comm: MPI_Comm, status: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(NEXT_MPI_Topo_test.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, status) };
-    let traced = if tracing { trace::enter(id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
     let rc = next(comm, status);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Topo_test, rc, traffic, comm);
     rc
 }
@@ -9075,10 +9073,10 @@ unsafe fn wrap_MPI_Abort(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errorcod
     crate::hooks::before_abort(errorcode);
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(NEXT_MPI_Abort.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(comm, errorcode) };
-    let traced = if tracing { trace::enter(id::MPI_Abort, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Abort, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }) }
     rt::leave(call, id::MPI_Abort, rc, traffic, comm);
     rc
 }
@@ -9103,10 +9101,10 @@ pub static NEXT_MPI_Add_error_class: Next = Next::new(c"PMPI_Add_error_class");
 unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, tracing: bool, errorclass: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Add_error_class.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorclass) };
-    let traced = if tracing { trace::enter(id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9131,10 +9129,10 @@ pub static NEXT_MPI_Add_error_code: Next = Next::new(c"PMPI_Add_error_code");
 unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, tracing: bool, errorclass: c_int, errorcode: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Add_error_code.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorclass, errorcode) };
-    let traced = if tracing { trace::enter(id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass, errorcode);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9159,10 +9157,10 @@ pub static NEXT_MPI_Add_error_string: Next = Next::new(c"PMPI_Add_error_string")
 unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, tracing: bool, errorcode: c_int, string: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(c_int, *const c_char) -> c_int = transmute(NEXT_MPI_Add_error_string.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorcode, string) };
-    let traced = if tracing { trace::enter(id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9187,10 +9185,10 @@ pub static NEXT_MPI_Alloc_mem: Next = Next::new(c"PMPI_Alloc_mem");
 unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, tracing: bool, size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int = transmute(NEXT_MPI_Alloc_mem.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(size, info, baseptr) };
-    let traced = if tracing { trace::enter(id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
     let rc = next(size, info, baseptr);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9215,10 +9213,10 @@ pub static NEXT_MPI_Error_class: Next = Next::new(c"PMPI_Error_class");
 unsafe fn wrap_MPI_Error_class(via_pmpi: bool, tracing: bool, errorcode: c_int, errorclass: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Error_class.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorcode, errorclass) };
-    let traced = if tracing { trace::enter(id::MPI_Error_class, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, errorclass);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9243,10 +9241,10 @@ pub static NEXT_MPI_Error_string: Next = Next::new(c"PMPI_Error_string");
 unsafe fn wrap_MPI_Error_string(via_pmpi: bool, tracing: bool, errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Error_string.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(errorcode, string, resultlen) };
-    let traced = if tracing { trace::enter(id::MPI_Error_string, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string, resultlen);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9272,10 +9270,10 @@ unsafe fn wrap_MPI_Finalize(via_pmpi: bool, tracing: bool) -> c_int {
     crate::hooks::before_finalize();
     let next: unsafe extern "C" fn() -> c_int = transmute(NEXT_MPI_Finalize.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
-    let traced = if tracing { trace::enter(id::MPI_Finalize, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9300,10 +9298,10 @@ pub static NEXT_MPI_Finalized: Next = Next::new(c"PMPI_Finalized");
 unsafe fn wrap_MPI_Finalized(via_pmpi: bool, tracing: bool, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Finalized.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(flag) };
-    let traced = if tracing { trace::enter(id::MPI_Finalized, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Finalized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9328,10 +9326,10 @@ pub static NEXT_MPI_Free_mem: Next = Next::new(c"PMPI_Free_mem");
 unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, tracing: bool, base: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(*mut c_void) -> c_int = transmute(NEXT_MPI_Free_mem.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(base) };
-    let traced = if tracing { trace::enter(id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
     let rc = next(base);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9356,10 +9354,10 @@ pub static NEXT_MPI_Get_library_version: Next = Next::new(c"PMPI_Get_library_ver
 unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, tracing: bool, version: *mut c_char, resultlen: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Get_library_version.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(version, resultlen) };
-    let traced = if tracing { trace::enter(id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, resultlen);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9384,10 +9382,10 @@ pub static NEXT_MPI_Get_processor_name: Next = Next::new(c"PMPI_Get_processor_na
 unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, tracing: bool, name: *mut c_char, resultlen: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Get_processor_name.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, resultlen) };
-    let traced = if tracing { trace::enter(id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
     let rc = next(name, resultlen);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9412,10 +9410,10 @@ pub static NEXT_MPI_Get_version: Next = Next::new(c"PMPI_Get_version");
 unsafe fn wrap_MPI_Get_version(via_pmpi: bool, tracing: bool, version: *mut c_int, subversion: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Get_version.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(version, subversion) };
-    let traced = if tracing { trace::enter(id::MPI_Get_version, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Get_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, subversion);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9440,10 +9438,10 @@ pub static NEXT_MPI_Info_create: Next = Next::new(c"PMPI_Info_create");
 unsafe fn wrap_MPI_Info_create(via_pmpi: bool, tracing: bool, info: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(NEXT_MPI_Info_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info) };
-    let traced = if tracing { trace::enter(id::MPI_Info_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_create, std::ptr::null(), 0) } else { None };
     let rc = next(info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9468,10 +9466,10 @@ pub static NEXT_MPI_Info_delete: Next = Next::new(c"PMPI_Info_delete");
 unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, tracing: bool, info: MPI_Info, key: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, *const c_char) -> c_int = transmute(NEXT_MPI_Info_delete.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key) };
-    let traced = if tracing { trace::enter(id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
     let rc = next(info, key);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9496,10 +9494,10 @@ pub static NEXT_MPI_Info_dup: Next = Next::new(c"PMPI_Info_dup");
 unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, tracing: bool, info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, *mut MPI_Info) -> c_int = transmute(NEXT_MPI_Info_dup.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, newinfo) };
-    let traced = if tracing { trace::enter(id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
     let rc = next(info, newinfo);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9524,10 +9522,10 @@ pub static NEXT_MPI_Info_free: Next = Next::new(c"PMPI_Info_free");
 unsafe fn wrap_MPI_Info_free(via_pmpi: bool, tracing: bool, info: *mut MPI_Info) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(NEXT_MPI_Info_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info) };
-    let traced = if tracing { trace::enter(id::MPI_Info_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_free, std::ptr::null(), 0) } else { None };
     let rc = next(info);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9552,10 +9550,10 @@ pub static NEXT_MPI_Info_get: Next = Next::new(c"PMPI_Info_get");
 unsafe fn wrap_MPI_Info_get(via_pmpi: bool, tracing: bool, info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_Info_get.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key, valuelen, value, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Info_get, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_get, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, value, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9580,10 +9578,10 @@ pub static NEXT_MPI_Info_get_nkeys: Next = Next::new(c"PMPI_Info_get_nkeys");
 unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, tracing: bool, info: MPI_Info, nkeys: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, *mut c_int) -> c_int = transmute(NEXT_MPI_Info_get_nkeys.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, nkeys) };
-    let traced = if tracing { trace::enter(id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
     let rc = next(info, nkeys);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9608,10 +9606,10 @@ pub static NEXT_MPI_Info_get_nthkey: Next = Next::new(c"PMPI_Info_get_nthkey");
 unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, tracing: bool, info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, c_int, *mut c_char) -> c_int = transmute(NEXT_MPI_Info_get_nthkey.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, n, key) };
-    let traced = if tracing { trace::enter(id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
     let rc = next(info, n, key);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9636,10 +9634,10 @@ pub static NEXT_MPI_Info_get_valuelen: Next = Next::new(c"PMPI_Info_get_valuelen
 unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, tracing: bool, info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_Info_get_valuelen.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key, valuelen, flag) };
-    let traced = if tracing { trace::enter(id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9664,10 +9662,10 @@ pub static NEXT_MPI_Info_set: Next = Next::new(c"PMPI_Info_set");
 unsafe fn wrap_MPI_Info_set(via_pmpi: bool, tracing: bool, info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *const c_char) -> c_int = transmute(NEXT_MPI_Info_set.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(info, key, value) };
-    let traced = if tracing { trace::enter(id::MPI_Info_set, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Info_set, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, value);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9697,10 +9695,10 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, tracing: bool, argc: *mut c_int, argv: *
         return rc;
     };
     crate::hooks::before_init();
-    let traced = if tracing { trace::enter(id::MPI_Init, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Init, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::hooks::after_init(rc, 0, via_pmpi, argc);
     rc
@@ -9728,10 +9726,10 @@ pub static NEXT_MPI_Initialized: Next = Next::new(c"PMPI_Initialized");
 unsafe fn wrap_MPI_Initialized(via_pmpi: bool, tracing: bool, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Initialized.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(flag) };
-    let traced = if tracing { trace::enter(id::MPI_Initialized, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Initialized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9762,10 +9760,10 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, tracing: bool, argc: *mut c_int, 
         return rc;
     };
     crate::hooks::before_init();
-    let traced = if tracing { trace::enter(id::MPI_Init_thread, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv, required, provided);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     let provided_level = if rc == 0 && !provided.is_null() { *provided } else { 0 };
     crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
@@ -9794,10 +9792,10 @@ pub static NEXT_MPI_Is_thread_main: Next = Next::new(c"PMPI_Is_thread_main");
 unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, tracing: bool, flag: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Is_thread_main.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(flag) };
-    let traced = if tracing { trace::enter(id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9822,10 +9820,10 @@ pub static NEXT_MPI_Op_commutative: Next = Next::new(c"PMPI_Op_commutative");
 unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, tracing: bool, op: MPI_Op, commute: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_Op, *mut c_int) -> c_int = transmute(NEXT_MPI_Op_commutative.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(op, commute) };
-    let traced = if tracing { trace::enter(id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
     let rc = next(op, commute);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9850,10 +9848,10 @@ pub static NEXT_MPI_Op_create: Next = Next::new(c"PMPI_Op_create");
 unsafe fn wrap_MPI_Op_create(via_pmpi: bool, tracing: bool, function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
     let next: unsafe extern "C" fn(MPI_User_function, c_int, *mut MPI_Op) -> c_int = transmute(NEXT_MPI_Op_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(function, commute, op) };
-    let traced = if tracing { trace::enter(id::MPI_Op_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Op_create, std::ptr::null(), 0) } else { None };
     let rc = next(function, commute, op);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9878,10 +9876,10 @@ pub static NEXT_MPI_Op_free: Next = Next::new(c"PMPI_Op_free");
 unsafe fn wrap_MPI_Op_free(via_pmpi: bool, tracing: bool, op: *mut MPI_Op) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_Op) -> c_int = transmute(NEXT_MPI_Op_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(op) };
-    let traced = if tracing { trace::enter(id::MPI_Op_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Op_free, std::ptr::null(), 0) } else { None };
     let rc = next(op);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9906,10 +9904,10 @@ pub static NEXT_MPI_Query_thread: Next = Next::new(c"PMPI_Query_thread");
 unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, tracing: bool, provided: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_Query_thread.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(provided) };
-    let traced = if tracing { trace::enter(id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
     let rc = next(provided);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9934,10 +9932,10 @@ pub static NEXT_MPI_Wtick: Next = Next::new(c"PMPI_Wtick");
 unsafe fn wrap_MPI_Wtick(via_pmpi: bool, tracing: bool) -> f64 {
     let next: unsafe extern "C" fn() -> f64 = transmute(NEXT_MPI_Wtick.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
-    let traced = if tracing { trace::enter(id::MPI_Wtick, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Wtick, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, 0, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, 0, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9962,10 +9960,10 @@ pub static NEXT_MPI_Wtime: Next = Next::new(c"PMPI_Wtime");
 unsafe fn wrap_MPI_Wtime(via_pmpi: bool, tracing: bool) -> f64 {
     let next: unsafe extern "C" fn() -> f64 = transmute(NEXT_MPI_Wtime.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
-    let traced = if tracing { trace::enter(id::MPI_Wtime, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_Wtime, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, 0, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, 0, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9992,10 +9990,10 @@ pub static NEXT_MPI_T_init_thread: Next = Next::new(c"PMPI_T_init_thread");
 unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, tracing: bool, required: c_int, provided: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_init_thread.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(required, provided) };
-    let traced = if tracing { trace::enter(id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(required, provided);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10020,10 +10018,10 @@ pub static NEXT_MPI_T_finalize: Next = Next::new(c"PMPI_T_finalize");
 unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, tracing: bool) -> c_int {
     let next: unsafe extern "C" fn() -> c_int = transmute(NEXT_MPI_T_finalize.get());
     let Some(call) = rt::enter(via_pmpi) else { return next() };
-    let traced = if tracing { trace::enter(id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10048,10 +10046,10 @@ pub static NEXT_MPI_T_cvar_get_num: Next = Next::new(c"PMPI_T_cvar_get_num");
 unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, tracing: bool, num_cvar: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_T_cvar_get_num.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(num_cvar) };
-    let traced = if tracing { trace::enter(id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cvar);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10076,10 +10074,10 @@ pub static NEXT_MPI_T_cvar_get_info: Next = Next::new(c"PMPI_T_cvar_get_info");
 unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, tracing: bool, cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_cvar_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope) };
-    let traced = if tracing { trace::enter(id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10104,10 +10102,10 @@ pub static NEXT_MPI_T_cvar_get_index: Next = Next::new(c"PMPI_T_cvar_get_index")
 unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, tracing: bool, name: *const c_char, cvar_index: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_T_cvar_get_index.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, cvar_index) };
-    let traced = if tracing { trace::enter(id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, cvar_index);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10132,10 +10130,10 @@ pub static NEXT_MPI_T_cvar_handle_alloc: Next = Next::new(c"PMPI_T_cvar_handle_a
 unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, tracing: bool, cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_void, *mut MPI_T_cvar_handle, *mut c_int) -> c_int = transmute(NEXT_MPI_T_cvar_handle_alloc.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cvar_index, obj_handle, handle, count) };
-    let traced = if tracing { trace::enter(id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10160,10 +10158,10 @@ pub static NEXT_MPI_T_cvar_handle_free: Next = Next::new(c"PMPI_T_cvar_handle_fr
 unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, tracing: bool, handle: *mut MPI_T_cvar_handle) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_T_cvar_handle) -> c_int = transmute(NEXT_MPI_T_cvar_handle_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(handle) };
-    let traced = if tracing { trace::enter(id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(handle);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10188,10 +10186,10 @@ pub static NEXT_MPI_T_cvar_read: Next = Next::new(c"PMPI_T_cvar_read");
 unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, tracing: bool, handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *mut c_void) -> c_int = transmute(NEXT_MPI_T_cvar_read.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(handle, buf) };
-    let traced = if tracing { trace::enter(id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10216,10 +10214,10 @@ pub static NEXT_MPI_T_cvar_write: Next = Next::new(c"PMPI_T_cvar_write");
 unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, tracing: bool, handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *const c_void) -> c_int = transmute(NEXT_MPI_T_cvar_write.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(handle, buf) };
-    let traced = if tracing { trace::enter(id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10244,10 +10242,10 @@ pub static NEXT_MPI_T_category_get_num: Next = Next::new(c"PMPI_T_category_get_n
 unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, tracing: bool, num_cat: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_num.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(num_cat) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cat);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10272,10 +10270,10 @@ pub static NEXT_MPI_T_category_get_info: Next = Next::new(c"PMPI_T_category_get_
 unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, tracing: bool, cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10300,10 +10298,10 @@ pub static NEXT_MPI_T_category_get_index: Next = Next::new(c"PMPI_T_category_get
 unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, tracing: bool, name: *const c_char, category_index: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_index.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, category_index) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, category_index);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10328,10 +10326,10 @@ pub static NEXT_MPI_T_category_get_cvars: Next = Next::new(c"PMPI_T_category_get
 unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, tracing: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_cvars.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, len, indices) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10356,10 +10354,10 @@ pub static NEXT_MPI_T_category_get_pvars: Next = Next::new(c"PMPI_T_category_get
 unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, tracing: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_pvars.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, len, indices) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10384,10 +10382,10 @@ pub static NEXT_MPI_T_category_get_categories: Next = Next::new(c"PMPI_T_categor
 unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, tracing: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_category_get_categories.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(cat_index, len, indices) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10412,10 +10410,10 @@ pub static NEXT_MPI_T_category_changed: Next = Next::new(c"PMPI_T_category_chang
 unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, tracing: bool, stamp: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_T_category_changed.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(stamp) };
-    let traced = if tracing { trace::enter(id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
     let rc = next(stamp);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10440,10 +10438,10 @@ pub static NEXT_MPI_T_pvar_get_num: Next = Next::new(c"PMPI_T_pvar_get_num");
 unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, tracing: bool, num_pvar: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(NEXT_MPI_T_pvar_get_num.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(num_pvar) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_pvar);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10468,10 +10466,10 @@ pub static NEXT_MPI_T_pvar_get_info: Next = Next::new(c"PMPI_T_pvar_get_info");
 unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, tracing: bool, pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_pvar_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10496,10 +10494,10 @@ pub static NEXT_MPI_T_pvar_get_index: Next = Next::new(c"PMPI_T_pvar_get_index")
 unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, tracing: bool, name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(*const c_char, c_int, *mut c_int) -> c_int = transmute(NEXT_MPI_T_pvar_get_index.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(name, var_class, pvar_index) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, var_class, pvar_index);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10524,10 +10522,10 @@ pub static NEXT_MPI_T_pvar_session_create: Next = Next::new(c"PMPI_T_pvar_sessio
 unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, tracing: bool, session: *mut MPI_T_pvar_session) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(NEXT_MPI_T_pvar_session_create.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10552,10 +10550,10 @@ pub static NEXT_MPI_T_pvar_session_free: Next = Next::new(c"PMPI_T_pvar_session_
 unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, tracing: bool, session: *mut MPI_T_pvar_session) -> c_int {
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(NEXT_MPI_T_pvar_session_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10580,10 +10578,10 @@ pub static NEXT_MPI_T_pvar_handle_alloc: Next = Next::new(c"PMPI_T_pvar_handle_a
 unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, c_int, *mut c_void, *mut MPI_T_pvar_handle, *mut c_int) -> c_int = transmute(NEXT_MPI_T_pvar_handle_alloc.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, pvar_index, obj_handle, handle, count) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(session, pvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10608,10 +10606,10 @@ pub static NEXT_MPI_T_pvar_handle_free: Next = Next::new(c"PMPI_T_pvar_handle_fr
 unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, *mut MPI_T_pvar_handle) -> c_int = transmute(NEXT_MPI_T_pvar_handle_free.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10636,10 +10634,10 @@ pub static NEXT_MPI_T_pvar_start: Next = Next::new(c"PMPI_T_pvar_start");
 unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(NEXT_MPI_T_pvar_start.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10664,10 +10662,10 @@ pub static NEXT_MPI_T_pvar_stop: Next = Next::new(c"PMPI_T_pvar_stop");
 unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(NEXT_MPI_T_pvar_stop.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10692,10 +10690,10 @@ pub static NEXT_MPI_T_pvar_read: Next = Next::new(c"PMPI_T_pvar_read");
 unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(NEXT_MPI_T_pvar_read.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle, buf) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10720,10 +10718,10 @@ pub static NEXT_MPI_T_pvar_write: Next = Next::new(c"PMPI_T_pvar_write");
 unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *const c_void) -> c_int = transmute(NEXT_MPI_T_pvar_write.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle, buf) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10748,10 +10746,10 @@ pub static NEXT_MPI_T_pvar_reset: Next = Next::new(c"PMPI_T_pvar_reset");
 unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(NEXT_MPI_T_pvar_reset.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10776,10 +10774,10 @@ pub static NEXT_MPI_T_pvar_readreset: Next = Next::new(c"PMPI_T_pvar_readreset")
 unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, tracing: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(NEXT_MPI_T_pvar_readreset.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(session, handle, buf) };
-    let traced = if tracing { trace::enter(id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10804,10 +10802,10 @@ pub static NEXT_MPI_T_enum_get_info: Next = Next::new(c"PMPI_T_enum_get_info");
 unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, tracing: bool, enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_enum, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_T_enum_get_info.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(enumtype, num, name, name_len) };
-    let traced = if tracing { trace::enter(id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, num, name, name_len);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10832,10 +10830,10 @@ pub static NEXT_MPI_T_enum_get_item: Next = Next::new(c"PMPI_T_enum_get_item");
 unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, tracing: bool, enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
     let next: unsafe extern "C" fn(MPI_T_enum, c_int, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(NEXT_MPI_T_enum_get_item.get());
     let Some(call) = rt::enter(via_pmpi) else { return next(enumtype, index, value, name, name_len) };
-    let traced = if tracing { trace::enter(id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
+    let traced = if tracing { trace::enter(&call, id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, index, value, name, name_len);
     let traffic = Traffic::None;
-    if let Some(traced) = traced { trace::leave(traced, rc, traffic, trace::Args::NONE) }
+    if let Some(traced) = traced { trace::leave(&call, traced, rc, traffic, trace::Args::NONE) }
     rt::leave(call, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
