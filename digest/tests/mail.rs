@@ -69,9 +69,43 @@ fn text_and_html_of_a_fixed_week() {
         [level_1("dave"), level_1("erin")].join("\n\n")
     );
     for image in &alice.images {
-        assert!(image.png.starts_with(b"\x89PNG"), "{} is a PNG", image.cid);
         assert!(alice.html.contains(&format!("cid:{}", image.cid)));
+        check_png(&image.cid, &image.png);
+        if let Some(keep) = std::env::var_os("MPISTAT_KEEP_CHARTS") {
+            std::fs::write(
+                Path::new(&keep).join(format!("{}.png", image.cid)),
+                &image.png,
+            )
+            .unwrap();
+        }
     }
+}
+
+/// A chart image decodes as an 8-bit RGB PNG 560 px wide (it fits the mail's 600 px), of a
+/// height that fits its content, and is drawn: text and bars in several colours, not a blank.
+fn check_png(cid: &str, png: &[u8]) {
+    let decoder = png::Decoder::new(std::io::Cursor::new(png));
+    let mut reader = decoder.read_info().unwrap_or_else(|e| panic!("{cid}: {e}"));
+    let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader
+        .next_frame(&mut pixels)
+        .unwrap_or_else(|e| panic!("{cid}: {e}"));
+    assert_eq!(info.color_type, png::ColorType::Rgb, "{cid}");
+    assert_eq!(info.width, 560, "{cid}");
+    assert!(
+        (40..=400).contains(&info.height),
+        "{cid}: {} px high",
+        info.height
+    );
+    let pixels = &pixels[..info.buffer_size()];
+    let colours: std::collections::BTreeSet<&[u8]> = pixels.chunks(3).collect();
+    let drawn = pixels.chunks(3).filter(|p| *p != [255, 255, 255]).count();
+    let share = drawn as f64 / (pixels.len() / 3) as f64;
+    assert!(colours.len() >= 8, "{cid}: {} colours", colours.len());
+    assert!(
+        (0.02..0.9).contains(&share),
+        "{cid}: {share:.3} of the pixels drawn"
+    );
 }
 
 /// The level-6 section: a traced job of alice's with its stored analysis summary, and one whose
