@@ -5,6 +5,8 @@
 //! text depends on no fontconfig, no installed font and no font name a machine may lack. Axis
 //! numbers are in engineering units with three significant digits ([`number`]).
 
+use plotters::coord::Shift;
+use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 use std::sync::Once;
 
@@ -23,6 +25,28 @@ pub fn fonts() {
         // every text it draws as an error, which the charts swallow.
         let _ = register_font(FONT, FontStyle::Normal, DEJAVU_SANS);
     });
+}
+
+/// A legend: a square of each item's colour and its name, in a row from (`x`, `y`) (the
+/// squares' top left corner), on `area`.
+pub fn legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    items: &[(&str, RGBColor)],
+    x: i32,
+    y: i32,
+) -> Result<(), Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    let style = (FONT, 12).into_text_style(area);
+    let mut x = x;
+    for (name, colour) in items {
+        area.draw(&Rectangle::new([(x, y), (x + 10, y + 10)], colour.filled()))?;
+        let (w, _) = area.estimate_text_size(name, &style)?;
+        area.draw(&Text::new(name.to_string(), (x + 14, y - 1), style.clone()))?;
+        x += 14 + w as i32 + 16;
+    }
+    Ok(())
 }
 
 /// A number for an axis or a tooltip in at most about six characters and three significant

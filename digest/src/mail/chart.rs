@@ -130,18 +130,11 @@ pub fn routine_bars(d: &UserDigest) -> Vec<u8> {
 
 /// The parts' colours and names in a row along the top.
 fn legend(root: &DrawingArea<BitMapBackend, plotters::coord::Shift>) -> DrawResult {
-    let mut x = 118;
-    for (label, rgb) in PART_COLOURS {
-        root.draw(&Rectangle::new(
-            [(x, 8), (x + 10, 18)],
-            colour(rgb).filled(),
-        ))?;
-        let style = (FONT, 12).into_text_style(root);
-        let (w, _) = root.estimate_text_size(label, &style)?;
-        root.draw(&Text::new(label, (x + 14, 7), style))?;
-        x += 14 + w as i32 + 16;
-    }
-    Ok(())
+    let items: Vec<(&str, RGBColor)> = PART_COLOURS
+        .iter()
+        .map(|(name, rgb)| (*name, colour(*rgb)))
+        .collect();
+    crate::plot::legend(root, &items, 118, 8)
 }
 
 /// A 0..100 % axis with a grey tick per user of the week and a black bar for this user.
