@@ -313,3 +313,91 @@ fn smtp_server_down_then_up_gets_every_mail_once() {
         assert!(got[0].contains(value), "{value} not in {}", got[0]);
     }
 }
+
+/// Issue 16's week of one short 4-rank job, as a user would read it: its MPI time is mostly
+/// `MPI_Init` (so "critical") but its communication takes microseconds, so nothing is
+/// recommended; its non-blocking calls take less time than the benchmark's latency, so their
+/// estimates are capped (marked: the model does not fit) instead of negative; its counters were
+/// read in the totals mode, so they are "not split (totals mode)", not "MPI 0".
+#[test]
+fn a_week_of_one_short_job() {
+    use mpistat_digest::mail::content::Week;
+    use mpistat_digest::mail::{html, text};
+    use mpistat_record::model::{CounterEvent, CounterSet, RoutineStats};
+    use mpistat_record::Stat;
+    let routine = |name: &str, class: &str, calls: u64, time_ns: u64| RoutineStats {
+        name: name.into(),
+        class: class.into(),
+        calls: Stat::single(calls, 0),
+        time_ns: Stat::single(time_ns, 0),
+        count: Stat::single(calls, 0),
+        bytes: Stat::single(calls * 8, 0),
+        ..RoutineStats::default()
+    };
+    let job = JobRecord {
+        user: "alice".into(),
+        job_id: "4242".into(),
+        exe: "/home/alice/ring".into(),
+        ranks: 4,
+        wall_ns: Stat::single(4 * 150_000_000, 0),
+        mpi_ns: Stat::single(4 * 100_000_000, 0),
+        routines: vec![
+            routine("MPI_Init", "init", 4, 4 * 99_000_000),
+            routine("MPI_Sendrecv", "p2p", 40, 900_000),
+            routine("MPI_Isend", "p2p", 40, 54_500),
+            routine("MPI_Irecv", "p2p", 40, 21_900),
+        ],
+        counters: Some(CounterSet {
+            mode: "totals (read at MPI_Init and MPI_Finalize)".into(),
+            events: vec![CounterEvent {
+                name: "task-clock".into(),
+                app: 80_100_000,
+                mpi: 0,
+                unavailable: None,
+            }],
+        }),
+        ..JobRecord::default()
+    };
+    let config = SiteConfig::default();
+    let mut week = Week::new(&config.digest);
+    week.add(&job);
+    let digest = &week.digests("2026-W47")[0];
+    assert!(digest
+        .figures
+        .iter()
+        .any(|f| f.name == "MPI time" && f.critical));
+    assert!(digest.recommendations.is_empty());
+    for r in &digest.routines {
+        for estimate in [r.latency_ns, r.transfer_ns, r.sync_ns]
+            .into_iter()
+            .flatten()
+        {
+            assert!(estimate >= 0.0, "{r:?}");
+        }
+    }
+    let routine = |name: &str| digest.routines.iter().find(|r| r.name == name).unwrap();
+    // 40 calls at the default 1.5 us are 60 us: more than MPI_Isend's 54.5 us.
+    assert!(!routine("MPI_Isend").fits);
+    assert_eq!(routine("MPI_Isend").latency_ns, Some(54_500.0));
+    assert_eq!(routine("MPI_Isend").sync_ns, Some(0.0));
+    assert!(routine("MPI_Sendrecv").fits);
+    let text = text::render(digest);
+    let html = html::render(digest);
+    for wrong in ["0 % of your MPI time", "MPI 0", "Score-P"] {
+        assert!(!text.contains(wrong), "{wrong:?} in {text}");
+    }
+    let estimates = text.split("Where the time goes").nth(1).unwrap();
+    let estimates = estimates.split("\n\n").next().unwrap();
+    let rows = estimates.lines().filter(|l| l.starts_with("MPI_"));
+    assert!(
+        rows.clone().all(|row| !row.contains('-')),
+        "a negative estimate in {estimates}"
+    );
+    assert_eq!(rows.count(), 3, "{estimates}");
+    assert!(
+        estimates.contains("MPI_Isend") && estimates.contains(" *"),
+        "{estimates}"
+    );
+    insta::assert_snapshot!("short_job_text", text);
+    insta::assert_snapshot!("short_job_html", html);
+}

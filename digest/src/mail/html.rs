@@ -6,7 +6,8 @@
 
 use super::chart::{MAX_ROUTINES, PART_COLOURS};
 use super::content::{
-    application_label, RoutineRow, TracedJob, UserDigest, FURTHER, MODEL_DOES_NOT_FIT, NOT_SPLIT,
+    application_label, estimate, RoutineRow, TracedJob, UserDigest, FURTHER, MODEL_DOES_NOT_FIT,
+    NOT_SPLIT,
 };
 use crate::html::escape;
 use mpistat_record::units::{bytes, count, duration, rate};
@@ -25,10 +26,6 @@ const TABLE: &str =
     "<table cellpadding=\"3\" border=\"1\" style=\"border-collapse: collapse; font-size: 13px\">";
 /// Images never wider than the screen.
 const IMAGE_STYLE: &str = "max-width: 100%; height: auto";
-
-fn estimate(ns: Option<f64>) -> String {
-    ns.map_or(String::new(), |ns| duration(ns.max(0.0).round() as u64))
-}
 
 /// The whole HTML mail.
 pub fn render(d: &UserDigest) -> String {

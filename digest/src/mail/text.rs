@@ -1,17 +1,12 @@
 //! The plain-text part of the mail: at most 80 columns, reads well in mutt. Critical values are
 //! marked with `!`.
 
-use super::content::{application_label, UserDigest, FURTHER, NOT_SPLIT};
+use super::content::{application_label, estimate, UserDigest, FURTHER, NOT_SPLIT};
 use mpistat_record::units::{bytes, count, duration, rate};
 use std::fmt::Write;
 
 /// Width paragraphs are wrapped to.
 const WIDTH: usize = 78;
-
-/// A nanosecond estimate (never negative) as a duration.
-fn estimate(ns: Option<f64>) -> String {
-    duration(ns.unwrap_or_default().max(0.0).round() as u64)
-}
 
 /// `text` wrapped at [`WIDTH`], every line starting with `indent`.
 pub fn wrap(text: &str, indent: &str) -> String {
