@@ -4,10 +4,7 @@
 
 mod common;
 
-use common::{append_log, week_of_jobs, USERS};
-use mpistat_digest::db::Database;
-use mpistat_digest::ingest::accounts::Table;
-use mpistat_digest::ingest::{run_once, Options};
+use common::week_47_database;
 use mpistat_digest::mail::week::IsoWeek;
 use mpistat_digest::mail::{mails, send, SendStats};
 use mpistat_mailer::Mailer;
@@ -16,7 +13,6 @@ use mpistat_site::SiteConfig;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn temp_dir(label: &str) -> PathBuf {
@@ -26,21 +22,6 @@ fn temp_dir(label: &str) -> PathBuf {
     dir
 }
 
-/// A database with 40 jobs of five users in 2026-W47.
-fn fixed_database(dir: &Path) -> Database {
-    let log = dir.join("records.log");
-    append_log(&log, &week_of_jobs(40));
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
-    let options = Options {
-        // Names are checked against the invented users, not the machine's.
-        accounts: Some(Arc::new(Table::new(USERS))),
-        ..Options::from_site(vec![log], &SiteConfig::default())
-    };
-    run_once(&mut db, &options, &mut Vec::new()).unwrap();
-    assert_eq!(db.job_count().unwrap(), 40);
-    db
-}
-
 fn week() -> IsoWeek {
     IsoWeek::parse("2026-W47").unwrap()
 }
@@ -48,7 +29,7 @@ fn week() -> IsoWeek {
 #[test]
 fn text_and_html_of_a_fixed_week() {
     let dir = temp_dir("snapshot");
-    let db = fixed_database(&dir);
+    let db = week_47_database(&dir);
     let all = mails(&db, &SiteConfig::default(), week(), None).unwrap();
     assert_eq!(all.len(), 5, "one mail per user");
     let alice = all.iter().find(|m| m.user == "alice").unwrap();
@@ -113,7 +94,7 @@ fn check_png(cid: &str, png: &[u8]) {
 #[test]
 fn level_6_section_of_traced_jobs() {
     let dir = temp_dir("level6");
-    let db = fixed_database(&dir);
+    let db = week_47_database(&dir);
     let (from, to) = week().range_ms();
     let jobs = db.jobs_ended_between(from, to).unwrap();
     let mut traced = jobs.iter().filter(|j| j.user == "alice");
@@ -167,7 +148,7 @@ fn directory_config(dir: &Path) -> SiteConfig {
 #[test]
 fn directory_transport_sends_each_user_week_once() {
     let dir = temp_dir("directory");
-    let db = fixed_database(&dir);
+    let db = week_47_database(&dir);
     let config = directory_config(&dir);
     let mailer = Mailer::from_site(&config.mail).unwrap();
     let mut err = Vec::new();
@@ -251,7 +232,7 @@ fn smtp_server_down_then_up_gets_every_mail_once() {
         "python3-aiosmtpd is missing: run scripts/prereqs.sh"
     );
     let dir = temp_dir("smtp");
-    let db = fixed_database(&dir);
+    let db = week_47_database(&dir);
     let port = free_port();
     let mut config = SiteConfig::default();
     config.mail.transport = "smtp".into();

@@ -11,9 +11,6 @@
 mod synthetic;
 
 use base64::Engine;
-use mpistat_digest::db::Database;
-use mpistat_digest::ingest::accounts::Table;
-use mpistat_digest::ingest::{run_once, Options};
 use mpistat_digest::mail::mails;
 use mpistat_digest::mail::week::IsoWeek;
 use mpistat_e2e::webdriver::Browser;
@@ -21,8 +18,7 @@ use mpistat_e2e::TempDir;
 use mpistat_site::SiteConfig;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::sync::Arc;
-use synthetic::{append_log, week_of_jobs, USERS};
+use synthetic::{week_47_database, USERS};
 
 /// What the page looks like once loaded: its widths, its images and its tables' boxes.
 const MEASURE: &str = r#"
@@ -40,19 +36,6 @@ done({
         .map(d => ({ scroll: d.scrollWidth, client: d.clientWidth, text: d.innerText.slice(0, 40) })),
 });
 "#;
-
-/// A database with 40 jobs of five users in 2026-W47 (the mail tests' fixture).
-fn fixed_database(dir: &Path) -> Database {
-    let log = dir.join("records.log");
-    append_log(&log, &week_of_jobs(40));
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
-    let options = Options {
-        accounts: Some(Arc::new(Table::new(USERS))),
-        ..Options::from_site(vec![log], &SiteConfig::default())
-    };
-    run_once(&mut db, &options, &mut Vec::new()).unwrap();
-    db
-}
 
 /// The problems of one rendering at `width` (empty: none).
 fn problems(view: &Value, width: u32) -> Vec<String> {
@@ -92,7 +75,7 @@ fn problems(view: &Value, width: u32) -> Vec<String> {
 #[test]
 fn mail_html_fits_a_window_and_a_phone_without_sideways_scrolling() {
     let dir = TempDir::new("mail-html");
-    let db = fixed_database(dir.path());
+    let db = week_47_database(dir.path());
     let week = IsoWeek::parse("2026-W47").unwrap();
     let all = mails(&db, &SiteConfig::default(), week, None).unwrap();
     assert_eq!(all.len(), USERS.len());
