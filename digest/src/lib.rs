@@ -18,6 +18,7 @@ pub mod html;
 pub mod ingest;
 pub mod json;
 pub mod mail;
+pub mod plot;
 pub mod pool;
 pub mod send;
 pub mod serve;

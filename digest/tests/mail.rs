@@ -4,10 +4,7 @@
 
 mod common;
 
-use common::{append_log, week_of_jobs, USERS};
-use mpistat_digest::db::Database;
-use mpistat_digest::ingest::accounts::Table;
-use mpistat_digest::ingest::{run_once, Options};
+use common::week_47_database;
 use mpistat_digest::mail::week::IsoWeek;
 use mpistat_digest::mail::{mails, send, SendStats};
 use mpistat_mailer::Mailer;
@@ -16,7 +13,6 @@ use mpistat_site::SiteConfig;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn temp_dir(label: &str) -> PathBuf {
@@ -26,21 +22,6 @@ fn temp_dir(label: &str) -> PathBuf {
     dir
 }
 
-/// A database with 40 jobs of five users in 2026-W47.
-fn fixed_database(dir: &Path) -> Database {
-    let log = dir.join("records.log");
-    append_log(&log, &week_of_jobs(40));
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
-    let options = Options {
-        // Names are checked against the invented users, not the machine's.
-        accounts: Some(Arc::new(Table::new(USERS))),
-        ..Options::from_site(vec![log], &SiteConfig::default())
-    };
-    run_once(&mut db, &options, &mut Vec::new()).unwrap();
-    assert_eq!(db.job_count().unwrap(), 40);
-    db
-}
-
 fn week() -> IsoWeek {
     IsoWeek::parse("2026-W47").unwrap()
 }
@@ -48,7 +29,7 @@ fn week() -> IsoWeek {
 #[test]
 fn text_and_html_of_a_fixed_week() {
     let dir = temp_dir("snapshot");
-    let db = fixed_database(&dir);
+    let db = week_47_database(&dir);
     let all = mails(&db, &SiteConfig::default(), week(), None).unwrap();
     assert_eq!(all.len(), 5, "one mail per user");
     let alice = all.iter().find(|m| m.user == "alice").unwrap();
@@ -69,9 +50,43 @@ fn text_and_html_of_a_fixed_week() {
         [level_1("dave"), level_1("erin")].join("\n\n")
     );
     for image in &alice.images {
-        assert!(image.png.starts_with(b"\x89PNG"), "{} is a PNG", image.cid);
         assert!(alice.html.contains(&format!("cid:{}", image.cid)));
+        check_png(&image.cid, &image.png);
+        if let Some(keep) = std::env::var_os("MPISTAT_KEEP_CHARTS") {
+            std::fs::write(
+                Path::new(&keep).join(format!("{}.png", image.cid)),
+                &image.png,
+            )
+            .unwrap();
+        }
     }
+}
+
+/// A chart image decodes as an 8-bit RGB PNG 560 px wide (it fits the mail's 600 px), of a
+/// height that fits its content, and is drawn: text and bars in several colours, not a blank.
+fn check_png(cid: &str, png: &[u8]) {
+    let decoder = png::Decoder::new(std::io::Cursor::new(png));
+    let mut reader = decoder.read_info().unwrap_or_else(|e| panic!("{cid}: {e}"));
+    let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader
+        .next_frame(&mut pixels)
+        .unwrap_or_else(|e| panic!("{cid}: {e}"));
+    assert_eq!(info.color_type, png::ColorType::Rgb, "{cid}");
+    assert_eq!(info.width, 560, "{cid}");
+    assert!(
+        (40..=400).contains(&info.height),
+        "{cid}: {} px high",
+        info.height
+    );
+    let pixels = &pixels[..info.buffer_size()];
+    let colours: std::collections::BTreeSet<&[u8]> = pixels.chunks(3).collect();
+    let drawn = pixels.chunks(3).filter(|p| *p != [255, 255, 255]).count();
+    let share = drawn as f64 / (pixels.len() / 3) as f64;
+    assert!(colours.len() >= 8, "{cid}: {} colours", colours.len());
+    assert!(
+        (0.02..0.9).contains(&share),
+        "{cid}: {share:.3} of the pixels drawn"
+    );
 }
 
 /// The level-6 section: a traced job of alice's with its stored analysis summary, and one whose
@@ -79,7 +94,7 @@ fn text_and_html_of_a_fixed_week() {
 #[test]
 fn level_6_section_of_traced_jobs() {
     let dir = temp_dir("level6");
-    let db = fixed_database(&dir);
+    let db = week_47_database(&dir);
     let (from, to) = week().range_ms();
     let jobs = db.jobs_ended_between(from, to).unwrap();
     let mut traced = jobs.iter().filter(|j| j.user == "alice");
@@ -133,7 +148,7 @@ fn directory_config(dir: &Path) -> SiteConfig {
 #[test]
 fn directory_transport_sends_each_user_week_once() {
     let dir = temp_dir("directory");
-    let db = fixed_database(&dir);
+    let db = week_47_database(&dir);
     let config = directory_config(&dir);
     let mailer = Mailer::from_site(&config.mail).unwrap();
     let mut err = Vec::new();
@@ -217,7 +232,7 @@ fn smtp_server_down_then_up_gets_every_mail_once() {
         "python3-aiosmtpd is missing: run scripts/prereqs.sh"
     );
     let dir = temp_dir("smtp");
-    let db = fixed_database(&dir);
+    let db = week_47_database(&dir);
     let port = free_port();
     let mut config = SiteConfig::default();
     config.mail.transport = "smtp".into();
@@ -278,4 +293,92 @@ fn smtp_server_down_then_up_gets_every_mail_once() {
         let value = cpu.split_whitespace().nth(2).unwrap();
         assert!(got[0].contains(value), "{value} not in {}", got[0]);
     }
+}
+
+/// Issue 16's week of one short 4-rank job, as a user would read it: its MPI time is mostly
+/// `MPI_Init` (so "critical") but its communication takes microseconds, so nothing is
+/// recommended; its non-blocking calls take less time than the benchmark's latency, so their
+/// estimates are capped (marked: the model does not fit) instead of negative; its counters were
+/// read in the totals mode, so they are "not split (totals mode)", not "MPI 0".
+#[test]
+fn a_week_of_one_short_job() {
+    use mpistat_digest::mail::content::Week;
+    use mpistat_digest::mail::{html, text};
+    use mpistat_record::model::{CounterEvent, CounterSet, RoutineStats};
+    use mpistat_record::Stat;
+    let routine = |name: &str, class: &str, calls: u64, time_ns: u64| RoutineStats {
+        name: name.into(),
+        class: class.into(),
+        calls: Stat::single(calls, 0),
+        time_ns: Stat::single(time_ns, 0),
+        count: Stat::single(calls, 0),
+        bytes: Stat::single(calls * 8, 0),
+        ..RoutineStats::default()
+    };
+    let job = JobRecord {
+        user: "alice".into(),
+        job_id: "4242".into(),
+        exe: "/home/alice/ring".into(),
+        ranks: 4,
+        wall_ns: Stat::single(4 * 150_000_000, 0),
+        mpi_ns: Stat::single(4 * 100_000_000, 0),
+        routines: vec![
+            routine("MPI_Init", "init", 4, 4 * 99_000_000),
+            routine("MPI_Sendrecv", "p2p", 40, 900_000),
+            routine("MPI_Isend", "p2p", 40, 54_500),
+            routine("MPI_Irecv", "p2p", 40, 21_900),
+        ],
+        counters: Some(CounterSet {
+            mode: "totals (read at MPI_Init and MPI_Finalize)".into(),
+            events: vec![CounterEvent {
+                name: "task-clock".into(),
+                app: 80_100_000,
+                mpi: 0,
+                unavailable: None,
+            }],
+        }),
+        ..JobRecord::default()
+    };
+    let config = SiteConfig::default();
+    let mut week = Week::new(&config.digest);
+    week.add(&job);
+    let digest = &week.digests("2026-W47")[0];
+    assert!(digest
+        .figures
+        .iter()
+        .any(|f| f.name == "MPI time" && f.critical));
+    assert!(digest.recommendations.is_empty());
+    for r in &digest.routines {
+        for estimate in [r.latency_ns, r.transfer_ns, r.sync_ns]
+            .into_iter()
+            .flatten()
+        {
+            assert!(estimate >= 0.0, "{r:?}");
+        }
+    }
+    let routine = |name: &str| digest.routines.iter().find(|r| r.name == name).unwrap();
+    // 40 calls at the default 1.5 us are 60 us: more than MPI_Isend's 54.5 us.
+    assert!(!routine("MPI_Isend").fits);
+    assert_eq!(routine("MPI_Isend").latency_ns, Some(54_500.0));
+    assert_eq!(routine("MPI_Isend").sync_ns, Some(0.0));
+    assert!(routine("MPI_Sendrecv").fits);
+    let text = text::render(digest);
+    let html = html::render(digest);
+    for wrong in ["0 % of your MPI time", "MPI 0", "Score-P"] {
+        assert!(!text.contains(wrong), "{wrong:?} in {text}");
+    }
+    let estimates = text.split("Where the time goes").nth(1).unwrap();
+    let estimates = estimates.split("\n\n").next().unwrap();
+    let rows = estimates.lines().filter(|l| l.starts_with("MPI_"));
+    assert!(
+        rows.clone().all(|row| !row.contains('-')),
+        "a negative estimate in {estimates}"
+    );
+    assert_eq!(rows.count(), 3, "{estimates}");
+    assert!(
+        estimates.contains("MPI_Isend") && estimates.contains(" *"),
+        "{estimates}"
+    );
+    insta::assert_snapshot!("short_job_text", text);
+    insta::assert_snapshot!("short_job_html", html);
 }

@@ -34,7 +34,8 @@ proptest! {
         for tag in svg.split('<').skip(1) {
             let name: String = tag.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '/').collect();
             prop_assert!(
-                ["svg", "/svg", "title", "/title", "text", "/text", "rect", "/rect"].contains(&name.as_str()),
+                ["svg", "/svg", "title", "/title", "text", "/text", "rect", "/rect", "line", "polyline"]
+                    .contains(&name.as_str()),
                 "unexpected <{}", name
             );
         }

@@ -320,6 +320,14 @@ pub struct CounterSet {
     pub events: Vec<CounterEvent>,
 }
 
+impl CounterSet {
+    /// Whether the events are split into outside and inside MPI: not in the "totals" mode,
+    /// whose `mpi` is a zero nobody measured.
+    pub fn split(&self) -> bool {
+        !self.mode.starts_with("totals")
+    }
+}
+
 /// One counter event.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(default)]

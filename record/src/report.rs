@@ -20,7 +20,8 @@ pub fn render(record: &JobRecord) -> String {
     out
 }
 
-/// Counter events outside and inside MPI, with rates per second of that time.
+/// Counter events outside and inside MPI, with rates per second of that time; in the totals
+/// mode (read at `MPI_Init` and `MPI_Finalize` only) the total per second of the run, not split.
 fn counters(out: &mut String, r: &JobRecord) {
     let Some(set) = &r.counters else { return };
     let _ = writeln!(out, "\ncounters    {} (summed over ranks)", set.mode);
@@ -30,6 +31,11 @@ fn counters(out: &mut String, r: &JobRecord) {
     for e in &set.events {
         let value = match &e.unavailable {
             Some(reason) => format!("unavailable: {reason}"),
+            None if !set.split() => format!(
+                "total {} ({}/s), not split (totals mode)",
+                count(e.app + e.mpi),
+                count(rate(e.app + e.mpi, secs(r.wall_ns.sum)) as u64)
+            ),
             None => format!(
                 "application {} ({}/s), MPI {} ({}/s)",
                 count(e.app),
@@ -527,6 +533,32 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
         }
+    }
+
+    #[test]
+    fn counters_of_the_totals_mode_are_not_split() {
+        let event = |name: &str| crate::model::CounterEvent {
+            name: name.into(),
+            app: 80_100_000,
+            mpi: 0,
+            unavailable: None,
+        };
+        let record = |mode: &str| JobRecord {
+            wall_ns: crate::Stat::single(150_000_000, 0),
+            mpi_ns: crate::Stat::single(50_000_000, 0),
+            counters: Some(crate::model::CounterSet {
+                mode: mode.into(),
+                events: vec![event("task-clock")],
+            }),
+            ..JobRecord::default()
+        };
+        let totals = render(&record("totals (read at MPI_Init and MPI_Finalize)"));
+        let line = "  task-clock            total 80.1M (534M/s), not split (totals mode)";
+        assert!(totals.lines().any(|l| l == line), "{totals}");
+        assert!(!totals.contains("MPI 0"), "{totals}");
+        let split = render(&record("per-call read"));
+        let line = "  task-clock            application 80.1M (801M/s), MPI 0 (0/s)";
+        assert!(split.lines().any(|l| l == line), "{split}");
     }
 
     #[test]

@@ -79,37 +79,14 @@ pub fn rate(per_s: f64) -> String {
     three_digits(value, UNITS[unit])
 }
 
-/// Unix milliseconds as ISO 8601 UTC, e.g. `2026-11-23T09:00:00.000Z`.
+/// Unix milliseconds as ISO 8601 UTC, e.g. `2026-11-23T09:00:00.000Z` (`chrono`; an instant past
+/// its range, about 262,000 years, reads as the latest it has).
 pub fn utc(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let (days, day_secs) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        day_secs / 3600,
-        day_secs / 60 % 60,
-        day_secs % 60,
-        unix_ms % 1000
-    )
-}
-
-/// Proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's algorithm).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let day_of_era = z - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
-    let month = if shifted_month < 10 {
-        shifted_month + 3
-    } else {
-        shifted_month - 9
-    };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    (year, month, day)
+    let ms = i64::try_from(unix_ms).unwrap_or(i64::MAX);
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC)
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
 }
 
 #[cfg(test)]
@@ -156,5 +133,6 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(utc(951_782_400_123), "2000-02-29T00:00:00.123Z");
         assert_eq!(utc(1_795_424_400_000), "2026-11-23T09:00:00.000Z");
+        assert!(utc(u64::MAX).starts_with("+262"));
     }
 }

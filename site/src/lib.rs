@@ -288,6 +288,12 @@ pub struct DigestConfig {
     /// Last-level cache misses per rank and second outside MPI from which the rate is flagged as
     /// critical.
     pub critical_cache_misses_per_s: f64,
+    /// A recommendation is made only when the time it is about (a routine's time, the
+    /// imbalance, the computation, idle allocated CPUs) is at least this share of the user's
+    /// CPU time (percent) ...
+    pub recommend_min_percent: f64,
+    /// ... and at least this many CPU hours (rank-hours).
+    pub recommend_min_cpu_hours: f64,
     /// Latency and bandwidth of MPI routines measured by benchmarks, by routine name (e.g.
     /// `MPI_Alltoall`) or, for all others of a class, by class (`p2p`, `collective`,
     /// `one-sided`). Routines without an entry get no latency/transfer estimate.
@@ -317,6 +323,8 @@ impl Default for DigestConfig {
             critical_imbalance_percent: 10.0,
             critical_instructions_per_s: 1e9,
             critical_cache_misses_per_s: 20e6,
+            recommend_min_percent: 5.0,
+            recommend_min_cpu_hours: 0.1,
             network: BTreeMap::from([
                 ("p2p".to_string(), cost(1.5, 10_000.0)),
                 ("collective".to_string(), cost(5.0, 5_000.0)),

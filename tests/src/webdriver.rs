@@ -2,7 +2,8 @@
 //! HTTP API (plain HTTP/1.1 on loopback, JSON bodies), so that a test can load thousands of pages
 //! in one browser instead of starting Chromium per page.
 //!
-//! Only what the tests need: navigate, run an asynchronous script, read the browser's console log. A WebDriver
+//! Only what the tests need: navigate, size the window, run an asynchronous script, take a
+//! screenshot, read the browser's console log. A WebDriver
 //! error (a page that does not load in time, a script that throws) comes back as `Err` so the
 //! caller can collect it per page; a broken connection or a driver that stops answering panics,
 //! since nothing after it could work.
@@ -118,6 +119,29 @@ impl Browser {
     pub fn open(&self, url: &str) -> Result<(), String> {
         self.session_command("POST", "url", json!({ "url": url }))
             .map(drop)
+    }
+
+    /// Make the window `width` x `height` pixels.
+    pub fn set_window_size(&self, width: u32, height: u32) -> Result<(), String> {
+        self.session_command(
+            "POST",
+            "window/rect",
+            json!({ "width": width, "height": height }),
+        )
+        .map(drop)
+    }
+
+    /// A screenshot of the window as PNG.
+    pub fn screenshot(&self) -> Result<Vec<u8>, String> {
+        use base64::Engine;
+        let png = self.command(
+            "GET",
+            &format!("/session/{}/screenshot", self.session),
+            None,
+        )?;
+        base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().unwrap_or_default())
+            .map_err(|e| format!("screenshot not base64: {e}"))
     }
 
     /// The messages the browser logged at level SEVERE (console errors, resources that failed

@@ -90,6 +90,15 @@ fn totals_mode_counts_without_split_and_site_default_hardware_set_is_unavailable
     let task = set.events.iter().find(|e| e.name == "task-clock").unwrap();
     assert_eq!(task.mpi, 0);
     assert!(task.app > 300_000_000, "{task:?}");
+    // The readable report (MPISTAT_DETAIL, mpistat show, the job page) says so instead of
+    // printing the MPI part as a measured zero.
+    let report = mpistat_record::report::render(&r);
+    let line = report
+        .lines()
+        .find(|l| l.trim_start().starts_with("task-clock"));
+    let line = line.unwrap_or_else(|| panic!("no task-clock line in {report}"));
+    assert!(line.ends_with("not split (totals mode)"), "{line}");
+    assert!(!line.contains("MPI"), "{line}");
     let cycles = set.events.iter().find(|e| e.name == "cycles").unwrap();
     assert!(cycles.unavailable.is_some() || cycles.app > 0);
 }

@@ -1,19 +1,21 @@
-//! The HTML mail's charts as small PNG images (mail clients show `cid:` images, not scripts or
-//! SVG): where the MPI time goes per routine, and the user's MPI share among all users of the
-//! week. Labels are in the HTML around the images, so the images need no fonts.
+//! The HTML mail's charts as PNG images (mail clients show `cid:` images, not scripts or SVG),
+//! drawn with `plotters`' bitmap backend and the bundled font ([`crate::plot`]), encoded with
+//! the `png` crate: where the MPI time goes per routine (routine names on the axis, time in
+//! engineering units, a legend of the estimate's parts), and the user's MPI share among all
+//! users of the week. At most [`WIDTH`] pixels wide: they fit the mail's 600 px.
 
 use super::content::UserDigest;
-use std::io::Write;
+use crate::plot::{fonts, FONT};
+use mpistat_record::units::duration;
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
 
-const WIDTH: usize = 480;
-const ROW_HEIGHT: usize = 16;
-const GAP: usize = 4;
+/// Width of both images in pixels.
+pub const WIDTH: u32 = 560;
+const ROW_HEIGHT: u32 = 24;
 /// Routines drawn (the table lists them all).
 pub const MAX_ROUTINES: usize = 8;
 
-const WHITE: [u8; 3] = [255, 255, 255];
-const GREY: [u8; 3] = [170, 170, 170];
-const BLACK: [u8; 3] = [0, 0, 0];
 /// Latency, transfer, synchronisation, no estimate.
 pub const PART_COLOURS: [(&str, [u8; 3]); 4] = [
     ("latency", [31, 119, 180]),
@@ -22,107 +24,147 @@ pub const PART_COLOURS: [(&str, [u8; 3]); 4] = [
     ("no estimate", [170, 170, 170]),
 ];
 
-/// An RGB picture.
-struct Canvas {
-    width: usize,
-    height: usize,
-    pixels: Vec<u8>,
+fn colour([r, g, b]: [u8; 3]) -> RGBColor {
+    RGBColor(r, g, b)
 }
 
-impl Canvas {
-    fn new(width: usize, height: usize) -> Canvas {
-        Canvas {
-            width,
-            height,
-            pixels: WHITE.repeat(width * height),
-        }
+/// Draw `draw` on a white `WIDTH` x `height` RGB picture and encode it as PNG. A drawing error
+/// (none is expected: memory only) leaves what was drawn so far; the mail goes out anyway.
+fn png(
+    height: u32,
+    draw: impl FnOnce(&DrawingArea<BitMapBackend, plotters::coord::Shift>) -> DrawResult,
+) -> Vec<u8> {
+    fonts();
+    let mut pixels = vec![255u8; (3 * WIDTH * height) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut pixels, (WIDTH, height)).into_drawing_area();
+        let _ = draw(&root);
+        let _ = root.present();
     }
-
-    fn fill(&mut self, x: usize, y: usize, w: usize, h: usize, colour: [u8; 3]) {
-        for row in y..(y + h).min(self.height) {
-            for col in x..(x + w).min(self.width) {
-                let at = 3 * (row * self.width + col);
-                self.pixels[at..at + 3].copy_from_slice(&colour);
-            }
-        }
-    }
-
-    /// PNG: signature, IHDR, one zlib IDAT of unfiltered rows, IEND.
-    fn png(&self) -> Vec<u8> {
-        let mut raw = Vec::with_capacity((3 * self.width + 1) * self.height);
-        for row in self.pixels.chunks(3 * self.width) {
-            raw.push(0); // filter: none
-            raw.extend_from_slice(row);
-        }
-        // Flat colour areas compress well at any level; the best level costs a quarter of a
-        // digest of a thousand users and saves almost nothing.
-        let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
-        zlib.write_all(&raw).expect("writing to memory");
-        let idat = zlib.finish().expect("writing to memory");
-        let mut header = Vec::new();
-        header.extend_from_slice(&(self.width as u32).to_be_bytes());
-        header.extend_from_slice(&(self.height as u32).to_be_bytes());
-        header.extend_from_slice(&[8, 2, 0, 0, 0]); // 8-bit RGB, deflate, no filter, no interlace
-        let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
-        for (kind, data) in [(b"IHDR", &header), (b"IDAT", &idat), (b"IEND", &Vec::new())] {
-            png.extend_from_slice(&(data.len() as u32).to_be_bytes());
-            let mut crc = crc32fast::Hasher::new();
-            crc.update(kind);
-            crc.update(data);
-            png.extend_from_slice(kind);
-            png.extend_from_slice(data);
-            png.extend_from_slice(&crc.finalize().to_be_bytes());
-        }
-        png
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, WIDTH, height);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    // Flat colour areas compress well at any level; the best level costs a quarter of a digest
+    // of a thousand users and saves almost nothing.
+    encoder.set_compression(png::Compression::Fast);
+    let written = encoder
+        .write_header()
+        .and_then(|mut writer| writer.write_image_data(&pixels));
+    match written {
+        Ok(()) => out,
+        // Only an impossible size fails: no image rather than a broken one.
+        Err(_) => Vec::new(),
     }
 }
+
+type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
 /// One bar per routine (the first [`MAX_ROUTINES`] of the table), its length the routine's
 /// time, split into the latency, transfer and synchronisation estimates.
 pub fn routine_bars(d: &UserDigest) -> Vec<u8> {
     let rows = &d.routines[..d.routines.len().min(MAX_ROUTINES)];
-    let longest = rows.iter().map(|r| r.time_ns).max().unwrap_or(1).max(1) as f64;
-    let mut canvas = Canvas::new(WIDTH, rows.len().max(1) * (ROW_HEIGHT + GAP) + GAP);
-    for (i, r) in rows.iter().enumerate() {
-        let y = GAP + i * (ROW_HEIGHT + GAP);
-        let scale = |ns: f64| ((ns.max(0.0) / longest) * (WIDTH - 1) as f64).round() as usize;
-        let total = scale(r.time_ns as f64);
-        match (r.latency_ns, r.transfer_ns) {
+    let n = rows.len().max(1) as u32;
+    let height = n * ROW_HEIGHT + 84;
+    png(height, |root| {
+        legend(root)?;
+        let longest = rows.iter().map(|r| r.time_ns).max().unwrap_or(1).max(1) as f64;
+        let mut chart = ChartBuilder::on(root)
+            .margin(6)
+            .margin_top(28)
+            .x_label_area_size(34)
+            .y_label_area_size(112)
+            // Segments 0..n-1, one per row (plotters' integer ranges include their end).
+            .build_cartesian_2d(0.0..longest * 1.02, (0..n - 1).into_segmented())?;
+        // Row i (from the top) is segment n - 1 - i.
+        let name = |v: &SegmentValue<u32>| match v {
+            SegmentValue::CenterOf(k) if *k < n => rows
+                .get((n - 1 - k) as usize)
+                .map_or(String::new(), |r| r.name.clone()),
+            _ => String::new(),
+        };
+        let time = |ns: &f64| duration(ns.max(0.0) as u64);
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(n as usize)
+            .y_label_formatter(&name)
+            .x_labels(5)
+            .x_label_formatter(&time)
+            .x_desc("MPI time, summed over ranks")
+            .label_style((FONT, 12))
+            .axis_desc_style((FONT, 12))
+            .draw()?;
+        // Each row's parts, left to right; a routine without estimates is one grey bar.
+        let parts = |r: &super::content::RoutineRow| match (r.latency_ns, r.transfer_ns) {
             (Some(latency), Some(transfer)) => {
-                let latency = scale(latency).min(total);
-                let transfer = scale(transfer).min(total - latency);
-                let sync = total - latency - transfer;
-                canvas.fill(0, y, latency, ROW_HEIGHT, PART_COLOURS[0].1);
-                canvas.fill(latency, y, transfer, ROW_HEIGHT, PART_COLOURS[1].1);
-                canvas.fill(latency + transfer, y, sync, ROW_HEIGHT, PART_COLOURS[2].1);
+                let total = r.time_ns as f64;
+                let latency = latency.clamp(0.0, total);
+                let transfer = transfer.clamp(0.0, total - latency);
+                [latency, transfer, total - latency - transfer, 0.0]
             }
-            _ => canvas.fill(0, y, total, ROW_HEIGHT, PART_COLOURS[3].1),
+            _ => [0.0, 0.0, 0.0, r.time_ns as f64],
+        };
+        for (k, (_, rgb)) in PART_COLOURS.iter().enumerate() {
+            let bars = rows.iter().enumerate().filter_map(|(i, r)| {
+                let p = parts(r);
+                let start: f64 = p[..k].iter().sum();
+                let row = n - 1 - i as u32;
+                (p[k] > 0.0).then(|| {
+                    let mut bar = Rectangle::new(
+                        [
+                            (start, SegmentValue::Exact(row)),
+                            (start + p[k], SegmentValue::Exact(row + 1)),
+                        ],
+                        colour(*rgb).filled(),
+                    );
+                    bar.set_margin(3, 3, 0, 0);
+                    bar
+                })
+            });
+            chart.draw_series(bars)?;
         }
-    }
-    canvas.png()
+        Ok(())
+    })
+}
+
+/// The parts' colours and names in a row along the top.
+fn legend(root: &DrawingArea<BitMapBackend, plotters::coord::Shift>) -> DrawResult {
+    let items: Vec<(&str, RGBColor)> = PART_COLOURS
+        .iter()
+        .map(|(name, rgb)| (*name, colour(*rgb)))
+        .collect();
+    crate::plot::legend(root, &items, 118, 8)
 }
 
 /// A 0..100 % axis with a grey tick per user of the week and a black bar for this user.
 pub fn mpi_share_strip(d: &UserDigest) -> Vec<u8> {
-    let height = 24;
-    let mut canvas = Canvas::new(WIDTH, height);
-    let x = |percent: f64| ((percent.clamp(0.0, 100.0) / 100.0) * (WIDTH - 3) as f64) as usize;
-    canvas.fill(0, height / 2, WIDTH, 1, GREY);
-    for percent in &d.site_mpi_percents {
-        canvas.fill(x(*percent), 6, 1, height - 12, GREY);
-    }
-    canvas.fill(x(d.mpi_percent), 0, 3, height, BLACK);
-    canvas.png()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn png_has_signature_header_and_end() {
-        let png = Canvas::new(2, 3).png();
-        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR\0\0\0\x02\0\0\0\x03"));
-        assert!(png.ends_with(&[0, 0, 0, 0, b'I', b'E', b'N', b'D', 0xae, 0x42, 0x60, 0x82]));
-    }
+    png(64, |root| {
+        let mut chart = ChartBuilder::on(root)
+            .margin_left(10)
+            .margin_right(16)
+            .margin_top(4)
+            .x_label_area_size(28)
+            .build_cartesian_2d(0.0..100.0, 0.0..1.0)?;
+        let percent = |v: &f64| format!("{v:.0} %");
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .disable_y_axis()
+            .x_labels(11)
+            .x_label_formatter(&percent)
+            .label_style((FONT, 12))
+            .draw()?;
+        let grey = RGBColor(150, 150, 150);
+        chart.draw_series(d.site_mpi_percents.iter().map(|p| {
+            let p = p.clamp(0.0, 100.0);
+            Rectangle::new([(p - 0.15, 0.2), (p + 0.15, 0.8)], grey.filled())
+        }))?;
+        let you = d.mpi_percent.clamp(0.0, 100.0);
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(you - 0.4, 0.0), (you + 0.4, 1.0)],
+            BLACK.filled(),
+        )))?;
+        Ok(())
+    })
 }

@@ -34,22 +34,33 @@ pub struct RoutineRow {
     /// Share of the user's MPI time, 0..1.
     pub share: f64,
     pub cost: Option<LinkCost>,
-    /// Latency, transfer and synchronisation estimates (ns; sync may be negative).
+    /// Latency, transfer and synchronisation estimates (ns, never negative: latency and
+    /// transfer are capped at the time measured, sync is what is left of it).
     pub latency_ns: Option<f64>,
     pub transfer_ns: Option<f64>,
     pub sync_ns: Option<f64>,
+    /// Whether the benchmark's figures fit: latency and transfer estimated from them are not
+    /// more than the time measured (non-blocking calls return before their message is sent, so
+    /// the model rarely fits them). False only when there are estimates.
+    pub fits: bool,
 }
 
 /// One counter event of the level-2 table, summed over the user's jobs that counted it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CounterRow {
     pub name: String,
+    /// Whether a job split it into outside and inside MPI; the four numbers below are of
+    /// those jobs (zero when none did).
+    pub split: bool,
     /// Events outside and inside MPI.
     pub app: u64,
     pub mpi: u64,
     /// Events per rank and second outside MPI, and inside MPI.
     pub app_per_s: f64,
     pub mpi_per_s: f64,
+    /// Events of the jobs that read it in the totals mode (at `MPI_Init` and `MPI_Finalize`
+    /// only): not split.
+    pub unsplit: u64,
     /// Why no job of the user counted it (then the numbers are zero).
     pub unavailable: Option<String>,
 }
@@ -148,28 +159,38 @@ const CACHE_MISSES: &str = "llc-misses";
 /// One counter event summed over a user's jobs that counted it.
 #[derive(Debug, Default, Clone)]
 struct CounterTotal {
+    /// Events outside and inside MPI of the jobs that split them.
     app: u64,
     mpi: u64,
     /// Rank-time outside and inside MPI of those jobs.
     app_ns: u64,
     mpi_ns: u64,
+    /// Events of the jobs that read them in the totals mode, and those jobs' rank-time outside
+    /// MPI (their events, MPI's included, stand for the computation in the level-1 rates: the
+    /// best there is; their MPI part is no zero to average in).
+    unsplit: u64,
+    unsplit_app_ns: u64,
     counted: bool,
+    /// Whether a job split it.
+    split: bool,
     /// Why a job did not count it (the first reason seen).
     unavailable: Option<String>,
+}
+
+/// Events per second of `ns` rank-nanoseconds (0 without time).
+fn per_s(events: u64, ns: u64) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        events as f64 / (ns as f64 * 1e-9)
+    }
 }
 
 impl CounterTotal {
     /// Events per rank and second outside MPI, if any job counted the event.
     fn app_rate(&self) -> Option<f64> {
-        (self.counted && self.app_ns > 0).then(|| self.app as f64 / (self.app_ns as f64 * 1e-9))
-    }
-
-    fn mpi_rate(&self) -> f64 {
-        if self.mpi_ns == 0 {
-            0.0
-        } else {
-            self.mpi as f64 / (self.mpi_ns as f64 * 1e-9)
-        }
+        let ns = self.app_ns + self.unsplit_app_ns;
+        (self.counted && ns > 0).then(|| per_s(self.app + self.unsplit, ns))
     }
 }
 
@@ -269,18 +290,28 @@ impl Totals {
         if let Some(set) = &job.counters {
             if self.counters_mode.is_empty() {
                 self.counters_mode = set.mode.clone();
+            } else if !self.counters_mode.contains(&set.mode) {
+                self.counters_mode.push_str(", ");
+                self.counters_mode.push_str(&set.mode);
             }
+            let app_ns = job.wall_ns.sum.saturating_sub(job.mpi_ns.sum);
             for event in &set.events {
                 let total = self.counters.entry(event.name.clone()).or_default();
                 match &event.unavailable {
                     Some(reason) => {
                         total.unavailable.get_or_insert_with(|| reason.clone());
                     }
+                    None if !set.split() => {
+                        total.counted = true;
+                        total.unsplit += event.app + event.mpi;
+                        total.unsplit_app_ns += app_ns;
+                    }
                     None => {
                         total.counted = true;
+                        total.split = true;
                         total.app += event.app;
                         total.mpi += event.mpi;
-                        total.app_ns += job.wall_ns.sum.saturating_sub(job.mpi_ns.sum);
+                        total.app_ns += app_ns;
                         total.mpi_ns += job.mpi_ns.sum;
                     }
                 }
@@ -545,7 +576,12 @@ fn digests(
                 flags.balance,
             ));
             let routines = u.routines.rows();
-            let recommendations = recommendations(t, &routines, &flags);
+            let worth = Worth {
+                cpu_ns: t.wall_ns as f64,
+                min_percent: config.recommend_min_percent,
+                min_ns: config.recommend_min_cpu_hours * NS_PER_HOUR,
+            };
+            let recommendations = recommendations(t, &routines, &flags, &worth);
             UserDigest {
                 user: user.to_string(),
                 week: week.to_string(),
@@ -601,6 +637,7 @@ impl RoutineSums {
                     latency_ns: None,
                     transfer_ns: None,
                     sync_ns: None,
+                    fits: true,
                 };
                 self.rows.insert(r.name.clone(), row);
             }
@@ -613,18 +650,24 @@ impl RoutineSums {
     }
 
     /// The table, by time, with the estimates of seed 003 Fig. 4: latency = calls × latency,
-    /// transfer = bytes / bandwidth, synchronisation = time − both.
+    /// transfer = bytes / bandwidth, synchronisation = time − both. When the first two exceed
+    /// the time measured the model does not fit ([`RoutineRow::fits`]): they are capped at it
+    /// (latency first) and sync is zero, so no estimate is negative.
     fn rows(&self) -> Vec<RoutineRow> {
         let mut rows: Vec<RoutineRow> = self.rows.values().cloned().collect();
         for row in &mut rows {
             row.calls_per_rank = row.calls as f64 / self.total_ranks.max(1) as f64;
             row.share = row.time_ns as f64 / self.mpi_ns.max(1) as f64;
             if let Some(cost) = row.cost {
+                let time = row.time_ns as f64;
                 let latency = row.calls as f64 * cost.latency_us * 1e3;
                 let transfer = row.bytes as f64 / (cost.bandwidth_mb_s * 1e6) * 1e9;
+                row.fits = latency + transfer <= time;
+                let latency = latency.min(time);
+                let transfer = transfer.min(time - latency);
                 row.latency_ns = Some(latency);
                 row.transfer_ns = Some(transfer);
-                row.sync_ns = Some(row.time_ns as f64 - latency - transfer);
+                row.sync_ns = Some(time - latency - transfer);
             }
         }
         rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then_with(|| a.name.cmp(&b.name)));
@@ -719,22 +762,45 @@ fn counter_rows(t: &Totals) -> Vec<CounterRow> {
         .iter()
         .map(|(name, total)| CounterRow {
             name: name.clone(),
+            split: total.split,
             app: total.app,
             mpi: total.mpi,
-            app_per_s: total.app_rate().unwrap_or(0.0),
-            mpi_per_s: total.mpi_rate(),
+            app_per_s: per_s(total.app, total.app_ns),
+            mpi_per_s: per_s(total.mpi, total.mpi_ns),
+            unsplit: total.unsplit,
             unavailable: (!total.counted).then(|| total.unavailable.clone().unwrap_or_default()),
         })
         .collect()
 }
 
-/// At most three plain-language suggestions from the numbers.
-fn recommendations(t: &Totals, routines: &[RoutineRow], flags: &Flags) -> Vec<String> {
+/// What is worth a user's time: a recommendation about `ns` rank-nanoseconds is made only when
+/// they are at least `min_percent` of the user's CPU time and at least `min_ns`
+/// (`[digest] recommend_min_percent`, `recommend_min_cpu_hours`).
+struct Worth {
+    cpu_ns: f64,
+    min_percent: f64,
+    min_ns: f64,
+}
+
+impl Worth {
+    fn of(&self, ns: f64) -> bool {
+        ns >= self.min_ns && percent(ns, self.cpu_ns) >= self.min_percent && ns > 0.0
+    }
+}
+
+/// At most three plain-language suggestions from the numbers, each about time worth the user's
+/// while ([`Worth`]); none rather than a trivial one.
+fn recommendations(
+    t: &Totals,
+    routines: &[RoutineRow],
+    flags: &Flags,
+    worth: &Worth,
+) -> Vec<String> {
     let mut said = Vec::new();
     // Idle allocated cores cost more than anything below: said first.
     if let (Some(used), Some((_, job, ranks, cpus))) = (t.allocation_used_percent(), &t.least_used)
     {
-        if used < 50.0 {
+        if used < 50.0 && worth.of(t.allocated_cpu_ns - t.allocated_rank_ns) {
             said.push(format!(
                 "Your Slurm jobs ran ranks on only {used:.0} % of the CPUs allocated to them (job \
                  {job}: {ranks} ranks on {cpus} CPUs): ask for fewer nodes or CPUs, or run more \
@@ -749,7 +815,11 @@ fn recommendations(t: &Totals, routines: &[RoutineRow], flags: &Flags) -> Vec<St
             "MPI_Init" | "MPI_Init_thread" | "MPI_Finalize"
         )
     };
-    if let Some(top) = routines.iter().find(communicating).filter(|_| flags.mpi) {
+    if let Some(top) = routines
+        .iter()
+        .find(communicating)
+        .filter(|r| flags.mpi && worth.of(r.time_ns as f64))
+    {
         let waiting = top.sync_ns.unwrap_or(0.0) / top.time_ns.max(1) as f64;
         said.push(if waiting > 0.5 {
             format!(
@@ -767,26 +837,36 @@ fn recommendations(t: &Totals, routines: &[RoutineRow], flags: &Flags) -> Vec<St
             )
         });
     }
-    if let Some(imbalance) = t.imbalance_percent().filter(|_| flags.imbalance) {
+    let imbalance = t
+        .imbalance_percent()
+        .filter(|p| flags.imbalance && worth.of(p / 100.0 * t.wall_ns as f64));
+    if let Some(imbalance) = imbalance {
         said.push(format!(
             "{imbalance:.0} % of your run time is imbalance on the critical path: in each step \
              between global collectives the slowest rank makes all others wait; give the ranks \
              equal work per step."
         ));
-    } else if flags.balance {
+    } else if flags.balance && worth.of((1.0 - t.load_balance()) * t.wall_ns as f64) {
         said.push(format!(
             "Your busiest ranks compute about {:.0} % longer than the average rank: distribute \
              the work more evenly.",
             100.0 * (1.0 / t.load_balance().max(0.01) - 1.0)
         ));
     }
-    if let Some(misses) = t.rate(CACHE_MISSES).filter(|_| flags.cache_misses) {
+    let computing = worth.of(t.wall_ns.saturating_sub(t.mpi_ns) as f64);
+    if let Some(misses) = t
+        .rate(CACHE_MISSES)
+        .filter(|_| flags.cache_misses && computing)
+    {
         said.push(format!(
             "Your computation misses the last-level cache {} per rank: reorder loops or block \
              the data so that what is in cache is reused.",
             rate(misses).replace("/s", " times a second")
         ));
-    } else if let Some(instructions) = t.rate(INSTRUCTIONS).filter(|_| flags.instructions) {
+    } else if let Some(instructions) = t
+        .rate(INSTRUCTIONS)
+        .filter(|_| flags.instructions && computing)
+    {
         said.push(format!(
             "Your computation runs only {} instructions per rank: check compiler optimisation \
              and vectorisation.",
@@ -794,7 +874,7 @@ fn recommendations(t: &Totals, routines: &[RoutineRow], flags: &Flags) -> Vec<St
         ));
     }
     let latency: f64 = routines.iter().filter_map(|r| r.latency_ns).sum();
-    if latency > 0.2 * t.mpi_ns as f64 && t.mpi_ns > 0 {
+    if latency > 0.2 * t.mpi_ns as f64 && worth.of(latency) {
         said.push(format!(
             "About {:.0} % of your MPI time is message latency: combine small messages.",
             percent(latency, t.mpi_ns as f64)
@@ -803,6 +883,21 @@ fn recommendations(t: &Totals, routines: &[RoutineRow], flags: &Flags) -> Vec<St
     said.truncate(3);
     said
 }
+
+/// A latency, transfer or synchronisation estimate (ns) as a duration; empty without one.
+pub fn estimate(ns: Option<f64>) -> String {
+    ns.map_or(String::new(), |ns| {
+        mpistat_record::units::duration(ns.max(0.0).round() as u64)
+    })
+}
+
+/// What the mail says of counters read in the totals mode (at `MPI_Init` and `MPI_Finalize`).
+pub const NOT_SPLIT: &str = "not split (totals mode)";
+
+/// The footnote of a routine whose benchmark model does not fit ([`RoutineRow::fits`]).
+pub const MODEL_DOES_NOT_FIT: &str = "The benchmark's latency and bandwidth make more than the \
+     time measured: the model does not fit this routine (e.g. a non-blocking call, which returns \
+     before its message is sent); its estimates are capped at the time measured.";
 
 /// "How to go further": one paragraph per level 3-6, title and text.
 pub const FURTHER: [(&str, &str); 4] = [
@@ -824,8 +919,13 @@ pub const FURTHER: [(&str, &str); 4] = [
     ),
     (
         "Level 6, traces",
-        "When the numbers point at a problem you want to see in time, record a trace of one run \
-         with a tracing tool (e.g. Score-P with Vampir) and look at the routines named above.",
+        "When the numbers point at a problem you want to see in time, trace one run with \
+         mpistat itself: MPISTAT_TRACE=1 mpirun ... (every rank records its MPI calls into \
+         $HOME/.mpistat/traces/JOB), then mpistat analyze $HOME/.mpistat/traces/JOB shows where \
+         the ranks waited, which code caused it and the critical path (--format html > \
+         report.html for a page, --perfetto trace.json for a timeline). Jobs that meet the \
+         site's rule are traced on their next run by themselves (escalation), and what their \
+         traces show comes in this mail.",
     ),
 ];
 
@@ -834,6 +934,16 @@ mod tests {
     use super::*;
     use mpistat_record::model::SlurmFacts;
     use mpistat_record::Stat;
+
+    /// The site's default thresholds for `t`.
+    fn worth(t: &Totals) -> Worth {
+        let config = DigestConfig::default();
+        Worth {
+            cpu_ns: t.wall_ns as f64,
+            min_percent: config.recommend_min_percent,
+            min_ns: config.recommend_min_cpu_hours * NS_PER_HOUR,
+        }
+    }
 
     #[test]
     fn multi_node_jobs_say_how_much_stayed_on_a_node() {
@@ -889,7 +999,7 @@ mod tests {
         let mut t = Totals::default();
         t.add(&job(8, "32(x4)"));
         assert_eq!(t.allocation_used_percent(), Some(6.25));
-        let said = recommendations(&t, &[], &flags);
+        let said = recommendations(&t, &[], &flags, &worth(&t));
         assert_eq!(
             said[0],
             "Your Slurm jobs ran ranks on only 6 % of the CPUs allocated to them (job 7 \"wide\": \
@@ -898,7 +1008,7 @@ mod tests {
         );
         let mut full = Totals::default();
         full.add(&job(64, "32(x2)"));
-        assert!(recommendations(&full, &[], &flags).is_empty());
+        assert!(recommendations(&full, &[], &flags, &worth(&full)).is_empty());
         let mut outside = Totals::default();
         outside.add(&JobRecord::default());
         assert_eq!(outside.allocation_used_percent(), None);

@@ -1,22 +1,12 @@
 //! The plain-text part of the mail: at most 80 columns, reads well in mutt. Critical values are
 //! marked with `!`.
 
-use super::content::{application_label, UserDigest, FURTHER};
+use super::content::{application_label, estimate, UserDigest, FURTHER, NOT_SPLIT};
 use mpistat_record::units::{bytes, count, duration, rate};
 use std::fmt::Write;
 
 /// Width paragraphs are wrapped to.
 const WIDTH: usize = 78;
-
-/// A nanosecond estimate (may be negative) as a duration.
-fn signed_duration(ns: f64) -> String {
-    let magnitude = duration(ns.abs().round() as u64);
-    if ns < 0.0 {
-        format!("-{magnitude}")
-    } else {
-        magnitude
-    }
-}
 
 /// `text` wrapped at [`WIDTH`], every line starting with `indent`.
 pub fn wrap(text: &str, indent: &str) -> String {
@@ -100,14 +90,21 @@ pub fn render(d: &UserDigest) -> String {
         let cost = r.cost.expect("filtered");
         let _ = writeln!(
             out,
-            "{:<16}{:>9.1}{:>10.0}{:>10}{:>10}{:>10}",
+            "{:<16}{:>9.1}{:>10.0}{:>10}{:>10}{:>10}{}",
             r.name,
             cost.latency_us,
             cost.bandwidth_mb_s,
-            signed_duration(r.latency_ns.unwrap_or_default()),
-            signed_duration(r.transfer_ns.unwrap_or_default()),
-            signed_duration(r.sync_ns.unwrap_or_default()),
+            estimate(r.latency_ns),
+            estimate(r.transfer_ns),
+            estimate(r.sync_ns),
+            if r.fits { "" } else { " *" }
         );
+    }
+    if d.routines.iter().any(|r| !r.fits) {
+        out.push_str(&wrap(
+            &format!("* {}", super::content::MODEL_DOES_NOT_FIT),
+            "  ",
+        ));
     }
     if !d.counters.is_empty() {
         let _ = writeln!(out);
@@ -128,6 +125,14 @@ pub fn render(d: &UserDigest) -> String {
                     let reason = wrap(&format!("unavailable: {reason}"), &column);
                     let _ = write!(out, "{:<17} {}", c.name, &reason[column.len()..]);
                 }
+                None if !c.split => {
+                    let _ = writeln!(
+                        out,
+                        "{:<18}{:>12}  in all, {NOT_SPLIT}",
+                        c.name,
+                        count(c.unsplit)
+                    );
+                }
                 None => {
                     let _ = writeln!(
                         out,
@@ -138,6 +143,10 @@ pub fn render(d: &UserDigest) -> String {
                         count(c.mpi),
                         rate(c.mpi_per_s)
                     );
+                    if c.unsplit > 0 {
+                        let _ =
+                            writeln!(out, "{:<18}{:>12}  more, {NOT_SPLIT}", "", count(c.unsplit));
+                    }
                 }
             }
         }

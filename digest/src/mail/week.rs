@@ -1,5 +1,7 @@
-//! ISO 8601 weeks (`2026-W47`): Monday 00:00 UTC to the next Monday.
+//! ISO 8601 weeks (`2026-W47`): Monday 00:00 UTC to the next Monday, and the calendar days the
+//! admin pages' intervals need, both through `chrono`.
 
+use chrono::{Datelike, NaiveDate, Weekday};
 use std::fmt;
 
 const DAY_MS: u64 = 86_400_000;
@@ -19,7 +21,7 @@ impl IsoWeek {
         let year: i64 = year.parse().map_err(|_| bad())?;
         let week: u32 = week.parse().map_err(|_| bad())?;
         let parsed = IsoWeek { year, week };
-        if year < 1970 || week == 0 || week > weeks_in(year) {
+        if !(1970..=9999).contains(&year) || parsed.monday().is_none() {
             return Err(format!("{text:?}: no such week"));
         }
         Ok(parsed)
@@ -27,31 +29,31 @@ impl IsoWeek {
 
     /// The last week that has ended at `now_ms`.
     pub fn last_complete(now_ms: u64) -> IsoWeek {
-        let today = (now_ms / DAY_MS) as i64;
-        let monday = today - weekday(today) - 7;
-        IsoWeek::containing(monday)
+        IsoWeek::containing_ms(now_ms.saturating_sub(7 * DAY_MS))
     }
 
     /// The week of the instant `ms` (Unix milliseconds).
     pub fn containing_ms(ms: u64) -> IsoWeek {
-        IsoWeek::containing((ms / DAY_MS) as i64)
+        IsoWeek::of_date(date_of_day((ms / DAY_MS) as i64))
     }
 
-    /// The week of day `day` (days since 1970-01-01).
-    fn containing(day: i64) -> IsoWeek {
-        let thursday = day - weekday(day) + 3;
-        let year = civil_year(thursday);
-        let week = (thursday - week_one_monday(year)) / 7 + 1;
+    fn of_date(date: NaiveDate) -> IsoWeek {
+        let week = date.iso_week();
         IsoWeek {
-            year,
-            week: week as u32,
+            year: i64::from(week.year()),
+            week: week.week(),
         }
+    }
+
+    /// Its Monday, if the week exists.
+    fn monday(&self) -> Option<NaiveDate> {
+        NaiveDate::from_isoywd_opt(i32::try_from(self.year).ok()?, self.week, Weekday::Mon)
     }
 
     /// Start and end (exclusive) in Unix milliseconds.
     pub fn range_ms(&self) -> (u64, u64) {
-        let monday = week_one_monday(self.year) + 7 * (i64::from(self.week) - 1);
-        let start = monday as u64 * DAY_MS;
+        let monday = self.monday().map_or(0, days_since_epoch);
+        let start = monday.max(0) as u64 * DAY_MS;
         (start, start + 7 * DAY_MS)
     }
 }
@@ -62,38 +64,20 @@ impl fmt::Display for IsoWeek {
     }
 }
 
-/// 0 for Monday .. 6 for Sunday (1970-01-01 was a Thursday).
-fn weekday(day: i64) -> i64 {
-    (day + 3).rem_euclid(7)
+fn epoch() -> NaiveDate {
+    chrono::DateTime::UNIX_EPOCH.date_naive()
 }
 
-/// Monday of week 1: the week with the year's first Thursday (the week of 4 January).
-fn week_one_monday(year: i64) -> i64 {
-    let jan4 = days_from_civil(year, 1, 4);
-    jan4 - weekday(jan4)
+/// Days since 1970-01-01 of a date.
+pub(crate) fn days_since_epoch(date: NaiveDate) -> i64 {
+    date.signed_duration_since(epoch()).num_days()
 }
 
-fn weeks_in(year: i64) -> u32 {
-    ((week_one_monday(year + 1) - week_one_monday(year)) / 7) as u32
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-pub(crate) fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let year_of_era = y - era * 400;
-    let shifted_month = (month + 9) % 12;
-    let day_of_year = (153 * shifted_month + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-fn civil_year(day: i64) -> i64 {
-    let mut year = 1970 + day.div_euclid(366);
-    while days_from_civil(year + 1, 1, 1) <= day {
-        year += 1;
-    }
-    year
+/// The date `day` days after 1970-01-01 (clamped to chrono's range).
+fn date_of_day(day: i64) -> NaiveDate {
+    epoch()
+        .checked_add_signed(chrono::TimeDelta::days(day))
+        .unwrap_or(NaiveDate::MAX)
 }
 
 #[cfg(test)]
@@ -116,11 +100,33 @@ mod tests {
             "2026-W47"
         );
         // 2021-01-03 (a Sunday) belongs to 2020-W53.
-        let day = days_from_civil(2021, 1, 3);
-        assert_eq!(IsoWeek::containing(day).to_string(), "2020-W53");
+        let day = days_since_epoch(NaiveDate::from_ymd_opt(2021, 1, 3).unwrap());
+        assert_eq!(
+            IsoWeek::containing_ms(day as u64 * DAY_MS).to_string(),
+            "2020-W53"
+        );
         assert!(IsoWeek::parse("2020-W53").is_ok());
         assert!(IsoWeek::parse("2026-W53").is_ok());
         assert!(IsoWeek::parse("2025-W53").is_err());
         assert!(IsoWeek::parse("2026-47").is_err());
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any instant lies in its week's range, the week prints and parses back, and the week
+        /// after it starts where it ends.
+        #[test]
+        fn an_instant_lies_in_its_week(ms in 0u64..253_402_300_799_000) {
+            let week = IsoWeek::containing_ms(ms);
+            let (from, to) = week.range_ms();
+            prop_assert!(from <= ms && ms < to, "{week}: {from}..{to} vs {ms}");
+            prop_assert_eq!(IsoWeek::parse(&week.to_string()), Ok(week));
+            prop_assert_eq!(IsoWeek::containing_ms(to).range_ms().0, to);
+        }
     }
 }

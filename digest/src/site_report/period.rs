@@ -2,7 +2,8 @@
 //! any range of days (`mpistat serve`'s `from`/`to`), all in UTC, with the intervals before it
 //! for the trend.
 
-use crate::mail::week::{days_from_civil, IsoWeek};
+use crate::mail::week::{days_since_epoch, IsoWeek};
+use chrono::NaiveDate;
 
 const DAY_MS: u64 = 86_400_000;
 
@@ -54,8 +55,8 @@ impl Period {
         };
         Period {
             label: format!("{year:04}-{month:02}"),
-            from_ms: days_from_civil(year, month, 1) as u64 * DAY_MS,
-            to_ms: days_from_civil(next_year, next_month, 1) as u64 * DAY_MS,
+            from_ms: first_day(year, month),
+            to_ms: first_day(next_year, next_month),
             kind: Kind::Month { year, month },
         }
     }
@@ -129,6 +130,15 @@ impl Period {
     }
 }
 
+/// Unix milliseconds of the first day of a month (years 1970 to 10000, months 1 to 12).
+fn first_day(year: i64, month: i64) -> u64 {
+    let date = i32::try_from(year)
+        .ok()
+        .zip(u32::try_from(month).ok())
+        .and_then(|(y, m)| NaiveDate::from_ymd_opt(y, m, 1));
+    date.map_or(0, |d| days_since_epoch(d).max(0) as u64 * DAY_MS)
+}
+
 fn day(ms: u64) -> String {
     mpistat_record::units::utc(ms)[..10].to_string()
 }
@@ -146,11 +156,9 @@ fn parse_day(text: &str) -> Result<i64, String> {
     if !(1970..=9999).contains(&y) || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
         return Err(bad());
     }
-    let days = days_from_civil(y, m, d);
-    if day(days as u64 * DAY_MS) != format!("{y:04}-{m:02}-{d:02}") {
-        return Err(format!("{text:?}: no such day"));
-    }
-    Ok(days)
+    let date = NaiveDate::from_ymd_opt(y as i32, m as u32, d as u32)
+        .ok_or_else(|| format!("{text:?}: no such day"))?;
+    Ok(days_since_epoch(date))
 }
 
 #[cfg(test)]

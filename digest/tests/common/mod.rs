@@ -187,6 +187,23 @@ pub fn week_of_jobs(count: u64) -> Vec<JobRecord> {
         .collect()
 }
 
+/// A database in `dir` with [`week_of_jobs`]`(40)`: 40 jobs of five users in 2026-W47, filed by
+/// a real ingest (the mail tests' fixture).
+pub fn week_47_database(dir: &Path) -> mpistat_digest::db::Database {
+    use mpistat_digest::ingest::{accounts::Table, run_once, Options};
+    let log = dir.join("records.log");
+    append_log(&log, &week_of_jobs(40));
+    let mut db = mpistat_digest::db::Database::open(&dir.join("db.sqlite")).unwrap();
+    let options = Options {
+        // Names are checked against the invented users, not the machine's.
+        accounts: Some(std::sync::Arc::new(Table::new(USERS))),
+        ..Options::from_site(vec![log], &mpistat_site::SiteConfig::default())
+    };
+    run_once(&mut db, &options, &mut Vec::new()).unwrap();
+    assert_eq!(db.job_count().unwrap(), 40);
+    db
+}
+
 /// Write the attested syslog lines of `records` to `path` (appending).
 pub fn append_log(path: &Path, records: &[JobRecord]) {
     let mut file = std::fs::OpenOptions::new()
