@@ -30,6 +30,9 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// The escalation list: jobs the profiler traces automatically.
     Escalate(EscalateArgs),
+    /// Make the admin pages' rollups (sums per day and user, critical jobs) again from the
+    /// stored jobs, exactly (ingest keeps them as jobs arrive).
+    RebuildRollups(DatabaseArgs),
 }
 
 #[derive(Args, Debug)]

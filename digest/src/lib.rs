@@ -19,6 +19,7 @@ pub mod ingest;
 pub mod json;
 pub mod mail;
 pub mod pool;
+pub mod rollup;
 pub mod send;
 pub mod serve;
 pub mod show;
