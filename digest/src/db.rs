@@ -304,7 +304,7 @@ pub struct Rejected {
     pub line: Option<String>,
 }
 
-/// Totals of the jobs of an interval, from the database's columns.
+/// Totals of the jobs of an interval (from the rollups' columns, [`crate::rollup::totals_of_period`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PeriodTotals {
     pub jobs: u64,

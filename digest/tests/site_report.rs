@@ -14,7 +14,7 @@ use common::{append_log, varied_jobs, week_of_jobs, WEEK_47_START_MS};
 use mpistat_digest::db::Database;
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
-use mpistat_digest::rollup::rebuild;
+use mpistat_digest::rollup::{ensure_built, rebuild};
 use mpistat_digest::site_report::pages::{self, Listing, Place, StaticJobs};
 use mpistat_digest::site_report::period::Period;
 use mpistat_digest::site_report::summary::{self, summarise};
@@ -238,6 +238,45 @@ fn rollups_kept_by_ingest_equal_a_rebuild() {
             .collect::<BTreeSet<_>>()
             .len()
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A database of an earlier schema, with jobs and without rollups, gets them when it is upgraded
+/// and first opened with the site's configuration: the same pages as ingest keeps.
+#[test]
+fn an_upgraded_database_gets_its_rollups() {
+    let dir = temp_dir("upgrade");
+    let records = synthetic_month();
+    let db = database(&dir, &records);
+    let period = Period::month("2026-11").unwrap();
+    let kept = every_page(&db, &period);
+    // Back to schema 7: no rollup tables, no indexes for the pages.
+    db.conn
+        .execute_batch(
+            "DROP TABLE rollup_days; DROP TABLE rollup_users; DROP TABLE critical_jobs;
+             DROP TABLE rollup_state; DROP INDEX jobs_by_user; DROP INDEX jobs_by_job_id;
+             DROP INDEX jobs_by_app; PRAGMA user_version = 7;",
+        )
+        .unwrap();
+    drop(db);
+    let db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let days: u64 = db
+        .conn
+        .query_row("SELECT count(*) FROM rollup_days", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(days, 0, "made by the first command with the configuration");
+    ensure_built(&db, &SiteConfig::default().site_report).unwrap();
+    let upgraded = every_page(&db, &period);
+    for (name, html) in &kept {
+        assert_eq!(html, &upgraded[name], "{name} differs after the upgrade");
+    }
+    // Other thresholds: the critical list is made again with them.
+    let mut config = SiteConfig::default();
+    config.site_report.critical_mpi_percent = 99.0;
+    config.site_report.critical_imbalance_percent = 99.0;
+    ensure_built(&db, &config.site_report).unwrap();
+    let s = summarise(&db, &period, &config).unwrap();
+    assert_eq!(s.critical_jobs, 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
