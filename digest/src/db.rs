@@ -554,16 +554,30 @@ impl Database {
             "job {} filed for uid {} ({}): {detail}",
             index.job_id, index.uid, index.user
         );
+        // A savepoint: also inside a caller's transaction (`rollup::rebuild` reads every job).
         let moved = (|| -> rusqlite::Result<()> {
-            let tx = self.conn.unchecked_transaction()?;
-            tx.execute(
-                "INSERT OR REPLACE INTO rejected (kind, ref, source, detail, line)
-                 VALUES ('corrupt', ?1, 'database', ?2, NULL)",
-                params![filed.key, detail],
-            )?;
-            tx.execute("DELETE FROM jobs WHERE id = ?1", [filed.id])?;
-            tx.execute("DELETE FROM escalation_queue WHERE id = ?1", [filed.id])?;
-            tx.commit()
+            self.conn.execute_batch("SAVEPOINT quarantine")?;
+            let changed = (|| -> rusqlite::Result<()> {
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO rejected (kind, ref, source, detail, line)
+                     VALUES ('corrupt', ?1, 'database', ?2, NULL)",
+                    params![filed.key, detail],
+                )?;
+                self.conn
+                    .execute("DELETE FROM jobs WHERE id = ?1", [filed.id])?;
+                self.conn
+                    .execute("DELETE FROM escalation_queue WHERE id = ?1", [filed.id])?;
+                Ok(())
+            })();
+            match changed {
+                Ok(()) => self.conn.execute_batch("RELEASE quarantine"),
+                Err(e) => {
+                    let _ = self
+                        .conn
+                        .execute_batch("ROLLBACK TO quarantine; RELEASE quarantine");
+                    Err(e)
+                }
+            }
         })();
         match moved {
             Ok(()) => eprintln!(

@@ -284,13 +284,9 @@ impl<'c> Rollups<'c> {
             .entry(day)
             .or_default()
             .add(job, !reasons.is_empty());
-        if !self.users.contains_key(&(day, job.user.clone())) {
-            self.users
-                .insert((day, job.user.clone()), UserWeek::default());
-        }
         self.users
-            .get_mut(&(day, job.user.clone()))
-            .expect("inserted")
+            .entry((day, job.user.clone()))
+            .or_default()
             .add(job);
     }
 

@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub const NS_PER_HOUR: f64 = 3600e9;
-const HOURS_PER_WEEK: f64 = 168.0;
 
 /// One level-1 figure of a user, with the site's reference values for the week.
 #[derive(Debug, Clone, PartialEq)]
@@ -437,8 +436,8 @@ fn cost_of(config: &DigestConfig, name: &str, class: &str) -> Option<LinkCost> {
         .copied()
 }
 
-/// A week's mails (or an interval's figures), built one job at a time: a week may hold
-/// millions of jobs, so only each user's sums are kept.
+/// A week's mails (or an interval's figures), from each user's sums over it ([`UserWeek`], added
+/// up from the rollups): a week may hold millions of jobs.
 pub struct Week<'c> {
     config: &'c DigestConfig,
     /// Length of the interval: the machine's capacity in it is `capacity_cores` × `hours`.
@@ -447,20 +446,7 @@ pub struct Week<'c> {
 }
 
 impl<'c> Week<'c> {
-    /// A week (168 hours).
-    pub fn new(config: &'c DigestConfig) -> Week<'c> {
-        Week::of_hours(config, HOURS_PER_WEEK)
-    }
-
-    pub fn of_hours(config: &'c DigestConfig, hours: f64) -> Week<'c> {
-        Week {
-            config,
-            hours,
-            users: BTreeMap::new(),
-        }
-    }
-
-    /// An interval whose users' sums are already made (from the rollups).
+    /// An interval of `hours` hours whose users' sums are made (from the rollups).
     pub fn of_users(
         config: &'c DigestConfig,
         hours: f64,
@@ -473,31 +459,10 @@ impl<'c> Week<'c> {
         }
     }
 
-    pub fn add(&mut self, job: &JobRecord) {
-        if !self.users.contains_key(&job.user) {
-            self.users.insert(job.user.clone(), UserWeek::default());
-        }
-        let user = self.users.get_mut(&job.user).expect("inserted");
-        user.add(job);
-    }
-
     /// The mail of every user with jobs, by user name (`week` names the interval).
     pub fn digests(&self, week: &str) -> Vec<UserDigest> {
         digests(&self.users, week, self.hours, self.config)
     }
-}
-
-/// The figures of every user with jobs in `jobs`, records of an interval (`week`) of `hours`
-/// hours (the machine's capacity in that interval is `capacity_cores` × `hours`).
-pub fn digests_over(
-    jobs: &[JobRecord],
-    week: &str,
-    hours: f64,
-    config: &DigestConfig,
-) -> Vec<UserDigest> {
-    let mut interval = Week::of_hours(config, hours);
-    jobs.iter().for_each(|job| interval.add(job));
-    interval.digests(week)
 }
 
 fn digests(

@@ -12,7 +12,7 @@ pub mod svg;
 
 use crate::cli::SiteReportArgs;
 use crate::db::Database;
-use crate::mail::content::TracedJob;
+use crate::mail::content::{TracedJob, UserDigest};
 use crate::mail::week::IsoWeek;
 use anyhow::Context;
 use mpistat_record::JobRecord;
@@ -89,15 +89,39 @@ pub fn write_site(
         .map(|u| (u.user.as_str(), (u.totals.mpi_ns, u.totals.jobs)))
         .collect();
     let digests = summary::user_digests(db, period, config, None)?;
-    for digest in &digests {
-        let path = out.join(format!("users/{}.html", user_slug(&digest.user)));
-        let jobs = summary::user_jobs(db, &digest.user, period, &first)?;
-        let (mpi_ns, count) = mpi_ns
-            .get(digest.user.as_str())
-            .copied()
-            .unwrap_or_default();
-        let html = pages::user(digest, mpi_ns, &jobs, count, &first, &period.label, below);
-        write(&path, html)?;
+    let user_pages = |db: &Database, digests: &[UserDigest]| {
+        digests.iter().try_for_each(|digest| {
+            let path = out.join(format!("users/{}.html", user_slug(&digest.user)));
+            let jobs = summary::user_jobs(db, &digest.user, period, &first)?;
+            let (mpi_ns, count) = mpi_ns
+                .get(digest.user.as_str())
+                .copied()
+                .unwrap_or_default();
+            write(
+                &path,
+                pages::user(digest, mpi_ns, &jobs, count, &first, &period.label, below),
+            )
+        })
+    };
+    // Users' pages read their jobs' records (most of the work): on all cores, each with a
+    // connection of its own (a database in memory has only the one).
+    match db.conn.path().filter(|p| !p.is_empty()) {
+        Some(path) => {
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            std::thread::scope(|scope| {
+                let workers: Vec<_> = digests
+                    .chunks(digests.len().div_ceil(threads).max(1))
+                    .map(|chunk| {
+                        scope.spawn(move || user_pages(&Database::open(Path::new(path))?, chunk))
+                    })
+                    .collect();
+                workers.into_iter().try_for_each(|w| {
+                    w.join()
+                        .map_err(|_| anyhow::anyhow!("a user page panicked"))?
+                })
+            })?;
+        }
+        None => user_pages(db, &digests)?,
     }
     let analyses = db.analyses_by_key()?;
     for job in listed {

@@ -746,7 +746,7 @@ pub fn users(s: &Summary, listing: &Listing, place: Place) -> String {
     let mut users: Vec<_> = s.users.iter().collect();
     match sort {
         "user" => users.sort_by(|a, b| a.user.cmp(&b.user)),
-        "jobs" => users.sort_by(|a, b| b.totals.jobs.cmp(&a.totals.jobs)),
+        "jobs" => users.sort_by_key(|u| std::cmp::Reverse(u.totals.jobs)),
         "mpi" => users.sort_by(|a, b| b.totals.mpi_percent().total_cmp(&a.totals.mpi_percent())),
         "balance" => {
             users.sort_by(|a, b| a.totals.load_balance().total_cmp(&b.totals.load_balance()))

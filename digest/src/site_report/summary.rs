@@ -412,7 +412,7 @@ pub fn traced_jobs(db: &Database, period: &Period) -> anyhow::Result<(Vec<JobRec
 }
 
 /// The mails' figures of the users of `period` against each other (see
-/// [`crate::mail::content::digests_over`]), from the rollups: every user's when `only` is
+/// [`crate::mail::content::Week::digests`]), from the rollups: every user's when `only` is
 /// `None`, else only that user's (whose routines alone are read).
 pub fn user_digests(
     db: &Database,
