@@ -172,7 +172,7 @@ fn every_page(db: &Database, period: &Period) -> BTreeMap<String, String> {
         .map(|p| PathBuf::from(p).with_extension("site"))
         .unwrap();
     let _ = std::fs::remove_dir_all(&site);
-    write_site(db, &config, period, &site).unwrap();
+    write_site(db, &config, period, &site, &[]).unwrap();
     for file in ["index", "charts", "tables", "critical", "users"] {
         let html = std::fs::read_to_string(site.join(format!("{file}.html"))).unwrap();
         pages.insert(format!("static {file}"), html);
@@ -336,7 +336,7 @@ fn static_site_of_a_synthetic_month() {
     let db = database(&dir, &records);
     let site = dir.join("site");
     let period = Period::month("2026-11").unwrap();
-    let written = write_site(&db, &SiteConfig::default(), &period, &site).unwrap();
+    let written = write_site(&db, &SiteConfig::default(), &period, &site, &[]).unwrap();
     assert_eq!(written.jobs, 3001);
     assert_eq!(written.users, 100);
 
@@ -889,6 +889,7 @@ fn a_traced_jobs_page_links_its_trace_analysis() {
         &SiteConfig::default(),
         &Period::parse("2026-W47").unwrap(),
         &site,
+        &[],
     )
     .unwrap();
     let page = |r: &JobRecord| {

@@ -36,12 +36,14 @@ pub struct Written {
 
 /// Write the pages of `period` to `out` (created if needed; pages already there are replaced):
 /// the summary pages, a page per user (with the first page of their jobs), and a page per job
-/// the site lists (the first page of critical jobs, traced jobs).
+/// the site lists (the first page of critical jobs, traced jobs) and of the jobs `also` names
+/// (by key).
 pub fn write_site(
     db: &Database,
     config: &SiteConfig,
     period: &Period,
     out: &Path,
+    also: &[String],
 ) -> anyhow::Result<Written> {
     let summary = summary::summarise(db, period, config)?;
     for dir in [out.to_path_buf(), out.join("users"), out.join("jobs")] {
@@ -54,7 +56,16 @@ pub fn write_site(
     let first = Listing::default();
     let critical = summary::critical_page(db, period, &first)?;
     let (traced, traced_count) = summary::traced_jobs(db, period)?;
-    let listed: Vec<&JobRecord> = critical.iter().map(|c| &c.job).chain(&traced).collect();
+    let mut asked = Vec::new();
+    for key in also {
+        asked.push(db.job(key)?.with_context(|| format!("no job {key}"))?);
+    }
+    let listed: Vec<&JobRecord> = critical
+        .iter()
+        .map(|c| &c.job)
+        .chain(&traced)
+        .chain(&asked)
+        .collect();
     let site = StaticJobs {
         keys: listed.iter().map(|j| j.key()).collect(),
         live_url: config.site_report.live_url.clone(),
@@ -166,7 +177,7 @@ pub fn command(args: &SiteReportArgs) -> anyhow::Result<ExitCode> {
             .replace("{period}", &period.label),
     );
     let start = std::time::Instant::now();
-    let written = write_site(&db, &config, &period, &out)?;
+    let written = write_site(&db, &config, &period, &out, &args.jobs)?;
     eprintln!(
         "{}: {} pages ({} users, {} jobs) in {} ({:.2} s)",
         period.label,
