@@ -1,7 +1,8 @@
 //! Writes a syslog file of generated job records, as rsyslog would with the site template (with
 //! attested uids), for the benchmarks: `gen_records COUNT USERS FILE` (week 2026-W47, uniform
-//! jobs: bench/ingest.sh) or `gen_records COUNT USERS FILE varied` (November 2026, varied jobs
-//! with imbalance, counters and histograms: bench/site_report.sh).
+//! jobs: bench/ingest.sh) or `gen_records COUNT USERS FILE varied [FIRST END]` (November 2026,
+//! varied jobs with imbalance, counters and histograms: bench/site_report.sh; jobs FIRST..END
+//! of the COUNT only, so that bench/scale.sh makes a big month in parts).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -14,15 +15,23 @@ const NOVEMBER_MS: u64 = 30 * 86_400_000;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let (count, users, file, varied) = match &args[..] {
-        [_, count, users, file] => (count, users, file, false),
-        [_, count, users, file, kind] if kind == "varied" => (count, users, file, true),
-        _ => anyhow::bail!("usage: gen_records COUNT USERS FILE [varied]"),
+    let (count, users, file, varied, part) = match &args[..] {
+        [_, count, users, file] => (count, users, file, false, None),
+        [_, count, users, file, kind] if kind == "varied" => (count, users, file, true, None),
+        [_, count, users, file, kind, first, end] if kind == "varied" => {
+            (count, users, file, true, Some((first, end)))
+        }
+        _ => anyhow::bail!("usage: gen_records COUNT USERS FILE [varied [FIRST END]]"),
     };
-    let (count, users) = (count.parse()?, users.parse()?);
+    let (count, users): (u64, u64) = (count.parse()?, users.parse()?);
+    let part = match part {
+        Some((first, end)) => first.parse()?..end.parse::<u64>()?.min(count),
+        None => 0..count,
+    };
     let mut out = BufWriter::new(std::fs::File::create(file)?);
     let records: Box<dyn Iterator<Item = _>> = if varied {
-        Box::new(common::varied_jobs(
+        Box::new(common::varied_jobs_part(
+            part,
             count,
             users,
             NOVEMBER_START_MS,

@@ -30,6 +30,9 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// The escalation list: jobs the profiler traces automatically.
     Escalate(EscalateArgs),
+    /// Make the admin pages' rollups (sums per day and user, critical jobs) again from the
+    /// stored jobs, exactly (ingest keeps them as jobs arrive).
+    RebuildRollups(DatabaseArgs),
 }
 
 #[derive(Args, Debug)]
@@ -130,6 +133,10 @@ pub struct SiteReportArgs {
     /// interval's name, e.g. `/var/lib/mpistat/site/{period}`.
     #[arg(long)]
     pub out: PathBuf,
+    /// Also write the page of this job (by key, as `mpistat show` prints it; repeatable): the
+    /// site has pages of the jobs it lists (critical, traced) only.
+    #[arg(long = "job")]
+    pub jobs: Vec<String>,
 }
 
 #[derive(Args, Debug)]

@@ -34,6 +34,7 @@ use crate::pool::OrderedPool;
 use anyhow::Context;
 use flate2::read::DeflateDecoder;
 use mpistat_record::model::IndexImbalance;
+use mpistat_record::wire::DecodedJob;
 use mpistat_record::{AnalysisRecord, IndexedJob, JobIndex, JobRecord};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -230,6 +231,39 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (key, uid)
     ) WITHOUT ROWID;
 ",
+    "
+    -- Rollups (crate::rollup): the admin pages' sums per UTC day (`day` = end_ms / 86400000),
+    -- site-wide and per user, and the critical jobs, kept by ingest with the jobs. A database
+    -- with jobs is marked `stale`: the first command that opens it with the site configuration
+    -- builds them from the jobs (that needs the records, which SQL cannot read).
+    CREATE TABLE rollup_days (day INTEGER PRIMARY KEY, data TEXT NOT NULL);
+    CREATE TABLE rollup_users (
+        day INTEGER NOT NULL,
+        user TEXT NOT NULL,
+        jobs INTEGER NOT NULL,
+        wall_ns INTEGER NOT NULL,
+        mpi_ns INTEGER NOT NULL,
+        totals TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        PRIMARY KEY (day, user)
+    ) WITHOUT ROWID;
+    CREATE INDEX rollup_users_by_user ON rollup_users (user, day);
+    CREATE TABLE critical_jobs (
+        end_ms INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        user TEXT NOT NULL,
+        wall_ns INTEGER NOT NULL,
+        reasons TEXT NOT NULL,
+        PRIMARY KEY (end_ms, key)
+    ) WITHOUT ROWID;
+    CREATE TABLE rollup_state (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+    INSERT INTO rollup_state SELECT 'stale', '' WHERE EXISTS (SELECT 1 FROM jobs);
+    -- A user's jobs of an interval, listed and sorted without reading their rows.
+    CREATE INDEX jobs_by_user ON jobs (user, end_ms, key, wall_ns_sum, mpi_ns_sum, ranks);
+    -- The search of the live pages: by job id, and by application.
+    CREATE INDEX jobs_by_job_id ON jobs (job_id);
+    CREATE INDEX jobs_by_app ON jobs (coalesce(app, exe), end_ms, key);
+",
 ];
 
 /// Page size of a new database (an existing one keeps its own).
@@ -270,7 +304,7 @@ pub struct Rejected {
     pub line: Option<String>,
 }
 
-/// Totals of the jobs of an interval, from the database's columns.
+/// Totals of the jobs of an interval (from the rollups' columns, [`crate::rollup::totals_of_period`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PeriodTotals {
     pub jobs: u64,
@@ -474,6 +508,20 @@ impl Database {
         Ok(found.and_then(|(filed, stored)| self.usable(&filed, stored)))
     }
 
+    /// The stored record of the job that ended at `end_ms` with key `key` (by the unique index:
+    /// a few page reads), if it is there and usable (else it is quarantined).
+    pub fn job_ended_at(&self, end_ms: u64, key: &str) -> anyhow::Result<Option<JobRecord>> {
+        let found = self
+            .conn
+            .query_row(
+                &format!("SELECT {INDEX_COLUMNS}, record FROM jobs WHERE end_ms = ?1 AND key = ?2"),
+                params![end_ms, key],
+                |row| Ok((FiledJob::from_row(row)?, row.get(INDEX_COLUMN_COUNT)?)),
+            )
+            .optional()?;
+        Ok(found.and_then(|(filed, stored)| self.usable(&filed, stored)))
+    }
+
     /// The record of a job as filed, if it is usable (else it is quarantined).
     pub fn filed_record(&self, filed: &FiledJob) -> anyhow::Result<Option<JobRecord>> {
         let stored: Option<Value> = self
@@ -506,16 +554,30 @@ impl Database {
             "job {} filed for uid {} ({}): {detail}",
             index.job_id, index.uid, index.user
         );
+        // A savepoint: also inside a caller's transaction (`rollup::rebuild` reads every job).
         let moved = (|| -> rusqlite::Result<()> {
-            let tx = self.conn.unchecked_transaction()?;
-            tx.execute(
-                "INSERT OR REPLACE INTO rejected (kind, ref, source, detail, line)
-                 VALUES ('corrupt', ?1, 'database', ?2, NULL)",
-                params![filed.key, detail],
-            )?;
-            tx.execute("DELETE FROM jobs WHERE id = ?1", [filed.id])?;
-            tx.execute("DELETE FROM escalation_queue WHERE id = ?1", [filed.id])?;
-            tx.commit()
+            self.conn.execute_batch("SAVEPOINT quarantine")?;
+            let changed = (|| -> rusqlite::Result<()> {
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO rejected (kind, ref, source, detail, line)
+                     VALUES ('corrupt', ?1, 'database', ?2, NULL)",
+                    params![filed.key, detail],
+                )?;
+                self.conn
+                    .execute("DELETE FROM jobs WHERE id = ?1", [filed.id])?;
+                self.conn
+                    .execute("DELETE FROM escalation_queue WHERE id = ?1", [filed.id])?;
+                Ok(())
+            })();
+            match changed {
+                Ok(()) => self.conn.execute_batch("RELEASE quarantine"),
+                Err(e) => {
+                    let _ = self
+                        .conn
+                        .execute_batch("ROLLBACK TO quarantine; RELEASE quarantine");
+                    Err(e)
+                }
+            }
         })();
         match moved {
             Ok(()) => eprintln!(
@@ -523,25 +585,6 @@ impl Database {
             ),
             Err(e) => eprintln!("mpistat: {detail}; skipped (cannot move it to rejected: {e})"),
         }
-    }
-
-    /// Jobs, CPU time (rank-ns), MPI time and users of the jobs that ended in `[from_ms, to_ms)`,
-    /// from the table's columns alone (no record is decompressed; `total` cannot overflow).
-    pub fn totals_between(&self, from_ms: u64, to_ms: u64) -> anyhow::Result<PeriodTotals> {
-        Ok(self.conn.query_row(
-            "SELECT count(*), total(wall_ns_sum), total(mpi_ns_sum),
-                    count(DISTINCT user)
-             FROM jobs WHERE end_ms >= ?1 AND end_ms < ?2",
-            params![from_ms, to_ms],
-            |row| {
-                Ok(PeriodTotals {
-                    jobs: row.get(0)?,
-                    wall_ns: row.get::<_, f64>(1)? as u64,
-                    mpi_ns: row.get::<_, f64>(2)? as u64,
-                    users: row.get(3)?,
-                })
-            },
-        )?)
     }
 
     /// Jobs queued for the escalation rules, in arrival order (from the queue alone).
@@ -964,15 +1007,31 @@ pub struct JobRow {
     pub deflated: Vec<u8>,
     /// Queue it for the escalation rules (table `escalation_queue`) when it is stored.
     pub look: bool,
+    /// The record, when it was read and is the one filed: counted in the rollups when the job
+    /// is stored ([`crate::rollup`]).
+    pub record: Option<Box<JobRecord>>,
 }
 
 impl JobRow {
+    /// A job filed by its index alone (its record not read, or not the one filed).
     pub fn new(key: String, job: IndexedJob) -> JobRow {
         JobRow {
             key,
             index: job.index,
             deflated: job.deflated,
             look: false,
+            record: None,
+        }
+    }
+
+    /// A job whose record was read (and is the one its index says).
+    pub fn decoded(key: String, job: DecodedJob) -> JobRow {
+        JobRow {
+            key,
+            index: JobIndex::of(&job.record),
+            deflated: job.deflated,
+            look: false,
+            record: Some(Box::new(job.record)),
         }
     }
 }

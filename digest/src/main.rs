@@ -25,6 +25,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Digest(args) => mpistat_digest::mail::command(&args),
         Command::SiteReport(args) => mpistat_digest::site_report::command(&args),
         Command::Serve(args) => mpistat_digest::serve::command(&args),
+        Command::RebuildRollups(args) => mpistat_digest::rollup::command(&args),
         Command::Analyze(args) if args.send => {
             let path = args
                 .config

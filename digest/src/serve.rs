@@ -20,11 +20,13 @@
 
 use crate::cli::ServeArgs;
 use crate::db::Database;
-use crate::mail::content::{digests_over, TracedJob};
+use crate::mail::content::TracedJob;
 use crate::mail::week::IsoWeek;
-use crate::site_report::pages::{self, user_slug, Place};
+use crate::rollup;
+use crate::site_report::pages::{self, user_slug, Listing, Place};
 use crate::site_report::period::Period;
-use crate::site_report::summary::summarise;
+use crate::site_report::search;
+use crate::site_report::summary::{self, summarise};
 use anyhow::Context;
 use mpistat_site::SiteConfig;
 use std::collections::HashMap;
@@ -316,8 +318,8 @@ impl Pages {
     }
 
     fn route(&self, db: &Database, login: &str, url: &str, now_ms: u64) -> anyhow::Result<Reply> {
-        let (path, query) = url.split_once('?').unwrap_or((url, ""));
-        let period = match query
+        let (path, query_text) = url.split_once('?').unwrap_or((url, ""));
+        let period = match query_text
             .split('&')
             .find_map(|kv| kv.strip_prefix("period="))
             .map(percent_decode)
@@ -333,11 +335,10 @@ impl Pages {
         let top = Place {
             root: "",
             query: &query,
+            site: None,
         };
-        let below = Place {
-            root: "../",
-            query: &query,
-        };
+        let below = Place { root: "../", ..top };
+        let listing = Listing::of_query(query_text);
         let path = path.trim_start_matches('/');
         if let Some(key) = path
             .strip_prefix("jobs/")
@@ -362,17 +363,33 @@ impl Pages {
             if !admin && slug != user_slug(login) {
                 return Ok(Reply::error(403, "not your page"));
             }
-            let jobs = db.jobs_ended_between(period.from_ms, period.to_ms)?;
-            let digests = digests_over(&jobs, &period.label, period.hours(), &self.config.digest);
-            let Some(digest) = digests.iter().find(|d| user_slug(&d.user) == slug) else {
+            let users = rollup::of_period(&db.conn, period.from_ms, period.to_ms)?.users;
+            let Some((user, totals)) = users.iter().find(|(u, _)| user_slug(u) == slug) else {
                 return Ok(Reply::error(404, &format!("no jobs in {}", period.label)));
             };
-            let own: Vec<_> = jobs.iter().filter(|j| j.user == digest.user).collect();
-            return Ok(Reply::page(pages::user(digest, &own, &period.label, below)));
+            let digests = summary::user_digests(db, &period, &self.config, Some(user))?;
+            let Some(digest) = digests.first() else {
+                return Ok(Reply::error(404, &format!("no jobs in {}", period.label)));
+            };
+            let jobs = summary::user_jobs(db, user, &period, &listing)?;
+            return Ok(Reply::page(pages::user(
+                digest,
+                totals.mpi_ns,
+                &jobs,
+                totals.jobs,
+                &listing,
+                &period.label,
+                below,
+            )));
         }
         let interval_page = matches!(
             path,
-            "" | "index.html" | "charts.html" | "tables.html" | "critical.html" | "users.html"
+            "" | "index.html"
+                | "charts.html"
+                | "tables.html"
+                | "critical.html"
+                | "users.html"
+                | "search.html"
         );
         if !interval_page {
             return Ok(Reply::error(404, "no such page"));
@@ -383,14 +400,26 @@ impl Pages {
                 "only admins see the site pages; yours is users/<login>.html",
             ));
         }
-        let jobs = db.jobs_ended_between(period.from_ms, period.to_ms)?;
-        let s = summarise(db, &jobs, &period, &self.config)?;
+        if path == "search.html" {
+            let text = query_text
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("q="))
+                .map(percent_decode)
+                .unwrap_or_default();
+            let found = search::search(db, &period, text.trim())?;
+            return Ok(Reply::page(pages::search(&found, &period.label, top)));
+        }
+        let s = summarise(db, &period, &self.config)?;
         let config = &self.config;
         Ok(Reply::page(match path {
             "charts.html" => pages::charts(&s, top),
-            "tables.html" => pages::tables(&s, config, top),
-            "critical.html" => pages::critical(&s, config, top),
-            "users.html" => pages::users(&s, top),
+            "tables.html" => pages::tables(&s, top),
+            "critical.html" => {
+                let jobs = summary::critical_page(db, &period, &listing)?;
+                let (traced, count) = summary::traced_jobs(db, &period)?;
+                pages::critical(&s, config, &jobs, (&traced, count), &listing, top)
+            }
+            "users.html" => pages::users(&s, &listing, top),
             _ => pages::overview(&s, config, top),
         }))
     }

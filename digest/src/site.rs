@@ -6,8 +6,19 @@ use anyhow::Context;
 use mpistat_site::SiteConfig;
 
 /// Load the site configuration (problems go to stderr: a bad setting keeps its default) and
-/// open the database it names (or `--database`), creating its directory if needed.
+/// open the database it names (or `--database`), creating its directory if needed; its
+/// rollups are built if they are not yet or are out of date ([`crate::rollup::ensure_built`]).
 pub fn load(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, Database)> {
+    let (config, db) = load_without_rollups(args)?;
+    // A reader that cannot write the database still reads the rollups as they are.
+    if let Err(e) = crate::rollup::ensure_built(&db, &config.site_report) {
+        eprintln!("mpistat: the rollups are not rebuilt: {e:#}");
+    }
+    Ok((config, db))
+}
+
+/// [`load`] without looking at the rollups.
+pub fn load_without_rollups(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, Database)> {
     let path = args
         .config
         .clone()

@@ -1,10 +1,11 @@
 //! A sender writes wire-version-2 records whose index is one of its own jobs (its uid) around a
-//! record claiming uid 0 (root), every checksum right. Ingest files them under the sender (it
-//! does not inflate records, and the index's uid is the attested one); every reader of a record
-//! finds the disagreement and never credits root with the job: `mpistat show` reports it, the
-//! escalation does not analyse the trace one claims, the digest skips them and moves them to the
-//! rejected entries (`corrupt`, in `mpistat ingest --report`), the other users' mails are those
-//! of a database that never held them, and the job page is not served.
+//! record claiming uid 0 (root), every checksum right. Ingest files them under the sender (the
+//! index's uid is the attested one) but does not count them in the rollups (the record is not
+//! the one its index says); every reader of a record finds the disagreement and never credits
+//! root with the job: `mpistat show` reports it, the escalation does not analyse the trace one
+//! claims, the mails (from the rollups) are those of a database that never held them, a rebuild
+//! of the rollups moves them to the rejected entries (`corrupt`, in `mpistat ingest --report`),
+//! and the job page is not served.
 
 mod common;
 #[path = "../../record/tests/common/mod.rs"]
@@ -16,6 +17,7 @@ use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options, RunStats};
 use mpistat_digest::mail::mails;
 use mpistat_digest::mail::week::IsoWeek;
+use mpistat_digest::rollup::rebuild;
 use mpistat_record::model::TraceInfo;
 use mpistat_record::{JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
@@ -145,6 +147,10 @@ fn a_record_under_someone_elses_index_is_never_credited_to_the_uid_it_claims() {
         assert_eq!(f.text, c.text, "{}'s mail", f.user);
         assert_eq!(f.html, c.html, "{}'s mail", f.user);
     }
+    // The mails come from the rollups, which never counted the forgeries (ingest read their
+    // records for them); rebuilding the rollups reads every record, and moves them out.
+    assert_eq!(db.job_count().unwrap(), 12);
+    rebuild(&db, &config.site_report).unwrap();
     assert_eq!(db.job_count().unwrap(), 10);
     let mut report = Vec::new();
     mpistat_digest::ingest::report::print(&db, &mut report).unwrap();
@@ -212,6 +218,10 @@ fn an_unreadable_stored_record_does_not_stop_the_digest() {
     let week = IsoWeek::parse("2026-W47").unwrap();
     let all = mails(&db, &SiteConfig::default(), week, None).unwrap();
     assert_eq!(all.len(), 5);
+    // Spoilt after ingest counted it: still in the rollups the mails come from, until a rebuild
+    // reads it (as every reader of the record does) and moves it out.
+    assert!(db.rejected().unwrap().is_empty());
+    rebuild(&db, &SiteConfig::default().site_report).unwrap();
     let rejected = db.rejected().unwrap();
     assert_eq!(rejected.len(), 1);
     assert!(

@@ -302,7 +302,7 @@ fn smtp_server_down_then_up_gets_every_mail_once() {
 /// read in the totals mode, so they are "not split (totals mode)", not "MPI 0".
 #[test]
 fn a_week_of_one_short_job() {
-    use mpistat_digest::mail::content::Week;
+    use mpistat_digest::mail::content::{UserWeek, Week};
     use mpistat_digest::mail::{html, text};
     use mpistat_record::model::{CounterEvent, CounterSet, RoutineStats};
     use mpistat_record::Stat;
@@ -340,8 +340,10 @@ fn a_week_of_one_short_job() {
         ..JobRecord::default()
     };
     let config = SiteConfig::default();
-    let mut week = Week::new(&config.digest);
-    week.add(&job);
+    let mut user = UserWeek::default();
+    user.add(&job);
+    let users = std::collections::BTreeMap::from([(job.user.clone(), user)]);
+    let week = Week::of_users(&config.digest, 7.0 * 24.0, users);
     let digest = &week.digests("2026-W47")[0];
     assert!(digest
         .figures

@@ -14,9 +14,10 @@ use common::{append_log, varied_jobs, week_of_jobs, WEEK_47_START_MS};
 use mpistat_digest::db::Database;
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
-use mpistat_digest::site_report::pages::{self, Place};
+use mpistat_digest::rollup::{ensure_built, rebuild};
+use mpistat_digest::site_report::pages::{self, Listing, Place, StaticJobs};
 use mpistat_digest::site_report::period::Period;
-use mpistat_digest::site_report::summary::summarise;
+use mpistat_digest::site_report::summary::{self, summarise};
 use mpistat_digest::site_report::write_site;
 use mpistat_record::{AnalysisRecord, JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
@@ -68,6 +69,8 @@ fn synthetic_month() -> Vec<JobRecord> {
     hostile.argv0 = XSS.into();
     hostile.env.insert("OMPI_MCA_btl".into(), XSS.into());
     hostile.user_pmpi_tool = true;
+    // The biggest critical job: on the first page of the critical list, with a page of its own.
+    hostile.wall_ns.sum *= 1000;
     hostile.mpi_ns.sum = hostile.wall_ns.sum / 2;
     records.push(hostile);
     records
@@ -88,19 +91,192 @@ fn overview_of_a_fixed_week() {
     ));
     let db = database(&dir, &records);
     let period = Period::parse("2026-W47").unwrap();
-    let jobs = db.jobs_ended_between(period.from_ms, period.to_ms).unwrap();
     let config = SiteConfig::default();
-    let summary = summarise(&db, &jobs, &period, &config).unwrap();
-    let html = pages::overview(
-        &summary,
-        &config,
-        Place {
-            root: "",
-            query: "",
-        },
-    );
+    let summary = summarise(&db, &period, &config).unwrap();
+    let html = pages::overview(&summary, &config, static_place(&StaticJobs::default()));
     assert!(html.contains("<svg"), "the trend chart");
     insta::assert_snapshot!("overview", html);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The top of a static site.
+fn static_place(site: &StaticJobs) -> Place<'_> {
+    Place {
+        root: "",
+        query: "",
+        site: Some(site),
+    }
+}
+
+/// Every page of `period` as the server shows it to an admin, sorted in every way, and as the
+/// static site has it, by name.
+fn every_page(db: &Database, period: &Period) -> BTreeMap<String, String> {
+    let config = SiteConfig::default();
+    let s = summarise(db, period, &config).unwrap();
+    let live = Place {
+        root: "",
+        query: "?period=x",
+        site: None,
+    };
+    let mut pages = BTreeMap::new();
+    pages.insert("index".to_string(), pages::overview(&s, &config, live));
+    pages.insert("charts".into(), pages::charts(&s, live));
+    pages.insert("tables".into(), pages::tables(&s, live));
+    let traced = summary::traced_jobs(db, period).unwrap();
+    for sort in pages::CRITICAL_SORTS {
+        for from in [0, pages::PAGE_ROWS] {
+            let listing = Listing {
+                sort: sort.into(),
+                from,
+            };
+            let jobs = summary::critical_page(db, period, &listing).unwrap();
+            let html = pages::critical(&s, &config, &jobs, (&traced.0, traced.1), &listing, live);
+            pages.insert(format!("critical {sort} {from}"), html);
+        }
+    }
+    for sort in pages::USER_SORTS {
+        let listing = Listing {
+            sort: sort.into(),
+            from: 0,
+        };
+        pages.insert(format!("users {sort}"), pages::users(&s, &listing, live));
+    }
+    for digest in summary::user_digests(db, period, &config, None).unwrap() {
+        let totals = &s
+            .users
+            .iter()
+            .find(|u| u.user == digest.user)
+            .unwrap()
+            .totals;
+        for sort in pages::JOB_SORTS {
+            let listing = Listing {
+                sort: sort.into(),
+                from: 0,
+            };
+            let jobs = summary::user_jobs(db, &digest.user, period, &listing).unwrap();
+            let html = pages::user(
+                &digest,
+                totals.mpi_ns,
+                &jobs,
+                totals.jobs,
+                &listing,
+                &period.label,
+                live,
+            );
+            pages.insert(format!("user {} {sort}", digest.user), html);
+        }
+    }
+    let site = db
+        .conn
+        .path()
+        .map(|p| PathBuf::from(p).with_extension("site"))
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&site);
+    write_site(db, &config, period, &site, &[]).unwrap();
+    for file in ["index", "charts", "tables", "critical", "users"] {
+        let html = std::fs::read_to_string(site.join(format!("{file}.html"))).unwrap();
+        pages.insert(format!("static {file}"), html);
+    }
+    pages
+}
+
+/// The rollups ingest keeps as the jobs come (in several commits, out of end order, some jobs
+/// twice) give the same pages as rollups rebuilt from the stored jobs, and the same summary
+/// figures as the jobs' records added up directly.
+#[test]
+fn rollups_kept_by_ingest_equal_a_rebuild() {
+    let dir = temp_dir("rollups");
+    let mut records = synthetic_month();
+    records.reverse();
+    let log = dir.join("records.log");
+    append_log(&log, &records);
+    // Some jobs again, in a later commit: stored once, counted once.
+    append_log(&log, &records[..50]);
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let options = Options {
+        accounts: Some(Arc::new(Table::new(
+            records.iter().map(|r| (r.user.as_str(), r.uid)),
+        ))),
+        batch_lines: 5000,
+        ..Options::from_site(vec![log], &SiteConfig::default())
+    };
+    run_once(&mut db, &options, &mut Vec::new()).unwrap();
+    assert_eq!(db.job_count().unwrap(), records.len() as u64);
+    let commits: u64 = db
+        .conn
+        .query_row("SELECT count(*) FROM positions", [], |r| r.get(0))
+        .unwrap();
+    assert!(commits > 0);
+    let period = Period::month("2026-11").unwrap();
+    let kept = every_page(&db, &period);
+    let week = Period::parse("2026-W47").unwrap();
+    let kept_week = every_page(&db, &week);
+    let counted = rebuild(&db, &SiteConfig::default().site_report).unwrap();
+    assert_eq!(counted, records.len() as u64);
+    let rebuilt = every_page(&db, &period);
+    assert_eq!(kept.len(), rebuilt.len());
+    for (name, html) in &kept {
+        assert_eq!(html, &rebuilt[name], "{name} differs after a rebuild");
+    }
+    assert_eq!(kept_week, every_page(&db, &week));
+    // The figures are the records' own.
+    let s = summarise(&db, &period, &SiteConfig::default()).unwrap();
+    let in_month: Vec<&JobRecord> = records
+        .iter()
+        .filter(|r| r.end_unix_ms >= period.from_ms && r.end_unix_ms < period.to_ms)
+        .collect();
+    assert_eq!(s.total.jobs, in_month.len());
+    assert_eq!(
+        s.total.wall_ns,
+        in_month.iter().map(|r| r.wall_ns.sum).sum::<u64>()
+    );
+    assert_eq!(
+        s.users.len(),
+        in_month
+            .iter()
+            .map(|r| &r.user)
+            .collect::<BTreeSet<_>>()
+            .len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A database of an earlier schema, with jobs and without rollups, gets them when it is upgraded
+/// and first opened with the site's configuration: the same pages as ingest keeps.
+#[test]
+fn an_upgraded_database_gets_its_rollups() {
+    let dir = temp_dir("upgrade");
+    let records = synthetic_month();
+    let db = database(&dir, &records);
+    let period = Period::month("2026-11").unwrap();
+    let kept = every_page(&db, &period);
+    // Back to schema 7: no rollup tables, no indexes for the pages.
+    db.conn
+        .execute_batch(
+            "DROP TABLE rollup_days; DROP TABLE rollup_users; DROP TABLE critical_jobs;
+             DROP TABLE rollup_state; DROP INDEX jobs_by_user; DROP INDEX jobs_by_job_id;
+             DROP INDEX jobs_by_app; PRAGMA user_version = 7;",
+        )
+        .unwrap();
+    drop(db);
+    let db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let days: u64 = db
+        .conn
+        .query_row("SELECT count(*) FROM rollup_days", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(days, 0, "made by the first command with the configuration");
+    ensure_built(&db, &SiteConfig::default().site_report).unwrap();
+    let upgraded = every_page(&db, &period);
+    for (name, html) in &kept {
+        assert_eq!(html, &upgraded[name], "{name} differs after the upgrade");
+    }
+    // Other thresholds: the critical list is made again with them.
+    let mut config = SiteConfig::default();
+    config.site_report.critical_mpi_percent = 99.0;
+    config.site_report.critical_imbalance_percent = 99.0;
+    ensure_built(&db, &config.site_report).unwrap();
+    let s = summarise(&db, &period, &config).unwrap();
+    assert_eq!(s.critical_jobs, 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -160,7 +336,7 @@ fn static_site_of_a_synthetic_month() {
     let db = database(&dir, &records);
     let site = dir.join("site");
     let period = Period::month("2026-11").unwrap();
-    let written = write_site(&db, &SiteConfig::default(), &period, &site).unwrap();
+    let written = write_site(&db, &SiteConfig::default(), &period, &site, &[]).unwrap();
     assert_eq!(written.jobs, 3001);
     assert_eq!(written.users, 100);
 
@@ -713,6 +889,7 @@ fn a_traced_jobs_page_links_its_trace_analysis() {
         &SiteConfig::default(),
         &Period::parse("2026-W47").unwrap(),
         &site,
+        &[],
     )
     .unwrap();
     let page = |r: &JobRecord| {
@@ -723,6 +900,9 @@ fn a_traced_jobs_page_links_its_trace_analysis() {
     assert!(html.contains("rank 0 computes &lt;longer&gt; before MPI_Send (delays.c:46)"));
     assert!(html.contains("mpistat analyze /home/alice/.mpistat/traces/42"));
     assert!(html.contains("31.0 %"));
-    assert!(!page(&records[0]).contains("trace-analysis"));
+    // The critical page lists the traced jobs, which have pages of their own.
+    let critical = std::fs::read_to_string(site.join("critical.html")).unwrap();
+    let traced_list = &critical[critical.find("id=\"traced\"").expect("traced jobs")..];
+    assert!(traced_list.contains(&format!("jobs/{}.html", traced.key())));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -390,6 +390,9 @@ pub struct SiteReportConfig {
     pub critical_min_cpu_hours: f64,
     /// The overview names how much CPU time the top N users consumed, for each N here.
     pub top_users: Vec<usize>,
+    /// Where `mpistat serve` answers (base URL ending in `/`): the static site links the jobs it
+    /// has no page of there. Empty: such jobs are not linked.
+    pub live_url: String,
 }
 
 impl Default for SiteReportConfig {
@@ -399,6 +402,7 @@ impl Default for SiteReportConfig {
             critical_imbalance_percent: 20.0,
             critical_min_cpu_hours: 0.0,
             top_users: vec![5, 10, 20],
+            live_url: String::new(),
         }
     }
 }

@@ -167,6 +167,11 @@ fn site_of_real_and_synthetic_jobs_renders_in_chromium() {
             &month,
             "--out",
             out.to_str().unwrap(),
+            // Pages of these two as well: the site has pages of the jobs it lists only.
+            "--job",
+            &imbalanced.key(),
+            "--job",
+            &hostile_job.key(),
         ],
         &config,
     );
@@ -176,10 +181,15 @@ fn site_of_real_and_synthetic_jobs_renders_in_chromium() {
     let browser = Browser::start(dir.path());
     let views = render_every_page(&browser, &out, dir.path());
     drop(browser);
+    let job_pages = std::fs::read_dir(out.join("jobs")).unwrap().count();
+    assert!(
+        job_pages >= 2 && job_pages < jobs,
+        "{job_pages} job pages of {jobs} jobs"
+    );
     assert_eq!(
         views.len(),
-        5 + users.len() + jobs,
-        "the site's pages: five site-wide ones, one per user and one per job"
+        5 + users.len() + job_pages,
+        "the site's pages: five site-wide ones, one per user and one per job it lists"
     );
     let user_page = out.join(format!("users/{user}.html"));
     let imbalanced_page = out.join(format!("jobs/{}.html", imbalanced.key()));

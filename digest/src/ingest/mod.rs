@@ -62,7 +62,7 @@ use crate::db::{Database, JobRow, Position, Received, Rejected};
 use crate::pool::OrderedPool;
 use mpistat_record::wire::Kind;
 use mpistat_record::{AnalysisRecord, Assembler, CompleteJob, Problem};
-use mpistat_site::{EscalationConfig, SiteConfig};
+use mpistat_site::{EscalationConfig, SiteConfig, SiteReportConfig};
 use source::{Head, Input, Opened};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
@@ -109,6 +109,9 @@ pub struct Options {
     pub grace: Duration,
     /// The site's escalation rule: jobs that meet it (or are traced) are queued for it.
     pub escalation: EscalationConfig,
+    /// The site's critical-job thresholds (site `[site_report]`), which the rollups' critical
+    /// list is made with ([`crate::rollup`]).
+    pub critical: SiteReportConfig,
     /// Lines read between two commits ([`BATCH_LINES`]; tests make it smaller, for more
     /// commits to kill between).
     pub batch_lines: u64,
@@ -127,6 +130,7 @@ impl Options {
                 .then(|| Arc::new(accounts::System::default()) as Arc<dyn accounts::Accounts>),
             grace: Duration::from_secs(config.ingest.grace_seconds),
             escalation: config.escalation.clone(),
+            critical: config.site_report.clone(),
             batch_lines: BATCH_LINES,
         }
     }
@@ -255,7 +259,9 @@ pub fn run_once(
         }
         let committed = own_checkpoints.then(|| writer::Checkpoints::new(requests, dones));
         let (batches, inbox) = mpsc::sync_channel(WRITER_QUEUE);
-        let writer = scope.spawn(move || writer::write(writer_db, inbox, incomplete, committed));
+        let writer = scope.spawn(move || {
+            writer::write(writer_db, inbox, incomplete, committed, &options.critical)
+        });
         // Reading (and the decoders it starts) yields to the writer, the slowest stage: with
         // more threads than cores, an equal share would leave the writer half a core.
         let reader = scope.spawn(move || {
@@ -687,13 +693,17 @@ impl Run<'_> {
     }
 }
 
-/// A complete job as a row to store: by its index alone for wire version 2, by decoding the
-/// record for version 1 (see [`CompleteJob::indexed`]); an analysis record decoded.
+/// A complete job as a row to store, with its record decoded for the rollups; if the record
+/// cannot be read or is not the one its index says (wire version 2), by its index alone (see
+/// [`CompleteJob::indexed`]: every reader quarantines it); an analysis record decoded.
 fn file_job(job: CompleteJob) -> Outcome {
     match job.kind() {
-        Kind::Job => job
-            .indexed()
-            .map(move |indexed| Filed::Job(JobRow::new(job.key, indexed))),
+        Kind::Job => match job.decode() {
+            Ok(decoded) => Ok(Filed::Job(JobRow::decoded(job.key, decoded))),
+            Err(_) => job
+                .indexed()
+                .map(move |indexed| Filed::Job(JobRow::new(job.key, indexed))),
+        },
         Kind::Analysis => job.analysis().map(Filed::Analysis),
     }
 }

@@ -4,6 +4,8 @@
 //! the crash-safety design changes: a batch is committed whole or not at all.
 
 use crate::db::{save_position, Database, IngestBatch, JobRow, Position, Received, Rejected};
+use crate::rollup::Rollups;
+use mpistat_site::SiteReportConfig;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender};
@@ -23,11 +25,14 @@ pub struct Batch {
 /// marked for the escalation rules ([`JobRow::look`]) are queued for them if they are new.
 /// `incomplete` is the set of keys the database reports as incomplete: inserting one of those
 /// jobs withdraws the report (a lookup here rather than a delete statement for every job).
+/// The new jobs whose records were read are added to the rollups in the same transaction
+/// (`critical`: the thresholds of the critical list).
 pub fn write(
     db: &mut Database,
     inbox: Receiver<Batch>,
     mut incomplete: HashSet<String>,
     mut checkpoints: Option<Checkpoints>,
+    critical: &SiteReportConfig,
 ) -> anyhow::Result<u64> {
     let mut new_jobs = 0;
     // Position rows made in this run, by file number.
@@ -37,6 +42,7 @@ pub fn write(
             checkpoints.before_transaction();
         }
         let tx = db.conn.transaction()?;
+        let mut rollups = Rollups::new(critical);
         {
             let mut statements = IngestBatch::new(&tx)?;
             for rejected in &batch.rejected {
@@ -53,9 +59,13 @@ pub fn write(
                 let was_incomplete = !incomplete.is_empty() && incomplete.remove(&job.key);
                 if statements.insert_job(job, was_incomplete)? {
                     new_jobs += 1;
+                    if let Some(record) = &job.record {
+                        rollups.add(record);
+                    }
                 }
             }
         }
+        rollups.save(&tx)?;
         for (file, mut position, path) in batch.positions {
             if let Some(id) = ids.get(&file) {
                 position.id = *id;

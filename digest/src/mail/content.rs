@@ -7,10 +7,10 @@
 use mpistat_record::units::rate;
 use mpistat_record::JobRecord;
 use mpistat_site::{DigestConfig, LinkCost};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub const NS_PER_HOUR: f64 = 3600e9;
-const HOURS_PER_WEEK: f64 = 168.0;
 
 /// One level-1 figure of a user, with the site's reference values for the week.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,7 +81,7 @@ pub fn application_label(app: &str, interpreter: Option<&str>, short: bool) -> S
 }
 
 /// One of the user's biggest jobs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TopJob {
     /// As the user finds it in `sacct` when the job ran in Slurm (`4711_3.0`), else the record's.
     pub job_id: String,
@@ -152,12 +152,12 @@ impl TracedJob {
 
 /// Counter event names behind the level-1 rates: instructions, floating-point operations and
 /// last-level cache misses.
-const INSTRUCTIONS: &str = "instructions";
+pub const INSTRUCTIONS: &str = "instructions";
 const FP_OPS: &str = "fp-ops";
 const CACHE_MISSES: &str = "llc-misses";
 
 /// One counter event summed over a user's jobs that counted it.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 struct CounterTotal {
     /// Events outside and inside MPI of the jobs that split them.
     app: u64,
@@ -195,8 +195,8 @@ impl CounterTotal {
 }
 
 /// Totals of a set of jobs (a user's, a size class's): behind the level-1 figures of the mail
-/// and the admin pages.
-#[derive(Debug, Default, Clone)]
+/// and the admin pages. Kept in the rollups ([`crate::rollup`]): [`Totals::merge`] adds two.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Totals {
     pub jobs: usize,
     pub ranks_min: u32,
@@ -228,20 +228,35 @@ pub struct Totals {
 /// Jobs in the "biggest jobs" table.
 const TOP_JOBS: usize = 5;
 
-/// The routine table's sums over a set of jobs, by routine.
-#[derive(Debug, Default, Clone)]
-struct RoutineSums {
-    rows: BTreeMap<String, RoutineRow>,
-    /// Ranks and MPI time of all the jobs.
-    total_ranks: u64,
-    mpi_ns: u64,
+/// One routine summed over a set of jobs (and their ranks).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct RoutineSum {
+    /// The routine's class (`p2p`, `collective`, ...), which its cost model depends on.
+    pub class: String,
+    pub calls: u64,
+    pub time_ns: u64,
+    pub count: u64,
+    pub bytes: u64,
 }
 
-/// What a user's mail needs of their week, built one job at a time.
-#[derive(Debug, Default, Clone)]
-struct UserWeek {
-    totals: Totals,
-    routines: RoutineSums,
+/// The routine table's sums over a set of jobs, by routine (the estimates are made from them
+/// with the site's network model when the table is made, [`RoutineSums::rows`]).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct RoutineSums {
+    pub routines: BTreeMap<String, RoutineSum>,
+    /// Ranks and MPI time of all the jobs.
+    pub total_ranks: u64,
+    pub mpi_ns: u64,
+}
+
+/// What a user's mail needs of their week, built one job at a time (also kept per day in the
+/// rollups, [`crate::rollup`], and added up with [`UserWeek::merge`]).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct UserWeek {
+    /// Stored apart in the rollups (the users list needs only these).
+    #[serde(skip)]
+    pub totals: Totals,
+    pub routines: RoutineSums,
     /// The biggest jobs so far, by CPU time (then key), with their CPU time and key.
     top: Vec<(u64, String, TopJob)>,
 }
@@ -319,6 +334,49 @@ impl Totals {
         }
     }
 
+    /// Add the totals of other jobs. What `add` takes from the first job that has it (the
+    /// counters' mode, why a counter was unavailable, the least used allocation on a tie) is
+    /// taken from `self` when both have it.
+    pub fn merge(&mut self, other: &Totals) {
+        if other.jobs == 0 {
+            return;
+        }
+        self.ranks_min = if self.jobs == 0 {
+            other.ranks_min
+        } else {
+            self.ranks_min.min(other.ranks_min)
+        };
+        self.ranks_max = self.ranks_max.max(other.ranks_max);
+        self.jobs += other.jobs;
+        self.wall_ns += other.wall_ns;
+        self.mpi_ns += other.mpi_ns;
+        self.balance_weighted += other.balance_weighted;
+        self.balance_estimated += other.balance_estimated;
+        self.imbalance_weighted += other.imbalance_weighted;
+        self.imbalance_weight += other.imbalance_weight;
+        self.allocated_cpu_ns += other.allocated_cpu_ns;
+        self.allocated_rank_ns += other.allocated_rank_ns;
+        if let Some(least) = &other.least_used {
+            if self.least_used.as_ref().is_none_or(|l| least.0 < l.0) {
+                self.least_used = Some(least.clone());
+            }
+        }
+        if self.counters_mode.is_empty() {
+            self.counters_mode = other.counters_mode.clone();
+        }
+        for (name, theirs) in &other.counters {
+            let total = self.counters.entry(name.clone()).or_default();
+            if let Some(reason) = &theirs.unavailable {
+                total.unavailable.get_or_insert_with(|| reason.clone());
+            }
+            total.counted |= theirs.counted;
+            total.app += theirs.app;
+            total.mpi += theirs.mpi;
+            total.app_ns += theirs.app_ns;
+            total.mpi_ns += theirs.mpi_ns;
+        }
+    }
+
     /// Percent of the allocated CPU time that ran ranks, over the jobs that know their Slurm
     /// allocation.
     fn allocation_used_percent(&self) -> Option<f64> {
@@ -332,7 +390,7 @@ impl Totals {
     }
 
     /// Events of `name` per rank and second outside MPI.
-    fn rate(&self, name: &str) -> Option<f64> {
+    pub fn rate(&self, name: &str) -> Option<f64> {
         self.counters.get(name).and_then(CounterTotal::app_rate)
     }
 
@@ -415,8 +473,8 @@ fn cost_of(config: &DigestConfig, name: &str, class: &str) -> Option<LinkCost> {
         .copied()
 }
 
-/// A week's mails (or an interval's figures), built one job at a time: a week may hold
-/// millions of jobs, so only each user's sums are kept.
+/// A week's mails (or an interval's figures), from each user's sums over it ([`UserWeek`], added
+/// up from the rollups): a week may hold millions of jobs.
 pub struct Week<'c> {
     config: &'c DigestConfig,
     /// Length of the interval: the machine's capacity in it is `capacity_cores` × `hours`.
@@ -425,46 +483,23 @@ pub struct Week<'c> {
 }
 
 impl<'c> Week<'c> {
-    /// A week (168 hours).
-    pub fn new(config: &'c DigestConfig) -> Week<'c> {
-        Week::of_hours(config, HOURS_PER_WEEK)
-    }
-
-    pub fn of_hours(config: &'c DigestConfig, hours: f64) -> Week<'c> {
+    /// An interval of `hours` hours whose users' sums are made (from the rollups).
+    pub fn of_users(
+        config: &'c DigestConfig,
+        hours: f64,
+        users: BTreeMap<String, UserWeek>,
+    ) -> Week<'c> {
         Week {
             config,
             hours,
-            users: BTreeMap::new(),
+            users,
         }
-    }
-
-    pub fn add(&mut self, job: &JobRecord) {
-        if !self.users.contains_key(&job.user) {
-            self.users.insert(job.user.clone(), UserWeek::default());
-        }
-        let user = self.users.get_mut(&job.user).expect("inserted");
-        user.totals.add(job);
-        user.routines.add(job, self.config);
-        user.add_top(job);
     }
 
     /// The mail of every user with jobs, by user name (`week` names the interval).
     pub fn digests(&self, week: &str) -> Vec<UserDigest> {
         digests(&self.users, week, self.hours, self.config)
     }
-}
-
-/// The figures of every user with jobs in `jobs`, records of an interval (`week`) of `hours`
-/// hours (the machine's capacity in that interval is `capacity_cores` × `hours`).
-pub fn digests_over(
-    jobs: &[JobRecord],
-    week: &str,
-    hours: f64,
-    config: &DigestConfig,
-) -> Vec<UserDigest> {
-    let mut interval = Week::of_hours(config, hours);
-    jobs.iter().for_each(|job| interval.add(job));
-    interval.digests(week)
 }
 
 fn digests(
@@ -575,7 +610,7 @@ fn digests(
                 &references[4],
                 flags.balance,
             ));
-            let routines = u.routines.rows();
+            let routines = u.routines.rows(config);
             let worth = Worth {
                 cpu_ns: t.wall_ns as f64,
                 min_percent: config.recommend_min_percent,
@@ -614,38 +649,47 @@ fn figure(name: &'static str, value: String, reference: &str, critical: bool) ->
 /// [`RoutineSums::rows`]).
 pub fn routine_rows(jobs: &[&JobRecord], config: &DigestConfig) -> Vec<RoutineRow> {
     let mut sums = RoutineSums::default();
-    jobs.iter().for_each(|job| sums.add(job, config));
-    sums.rows()
+    jobs.iter().for_each(|job| sums.add(job));
+    sums.rows(config)
 }
 
 impl RoutineSums {
     /// Add the job's routines.
-    fn add(&mut self, job: &JobRecord, config: &DigestConfig) {
+    pub fn add(&mut self, job: &JobRecord) {
         self.total_ranks += u64::from(job.ranks);
         self.mpi_ns += job.mpi_ns.sum;
         for r in &job.routines {
-            if !self.rows.contains_key(&r.name) {
-                let row = RoutineRow {
-                    name: r.name.clone(),
-                    calls: 0,
-                    calls_per_rank: 0.0,
-                    time_ns: 0,
-                    count: 0,
-                    bytes: 0,
-                    share: 0.0,
-                    cost: cost_of(config, &r.name, &r.class),
-                    latency_ns: None,
-                    transfer_ns: None,
-                    sync_ns: None,
-                    fits: true,
+            if !self.routines.contains_key(&r.name) {
+                let sum = RoutineSum {
+                    class: r.class.clone(),
+                    ..RoutineSum::default()
                 };
-                self.rows.insert(r.name.clone(), row);
+                self.routines.insert(r.name.clone(), sum);
             }
-            let row = self.rows.get_mut(&r.name).expect("inserted");
-            row.calls += r.calls.sum;
-            row.time_ns += r.time_ns.sum;
-            row.count += r.count.sum;
-            row.bytes += r.bytes.sum;
+            let sum = self.routines.get_mut(&r.name).expect("inserted");
+            sum.calls += r.calls.sum;
+            sum.time_ns += r.time_ns.sum;
+            sum.count += r.count.sum;
+            sum.bytes += r.bytes.sum;
+        }
+    }
+
+    /// Add the sums of other jobs.
+    pub fn merge(&mut self, other: &RoutineSums) {
+        self.total_ranks += other.total_ranks;
+        self.mpi_ns += other.mpi_ns;
+        for (name, theirs) in &other.routines {
+            let sum = self
+                .routines
+                .entry(name.clone())
+                .or_insert_with(|| RoutineSum {
+                    class: theirs.class.clone(),
+                    ..RoutineSum::default()
+                });
+            sum.calls += theirs.calls;
+            sum.time_ns += theirs.time_ns;
+            sum.count += theirs.count;
+            sum.bytes += theirs.bytes;
         }
     }
 
@@ -653,40 +697,73 @@ impl RoutineSums {
     /// transfer = bytes / bandwidth, synchronisation = time − both. When the first two exceed
     /// the time measured the model does not fit ([`RoutineRow::fits`]): they are capped at it
     /// (latency first) and sync is zero, so no estimate is negative.
-    fn rows(&self) -> Vec<RoutineRow> {
-        let mut rows: Vec<RoutineRow> = self.rows.values().cloned().collect();
-        for row in &mut rows {
-            row.calls_per_rank = row.calls as f64 / self.total_ranks.max(1) as f64;
-            row.share = row.time_ns as f64 / self.mpi_ns.max(1) as f64;
-            if let Some(cost) = row.cost {
-                let time = row.time_ns as f64;
-                let latency = row.calls as f64 * cost.latency_us * 1e3;
-                let transfer = row.bytes as f64 / (cost.bandwidth_mb_s * 1e6) * 1e9;
-                row.fits = latency + transfer <= time;
-                let latency = latency.min(time);
-                let transfer = transfer.min(time - latency);
-                row.latency_ns = Some(latency);
-                row.transfer_ns = Some(transfer);
-                row.sync_ns = Some(time - latency - transfer);
-            }
-        }
+    pub fn rows(&self, config: &DigestConfig) -> Vec<RoutineRow> {
+        let mut rows: Vec<RoutineRow> = self
+            .routines
+            .iter()
+            .map(|(name, sum)| {
+                let cost = cost_of(config, name, &sum.class);
+                let mut row = RoutineRow {
+                    name: name.clone(),
+                    calls: sum.calls,
+                    calls_per_rank: sum.calls as f64 / self.total_ranks.max(1) as f64,
+                    time_ns: sum.time_ns,
+                    count: sum.count,
+                    bytes: sum.bytes,
+                    share: sum.time_ns as f64 / self.mpi_ns.max(1) as f64,
+                    cost,
+                    latency_ns: None,
+                    transfer_ns: None,
+                    sync_ns: None,
+                    fits: true,
+                };
+                if let Some(cost) = cost {
+                    let time = row.time_ns as f64;
+                    let latency = row.calls as f64 * cost.latency_us * 1e3;
+                    let transfer = row.bytes as f64 / (cost.bandwidth_mb_s * 1e6) * 1e9;
+                    row.fits = latency + transfer <= time;
+                    let latency = latency.min(time);
+                    let transfer = transfer.min(time - latency);
+                    row.latency_ns = Some(latency);
+                    row.transfer_ns = Some(transfer);
+                    row.sync_ns = Some(time - latency - transfer);
+                }
+                row
+            })
+            .collect();
         rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then_with(|| a.name.cmp(&b.name)));
         rows
     }
 }
 
 impl UserWeek {
+    /// Only the totals of a user (enough for the site's reference values).
+    pub fn of_totals(totals: Totals) -> UserWeek {
+        UserWeek {
+            totals,
+            ..UserWeek::default()
+        }
+    }
+
+    /// Add one job of the user.
+    pub fn add(&mut self, job: &JobRecord) {
+        self.totals.add(job);
+        self.routines.add(job);
+        self.add_top(job);
+    }
+
+    /// Add the sums of other jobs of the user.
+    pub fn merge(&mut self, other: &UserWeek) {
+        self.totals.merge(&other.totals);
+        self.routines.merge(&other.routines);
+        for (wall, key, top) in &other.top {
+            self.keep_top(*wall, key.clone(), || top.clone());
+        }
+    }
+
     /// Keep the job if it is among the biggest by CPU time (ties: by key).
     fn add_top(&mut self, job: &JobRecord) {
-        let key = job.key();
-        let rank = (std::cmp::Reverse(job.wall_ns.sum), &key);
-        let at = self
-            .top
-            .partition_point(|(wall, k, _)| (std::cmp::Reverse(*wall), k) < rank);
-        if at >= TOP_JOBS {
-            return;
-        }
-        let top = TopJob {
+        self.keep_top(job.wall_ns.sum, job.key(), || TopJob {
             job_id: job
                 .slurm
                 .as_ref()
@@ -699,8 +776,20 @@ impl UserWeek {
             mpi_percent: 100.0 * job.mpi_fraction(),
             load_balance: load_balance(job),
             imbalance_percent: imbalance_percent(job),
-        };
-        self.top.insert(at, (job.wall_ns.sum, key, top));
+        });
+    }
+
+    /// Keep a job of CPU time `wall` and key `key` (`top` makes its line) if it is among the
+    /// biggest.
+    fn keep_top(&mut self, wall: u64, key: String, top: impl FnOnce() -> TopJob) {
+        let rank = (std::cmp::Reverse(wall), &key);
+        let at = self
+            .top
+            .partition_point(|(wall, k, _)| (std::cmp::Reverse(*wall), k) < rank);
+        if at >= TOP_JOBS {
+            return;
+        }
+        self.top.insert(at, (wall, key, top()));
         self.top.truncate(TOP_JOBS);
     }
 }

@@ -1,7 +1,7 @@
 //! `mpistat digest`: one mail per user who ran jobs in a week, built from the database.
 //!
-//! `content` computes what a mail says, `text` and `html` lay it out (`chart` draws the HTML's
-//! images), `week` is ISO weeks. With
+//! `content` computes what a mail says (from the week's rollups, [`crate::rollup`]), `text` and
+//! `html` lay it out (`chart` draws the HTML's images), `week` is ISO weeks. With
 //! `--send` every (user, week) is sent at most once: the outcome is recorded in the database's
 //! `mails` table, and mails that failed (of any week) are tried again on every `--send` run until
 //! they go out.
@@ -28,14 +28,10 @@ pub fn mails(
     user: Option<&str>,
 ) -> anyhow::Result<Vec<Mail>> {
     let (from, to) = week.range_ms();
-    let mut jobs = content::Week::new(&config.digest);
-    db.each_job_ended_between(from, to, |job| jobs.add(&job))?;
     let week_name = week.to_string();
-    let mut digests: Vec<_> = jobs
-        .digests(&week_name)
-        .into_iter()
-        .filter(|d| user.is_none_or(|u| u == d.user))
-        .collect();
+    // From the week's rollups (sums per day and user, kept by ingest): no record is read.
+    let period = crate::site_report::period::Period::week(week);
+    let mut digests = crate::site_report::summary::user_digests(db, &period, config, user)?;
     for d in &mut digests {
         d.traced = db
             .analyses_between(&d.user, from, to)?

@@ -6,17 +6,18 @@
 
 pub mod pages;
 pub mod period;
+pub mod search;
 pub mod summary;
 pub mod svg;
 
 use crate::cli::SiteReportArgs;
 use crate::db::Database;
-use crate::mail::content::{digests_over, TracedJob};
+use crate::mail::content::{TracedJob, UserDigest};
 use crate::mail::week::IsoWeek;
 use anyhow::Context;
 use mpistat_record::JobRecord;
 use mpistat_site::SiteConfig;
-use pages::{user_slug, Place};
+use pages::{user_slug, Listing, Place, StaticJobs};
 use period::Period;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,28 +27,25 @@ use std::process::ExitCode;
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Written {
     pub pages: usize,
+    /// Jobs of the interval, and those with a page of their own (critical and traced jobs
+    /// listed on the site).
     pub jobs: usize,
+    pub job_pages: usize,
     pub users: usize,
 }
 
-/// The jobs of `period` grouped by user, in end order.
-pub fn jobs_by_user(jobs: &[JobRecord]) -> BTreeMap<&str, Vec<&JobRecord>> {
-    let mut by_user: BTreeMap<&str, Vec<&JobRecord>> = BTreeMap::new();
-    for job in jobs {
-        by_user.entry(job.user.as_str()).or_default().push(job);
-    }
-    by_user
-}
-
-/// Write the pages of `period` to `out` (created if needed; pages already there are replaced).
+/// Write the pages of `period` to `out` (created if needed; pages already there are replaced):
+/// the summary pages, a page per user (with the first page of their jobs), and a page per job
+/// the site lists (the first page of critical jobs, traced jobs) and of the jobs `also` names
+/// (by key).
 pub fn write_site(
     db: &Database,
     config: &SiteConfig,
     period: &Period,
     out: &Path,
+    also: &[String],
 ) -> anyhow::Result<Written> {
-    let jobs = db.jobs_ended_between(period.from_ms, period.to_ms)?;
-    let summary = summary::summarise(db, &jobs, period, config)?;
+    let summary = summary::summarise(db, period, config)?;
     for dir in [out.to_path_buf(), out.join("users"), out.join("jobs")] {
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
@@ -55,62 +53,98 @@ pub fn write_site(
     let write = |path: &Path, html: String| {
         std::fs::write(path, html).with_context(|| format!("cannot write {}", path.display()))
     };
+    let first = Listing::default();
+    let critical = summary::critical_page(db, period, &first)?;
+    let (traced, traced_count) = summary::traced_jobs(db, period)?;
+    let mut asked = Vec::new();
+    for key in also {
+        asked.push(db.job(key)?.with_context(|| format!("no job {key}"))?);
+    }
+    let listed: Vec<&JobRecord> = critical
+        .iter()
+        .map(|c| &c.job)
+        .chain(&traced)
+        .chain(&asked)
+        .collect();
+    let site = StaticJobs {
+        keys: listed.iter().map(|j| j.key()).collect(),
+        live_url: config.site_report.live_url.clone(),
+    };
     let top = Place {
         root: "",
         query: "",
+        site: Some(&site),
     };
-    let below = Place {
-        root: "../",
-        query: "",
-    };
+    let below = Place { root: "../", ..top };
     write(
         &out.join("index.html"),
         pages::overview(&summary, config, top),
     )?;
     write(&out.join("charts.html"), pages::charts(&summary, top))?;
-    write(
-        &out.join("tables.html"),
-        pages::tables(&summary, config, top),
-    )?;
+    write(&out.join("tables.html"), pages::tables(&summary, top))?;
     write(
         &out.join("critical.html"),
-        pages::critical(&summary, config, top),
+        pages::critical(
+            &summary,
+            config,
+            &critical,
+            (&traced, traced_count),
+            &first,
+            top,
+        ),
     )?;
-    write(&out.join("users.html"), pages::users(&summary, top))?;
-    let by_user = jobs_by_user(&jobs);
-    let digests = digests_over(&jobs, &period.label, period.hours(), &config.digest);
-    for digest in &digests {
-        let path = out.join(format!("users/{}.html", user_slug(&digest.user)));
-        let html = pages::user(digest, &by_user[digest.user.as_str()], &period.label, below);
-        write(&path, html)?;
-    }
-    let analyses = &db.analyses_by_key()?;
-    // Job pages are most of the work (a report and charts each): on all cores.
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = jobs
-            .chunks(jobs.len().div_ceil(threads).max(1))
-            .map(|chunk| {
-                scope.spawn(move || {
-                    chunk.iter().try_for_each(|job| {
-                        let key = job.key();
-                        let traced = analyses.get(&key).cloned().map(TracedJob::from_stored);
-                        write(
-                            &out.join(format!("jobs/{key}.html")),
-                            pages::job(job, traced.as_ref(), below),
-                        )
-                    })
-                })
-            })
-            .collect();
-        workers.into_iter().try_for_each(|w| {
-            w.join()
-                .map_err(|_| anyhow::anyhow!("a job page panicked"))?
+    write(&out.join("users.html"), pages::users(&summary, &first, top))?;
+    let mpi_ns: BTreeMap<&str, (u64, usize)> = summary
+        .users
+        .iter()
+        .map(|u| (u.user.as_str(), (u.totals.mpi_ns, u.totals.jobs)))
+        .collect();
+    let digests = summary::user_digests(db, period, config, None)?;
+    let user_pages = |db: &Database, digests: &[UserDigest]| {
+        digests.iter().try_for_each(|digest| {
+            let path = out.join(format!("users/{}.html", user_slug(&digest.user)));
+            let jobs = summary::user_jobs(db, &digest.user, period, &first)?;
+            let (mpi_ns, count) = mpi_ns
+                .get(digest.user.as_str())
+                .copied()
+                .unwrap_or_default();
+            write(
+                &path,
+                pages::user(digest, mpi_ns, &jobs, count, &first, &period.label, below),
+            )
         })
-    })?;
+    };
+    // Users' pages read their jobs' records (most of the work): on all cores, each with a
+    // connection of its own (a database in memory has only the one).
+    match db.conn.path().filter(|p| !p.is_empty()) {
+        Some(path) => {
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            std::thread::scope(|scope| {
+                let workers: Vec<_> = digests
+                    .chunks(digests.len().div_ceil(threads).max(1))
+                    .map(|chunk| {
+                        scope.spawn(move || user_pages(&Database::open(Path::new(path))?, chunk))
+                    })
+                    .collect();
+                workers.into_iter().try_for_each(|w| {
+                    w.join()
+                        .map_err(|_| anyhow::anyhow!("a user page panicked"))?
+                })
+            })?;
+        }
+        None => user_pages(db, &digests)?,
+    }
+    let analyses = db.analyses_by_key()?;
+    for job in listed {
+        let key = job.key();
+        let traced = analyses.get(&key).cloned().map(TracedJob::from_stored);
+        let html = pages::job(job, traced.as_ref(), below);
+        write(&out.join(format!("jobs/{key}.html")), html)?;
+    }
     Ok(Written {
-        pages: 5 + digests.len() + jobs.len(),
-        jobs: jobs.len(),
+        pages: 5 + digests.len() + site.keys.len(),
+        jobs: summary.total.jobs,
+        job_pages: site.keys.len(),
         users: digests.len(),
     })
 }
@@ -143,7 +177,7 @@ pub fn command(args: &SiteReportArgs) -> anyhow::Result<ExitCode> {
             .replace("{period}", &period.label),
     );
     let start = std::time::Instant::now();
-    let written = write_site(&db, &config, &period, &out)?;
+    let written = write_site(&db, &config, &period, &out, &args.jobs)?;
     eprintln!(
         "{}: {} pages ({} users, {} jobs) in {} ({:.2} s)",
         period.label,

@@ -2,22 +2,71 @@
 //! server (`mpistat serve`). Every page is self-contained (inline CSS, inline SVG, no scripts)
 //! and links only relatively, so that the same pages work from a directory and from the server:
 //! `index.html`, `charts.html`, `tables.html`, `critical.html`, `users.html`,
-//! `users/<slug>.html` and `jobs/<key>.html`.
+//! `users/<slug>.html` and `jobs/<key>.html` (and, live only, `search.html`).
+//!
+//! Long lists (users, critical jobs, a user's jobs) show [`PAGE_ROWS`] rows: the server pages
+//! and sorts them by query parameters (`sort=`, `from=`, see [`Listing`]); the static site
+//! holds the first page of each, and job pages only for the jobs it lists (critical and traced
+//! jobs): other jobs link to the live server (`[site_report] live_url`) or not at all.
 
-use super::summary::{add_histogram, imbalance_percent, size_class, SlurmGroup, Summary};
+use super::search::Found;
+use super::summary::{add_histogram, imbalance_percent, CriticalJob, SlurmGroup, Summary};
 use super::svg::{self, series, Bar, Point};
 use crate::html::escape;
 use crate::mail::content::{
-    application_label, percent, routine_rows, RoutineRow, TracedJob, UserDigest, NS_PER_HOUR,
+    application_label, percent, RoutineRow, TracedJob, UserDigest, NS_PER_HOUR,
 };
 use crate::mail::html::routine_table;
 use mpistat_record::units::{bytes, count, duration, utc};
-use mpistat_record::{Binding, JobRecord};
+use mpistat_record::JobRecord;
 use mpistat_site::SiteConfig;
+use std::collections::HashSet;
 use std::fmt::Write;
 
 /// Routines drawn in the routine chart (the tables list them all); the rest are "other".
 const CHART_ROUTINES: usize = 20;
+
+/// Users drawn in the users' charts (the biggest; the users page lists them all).
+const CHART_USERS: usize = 100;
+
+/// Rows of a long list on one page.
+pub const PAGE_ROWS: usize = 100;
+
+/// Which part of a long list a page shows: sorted by `sort` (a column's key; empty: the
+/// list's default), from row `from` on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    pub sort: String,
+    pub from: usize,
+}
+
+impl Listing {
+    /// From a URL's query (`sort=cpu&from=200`); unknown parameters are ignored.
+    pub fn of_query(query: &str) -> Listing {
+        let mut listing = Listing::default();
+        for (name, value) in query.split('&').filter_map(|kv| kv.split_once('=')) {
+            match name {
+                "sort" => listing.sort = value.to_string(),
+                "from" => listing.from = value.parse().unwrap_or(0),
+                _ => {}
+            }
+        }
+        listing
+    }
+
+    /// The sort key if it is one of `keys`, else the first (the default).
+    pub fn sort_among<'k>(&self, keys: &[&'k str]) -> &'k str {
+        keys.iter().find(|k| **k == self.sort).unwrap_or(&keys[0])
+    }
+}
+
+/// What a static site holds of the jobs: pages of these (by key); other jobs link to
+/// `live_url` (the server's base URL, ending in `/`) or, when empty, not at all.
+#[derive(Debug, Clone, Default)]
+pub struct StaticJobs {
+    pub keys: HashSet<String>,
+    pub live_url: String,
+}
 
 const STYLE: &str = "body{font-family:sans-serif;margin:0 1.5em 2em;color:#222;max-width:70em}\
 nav{background:#234;padding:.5em 1em;margin:0 -1.5em 1em}nav a{color:#fff;margin-right:1.2em;text-decoration:none}\
@@ -31,6 +80,8 @@ pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:12px}h1{font-size:
 pub struct Place<'a> {
     pub root: &'a str,
     pub query: &'a str,
+    /// `None`: live (every job has a page; lists are paged); else the static site's jobs.
+    pub site: Option<&'a StaticJobs>,
 }
 
 impl Place<'_> {
@@ -42,9 +93,91 @@ impl Place<'_> {
         format!("{}users/{}.html{}", self.root, user_slug(user), self.query)
     }
 
-    fn job(&self, job: &JobRecord) -> String {
-        format!("{}jobs/{}.html", self.root, job.key())
+    /// The link to a job's page, if there is one.
+    fn job(&self, job: &JobRecord) -> Option<String> {
+        let key = job.key();
+        match self.site {
+            None => Some(format!("{}jobs/{key}.html", self.root)),
+            Some(site) if site.keys.contains(&key) => Some(format!("{}jobs/{key}.html", self.root)),
+            Some(site) if !site.live_url.is_empty() => {
+                Some(format!("{}jobs/{key}.html", site.live_url))
+            }
+            Some(_) => None,
+        }
     }
+
+    /// A page of a list (`page` at this place) sorted by `sort` from row `from` (live only).
+    fn listed(&self, page: &str, sort: &str, from: usize) -> String {
+        let joint = if self.query.is_empty() { '?' } else { '&' };
+        let mut link = format!("{}{page}{}{joint}sort={sort}", self.root, self.query);
+        if from > 0 {
+            let _ = write!(link, "&from={from}");
+        }
+        link
+    }
+}
+
+/// The header row of a sortable list: each column's label, with its sort key if it sorts
+/// (live only, and not for a list that does not sort, `page` empty: a link to the list sorted by
+/// it; the current one is marked).
+fn sortable_header(
+    out: &mut String,
+    place: Place,
+    page: &str,
+    sort: &str,
+    columns: &[(&str, Option<&str>)],
+) {
+    out.push_str("<tr>");
+    for (label, key) in columns {
+        match key.filter(|_| place.site.is_none() && !page.is_empty()) {
+            Some(key) if key == sort => {
+                let _ = write!(out, "<th>{label} ▾</th>");
+            }
+            Some(key) => {
+                let _ = write!(
+                    out,
+                    "<th><a href=\"{}\">{label}</a></th>",
+                    escape(&place.listed(page, key, 0))
+                );
+            }
+            None => {
+                let _ = write!(out, "<th>{label}</th>");
+            }
+        }
+    }
+    out.push_str("</tr>\n");
+}
+
+/// Where a page of a list is: rows shown of how many, and links to the pages before and after
+/// (live), or how to see the rest (static site). Nothing when the list fits on one page.
+fn pager(out: &mut String, place: Place, page: &str, sort: &str, from: usize, total: usize) {
+    if total <= PAGE_ROWS && from == 0 {
+        return;
+    }
+    let to = (from + PAGE_ROWS).min(total);
+    let _ = write!(out, "<p>Rows {}-{to} of {total}.", (from + 1).min(total));
+    match place.site {
+        None => {
+            if from > 0 {
+                let _ = write!(
+                    out,
+                    " <a href=\"{}\">previous</a>",
+                    escape(&place.listed(page, sort, from.saturating_sub(PAGE_ROWS)))
+                );
+            }
+            if to < total {
+                let _ = write!(
+                    out,
+                    " <a href=\"{}\">next</a>",
+                    escape(&place.listed(page, sort, to))
+                );
+            }
+        }
+        Some(_) => out.push_str(
+            " The whole list, sortable, is on the live pages (<code>mpistat serve</code>).",
+        ),
+    }
+    out.push_str("</p>\n");
 }
 
 /// The file name (without `.html`) of a user's page: the login name when it is plain
@@ -73,12 +206,35 @@ fn page(place: Place, title: &str, body: &str) -> String {
     ]
     .iter()
     .map(|(file, name)| format!("<a href=\"{}\">{name}</a>", place.link(file)))
-    .collect();
+    .collect::<String>()
+        + &search_form(place);
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width\"><title>mpistat: {t}</title>\
          <style>{STYLE}</style></head>\n<body>\n<nav>{nav}</nav>\n<h1>{t}</h1>\n{body}</body></html>\n",
         t = escape(title)
+    )
+}
+
+/// The search box of the live pages (users, job ids, applications; see `mpistat serve`).
+fn search_form(place: Place) -> String {
+    if place.site.is_some() {
+        return String::new();
+    }
+    let period = place
+        .query
+        .strip_prefix("?period=")
+        .map(|p| {
+            format!(
+                "<input type=\"hidden\" name=\"period\" value=\"{}\">",
+                escape(p)
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "<form action=\"{}search.html\" style=\"display:inline\">{period}\
+         <input name=\"q\" placeholder=\"user, job id or application\" size=\"28\"></form>",
+        place.root
     )
 }
 
@@ -158,7 +314,7 @@ pub fn overview(s: &Summary, config: &SiteConfig, place: Place) -> String {
             s.jobs_with_imbalance
         ),
     );
-    row(&mut b, "analysed jobs", &s.jobs.len().to_string(), "");
+    row(&mut b, "analysed jobs", &s.total.jobs.to_string(), "");
     row(
         &mut b,
         "ranks per job",
@@ -180,24 +336,18 @@ pub fn overview(s: &Summary, config: &SiteConfig, place: Place) -> String {
             "of the analysed CPU time",
         );
     }
-    for (binding, t) in &s.by_language {
+    for ((binding, t), (ranks, weighted)) in s.by_language.iter().zip(s.language_ranks) {
         let name = binding.as_str();
-        let jobs: Vec<&JobRecord> = s.jobs.iter().filter(|j| j.binding == *binding).collect();
-        let ranks: u64 = jobs.iter().map(|j| u64::from(j.ranks)).sum();
-        let weighted: f64 = jobs
-            .iter()
-            .map(|j| f64::from(j.ranks) * j.wall_ns.sum as f64)
-            .sum();
         row(
             &mut b,
             &format!("{name} jobs"),
             &t.jobs.to_string(),
             &format!(
                 "{:.1} % of jobs, {:.1} % of analysed time, {:.1} ranks per job ({:.1} weighted), {} routines used",
-                percent(t.jobs as f64, s.jobs.len() as f64),
+                percent(t.jobs as f64, s.total.jobs as f64),
                 percent(t.wall_ns as f64, analysed),
-                ranks as f64 / jobs.len().max(1) as f64,
-                if t.wall_ns == 0 { 0.0 } else { weighted / t.wall_ns as f64 },
+                ranks,
+                weighted,
                 s.routines_used(Some(*binding))
             ),
         );
@@ -260,7 +410,7 @@ pub fn overview(s: &Summary, config: &SiteConfig, place: Place) -> String {
 pub fn charts(s: &Summary, place: Place) -> String {
     let mut b = String::new();
     let analysed = s.total.wall_ns as f64;
-    let jobs = s.jobs.len() as f64;
+    let jobs = s.total.jobs as f64;
     let size_rows: Vec<Bar> = s
         .by_size
         .iter()
@@ -325,6 +475,7 @@ pub fn charts(s: &Summary, place: Place) -> String {
     let user_rows: Vec<Bar> = s
         .users
         .iter()
+        .take(CHART_USERS)
         .map(|u| Bar {
             label: u.user.clone(),
             values: vec![
@@ -337,8 +488,16 @@ pub fn charts(s: &Summary, place: Place) -> String {
             note: format!("MPI {:.1} %", u.totals.mpi_percent()),
         })
         .collect();
+    let users_title = if s.users.len() > CHART_USERS {
+        format!(
+            "The {CHART_USERS} biggest of {} users by share of the machine (%): application and MPI",
+            s.users.len()
+        )
+    } else {
+        "Users by share of the machine (%): application and MPI".to_string()
+    };
     b.push_str(&svg::hbars(
-        "Users by share of the machine (%): application and MPI",
+        &users_title,
         &series(&["application", "MPI"]),
         &user_rows,
         true,
@@ -351,6 +510,7 @@ pub fn charts(s: &Summary, place: Place) -> String {
     rated.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.user.cmp(&b.0.user)));
     let rate_rows: Vec<Bar> = rated
         .iter()
+        .take(CHART_USERS)
         .map(|(u, rate)| Bar {
             label: u.user.clone(),
             values: vec![rate / 1e6],
@@ -381,14 +541,12 @@ pub fn charts(s: &Summary, place: Place) -> String {
     ));
     b.push_str(&histogram_chart(&s.histogram));
     let points: Vec<Point> = s
-        .jobs
+        .points
         .iter()
-        .filter_map(|j| {
-            imbalance_percent(j).map(|y| Point {
-                x: f64::from(j.ranks),
-                y,
-                label: format!("{} job {}: {y:.1} %", j.user, j.job_id),
-            })
+        .map(|p| Point {
+            x: f64::from(p.ranks),
+            y: p.imbalance,
+            label: p.label.clone(),
         })
         .collect();
     b.push_str(&svg::scatter(
@@ -401,38 +559,21 @@ pub fn charts(s: &Summary, place: Place) -> String {
 }
 
 /// Seed 003 Fig. 12-13: the routine table of all jobs, Fortran jobs, C jobs and each size class.
-pub fn tables(s: &Summary, config: &SiteConfig, place: Place) -> String {
+pub fn tables(s: &Summary, place: Place) -> String {
     let mut b = String::from("<p>Sections: <a href=\"#all\">all jobs</a>, <a href=\"#fortran\">Fortran</a>, <a href=\"#c\">C</a>");
     for (label, _) in &s.by_size {
         let _ = write!(b, ", <a href=\"#ranks-{label}\">{label} ranks</a>");
     }
     b.push_str("</p>\n");
-    let mut section = |id: &str, title: &str, jobs: Vec<&JobRecord>| {
+    for table in &s.tables {
         let _ = writeln!(
             b,
-            "<h2 id=\"{id}\">{} ({} jobs)</h2>",
-            escape(title),
-            jobs.len()
+            "<h2 id=\"{}\">{} ({} jobs)</h2>",
+            table.id,
+            escape(&table.title),
+            table.jobs
         );
-        routine_table(&mut b, &routine_rows(&jobs, &config.digest));
-    };
-    section("all", "All jobs", s.jobs.iter().collect());
-    for (binding, id) in [(Binding::Fortran, "fortran"), (Binding::C, "c")] {
-        section(
-            id,
-            &format!("{} jobs", binding.as_str()),
-            s.jobs.iter().filter(|j| j.binding == binding).collect(),
-        );
-    }
-    for (label, _) in &s.by_size {
-        section(
-            &format!("ranks-{label}"),
-            &format!("Jobs with {label} ranks"),
-            s.jobs
-                .iter()
-                .filter(|j| size_class(j.ranks).1 == *label)
-                .collect(),
-        );
+        routine_table(&mut b, &table.rows);
     }
     page(place, &format!("Routine tables of {}", s.period.label), &b)
 }
@@ -492,14 +633,37 @@ fn histogram_chart(histogram: &[u64]) -> String {
     )
 }
 
-fn job_rows(out: &mut String, jobs: &[(&JobRecord, String)], place: Place) {
-    out.push_str("<table>\n<tr><th>job</th><th>user</th><th>end (UTC)</th><th>ranks</th><th>CPU h</th><th>MPI %</th><th>imbalance %</th><th>application</th><th></th></tr>\n");
+/// The columns of a job list, with their sort keys (see [`job_rows`]).
+pub const JOB_SORTS: [&str; 4] = ["end", "cpu", "mpi", "ranks"];
+
+/// A table of jobs (`note`: why each is listed), its header sortable on `page` (`sort`).
+fn job_rows(out: &mut String, jobs: &[(&JobRecord, String)], place: Place, page: &str, sort: &str) {
+    out.push_str("<table>\n");
+    sortable_header(
+        out,
+        place,
+        page,
+        sort,
+        &[
+            ("job", None),
+            ("user", None),
+            ("end (UTC)", Some("end")),
+            ("ranks", Some("ranks")),
+            ("CPU h", Some("cpu")),
+            ("MPI %", Some("mpi")),
+            ("imbalance %", None),
+            ("application", None),
+            ("", None),
+        ],
+    );
     for (job, note) in jobs {
+        let id = match place.job(job) {
+            Some(link) => format!("<a href=\"{}\">{}</a>", escape(&link), escape(&job.job_id)),
+            None => escape(&job.job_id),
+        };
         let _ = writeln!(
             out,
-            "<tr><td><a href=\"{}\">{}</a></td><td><a href=\"{}\">{}</a></td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{:.2}</td><td class=\"n\">{:.1}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
-            place.job(job),
-            escape(&job.job_id),
+            "<tr><td>{id}</td><td><a href=\"{}\">{}</a></td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{:.2}</td><td class=\"n\">{:.1}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
             place.user(&job.user),
             escape(&job.user),
             &utc(job.end_unix_ms)[..19],
@@ -518,8 +682,19 @@ fn job_rows(out: &mut String, jobs: &[(&JobRecord, String)], place: Place) {
     out.push_str("</table>\n");
 }
 
-/// The jobs over the site's thresholds, biggest first.
-pub fn critical(s: &Summary, config: &SiteConfig, place: Place) -> String {
+/// The columns the critical list sorts by (the first is the default).
+pub const CRITICAL_SORTS: [&str; 2] = ["cpu", "end"];
+
+/// The jobs over the site's thresholds, biggest first: `jobs` is the page of them `listing`
+/// says.
+pub fn critical(
+    s: &Summary,
+    config: &SiteConfig,
+    jobs: &[CriticalJob],
+    (traced, traced_count): (&[JobRecord], usize),
+    listing: &Listing,
+    place: Place,
+) -> String {
     let t = &config.site_report;
     let mut b = format!(
         "<p>Jobs of at least {} CPU hours with an MPI share of at least {} % or a critical-path \
@@ -528,22 +703,74 @@ pub fn critical(s: &Summary, config: &SiteConfig, place: Place) -> String {
         t.critical_min_cpu_hours,
         t.critical_mpi_percent,
         t.critical_imbalance_percent,
-        s.critical.len(),
-        s.jobs.len()
+        s.critical_jobs,
+        s.total.jobs
     );
-    let rows: Vec<(&JobRecord, String)> = s
-        .critical
+    let sort = listing.sort_among(&CRITICAL_SORTS);
+    pager(
+        &mut b,
+        place,
+        "critical.html",
+        sort,
+        listing.from,
+        s.critical_jobs,
+    );
+    let rows: Vec<(&JobRecord, String)> = jobs
         .iter()
-        .map(|c| (c.job, c.reasons.join(", ")))
+        .map(|c| (&c.job, c.reasons.join(", ")))
         .collect();
-    job_rows(&mut b, &rows, place);
+    job_rows(&mut b, &rows, place, "critical.html", sort);
+    if traced_count > 0 {
+        let _ = writeln!(
+            b,
+            "<h2 id=\"traced\">Traced jobs ({traced_count}{})</h2>",
+            if traced_count > traced.len() {
+                format!(", the first {}", traced.len())
+            } else {
+                String::new()
+            }
+        );
+        let rows: Vec<(&JobRecord, String)> =
+            traced.iter().map(|j| (j, "traced".to_string())).collect();
+        job_rows(&mut b, &rows, place, "critical.html", sort);
+    }
     page(place, &format!("Critical jobs of {}", s.period.label), &b)
 }
 
-/// Every user, by CPU time.
-pub fn users(s: &Summary, place: Place) -> String {
-    let mut b = String::from("<table>\n<tr><th>user</th><th>jobs</th><th>CPU h</th><th>share of machine</th><th>MPI %</th><th>load balance</th></tr>\n");
-    for u in &s.users {
+/// The columns the users list sorts by (the first is the default).
+pub const USER_SORTS: [&str; 5] = ["cpu", "user", "jobs", "mpi", "balance"];
+
+/// Every user, by CPU time (or as `listing` says), a page of them.
+pub fn users(s: &Summary, listing: &Listing, place: Place) -> String {
+    let sort = listing.sort_among(&USER_SORTS);
+    let mut users: Vec<_> = s.users.iter().collect();
+    match sort {
+        "user" => users.sort_by(|a, b| a.user.cmp(&b.user)),
+        "jobs" => users.sort_by_key(|u| std::cmp::Reverse(u.totals.jobs)),
+        "mpi" => users.sort_by(|a, b| b.totals.mpi_percent().total_cmp(&a.totals.mpi_percent())),
+        "balance" => {
+            users.sort_by(|a, b| a.totals.load_balance().total_cmp(&b.totals.load_balance()))
+        }
+        _ => {}
+    }
+    let mut b = String::new();
+    pager(&mut b, place, "users.html", sort, listing.from, users.len());
+    b.push_str("<table>\n");
+    sortable_header(
+        &mut b,
+        place,
+        "users.html",
+        sort,
+        &[
+            ("user", Some("user")),
+            ("jobs", Some("jobs")),
+            ("CPU h", Some("cpu")),
+            ("share of machine", None),
+            ("MPI %", Some("mpi")),
+            ("load balance", Some("balance")),
+        ],
+    );
+    for u in users.iter().skip(listing.from).take(PAGE_ROWS) {
         let _ = writeln!(
             b,
             "<tr><td><a href=\"{}\">{}</a></td><td class=\"n\">{}</td><td class=\"n\">{:.1}</td><td class=\"n\">{:.3} %</td><td class=\"n\">{:.1}</td><td class=\"n\">{:.2}</td></tr>",
@@ -592,8 +819,72 @@ fn slurm_groups(out: &mut String, title: &str, groups: &[SlurmGroup], capacity_h
     out.push_str("</table>\n");
 }
 
-/// One user's figures against the site's reference values, their routines and their jobs.
-pub fn user(d: &UserDigest, jobs: &[&JobRecord], period: &str, place: Place) -> String {
+/// What the search of the live pages found (see [`super::search`]).
+pub fn search(found: &Found, period: &str, place: Place) -> String {
+    let mut b = String::new();
+    if found.text.is_empty() {
+        b.push_str("<p>Type a user's login, a job id or (part of) an application's name.</p>\n");
+        return page(place, "Search", &b);
+    }
+    let _ = writeln!(b, "<h2>Users of {period} ({})</h2>", found.users.len());
+    if !found.users.is_empty() {
+        b.push_str("<table>\n<tr><th>user</th><th>jobs</th><th>CPU h</th><th>MPI %</th></tr>\n");
+        for (user, t) in &found.users {
+            let _ = writeln!(
+                b,
+                "<tr><td><a href=\"{}\">{}</a></td><td class=\"n\">{}</td><td class=\"n\">{:.1}</td><td class=\"n\">{:.1}</td></tr>",
+                place.user(user),
+                escape(user),
+                t.jobs,
+                t.cpu_hours(),
+                t.mpi_percent()
+            );
+        }
+        b.push_str("</table>\n");
+    }
+    let _ = writeln!(b, "<h2>Jobs with this id ({})</h2>", found.jobs.len());
+    if !found.jobs.is_empty() {
+        let rows: Vec<(&JobRecord, String)> =
+            found.jobs.iter().map(|j| (j, String::new())).collect();
+        job_rows(&mut b, &rows, place, "", "");
+    }
+    let _ = writeln!(b, "<h2>Applications ({})</h2>", found.applications.len());
+    if !found.applications.is_empty() {
+        b.push_str("<table>\n<tr><th>application</th><th>jobs in the interval</th></tr>\n");
+        for (name, jobs) in &found.applications {
+            let _ = writeln!(
+                b,
+                "<tr><td>{}</td><td class=\"n\">{jobs}</td></tr>",
+                escape(name)
+            );
+        }
+        b.push_str("</table>\n");
+        let _ = writeln!(
+            b,
+            "<h3>Their last jobs ({})</h3>",
+            found.application_jobs.len()
+        );
+        let rows: Vec<(&JobRecord, String)> = found
+            .application_jobs
+            .iter()
+            .map(|j| (j, String::new()))
+            .collect();
+        job_rows(&mut b, &rows, place, "", "");
+    }
+    page(place, &format!("Search: {}", found.text), &b)
+}
+
+/// One user's figures against the site's reference values, their routines and a page of
+/// their jobs (`jobs`, of `job_count`, as `listing` says).
+pub fn user(
+    d: &UserDigest,
+    mpi_ns: u64,
+    jobs: &[JobRecord],
+    job_count: usize,
+    listing: &Listing,
+    period: &str,
+    place: Place,
+) -> String {
     let mut b = String::from(
         "<table>\n<tr><th></th><th>this user</th><th>all users: min / median / max</th></tr>\n",
     );
@@ -616,12 +907,14 @@ pub fn user(d: &UserDigest, jobs: &[&JobRecord], period: &str, place: Place) -> 
         b.push_str("</ul>\n");
     }
     b.push_str("<h2>MPI routines</h2>\n");
-    let mpi_ns = jobs.iter().map(|j| j.mpi_ns.sum).sum();
     b.push_str(&routine_chart(&d.routines, mpi_ns));
     routine_table(&mut b, &d.routines);
-    let _ = writeln!(b, "<h2>Jobs ({})</h2>", jobs.len());
-    let rows: Vec<(&JobRecord, String)> = jobs.iter().map(|j| (*j, String::new())).collect();
-    job_rows(&mut b, &rows, place);
+    let _ = writeln!(b, "<h2>Jobs ({job_count})</h2>");
+    let sort = listing.sort_among(&JOB_SORTS);
+    let slug = format!("users/{}.html", user_slug(&d.user));
+    pager(&mut b, place, &slug, sort, listing.from, job_count);
+    let rows: Vec<(&JobRecord, String)> = jobs.iter().map(|j| (j, String::new())).collect();
+    job_rows(&mut b, &rows, place, &slug, sort);
     page(place, &format!("{} in {period}", d.user), &b)
 }
 

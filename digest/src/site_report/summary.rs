@@ -1,15 +1,20 @@
-//! What the admin pages say about an interval, computed from its job records (seed 003 Sec. VI-VII,
-//! Fig. 5-14): the overview figures, CPU time by job size class and language, users, routines
-//! (with the latency/transfer/sync estimates of the weekly mail, [`routine_rows`]), routine groups,
-//! message sizes, imbalance, critical jobs and the trend. The page renderers only lay it out.
+//! What the admin pages say about an interval (seed 003 Sec. VI-VII, Fig. 5-14), added up from
+//! the rollups of its days ([`crate::rollup`]): the overview figures, CPU time by job size class
+//! and language, users, routines (with the latency/transfer/sync estimates of the weekly mail,
+//! [`RoutineSums::rows`]), routine groups, message sizes, imbalance, critical jobs and the trend;
+//! and the per-job rules the rollups apply (size class, CPU class, routine group, imbalance).
+//! The page renderers only lay it out.
 
+use super::pages::{Listing, CRITICAL_SORTS, JOB_SORTS, PAGE_ROWS};
 use super::period::Period;
 use crate::db::{Database, PeriodTotals};
-use crate::mail::content::{percent, routine_rows, RoutineRow, Totals};
-use mpistat_record::model::SlurmFacts;
+use crate::mail::content::{
+    percent, RoutineRow, RoutineSums, Totals, UserDigest, UserWeek, Week, INSTRUCTIONS,
+};
+use crate::rollup::{self, language_index, ImbalancePoint, PeriodRollups, SlurmSums};
 use mpistat_record::{Binding, JobRecord};
 use mpistat_site::SiteConfig;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// How many intervals before this one the trend shows.
 pub const TREND_INTERVALS: usize = 4;
@@ -25,15 +30,15 @@ pub struct UserRow {
 
 /// A job flagged as critical, with why.
 #[derive(Debug, Clone)]
-pub struct CriticalJob<'a> {
-    pub job: &'a JobRecord,
+pub struct CriticalJob {
+    pub job: JobRecord,
     pub reasons: Vec<String>,
 }
 
 /// One routine group (seed 003 Fig. 11): in how many jobs, and in how much CPU time.
 #[derive(Debug, Clone)]
 pub struct GroupRow {
-    pub name: &'static str,
+    pub name: String,
     pub jobs_percent: f64,
     pub cpu_percent: f64,
 }
@@ -51,10 +56,18 @@ pub struct SlurmGroup {
     pub critical: usize,
 }
 
-/// Everything the pages of one interval show.
-pub struct Summary<'a> {
+/// One routine table of the tables page (seed 003 Fig. 12-13).
+#[derive(Debug, Clone)]
+pub struct RoutineTable {
+    pub id: String,
+    pub title: String,
+    pub jobs: usize,
+    pub rows: Vec<RoutineRow>,
+}
+
+/// Everything the pages of one interval show, added up from the rollups ([`crate::rollup`]).
+pub struct Summary {
     pub period: Period,
-    pub jobs: &'a [JobRecord],
     pub capacity_hours: f64,
     pub total: Totals,
     pub routines: Vec<RoutineRow>,
@@ -68,16 +81,26 @@ pub struct Summary<'a> {
     pub jobs_with_imbalance: usize,
     pub ranks_mean: f64,
     pub ranks_cpu_weighted: f64,
+    /// Every user, most CPU time first.
     pub users: Vec<UserRow>,
     /// (Fortran, C) totals.
     pub by_language: [(Binding, Totals); 2],
+    /// Per language: ranks per job, and weighted by CPU time.
+    pub language_ranks: [(f64, f64); 2],
+    /// Distinct routines called in all jobs, Fortran jobs, C jobs.
+    pub routines_used: [usize; 3],
     pub by_size: Vec<(String, Totals)>,
     /// Jobs by their CPU time (seed 003 Fig. 6-7): the class, and Fortran and C totals in it.
     pub by_job_cpu: Vec<(&'static str, [Totals; 2])>,
     pub groups: Vec<GroupRow>,
     /// Message-size histogram over every routine of every job (entry b: 2^(b-1)..2^b-1 bytes).
     pub histogram: Vec<u64>,
-    pub critical: Vec<CriticalJob<'a>>,
+    /// The routine tables: all jobs, Fortran, C, each size class.
+    pub tables: Vec<RoutineTable>,
+    /// The imbalance chart's jobs (the biggest of each day), in end order.
+    pub points: Vec<ImbalancePoint>,
+    /// Jobs on the critical list.
+    pub critical_jobs: usize,
     /// Jobs that ran in Slurm, by account and by partition (most CPU time first).
     pub by_account: Vec<SlurmGroup>,
     pub by_partition: Vec<SlurmGroup>,
@@ -85,7 +108,7 @@ pub struct Summary<'a> {
     pub trend: Vec<(String, PeriodTotals)>,
 }
 
-impl Summary<'_> {
+impl Summary {
     pub fn cpu_hours(&self) -> f64 {
         self.total.cpu_hours()
     }
@@ -98,12 +121,7 @@ impl Summary<'_> {
 
     /// Distinct routines called in jobs of `binding` (all jobs for `None`).
     pub fn routines_used(&self, binding: Option<Binding>) -> usize {
-        self.jobs
-            .iter()
-            .filter(|j| binding.is_none_or(|b| j.binding == b))
-            .flat_map(|j| j.routines.iter().map(|r| r.name.as_str()))
-            .collect::<BTreeSet<_>>()
-            .len()
+        self.routines_used[binding.map_or(0, |b| 1 + language_index(b))]
     }
 }
 
@@ -142,7 +160,7 @@ pub const JOB_CPU_CLASSES: [(f64, &str); 5] = [
 ];
 
 /// Index of a job's class in [`JOB_CPU_CLASSES`].
-fn job_cpu_class(job: &JobRecord) -> usize {
+pub fn job_cpu_class(job: &JobRecord) -> usize {
     let hours = job.wall_ns.sum as f64 / 3.6e12;
     JOB_CPU_CLASSES
         .iter()
@@ -193,95 +211,62 @@ pub fn routine_group(name: &str, class: &str) -> Option<&'static str> {
     })
 }
 
-/// The instruction rate of a user's jobs (see [`UserRow::instruction_rate`]).
-fn instruction_rate(jobs: &[&JobRecord]) -> Option<f64> {
-    let mut instructions = 0u64;
-    let mut app_ns = 0u64;
-    for job in jobs {
-        let counted = job.counters.as_ref().and_then(|c| {
-            c.events
-                .iter()
-                .find(|e| e.name == "instructions" && e.unavailable.is_none())
-        });
-        if let Some(event) = counted {
-            instructions += event.app;
-            app_ns += job.wall_ns.sum.saturating_sub(job.mpi_ns.sum);
+/// The summary of `period` from the rollups; the trend too.
+pub fn summarise(db: &Database, period: &Period, config: &SiteConfig) -> anyhow::Result<Summary> {
+    let PeriodRollups { site, users } = rollup::of_period(&db.conn, period.from_ms, period.to_ms)?;
+    let total = site.total.clone();
+    let all_routines = |languages: &[usize]| {
+        let mut sums = RoutineSums::default();
+        for language in languages {
+            site.routines[*language]
+                .values()
+                .for_each(|s| sums.merge(s));
         }
-    }
-    (app_ns > 0).then(|| instructions as f64 / (app_ns as f64 * 1e-9))
-}
-
-/// The summary of `jobs` (the records of `period`); the trend comes from `db`.
-pub fn summarise<'a>(
-    db: &Database,
-    jobs: &'a [JobRecord],
-    period: &Period,
-    config: &SiteConfig,
-) -> anyhow::Result<Summary<'a>> {
-    let all: Vec<&JobRecord> = jobs.iter().collect();
-    let mut total = Totals::default();
-    let mut by_user: BTreeMap<&str, Vec<&JobRecord>> = BTreeMap::new();
-    let mut by_size: BTreeMap<u32, (String, Totals)> = BTreeMap::new();
-    let mut fortran = Totals::default();
-    let mut c = Totals::default();
-    let mut by_job_cpu: Vec<[Totals; 2]> = vec![Default::default(); JOB_CPU_CLASSES.len()];
-    let mut ranks_weighted = 0.0;
-    let mut ranks_sum = 0u64;
-    let mut histogram: Vec<u64> = Vec::new();
-    let mut measured_sync_ns = 0;
-    let mut jobs_with_imbalance = 0;
-    let mut group_jobs: BTreeMap<&'static str, (usize, u64)> = BTreeMap::new();
-    for job in jobs {
-        total.add(job);
-        by_user.entry(job.user.as_str()).or_default().push(job);
-        let (low, label) = size_class(job.ranks);
-        by_size
-            .entry(low)
-            .or_insert((label, Totals::default()))
-            .1
-            .add(job);
-        let language = match job.binding {
-            Binding::Fortran => {
-                fortran.add(job);
-                0
-            }
-            Binding::C => {
-                c.add(job);
-                1
-            }
-        };
-        by_job_cpu[job_cpu_class(job)][language].add(job);
-        ranks_sum += u64::from(job.ranks);
-        ranks_weighted += f64::from(job.ranks) * job.wall_ns.sum as f64;
-        let mut groups = BTreeSet::new();
-        for r in &job.routines {
-            add_histogram(&mut histogram, &r.hist);
-            measured_sync_ns += r.sync_ns.unwrap_or(0);
-            groups.extend(routine_group(&r.name, &r.class));
-        }
-        for group in groups {
-            let entry = group_jobs.entry(group).or_default();
-            entry.0 += 1;
-            entry.1 += job.wall_ns.sum;
-        }
-        if imbalance_percent(job).is_some() {
-            jobs_with_imbalance += 1;
-        }
-    }
-    let routines = routine_rows(&all, &config.digest);
+        sums
+    };
+    let all = all_routines(&[0, 1]);
+    let routines = all.rows(&config.digest);
     let latency_ns = routines.iter().filter_map(|r| r.latency_ns).sum();
     let transfer_ns = routines.iter().filter_map(|r| r.transfer_ns).sum();
     let sync_ns = total.mpi_ns as f64 - latency_ns - transfer_ns;
-    let mut users: Vec<UserRow> = by_user
-        .iter()
-        .map(|(user, jobs)| {
-            let mut totals = Totals::default();
-            jobs.iter().for_each(|j| totals.add(j));
-            UserRow {
-                user: user.to_string(),
-                totals,
-                instruction_rate: instruction_rate(jobs),
+    let mut tables = vec![RoutineTable {
+        id: "all".into(),
+        title: "All jobs".into(),
+        jobs: total.jobs,
+        rows: routines.clone(),
+    }];
+    let mut routines_used = [all.routines.len(), 0, 0];
+    for (binding, id) in [(Binding::Fortran, "fortran"), (Binding::C, "c")] {
+        let language = language_index(binding);
+        let sums = all_routines(&[language]);
+        routines_used[1 + language] = sums.routines.len();
+        tables.push(RoutineTable {
+            id: id.into(),
+            title: format!("{} jobs", binding.as_str()),
+            jobs: site.by_language[language].jobs,
+            rows: sums.rows(&config.digest),
+        });
+    }
+    for (low, (label, totals)) in &site.by_size {
+        let mut sums = RoutineSums::default();
+        for language in 0..2 {
+            if let Some(s) = site.routines[language].get(low) {
+                sums.merge(s);
             }
+        }
+        tables.push(RoutineTable {
+            id: format!("ranks-{label}"),
+            title: format!("Jobs with {label} ranks"),
+            jobs: totals.jobs,
+            rows: sums.rows(&config.digest),
+        });
+    }
+    let mut users: Vec<UserRow> = users
+        .into_iter()
+        .map(|(user, totals)| UserRow {
+            instruction_rate: totals.rate(INSTRUCTIONS),
+            user,
+            totals,
         })
         .collect();
     users.sort_by(|a, b| {
@@ -290,117 +275,218 @@ pub fn summarise<'a>(
             .cmp(&a.totals.wall_ns)
             .then_with(|| a.user.cmp(&b.user))
     });
-    let groups = group_jobs
-        .into_iter()
-        .map(|(name, (count, wall))| GroupRow {
-            name,
-            jobs_percent: percent(count as f64, jobs.len() as f64),
-            cpu_percent: percent(wall as f64, total.wall_ns as f64),
-        })
-        .collect();
-    let thresholds = &config.site_report;
-    let mut critical: Vec<CriticalJob> = jobs
+    let groups = site
+        .groups
         .iter()
-        .filter(|j| j.wall_ns.sum as f64 / 3.6e12 >= thresholds.critical_min_cpu_hours)
-        .filter_map(|job| {
-            let mut reasons = Vec::new();
-            let mpi = 100.0 * job.mpi_fraction();
-            if mpi >= thresholds.critical_mpi_percent {
-                reasons.push(format!("MPI {mpi:.1} %"));
-            }
-            if let Some(imbalance) =
-                imbalance_percent(job).filter(|i| *i >= thresholds.critical_imbalance_percent)
-            {
-                reasons.push(format!("imbalance {imbalance:.1} %"));
-            }
-            (!reasons.is_empty()).then_some(CriticalJob { job, reasons })
+        .map(|(name, (count, wall))| GroupRow {
+            name: name.clone(),
+            jobs_percent: percent(*count as f64, total.jobs as f64),
+            cpu_percent: percent(*wall as f64, total.wall_ns as f64),
         })
         .collect();
-    critical.sort_by(|a, b| {
-        b.job
-            .wall_ns
-            .sum
-            .cmp(&a.job.wall_ns.sum)
-            .then_with(|| a.job.key().cmp(&b.job.key()))
-    });
-    let by_account = slurm_groups(jobs, &critical, |s| s.account.as_deref());
-    let by_partition = slurm_groups(jobs, &critical, |s| s.partition.as_deref());
     let mut trend = Vec::new();
     let mut at = Some(period.clone());
     while let Some(p) = at.filter(|_| trend.len() <= TREND_INTERVALS) {
-        trend.push((p.label.clone(), db.totals_between(p.from_ms, p.to_ms)?));
+        trend.push((
+            p.label.clone(),
+            rollup::totals_of_period(&db.conn, p.from_ms, p.to_ms)?,
+        ));
         at = p.previous();
     }
     trend.reverse();
-    let count = jobs.len().max(1) as f64;
+    let count = total.jobs.max(1) as f64;
+    let ranks_sum = site.language_ranks[0].0 + site.language_ranks[1].0;
+    let ranks_weighted = site.language_ranks[0].1 + site.language_ranks[1].1;
+    let language_ranks = [0, 1].map(|language| {
+        let (ranks, weighted) = site.language_ranks[language];
+        let t = &site.by_language[language];
+        (
+            ranks as f64 / t.jobs.max(1) as f64,
+            if t.wall_ns == 0 {
+                0.0
+            } else {
+                weighted / t.wall_ns as f64
+            },
+        )
+    });
     Ok(Summary {
         period: period.clone(),
-        jobs,
         capacity_hours: config.digest.capacity_cores as f64 * period.hours(),
         routines,
         latency_ns,
         transfer_ns,
         sync_ns,
-        measured_sync_ns,
-        jobs_with_imbalance,
+        measured_sync_ns: site.measured_sync_ns,
+        jobs_with_imbalance: site.jobs_with_imbalance,
         ranks_mean: ranks_sum as f64 / count,
         ranks_cpu_weighted: if total.wall_ns == 0 {
             0.0
         } else {
             ranks_weighted / total.wall_ns as f64
         },
-        total,
         users,
-        by_language: [(Binding::Fortran, fortran), (Binding::C, c)],
-        by_size: by_size.into_values().collect(),
+        by_language: [
+            (Binding::Fortran, site.by_language[0].clone()),
+            (Binding::C, site.by_language[1].clone()),
+        ],
+        language_ranks,
+        routines_used,
+        by_size: site.by_size.values().cloned().collect(),
         by_job_cpu: JOB_CPU_CLASSES
             .iter()
             .map(|(_, label)| *label)
-            .zip(by_job_cpu)
+            .zip(
+                site.by_job_cpu
+                    .iter()
+                    .cloned()
+                    .chain(std::iter::repeat(Default::default())),
+            )
             .collect(),
         groups,
-        histogram,
-        critical,
-        by_account,
-        by_partition,
+        histogram: site.histogram.clone(),
+        tables,
+        points: site.points.clone(),
+        critical_jobs: critical_count(db, period)?,
+        by_account: slurm_groups(&site.by_account),
+        by_partition: slurm_groups(&site.by_partition),
         trend,
+        total,
     })
 }
 
-/// The jobs with Slurm facts grouped by `key` (account or partition), most CPU time first.
-fn slurm_groups(
-    jobs: &[JobRecord],
-    critical: &[CriticalJob],
-    key: impl Fn(&SlurmFacts) -> Option<&str>,
-) -> Vec<SlurmGroup> {
-    let name = |job: &JobRecord| {
-        job.slurm
-            .as_ref()
-            .map(|s| key(s).unwrap_or("(none)").to_string())
+/// The page of the critical list of `period` that `listing` says (by CPU time, or by end).
+pub fn critical_page(
+    db: &Database,
+    period: &Period,
+    listing: &Listing,
+) -> anyhow::Result<Vec<CriticalJob>> {
+    let order = match listing.sort_among(&CRITICAL_SORTS) {
+        "end" => "end_ms, key",
+        _ => "wall_ns DESC, key",
     };
-    // Totals, imbalance percent × CPU time and that CPU time, critical jobs.
-    let mut groups: BTreeMap<String, (Totals, f64, f64, usize)> = BTreeMap::new();
-    for job in jobs {
-        let Some(name) = name(job) else { continue };
-        let group = groups.entry(name).or_default();
-        group.0.add(job);
-        if let Some(i) = imbalance_percent(job) {
-            group.1 += i * job.wall_ns.sum as f64;
-            group.2 += job.wall_ns.sum as f64;
+    let mut stmt = db.conn.prepare(&format!(
+        "SELECT end_ms, key, reasons FROM critical_jobs WHERE end_ms >= ?1 AND end_ms < ?2
+         ORDER BY {order} LIMIT ?3 OFFSET ?4"
+    ))?;
+    let rows: Vec<(u64, String, String)> = stmt
+        .query_map(
+            rusqlite::params![period.from_ms, period.to_ms, PAGE_ROWS, listing.from],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )?
+        .collect::<Result<_, _>>()?;
+    let mut jobs = Vec::new();
+    for (end_ms, key, reasons) in rows {
+        if let Some(job) = db.job_ended_at(end_ms, &key)? {
+            jobs.push(CriticalJob {
+                job,
+                reasons: reasons.split(", ").map(str::to_string).collect(),
+            });
         }
     }
-    for c in critical {
-        if let Some(group) = name(c.job).and_then(|n| groups.get_mut(&n)) {
-            group.3 += 1;
-        }
+    Ok(jobs)
+}
+
+/// The traced jobs of `period` (the first [`PAGE_ROWS`], in end order) and how many there are.
+pub fn traced_jobs(db: &Database, period: &Period) -> anyhow::Result<(Vec<JobRecord>, usize)> {
+    let bounds = rusqlite::params![period.from_ms, period.to_ms];
+    let count: usize = db.conn.query_row(
+        "SELECT count(*) FROM analyses WHERE end_ms >= ?1 AND end_ms < ?2",
+        bounds,
+        |row| row.get(0),
+    )?;
+    let mut stmt = db.conn.prepare(
+        "SELECT end_ms, key FROM analyses WHERE end_ms >= ?1 AND end_ms < ?2
+         ORDER BY end_ms, key LIMIT ?3",
+    )?;
+    let keys: Vec<(u64, String)> = stmt
+        .query_map(
+            rusqlite::params![period.from_ms, period.to_ms, PAGE_ROWS],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?
+        .collect::<Result<_, _>>()?;
+    let mut jobs = Vec::new();
+    for (end_ms, key) in keys {
+        jobs.extend(db.job_ended_at(end_ms, &key)?);
     }
-    let mut rows: Vec<SlurmGroup> = groups
+    Ok((jobs, count))
+}
+
+/// The mails' figures of the users of `period` against each other (see
+/// [`crate::mail::content::Week::digests`]), from the rollups: every user's when `only` is
+/// `None`, else only that user's (whose routines alone are read).
+pub fn user_digests(
+    db: &Database,
+    period: &Period,
+    config: &SiteConfig,
+    only: Option<&str>,
+) -> anyhow::Result<Vec<UserDigest>> {
+    let PeriodRollups { users, .. } = rollup::of_period(&db.conn, period.from_ms, period.to_ms)?;
+    let mut weeks: BTreeMap<String, UserWeek> = BTreeMap::new();
+    for (user, totals) in users {
+        let week = match only {
+            Some(only) if only != user => UserWeek::of_totals(totals),
+            _ => rollup::user_of_period(&db.conn, &user, period.from_ms, period.to_ms)?
+                .unwrap_or_else(|| UserWeek::of_totals(totals)),
+        };
+        weeks.insert(user, week);
+    }
+    let digests = Week::of_users(&config.digest, period.hours(), weeks).digests(&period.label);
+    Ok(digests
         .into_iter()
-        .map(|(name, (totals, weighted, wall, critical))| SlurmGroup {
-            name,
-            totals,
-            imbalance_percent: (wall > 0.0).then(|| weighted / wall),
-            critical,
+        .filter(|d| only.is_none_or(|u| u == d.user))
+        .collect())
+}
+
+/// The page of `user`'s jobs of `period` that `listing` says (see [`JOB_SORTS`]): from the
+/// index of a user's jobs, reading only the rows shown.
+pub fn user_jobs(
+    db: &Database,
+    user: &str,
+    period: &Period,
+    listing: &Listing,
+) -> anyhow::Result<Vec<JobRecord>> {
+    let order = match listing.sort_among(&JOB_SORTS) {
+        "cpu" => "wall_ns_sum DESC, end_ms, key",
+        "mpi" => "CAST(mpi_ns_sum AS REAL) / max(wall_ns_sum, 1) DESC, end_ms, key",
+        "ranks" => "ranks DESC, end_ms, key",
+        _ => "end_ms, key",
+    };
+    let mut stmt = db.conn.prepare(&format!(
+        "SELECT end_ms, key FROM jobs INDEXED BY jobs_by_user
+         WHERE user = ?1 AND end_ms >= ?2 AND end_ms < ?3 ORDER BY {order} LIMIT ?4 OFFSET ?5"
+    ))?;
+    let keys: Vec<(u64, String)> = stmt
+        .query_map(
+            rusqlite::params![user, period.from_ms, period.to_ms, PAGE_ROWS, listing.from],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?
+        .collect::<Result<_, _>>()?;
+    let mut jobs = Vec::new();
+    for (end_ms, key) in keys {
+        jobs.extend(db.job_ended_at(end_ms, &key)?);
+    }
+    Ok(jobs)
+}
+
+/// How many jobs of `period` are on the critical list.
+fn critical_count(db: &Database, period: &Period) -> anyhow::Result<usize> {
+    Ok(db.conn.query_row(
+        "SELECT count(*) FROM critical_jobs WHERE end_ms >= ?1 AND end_ms < ?2",
+        rusqlite::params![period.from_ms, period.to_ms],
+        |row| row.get(0),
+    )?)
+}
+
+/// The Slurm groups (accounts or partitions), most CPU time first.
+fn slurm_groups(groups: &BTreeMap<String, SlurmSums>) -> Vec<SlurmGroup> {
+    let mut rows: Vec<SlurmGroup> = groups
+        .iter()
+        .map(|(name, g)| SlurmGroup {
+            name: name.clone(),
+            totals: g.totals.clone(),
+            imbalance_percent: (g.imbalance_wall > 0.0)
+                .then(|| g.imbalance_weighted / g.imbalance_wall),
+            critical: g.critical,
         })
         .collect();
     rows.sort_by(|a, b| {
@@ -415,6 +501,7 @@ fn slurm_groups(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mpistat_record::model::SlurmFacts;
 
     #[test]
     fn slurm_jobs_group_by_account_and_partition() {
@@ -436,11 +523,11 @@ mod tests {
             job(2, Some(("big", None))),
             job(8, None),
         ];
-        let critical = [CriticalJob {
-            job: &jobs[1],
-            reasons: vec![],
-        }];
-        let accounts = slurm_groups(&jobs, &critical, |s| s.account.as_deref());
+        let mut day = rollup::DayRollup::default();
+        for (n, job) in jobs.iter().enumerate() {
+            day.add(job, n == 1);
+        }
+        let accounts = slurm_groups(&day.by_account);
         let names: Vec<(&str, usize, f64, usize)> = accounts
             .iter()
             .map(|g| {
@@ -453,13 +540,15 @@ mod tests {
             })
             .collect();
         assert_eq!(names, [("physics", 2, 5.0, 1), ("(none)", 1, 2.0, 0)]);
-        let partitions = slurm_groups(&jobs, &critical, |s| s.partition.as_deref());
+        let partitions = slurm_groups(&day.by_partition);
         let names: Vec<(&str, usize, usize)> = partitions
             .iter()
             .map(|g| (g.name.as_str(), g.totals.jobs, g.critical))
             .collect();
         assert_eq!(names, [("big", 2, 1), ("debug", 1, 0)]);
-        assert!(slurm_groups(&jobs[3..], &[], |s| s.account.as_deref()).is_empty());
+        let mut outside = rollup::DayRollup::default();
+        outside.add(&jobs[3], false);
+        assert!(slurm_groups(&outside.by_account).is_empty());
     }
 
     #[test]

@@ -301,7 +301,18 @@ pub fn varied_jobs(
     from_ms: u64,
     span_ms: u64,
 ) -> impl Iterator<Item = JobRecord> {
-    (0..count).map(move |n| {
+    varied_jobs_part(0..count, count, users, from_ms, span_ms)
+}
+
+/// Jobs `part` of [`varied_jobs`]`(count, ...)` (a big set made in parts).
+pub fn varied_jobs_part(
+    part: std::ops::Range<u64>,
+    count: u64,
+    users: u64,
+    from_ms: u64,
+    span_ms: u64,
+) -> impl Iterator<Item = JobRecord> {
+    part.map(move |n| {
         // A few heavy users, many light ones.
         let user = if n % 3 == 0 { n / 3 % 8 } else { n % users };
         let ranks = 1u32 << (n % 9);

@@ -1,0 +1,548 @@
+//! Figures kept as the data arrives: the sums the admin pages show, per UTC day (site-wide:
+//! `rollup_days`) and per day and user (`rollup_users`), plus the critical jobs
+//! (`critical_jobs`), kept by ingest in the same transaction as the jobs (see
+//! [`crate::ingest::writer`]), so that a week's or a month's pages add up a few thousand rows
+//! and never read every job. [`rebuild`] (`mpistat rebuild-rollups`) makes them again exactly
+//! from the stored jobs; a database that has jobs but no rollups yet (upgraded from a schema
+//! before them), or whose critical jobs were chosen with other `[site_report]` thresholds, is
+//! rebuilt when a command opens it ([`ensure_built`]).
+//!
+//! Each row holds a [`DayRollup`] or a user's [`UserWeek`] as JSON (the user's [`Totals`]
+//! apart, with its job count and times as columns, so that the users list and the trend need
+//! no routine table). Adding two rollups ([`DayRollup::merge`], [`UserWeek::merge`]) gives the
+//! rollup of both sets of jobs; a job is counted once, when ingest stores it as new, and only
+//! if its record is readable and the one its index was filed for (ingest decodes it once for
+//! this; a record that is not is never counted, as every reader quarantines it).
+
+use crate::db::Database;
+use crate::mail::content::{RoutineSums, Totals, UserWeek};
+use crate::site_report::summary::{
+    add_histogram, imbalance_percent, job_cpu_class, routine_group, size_class, JOB_CPU_CLASSES,
+};
+use mpistat_record::{Binding, JobRecord};
+use mpistat_site::SiteReportConfig;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A day in milliseconds: rollups are per UTC day (`end_ms / DAY_MS`).
+pub const DAY_MS: u64 = 86_400_000;
+
+/// Points of the imbalance scatter chart kept per day: the jobs with the most CPU time.
+pub const POINTS_PER_DAY: usize = 200;
+
+/// Days rebuilt in one go (what is kept in memory meanwhile).
+const REBUILD_DAYS: u64 = 7;
+
+/// The index of `language` in the per-language arrays (Fortran, C).
+pub fn language_index(binding: Binding) -> usize {
+    match binding {
+        Binding::Fortran => 0,
+        Binding::C => 1,
+    }
+}
+
+/// The Slurm jobs of one account or partition.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct SlurmSums {
+    pub totals: Totals,
+    /// Imbalance percent × CPU time, and that CPU time, over the jobs with the figures.
+    pub imbalance_weighted: f64,
+    pub imbalance_wall: f64,
+    /// Critical jobs among them.
+    pub critical: usize,
+}
+
+impl SlurmSums {
+    fn merge(&mut self, other: &SlurmSums) {
+        self.totals.merge(&other.totals);
+        self.imbalance_weighted += other.imbalance_weighted;
+        self.imbalance_wall += other.imbalance_wall;
+        self.critical += other.critical;
+    }
+}
+
+/// A job in the imbalance chart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImbalancePoint {
+    pub end_ms: u64,
+    pub key: String,
+    pub wall_ns: u64,
+    pub ranks: u32,
+    /// Critical-path imbalance, percent of wall time.
+    pub imbalance: f64,
+    pub label: String,
+}
+
+/// The site-wide sums of one day (or of several, merged).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct DayRollup {
+    pub total: Totals,
+    /// By size class (lowest rank count of the class): label and totals.
+    pub by_size: BTreeMap<u32, (String, Totals)>,
+    /// Fortran, C.
+    pub by_language: [Totals; 2],
+    /// Per language: ranks summed over jobs, and ranks × CPU time.
+    pub language_ranks: [(u64, f64); 2],
+    /// By [`JOB_CPU_CLASSES`], then language.
+    pub by_job_cpu: Vec<[Totals; 2]>,
+    pub histogram: Vec<u64>,
+    pub measured_sync_ns: u64,
+    pub jobs_with_imbalance: usize,
+    /// Routine group: jobs using it, and their CPU time.
+    pub groups: BTreeMap<String, (usize, u64)>,
+    /// Routine sums per language, then size class.
+    pub routines: [BTreeMap<u32, RoutineSums>; 2],
+    pub by_account: BTreeMap<String, SlurmSums>,
+    pub by_partition: BTreeMap<String, SlurmSums>,
+    /// The imbalance chart's jobs: the [`POINTS_PER_DAY`] biggest of each day.
+    pub points: Vec<ImbalancePoint>,
+}
+
+impl DayRollup {
+    /// Add one job (`critical`: it is on the critical list).
+    pub fn add(&mut self, job: &JobRecord, critical: bool) {
+        self.total.add(job);
+        let (low, label) = size_class(job.ranks);
+        self.by_size
+            .entry(low)
+            .or_insert((label, Totals::default()))
+            .1
+            .add(job);
+        let language = language_index(job.binding);
+        self.by_language[language].add(job);
+        let ranks = &mut self.language_ranks[language];
+        ranks.0 += u64::from(job.ranks);
+        ranks.1 += f64::from(job.ranks) * job.wall_ns.sum as f64;
+        if self.by_job_cpu.is_empty() {
+            self.by_job_cpu = vec![Default::default(); JOB_CPU_CLASSES.len()];
+        }
+        self.by_job_cpu[job_cpu_class(job)][language].add(job);
+        let mut groups = std::collections::BTreeSet::new();
+        for r in &job.routines {
+            add_histogram(&mut self.histogram, &r.hist);
+            self.measured_sync_ns += r.sync_ns.unwrap_or(0);
+            groups.extend(routine_group(&r.name, &r.class));
+        }
+        for group in groups {
+            let entry = self.groups.entry(group.to_string()).or_default();
+            entry.0 += 1;
+            entry.1 += job.wall_ns.sum;
+        }
+        self.routines[language].entry(low).or_default().add(job);
+        let imbalance = imbalance_percent(job);
+        if let Some(slurm) = &job.slurm {
+            for (groups, name) in [
+                (&mut self.by_account, slurm.account.as_deref()),
+                (&mut self.by_partition, slurm.partition.as_deref()),
+            ] {
+                let group = groups
+                    .entry(name.unwrap_or("(none)").to_string())
+                    .or_default();
+                group.totals.add(job);
+                if let Some(i) = imbalance {
+                    group.imbalance_weighted += i * job.wall_ns.sum as f64;
+                    group.imbalance_wall += job.wall_ns.sum as f64;
+                }
+                group.critical += usize::from(critical);
+            }
+        }
+        if let Some(y) = imbalance {
+            self.jobs_with_imbalance += 1;
+            self.keep_points(vec![ImbalancePoint {
+                end_ms: job.end_unix_ms,
+                key: job.key(),
+                wall_ns: job.wall_ns.sum,
+                ranks: job.ranks,
+                imbalance: y,
+                label: format!("{} job {}: {y:.1} %", job.user, job.job_id),
+            }]);
+        }
+    }
+
+    /// Keep the biggest jobs of the points and `more` (per day: merged days keep all).
+    fn keep_points(&mut self, more: Vec<ImbalancePoint>) {
+        self.points.extend(more);
+        self.points.sort_by(|a, b| {
+            b.wall_ns
+                .cmp(&a.wall_ns)
+                .then_with(|| a.key.cmp(&b.key))
+                .then_with(|| a.end_ms.cmp(&b.end_ms))
+        });
+        self.points.truncate(POINTS_PER_DAY);
+    }
+
+    /// Add the sums of other jobs of the same day (`same_day`), or of another day.
+    pub fn merge(&mut self, other: &DayRollup, same_day: bool) {
+        self.total.merge(&other.total);
+        for (low, (label, totals)) in &other.by_size {
+            self.by_size
+                .entry(*low)
+                .or_insert((label.clone(), Totals::default()))
+                .1
+                .merge(totals);
+        }
+        for language in 0..2 {
+            self.by_language[language].merge(&other.by_language[language]);
+            self.language_ranks[language].0 += other.language_ranks[language].0;
+            self.language_ranks[language].1 += other.language_ranks[language].1;
+            for (low, sums) in &other.routines[language] {
+                self.routines[language].entry(*low).or_default().merge(sums);
+            }
+        }
+        if self.by_job_cpu.is_empty() {
+            self.by_job_cpu = vec![Default::default(); JOB_CPU_CLASSES.len()];
+        }
+        for (mine, theirs) in self.by_job_cpu.iter_mut().zip(&other.by_job_cpu) {
+            mine[0].merge(&theirs[0]);
+            mine[1].merge(&theirs[1]);
+        }
+        add_histogram(&mut self.histogram, &other.histogram);
+        self.measured_sync_ns += other.measured_sync_ns;
+        self.jobs_with_imbalance += other.jobs_with_imbalance;
+        for (group, (jobs, wall)) in &other.groups {
+            let entry = self.groups.entry(group.clone()).or_default();
+            entry.0 += jobs;
+            entry.1 += wall;
+        }
+        for (mine, theirs) in [
+            (&mut self.by_account, &other.by_account),
+            (&mut self.by_partition, &other.by_partition),
+        ] {
+            for (name, sums) in theirs {
+                mine.entry(name.clone()).or_default().merge(sums);
+            }
+        }
+        if same_day {
+            self.keep_points(other.points.clone());
+        } else {
+            self.points.extend(other.points.iter().cloned());
+        }
+    }
+}
+
+/// A job on the critical list, as `critical_jobs` keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CriticalRow {
+    pub end_ms: u64,
+    pub key: String,
+    pub user: String,
+    pub wall_ns: u64,
+    pub reasons: String,
+}
+
+/// Why `job` is critical under `thresholds` (empty: it is not).
+pub fn critical_reasons(job: &JobRecord, thresholds: &SiteReportConfig) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if (job.wall_ns.sum as f64 / 3.6e12) < thresholds.critical_min_cpu_hours {
+        return reasons;
+    }
+    let mpi = 100.0 * job.mpi_fraction();
+    if mpi >= thresholds.critical_mpi_percent {
+        reasons.push(format!("MPI {mpi:.1} %"));
+    }
+    if let Some(imbalance) =
+        imbalance_percent(job).filter(|i| *i >= thresholds.critical_imbalance_percent)
+    {
+        reasons.push(format!("imbalance {imbalance:.1} %"));
+    }
+    reasons
+}
+
+/// Rollups of some jobs, made in memory and then added to the stored ones ([`Rollups::save`]).
+pub struct Rollups<'c> {
+    thresholds: &'c SiteReportConfig,
+    days: BTreeMap<u64, DayRollup>,
+    users: BTreeMap<(u64, String), UserWeek>,
+    critical: Vec<CriticalRow>,
+}
+
+impl<'c> Rollups<'c> {
+    pub fn new(thresholds: &'c SiteReportConfig) -> Rollups<'c> {
+        Rollups {
+            thresholds,
+            days: BTreeMap::new(),
+            users: BTreeMap::new(),
+            critical: Vec::new(),
+        }
+    }
+
+    /// Count a job newly stored.
+    pub fn add(&mut self, job: &JobRecord) {
+        let day = job.end_unix_ms / DAY_MS;
+        let reasons = critical_reasons(job, self.thresholds);
+        if !reasons.is_empty() {
+            self.critical.push(CriticalRow {
+                end_ms: job.end_unix_ms,
+                key: job.key(),
+                user: job.user.clone(),
+                wall_ns: job.wall_ns.sum,
+                reasons: reasons.join(", "),
+            });
+        }
+        self.days
+            .entry(day)
+            .or_default()
+            .add(job, !reasons.is_empty());
+        self.users
+            .entry((day, job.user.clone()))
+            .or_default()
+            .add(job);
+    }
+
+    /// Add these rollups to the stored ones (in the caller's transaction).
+    pub fn save(self, conn: &Connection) -> anyhow::Result<()> {
+        let mut get_day = conn.prepare_cached("SELECT data FROM rollup_days WHERE day = ?1")?;
+        let mut put_day =
+            conn.prepare_cached("INSERT OR REPLACE INTO rollup_days (day, data) VALUES (?1, ?2)")?;
+        for (day, new) in self.days {
+            let stored: Option<String> = get_day.query_row([day], |row| row.get(0)).optional()?;
+            let data = match stored {
+                Some(json) => {
+                    let mut stored: DayRollup = serde_json::from_str(&json)?;
+                    stored.merge(&new, true);
+                    stored
+                }
+                None => new,
+            };
+            put_day.execute(params![day, serde_json::to_string(&data)?])?;
+        }
+        let mut get_user = conn.prepare_cached(
+            "SELECT totals, detail FROM rollup_users WHERE day = ?1 AND user = ?2",
+        )?;
+        let mut put_user = conn.prepare_cached(
+            "INSERT OR REPLACE INTO rollup_users (day, user, jobs, wall_ns, mpi_ns, totals, detail)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?;
+        for ((day, user), new) in self.users {
+            let stored: Option<(String, String)> = get_user
+                .query_row(params![day, user], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()?;
+            let week = match stored {
+                Some((totals, detail)) => {
+                    let mut stored = user_week(&totals, &detail)?;
+                    stored.merge(&new);
+                    stored
+                }
+                None => new,
+            };
+            put_user.execute(params![
+                day,
+                user,
+                week.totals.jobs as u64,
+                week.totals.wall_ns,
+                week.totals.mpi_ns,
+                serde_json::to_string(&week.totals)?,
+                serde_json::to_string(&week)?
+            ])?;
+        }
+        let mut put_critical = conn.prepare_cached(
+            "INSERT OR REPLACE INTO critical_jobs (end_ms, key, user, wall_ns, reasons)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?;
+        for c in self.critical {
+            put_critical.execute(params![c.end_ms, c.key, c.user, c.wall_ns, c.reasons])?;
+        }
+        Ok(())
+    }
+}
+
+/// A user's stored rollup: totals and the rest (see [`UserWeek`]'s serialisation).
+fn user_week(totals: &str, detail: &str) -> anyhow::Result<UserWeek> {
+    let mut week: UserWeek = serde_json::from_str(detail)?;
+    week.totals = serde_json::from_str(totals)?;
+    Ok(week)
+}
+
+/// The thresholds the stored critical list was made with (JSON), in `rollup_state`.
+fn thresholds_key(thresholds: &SiteReportConfig) -> String {
+    format!(
+        "{} {} {}",
+        thresholds.critical_mpi_percent,
+        thresholds.critical_imbalance_percent,
+        thresholds.critical_min_cpu_hours
+    )
+}
+
+/// Make the rollups again from every stored job (in one transaction, which takes the write
+/// lock first: ingest waits meanwhile). Returns how many jobs were counted. A job whose record
+/// is not usable is skipped (and reported; it is moved to the rejected entries by the next
+/// reader that can).
+pub fn rebuild(db: &Database, thresholds: &SiteReportConfig) -> anyhow::Result<u64> {
+    let conn = &db.conn;
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let result = (|| -> anyhow::Result<u64> {
+        conn.execute_batch(
+            "DELETE FROM rollup_days; DELETE FROM rollup_users; DELETE FROM critical_jobs;",
+        )?;
+        let (first, last): (Option<u64>, Option<u64>) =
+            conn.query_row("SELECT min(end_ms), max(end_ms) FROM jobs", [], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })?;
+        let mut counted = 0;
+        if let Some((first, last)) = first.zip(last) {
+            let mut day = first / DAY_MS;
+            while day <= last / DAY_MS {
+                let mut rollups = Rollups::new(thresholds);
+                db.each_job_ended_between(day * DAY_MS, (day + REBUILD_DAYS) * DAY_MS, |job| {
+                    rollups.add(&job);
+                    counted += 1;
+                })?;
+                rollups.save(conn)?;
+                day += REBUILD_DAYS;
+            }
+        }
+        conn.execute(
+            "INSERT OR REPLACE INTO rollup_state (name, value) VALUES ('critical', ?1)",
+            [thresholds_key(thresholds)],
+        )?;
+        conn.execute("DELETE FROM rollup_state WHERE name = 'stale'", [])?;
+        Ok(counted)
+    })();
+    match result {
+        Ok(counted) => {
+            conn.execute_batch("COMMIT")?;
+            Ok(counted)
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// Rebuild the rollups if the database has none yet for its jobs (upgraded from before them)
+/// or its critical list was made with other thresholds than `thresholds` (says so on stderr).
+pub fn ensure_built(db: &Database, thresholds: &SiteReportConfig) -> anyhow::Result<()> {
+    let state = |name: &str| -> anyhow::Result<Option<String>> {
+        Ok(db
+            .conn
+            .query_row(
+                "SELECT value FROM rollup_state WHERE name = ?1",
+                [name],
+                |row| row.get(0),
+            )
+            .optional()?)
+    };
+    let why = if state("stale")?.is_some() {
+        "the database has jobs stored before the rollups"
+    } else {
+        match state("critical")? {
+            Some(made) if made != thresholds_key(thresholds) => {
+                "the critical-job thresholds ([site_report]) changed"
+            }
+            Some(_) => return Ok(()),
+            // Never rebuilt: made as the jobs came, with the thresholds of the time.
+            None => {
+                db.conn.execute(
+                    "INSERT OR IGNORE INTO rollup_state (name, value) VALUES ('critical', ?1)",
+                    [thresholds_key(thresholds)],
+                )?;
+                return Ok(());
+            }
+        }
+    };
+    let start = std::time::Instant::now();
+    let counted = rebuild(db, thresholds)?;
+    eprintln!(
+        "mpistat: {why}: rollups rebuilt from {counted} jobs ({:.1} s)",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `mpistat rebuild-rollups`.
+pub fn command(args: &crate::cli::DatabaseArgs) -> anyhow::Result<std::process::ExitCode> {
+    let (config, db) = crate::site::load_without_rollups(args)?;
+    let start = std::time::Instant::now();
+    let counted = rebuild(&db, &config.site_report)?;
+    eprintln!(
+        "rollups rebuilt from {counted} jobs ({:.1} s)",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// The stored rollups of the days in `[from_ms, to_ms)` (whole UTC days).
+pub struct PeriodRollups {
+    pub site: DayRollup,
+    /// Every user's totals.
+    pub users: BTreeMap<String, Totals>,
+}
+
+/// Add up the stored rollups of `[from_ms, to_ms)`.
+pub fn of_period(conn: &Connection, from_ms: u64, to_ms: u64) -> anyhow::Result<PeriodRollups> {
+    let (from, to) = (from_ms / DAY_MS, to_ms.div_ceil(DAY_MS));
+    let mut site = DayRollup::default();
+    let mut stmt = conn
+        .prepare_cached("SELECT data FROM rollup_days WHERE day >= ?1 AND day < ?2 ORDER BY day")?;
+    let mut rows = stmt.query(params![from, to])?;
+    while let Some(row) = rows.next()? {
+        let day: DayRollup = serde_json::from_str(row.get_ref(0)?.as_str()?)?;
+        site.merge(&day, false);
+    }
+    site.points
+        .sort_by(|a, b| a.end_ms.cmp(&b.end_ms).then_with(|| a.key.cmp(&b.key)));
+    let mut users: BTreeMap<String, Totals> = BTreeMap::new();
+    let mut stmt = conn.prepare_cached(
+        "SELECT user, totals FROM rollup_users WHERE day >= ?1 AND day < ?2 ORDER BY day",
+    )?;
+    let mut rows = stmt.query(params![from, to])?;
+    while let Some(row) = rows.next()? {
+        let user: String = row.get(0)?;
+        let totals: Totals = serde_json::from_str(row.get_ref(1)?.as_str()?)?;
+        match users.get_mut(&user) {
+            Some(sum) => sum.merge(&totals),
+            None => {
+                users.insert(user, totals);
+            }
+        }
+    }
+    Ok(PeriodRollups { site, users })
+}
+
+/// One user's whole rollup (routines and biggest jobs too) over `[from_ms, to_ms)`.
+pub fn user_of_period(
+    conn: &Connection,
+    user: &str,
+    from_ms: u64,
+    to_ms: u64,
+) -> anyhow::Result<Option<UserWeek>> {
+    let (from, to) = (from_ms / DAY_MS, to_ms.div_ceil(DAY_MS));
+    let mut stmt = conn.prepare_cached(
+        "SELECT totals, detail FROM rollup_users WHERE user = ?1 AND day >= ?2 AND day < ?3
+         ORDER BY day",
+    )?;
+    let mut rows = stmt.query(params![user, from, to])?;
+    let mut sum: Option<UserWeek> = None;
+    while let Some(row) = rows.next()? {
+        let week = user_week(row.get_ref(0)?.as_str()?, row.get_ref(1)?.as_str()?)?;
+        match &mut sum {
+            Some(sum) => sum.merge(&week),
+            None => sum = Some(week),
+        }
+    }
+    Ok(sum)
+}
+
+/// Jobs, CPU time, MPI time and users of `[from_ms, to_ms)` from the rollups' columns.
+pub fn totals_of_period(
+    conn: &Connection,
+    from_ms: u64,
+    to_ms: u64,
+) -> anyhow::Result<crate::db::PeriodTotals> {
+    let (from, to) = (from_ms / DAY_MS, to_ms.div_ceil(DAY_MS));
+    Ok(conn.query_row(
+        "SELECT total(jobs), total(wall_ns), total(mpi_ns), count(DISTINCT user)
+         FROM rollup_users WHERE day >= ?1 AND day < ?2",
+        params![from, to],
+        |row| {
+            Ok(crate::db::PeriodTotals {
+                jobs: row.get::<_, f64>(0)? as u64,
+                wall_ns: row.get::<_, f64>(1)? as u64,
+                mpi_ns: row.get::<_, f64>(2)? as u64,
+                users: row.get(3)?,
+            })
+        },
+    )?)
+}
