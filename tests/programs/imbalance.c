@@ -11,12 +11,23 @@
  *   dynamic   rank k % P is overloaded in iteration k
  *   mixed     rank 0 is overloaded in the first half of the iterations, rank 1 in the second
  *   mpmd      every rank sleeps FACTOR x WORK_MS (give each MPMD application its own FACTOR)
- * Prints "imbalance rank R done" per rank. */
+ * Prints "imbalance rank R done" per rank. With IMBALANCE_GAPS_DIR set, rank R also writes
+ * DIR/gaps.R: one line per superstep k, the microseconds it spent outside MPI_Allreduce before
+ * the k-th one (the seed's d(k), measured by the program itself), the last line from the last
+ * one to MPI_Finalize. Tests compare the profiler's estimates with these gaps: on an
+ * oversubscribed machine sleeps overshoot by a millisecond or more, differently per MPI. (A file,
+ * not stdout: mpiexec.mpich forwards output in chunks that can cut long lines.) */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
+}
 
 static void work(double ms) {
     struct timespec ts;
@@ -28,6 +39,7 @@ static void work(double ms) {
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
+    double left = now_us();
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -41,6 +53,8 @@ int main(int argc, char **argv) {
     double factor = argc > 4 ? atof(argv[4]) : 1.0;
     double over = 1.25 * w;
     double under = size > 1 ? (size - 1.25) / (size - 1) * w : w;
+    double *gaps = calloc((size_t)iters + 1, sizeof *gaps);
+    if (!gaps) MPI_Abort(MPI_COMM_WORLD, 3);
     for (int k = 0; k < iters; k++) {
         int overloaded = -1;
         if (strcmp(scenario, "static") == 0) overloaded = 1 % size;
@@ -52,9 +66,22 @@ int main(int argc, char **argv) {
         else ms = rank == overloaded ? over : under;
         work(ms);
         int one = 1, sum = 0;
+        gaps[k] = now_us() - left;
         MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        left = now_us();
+    }
+    gaps[iters] = now_us() - left;
+    const char *dir = getenv("IMBALANCE_GAPS_DIR");
+    if (dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/gaps.%d", dir, rank);
+        FILE *f = fopen(path, "w");
+        if (!f) MPI_Abort(MPI_COMM_WORLD, 4);
+        for (int k = 0; k <= iters; k++) fprintf(f, "%.0f\n", gaps[k]);
+        fclose(f);
     }
     printf("imbalance rank %d done\n", rank);
+    free(gaps);
     MPI_Finalize();
     return 0;
 }

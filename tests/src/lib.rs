@@ -8,12 +8,14 @@
 //!   so that a hang fails the test instead of hanging CI.
 //! * [`RankValues`] and [`assert_routine`]: exact expectations on a record's per-routine numbers.
 //! * [`webdriver::Browser`]: one headless Chromium (through `chromedriver`) that loads many pages.
+//! * [`supersteps::MeasuredImbalance`]: the imbalance figures from what `imbalance.c` measured.
 //! * [`User`]: an unprivileged local user (made with `useradd`) that jobs and `mpistat` run as.
 //!
 //! MPI jobs oversubscribe a small machine, so every test that runs one takes [`serial`] first:
 //! tests of one binary then run one job at a time (cargo runs test binaries one after another).
 
 pub mod slurm;
+pub mod supersteps;
 pub mod webdriver;
 
 use mpistat_record::model::{JobRecord, RoutineStats, Stat};

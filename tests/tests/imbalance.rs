@@ -3,15 +3,18 @@
 //! `MPI_Allreduce`. In the imbalanced scenarios one rank works 12.5 ms and the others 9.17 ms, so
 //! each iteration takes 25 % longer than balanced (see the program's header).
 //!
-//! Tolerances. Sleeps overshoot by tens of microseconds, and a woken rank may wait for a core on
-//! this 2-core machine shared with builds of other jobs: that delay counts as the rank's work.
-//! Noise therefore only *adds* to both estimates (iota takes the max over ranks in every
-//! superstep; the profile the max over ranks of their sums). Quiet machine: balanced 0.7 %,
-//! imbalanced 24.3-24.7 % of work, profile-based static 24.3 %, dynamic 0.03 %, mixed 8.2 %; under
-//! a concurrent cargo build the mixed profile reached 12.9 %. So every check allows 4 points
-//! below the expected value and 8 above it (0 expected: below 8 %, still far from the 25 % of
-//! the imbalanced cases), and the 10 % for the waiting time. No wall-clock thresholds.
+//! Two kinds of checks. (1) The estimates equal the figures computed from what the program
+//! measured itself (its per-superstep gaps, [`MeasuredImbalance`]) within 1 % of the work: this is
+//! the profiler's correctness, and it holds however much the machine disturbs the sleeps. (2) The
+//! measured figures show the scenario: sleeps overshoot, and a woken rank may wait for a core on
+//! this 2-core machine (MPICH's waiting ranks poll and yield, so with MPICH every sleep of this
+//! oversubscribed job overshoots by about 1 ms, and the measured static imbalance is 19-23 %
+//! instead of 25 %). Quiet machine, Open MPI: balanced 0.7 %, imbalanced 24.3-24.7 % of work,
+//! profile-based static 24.3 %, dynamic 0.03 %, mixed 8.2 %. So the scenario checks allow 8
+//! points either way (0 expected: below 8 %, far from the 25 % of the imbalanced cases). No
+//! wall-clock thresholds.
 
+use mpistat_e2e::supersteps::MeasuredImbalance;
 use mpistat_e2e::*;
 use mpistat_record::model::Imbalance;
 use mpistat_record::JobRecord;
@@ -20,21 +23,28 @@ const RANKS: u32 = 4;
 const ITERS: u64 = 100;
 const WORK_MS: f64 = 10.0;
 
-fn run(scenario: &str) -> JobRecord {
-    run_with(scenario, Mpi::OpenMpi)
-}
-
-fn run_with(scenario: &str, mpi: Mpi) -> JobRecord {
+/// Run a scenario under `mpi`: the record, and the figures from what the program measured, which
+/// the record's estimates have already been checked against.
+fn run_with(scenario: &str, mpi: Mpi) -> (JobRecord, MeasuredImbalance) {
     let syslogd = Syslogd::start();
+    let gaps = TempDir::new("imbalance-gaps");
     let outcome = Job::new(program_for("imbalance.c", mpi), RANKS)
         .mpi(mpi)
+        .env("IMBALANCE_GAPS_DIR", gaps.path().display().to_string())
         .arg(scenario)
         .arg(ITERS.to_string())
         .arg(WORK_MS.to_string())
         .profiled(&syslogd.site_config());
     outcome.assert_success();
     assert_every_rank_printed(&outcome, RANKS, |r| format!("imbalance rank {r} done"));
-    syslogd.single_record()
+    let record = syslogd.single_record();
+    let measured = MeasuredImbalance::from_files(gaps.path(), RANKS);
+    measured.assert_estimated_by(imbalance(&record), record.ranks);
+    (record, measured)
+}
+
+fn run(scenario: &str) -> (JobRecord, MeasuredImbalance) {
+    run_with(scenario, Mpi::OpenMpi)
 }
 
 fn imbalance(r: &JobRecord) -> &Imbalance {
@@ -49,19 +59,15 @@ fn imbalance(r: &JobRecord) -> &Imbalance {
     i
 }
 
-/// (critical-path, profile-based) imbalance in percent of the average work.
-fn percents(r: &JobRecord) -> (f64, f64) {
-    let i = imbalance(r);
-    let work = i.work_avg_ns(r.ranks);
-    // The work is the sleeping: 100 iterations of 10 ms on average (plus small overshoots).
+/// The measured (critical-path, profile-based) imbalance in percent of the average work, which
+/// is the sleeping: 100 iterations of 10 ms on average, plus overshoots.
+fn percents(m: &MeasuredImbalance) -> (f64, f64) {
     assert!(
-        (0.95e9..1.15e9).contains(&work),
-        "average work {work} ns, expected about 1 s"
+        (0.95e9..1.25e9).contains(&m.work_avg_ns),
+        "average work {} ns, expected about 1 s",
+        m.work_avg_ns
     );
-    (
-        100.0 * i.critical_path_ns as f64 / work,
-        100.0 * i.profile_ns as f64 / work,
-    )
+    (m.percent(m.critical_path_ns), m.percent(m.profile_ns))
 }
 
 fn assert_near(what: &str, got: f64, want: f64, tolerance: f64) {
@@ -71,19 +77,16 @@ fn assert_near(what: &str, got: f64, want: f64, tolerance: f64) {
     );
 }
 
-/// `got` percent is `want` percent, allowing 4 points less and 8 more (see the tolerances above).
+/// `got` percent shows the scenario's `want` percent, within 8 points (see the tolerances above).
 fn assert_percent(what: &str, got: f64, want: f64) {
-    assert!(
-        got >= want - 4.0 && got <= want + 8.0,
-        "{what}: {got:.2} %, expected {want:.2} % (-4/+8)"
-    );
+    assert_near(&format!("{what} %"), got, want, 8.0);
 }
 
 #[test]
 fn balanced_has_no_imbalance() {
     let _serial = serial();
-    let r = run("balanced");
-    let (iota, profile) = percents(&r);
+    let (r, m) = run("balanced");
+    let (iota, profile) = percents(&m);
     assert!(iota < 8.0, "critical-path imbalance {iota:.2} %");
     assert!(profile < 8.0, "profile-based imbalance {profile:.2} %");
     let i = imbalance(&r);
@@ -93,13 +96,13 @@ fn balanced_has_no_imbalance() {
 for_each_mpi! {
 fn static_imbalance_is_seen_by_both_estimates_and_its_waiting_time_matches(mpi) {
     let _serial = serial();
-    let r = run_with("static", mpi);
-    let (iota, profile) = percents(&r);
+    let (r, m) = run_with("static", mpi);
+    let (iota, profile) = percents(&m);
     assert_percent("critical-path", iota, 25.0);
     assert_percent("profile-based", profile, 25.0);
     let i = imbalance(&r);
     assert!(
-        i.dynamic_share() < 0.2,
+        i.dynamic_share() < 0.35,
         "dynamic share {}",
         i.dynamic_share()
     );
@@ -108,16 +111,16 @@ fn static_imbalance_is_seen_by_both_estimates_and_its_waiting_time_matches(mpi) 
     assert!((0.75..0.95).contains(&i.load_balance(r.ranks)));
     let pe = i.parallel_efficiency(r.ranks, r.wall_ns.max);
     assert!(pe > 0.0 && pe <= i.load_balance(r.ranks));
-    // By hand: in every iteration the 3 other ranks wait 12.5 - 9.1667 ms in MPI_Allreduce.
-    let under = (RANKS as f64 - 1.25) / (RANKS as f64 - 1.0) * WORK_MS;
-    let by_hand_s = ITERS as f64 * (RANKS as f64 - 1.0) * (1.25 * WORK_MS - under) * 1e-3;
+    // The waiting time in MPI_Allreduce is what the program's gaps say: in every iteration the
+    // other ranks wait for the slowest (nominally 3 x (12.5 - 9.1667) ms x 100 = 1 s; measured
+    // with MPICH here up to 1.46 s, as its polling ranks delay the sleepers' wake-ups).
     let allreduce = routine(&r, "MPI_Allreduce");
-    let sync_s = allreduce.sync_ns.expect("MPI_Allreduce has sync_ns") as f64 * 1e-9;
+    let sync_ns = allreduce.sync_ns.expect("MPI_Allreduce has sync_ns") as f64;
     assert_near(
-        "MPI_Allreduce waiting s",
-        sync_s,
-        by_hand_s,
-        0.1 * by_hand_s,
+        "MPI_Allreduce waiting ms",
+        sync_ns * 1e-6,
+        m.collective_wait_ns * 1e-6,
+        0.01 * RANKS as f64 * m.work_avg_ns * 1e-6,
     );
     assert!(allreduce.sync_ns.unwrap() <= allreduce.time_ns.sum);
     // Routines that end no superstep have no waiting estimate.
@@ -128,8 +131,8 @@ fn static_imbalance_is_seen_by_both_estimates_and_its_waiting_time_matches(mpi) 
 #[test]
 fn dynamic_imbalance_is_missed_by_the_profile() {
     let _serial = serial();
-    let r = run("dynamic");
-    let (iota, profile) = percents(&r);
+    let (r, m) = run("dynamic");
+    let (iota, profile) = percents(&m);
     assert_percent("critical-path", iota, 25.0);
     assert!(profile < 8.0, "profile-based imbalance {profile:.2} %");
     assert!(imbalance(&r).dynamic_share() > 0.6);
@@ -138,8 +141,8 @@ fn dynamic_imbalance_is_missed_by_the_profile() {
 #[test]
 fn mixed_imbalance_is_a_third_seen_by_the_profile() {
     let _serial = serial();
-    let r = run("mixed");
-    let (iota, profile) = percents(&r);
+    let (_, m) = run("mixed");
+    let (iota, profile) = percents(&m);
     assert_percent("critical-path", iota, 25.0);
     // Rank 0 works 1.25 W in one half and 0.917 W in the other: (1.25 + 0.9167) / 2 - 1 = 8.3 %.
     assert_percent("profile-based", profile, 100.0 / 12.0);
