@@ -364,7 +364,7 @@ impl Default for MailConfig {
     fn default() -> Self {
         MailConfig {
             transport: "directory".into(),
-            directory: PathBuf::from("/var/spool/mpistat/mail"),
+            directory: PathBuf::from("/var/lib/mpistat/mail"),
             from: "mpistat <mpistat@localhost>".into(),
             recipient: "{user}@localhost".into(),
             recipient_map: None,

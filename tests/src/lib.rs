@@ -9,13 +9,17 @@
 //! * [`RankValues`] and [`assert_routine`]: exact expectations on a record's per-routine numbers.
 //! * [`webdriver::Browser`]: one headless Chromium (through `chromedriver`) that loads many pages.
 //! * [`supersteps::MeasuredImbalance`]: the imbalance figures from what `imbalance.c` measured.
+//! * [`rsyslog::RsyslogDaemon`]: a private rsyslogd with a shipped configuration.
+//! * [`units::Unit`]: a shipped systemd unit run with the privileges it gives.
 //! * [`User`]: an unprivileged local user (made with `useradd`) that jobs and `mpistat` run as.
 //!
 //! MPI jobs oversubscribe a small machine, so every test that runs one takes [`serial`] first:
 //! tests of one binary then run one job at a time (cargo runs test binaries one after another).
 
+pub mod rsyslog;
 pub mod slurm;
 pub mod supersteps;
+pub mod units;
 pub mod webdriver;
 
 use mpistat_record::model::{JobRecord, RoutineStats, Stat};

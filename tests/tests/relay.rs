@@ -15,96 +15,15 @@
 //! connections never get a line into the file. The log host is stopped while two jobs end and
 //! started again: the compute node keeps the unacknowledged records and delivers them.
 
+use mpistat_e2e::rsyslog::{shipped_rsyslog_config, RsyslogDaemon};
 use mpistat_e2e::*;
 use mpistat_record::JobRecord;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const NOBODY: u32 = 65534;
-
-/// A private rsyslogd running the configuration `conf`; stopped on drop.
-struct Daemon {
-    conf: PathBuf,
-    pid_file: PathBuf,
-    stderr: PathBuf,
-    child: Option<Child>,
-}
-
-impl Daemon {
-    /// Write `text` as `<dir>/<name>.conf` (with a work directory of its own) and start it.
-    fn start(dir: &Path, name: &str, text: &str) -> Daemon {
-        let work = dir.join(format!("{name}-work"));
-        std::fs::create_dir_all(&work).unwrap();
-        let conf = dir.join(format!("{name}.conf"));
-        let text = format!("global(workDirectory=\"{}\")\n{text}", work.display());
-        std::fs::write(&conf, text).unwrap();
-        let mut daemon = Daemon {
-            conf,
-            pid_file: dir.join(format!("{name}.pid")),
-            stderr: dir.join(format!("{name}.stderr")),
-            child: None,
-        };
-        daemon.run();
-        daemon
-    }
-
-    fn run(&mut self) {
-        assert!(self.child.is_none(), "already running");
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.stderr)
-            .unwrap();
-        let child = Command::new("rsyslogd")
-            .arg("-n")
-            .arg("-f")
-            .arg(&self.conf)
-            .arg("-i")
-            .arg(&self.pid_file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("rsyslogd (scripts/prereqs.sh installs rsyslog and rsyslog-relp)");
-        self.child = Some(child);
-    }
-
-    /// Stop it (SIGTERM, as `systemctl stop` does) and wait until it is gone.
-    fn stop(&mut self) {
-        let mut child = self.child.take().expect("running");
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        child.wait().unwrap();
-    }
-
-    /// Wait until `ready` holds, failing with the daemon's errors if it exits or never does.
-    fn wait_until(&mut self, what: &str, ready: impl Fn() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !ready() {
-            let child = self.child.as_mut().expect("running");
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!("rsyslogd exited with {status}: {}", self.errors());
-            }
-            assert!(Instant::now() < deadline, "{what}: {}", self.errors());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn errors(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(child) = self.child.as_mut() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
 
 /// Whether something listens on TCP `port` (read from /proc: connecting would be a connection
 /// the daemon logs).
@@ -192,22 +111,11 @@ fn certificates(dir: &Path) {
     }
 }
 
-/// The shipped configuration `name` with each `(from, to)` replaced; `from` must be in it.
-fn shipped(name: &str, changes: &[(&str, &str)]) -> String {
-    let path = workspace_root().join("etc/rsyslog.d").join(name);
-    let mut text = std::fs::read_to_string(&path).unwrap();
-    for (from, to) in changes {
-        assert!(text.contains(from), "{from:?} not in {}", path.display());
-        text = text.replace(from, to);
-    }
-    text
-}
-
 /// The relay chain: a compute node's rsyslogd forwarding to a log host's.
 struct Chain {
     dir: TempDir,
-    compute: Daemon,
-    log_host: Daemon,
+    compute: RsyslogDaemon,
+    log_host: RsyslogDaemon,
     /// The compute node's extra plain TCP input.
     compute_tcp: u16,
     /// The log host's RELP (TLS) port and its plain syslog port.
@@ -228,7 +136,7 @@ impl Chain {
             (relp.to_string(), plain.to_string(), compute_tcp.to_string());
         // The log host, with DNS off so that the relay is named by its address, and a plain
         // syslog port as log hosts have for everything else.
-        let log_host = shipped(
+        let log_host = shipped_rsyslog_config(
             "mpistat-loghost.conf",
             &[
                 ("/etc/mpistat/tls/", &certs),
@@ -243,14 +151,14 @@ impl Chain {
             "global(net.enableDNS=\"off\")\nmodule(load=\"imtcp\")\n\
              input(type=\"imtcp\" port=\"{plain_s}\")\n{log_host}"
         );
-        let mut log_host = Daemon::start(d, "loghost", &log_host);
+        let mut log_host = RsyslogDaemon::start(d, "loghost", &log_host);
         log_host.wait_until("the log host's ports", || {
             listening(relp) && listening(plain)
         });
         // The compute node: its socket is private, it has a plain TCP input too, and it sends
         // a heartbeat and retries every second instead of every minute and every ten seconds.
         let socket = d.join("log.sock").display().to_string();
-        let compute = shipped(
+        let compute = shipped_rsyslog_config(
             "mpistat-compute.conf",
             &[
                 (
@@ -275,7 +183,7 @@ impl Chain {
         );
         let compute =
             format!("module(load=\"imtcp\")\ninput(type=\"imtcp\" port=\"{tcp_s}\")\n{compute}");
-        let mut compute = Daemon::start(d, "compute", &compute);
+        let mut compute = RsyslogDaemon::start(d, "compute", &compute);
         let sock = PathBuf::from(&socket);
         compute.wait_until("the compute node's socket and port", || {
             sock.exists() && listening(compute_tcp)

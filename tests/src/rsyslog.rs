@@ -1,0 +1,99 @@
+//! Private rsyslogds running the shipped configurations (`etc/rsyslog.d/*.conf`) with only the
+//! site-specific parts (sockets, ports, paths) changed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A private rsyslogd running the configuration `conf`; stopped on drop.
+pub struct RsyslogDaemon {
+    conf: PathBuf,
+    pid_file: PathBuf,
+    stderr: PathBuf,
+    child: Option<Child>,
+}
+
+impl RsyslogDaemon {
+    /// Write `text` as `<dir>/<name>.conf` (with a work directory of its own) and start it.
+    pub fn start(dir: &Path, name: &str, text: &str) -> RsyslogDaemon {
+        let work = dir.join(format!("{name}-work"));
+        std::fs::create_dir_all(&work).unwrap();
+        let conf = dir.join(format!("{name}.conf"));
+        let text = format!("global(workDirectory=\"{}\")\n{text}", work.display());
+        std::fs::write(&conf, text).unwrap();
+        let mut daemon = RsyslogDaemon {
+            conf,
+            pid_file: dir.join(format!("{name}.pid")),
+            stderr: dir.join(format!("{name}.stderr")),
+            child: None,
+        };
+        daemon.run();
+        daemon
+    }
+
+    pub fn run(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.stderr)
+            .unwrap();
+        let child = Command::new("rsyslogd")
+            .arg("-n")
+            .arg("-f")
+            .arg(&self.conf)
+            .arg("-i")
+            .arg(&self.pid_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("rsyslogd (scripts/prereqs.sh installs rsyslog and rsyslog-relp)");
+        self.child = Some(child);
+    }
+
+    /// Stop it (SIGTERM, as `systemctl stop` does) and wait until it is gone.
+    pub fn stop(&mut self) {
+        let mut child = self.child.take().expect("running");
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        child.wait().unwrap();
+    }
+
+    /// Wait until `ready` holds, failing with the daemon's errors if it exits or never does.
+    pub fn wait_until(&mut self, what: &str, ready: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ready() {
+            let child = self.child.as_mut().expect("running");
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("rsyslogd exited with {status}: {}", self.errors());
+            }
+            assert!(Instant::now() < deadline, "{what}: {}", self.errors());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn errors(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for RsyslogDaemon {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The shipped configuration `name` with each `(from, to)` replaced; `from` must be in it.
+pub fn shipped_rsyslog_config(name: &str, changes: &[(&str, &str)]) -> String {
+    let path = crate::workspace_root().join("etc/rsyslog.d").join(name);
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    for (from, to) in changes {
+        assert!(text.contains(from), "{from:?} not in {}", path.display());
+        text = text.replace(from, to);
+    }
+    text
+}
