@@ -14,7 +14,8 @@
 //! each reading only its block of ranks.
 //!
 //! [`tracefile`] is the per-rank trace file format (writer and reader); [`builder`] makes synthetic,
-//! causally consistent executions for tests and benchmarks.
+//! causally consistent executions for tests and benchmarks, and [`examples`] the executions they
+//! share.
 
 pub mod analysis;
 pub mod backward;
@@ -23,6 +24,7 @@ pub mod callpath;
 pub mod critical;
 pub mod distributed;
 pub mod error;
+pub mod examples;
 pub mod forward;
 pub mod hash;
 pub mod matching;

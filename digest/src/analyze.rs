@@ -10,6 +10,7 @@
 use crate::cli::{AnalyzeArgs, AnalyzeFormat};
 use crate::html::escape;
 use mpistat_analysis::analysis::{run_passes_on_dir, summarise, CallpathSummary, Passes};
+use mpistat_analysis::distributed::wait_states_of;
 use mpistat_analysis::model::{Definitions, Module};
 use mpistat_analysis::patterns::Pattern;
 use mpistat_analysis::tracefile::modules_of_dir;
@@ -29,6 +30,11 @@ pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> an
         AnalyzeFormat::Text => out.write_all(text(&analysis).as_bytes())?,
         AnalyzeFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&analysis)?)?,
         AnalyzeFormat::Html => out.write_all(html(&analysis).as_bytes())?,
+        AnalyzeFormat::WaitStates => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&wait_states_of(&passes))?
+        )?,
         AnalyzeFormat::Summary => writeln!(
             out,
             "{}",
