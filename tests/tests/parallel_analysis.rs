@@ -17,8 +17,15 @@ use std::process::Command;
 /// The formats both analyses print.
 const FORMATS: [&str; 1] = ["wait-states"];
 
+/// The MPI program; the tests never build it (`cargo build --release -p mpistat-analyze-mpi`).
 fn analyze_mpi() -> PathBuf {
-    library().with_file_name("mpistat-analyze")
+    let path = library().with_file_name("mpistat-analyze");
+    assert!(
+        path.is_file(),
+        "{} is missing: cargo build --release -p mpistat-analyze-mpi",
+        path.display()
+    );
+    path
 }
 
 /// `mpistat analyze --format FORMAT DIR`: its standard output.
