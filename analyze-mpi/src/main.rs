@@ -9,8 +9,10 @@
 mod mpi;
 
 use clap::{Parser, ValueEnum};
-use mpistat_analysis::distributed::{forward_on_dir, gather_wait_states};
+use mpistat_analysis::distributed::{forward_on_dir, gather_wait_states, Exchange};
 use mpistat_analysis::error::{AnalysisError, AnalyzeDirError};
+use mpistat_analysis::tracefile::modules_of_dir;
+use mpistat_digest::analyze::symbolize;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,9 +36,13 @@ struct Args {
 }
 
 fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
-    let (local, problems) = forward_on_dir(&args.trace_dir, world)?;
+    let (mut local, problems) = forward_on_dir(&args.trace_dir, world)?;
     for problem in problems {
         eprintln!("{}: {problem}", args.trace_dir.display());
+    }
+    if world.process() == 0 {
+        // Call sites as source lines, as `mpistat analyze` shows them.
+        symbolize(&mut local.definitions, &modules_of_dir(&args.trace_dir));
     }
     if let Some(report) = gather_wait_states(&local, world) {
         let mut out = std::io::stdout().lock();

@@ -73,7 +73,7 @@ fn same_build(path: &std::path::Path, build_id: &str) -> bool {
 /// binutils' `addr2line`, for objects that are still where the trace says and still the same
 /// build. Sites it cannot resolve (no debug information, object gone or rebuilt, no binutils)
 /// stay as they are.
-fn symbolize(definitions: &mut Definitions, modules: &[Module]) {
+pub fn symbolize(definitions: &mut Definitions, modules: &[Module]) {
     for module in modules {
         let path = std::path::Path::new(&module.path);
         let Some(file) = path.file_name().map(|f| f.to_string_lossy().into_owned()) else {

@@ -2,7 +2,9 @@
 //! `mpistat analyze`: for the seed examples and generated executions, written as trace files,
 //! `mpirun -n N mpistat-analyze DIR` with N = 1 to 4 prints exactly what `mpistat analyze DIR`
 //! prints. First milestone: the forward replay's wait states (`--format wait-states`); each
-//! process reads only its block of ranks (a missing rank file is noticed only by its owner).
+//! process reads only its block of ranks (a missing rank file is noticed only by its owner). A
+//! real traced 16-rank job checks the profiler's directories (local definitions, clock
+//! correction, call sites turned into source lines).
 //!
 //! `mpistat-analyze` is linked against Open MPI (crate `analyze-mpi`), so it runs under Open
 //! MPI's `mpirun` only.
@@ -58,10 +60,15 @@ fn assert_same_reports(name: &str, trace: &Trace) -> serde_json::Value {
     let _serial = serial();
     let dir = TempDir::new(&format!("parallel-{name}"));
     write_dir(dir.path(), trace).unwrap();
+    assert_same_reports_of(name, dir.path())
+}
+
+/// [`assert_same_reports`] for a trace directory.
+fn assert_same_reports_of(name: &str, dir: &Path) -> serde_json::Value {
     for format in FORMATS {
-        let expected = one_process(dir.path(), format);
+        let expected = one_process(dir, format);
         for processes in 1..=4 {
-            let outcome = parallel(dir.path(), processes, format);
+            let outcome = parallel(dir, processes, format);
             outcome.assert_success();
             assert!(
                 outcome.stdout == expected,
@@ -70,7 +77,7 @@ fn assert_same_reports(name: &str, trace: &Trace) -> serde_json::Value {
             );
         }
     }
-    serde_json::from_str(&one_process(dir.path(), "wait-states")).unwrap()
+    serde_json::from_str(&one_process(dir, "wait-states")).unwrap()
 }
 
 /// The waiting time per rank and in all, from the wait-states report.
@@ -155,4 +162,30 @@ fn broken_rank_file_fails_everywhere() {
         "{}",
         outcome.stderr
     );
+}
+
+/// A real traced job of 16 ranks (`delays.c`: a delayed send chain, then barriers after uneven
+/// work, `MPISTAT_TRACE=1`): the profiler's directory (per-rank local definitions, clocks
+/// corrected to rank 0's) analyses the same in parallel.
+#[test]
+fn real_traced_job_of_16_ranks() {
+    let _serial = serial();
+    let home = TempDir::new("parallel-home");
+    let syslogd = Syslogd::start();
+    let outcome = Job::new(program("delays.c"), 16)
+        .env("HOME", home.path().display().to_string())
+        .env("MPISTAT_TRACE", "1")
+        .arg("20")
+        .arg("4")
+        .arg("2")
+        .arg("3")
+        .profiled(&syslogd.site_config());
+    outcome.assert_success();
+    let record = syslogd.single_record();
+    let info = record.trace.expect("the record says the job was traced");
+    assert_eq!(info.ranks_written, 16);
+    let report = assert_same_reports_of("real", Path::new(&info.dir));
+    let (per_rank, _) = waiting(&report);
+    // Ranks 1 to 15 wait for the delayed send chain.
+    assert!(per_rank[1..].iter().all(|&w| w > 0), "{per_rank:?}");
 }
