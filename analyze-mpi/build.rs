@@ -1,6 +1,7 @@
-//! Compiles `src/shim.c` with the MPI compiler wrapper (`MPISTAT_MPICC`, default `mpicc`; use
-//! `mpicc.mpich` for MPICH) and links the program against that MPI library, with the library
-//! directories the wrapper names (Open MPI: `--showme:link`, MPICH: `-link_info`).
+//! Compiles `src/shim.c` with the MPI compiler wrapper (`MPISTAT_MPICC`, else `mpicc` for
+//! `mpistat-analyze-mpi` and `mpicc.mpich` for `mpistat-analyze-mpi-mpich`, whose manifest is in
+//! `mpich/`) and links the program against that MPI library, with the library directories the
+//! wrapper names (Open MPI: `--showme:link`, MPICH: `-link_info`).
 
 use std::process::Command;
 
@@ -16,19 +17,31 @@ fn words_of(program: &str, args: &[&str]) -> Option<Vec<String>> {
 
 fn main() {
     println!("cargo:rerun-if-env-changed=MPISTAT_MPICC");
-    println!("cargo:rerun-if-changed=src/shim.c");
-    let mpicc = std::env::var("MPISTAT_MPICC").unwrap_or_else(|_| "mpicc".into());
+    let mpich = std::env::var("CARGO_PKG_NAME").as_deref() == Ok("mpistat-analyze-mpi-mpich");
+    let sources = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let sources = if mpich {
+        sources.parent().unwrap().join("src")
+    } else {
+        sources.join("src")
+    };
+    let default = if mpich { "mpicc.mpich" } else { "mpicc" };
+    let mpicc = std::env::var("MPISTAT_MPICC").unwrap_or_else(|_| default.into());
     let link = words_of(&mpicc, &["--showme:link"])
         .or_else(|| words_of(&mpicc, &["-link_info"]))
         .unwrap_or_else(|| {
             panic!(
                 "mpistat-analyze needs an MPI compiler wrapper: `{mpicc} --showme:link` and \
-                 `{mpicc} -link_info` failed. Install libopenmpi-dev (Debian) or set MPISTAT_MPICC."
+                 `{mpicc} -link_info` failed. Install libopenmpi-dev or libmpich-dev (Debian) or \
+                 set MPISTAT_MPICC."
             )
         });
+    println!(
+        "cargo:rerun-if-changed={}",
+        sources.join("shim.c").display()
+    );
     cc::Build::new()
         .compiler(&mpicc)
-        .file("src/shim.c")
+        .file(sources.join("shim.c"))
         .compile("mpistat_mpi_shim");
     for word in link {
         if let Some(dir) = word.strip_prefix("-L") {

@@ -1,6 +1,7 @@
 /* The few MPI calls mpistat-analyze makes, behind a byte-only C interface: the Rust side then
  * needs no MPI handle types, which differ between Open MPI and MPICH. */
 #include <mpi.h>
+#include <stddef.h>
 
 int mpistat_mpi_init(void) { return MPI_Init(NULL, NULL); }
 
