@@ -176,10 +176,10 @@ fn broken_rank_file_fails_everywhere() {
     );
 }
 
-/// A real traced job of 16 ranks (`delays.c`: a delayed send chain, then barriers after uneven
-/// work, `MPISTAT_TRACE=1`): the profiler's directory (per-rank local definitions, clocks
-/// corrected to rank 0's) analyses the same in parallel.
 for_each_mpi! {
+    /// A real traced job of 16 ranks (`delays.c`: a delayed send chain, then barriers after
+    /// uneven work, `MPISTAT_TRACE=1`): the profiler's directory (per-rank local definitions,
+    /// clocks corrected to rank 0's) analyses the same in parallel.
     fn real_traced_job_of_16_ranks(mpi) {
         let _serial = serial();
         let home = TempDir::new("parallel-home");
