@@ -8,8 +8,7 @@
 //! (defaults 64 ranks, 10 000 000 events, 5 repetitions; the best and the median are shown).
 
 use mpistat_analysis::analysis::{run_passes_on_dir, summarise};
-use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
-use mpistat_analysis::model::Trace;
+use mpistat_analysis::examples::halo;
 use mpistat_analysis::tracefile::write_dir;
 use std::path::Path;
 use std::time::Instant;
@@ -56,7 +55,7 @@ fn main() {
 /// Generates and writes a trace of about `target` events, analyses it `reps` times; with
 /// `detail`, prints every pass. Returns the events and the best run's wall and CPU seconds.
 fn measure(ranks: u32, target: usize, reps: usize, dir: &Path, detail: bool) -> (usize, f64, f64) {
-    let trace = generate(ranks, target);
+    let trace = halo(ranks, target);
     let events = trace.event_count();
     let _ = std::fs::remove_dir_all(dir);
     write_dir(dir, &trace).expect("write the trace");
@@ -152,54 +151,4 @@ fn cpu_seconds() -> f64 {
     };
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     seconds(usage.ru_utime) + seconds(usage.ru_stime)
-}
-
-/// A 1-D halo exchange with uneven, varying work and an allreduce every 10 iterations.
-fn generate(ranks: u32, target: usize) -> Trace {
-    let mut b = ExecutionBuilder::new(ranks);
-    let work = b.region("work", "");
-    let (send, recv) = (
-        b.region("MPI_Send", "halo.c:40"),
-        b.region("MPI_Recv", "halo.c:41"),
-    );
-    let allreduce = b.region("MPI_Allreduce", "halo.c:60");
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut random = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
-    let per_iteration = ranks as usize * 14;
-    for iteration in 0..target.div_ceil(per_iteration) {
-        for rank in 0..ranks {
-            b.compute(rank, work, 10_000 + random() % 5_000);
-        }
-        for rank in 0..ranks {
-            b.message(
-                (rank, send),
-                ((rank + 1) % ranks, recv),
-                0,
-                4096,
-                false,
-                200,
-                300,
-            );
-        }
-        for rank in 0..ranks {
-            b.message(
-                (rank, send),
-                ((rank + ranks - 1) % ranks, recv),
-                1,
-                4096,
-                false,
-                200,
-                300,
-            );
-        }
-        if iteration % 10 == 9 {
-            b.collective(WORLD, allreduce, None, 1_000);
-        }
-    }
-    b.finish()
 }

@@ -11,7 +11,7 @@ use crate::model::{Definitions, Rank, Ticks, Trace};
 use crate::patterns::Pattern;
 use crate::replay::{parallel_for_each_mut, parallel_map};
 use crate::timeline::{self, RankTimeline};
-use crate::tracefile::read_dir_with;
+use crate::tracefile::{read_dir_ranks_with, DirContents};
 use serde::Serialize;
 use std::path::Path;
 
@@ -154,7 +154,12 @@ pub fn run_passes_observed(
     let defs = &trace.definitions;
     let built = parallel_map(trace.ranks.len(), |rank| {
         let events = &trace.ranks[rank];
-        timeline::build(rank as Rank, events.iter().copied(), events.len(), defs)
+        Some(timeline::build(
+            rank as Rank,
+            events.iter().copied(),
+            events.len(),
+            defs,
+        ))
     });
     finished("timeline");
     finish_passes(defs.clone(), built, finished)
@@ -162,12 +167,29 @@ pub fn run_passes_observed(
 
 /// Reads a trace directory and runs all passes, calling `finished(pass)` as each pass ends.
 /// Each rank file is decoded straight into its timeline (the events are never all in memory).
-/// Returns the passes and the problems of the reading (see [`read_dir_with`]).
+/// Returns the passes and the problems of the reading (see
+/// [`read_dir_with`](crate::tracefile::read_dir_with)).
 pub fn run_passes_on_dir(
     dir: &Path,
     finished: &mut dyn FnMut(&'static str),
 ) -> Result<(Passes, Vec<String>), AnalyzeDirError> {
-    let (defs, ranks, problems) = read_dir_with(dir, |rank, events, defs| {
+    let (defs, built, problems) = read_timelines(dir, |_| true)?;
+    finished("read + timeline");
+    let passes = finish_passes(defs, built, finished)?;
+    Ok((passes, problems))
+}
+
+/// A rank's timeline and its call tree (ids local to the rank), or why it could not be built.
+pub type Built = Result<(RankTimeline, CallTree), AnalysisError>;
+
+/// Reads the `wanted` ranks of a trace directory into timelines (see [`read_dir_ranks_with`]):
+/// the definitions, per world rank its timeline (`None` for ranks not wanted; an empty one for
+/// a wanted rank without a file), and the problems of the reading.
+pub fn read_timelines(
+    dir: &Path,
+    wanted: impl Fn(Rank) -> bool + Sync,
+) -> Result<DirContents<Built>, AnalyzeDirError> {
+    let (defs, ranks, problems) = read_dir_ranks_with(dir, &wanted, |rank, events, defs| {
         // Events take four bytes or so, never less than two.
         let expected = events.remaining_bytes() / 3;
         timeline::build(rank, events, expected, defs).map_err(AnalyzeDirError::from)
@@ -176,19 +198,36 @@ pub fn run_passes_on_dir(
         .into_iter()
         .enumerate()
         .map(|(rank, built)| match built {
-            Some(built) => Ok(built),
-            None => timeline::build(rank as Rank, [], 0, &defs),
+            Some(built) => Some(Ok(built)),
+            None if wanted(rank as Rank) => Some(timeline::build(rank as Rank, [], 0, &defs)),
+            None => None,
         })
         .collect();
-    finished("read + timeline");
-    let passes = finish_passes(defs, built, finished)?;
-    Ok((passes, problems))
+    Ok((defs, built, problems))
+}
+
+/// Renumbers a rank's call paths from its own tree's ids to the merged tree's (`remap`).
+pub fn remap_callpaths(timeline: &mut RankTimeline, remap: &[CallpathId]) {
+    // Ranks that met their call paths in the same order as the ranks before keep their ids.
+    if remap
+        .iter()
+        .enumerate()
+        .all(|(local, &id)| id as usize == local)
+    {
+        return;
+    }
+    for piece in &mut timeline.pieces {
+        piece.callpath = remap[piece.callpath as usize];
+    }
+    for op in &mut timeline.ops {
+        op.callpath = remap[op.callpath as usize];
+    }
 }
 
 /// The passes after the timelines.
 fn finish_passes(
     definitions: Definitions,
-    built: Vec<Result<(RankTimeline, CallTree), AnalysisError>>,
+    built: Vec<Option<Built>>,
     finished: &mut dyn FnMut(&'static str),
 ) -> Result<Passes, AnalysisError> {
     if built.is_empty() {
@@ -198,27 +237,13 @@ fn finish_passes(
     let mut tree = CallTree::default();
     let mut timelines = Vec::with_capacity(built.len());
     let mut remaps = Vec::with_capacity(built.len());
-    for result in built {
+    for result in built.into_iter().flatten() {
         let (timeline, local_tree) = result?;
         remaps.push(tree.merge(&local_tree));
         timelines.push(timeline);
     }
     parallel_for_each_mut(&mut timelines, |rank, timeline| {
-        let remap = &remaps[rank];
-        // Ranks that met their call paths in the same order as the ranks before keep their ids.
-        if remap
-            .iter()
-            .enumerate()
-            .all(|(local, &id)| id as usize == local)
-        {
-            return;
-        }
-        for piece in &mut timeline.pieces {
-            piece.callpath = remap[piece.callpath as usize];
-        }
-        for op in &mut timeline.ops {
-            op.callpath = remap[op.callpath as usize];
-        }
+        remap_callpaths(timeline, &remaps[rank])
     });
     finished("call paths");
     let matching = matching::match_all(&timelines, defs);

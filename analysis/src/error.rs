@@ -32,6 +32,9 @@ pub enum AnalysisError {
         "the backward replay stalled: the trace's messages form a cycle (ranks {stuck:?} wait)"
     )]
     ReplayStalled { stuck: Vec<Rank> },
+    /// A distributed analysis stops everywhere when one of its processes failed.
+    #[error("analysis process {process} failed (its own message says why)")]
+    ElsewhereFailed { process: usize },
 }
 
 /// Why a trace file cannot be read.

@@ -64,24 +64,52 @@ impl Forward {
 }
 
 /// Enter time and participant of the latest arrivals at a collective instance.
-#[derive(Debug, Clone, Copy)]
-struct Arrivals {
-    last: (Ticks, Participant),
-    last_non_root: Option<(Ticks, Participant)>,
-    root: Option<(Ticks, Participant)>,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrivals {
+    pub last: (Ticks, Participant),
+    pub last_non_root: Option<(Ticks, Participant)>,
+    pub root: Option<(Ticks, Participant)>,
 }
 
-/// Runs the forward replay over all ranks in parallel.
-pub fn replay(timelines: &[RankTimeline], matching: &Matching, defs: &Definitions) -> Forward {
-    let members: Vec<Vec<Rank>> = defs
-        .communicators
+impl Arrivals {
+    /// The late partner at a collective of `class`, as the waiters see it.
+    pub fn cause(&self, class: MpiClass) -> Option<(Ticks, Participant)> {
+        match class {
+            MpiClass::OneToAll => self.root,
+            MpiClass::AllToOne => self.last_non_root,
+            _ => Some(self.last),
+        }
+    }
+}
+
+/// The latest arrivals among a collective's members: (enter time, participant) each.
+pub fn latest_arrivals(members: &[(Ticks, Participant)], root: Option<Rank>) -> Option<Arrivals> {
+    let latest = |it: &mut dyn Iterator<Item = &(Ticks, Participant)>| {
+        it.copied()
+            .max_by_key(|&(time, p)| (time, std::cmp::Reverse(p.rank)))
+    };
+    Some(Arrivals {
+        last: latest(&mut members.iter())?,
+        last_non_root: latest(&mut members.iter().filter(|(_, p)| Some(p.rank) != root)),
+        root: latest(&mut members.iter().filter(|(_, p)| Some(p.rank) == root)),
+    })
+}
+
+/// Per communicator, its members sorted (what [`local_window_starts`] looks peers up in).
+pub fn sorted_members(defs: &Definitions) -> Vec<Vec<Rank>> {
+    defs.communicators
         .iter()
         .map(|c| {
             let mut m = c.members.clone();
             m.sort_unstable();
             m
         })
-        .collect();
+        .collect()
+}
+
+/// Runs the forward replay over all ranks in parallel.
+pub fn replay(timelines: &[RankTimeline], matching: &Matching, defs: &Definitions) -> Forward {
+    let members = sorted_members(defs);
     let window_starts = parallel_map(timelines.len(), |rank| {
         local_window_starts(&timelines[rank], timelines.len(), &members)
     });
@@ -135,20 +163,19 @@ fn collective_arrivals(instance: &Instance, timelines: &[RankTimeline]) -> Optio
     let Instance::Collective { members, root, .. } = instance else {
         return None;
     };
-    let enter = |p: &Participant| timelines[p.rank as usize].ops[p.op as usize].enter;
-    let latest = |it: &mut dyn Iterator<Item = &Participant>| {
-        it.map(|p| (enter(p), *p))
-            .max_by_key(|&(time, p)| (time, std::cmp::Reverse(p.rank)))
-    };
-    Some(Arrivals {
-        last: latest(&mut members.iter())?,
-        last_non_root: latest(&mut members.iter().filter(|p| Some(p.rank) != *root)),
-        root: latest(&mut members.iter().filter(|p| Some(p.rank) == *root)),
-    })
+    let entries: Vec<(Ticks, Participant)> = members
+        .iter()
+        .map(|p| (timelines[p.rank as usize].ops[p.op as usize].enter, *p))
+        .collect();
+    latest_arrivals(&entries, *root)
 }
 
 /// Each point's window start on this rank alone. `members`: per communicator, its members sorted.
-fn local_window_starts(timeline: &RankTimeline, ranks: usize, members: &[Vec<Rank>]) -> Vec<Ticks> {
+pub fn local_window_starts(
+    timeline: &RankTimeline,
+    ranks: usize,
+    members: &[Vec<Rank>],
+) -> Vec<Ticks> {
     // Dense per peer and per communicator (`NONE`: no synchronisation yet), and the
     // communicators used so far: a point looks at those, not at every communicator.
     const NONE: Ticks = Ticks::MAX;
@@ -221,6 +248,15 @@ fn point_of(
         .unwrap_or(op.points.start as usize)
 }
 
+/// The late partner of a synchronisation point: the instance, the participant that arrived late,
+/// and when it entered its operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Partner {
+    pub instance: InstanceId,
+    pub participant: Participant,
+    pub enter: Ticks,
+}
+
 fn rank_waits(
     rank: Rank,
     timelines: &[RankTimeline],
@@ -228,57 +264,82 @@ fn rank_waits(
     arrivals: &FastMap<InstanceId, Arrivals>,
     window_starts: &[Vec<Ticks>],
 ) -> Vec<WaitState> {
-    let timeline = &timelines[rank as usize];
     let enter_of = |p: Participant| timelines[p.rank as usize].ops[p.op as usize].enter;
+    let partner = |point: usize, pattern: Pattern| {
+        let instance = matching.point_instance[rank as usize][point];
+        if instance == UNMATCHED {
+            return None;
+        }
+        let (enter, participant) = match (&matching.instances[instance as usize], pattern) {
+            (Instance::Message { sender, .. }, Pattern::LateSender) => {
+                Some((enter_of(*sender), *sender))
+            }
+            (Instance::Message { receiver, .. }, Pattern::LateReceiver) => {
+                Some((enter_of(*receiver), *receiver))
+            }
+            (Instance::Collective { class, .. }, _) => {
+                arrivals.get(&instance).and_then(|a| a.cause(*class))
+            }
+            _ => None,
+        }?;
+        Some(Partner {
+            instance,
+            participant,
+            enter,
+        })
+    };
+    let partner_window = |_: usize, partner: &Partner| {
+        let point = point_of(timelines, matching, partner.participant, partner.instance);
+        window_starts[partner.participant.rank as usize][point]
+    };
+    waits_of_rank(
+        rank,
+        &timelines[rank as usize],
+        &window_starts[rank as usize],
+        partner,
+        partner_window,
+    )
+}
+
+/// The wait states of one rank. `window_starts`: its points' window starts; `partner(point,
+/// pattern)`: the late partner of a point of its (`None` when unmatched or when the pattern does
+/// not apply); `partner_window(point, partner)`: the window start of the partner's point. The one-process replay
+/// looks the partners up in the whole trace; the distributed one (`distributed.rs`) in what the
+/// partners' processes sent.
+pub fn waits_of_rank(
+    rank: Rank,
+    timeline: &RankTimeline,
+    window_starts: &[Ticks],
+    partner: impl Fn(usize, Pattern) -> Option<Partner>,
+    partner_window: impl Fn(usize, &Partner) -> Ticks,
+) -> Vec<WaitState> {
     let mut waits = Vec::new();
     for (op_index, op) in timeline.ops.iter().enumerate() {
         let mut worst: Option<WaitState> = None;
-        for point in op.points.start as usize..op.points.end as usize {
-            let instance = matching.point_instance[rank as usize][point];
-            if instance == UNMATCHED {
-                continue;
-            }
+        let range = op.points.start as usize..op.points.end as usize;
+        let own_windows = &window_starts[range.clone()];
+        for (point, &own_window) in range.zip(own_windows) {
             let kind = timeline.points[point].kind;
             let is_root = matches!(kind, SyncKind::Collective { root: Some(r), .. } if r == rank);
             let Some(pattern) = Pattern::for_point(kind, is_root) else {
                 continue;
             };
-            let cause = match (&matching.instances[instance as usize], pattern) {
-                (Instance::Message { sender, .. }, Pattern::LateSender) => {
-                    Some((enter_of(*sender), *sender))
-                }
-                (Instance::Message { receiver, .. }, Pattern::LateReceiver) => {
-                    Some((enter_of(*receiver), *receiver))
-                }
-                (Instance::Collective { class, .. }, _) => {
-                    let arrivals = arrivals.get(&instance);
-                    arrivals.and_then(|a| match class {
-                        MpiClass::OneToAll => a.root,
-                        MpiClass::AllToOne => a.last_non_root,
-                        _ => Some(a.last),
-                    })
-                }
-                _ => None,
-            };
-            let Some((late_enter, cause)) = cause else {
+            let Some(late) = partner(point, pattern) else {
                 continue;
             };
-            let wait = late_enter.min(op.exit).saturating_sub(op.enter);
-            if wait == 0 || cause.rank == rank || worst.is_some_and(|w| w.wait >= wait) {
+            let wait = late.enter.min(op.exit).saturating_sub(op.enter);
+            if wait == 0 || late.participant.rank == rank || worst.is_some_and(|w| w.wait >= wait) {
                 continue;
             }
-            let cause_point = point_of(timelines, matching, cause, instance);
-            let window_start = window_starts[rank as usize][point]
-                .max(window_starts[cause.rank as usize][cause_point])
-                .min(op.enter);
+            let window_start = own_window.max(partner_window(point, &late)).min(op.enter);
             worst = Some(WaitState {
                 op: op_index as u32,
                 enter: op.enter,
                 wait,
                 pattern,
-                instance,
-                cause,
-                cause_enter: late_enter,
+                instance: late.instance,
+                cause: late.participant,
+                cause_enter: late.enter,
                 window_start,
             });
         }

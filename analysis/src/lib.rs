@@ -10,15 +10,21 @@
 //!    over the message-passing [`replay`] scheduler; [`critical`] follows the critical path backwards
 //!    and derives the critical-path indicators.
 //!
+//! [`distributed`] runs the passes as one process of many (an MPI program: `mpistat-analyze`),
+//! each reading only its block of ranks.
+//!
 //! [`tracefile`] is the per-rank trace file format (writer and reader); [`builder`] makes synthetic,
-//! causally consistent executions for tests and benchmarks.
+//! causally consistent executions for tests and benchmarks, and [`examples`] the executions they
+//! share.
 
 pub mod analysis;
 pub mod backward;
 pub mod builder;
 pub mod callpath;
 pub mod critical;
+pub mod distributed;
 pub mod error;
+pub mod examples;
 pub mod forward;
 pub mod hash;
 pub mod matching;

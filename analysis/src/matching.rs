@@ -208,31 +208,51 @@ pub fn match_all(timelines: &[RankTimeline], defs: &Definitions) -> Matching {
     let sends: usize = outboxes.iter().flat_map(|o| &o.sends).map(Vec::len).sum();
     let matched: usize = received.iter().map(|r| r.messages.len()).sum();
     let unmatched_receives: usize = received.iter().map(|r| r.unmatched).sum();
-    if sends > matched {
-        matching.problems.push(format!(
-            "{} sends have no matching receive; they are ignored",
-            sends - matched
-        ));
-    }
-    if unmatched_receives > 0 {
-        matching.problems.push(format!(
-            "{unmatched_receives} receives have no matching send; they are ignored"
-        ));
-    }
     let collectives: Vec<_> = received.into_iter().map(|r| r.collectives).collect();
-    match_collectives(timelines, &collectives, defs, &mut matching);
+    let incomplete = match_collectives(timelines, &collectives, defs, &mut matching);
+    matching.problems = problems(
+        sends.saturating_sub(matched),
+        unmatched_receives,
+        incomplete,
+    );
     matching
 }
 
+/// What did not match, for people: sends without a receive, receives without a send, and
+/// collective calls that not every member made.
+pub fn problems(
+    unmatched_sends: usize,
+    unmatched_receives: usize,
+    incomplete: usize,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    if unmatched_sends > 0 {
+        problems.push(format!(
+            "{unmatched_sends} sends have no matching receive; they are ignored"
+        ));
+    }
+    if unmatched_receives > 0 {
+        problems.push(format!(
+            "{unmatched_receives} receives have no matching send; they are ignored"
+        ));
+    }
+    if incomplete > 0 {
+        problems.push(format!(
+            "{incomplete} collective calls were not made by every member of their communicator; they are ignored"
+        ));
+    }
+    problems
+}
+
 /// `collectives[rank]`: the rank's collective points (point, operation, communicator, class,
-/// root), in order.
+/// root), in order. Returns how many instances were incomplete (and left unmatched).
 #[allow(clippy::type_complexity)]
 fn match_collectives(
     timelines: &[RankTimeline],
     collectives: &[Vec<(u32, u32, CommId, MpiClass, Option<Rank>)>],
     defs: &Definitions,
     matching: &mut Matching,
-) {
+) -> usize {
     // Per communicator, the instances in call order, and per rank how many it has joined.
     let mut by_comm: FastMap<CommId, Vec<InstanceId>> = FastMap::default();
     for (rank, points) in collectives.iter().enumerate() {
@@ -280,9 +300,5 @@ fn match_collectives(
             }
         }
     }
-    if incomplete > 0 {
-        matching.problems.push(format!(
-            "{incomplete} collective calls were not made by every member of their communicator; they are ignored"
-        ));
-    }
+    incomplete
 }

@@ -803,6 +803,30 @@ where
     T: Send,
     E: From<TraceFileError> + Send,
 {
+    read_dir_ranks_with(dir, |_| true, read)
+}
+
+/// The rank a file named by [`rank_file_name`] holds.
+fn rank_of_file_name(name: &str) -> Option<Rank> {
+    name.strip_prefix("rank-")?
+        .strip_suffix(".mpt")?
+        .parse()
+        .ok()
+}
+
+/// [`read_dir_with`] for the `wanted` ranks only (one process of a distributed analysis): the
+/// other ranks' event files are not read (a file not named by [`rank_file_name`] is, and dropped
+/// when its rank is not wanted), and only wanted ranks are reported missing. The definitions are
+/// read whole.
+pub fn read_dir_ranks_with<T, E>(
+    dir: &Path,
+    wanted: impl Fn(Rank) -> bool + Sync,
+    read: impl Fn(Rank, &mut RankEvents<'_>, &Definitions) -> Result<T, E> + Sync,
+) -> Result<DirContents<T>, E>
+where
+    T: Send,
+    E: From<TraceFileError> + Send,
+{
     let io = |path: &Path| {
         let path = path.display().to_string();
         move |source| TraceFileError::Io { path, source }
@@ -826,6 +850,7 @@ where
         }
         trace_file
     });
+    names.retain(|name| rank_of_file_name(name).is_none_or(&wanted));
     let mut rank_files = Vec::new();
     for name in names {
         let path = dir.join(&name);
@@ -865,6 +890,9 @@ where
         let bytes = std::fs::read(&path).map_err(io(&path))?;
         let path = path.display().to_string();
         let (rank, events) = RankEvents::new(&bytes, &path)?;
+        if !wanted(rank) {
+            return Ok((rank, None));
+        }
         let mut events = match &mappings {
             None => events,
             Some(m) => match m.get(rank as usize) {
@@ -881,6 +909,9 @@ where
     for (name, file) in rank_files.iter().zip(files) {
         let (rank, made) = file?;
         let Some(made) = made else {
+            if !wanted(rank) {
+                continue;
+            }
             problems.push(format!(
                 "{name}: rank {rank} has events but no local definitions; analysed as empty"
             ));
@@ -906,7 +937,7 @@ where
     let missing: Vec<usize> = ranks
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.is_none())
+        .filter(|&(rank, r)| r.is_none() && wanted(rank as Rank))
         .map(|(i, _)| i)
         .collect();
     if !missing.is_empty() {

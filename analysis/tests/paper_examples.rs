@@ -2,6 +2,7 @@
 
 use mpistat_analysis::analysis::run_passes;
 use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
+use mpistat_analysis::examples::{topc_figure_2, topc_figure_3};
 use mpistat_analysis::{analyze, Analysis};
 
 const A: u32 = 0;
@@ -19,28 +20,9 @@ fn id(analysis: &Analysis, label: &str) -> u32 {
         .id
 }
 
-/// Seed 000 (Böhme et al., TOPC 2016), Fig. 3, in its artificial time unit (1 tick).
-fn figure_3() -> ExecutionBuilder {
-    let mut b = ExecutionBuilder::new(3);
-    let (f, g, h) = (b.region("f", ""), b.region("g", ""), b.region("h", ""));
-    let (s3, r3) = (b.region("MPI_Send", "S3"), b.region("MPI_Recv", "R3"));
-    let (s4, r4) = (b.region("MPI_Send", "S4"), b.region("MPI_Recv", "R4"));
-    b.compute(A, f, 2);
-    b.compute(A, g, 3);
-    b.compute(B, f, 1);
-    b.compute(B, h, 1);
-    b.message((A, s3), (B, r3), 0, 8, false, 0, 1); // B waits 3 in R3, then receives for 1
-    b.compute(B, g, 1);
-    b.compute(C, f, 2);
-    b.compute(C, h, 1);
-    b.compute(C, g, 2);
-    b.message((B, s4), (C, r4), 0, 8, false, 0, 1); // C waits 2 in R4
-    b
-}
-
 #[test]
 fn figure_3_delay_costs_are_exact() {
-    let analysis = analyze(&figure_3().finish()).unwrap();
+    let analysis = analyze(&topc_figure_3().finish()).unwrap();
     let (f, g) = (id(&analysis, "f"), id(&analysis, "g"));
     let r3 = id(&analysis, "MPI_Recv (R3)");
     close(analysis.cell(f, A).delay_short_term, 0.75);
@@ -56,7 +38,7 @@ fn figure_3_delay_costs_are_exact() {
 
 #[test]
 fn figure_3_propagating_wait_state_in_r3_has_long_term_cost_1_5() {
-    let passes = run_passes(&figure_3().finish()).unwrap();
+    let passes = run_passes(&topc_figure_3().finish()).unwrap();
     assert_eq!(passes.forward.waits[B as usize].len(), 1);
     assert_eq!(passes.forward.waits[B as usize][0].wait, 3);
     close(passes.delays.splits[B as usize][0].long_term_cost, 1.5);
@@ -65,7 +47,7 @@ fn figure_3_propagating_wait_state_in_r3_has_long_term_cost_1_5() {
 
 #[test]
 fn figure_3_critical_path_runs_a_then_b_then_c() {
-    let analysis = analyze(&figure_3().finish()).unwrap();
+    let analysis = analyze(&topc_figure_3().finish()).unwrap();
     let path: Vec<(u32, u64, u64)> = analysis
         .critical_path
         .iter()
@@ -75,24 +57,9 @@ fn figure_3_critical_path_runs_a_then_b_then_c() {
     assert!(analysis.problems.is_empty(), "{:?}", analysis.problems);
 }
 
-/// Seed 000, Fig. 2: excess `comp` on A makes B wait in R1; B's wait and its receive time make
-/// C wait in R2.
-fn figure_2() -> ExecutionBuilder {
-    let mut b = ExecutionBuilder::new(3);
-    let comp = b.region("comp", "");
-    let (s1, r1) = (b.region("MPI_Send", "S1"), b.region("MPI_Recv", "R1"));
-    let (s2, r2) = (b.region("MPI_Send", "S2"), b.region("MPI_Recv", "R2"));
-    b.compute(A, comp, 4);
-    b.compute(B, comp, 2);
-    b.compute(C, comp, 2);
-    b.message((A, s1), (B, r1), 0, 8, false, 0, 1); // B waits 2, receives for 1
-    b.message((B, s2), (C, r2), 0, 8, false, 0, 1); // C waits 3
-    b
-}
-
 #[test]
 fn figure_2_classifies_wait_states() {
-    let analysis = analyze(&figure_2().finish()).unwrap();
+    let analysis = analyze(&topc_figure_2().finish()).unwrap();
     let (comp, r1, r2) = (
         id(&analysis, "comp"),
         id(&analysis, "MPI_Recv (R1)"),

@@ -2,8 +2,11 @@
 //! activity graph of Korkhov et al. (Algorithms 2023, seed 004), whose longest path is the
 //! critical path.
 
+use mpistat_analysis::analysis::run_passes_on_dir;
 use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
+use mpistat_analysis::distributed::{wait_states_of, wait_states_on_threads};
 use mpistat_analysis::model::{EventKind, MpiClass, RegionRole, Trace};
+use mpistat_analysis::tracefile::write_dir;
 use mpistat_analysis::{analyze, Analysis};
 use proptest::prelude::*;
 use std::collections::{HashMap, VecDeque};
@@ -342,6 +345,34 @@ fn any_event_kind() -> impl Strategy<Value = EventKind> {
             received: 0
         }),
     ]
+}
+
+/// A fresh directory for one case's trace files.
+fn case_dir() -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("mpistat-props-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(60))]
+
+    /// The distributed forward replay (threads standing in for MPI processes) finds the
+    /// one-process analysis's wait states, for any number of processes, more than ranks too.
+    #[test]
+    fn distributed_wait_states_equal_one_process(trace in execution()) {
+        let dir = case_dir();
+        write_dir(&dir, &trace).unwrap();
+        let (passes, _) = run_passes_on_dir(&dir, &mut |_| {}).unwrap();
+        let expected = wait_states_of(&passes);
+        for processes in 1..=(trace.ranks.len() + 1) {
+            let report = wait_states_on_threads(&dir, processes).unwrap();
+            prop_assert_eq!(&report, &expected, "{} processes", processes);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
 
 proptest! {

@@ -10,6 +10,7 @@
 use crate::cli::{AnalyzeArgs, AnalyzeFormat};
 use crate::html::escape;
 use mpistat_analysis::analysis::{run_passes_on_dir, summarise, CallpathSummary, Passes};
+use mpistat_analysis::distributed::wait_states_of;
 use mpistat_analysis::model::{Definitions, Module};
 use mpistat_analysis::patterns::Pattern;
 use mpistat_analysis::tracefile::modules_of_dir;
@@ -29,6 +30,11 @@ pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> an
         AnalyzeFormat::Text => out.write_all(text(&analysis).as_bytes())?,
         AnalyzeFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&analysis)?)?,
         AnalyzeFormat::Html => out.write_all(html(&analysis).as_bytes())?,
+        AnalyzeFormat::WaitStates => writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&wait_states_of(&passes))?
+        )?,
         AnalyzeFormat::Summary => writeln!(
             out,
             "{}",
@@ -67,7 +73,7 @@ fn same_build(path: &std::path::Path, build_id: &str) -> bool {
 /// binutils' `addr2line`, for objects that are still where the trace says and still the same
 /// build. Sites it cannot resolve (no debug information, object gone or rebuilt, no binutils)
 /// stay as they are.
-fn symbolize(definitions: &mut Definitions, modules: &[Module]) {
+pub fn symbolize(definitions: &mut Definitions, modules: &[Module]) {
     for module in modules {
         let path = std::path::Path::new(&module.path);
         let Some(file) = path.file_name().map(|f| f.to_string_lossy().into_owned()) else {

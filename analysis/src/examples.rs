@@ -1,0 +1,160 @@
+//! Example executions shared by the tests, the benchmarks and the end-to-end comparison of the
+//! one-process and the distributed analysis: the worked examples of the papers and generated
+//! traces.
+
+use crate::builder::{ExecutionBuilder, WORLD};
+use crate::model::{Rank, Trace};
+
+/// Seed 000 (Böhme et al., TOPC 2016), Fig. 2: excess `comp` on rank 0 makes rank 1 wait in
+/// R1; rank 1's wait and its receive time make rank 2 wait in R2.
+pub fn topc_figure_2() -> ExecutionBuilder {
+    let (a, b_, c) = (0, 1, 2);
+    let mut b = ExecutionBuilder::new(3);
+    let comp = b.region("comp", "");
+    let (s1, r1) = (b.region("MPI_Send", "S1"), b.region("MPI_Recv", "R1"));
+    let (s2, r2) = (b.region("MPI_Send", "S2"), b.region("MPI_Recv", "R2"));
+    b.compute(a, comp, 4);
+    b.compute(b_, comp, 2);
+    b.compute(c, comp, 2);
+    b.message((a, s1), (b_, r1), 0, 8, false, 0, 1); // rank 1 waits 2, receives for 1
+    b.message((b_, s2), (c, r2), 0, 8, false, 0, 1); // rank 2 waits 3
+    b
+}
+
+/// Seed 000, Fig. 3, in its artificial time unit (1 tick).
+pub fn topc_figure_3() -> ExecutionBuilder {
+    let (a, b_, c) = (0, 1, 2);
+    let mut b = ExecutionBuilder::new(3);
+    let (f, g, h) = (b.region("f", ""), b.region("g", ""), b.region("h", ""));
+    let (s3, r3) = (b.region("MPI_Send", "S3"), b.region("MPI_Recv", "R3"));
+    let (s4, r4) = (b.region("MPI_Send", "S4"), b.region("MPI_Recv", "R4"));
+    b.compute(a, f, 2);
+    b.compute(a, g, 3);
+    b.compute(b_, f, 1);
+    b.compute(b_, h, 1);
+    b.message((a, s3), (b_, r3), 0, 8, false, 0, 1); // rank 1 waits 3 in R3, receives for 1
+    b.compute(b_, g, 1);
+    b.compute(c, f, 2);
+    b.compute(c, h, 1);
+    b.compute(c, g, 2);
+    b.message((b_, s4), (c, r4), 0, 8, false, 0, 1); // rank 2 waits 2 in R4
+    b
+}
+
+/// A xorshift generator: the same numbers on every machine.
+fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}
+
+/// A 1-D halo exchange of about `target` events with uneven, varying work and an allreduce
+/// every 10 iterations.
+pub fn halo(ranks: Rank, target: usize) -> Trace {
+    let mut b = ExecutionBuilder::new(ranks);
+    let work = b.region("work", "");
+    let (send, recv) = (
+        b.region("MPI_Send", "halo.c:40"),
+        b.region("MPI_Recv", "halo.c:41"),
+    );
+    let allreduce = b.region("MPI_Allreduce", "halo.c:60");
+    let mut random = xorshift(0x2545_f491_4f6c_dd1d);
+    let per_iteration = ranks as usize * 14;
+    for iteration in 0..target.div_ceil(per_iteration) {
+        for rank in 0..ranks {
+            b.compute(rank, work, 10_000 + random() % 5_000);
+        }
+        for rank in 0..ranks {
+            b.message(
+                (rank, send),
+                ((rank + 1) % ranks, recv),
+                0,
+                4096,
+                false,
+                200,
+                300,
+            );
+        }
+        for rank in 0..ranks {
+            b.message(
+                (rank, send),
+                ((rank + ranks - 1) % ranks, recv),
+                1,
+                4096,
+                false,
+                200,
+                300,
+            );
+        }
+        if iteration % 10 == 9 {
+            b.collective(WORLD, allreduce, None, 1_000);
+        }
+    }
+    b.finish()
+}
+
+/// `steps` random steps on `ranks` ranks (from `seed`): computation in three user regions,
+/// standard and synchronous messages between random ranks, and barriers, all-reduces,
+/// broadcasts, reductions and gathers with random roots on the world and on the even ranks.
+pub fn mixed(ranks: Rank, steps: usize, seed: u64) -> Trace {
+    let mut random = xorshift(seed | 1);
+    let mut b = ExecutionBuilder::new(ranks);
+    let users = [
+        b.region("solve", ""),
+        b.region("exchange_prep", ""),
+        b.region("io", ""),
+    ];
+    let (send, ssend, recv) = (
+        b.region("MPI_Send", "mixed.c:1"),
+        b.region("MPI_Ssend", "mixed.c:2"),
+        b.region("MPI_Recv", "mixed.c:3"),
+    );
+    let routines = [
+        "MPI_Barrier",
+        "MPI_Allreduce",
+        "MPI_Bcast",
+        "MPI_Reduce",
+        "MPI_Gather",
+    ]
+    .map(|r| b.region(r, "mixed.c:9"));
+    let evens = b.communicator((0..ranks).step_by(2).collect());
+    for _ in 0..steps {
+        let pick = |n: u64, r: u64| (r % n) as u32;
+        match random() % 7 {
+            0..=2 => {
+                let rank = pick(u64::from(ranks), random());
+                b.compute(rank, users[pick(3, random()) as usize], random() % 20);
+            }
+            3..=5 if ranks > 1 => {
+                let from = pick(u64::from(ranks), random());
+                let to = (from + 1 + pick(u64::from(ranks - 1), random())) % ranks;
+                let synchronous = random() & 1 == 0;
+                let site = if synchronous { ssend } else { send };
+                let (send_cost, recv_cost) = (random() % 3, random() % 3);
+                b.message(
+                    (from, site),
+                    (to, recv),
+                    0,
+                    8,
+                    synchronous,
+                    send_cost,
+                    recv_cost,
+                );
+            }
+            _ => {
+                let routine = routines[pick(5, random()) as usize];
+                let root = pick(u64::from(ranks), random());
+                let (comm, root) = if random() & 1 == 0 {
+                    (evens, root - root % 2)
+                } else {
+                    (WORLD, root)
+                };
+                b.collective(comm, routine, Some(root), random() % 3);
+            }
+        }
+    }
+    b.finish()
+}

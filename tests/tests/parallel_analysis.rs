@@ -1,0 +1,205 @@
+//! The analysis as an MPI program (`mpistat-analyze`, issue 17) against the one-process
+//! `mpistat analyze`: for the seed examples and generated executions, written as trace files,
+//! `mpirun -n N mpistat-analyze DIR` with N = 1 to 4 prints exactly what `mpistat analyze DIR`
+//! prints. First milestone: the forward replay's wait states (`--format wait-states`); each
+//! process reads only its block of ranks (a missing rank file is noticed only by its owner). A
+//! real traced 16-rank job checks the profiler's directories (local definitions, clock
+//! correction, call sites turned into source lines).
+//!
+//! `mpistat-analyze` is linked against Open MPI (crate `analyze-mpi`) and runs under its
+//! `mpirun`, `mpistat-analyze-mpich` (crate `analyze-mpi/mpich`) under MPICH's `mpiexec.mpich`:
+//! the comparisons run under both (`for_each_mpi!`).
+
+use mpistat_analysis::examples::{halo, mixed, topc_figure_2, topc_figure_3};
+use mpistat_analysis::model::Trace;
+use mpistat_analysis::tracefile::{rank_file_name, write_dir};
+use mpistat_e2e::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The formats both analyses print.
+const FORMATS: [&str; 1] = ["wait-states"];
+
+/// The MPI program for `mpi`; the tests never build it (`cargo build --release -p
+/// mpistat-analyze-mpi -p mpistat-analyze-mpi-mpich`).
+fn analyze_mpi(mpi: Mpi) -> PathBuf {
+    let name = match mpi {
+        Mpi::OpenMpi => "mpistat-analyze",
+        Mpi::Mpich => "mpistat-analyze-mpich",
+    };
+    let path = library().with_file_name(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: cargo build --release -p mpistat-analyze-mpi -p mpistat-analyze-mpi-mpich",
+        path.display()
+    );
+    path
+}
+
+/// `mpistat analyze --format FORMAT DIR`: its standard output.
+fn one_process(dir: &Path, format: &str) -> String {
+    let out = Command::new(mpistat_binary())
+        .args(["analyze", "--format", format])
+        .arg(dir)
+        .output()
+        .expect("run mpistat analyze");
+    assert!(
+        out.status.success(),
+        "mpistat analyze failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `mpirun -n PROCESSES mpistat-analyze --format FORMAT DIR` (under `mpi`).
+fn parallel(mpi: Mpi, dir: &Path, processes: u32, format: &str) -> Outcome {
+    Job::new(analyze_mpi(mpi), processes)
+        .mpi(mpi)
+        .arg("--format")
+        .arg(format)
+        .arg(dir.display().to_string())
+        .bare()
+}
+
+/// Writes `trace` and compares the analyses at 1 to 4 processes. Returns the one-process wait
+/// states report (JSON).
+fn assert_same_reports(mpi: Mpi, name: &str, trace: &Trace) -> serde_json::Value {
+    let _serial = serial();
+    let dir = TempDir::new(&format!("parallel-{name}"));
+    write_dir(dir.path(), trace).unwrap();
+    assert_same_reports_of(mpi, name, dir.path())
+}
+
+/// [`assert_same_reports`] for a trace directory.
+fn assert_same_reports_of(mpi: Mpi, name: &str, dir: &Path) -> serde_json::Value {
+    for format in FORMATS {
+        let expected = one_process(dir, format);
+        for processes in 1..=4 {
+            let outcome = parallel(mpi, dir, processes, format);
+            outcome.assert_success();
+            assert!(
+                outcome.stdout == expected,
+                "{name}, {mpi:?}, {format}, {processes} processes: the reports differ\none process:\n{expected}\nparallel:\n{}",
+                outcome.stdout
+            );
+        }
+    }
+    serde_json::from_str(&one_process(dir, "wait-states")).unwrap()
+}
+
+/// The waiting time per rank and in all, from the wait-states report.
+fn waiting(report: &serde_json::Value) -> (Vec<u64>, u64) {
+    let ranks = report["ranks"].as_u64().unwrap() as usize;
+    let mut per_rank = vec![0; ranks];
+    for wait in report["wait_states"].as_array().unwrap() {
+        per_rank[wait["rank"].as_u64().unwrap() as usize] += wait["wait"].as_u64().unwrap();
+    }
+    (per_rank, report["total_waiting"].as_u64().unwrap())
+}
+
+for_each_mpi! {
+    fn seed_000_figure_2(mpi) {
+        let report = assert_same_reports(mpi, "fig2", &topc_figure_2().finish());
+        // Rank 1 waits 2 in R1, rank 2 waits 3 in R2.
+        assert_eq!(waiting(&report), (vec![0, 2, 3], 5));
+    }
+}
+
+for_each_mpi! {
+    fn seed_000_figure_3(mpi) {
+        let report = assert_same_reports(mpi, "fig3", &topc_figure_3().finish());
+        // Rank 1 waits 3 in R3, rank 2 waits 2 in R4.
+        assert_eq!(waiting(&report), (vec![0, 3, 2], 5));
+    }
+}
+
+for_each_mpi! {
+    fn halo_exchange_on_7_ranks(mpi) {
+        let report = assert_same_reports(mpi, "halo", &halo(7, 5_000));
+        let (per_rank, total) = waiting(&report);
+        assert!(per_rank.iter().all(|&w| w > 0), "{per_rank:?}");
+        assert_eq!(per_rank.iter().sum::<u64>(), total);
+    }
+}
+
+for_each_mpi! {
+    fn mixed_messages_and_collectives_on_sub_communicators(mpi) {
+        for (ranks, seed) in [(2, 1), (5, 2), (6, 3), (9, 4)] {
+            let name = format!("mixed{ranks}");
+            let report = assert_same_reports(mpi, &name, &mixed(ranks, 400, seed));
+            let patterns: std::collections::BTreeSet<&str> = report["wait_states"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w["pattern"].as_str().unwrap())
+                .collect();
+            // Every pattern of a random mix of this size shows up.
+            assert!(patterns.len() >= 5, "{ranks} ranks: {patterns:?}");
+        }
+    }
+}
+
+/// A rank without a trace file is analysed as empty by its owner, as in one process.
+#[test]
+fn missing_rank_file() {
+    let _serial = serial();
+    let dir = TempDir::new("parallel-missing");
+    write_dir(dir.path(), &mixed(5, 200, 7)).unwrap();
+    std::fs::remove_file(dir.path().join(rank_file_name(3))).unwrap();
+    let expected = one_process(dir.path(), "wait-states");
+    for processes in [1, 2, 4] {
+        let outcome = parallel(Mpi::OpenMpi, dir.path(), processes, "wait-states");
+        outcome.assert_success();
+        assert_eq!(outcome.stdout, expected, "{processes} processes");
+        assert!(
+            outcome.stderr.contains("no trace for ranks [3]"),
+            "{}",
+            outcome.stderr
+        );
+    }
+}
+
+/// A broken file stops every process, and the one that read it says why.
+#[test]
+fn broken_rank_file_fails_everywhere() {
+    let _serial = serial();
+    let dir = TempDir::new("parallel-broken");
+    write_dir(dir.path(), &mixed(4, 100, 9)).unwrap();
+    std::fs::write(dir.path().join(rank_file_name(2)), b"garbage").unwrap();
+    let outcome = parallel(Mpi::OpenMpi, dir.path(), 3, "wait-states");
+    assert!(!outcome.status.success());
+    assert!(outcome.stdout.is_empty(), "{}", outcome.stdout);
+    assert!(
+        outcome.stderr.contains("rank-000002.mpt"),
+        "{}",
+        outcome.stderr
+    );
+}
+
+for_each_mpi! {
+    /// A real traced job of 16 ranks (`delays.c`: a delayed send chain, then barriers after
+    /// uneven work, `MPISTAT_TRACE=1`): the profiler's directory (per-rank local definitions,
+    /// clocks corrected to rank 0's) analyses the same in parallel.
+    fn real_traced_job_of_16_ranks(mpi) {
+        let _serial = serial();
+        let home = TempDir::new("parallel-home");
+        let syslogd = Syslogd::start();
+        let outcome = Job::new(program_for("delays.c", mpi), 16)
+            .mpi(mpi)
+            .env("HOME", home.path().display().to_string())
+            .env("MPISTAT_TRACE", "1")
+            .arg("20")
+            .arg("4")
+            .arg("2")
+            .arg("3")
+            .profiled(&syslogd.site_config());
+        outcome.assert_success();
+        let record = syslogd.single_record();
+        let info = record.trace.expect("the record says the job was traced");
+        assert_eq!(info.ranks_written, 16);
+        let report = assert_same_reports_of(mpi, "real", Path::new(&info.dir));
+        let (per_rank, _) = waiting(&report);
+        // Ranks 1 to 15 wait for the delayed send chain.
+        assert!(per_rank[1..].iter().all(|&w| w > 0), "{per_rank:?}");
+    }
+}
