@@ -226,17 +226,8 @@ impl Client {
     /// Put `key` = `value` (neither with spaces, `=` or newlines) into `kvs`.
     #[link_section = ".text.init.mpistat"]
     pub fn put(&self, kvs: &[u8], key: &[u8], value: &[u8]) -> Result<(), Surprise> {
-        let mut request = Line::new();
-        request
-            .push(b"cmd=put kvsname=")?
-            .push(kvs)?
-            .push(b" key=")?
-            .push(key)?
-            .push(b" value=")?
-            .push(value)?
-            .push(b"\n")?;
         let mut reply = Line::new();
-        self.exchange(request.as_bytes(), &mut reply)?;
+        self.about_key(b"put", kvs, key, Some(value), &mut reply)?;
         let r = reply.as_bytes();
         let ok = field(r, b"cmd") == Some(b"put_result") && field(r, b"rc") == Some(b"0");
         ok.then_some(()).ok_or(Surprise::Unexpected)
@@ -245,15 +236,8 @@ impl Client {
     /// Get `key` of `kvs`: its value (into `value`), or `false` if nobody put it.
     #[link_section = ".text.init.mpistat"]
     pub fn get(&self, kvs: &[u8], key: &[u8], value: &mut Line) -> Result<bool, Surprise> {
-        let mut request = Line::new();
-        request
-            .push(b"cmd=get kvsname=")?
-            .push(kvs)?
-            .push(b" key=")?
-            .push(key)?
-            .push(b"\n")?;
         let mut reply = Line::new();
-        self.exchange(request.as_bytes(), &mut reply)?;
+        self.about_key(b"get", kvs, key, None, &mut reply)?;
         match get_result(reply.as_bytes(), key)? {
             Some(v) => {
                 value.push(v)?;
@@ -261,6 +245,31 @@ impl Client {
             }
             None => Ok(false),
         }
+    }
+
+    /// `cmd=<cmd> kvsname=<kvs> key=<key>[ value=<value>]`, and its response into `reply`.
+    #[link_section = ".text.init.mpistat"]
+    fn about_key(
+        &self,
+        cmd: &[u8],
+        kvs: &[u8],
+        key: &[u8],
+        value: Option<&[u8]>,
+        reply: &mut Line,
+    ) -> Result<(), Surprise> {
+        let mut request = Line::new();
+        request
+            .push(b"cmd=")?
+            .push(cmd)?
+            .push(b" kvsname=")?
+            .push(kvs)?
+            .push(b" key=")?
+            .push(key)?;
+        if let Some(value) = value {
+            request.push(b" value=")?.push(value)?;
+        }
+        request.push(b"\n")?;
+        self.exchange(request.as_bytes(), reply)
     }
 
     /// Send `request` (one line) and read its one response line, without its newline, into
@@ -422,19 +431,15 @@ mod tests {
             Ok(None)
         );
         for other in [
-            &b"cmd=get_result rc=-1 msg=key_mpistat.4_not_found value=unknown"[..],
-            b"cmd=get_result rc=-1 msg=kvs_not_found",
-            b"cmd=get_result rc=1 msg=success value=2",
-            b"cmd=put_result rc=0 msg=success",
-            b"000032cmd=kvs-get-response;rc=0;found=TRUE;value=2;",
-            b"",
+            "cmd=get_result rc=-1 msg=key_mpistat.4_not_found value=unknown",
+            "cmd=get_result rc=-1 msg=kvs_not_found",
+            "cmd=get_result rc=1 msg=success value=2",
+            "cmd=put_result rc=0 msg=success",
+            "000032cmd=kvs-get-response;rc=0;found=TRUE;value=2;",
+            "",
         ] {
-            assert_eq!(
-                get_result(other, key),
-                Err(Surprise::Unexpected),
-                "{}",
-                String::from_utf8_lossy(other)
-            );
+            let got = get_result(other.as_bytes(), key);
+            assert_eq!(got, Err(Surprise::Unexpected), "{other}");
         }
     }
 
@@ -442,15 +447,8 @@ mod tests {
     fn decimals_and_lines() {
         assert_eq!(decimal(b"0"), Some(0));
         assert_eq!(decimal(b"4294967295"), Some(u32::MAX));
-        for bad in [
-            &b""[..],
-            b"-1",
-            b"4294967296",
-            b"12a",
-            b" 1",
-            b"99999999999",
-        ] {
-            assert_eq!(decimal(bad), None);
+        for bad in ["", "-1", "4294967296", "12a", " 1", "99999999999"] {
+            assert_eq!(decimal(bad.as_bytes()), None, "{bad}");
         }
         let mut line = Line::new();
         line.push(b"mpistat.").unwrap().number(1234).unwrap();

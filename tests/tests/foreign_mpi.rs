@@ -238,8 +238,13 @@ fn mixed(mpi: Mpi, syslogd: &Syslogd, library_first: bool) {
     let job = Job::new(program_for("basic.c", mpi), 4)
         .mpi(mpi)
         .timeout(HANG);
+    ends_as_bare(&job, |job| job.mixed(&syslogd.site_config(), library_first));
+}
+
+/// `run` of `job` ends well and prints what the bare job prints.
+fn ends_as_bare(job: &Job, run: impl FnOnce(&Job) -> Outcome) {
     let bare = job.bare();
-    let outcome = job.mixed(&syslogd.site_config(), library_first);
+    let outcome = run(job);
     outcome.assert_success();
     assert_same_output(&bare, &outcome);
 }
@@ -284,21 +289,12 @@ for_each_mpi! {
     }
 }
 
-/// Under MPICH, a launch that is not Hydra's PMI-1 as verified (here: `PMI_FD` without Hydra's
-/// `HYDI_CONTROL_FD`, as another process manager would start it) leaves the PMI dialog to MPICH
-/// alone: the job runs as bare, and rank 0 reports alone, unless the site assumes all ranks.
-#[test]
-fn without_hydra_mpich_jobs_run_as_before() {
-    let _serial = serial();
-    let job = Job::new(program_for("basic.c", Mpi::Mpich), 4)
-        .mpi(Mpi::Mpich)
-        .timeout(HANG)
-        .env("HYDI_CONTROL_FD", "");
+/// A job whose process manager cannot tell whether every rank has the library: it runs as
+/// bare, and rank 0 reports alone, unless the site assumes all ranks profiled (then one full
+/// record).
+fn rank_0_reports_alone_unless_the_site_assumes_all_ranks(job: Job) {
     let syslogd = Syslogd::start();
-    let bare = job.bare();
-    let outcome = job.profiled(&syslogd.site_config());
-    outcome.assert_success();
-    assert_same_output(&bare, &outcome);
+    ends_as_bare(&job, |job| job.profiled(&syslogd.site_config()));
     let record = syslogd.single_record();
     assert_eq!(
         record.partial.as_deref(),
@@ -322,27 +318,25 @@ fn when_pmix_cannot_tell_rank_0_reports_alone_unless_the_site_assumes_all_ranks(
     let _serial = serial();
     // Open MPI's fence in MPI_Init then collects no data ("direct modex"): a key missing after it
     // would not mean a rank without the library, so nobody can tell.
-    let job = Job::new(program("basic.c"), 4)
-        .timeout(HANG)
-        .env("OMPI_MCA_pmix_base_collect_data", "0");
-    let syslogd = Syslogd::start();
-    job.profiled(&syslogd.site_config()).assert_success();
-    let record = syslogd.single_record();
-    assert_eq!(
-        record.partial.as_deref(),
-        Some("whether all 4 ranks have libmpistat is unknown (rank 0 reports alone)")
+    rank_0_reports_alone_unless_the_site_assumes_all_ranks(
+        Job::new(program("basic.c"), 4)
+            .timeout(HANG)
+            .env("OMPI_MCA_pmix_base_collect_data", "0"),
     );
-    assert_eq!(routine(&record, "MPI_Send").calls.sum, 4);
+}
 
-    let syslogd = Syslogd::start();
-    let site = syslogd.site_config();
-    let mut text = std::fs::read_to_string(&site).expect("read site.toml");
-    text.push_str("[profiler]\nassume_all_ranks_profiled = true\n");
-    std::fs::write(&site, text).expect("write site.toml");
-    job.profiled(&site).assert_success();
-    let record = syslogd.single_record();
-    assert_eq!(record.partial, None);
-    assert_routines(&record, &basic_expectations(4));
+/// Under MPICH, a launch that is not Hydra's PMI-1 as verified (here: `PMI_FD` without Hydra's
+/// `HYDI_CONTROL_FD`, as another process manager would start it) leaves the PMI dialog to
+/// MPICH alone.
+#[test]
+fn without_hydra_mpich_jobs_run_as_before() {
+    let _serial = serial();
+    rank_0_reports_alone_unless_the_site_assumes_all_ranks(
+        Job::new(program_for("basic.c", Mpi::Mpich), 4)
+            .mpi(Mpi::Mpich)
+            .timeout(HANG)
+            .env("HYDI_CONTROL_FD", ""),
+    );
 }
 
 for_each_mpi! {
@@ -354,10 +348,7 @@ for_each_mpi! {
         let text = std::fs::read_to_string(syslogd.site_config()).expect("read site.toml");
         std::fs::write(&off_config, format!("{text}[profiler]\nenabled = false\n")).expect("write");
         let job = Job::new(program_for("basic.c", mpi), 4).mpi(mpi).timeout(HANG);
-        let bare = job.bare();
-        let outcome = job.profiled_halves(&syslogd.site_config(), &off_config);
-        outcome.assert_success();
-        assert_same_output(&bare, &outcome);
+        ends_as_bare(&job, |job| job.profiled_halves(&syslogd.site_config(), &off_config));
         let record = syslogd.single_record();
         assert_eq!(
             record.partial.as_deref(),
