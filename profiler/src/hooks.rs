@@ -143,6 +143,8 @@ fn set_up_before_init() {
                 crate::trace::prepare(&p.config.trace);
             }
         }
+        drop(prepared);
+        crate::peers::announce_before_init();
         register_exit_hook();
     });
 }

@@ -1,5 +1,5 @@
-//! Whether every rank of the job has this library, learned from the process manager (PMIx),
-//! never over MPI.
+//! Whether every rank of the job has this library, learned from the process manager (PMIx under
+//! Open MPI, Hydra's PMI-1 under MPICH), never over MPI.
 //!
 //! The profiler's own collectives (the duplicate of `MPI_COMM_WORLD` and the reductions at
 //! `MPI_Finalize`, the trace's set-up) need every rank; a rank that lost
@@ -30,11 +30,37 @@
 //! hangs, at worst it sends a partial record) unless the site chose
 //! `assume_all_ranks_profiled`.
 //!
-//! The same local look-ups tell where ranks run: [`local_peers`] (the ranks on this node) and
+//! Under MPICH's launcher, Hydra (`mpiexec.mpich`), there is no PMIx: MPICH 4.0's `MPI_Init`
+//! speaks PMI-1 over the socket `PMI_FD` and runs a PMI barrier. The same two steps take that
+//! road ([`crate::pmi1`] has the wire and what was verified of it):
+//!
+//! 1. Before the real `MPI_Init` ([`announce_before_init`], only for a family whose `MPI_Init`
+//!    talks PMI-1, [`crate::family::Family::PMI1_AT_INIT`], and only under Hydra), a profiled
+//!    rank opens the dialog itself (`cmd=init`, which must come before a put, as Hydra's proxy
+//!    resets its puts at the node's first `init`), asks the job's key-value space and puts
+//!    [`pmi1_key`] (`mpistat.<rank>`) with its trace wish: three whole request/response
+//!    exchanges on the caller's thread before MPICH has touched the socket. MPICH's own `init`
+//!    follows and is answered as always.
+//! 2. `MPI_Init`'s barrier carries the puts to every node's proxy. After it, [`learn`] first
+//!    reads this rank's own key (if it is missing, `MPI_Init` ran no barrier after the puts:
+//!    unknown), then every rank's: a key the proxy holds is one local round trip, a missing one
+//!    is answered "not found" at once by `mpiexec`. A 1,000-rank job where all are profiled
+//!    asks 1,001 local gets per rank (~32 µs of CPU each, `bench/pmi1_gets.c`); in a mixed job
+//!    only the lead counts every rank, the others stop once the answer and the lead are known
+//!    ([`tally`]).
+//!
+//! The same safety argument holds: no MPI call, and the PMI barrier is `MPI_Init`'s own, run on
+//! every rank with or without this library; a rank without it simply puts no key. Anything but
+//! the verified dialog (no Hydra, PMI-2, `PMI_PORT`, an error reply) and the answer is "not known
+//! to be all", as before.
+//!
+//! The same local look-ups (PMIx only) tell where ranks run: [`local_peers`] (the ranks on this node) and
 //! [`node_list`] (the job's hosts), from the job-level data the process manager gives every
 //! process at start; no communication either. Without them the record says the nodes' bytes
 //! and host list are unknown.
 
+use crate::family::{Built, Family};
+use crate::pmi1;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering::Relaxed};
 
@@ -252,7 +278,8 @@ pub unsafe extern "C" fn PMIx_Fence_nb(
 pub struct Peers {
     /// Every rank has it: the profiler's collectives are safe.
     pub all: bool,
-    /// How many ranks have it, if PMIx could tell.
+    /// How many ranks have it, if the process manager could tell (under Hydra, only the lead
+    /// counts a mixed job's ranks: [`tally`]).
     pub with_library: Option<u32>,
     /// The rank that writes the job's record when not all have it: the lowest with the
     /// library (rank 0 if that is unknown).
@@ -362,9 +389,10 @@ pub fn node_list() -> Option<Vec<String>> {
     (!hosts.iter().any(String::is_empty)).then_some(hosts)
 }
 
-/// After `MPI_Init`: ask PMIx, for each of the `size` ranks, whether it published [`KEY`]. If
-/// PMIx cannot tell, every rank has the library if the site says to assume so
-/// (`assume_all_if_unknown`), else that is unknown (and not assumed).
+/// After `MPI_Init`: ask the process manager, for each of the `size` ranks, whether it published
+/// its key (PMIx: [`KEY`]; Hydra's PMI-1: [`pmi1_key`]). If it cannot tell, every rank has the
+/// library if the site says to assume so (`assume_all_if_unknown`), else that is unknown (and
+/// not assumed).
 ///
 /// Runs right after the real `MPI_Init`, where all it runs adds to MPI_Init's peak resident set:
 /// allocation-free and in `.text.init` (see footprint.rs).
@@ -378,34 +406,191 @@ pub fn learn(size: u32, assume_all_if_unknown: bool) -> Peers {
             trace_wish: Some(TRACE_WISH.load(Relaxed)),
         };
     }
-    let unknown = Peers {
+    let known = if ANNOUNCED_PMI1.load(Relaxed) {
+        learn_over_pmi1(size)
+    } else if ANNOUNCED.load(Relaxed) {
+        Getter::new().and_then(|mut getter| {
+            tally(size, None, |rank| {
+                let wish = getter.get(rank, KEY, |v| {
+                    (v.kind == PMIX_UINT8).then(|| v.data[0] as u8)
+                });
+                Some(wish.map(|w| w.unwrap_or(0)))
+            })
+        })
+    } else {
+        None
+    };
+    known.unwrap_or(Peers {
         all: assume_all_if_unknown,
         with_library: None,
         lead: 0,
         trace_wish: None,
-    };
-    if !ANNOUNCED.load(Relaxed) {
-        return unknown;
-    }
-    let Some(mut getter) = Getter::new() else {
-        return unknown;
-    };
-    let mut count = 0u32;
+    })
+}
+
+/// The ranks' answers: for each of the `size` ranks, `wish_of` says its trace wish if it
+/// published its key, `Some(None)` if it did not, `None` if the process manager cannot tell
+/// (then nothing is known). With `me` (this rank), a look-up that costs more for a missing key
+/// (PMI-1's, answered by `mpiexec`) stops as soon as the answer is "not all" and another rank
+/// leads: only the lead needs the count, for its partial record.
+#[link_section = ".text.init.mpistat"]
+fn tally(
+    size: u32,
+    me: Option<u32>,
+    mut wish_of: impl FnMut(u32) -> Option<Option<u8>>,
+) -> Option<Peers> {
+    let mut count = Some(0u32);
     let mut lead = None;
+    let mut missing = false;
     let mut trace_wish = 0u8;
     for rank in 0..size {
-        if let Some(wish) = getter.get(rank, KEY, |v| {
-            (v.kind == PMIX_UINT8).then(|| v.data[0] as u8)
-        }) {
-            trace_wish = trace_wish.max(wish.unwrap_or(0));
-            count += 1;
-            lead.get_or_insert(rank);
+        match wish_of(rank)? {
+            Some(wish) => {
+                trace_wish = trace_wish.max(wish);
+                count = count.map(|c| c + 1);
+                lead.get_or_insert(rank);
+            }
+            None => missing = true,
+        }
+        if missing && me.is_some() && lead.is_some() && lead != me {
+            count = None;
+            break;
         }
     }
-    Peers {
-        all: count == size,
-        with_library: Some(count),
+    Some(Peers {
+        all: !missing,
+        with_library: count,
         lead: lead.unwrap_or(0),
-        trace_wish: (count == size).then_some(trace_wish),
+        trace_wish: (!missing).then_some(trace_wish),
+    })
+}
+
+/// The key a profiled rank puts into Hydra's key-value space: PMI-1 keys are the job's, not a
+/// process's, so the rank is part of the name (`mpistat.<rank>`).
+#[link_section = ".text.init.mpistat"]
+pub fn pmi1_key(rank: u32) -> Result<pmi1::Line, pmi1::Surprise> {
+    let mut key = pmi1::Line::new();
+    key.push(b"mpistat.")?.number(rank)?;
+    Ok(key)
+}
+
+/// This rank published its key over Hydra's PMI-1 before `MPI_Init`.
+static ANNOUNCED_PMI1: AtomicBool = AtomicBool::new(false);
+
+/// Before the real `MPI_Init` of a family whose `MPI_Init` talks PMI-1 to Hydra
+/// ([`crate::family::Family::PMI1_AT_INIT`]), once the process's MPI was recognised and the site
+/// profiles the job ([`announce_at_init`]): put this rank's key with its trace wish, so that
+/// `MPI_Init`'s barrier delivers it to every node ([`crate::pmi1`]). Without Hydra, or at any
+/// surprise, nothing is announced (and the PMI dialog is left as MPICH expects it: no request
+/// without its response read).
+pub fn announce_before_init() {
+    if !<Built as Family>::PMI1_AT_INIT {
+        return;
+    }
+    // Not under Hydra: the key may still go with a PMIx fence (an MPICH built for PMIx).
+    let Ok(pmi) = pmi1::Client::from_env() else {
+        return;
+    };
+    if !ARMED.swap(false, Relaxed) {
+        return;
+    }
+    let announce = || -> Result<(), pmi1::Surprise> {
+        pmi.init()?;
+        let mut kvs = pmi1::Line::new();
+        pmi.kvsname(&mut kvs)?;
+        let mut wish = pmi1::Line::new();
+        wish.number(u32::from(TRACE_WISH.load(Relaxed)))?;
+        pmi.put(
+            kvs.as_bytes(),
+            pmi1_key(pmi.rank)?.as_bytes(),
+            wish.as_bytes(),
+        )
+    };
+    ANNOUNCED_PMI1.store(announce().is_ok(), Relaxed);
+}
+
+/// After `MPI_Init`, when this rank put its key over PMI-1: read every rank's. This rank's own
+/// key must be there (else `MPI_Init` ran no barrier after the puts, and a missing key would not
+/// mean a rank without the library); each other rank's is either its trace wish or, at once,
+/// "not found" (asked of `mpiexec`). Any surprise: unknown.
+#[link_section = ".text.init.mpistat"]
+fn learn_over_pmi1(size: u32) -> Option<Peers> {
+    let pmi = pmi1::Client::from_env().ok()?;
+    if pmi.size != size {
+        return None;
+    }
+    let mut kvs = pmi1::Line::new();
+    pmi.kvsname(&mut kvs).ok()?;
+    pmi1_wish(&pmi, kvs.as_bytes(), pmi.rank)??;
+    tally(size, Some(pmi.rank), |rank| {
+        pmi1_wish(&pmi, kvs.as_bytes(), rank)
+    })
+}
+
+/// Rank `rank`'s trace wish if it put its key into `kvs`, `Some(None)` if it did not, `None` if
+/// PMI-1 did not answer as verified. (A named function: a closure called twice is compiled out
+/// of line, outside `.text.init`.)
+#[link_section = ".text.init.mpistat"]
+fn pmi1_wish(pmi: &pmi1::Client, kvs: &[u8], rank: u32) -> Option<Option<u8>> {
+    let mut value = pmi1::Line::new();
+    if !pmi
+        .get(kvs, pmi1_key(rank).ok()?.as_bytes(), &mut value)
+        .ok()?
+    {
+        return Some(None);
+    }
+    let wish = pmi1::decimal(value.as_bytes())?;
+    Some(Some(u8::try_from(wish).ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the ranks' keys, every rank that looks them up agrees on whether all have
+        /// the library, on the lead and (if all) on the strongest trace wish; the lead (or a
+        /// rank counting everything) also knows how many have it.
+        #[test]
+        fn every_rank_reaches_the_same_answer(
+            keys in proptest::collection::vec(proptest::option::of(0u8..4), 2..40),
+        ) {
+            let size = keys.len() as u32;
+            let with: Vec<u32> = (0..size).filter(|r| keys[*r as usize].is_some()).collect();
+            let full = tally(size, None, |r| Some(keys[r as usize])).unwrap();
+            prop_assert_eq!(full.all, with.len() == keys.len());
+            prop_assert_eq!(full.with_library, Some(with.len() as u32));
+            prop_assert_eq!(full.lead, with.first().copied().unwrap_or(0));
+            let strongest = keys.iter().flatten().max().copied().unwrap_or(0);
+            prop_assert_eq!(full.trace_wish, full.all.then_some(strongest));
+            for me in &with {
+                let mut asked = 0;
+                let mine = tally(size, Some(*me), |r| {
+                    asked += 1;
+                    Some(keys[r as usize])
+                })
+                .unwrap();
+                prop_assert_eq!((mine.all, mine.lead, mine.trace_wish), (full.all, full.lead, full.trace_wish));
+                if *me == full.lead || full.all {
+                    prop_assert_eq!(mine.with_library, full.with_library);
+                } else {
+                    // It stopped at the first missing key after the lead's (or the lead's after it).
+                    let first_missing = keys.iter().position(Option::is_none).unwrap() as u32;
+                    prop_assert_eq!(asked, first_missing.max(full.lead) + 1);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_rank_the_process_manager_cannot_answer_for_makes_it_unknown() {
+        assert_eq!(tally(4, Some(0), |r| (r != 2).then_some(Some(0))), None);
+    }
+
+    #[test]
+    fn pmi1_keys_name_the_rank() {
+        assert_eq!(pmi1_key(0).unwrap().as_bytes(), b"mpistat.0");
+        assert_eq!(pmi1_key(12345).unwrap().as_bytes(), b"mpistat.12345");
     }
 }

@@ -799,14 +799,9 @@ impl Job {
     }
 
     /// The environment that preloads the profiler (for the job's MPI) configured by
-    /// `site_config`.
+    /// `site_config`, as the site wrote it: under MPICH too, the profiler learns whether every
+    /// rank has it (over Hydra's PMI-1, `profiler/src/pmi1.rs`), with no assumption.
     fn preloaded(&self, site_config: &Path) -> Vec<(String, String)> {
-        self.preloaded_as_is(&self.site_config_for_mpi(site_config))
-    }
-
-    /// The environment that preloads the profiler (for the job's MPI) configured by exactly
-    /// `site_config`.
-    fn preloaded_as_is(&self, site_config: &Path) -> Vec<(String, String)> {
         vec![
             ("LD_PRELOAD".to_string(), library().display().to_string()),
             (
@@ -814,35 +809,6 @@ impl Job {
                 site_config.display().to_string(),
             ),
         ]
-    }
-
-    /// `site_config` as this job's MPI needs it. MPICH's launcher (Hydra) has no PMIx, so the
-    /// profiler cannot learn whether every rank has the library (`peers.rs`) and would send
-    /// rank 0's partial record: the tests' MPICH jobs, where every rank has it unless
-    /// [`Job::mixed`], run with `assume_all_ranks_profiled = true`, as a site running MPICH
-    /// jobs would choose (a sibling file `<name>.mpich.toml`).
-    fn site_config_for_mpi(&self, site_config: &Path) -> PathBuf {
-        if self.mpi == Mpi::OpenMpi {
-            return site_config.to_path_buf();
-        }
-        let text = std::fs::read_to_string(site_config).unwrap_or_default();
-        if text.contains("assume_all_ranks_profiled") {
-            return site_config.to_path_buf();
-        }
-        let text = match text.find("[profiler]\n") {
-            Some(at) => {
-                let end = at + "[profiler]\n".len();
-                format!(
-                    "{}assume_all_ranks_profiled = true\n{}",
-                    &text[..end],
-                    &text[end..]
-                )
-            }
-            None => format!("{text}\n[profiler]\nassume_all_ranks_profiled = true\n"),
-        };
-        let path = site_config.with_extension("mpich.toml");
-        std::fs::write(&path, text).expect("write the MPICH site configuration");
-        path
     }
 
     /// Run with the profiler preloaded and configured by `site_config`.
@@ -866,8 +832,7 @@ impl Job {
     /// profiler preloaded if `library_first`, else the second half; the other half runs through
     /// `env -u LD_PRELOAD` (a wrapper that clears the environment, or a static program).
     pub fn mixed(&self, site_config: &Path, library_first: bool) -> Outcome {
-        // (As the site configured it: no assumption that every rank has the library.)
-        let (with, without) = (self.preloaded_as_is(site_config), Vec::new());
+        let (with, without) = (self.preloaded(site_config), Vec::new());
         if library_first {
             self.halves(with, without)
         } else {
@@ -900,7 +865,7 @@ impl Job {
     pub fn linked(&self, site_config: &Path) -> Outcome {
         self.run(&[(
             "MPISTAT_CONFIG".to_string(),
-            self.site_config_for_mpi(site_config).display().to_string(),
+            site_config.display().to_string(),
         )])
     }
 

@@ -7,10 +7,10 @@
 //! stub "MPI" with handles of its own and an unknown version, and a process with two MPI
 //! libraries, are untouched: same output, no record. Mixed jobs (half of the ranks without
 //! `LD_PRELOAD`, either half) end, print what the bare job prints, and record what is
-//! documented: under Open MPI one partial record of the lowest rank with the library; under
-//! MPICH (no PMIx: whether all ranks have the library is unknown) one partial record of rank 0
-//! if it has the library, else nothing. A rank whose site configuration disables profiling
-//! counts as one without the library. A hang is caught by the job timeout (generous: it only
+//! documented: one partial record of the lowest rank with the library (the ranks learn who has
+//! it through PMIx under Open MPI, through Hydra's PMI-1 under MPICH); an MPICH job launched
+//! without Hydra runs as before (rank 0 reports alone). A rank whose site configuration
+//! disables profiling counts as one without the library. A hang is caught by the job timeout (generous: it only
 //! detects a hang).
 
 use mpistat_e2e::*;
@@ -235,84 +235,66 @@ fn an_open_mpi_of_another_major_version_is_left_alone() {
 /// The mixed job of `mpi` (basic.c on 4 ranks, the library on ranks 0-1 or on 2-3): it ends,
 /// prints what the bare job prints, and exits as it does.
 fn mixed(mpi: Mpi, syslogd: &Syslogd, library_first: bool) {
-    let job = Job::new(
-        Program {
-            source: "basic.c",
-            name: "basic",
-            flags: &[],
-        }
-        .path_for(mpi),
-        4,
-    )
-    .mpi(mpi)
-    .timeout(HANG);
+    let job = Job::new(program_for("basic.c", mpi), 4)
+        .mpi(mpi)
+        .timeout(HANG);
+    ends_as_bare(&job, |job| job.mixed(&syslogd.site_config(), library_first));
+}
+
+/// `run` of `job` ends well and prints what the bare job prints.
+fn ends_as_bare(job: &Job, run: impl FnOnce(&Job) -> Outcome) {
     let bare = job.bare();
-    let outcome = job.mixed(&syslogd.site_config(), library_first);
+    let outcome = run(job);
     outcome.assert_success();
     assert_same_output(&bare, &outcome);
 }
 
-#[test]
-fn open_mpi_mixed_jobs_end_and_the_lowest_rank_with_the_library_reports_alone() {
-    let _serial = serial();
-    for (library_first, lead) in [(true, 0u32), (false, 2)] {
-        let syslogd = Syslogd::start();
-        mixed(Mpi::OpenMpi, &syslogd, library_first);
-        let record = syslogd.single_record();
-        assert_eq!(record.ranks, 4);
-        assert_eq!(
-            record.partial.as_deref(),
-            Some(format!("only 2 of 4 ranks have libmpistat (rank {lead} reports alone)").as_str())
-        );
-        // The lead's own counts (basic.c: 4 sends of 3 x 100 (r + 1) ints and one to
-        // MPI_PROC_NULL), nothing summed over ranks.
-        let send = routine(&record, "MPI_Send");
-        assert_eq!(send.calls.sum, 4);
-        assert_eq!(send.bytes.sum, 3 * 100 * (lead as u64 + 1) * 4);
-        assert_eq!(send.bytes.max_rank, lead);
-        assert_eq!(routine(&record, "MPI_Allreduce").calls.sum, 5);
+for_each_mpi! {
+    /// Under Open MPI the ranks learn it through PMIx, under MPICH through Hydra's PMI-1.
+    fn mixed_jobs_end_and_the_lowest_rank_with_the_library_reports_alone(mpi) {
+        let _serial = serial();
+        for (library_first, lead) in [(true, 0u32), (false, 2)] {
+            let syslogd = Syslogd::start();
+            mixed(mpi, &syslogd, library_first);
+            let record = syslogd.single_record();
+            assert_eq!(record.ranks, 4);
+            assert_eq!(
+                record.partial.as_deref(),
+                Some(format!("only 2 of 4 ranks have libmpistat (rank {lead} reports alone)").as_str())
+            );
+            // The lead's own counts (basic.c: 4 sends of 3 x 100 (r + 1) ints and one to
+            // MPI_PROC_NULL), nothing summed over ranks.
+            let send = routine(&record, "MPI_Send");
+            assert_eq!(send.calls.sum, 4);
+            assert_eq!(send.bytes.sum, 3 * 100 * (lead as u64 + 1) * 4);
+            assert_eq!(send.bytes.max_rank, lead);
+            assert_eq!(routine(&record, "MPI_Allreduce").calls.sum, 5);
+        }
     }
 }
 
-#[test]
-fn mpich_mixed_jobs_end_and_rank_0_reports_alone_if_it_has_the_library() {
-    let _serial = serial();
-    let syslogd = Syslogd::start();
-    mixed(Mpi::Mpich, &syslogd, true);
-    let record = syslogd.single_record();
-    assert_eq!(
-        record.partial.as_deref(),
-        Some("whether all 4 ranks have libmpistat is unknown (rank 0 reports alone)")
-    );
-    assert_eq!(routine(&record, "MPI_Send").calls.sum, 4);
-    let syslogd = Syslogd::start();
-    mixed(Mpi::Mpich, &syslogd, false);
-    syslogd.assert_no_records();
+for_each_mpi! {
+    /// With no assumption in the site's configuration (under MPICH: learned over Hydra's PMI-1).
+    fn jobs_with_the_library_everywhere_still_reduce_over_all_ranks(mpi) {
+        let _serial = serial();
+        let syslogd = Syslogd::start();
+        Job::new(program_for("basic.c", mpi), 4)
+            .mpi(mpi)
+            .timeout(HANG)
+            .profiled(&syslogd.site_config())
+            .assert_success();
+        let record = syslogd.single_record();
+        assert_eq!(record.partial, None);
+        assert_routines(&record, &basic_expectations(4));
+    }
 }
 
-#[test]
-fn open_mpi_jobs_with_the_library_everywhere_still_reduce_over_all_ranks() {
-    let _serial = serial();
+/// A job whose process manager cannot tell whether every rank has the library: it runs as
+/// bare, and rank 0 reports alone, unless the site assumes all ranks profiled (then one full
+/// record).
+fn rank_0_reports_alone_unless_the_site_assumes_all_ranks(job: Job) {
     let syslogd = Syslogd::start();
-    Job::new(program("basic.c"), 4)
-        .timeout(HANG)
-        .profiled(&syslogd.site_config())
-        .assert_success();
-    let record = syslogd.single_record();
-    assert_eq!(record.partial, None);
-    assert_routines(&record, &basic_expectations(4));
-}
-
-#[test]
-fn when_pmix_cannot_tell_rank_0_reports_alone_unless_the_site_assumes_all_ranks() {
-    let _serial = serial();
-    // Open MPI's fence in MPI_Init then collects no data ("direct modex"): a key missing after it
-    // would not mean a rank without the library, so nobody can tell.
-    let job = Job::new(program("basic.c"), 4)
-        .timeout(HANG)
-        .env("OMPI_MCA_pmix_base_collect_data", "0");
-    let syslogd = Syslogd::start();
-    job.profiled(&syslogd.site_config()).assert_success();
+    ends_as_bare(&job, |job| job.profiled(&syslogd.site_config()));
     let record = syslogd.single_record();
     assert_eq!(
         record.partial.as_deref(),
@@ -332,23 +314,47 @@ fn when_pmix_cannot_tell_rank_0_reports_alone_unless_the_site_assumes_all_ranks(
 }
 
 #[test]
-fn ranks_whose_site_configuration_disables_profiling_do_not_count_as_having_the_library() {
+fn when_pmix_cannot_tell_rank_0_reports_alone_unless_the_site_assumes_all_ranks() {
     let _serial = serial();
-    let syslogd = Syslogd::start();
-    let off = TempDir::new("profiling-off");
-    let off_config = off.path().join("site.toml");
-    let text = std::fs::read_to_string(syslogd.site_config()).expect("read site.toml");
-    std::fs::write(&off_config, format!("{text}[profiler]\nenabled = false\n")).expect("write");
-    let job = Job::new(program("basic.c"), 4).timeout(HANG);
-    let bare = job.bare();
-    let outcome = job.profiled_halves(&syslogd.site_config(), &off_config);
-    outcome.assert_success();
-    assert_same_output(&bare, &outcome);
-    let record = syslogd.single_record();
-    assert_eq!(
-        record.partial.as_deref(),
-        Some("only 2 of 4 ranks have libmpistat (rank 0 reports alone)")
+    // Open MPI's fence in MPI_Init then collects no data ("direct modex"): a key missing after it
+    // would not mean a rank without the library, so nobody can tell.
+    rank_0_reports_alone_unless_the_site_assumes_all_ranks(
+        Job::new(program("basic.c"), 4)
+            .timeout(HANG)
+            .env("OMPI_MCA_pmix_base_collect_data", "0"),
     );
+}
+
+/// Under MPICH, a launch that is not Hydra's PMI-1 as verified (here: `PMI_FD` without Hydra's
+/// `HYDI_CONTROL_FD`, as another process manager would start it) leaves the PMI dialog to
+/// MPICH alone.
+#[test]
+fn without_hydra_mpich_jobs_run_as_before() {
+    let _serial = serial();
+    rank_0_reports_alone_unless_the_site_assumes_all_ranks(
+        Job::new(program_for("basic.c", Mpi::Mpich), 4)
+            .mpi(Mpi::Mpich)
+            .timeout(HANG)
+            .env("HYDI_CONTROL_FD", ""),
+    );
+}
+
+for_each_mpi! {
+    fn ranks_whose_site_configuration_disables_profiling_do_not_count_as_having_the_library(mpi) {
+        let _serial = serial();
+        let syslogd = Syslogd::start();
+        let off = TempDir::new("profiling-off");
+        let off_config = off.path().join("site.toml");
+        let text = std::fs::read_to_string(syslogd.site_config()).expect("read site.toml");
+        std::fs::write(&off_config, format!("{text}[profiler]\nenabled = false\n")).expect("write");
+        let job = Job::new(program_for("basic.c", mpi), 4).mpi(mpi).timeout(HANG);
+        ends_as_bare(&job, |job| job.profiled_halves(&syslogd.site_config(), &off_config));
+        let record = syslogd.single_record();
+        assert_eq!(
+            record.partial.as_deref(),
+            Some("only 2 of 4 ranks have libmpistat (rank 0 reports alone)")
+        );
+    }
 }
 
 #[test]

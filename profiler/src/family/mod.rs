@@ -98,6 +98,12 @@ pub trait Family {
     /// `MPI_STATUS_IGNORE` and `MPI_STATUSES_IGNORE` (the same address in both families): a
     /// marker, never dereferenced.
     const STATUS_IGNORE: *mut MPI_Status;
+    /// Whether the family's `MPI_Init` talks PMI-1 to its launcher over `PMI_FD` (MPICH under
+    /// Hydra, [`crate::pmi1`]): then, and only then, may the profiler use that socket itself
+    /// before the real `MPI_Init` ([`crate::peers::announce_before_init`]). Open MPI never
+    /// touches it: a process that opened a PMI dialog and exits without finalizing it counts
+    /// as failed to Hydra.
+    const PMI1_AT_INIT: bool;
     /// Whether the process's MPI library is this family at a version the profiler knows; the
     /// reason if not. Called once, before `MPI_Init` may have run: it must not use MPI objects.
     fn recognise(probe: &Probe) -> Result<(), String>;

@@ -36,6 +36,8 @@ impl Family for Mpich {
     // `(MPI_Status *)1`, also `MPI_STATUSES_IGNORE`.
     #[allow(clippy::manual_dangling_ptr)]
     const STATUS_IGNORE: *mut MPI_Status = 1 as *mut MPI_Status;
+    // Its MPI_Init starts with PMI-1's `cmd=init` and runs a barrier (crate::pmi1).
+    const PMI1_AT_INIT: bool = true;
 
     fn recognise(probe: &Probe) -> Result<(), String> {
         super::only(Self::NAME, probe)?;

@@ -20,6 +20,7 @@ impl Family for OpenMpi {
     const IN_PLACE: *const c_void = 1 as *const c_void;
     // `((MPI_Status *) 0)`, also `MPI_STATUSES_IGNORE`.
     const STATUS_IGNORE: *mut MPI_Status = std::ptr::null_mut();
+    const PMI1_AT_INIT: bool = false;
 
     fn recognise(probe: &Probe) -> Result<(), String> {
         super::only(Self::NAME, probe)?;
