@@ -511,6 +511,10 @@ pub fn before_abort(errorcode: c_int) {
                 "MPI_Abort (errorcode {errorcode}) on rank {}",
                 job.init.rank
             );
+            if !job.recorded && job.init.rank != job.peers.lead {
+                // Before the launcher stops the others: the writer then knows (claim.rs).
+                crate::claim::take(job.peers.lead);
+            }
             publish_partial(job, reason, hook_start, true);
         });
     });
@@ -546,10 +550,16 @@ extern "C" fn at_exit() {
     });
 }
 
+/// Why the record's writer wrote a partial record when its launcher stopped it.
+const LAUNCHER_STOP: &str = "SIGTERM from the launcher: another rank ended early \
+    (killed, crashed or on a lost node) or the launcher was stopped";
+
 /// Rank 0 got SIGTERM (on [`crate::terminate`]'s helper thread): a partial record, unless
 /// `MPI_Finalize`, `MPI_Abort` or exit is recording already, which holds the job for at most
-/// about `stall_ms` per part; after 1 s of waiting for it the signal goes on without us.
-fn at_sigterm() {
+/// about `stall_ms` per part; after 1 s of waiting for it the signal goes on without us. From its
+/// launcher (`from_launcher`), only if no rank of this node claimed the record by `MPI_Abort`
+/// ([`crate::claim`]): the launcher's `SIGKILL` follows a second later.
+fn at_sigterm(from_launcher: bool) {
     use std::sync::TryLockError;
     let hook_start = ticks();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
@@ -564,7 +574,11 @@ fn at_sigterm() {
             Err(TryLockError::WouldBlock) => return,
         };
         if let Some(job) = guard.as_mut() {
-            publish_partial(job, "SIGTERM".into(), hook_start, false);
+            if !from_launcher {
+                publish_partial(job, "SIGTERM".into(), hook_start, false);
+            } else if !job.recorded && !crate::claim::taken_here(job.init.start_unix_ms) {
+                publish_partial(job, LAUNCHER_STOP.into(), hook_start, false);
+            }
         }
         return;
     }

@@ -919,7 +919,20 @@ impl Job {
         }
     }
 
+    /// The launcher's command for the job profiled by `site_config`, to run it oneself (e.g. to
+    /// signal some of its processes while it runs).
+    pub fn profiled_command(&self, site_config: &Path) -> Command {
+        self.command_for(&[Context {
+            ranks: self.ranks,
+            env: self.preloaded(site_config),
+        }])
+    }
+
     fn launch(&self, contexts: &[Context]) -> Outcome {
+        run_with_timeout(self.command_for(contexts), self.timeout)
+    }
+
+    fn command_for(&self, contexts: &[Context]) -> Command {
         let mut cmd = match self.mpi {
             Mpi::OpenMpi => {
                 let mut cmd = self.command("mpirun");
@@ -981,7 +994,7 @@ impl Job {
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
         }
-        run_with_timeout(cmd, self.timeout)
+        cmd
     }
 }
 

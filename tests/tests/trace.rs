@@ -336,8 +336,10 @@ fn assert_analyze_report(t: &Traced) {
         .and_then(|rest| rest.lines().next())
         .unwrap_or_else(|| panic!("no root cause in {report}"));
     assert!(
-        top.contains(&format!("before MPI_Send ({})", marked_line("DELAYED SEND")))
-            && top.contains(", most on rank 0:"),
+        top.contains(&format!(
+            "before MPI_Send ({})",
+            marked_line("DELAYED SEND")
+        )) && top.contains(", most on rank 0:"),
         "top root cause: {top}\n{report}"
     );
     let waits = report
@@ -420,7 +422,10 @@ fn trace_analysis_across_three_nodes() {
     let home = TempDir::new("trace-three-nodes");
     let nodes = [("cn1", 1), ("cn2", 2), ("cn3", 1)];
     let t = run_traced_on(&nodes, &home, "", &[], pattern());
-    assert_eq!((t.record.nodes, t.record.host_list.as_str()), (3, "cn[1-3]"));
+    assert_eq!(
+        (t.record.nodes, t.record.host_list.as_str()),
+        (3, "cn[1-3]")
+    );
     assert_eq!(t.trace.ranks.len(), RANKS as usize);
     assert_pattern(&t);
     assert_analyze_report(&t);
