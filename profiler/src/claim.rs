@@ -16,7 +16,7 @@
 //! sleep between the signals, so no PMIx look-up is answered then; and an event sent by the
 //! aborting rank (`PMIx_Notify_event`) made `MPI_Abort` hang (all measured). So an `MPI_Abort`
 //! on another node than rank 0's also leaves rank 0's record: two records of one job, each
-//! flagged partial with its reason (ARCHITECTURE.md, "Jobs that end early").
+//! flagged partial with its reason.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
