@@ -7,8 +7,13 @@
 //! [`crate::terminate`]) then writes a partial record with its own numbers, unless the abort
 //! happened on its node: the aborting rank leaves a *claim* there before it writes its record, a
 //! file in `/dev/shm` named by the user, the ranks' common parent (the node's launcher daemon)
-//! and the job's PMIx namespace, which rank 0 finds and removes. Only a claim made by the same
-//! user since the job started counts (an old file left by another job is ignored and removed).
+//! and the job's PMIx namespace, which rank 0 finds and removes (at any `SIGTERM`: under Slurm
+//! with PMIx it comes from `slurmstepd`). Only a claim made by the same user since the job
+//! started counts (an old file left by another job is ignored and removed). On the node where
+//! ranks ended, the daemon's pauses between its signals are cut short (by their `SIGCHLD`), so a
+//! rank 0 there may be killed before it looks: each new claim first removes the user's claims
+//! whose daemon is gone. Only jobs launched with PMIx claim: MPICH's Hydra ends the other ranks
+//! with `SIGKILL` (measured after `MPI_Abort`), so its rank 0 writes nothing then.
 //!
 //! Open MPI 4.1 tells the survivors nothing else: they get `SIGCONT`, one second later `SIGTERM`,
 //! one second later `SIGKILL` from their daemon (`odls_base_sigkill_timeout`), the same after an
@@ -22,17 +27,59 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-/// The claim's file on this node, for this user and job.
-fn path() -> PathBuf {
+/// The claim's file on this node, for this user and job (a job launched with PMIx only).
+fn path() -> Option<PathBuf> {
     // SAFETY: getuid and getppid cannot fail.
     let (uid, parent) = unsafe { (libc::getuid(), libc::getppid()) };
-    let job = std::env::var("PMIX_NAMESPACE").unwrap_or_default();
+    let job = std::env::var("PMIX_NAMESPACE").ok()?;
     let job: String = job
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
         .take(64)
         .collect();
-    PathBuf::from(format!("/dev/shm/mpistat-claim-{uid}-{parent}-{job}"))
+    Some(PathBuf::from(format!(
+        "{DIR}/{}{parent}-{job}",
+        prefix(uid)
+    )))
+}
+
+/// Where claims are made: a tmpfs every process of the node sees.
+const DIR: &str = "/dev/shm";
+
+/// The start of the names of `uid`'s claims (the launcher daemon's pid follows).
+fn prefix(uid: libc::uid_t) -> String {
+    format!("mpistat-claim-{uid}-")
+}
+
+/// Remove `uid`'s claims whose launcher daemon is gone (rank 0 was killed before it looked).
+fn sweep(uid: libc::uid_t) {
+    let prefix = prefix(uid);
+    let Ok(entries) = std::fs::read_dir(DIR) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(daemon) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: kill(2) with signal 0 only asks whether the process exists.
+        let gone = unsafe { libc::kill(daemon, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether the job was launched with PMIx (Open MPI's `mpirun`, Slurm's PMIx plugin), where a
+/// launcher stops the survivors with `SIGTERM` only after the job's exit status is settled.
+pub fn launched_with_pmix() -> bool {
+    path().is_some()
 }
 
 /// `MPI_Abort`'s rank, before it writes its record: claim the record on this node, if the
@@ -41,9 +88,11 @@ pub fn take(lead: u32) {
     if crate::places::shares_node(lead) == Some(false) {
         return;
     }
-    let Ok(name) = CString::new(path().as_os_str().as_bytes()) else {
+    let Some(Ok(name)) = path().map(|p| CString::new(p.as_os_str().as_bytes())) else {
         return;
     };
+    // SAFETY: getuid cannot fail.
+    sweep(unsafe { libc::getuid() });
     // SAFETY: open(2) with a NUL-terminated path: a new file of ours only (no link followed);
     // the descriptor is closed at once.
     unsafe {
@@ -58,11 +107,13 @@ pub fn take(lead: u32) {
     }
 }
 
-/// The record's writer, stopped by its launcher: whether a rank of this node claimed the record
+/// The record's writer, stopped by a signal: whether a rank of this node claimed the record
 /// since `start_unix_ms` (the job's start). Removes the claim.
 pub fn taken_here(start_unix_ms: u64) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let path = path();
+    let Some(path) = path() else {
+        return false;
+    };
     let Ok(meta) = std::fs::symlink_metadata(&path) else {
         return false;
     };
