@@ -719,6 +719,8 @@ pub struct Job {
     user: Option<User>,
     /// Emulated nodes (host name, ranks), see [`Job::on_nodes`]; empty: this host only.
     nodes: Vec<(String, u32)>,
+    /// Open MPI parameters for `mpirun` and every daemon (`--mca NAME VALUE`).
+    mca: Vec<(String, String)>,
     mpi: Mpi,
 }
 
@@ -740,6 +742,7 @@ impl Job {
             timeout: JOB_TIMEOUT,
             user: None,
             nodes: Vec::new(),
+            mca: Vec::new(),
             mpi: Mpi::OpenMpi,
         }
     }
@@ -768,6 +771,12 @@ impl Job {
     /// Add a program argument.
     pub fn arg(mut self, a: impl Into<String>) -> Job {
         self.args.push(a.into());
+        self
+    }
+
+    /// Set an Open MPI parameter for the launcher and its daemons (`--mca NAME VALUE`).
+    pub fn mca(mut self, name: &str, value: impl Into<String>) -> Job {
+        self.mca.push((name.to_string(), value.into()));
         self
     }
 
@@ -959,6 +968,9 @@ impl Job {
                     ] {
                         cmd.args(["--mca", param, &value]);
                     }
+                }
+                for (param, value) in &self.mca {
+                    cmd.args(["--mca", param, value]);
                 }
                 cmd
             }

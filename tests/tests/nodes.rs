@@ -324,8 +324,12 @@ fn kill_node_b(victim: &str) {
     let _serial = serial();
     let syslogd = Syslogd::start();
     let nodes = [("nodea", 2), ("nodeb", 2)];
-    let mut cmd =
-        Job::on_nodes(program("forever.c"), &nodes).profiled_command(&syslogd.site_config());
+    // Open MPI's daemon sends SIGKILL 1 s after its SIGTERM (`odls_base_sigkill_timeout`): too
+    // little for rank 0's helper thread here, where 4 ranks, 3 daemons and other builds share 2
+    // cores (about 1 run in 10 was killed before it sent); a node gives rank 0 a core.
+    let mut cmd = Job::on_nodes(program("forever.c"), &nodes)
+        .mca("odls_base_sigkill_timeout", "3")
+        .profiled_command(&syslogd.site_config());
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
