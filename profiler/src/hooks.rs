@@ -513,6 +513,10 @@ pub fn before_abort(errorcode: c_int) {
                 "MPI_Abort (errorcode {errorcode}) on rank {}",
                 job.init.rank
             );
+            if !job.recorded && job.init.rank != job.peers.lead {
+                // Before the launcher stops the others: the writer then knows (claim.rs).
+                crate::claim::take(job.peers.lead);
+            }
             publish_partial(job, reason, hook_start, true);
         });
     });
@@ -548,25 +552,46 @@ extern "C" fn at_exit() {
     });
 }
 
+/// Why the record's writer wrote a partial record when its launcher stopped it.
+const LAUNCHER_STOP: &str = "SIGTERM from the launcher: another rank ended early \
+    (killed, crashed or on a lost node) or the launcher was stopped";
+
 /// Rank 0 got SIGTERM (on [`crate::terminate`]'s helper thread): a partial record, unless
 /// `MPI_Finalize`, `MPI_Abort` or exit is recording already, which holds the job for at most
-/// about `stall_ms` per part; after 1 s of waiting for it the signal goes on without us.
-fn at_sigterm() {
+/// about `stall_ms` per part; after 1 s of waiting for it the signal goes on without us. Not if
+/// a rank of this node claimed the record by `MPI_Abort` ([`crate::claim`]). From its launcher
+/// (`from_launcher`) the reason says so, nothing waits for the job's lock (Open MPI's `SIGKILL`
+/// follows a second later), and only in jobs launched with PMIx (Open MPI's launcher, whose
+/// stop this is made for; elsewhere the signal goes on at once, as before).
+fn at_sigterm(from_launcher: bool) {
     use std::sync::TryLockError;
+    if from_launcher && !crate::claim::launched_with_pmix() {
+        return;
+    }
     let hook_start = ticks();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
     loop {
         let mut guard = match JOB.try_lock() {
             Ok(guard) => guard,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+            // The launcher's signal waits for no one: who holds the job is recording (or ending).
+            Err(TryLockError::WouldBlock)
+                if !from_launcher && std::time::Instant::now() < deadline =>
+            {
                 std::thread::sleep(std::time::Duration::from_millis(1));
                 continue;
             }
             Err(TryLockError::WouldBlock) => return,
         };
         if let Some(job) = guard.as_mut() {
-            publish_partial(job, "SIGTERM".into(), hook_start, false);
+            if !job.recorded && !crate::claim::taken_here(job.init.start_unix_ms) {
+                let reason = if from_launcher {
+                    LAUNCHER_STOP
+                } else {
+                    "SIGTERM"
+                };
+                publish_partial(job, reason.into(), hook_start, false);
+            }
         }
         return;
     }

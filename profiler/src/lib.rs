@@ -19,6 +19,7 @@
 
 pub mod analyse;
 pub mod callsite;
+pub mod claim;
 pub mod clock;
 pub mod counters;
 pub mod detail;

@@ -86,6 +86,11 @@ pub fn known() -> bool {
     MAP.get().is_some()
 }
 
+/// Whether world rank `world_rank` runs on this node, if known.
+pub fn shares_node(world_rank: u32) -> Option<bool> {
+    MAP.get()?.is_local(world_rank)
+}
+
 /// Ranks of the job on this node, if known.
 pub fn ranks_here() -> Option<u32> {
     MAP.get().map(|m| m.here)

@@ -14,12 +14,14 @@
 //! (if ours is still installed) and sends the process `SIGTERM` again, which now ends it as it
 //! would have ended without mpistat. A second `SIGTERM` meanwhile is absorbed.
 //!
-//! No record when the signal comes from the rank's parent, unless that is Slurm's `slurmstepd`
-//! (ranks of `srun`): a launcher (`mpirun`, `orted`) stops its ranks so after `MPI_Abort` (whose
-//! rank wrote the record already), after a rank died, or when it was itself told to stop. Slurm
-//! ends a step by signalling each of its processes itself, so ranks of `mpirun` in a batch job
-//! hear it from `slurmstepd` first, well before `mpirun` passes it on. `[profiler]
-//! record_on_sigterm = false` leaves `SIGTERM` alone.
+//! `on_term` is told whether the signal came from the rank's parent other than Slurm's
+//! `slurmstepd` (ranks of `srun`): a launcher (`mpirun`, `orted`, MPICH's proxy) stops its ranks
+//! so after `MPI_Abort` (whose rank wrote the record already), after a rank died (killed,
+//! crashed, or lost with its node), or when it was itself told to stop; [`crate::claim`] tells
+//! the first case from the others where it can. Open MPI's daemon sends `SIGKILL` one second
+//! after its `SIGTERM`. Slurm ends a step by signalling each of its processes itself, so ranks of
+//! `mpirun` in a batch job hear it from `slurmstepd` first, well before `mpirun` passes it on.
+//! `[profiler] record_on_sigterm = false` leaves `SIGTERM` alone.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::SeqCst};
 
@@ -36,15 +38,15 @@ static READY: AtomicBool = AtomicBool::new(false);
 static ON_TERM: AtomicUsize = AtomicUsize::new(0);
 static READ_END: AtomicI32 = AtomicI32::new(-1);
 
-/// Install the handler and its helper thread, which runs `on_term` once the signal came. Does
-/// nothing if `SIGTERM` is not at its default disposition, or if anything fails on the way.
+/// Install the handler and its helper thread, which runs `on_term(from_launcher)` once the
+/// signal came. Does nothing if `SIGTERM` is not at its default disposition, or if anything fails on the way.
 ///
 /// Runs right after the real `MPI_Init`, where everything it runs adds to MPI_Init's peak
 /// resident set (footprint.rs): in `.text.init`, with the thread made by `pthread_create` and
 /// the wait timed by `clock_gettime`/`nanosleep` (std's thread and time code was 400 kB of
 /// other chunks).
 #[link_section = ".text.init.mpistat"]
-pub fn install(on_term: fn()) {
+pub fn install(on_term: fn(bool)) {
     if PIPE.load(SeqCst) >= 0 {
         return;
     }
@@ -146,8 +148,8 @@ fn spawn_helper() -> bool {
     extern "C" fn helper(_: *mut libc::c_void) -> *mut libc::c_void {
         let on_term = ON_TERM.load(SeqCst);
         if on_term != 0 {
-            // SAFETY: `install` stored a `fn()` there before starting this thread.
-            let on_term = unsafe { std::mem::transmute::<usize, fn()>(on_term) };
+            // SAFETY: `install` stored a `fn(bool)` there before starting this thread.
+            let on_term = unsafe { std::mem::transmute::<usize, fn(bool)>(on_term) };
             wait_then_record(READ_END.load(SeqCst), on_term);
         }
         std::ptr::null_mut()
@@ -172,12 +174,12 @@ fn spawn_helper() -> bool {
 }
 
 /// The helper thread: every signal blocked (signals stay the program's threads' business), wait
-/// for the handler's sender pid, run `on_term` (unless a launcher sent it), then let the signal
-/// do what it would have done. With
+/// for the handler's sender pid, run `on_term` (told whether a launcher sent it), then let the
+/// signal do what it would have done. With
 /// the hot wrappers, so that what it runs between saying it is ready and blocking in `read(2)`
 /// maps no page that `MPI_Init` releases.
 #[link_section = ".text.hot.mpistat"]
-fn wait_then_record(read_end: libc::c_int, on_term: fn()) {
+fn wait_then_record(read_end: libc::c_int, on_term: fn(bool)) {
     let mut sender: libc::pid_t = 0;
     // SAFETY: blocking every signal in this thread only; read(2) into a local pid.
     unsafe {
@@ -199,9 +201,8 @@ fn wait_then_record(read_end: libc::c_int, on_term: fn()) {
             return; // the pipe is gone: nothing will come
         }
     }
-    if !crate::guard::quietly(|| from_launcher(sender)).unwrap_or(false) {
-        crate::guard::quietly(on_term);
-    }
+    let launcher = crate::guard::quietly(|| from_launcher(sender)).unwrap_or(true);
+    crate::guard::quietly(|| on_term(launcher));
     // SAFETY: sigaction(2) and kill(2) on our own process.
     unsafe {
         let mut current: libc::sigaction = std::mem::zeroed();

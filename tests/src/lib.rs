@@ -723,6 +723,8 @@ pub struct Job {
     user: Option<User>,
     /// Emulated nodes (host name, ranks), see [`Job::on_nodes`]; empty: this host only.
     nodes: Vec<(String, u32)>,
+    /// Open MPI parameters for `mpirun` and every daemon (`--mca NAME VALUE`).
+    mca: Vec<(String, String)>,
     mpi: Mpi,
 }
 
@@ -744,6 +746,7 @@ impl Job {
             timeout: JOB_TIMEOUT,
             user: None,
             nodes: Vec::new(),
+            mca: Vec::new(),
             mpi: Mpi::OpenMpi,
         }
     }
@@ -772,6 +775,12 @@ impl Job {
     /// Add a program argument.
     pub fn arg(mut self, a: impl Into<String>) -> Job {
         self.args.push(a.into());
+        self
+    }
+
+    /// Set an Open MPI parameter for the launcher and its daemons (`--mca NAME VALUE`).
+    pub fn mca(mut self, name: &str, value: impl Into<String>) -> Job {
+        self.mca.push((name.to_string(), value.into()));
         self
     }
 
@@ -888,7 +897,20 @@ impl Job {
         }
     }
 
+    /// The launcher's command for the job profiled by `site_config`, to run it oneself (e.g. to
+    /// signal some of its processes while it runs).
+    pub fn profiled_command(&self, site_config: &Path) -> Command {
+        self.command_for(&[Context {
+            ranks: self.ranks,
+            env: self.preloaded(site_config),
+        }])
+    }
+
     fn launch(&self, contexts: &[Context]) -> Outcome {
+        run_with_timeout(self.command_for(contexts), self.timeout)
+    }
+
+    fn command_for(&self, contexts: &[Context]) -> Command {
         let mut cmd = match self.mpi {
             Mpi::OpenMpi => {
                 let mut cmd = self.command("mpirun");
@@ -915,6 +937,9 @@ impl Job {
                     ] {
                         cmd.args(["--mca", param, &value]);
                     }
+                }
+                for (param, value) in &self.mca {
+                    cmd.args(["--mca", param, value]);
                 }
                 cmd
             }
@@ -950,7 +975,7 @@ impl Job {
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
         }
-        run_with_timeout(cmd, self.timeout)
+        cmd
     }
 }
 

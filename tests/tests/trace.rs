@@ -307,20 +307,56 @@ fn delay_pattern_is_found_in_the_trace(mpi) {
     assert_eq!(exe.build_id.len(), 40, "a GNU build-id (sha1): {exe:?}");
     assert_eq!(local.clock.len(), 2, "clock measured at Init and Finalize");
     let _ = &t.problems;
-    // `mpistat analyze` reads the same directory and names the delayed send as the root cause.
+    assert_analyze_report(&t);
+}
+}
+
+/// `mpistat analyze DIR`'s readable report on the trace names what the program makes: the top
+/// root cause is rank 0's computation before its delayed `MPI_Send` (by source line), receives
+/// waited for late senders, and the loop's barriers waited for rank 2.
+fn assert_analyze_report(t: &Traced) {
     let out = Command::new(mpistat_binary())
-        .args(["analyze", "--format", "json"])
+        .arg("analyze")
         .arg(&t.dir)
         .output()
         .expect("run mpistat analyze");
+    let report = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
         "mpistat analyze failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(report.contains("MPI_Send"), "{report}");
-}
+    assert!(
+        report.starts_with(&format!("Trace analysis: {RANKS} ranks, ")),
+        "{report}"
+    );
+    let top = report
+        .split("Top root causes of waiting (delay costs):\n  1. ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_else(|| panic!("no root cause in {report}"));
+    assert!(
+        top.contains(&format!(
+            "before MPI_Send ({})",
+            marked_line("DELAYED SEND")
+        )) && top.contains(", most on rank 0:"),
+        "top root cause: {top}\n{report}"
+    );
+    let waits = report
+        .split("Wait states by pattern and call path:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no wait states in {report}"));
+    for (pattern, call) in [
+        ("Late Sender", "MPI_Recv"),
+        ("Wait at Barrier", "MPI_Barrier"),
+    ] {
+        assert!(
+            waits
+                .lines()
+                .any(|l| l.trim_start().starts_with(pattern) && l.contains(call)),
+            "no {pattern} wait in {call}: {report}"
+        );
+    }
 }
 
 #[test]
@@ -375,6 +411,24 @@ fn clocks_of_another_node_are_corrected() {
         assert_within("offset at Init", -local.clock[0].offset as f64, 2e9, 0.001);
     }
     assert_pattern(&t);
+}
+
+/// Three emulated nodes (ranks 0 | 1, 2 | 3): every point-to-point step of the chain and every
+/// barrier crosses nodes. The trace of each node's ranks lands in the one directory, and the
+/// analysis (the library's and `mpistat analyze`'s report) finds what it finds on one node.
+#[test]
+fn trace_analysis_across_three_nodes() {
+    let _serial = serial();
+    let home = TempDir::new("trace-three-nodes");
+    let nodes = [("cn1", 1), ("cn2", 2), ("cn3", 1)];
+    let t = run_traced_on(&nodes, &home, "", &[], pattern());
+    assert_eq!(
+        (t.record.nodes, t.record.host_list.as_str()),
+        (3, "cn[1-3]")
+    );
+    assert_eq!(t.trace.ranks.len(), RANKS as usize);
+    assert_pattern(&t);
+    assert_analyze_report(&t);
 }
 
 #[test]
