@@ -331,7 +331,7 @@ impl Recorder {
 
     /// Bytes a successful call's `traffic` moved (the counting path's measure).
     fn bytes_of(&self, traffic: Traffic) -> u64 {
-        crate::traffic::measure(self.table, traffic).1
+        crate::traffic::measure(self.table, traffic).bytes
     }
 
     fn push(&mut self, time: u64, kind: EventKind) {
