@@ -82,13 +82,14 @@ impl Args {
     };
 }
 
-/// A traced call in progress.
+/// A traced call in progress: everything is recorded at its end ([`leave`]), when its start
+/// time is the counting path's ([`crate::rt::Call::start`]); only a completing call does
+/// something before the real call (keeps its requests, [`enter`]).
 pub struct Entered {
     id: RoutineId,
     start: u64,
-    /// Its events are recorded (else, before the window, only supersteps and new
-    /// communicators are followed).
-    recording: bool,
+    /// The requests the call may complete were kept ([`Recorder::snapshot`]).
+    snapshot: bool,
 }
 
 /// Recording state of the window of supersteps.
@@ -376,11 +377,19 @@ impl Recorder {
 
     /// The region of routine `id` called from the first return address outside the profiler
     /// and libmpi.
+    #[inline(always)]
     fn region(&mut self, id: RoutineId) -> u32 {
         let site = self.sites.find(id);
         if self.last_region[id].0 == site {
             return self.last_region[id].1;
         }
+        self.region_of_site(id, site)
+    }
+
+    /// [`Recorder::region`] of a call site that is not the routine's last one.
+    #[cold]
+    #[inline(never)]
+    fn region_of_site(&mut self, id: RoutineId, site: usize) -> u32 {
         let key = (id, site);
         let r = match self.regions.get(&key) {
             Some(&r) => r,
@@ -418,17 +427,43 @@ impl Recorder {
         }
     }
 
-    fn leave(&mut self, entered: Entered, rc: c_int, traffic: Traffic, args: &Args) {
-        let end = ticks();
-        let sampled = self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE);
+    fn leave(&mut self, entered: Entered, end: u64, rc: c_int, traffic: Traffic, args: &Args) {
+        // Its events are recorded (else, before the window, only supersteps and new
+        // communicators are followed).
+        let recording = match self.state {
+            State::Stopped => return,
+            State::Skipping => false,
+            State::Recording => {
+                let n = if entered.snapshot {
+                    self.snapshot.len()
+                } else {
+                    0
+                };
+                // A call adds at most an enter, a send, an exit and two events per request.
+                if self.events.len() + 4 + 2 * n > self.capacity {
+                    self.state = State::Stopped;
+                    self.stopped_by_budget = true;
+                    return;
+                }
+                true
+            }
+        };
+        let sampled = recording && {
+            self.traced_calls += 1;
+            self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE)
+        };
         let facts = self.facts[entered.id];
         let class = facts.role;
+        if recording {
+            let region = self.region(entered.id);
+            self.push(entered.start, EventKind::Enter { region });
+        }
         let comm = (!args.comm.is_none()).then(|| self.comm_id(args.comm));
-        if rc == 0 && entered.recording {
+        if rc == 0 && recording {
             self.communication(&entered, end, facts, comm, traffic, args);
         }
         match (class, comm) {
-            (RegionRole::Mpi(c), Some(comm)) if !entered.recording => {
+            (RegionRole::Mpi(c), Some(comm)) if !recording => {
                 if rc == 0
                     && matches!(c, MpiClass::Barrier | MpiClass::AllToAll)
                     && self.spans_world(comm)
@@ -436,7 +471,7 @@ impl Recorder {
                     self.superstep_done();
                 }
             }
-            _ if !entered.recording => {}
+            _ if !recording => {}
             (RegionRole::Mpi(c), Some(comm)) if c != MpiClass::PointToPoint => {
                 let bytes = if rc == 0 { self.bytes_of(traffic) } else { 0 };
                 let root = match traffic {
@@ -537,7 +572,7 @@ impl Recorder {
                 }
             }
         }
-        if !matches!(args.completion, Completion::None) {
+        if entered.snapshot {
             self.completions(end, args);
         }
     }
@@ -659,70 +694,63 @@ fn status_of(completion: Completion, i: usize) -> *const MPI_Status {
 }
 
 impl Recorder {
-    fn enter(&mut self, id: RoutineId, requests: *const MPI_Request, n: c_int) -> Option<Entered> {
-        match self.state {
-            State::Recording => {}
-            State::Skipping => {
-                return Some(Entered {
-                    id,
-                    start: 0,
-                    recording: false,
-                })
-            }
-            State::Stopped => return None,
+    /// Keep the `n` requests at `requests` that a completing call may complete, when recording.
+    fn snapshot(&mut self, requests: *const MPI_Request, n: c_int) -> bool {
+        if self.state != State::Recording {
+            return false;
         }
-        let n = n.max(0) as usize;
-        // A call adds at most an enter, a send, an exit and two events per request.
-        if self.events.len() + 4 + 2 * n > self.capacity {
-            self.state = State::Stopped;
-            self.stopped_by_budget = true;
-            return None;
-        }
-        self.traced_calls += 1;
-        let sampled = self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE);
-        let overhead_start = if sampled { ticks() } else { 0 };
-        let region = self.region(id);
         self.completing = requests;
         self.snapshot.clear();
-        if !requests.is_null() {
-            // SAFETY: the caller passes `n` requests (MPI's contract for the completing call).
-            self.snapshot
-                .extend_from_slice(unsafe { std::slice::from_raw_parts(requests, n) });
-        }
-        let start = ticks();
-        self.push(start, EventKind::Enter { region });
-        if sampled {
-            self.overhead_ticks += start.saturating_sub(overhead_start) * OVERHEAD_SAMPLE;
-        }
-        Some(Entered {
-            id,
-            start,
-            recording: true,
-        })
+        // SAFETY: the caller passes `n` requests (MPI's contract for the completing call).
+        self.snapshot
+            .extend_from_slice(unsafe { std::slice::from_raw_parts(requests, n.max(0) as usize) });
+        true
     }
 }
 
-/// Start of a traced call of routine `id` (out of line); `requests` are the `n` requests a
-/// completing call may complete (null otherwise).
-#[inline(never)]
+/// Start of a traced call of routine `id`; `requests` are the `n` requests a completing call
+/// may complete (null otherwise: a constant in every other wrapper, which then runs nothing here).
+#[inline(always)]
 pub fn enter(
     call: &crate::rt::Call,
     id: RoutineId,
     requests: *const MPI_Request,
     n: c_int,
 ) -> Option<Entered> {
-    with_recorder_if(call.on_traced_thread(), |r| {
-        r.as_mut()?.enter(id, requests, n)
+    let snapshot = !requests.is_null() && enter_completing(call, requests, n);
+    Some(Entered {
+        id,
+        start: call.start(),
+        snapshot,
     })
-    .flatten()
 }
 
-/// End of a traced call that returned `rc` (out of line).
+/// [`enter`] of a completing call: keep its requests (out of line).
 #[inline(never)]
-pub fn leave(call: &crate::rt::Call, entered: Entered, rc: c_int, traffic: Traffic, args: Args) {
+fn enter_completing(call: &crate::rt::Call, requests: *const MPI_Request, n: c_int) -> bool {
     with_recorder_if(call.on_traced_thread(), |r| {
-        r.as_mut().map(|r| r.leave(entered, rc, traffic, &args))
+        r.as_mut().is_some_and(|r| r.snapshot(requests, n))
+    })
+    .unwrap_or(false)
+}
+
+/// End of a traced call that returned `rc` (out of line): records the whole call. Returns its
+/// end time, which the counting path uses too.
+#[inline(never)]
+pub fn leave(
+    call: &crate::rt::Call,
+    entered: Entered,
+    rc: c_int,
+    traffic: Traffic,
+    args: Args,
+) -> u64 {
+    let end = ticks();
+    with_recorder_if(call.on_traced_thread(), |r| {
+        if let Some(r) = r.as_mut() {
+            r.leave(entered, end, rc, traffic, &args);
+        }
     });
+    end
 }
 
 /// The analysis' class of a routine; nonblocking collectives synchronise in their completion,
