@@ -3,9 +3,10 @@
 //! `mpistat-analysis`'s model, written per rank at `MPI_Finalize` with its writer.
 //!
 //! Off (the normal case) it costs the wrappers one relaxed load of [`ON`] and a predictable branch;
-//! everything else is out of line. On, [`enter`] records the call's start and call site (the first
-//! return address outside this library and libmpi, see `callsite.rs`) and [`leave`] the call's
-//! events. Events go into
+//! everything else is out of line. On, [`leave`] records the whole call at its end, in one
+//! out-of-line step: its start (the counting path's start time), its call site (the first
+//! return address outside this library and libmpi, see `callsite.rs`) and its events; [`enter`]
+//! does something only for completing calls (keeps their requests). Events go into
 //! a buffer sized by the site's budget; when it is full, or the window of supersteps ends,
 //! recording stops. At `MPI_Finalize` [`finish`] measures the clock offsets again, cuts every
 //! rank's events at the last superstep all ranks recorded (so that the trace is consistent), and
@@ -897,7 +898,10 @@ const CLOCK_TAG: c_int = 7001;
 const PING_PONGS: usize = 16;
 
 /// This rank's clock offset to rank 0 (rank 0's clock minus ours), by ping-pongs with rank 0
-/// over `comm`, keeping the one with the shortest round trip (collective over `comm`).
+/// over `comm`, keeping the one with the shortest round trip (collective over `comm`). In
+/// `.text.init` with [`start`].
+#[inline(never)]
+#[link_section = ".text.init.mpistat"]
 fn measure_offset(recorder: &Recorder, comm: &OwnComm) -> Option<ClockSample> {
     let rank = recorder.rank as c_int;
     if rank == 0 {
@@ -953,6 +957,15 @@ impl Recorder {
     /// A recorder for the calling thread, without what needs MPI (rank, world, clock samples).
     fn new(config: &TraceConfig) -> Recorder {
         let capacity = config.budget_bytes / std::mem::size_of::<Event>();
+        // MPI_COMM_WORLD is this rank's communicator 0 (its members are set by `start`).
+        let mut comms = FastMap::default();
+        let last_comm = match mpi::comm_world() {
+            Some(world) => {
+                comms.insert(world.key(), 0);
+                (world.key(), 0)
+            }
+            None => (0, 0),
+        };
         Recorder {
             config: config.clone(),
             reason: "",
@@ -975,7 +988,7 @@ impl Recorder {
             table: crate::rt::thread_table(),
             region_keys: Vec::new(),
             sites: CallSites::default(),
-            comms: FastMap::default(),
+            comms,
             communicators: Vec::new(),
             pending: FastMap::default(),
             completing: std::ptr::null(),
@@ -990,14 +1003,19 @@ impl Recorder {
             overhead_ticks: 0,
             traced_calls: 0,
             last_region: vec![(usize::MAX, 0); ROUTINES.len()],
-            last_comm: (0, 0),
+            last_comm,
         }
     }
 }
 
 /// Set up this rank's recorder (the one [`prepare`]d, else a new one) and measure its clock
-/// against rank 0's (collective over `MPI_COMM_WORLD`). Out of line, away from `.text.init`.
+/// against rank 0's (collective over `MPI_COMM_WORLD`). At the end of `MPI_Init`, so in
+/// `.text.init` with [`measure_offset`] (footprint.rs): anywhere else in `.text` each of them
+/// mapped one more 64 KiB chunk of code during MPI_Init. What a recorder needs that shared
+/// generic code would build (the world's entry in the communicators' map) was made by
+/// [`Recorder::new`], before the real `MPI_Init`.
 #[inline(never)]
+#[link_section = ".text.init.mpistat"]
 fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32) {
     let Some(world) = mpi::comm_world() else {
         return;
@@ -1014,11 +1032,15 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         .skew_spec
         .as_deref()
         .map_or_else(Skew::default, |spec| test_skew(spec, rank));
-    recorder.communicators = vec![Communicator {
-        members: (0..world_size).collect(),
-    }];
-    recorder.comms.insert(world.key(), 0);
-    recorder.last_comm = (world.key(), 0);
+    let mut members = Vec::with_capacity(world_size as usize);
+    for r in 0..world_size {
+        members.push(r);
+    }
+    recorder.communicators = vec![Communicator { members }];
+    if recorder.last_comm != (world.key(), 0) {
+        recorder.comms.insert(world.key(), 0);
+        recorder.last_comm = (world.key(), 0);
+    }
     recorder.anchor = Anchor::now();
     if let Some(sample) = measure_offset(&recorder, &comm) {
         recorder.clock.push(sample);
