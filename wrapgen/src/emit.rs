@@ -423,7 +423,7 @@ fn wrapper(
     writeln!(out, "    let traffic = {traffic};").unwrap();
     writeln!(
         out,
-        "    let end = match traced {{ Some(traced) => Some(trace::leave(&call, traced, {rc_arg}, traffic, {})), None => None }};",
+        "    let end = traced.map(|traced| trace::leave(&call, traced, {rc_arg}, traffic, {}));",
         trace_args_expr(&row.semantics)
     )
     .unwrap();

@@ -26,7 +26,7 @@ unsafe fn wrap_MPI_Bsend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Bsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Bsend, rc, traffic, comm);
     rc
 }
@@ -54,7 +54,7 @@ unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Bsend_init, rc, traffic, comm);
     rc
 }
@@ -82,7 +82,7 @@ unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, tracing: bool, buffer: *mut c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -110,7 +110,7 @@ unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, tracing: bool, buffer: *mut c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -138,7 +138,7 @@ unsafe fn wrap_MPI_Cancel(via_pmpi: bool, tracing: bool, request: *mut MPI_Reque
     let traced = if tracing { trace::enter(&call, id::MPI_Cancel, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -166,7 +166,7 @@ unsafe fn wrap_MPI_Get_count(via_pmpi: bool, tracing: bool, status: *const MPI_S
     let traced = if tracing { trace::enter(&call, id::MPI_Get_count, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -196,7 +196,7 @@ unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, tracing: bool, status: *const MP
     let traced = if tracing { trace::enter(&call, id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -224,7 +224,7 @@ unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, tracing: bool, status: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -252,7 +252,7 @@ unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, tracing: bool, request: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -280,7 +280,7 @@ unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, tracing: bool, query_fn: MPI_G
     let traced = if tracing { trace::enter(&call, id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
     let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -308,7 +308,7 @@ unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ibsend, rc, traffic, comm);
     rc
 }
@@ -336,7 +336,7 @@ unsafe fn wrap_MPI_Improbe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Improbe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, message, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Improbe, rc, traffic, comm);
     rc
 }
@@ -364,7 +364,7 @@ unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count
     let traced = if tracing { trace::enter(&call, id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype: r#type, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -392,7 +392,7 @@ unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iprobe, rc, traffic, comm);
     rc
 }
@@ -422,7 +422,7 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let traced = if tracing { trace::enter(&call, id::MPI_Irecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Irecv, rc, traffic, comm);
     rc
 }
@@ -452,7 +452,7 @@ unsafe fn wrap_MPI_Irsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Irsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Irsend, rc, traffic, comm);
     rc
 }
@@ -480,7 +480,7 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Isend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Isend, rc, traffic, comm);
     rc
 }
@@ -510,7 +510,7 @@ unsafe fn wrap_MPI_Issend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Issend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Issend, rc, traffic, comm);
     rc
 }
@@ -538,7 +538,7 @@ unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, message, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Mprobe, rc, traffic, comm);
     rc
 }
@@ -568,7 +568,7 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let traced = if tracing { trace::enter(&call, id::MPI_Mrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype: r#type, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -596,7 +596,7 @@ unsafe fn wrap_MPI_Probe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Probe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Probe, rc, traffic, comm);
     rc
 }
@@ -626,7 +626,7 @@ unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, tracing: bool, buf: *mut c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Recv_init, rc, traffic, comm);
     rc
 }
@@ -656,7 +656,7 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: 
     let traced = if tracing { trace::enter(&call, id::MPI_Recv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Recv, rc, traffic, comm);
     rc
 }
@@ -686,7 +686,7 @@ unsafe fn wrap_MPI_Request_free(via_pmpi: bool, tracing: bool, request: *mut MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Request_free, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -714,7 +714,7 @@ unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, tracing: bool, request: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -742,7 +742,7 @@ unsafe fn wrap_MPI_Rsend(via_pmpi: bool, tracing: bool, ibuf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Rsend, std::ptr::null(), 0) } else { None };
     let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Rsend, rc, traffic, comm);
     rc
 }
@@ -770,7 +770,7 @@ unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Rsend_init, rc, traffic, comm);
     rc
 }
@@ -798,7 +798,7 @@ unsafe fn wrap_MPI_Send_init(via_pmpi: bool, tracing: bool, buf: *const c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Send_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Send_init, rc, traffic, comm);
     rc
 }
@@ -826,7 +826,7 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, tracing: bool, buf: *const c_void, count
     let traced = if tracing { trace::enter(&call, id::MPI_Send, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Send, rc, traffic, comm);
     rc
 }
@@ -858,7 +858,7 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest, recv_count: MPI_Count::from(recvcount), recv_datatype: recvtype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Sendrecv, rc, traffic, comm);
     rc
 }
@@ -890,7 +890,7 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, tracing: bool, buf: *mut c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv_replace, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(count), datatype, peer: dest, recv_count: MPI_Count::from(count), recv_datatype: datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Sendrecv_replace, rc, traffic, comm);
     rc
 }
@@ -918,7 +918,7 @@ unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ssend_init, rc, traffic, comm);
     rc
 }
@@ -946,7 +946,7 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Ssend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ssend, rc, traffic, comm);
     rc
 }
@@ -976,7 +976,7 @@ unsafe fn wrap_MPI_Start(via_pmpi: bool, tracing: bool, request: *mut MPI_Reques
     let traced = if tracing { trace::enter(&call, id::MPI_Start, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1006,7 +1006,7 @@ unsafe fn wrap_MPI_Startall(via_pmpi: bool, tracing: bool, count: c_int, array_o
     let traced = if tracing { trace::enter(&call, id::MPI_Startall, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_requests);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1036,7 +1036,7 @@ unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, tracing: bool, status: *
     let traced = if tracing { trace::enter(&call, id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1064,7 +1064,7 @@ unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, tracing: bool, status: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1092,7 +1092,7 @@ unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, tracing: bool, status: 
     let traced = if tracing { trace::enter(&call, id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1120,7 +1120,7 @@ unsafe fn wrap_MPI_Testall(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Testall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1150,7 +1150,7 @@ unsafe fn wrap_MPI_Testany(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Testany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, flag, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1180,7 +1180,7 @@ unsafe fn wrap_MPI_Test(via_pmpi: bool, tracing: bool, request: *mut MPI_Request
     let traced = if tracing { trace::enter(&call, id::MPI_Test, request, 1) } else { None };
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1210,7 +1210,7 @@ unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, tracing: bool, status: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1238,7 +1238,7 @@ unsafe fn wrap_MPI_Testsome(via_pmpi: bool, tracing: bool, incount: c_int, array
     let traced = if tracing { trace::enter(&call, id::MPI_Testsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1266,7 +1266,7 @@ unsafe fn wrap_MPI_Waitall(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Waitall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, array_of_statuses);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1296,7 +1296,7 @@ unsafe fn wrap_MPI_Waitany(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Waitany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1326,7 +1326,7 @@ unsafe fn wrap_MPI_Wait(via_pmpi: bool, tracing: bool, request: *mut MPI_Request
     let traced = if tracing { trace::enter(&call, id::MPI_Wait, request, 1) } else { None };
     let rc = next(request, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1356,7 +1356,7 @@ unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, tracing: bool, incount: c_int, array
     let traced = if tracing { trace::enter(&call, id::MPI_Waitsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1384,7 +1384,7 @@ unsafe fn wrap_MPI_Bsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Bsend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Bsend_c, rc, traffic, comm);
     rc
 }
@@ -1412,7 +1412,7 @@ unsafe fn wrap_MPI_Bsend_init_c(via_pmpi: bool, tracing: bool, buf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Bsend_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Bsend_init_c, rc, traffic, comm);
     rc
 }
@@ -1440,7 +1440,7 @@ unsafe fn wrap_MPI_Buffer_attach_c(via_pmpi: bool, tracing: bool, buffer: *mut c
     let traced = if tracing { trace::enter(&call, id::MPI_Buffer_attach_c, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Buffer_attach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1468,7 +1468,7 @@ unsafe fn wrap_MPI_Buffer_detach_c(via_pmpi: bool, tracing: bool, buffer_addr: *
     let traced = if tracing { trace::enter(&call, id::MPI_Buffer_detach_c, std::ptr::null(), 0) } else { None };
     let rc = next(buffer_addr, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Buffer_detach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1496,7 +1496,7 @@ unsafe fn wrap_MPI_Get_count_c(via_pmpi: bool, tracing: bool, status: *const MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Get_count_c, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_count_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1524,7 +1524,7 @@ unsafe fn wrap_MPI_Get_elements_c(via_pmpi: bool, tracing: bool, status: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Get_elements_c, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_elements_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1552,7 +1552,7 @@ unsafe fn wrap_MPI_Ibsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, c
     let traced = if tracing { trace::enter(&call, id::MPI_Ibsend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ibsend_c, rc, traffic, comm);
     rc
 }
@@ -1580,7 +1580,7 @@ unsafe fn wrap_MPI_Imrecv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Imrecv_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, message, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Imrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1608,7 +1608,7 @@ unsafe fn wrap_MPI_Irecv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Irecv_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: source };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Irecv_c, rc, traffic, comm);
     rc
 }
@@ -1636,7 +1636,7 @@ unsafe fn wrap_MPI_Irsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, c
     let traced = if tracing { trace::enter(&call, id::MPI_Irsend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Irsend_c, rc, traffic, comm);
     rc
 }
@@ -1664,7 +1664,7 @@ unsafe fn wrap_MPI_Isend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Isend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Isend_c, rc, traffic, comm);
     rc
 }
@@ -1692,7 +1692,7 @@ unsafe fn wrap_MPI_Isendrecv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Isendrecv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Isendrecv, rc, traffic, comm);
     rc
 }
@@ -1720,7 +1720,7 @@ unsafe fn wrap_MPI_Isendrecv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Isendrecv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Isendrecv_c, rc, traffic, comm);
     rc
 }
@@ -1748,7 +1748,7 @@ unsafe fn wrap_MPI_Isendrecv_replace(via_pmpi: bool, tracing: bool, buf: *mut c_
     let traced = if tracing { trace::enter(&call, id::MPI_Isendrecv_replace, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Isendrecv_replace, rc, traffic, comm);
     rc
 }
@@ -1776,7 +1776,7 @@ unsafe fn wrap_MPI_Isendrecv_replace_c(via_pmpi: bool, tracing: bool, buf: *mut 
     let traced = if tracing { trace::enter(&call, id::MPI_Isendrecv_replace_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Isendrecv_replace_c, rc, traffic, comm);
     rc
 }
@@ -1804,7 +1804,7 @@ unsafe fn wrap_MPI_Issend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, c
     let traced = if tracing { trace::enter(&call, id::MPI_Issend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Issend_c, rc, traffic, comm);
     rc
 }
@@ -1834,7 +1834,7 @@ unsafe fn wrap_MPI_Mrecv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Mrecv_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, message, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Mrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1862,7 +1862,7 @@ unsafe fn wrap_MPI_Parrived(via_pmpi: bool, tracing: bool, request: MPI_Request,
     let traced = if tracing { trace::enter(&call, id::MPI_Parrived, std::ptr::null(), 0) } else { None };
     let rc = next(request, partition, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Parrived, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1890,7 +1890,7 @@ unsafe fn wrap_MPI_Pready(via_pmpi: bool, tracing: bool, partition: c_int, reque
     let traced = if tracing { trace::enter(&call, id::MPI_Pready, std::ptr::null(), 0) } else { None };
     let rc = next(partition, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Pready, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1918,7 +1918,7 @@ unsafe fn wrap_MPI_Pready_list(via_pmpi: bool, tracing: bool, length: c_int, arr
     let traced = if tracing { trace::enter(&call, id::MPI_Pready_list, std::ptr::null(), 0) } else { None };
     let rc = next(length, array_of_partitions, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Pready_list, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1946,7 +1946,7 @@ unsafe fn wrap_MPI_Pready_range(via_pmpi: bool, tracing: bool, partition_low: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Pready_range, std::ptr::null(), 0) } else { None };
     let rc = next(partition_low, partition_high, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Pready_range, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1974,7 +1974,7 @@ unsafe fn wrap_MPI_Precv_init(via_pmpi: bool, tracing: bool, buf: *mut c_void, p
     let traced = if tracing { trace::enter(&call, id::MPI_Precv_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, partitions, count, datatype, dest, tag, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Precv_init, rc, traffic, comm);
     rc
 }
@@ -2002,7 +2002,7 @@ unsafe fn wrap_MPI_Psend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Psend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, partitions, count, datatype, dest, tag, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Psend_init, rc, traffic, comm);
     rc
 }
@@ -2032,7 +2032,7 @@ unsafe fn wrap_MPI_Recv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, count
     let traced = if tracing { trace::enter(&call, id::MPI_Recv_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Recv_c, rc, traffic, comm);
     rc
 }
@@ -2060,7 +2060,7 @@ unsafe fn wrap_MPI_Recv_init_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Recv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Recv_init_c, rc, traffic, comm);
     rc
 }
@@ -2088,7 +2088,7 @@ unsafe fn wrap_MPI_Rsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Rsend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Rsend_c, rc, traffic, comm);
     rc
 }
@@ -2116,7 +2116,7 @@ unsafe fn wrap_MPI_Rsend_init_c(via_pmpi: bool, tracing: bool, buf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Rsend_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Rsend_init_c, rc, traffic, comm);
     rc
 }
@@ -2144,7 +2144,7 @@ unsafe fn wrap_MPI_Send_c(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Send_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Send_c, rc, traffic, comm);
     rc
 }
@@ -2172,7 +2172,7 @@ unsafe fn wrap_MPI_Send_init_c(via_pmpi: bool, tracing: bool, buf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Send_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Send_init_c, rc, traffic, comm);
     rc
 }
@@ -2202,7 +2202,7 @@ unsafe fn wrap_MPI_Sendrecv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: sendcount, datatype: sendtype, peer: dest, recv_count: recvcount, recv_datatype: recvtype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Sendrecv_c, rc, traffic, comm);
     rc
 }
@@ -2232,7 +2232,7 @@ unsafe fn wrap_MPI_Sendrecv_replace_c(via_pmpi: bool, tracing: bool, buf: *mut c
     let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv_replace_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count, datatype, peer: dest, recv_count: count, recv_datatype: datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Sendrecv_replace_c, rc, traffic, comm);
     rc
 }
@@ -2260,7 +2260,7 @@ unsafe fn wrap_MPI_Ssend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Ssend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ssend_c, rc, traffic, comm);
     rc
 }
@@ -2288,7 +2288,7 @@ unsafe fn wrap_MPI_Ssend_init_c(via_pmpi: bool, tracing: bool, buf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Ssend_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ssend_init_c, rc, traffic, comm);
     rc
 }
@@ -2316,7 +2316,7 @@ unsafe fn wrap_MPI_Allgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Allgather, rc, traffic, comm);
     rc
 }
@@ -2346,7 +2346,7 @@ unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iallgather, rc, traffic, comm);
     rc
 }
@@ -2374,7 +2374,7 @@ unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Allgatherv, rc, traffic, comm);
     rc
 }
@@ -2404,7 +2404,7 @@ unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iallgatherv, rc, traffic, comm);
     rc
 }
@@ -2432,7 +2432,7 @@ unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Allreduce, rc, traffic, comm);
     rc
 }
@@ -2462,7 +2462,7 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iallreduce, rc, traffic, comm);
     rc
 }
@@ -2492,7 +2492,7 @@ unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Alltoall, rc, traffic, comm);
     rc
 }
@@ -2522,7 +2522,7 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ialltoall, rc, traffic, comm);
     rc
 }
@@ -2552,7 +2552,7 @@ unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Alltoallv, rc, traffic, comm);
     rc
 }
@@ -2582,7 +2582,7 @@ unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ialltoallv, rc, traffic, comm);
     rc
 }
@@ -2610,7 +2610,7 @@ unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Alltoallw, rc, traffic, comm);
     rc
 }
@@ -2638,7 +2638,7 @@ unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ialltoallw, rc, traffic, comm);
     rc
 }
@@ -2666,7 +2666,7 @@ unsafe fn wrap_MPI_Barrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm) -> c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Barrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Barrier, rc, traffic, comm);
     rc
 }
@@ -2696,7 +2696,7 @@ unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm, reque
     let traced = if tracing { trace::enter(&call, id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ibarrier, rc, traffic, comm);
     rc
 }
@@ -2726,7 +2726,7 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Bcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Bcast, rc, traffic, comm);
     rc
 }
@@ -2756,7 +2756,7 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ibcast, rc, traffic, comm);
     rc
 }
@@ -2786,7 +2786,7 @@ unsafe fn wrap_MPI_Exscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Exscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Exscan, rc, traffic, comm);
     rc
 }
@@ -2814,7 +2814,7 @@ unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iexscan, rc, traffic, comm);
     rc
 }
@@ -2842,7 +2842,7 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Gather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Gather, rc, traffic, comm);
     rc
 }
@@ -2872,7 +2872,7 @@ unsafe fn wrap_MPI_Igather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Igather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Igather, rc, traffic, comm);
     rc
 }
@@ -2900,7 +2900,7 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Gatherv, rc, traffic, comm);
     rc
 }
@@ -2930,7 +2930,7 @@ unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Igatherv, rc, traffic, comm);
     rc
 }
@@ -2958,7 +2958,7 @@ unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_allgather, rc, traffic, comm);
     rc
 }
@@ -2986,7 +2986,7 @@ unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ineighbor_allgather, rc, traffic, comm);
     rc
 }
@@ -3014,7 +3014,7 @@ unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_allgatherv, rc, traffic, comm);
     rc
 }
@@ -3042,7 +3042,7 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ineighbor_allgatherv, rc, traffic, comm);
     rc
 }
@@ -3070,7 +3070,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_alltoall, rc, traffic, comm);
     rc
 }
@@ -3098,7 +3098,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ineighbor_alltoall, rc, traffic, comm);
     rc
 }
@@ -3126,7 +3126,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_alltoallv, rc, traffic, comm);
     rc
 }
@@ -3154,7 +3154,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ineighbor_alltoallv, rc, traffic, comm);
     rc
 }
@@ -3182,7 +3182,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_alltoallw, rc, traffic, comm);
     rc
 }
@@ -3210,7 +3210,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ineighbor_alltoallw, rc, traffic, comm);
     rc
 }
@@ -3238,7 +3238,7 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Reduce, rc, traffic, comm);
     rc
 }
@@ -3268,7 +3268,7 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ireduce, rc, traffic, comm);
     rc
 }
@@ -3298,7 +3298,7 @@ unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, tracing: bool, inbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3326,7 +3326,7 @@ unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Reduce_scatter, rc, traffic, comm);
     rc
 }
@@ -3354,7 +3354,7 @@ unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ireduce_scatter, rc, traffic, comm);
     rc
 }
@@ -3382,7 +3382,7 @@ unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Reduce_scatter_block, rc, traffic, comm);
     rc
 }
@@ -3410,7 +3410,7 @@ unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf:
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ireduce_scatter_block, rc, traffic, comm);
     rc
 }
@@ -3438,7 +3438,7 @@ unsafe fn wrap_MPI_Scan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, r
     let traced = if tracing { trace::enter(&call, id::MPI_Scan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Scan, rc, traffic, comm);
     rc
 }
@@ -3466,7 +3466,7 @@ unsafe fn wrap_MPI_Iscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Iscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iscan, rc, traffic, comm);
     rc
 }
@@ -3494,7 +3494,7 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Scatter, rc, traffic, comm);
     rc
 }
@@ -3524,7 +3524,7 @@ unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iscatter, rc, traffic, comm);
     rc
 }
@@ -3552,7 +3552,7 @@ unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Scatterv, rc, traffic, comm);
     rc
 }
@@ -3580,7 +3580,7 @@ unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iscatterv, rc, traffic, comm);
     rc
 }
@@ -3608,7 +3608,7 @@ unsafe fn wrap_MPI_Allgather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Allgather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Allgather_c, rc, traffic, comm);
     rc
 }
@@ -3636,7 +3636,7 @@ unsafe fn wrap_MPI_Allgather_init(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Allgather_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Allgather_init, rc, traffic, comm);
     rc
 }
@@ -3664,7 +3664,7 @@ unsafe fn wrap_MPI_Allgather_init_c(via_pmpi: bool, tracing: bool, sendbuf: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Allgather_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Allgather_init_c, rc, traffic, comm);
     rc
 }
@@ -3692,7 +3692,7 @@ unsafe fn wrap_MPI_Allgatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Allgatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Allgatherv_c, rc, traffic, comm);
     rc
 }
@@ -3720,7 +3720,7 @@ unsafe fn wrap_MPI_Allgatherv_init(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Allgatherv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Allgatherv_init, rc, traffic, comm);
     rc
 }
@@ -3748,7 +3748,7 @@ unsafe fn wrap_MPI_Allgatherv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Allgatherv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Allgatherv_init_c, rc, traffic, comm);
     rc
 }
@@ -3776,7 +3776,7 @@ unsafe fn wrap_MPI_Allreduce_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Allreduce_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Allreduce_c, rc, traffic, comm);
     rc
 }
@@ -3804,7 +3804,7 @@ unsafe fn wrap_MPI_Allreduce_init(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Allreduce_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Allreduce_init, rc, traffic, comm);
     rc
 }
@@ -3832,7 +3832,7 @@ unsafe fn wrap_MPI_Allreduce_init_c(via_pmpi: bool, tracing: bool, sendbuf: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Allreduce_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Allreduce_init_c, rc, traffic, comm);
     rc
 }
@@ -3860,7 +3860,7 @@ unsafe fn wrap_MPI_Alltoall_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoall_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Alltoall_c, rc, traffic, comm);
     rc
 }
@@ -3888,7 +3888,7 @@ unsafe fn wrap_MPI_Alltoall_init(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoall_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Alltoall_init, rc, traffic, comm);
     rc
 }
@@ -3916,7 +3916,7 @@ unsafe fn wrap_MPI_Alltoall_init_c(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoall_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Alltoall_init_c, rc, traffic, comm);
     rc
 }
@@ -3944,7 +3944,7 @@ unsafe fn wrap_MPI_Alltoallv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, comm } };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Alltoallv_c, rc, traffic, comm);
     rc
 }
@@ -3972,7 +3972,7 @@ unsafe fn wrap_MPI_Alltoallv_init(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Alltoallv_init, rc, traffic, comm);
     rc
 }
@@ -4000,7 +4000,7 @@ unsafe fn wrap_MPI_Alltoallv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Alltoallv_init_c, rc, traffic, comm);
     rc
 }
@@ -4028,7 +4028,7 @@ unsafe fn wrap_MPI_Alltoallw_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallw_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Alltoallw_c, rc, traffic, comm);
     rc
 }
@@ -4056,7 +4056,7 @@ unsafe fn wrap_MPI_Alltoallw_init(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallw_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Alltoallw_init, rc, traffic, comm);
     rc
 }
@@ -4084,7 +4084,7 @@ unsafe fn wrap_MPI_Alltoallw_init_c(via_pmpi: bool, tracing: bool, sendbuf: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallw_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Alltoallw_init_c, rc, traffic, comm);
     rc
 }
@@ -4112,7 +4112,7 @@ unsafe fn wrap_MPI_Barrier_init(via_pmpi: bool, tracing: bool, comm: MPI_Comm, i
     let traced = if tracing { trace::enter(&call, id::MPI_Barrier_init, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Barrier_init, rc, traffic, comm);
     rc
 }
@@ -4140,7 +4140,7 @@ unsafe fn wrap_MPI_Bcast_c(via_pmpi: bool, tracing: bool, buffer: *mut c_void, c
     let traced = if tracing { trace::enter(&call, id::MPI_Bcast_c, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count, datatype, peer: root };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Bcast_c, rc, traffic, comm);
     rc
 }
@@ -4168,7 +4168,7 @@ unsafe fn wrap_MPI_Bcast_init(via_pmpi: bool, tracing: bool, buffer: *mut c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Bcast_init, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Bcast_init, rc, traffic, comm);
     rc
 }
@@ -4196,7 +4196,7 @@ unsafe fn wrap_MPI_Bcast_init_c(via_pmpi: bool, tracing: bool, buffer: *mut c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Bcast_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Bcast_init_c, rc, traffic, comm);
     rc
 }
@@ -4224,7 +4224,7 @@ unsafe fn wrap_MPI_Exscan_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Exscan_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Exscan_c, rc, traffic, comm);
     rc
 }
@@ -4252,7 +4252,7 @@ unsafe fn wrap_MPI_Exscan_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Exscan_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Exscan_init, rc, traffic, comm);
     rc
 }
@@ -4280,7 +4280,7 @@ unsafe fn wrap_MPI_Exscan_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Exscan_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Exscan_init_c, rc, traffic, comm);
     rc
 }
@@ -4308,7 +4308,7 @@ unsafe fn wrap_MPI_Gather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Gather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Gather_c, rc, traffic, comm);
     rc
 }
@@ -4336,7 +4336,7 @@ unsafe fn wrap_MPI_Gather_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Gather_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Gather_init, rc, traffic, comm);
     rc
 }
@@ -4364,7 +4364,7 @@ unsafe fn wrap_MPI_Gather_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Gather_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Gather_init_c, rc, traffic, comm);
     rc
 }
@@ -4392,7 +4392,7 @@ unsafe fn wrap_MPI_Gatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Gatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Gatherv_c, rc, traffic, comm);
     rc
 }
@@ -4420,7 +4420,7 @@ unsafe fn wrap_MPI_Gatherv_init(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Gatherv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Gatherv_init, rc, traffic, comm);
     rc
 }
@@ -4448,7 +4448,7 @@ unsafe fn wrap_MPI_Gatherv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Gatherv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Gatherv_init_c, rc, traffic, comm);
     rc
 }
@@ -4476,7 +4476,7 @@ unsafe fn wrap_MPI_Iallgather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Iallgather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iallgather_c, rc, traffic, comm);
     rc
 }
@@ -4504,7 +4504,7 @@ unsafe fn wrap_MPI_Iallgatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Iallgatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iallgatherv_c, rc, traffic, comm);
     rc
 }
@@ -4532,7 +4532,7 @@ unsafe fn wrap_MPI_Iallreduce_c(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Iallreduce_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iallreduce_c, rc, traffic, comm);
     rc
 }
@@ -4560,7 +4560,7 @@ unsafe fn wrap_MPI_Ialltoall_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoall_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ialltoall_c, rc, traffic, comm);
     rc
 }
@@ -4588,7 +4588,7 @@ unsafe fn wrap_MPI_Ialltoallv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, comm } };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ialltoallv_c, rc, traffic, comm);
     rc
 }
@@ -4616,7 +4616,7 @@ unsafe fn wrap_MPI_Ialltoallw_c(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallw_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ialltoallw_c, rc, traffic, comm);
     rc
 }
@@ -4644,7 +4644,7 @@ unsafe fn wrap_MPI_Ibcast_c(via_pmpi: bool, tracing: bool, buffer: *mut c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Ibcast_c, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: root };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ibcast_c, rc, traffic, comm);
     rc
 }
@@ -4672,7 +4672,7 @@ unsafe fn wrap_MPI_Iexscan_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Iexscan_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iexscan_c, rc, traffic, comm);
     rc
 }
@@ -4700,7 +4700,7 @@ unsafe fn wrap_MPI_Igather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Igather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Igather_c, rc, traffic, comm);
     rc
 }
@@ -4728,7 +4728,7 @@ unsafe fn wrap_MPI_Igatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Igatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Igatherv_c, rc, traffic, comm);
     rc
 }
@@ -4756,7 +4756,7 @@ unsafe fn wrap_MPI_Ineighbor_allgather_c(via_pmpi: bool, tracing: bool, sendbuf:
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ineighbor_allgather_c, rc, traffic, comm);
     rc
 }
@@ -4784,7 +4784,7 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv_c(via_pmpi: bool, tracing: bool, sendbuf
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ineighbor_allgatherv_c, rc, traffic, comm);
     rc
 }
@@ -4812,7 +4812,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoall_c(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoall_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ineighbor_alltoall_c, rc, traffic, comm);
     rc
 }
@@ -4840,7 +4840,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv_c(via_pmpi: bool, tracing: bool, sendbuf:
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ineighbor_alltoallv_c, rc, traffic, comm);
     rc
 }
@@ -4868,7 +4868,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw_c(via_pmpi: bool, tracing: bool, sendbuf:
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallw_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ineighbor_alltoallw_c, rc, traffic, comm);
     rc
 }
@@ -4896,7 +4896,7 @@ unsafe fn wrap_MPI_Ireduce_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: root };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ireduce_c, rc, traffic, comm);
     rc
 }
@@ -4924,7 +4924,7 @@ unsafe fn wrap_MPI_Ireduce_scatter_block_c(via_pmpi: bool, tracing: bool, sendbu
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter_block_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ireduce_scatter_block_c, rc, traffic, comm);
     rc
 }
@@ -4952,7 +4952,7 @@ unsafe fn wrap_MPI_Ireduce_scatter_c(via_pmpi: bool, tracing: bool, sendbuf: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, comm };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ireduce_scatter_c, rc, traffic, comm);
     rc
 }
@@ -4980,7 +4980,7 @@ unsafe fn wrap_MPI_Iscan_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Iscan_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iscan_c, rc, traffic, comm);
     rc
 }
@@ -5008,7 +5008,7 @@ unsafe fn wrap_MPI_Iscatter_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Iscatter_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iscatter_c, rc, traffic, comm);
     rc
 }
@@ -5036,7 +5036,7 @@ unsafe fn wrap_MPI_Iscatterv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Iscatterv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iscatterv_c, rc, traffic, comm);
     rc
 }
@@ -5064,7 +5064,7 @@ unsafe fn wrap_MPI_Neighbor_allgather_c(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_allgather_c, rc, traffic, comm);
     rc
 }
@@ -5092,7 +5092,7 @@ unsafe fn wrap_MPI_Neighbor_allgather_init(via_pmpi: bool, tracing: bool, sendbu
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgather_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_allgather_init, rc, traffic, comm);
     rc
 }
@@ -5120,7 +5120,7 @@ unsafe fn wrap_MPI_Neighbor_allgather_init_c(via_pmpi: bool, tracing: bool, send
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgather_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_allgather_init_c, rc, traffic, comm);
     rc
 }
@@ -5148,7 +5148,7 @@ unsafe fn wrap_MPI_Neighbor_allgatherv_c(via_pmpi: bool, tracing: bool, sendbuf:
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_allgatherv_c, rc, traffic, comm);
     rc
 }
@@ -5176,7 +5176,7 @@ unsafe fn wrap_MPI_Neighbor_allgatherv_init(via_pmpi: bool, tracing: bool, sendb
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgatherv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_allgatherv_init, rc, traffic, comm);
     rc
 }
@@ -5204,7 +5204,7 @@ unsafe fn wrap_MPI_Neighbor_allgatherv_init_c(via_pmpi: bool, tracing: bool, sen
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgatherv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_allgatherv_init_c, rc, traffic, comm);
     rc
 }
@@ -5232,7 +5232,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall_c(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoall_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_alltoall_c, rc, traffic, comm);
     rc
 }
@@ -5260,7 +5260,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall_init(via_pmpi: bool, tracing: bool, sendbuf
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoall_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_alltoall_init, rc, traffic, comm);
     rc
 }
@@ -5288,7 +5288,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall_init_c(via_pmpi: bool, tracing: bool, sendb
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoall_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_alltoall_init_c, rc, traffic, comm);
     rc
 }
@@ -5316,7 +5316,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallv_c(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_alltoallv_c, rc, traffic, comm);
     rc
 }
@@ -5344,7 +5344,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallv_init(via_pmpi: bool, tracing: bool, sendbu
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_alltoallv_init, rc, traffic, comm);
     rc
 }
@@ -5372,7 +5372,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallv_init_c(via_pmpi: bool, tracing: bool, send
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_alltoallv_init_c, rc, traffic, comm);
     rc
 }
@@ -5400,7 +5400,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallw_c(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallw_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_alltoallw_c, rc, traffic, comm);
     rc
 }
@@ -5428,7 +5428,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallw_init(via_pmpi: bool, tracing: bool, sendbu
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallw_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_alltoallw_init, rc, traffic, comm);
     rc
 }
@@ -5456,7 +5456,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallw_init_c(via_pmpi: bool, tracing: bool, send
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallw_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_alltoallw_init_c, rc, traffic, comm);
     rc
 }
@@ -5484,7 +5484,7 @@ unsafe fn wrap_MPI_Reduce_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traffic = Traffic::Elements { count, datatype, peer: root };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Reduce_c, rc, traffic, comm);
     rc
 }
@@ -5512,7 +5512,7 @@ unsafe fn wrap_MPI_Reduce_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Reduce_init, rc, traffic, comm);
     rc
 }
@@ -5540,7 +5540,7 @@ unsafe fn wrap_MPI_Reduce_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Reduce_init_c, rc, traffic, comm);
     rc
 }
@@ -5568,7 +5568,7 @@ unsafe fn wrap_MPI_Reduce_local_c(via_pmpi: bool, tracing: bool, inbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_local_c, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Reduce_local_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5596,7 +5596,7 @@ unsafe fn wrap_MPI_Reduce_scatter_block_c(via_pmpi: bool, tracing: bool, sendbuf
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_block_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
     let traffic = Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Reduce_scatter_block_c, rc, traffic, comm);
     rc
 }
@@ -5624,7 +5624,7 @@ unsafe fn wrap_MPI_Reduce_scatter_block_init(via_pmpi: bool, tracing: bool, send
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_block_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Reduce_scatter_block_init, rc, traffic, comm);
     rc
 }
@@ -5652,7 +5652,7 @@ unsafe fn wrap_MPI_Reduce_scatter_block_init_c(via_pmpi: bool, tracing: bool, se
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_block_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Reduce_scatter_block_init_c, rc, traffic, comm);
     rc
 }
@@ -5680,7 +5680,7 @@ unsafe fn wrap_MPI_Reduce_scatter_c(via_pmpi: bool, tracing: bool, sendbuf: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, comm };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Reduce_scatter_c, rc, traffic, comm);
     rc
 }
@@ -5708,7 +5708,7 @@ unsafe fn wrap_MPI_Reduce_scatter_init(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Reduce_scatter_init, rc, traffic, comm);
     rc
 }
@@ -5736,7 +5736,7 @@ unsafe fn wrap_MPI_Reduce_scatter_init_c(via_pmpi: bool, tracing: bool, sendbuf:
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Reduce_scatter_init_c, rc, traffic, comm);
     rc
 }
@@ -5764,7 +5764,7 @@ unsafe fn wrap_MPI_Scan_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Scan_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Scan_c, rc, traffic, comm);
     rc
 }
@@ -5792,7 +5792,7 @@ unsafe fn wrap_MPI_Scan_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Scan_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Scan_init, rc, traffic, comm);
     rc
 }
@@ -5820,7 +5820,7 @@ unsafe fn wrap_MPI_Scan_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Scan_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Scan_init_c, rc, traffic, comm);
     rc
 }
@@ -5848,7 +5848,7 @@ unsafe fn wrap_MPI_Scatter_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Scatter_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Scatter_c, rc, traffic, comm);
     rc
 }
@@ -5876,7 +5876,7 @@ unsafe fn wrap_MPI_Scatter_init(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Scatter_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Scatter_init, rc, traffic, comm);
     rc
 }
@@ -5904,7 +5904,7 @@ unsafe fn wrap_MPI_Scatter_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Scatter_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Scatter_init_c, rc, traffic, comm);
     rc
 }
@@ -5932,7 +5932,7 @@ unsafe fn wrap_MPI_Scatterv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Scatterv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Scatterv_c, rc, traffic, comm);
     rc
 }
@@ -5960,7 +5960,7 @@ unsafe fn wrap_MPI_Scatterv_init(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Scatterv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Scatterv_init, rc, traffic, comm);
     rc
 }
@@ -5988,7 +5988,7 @@ unsafe fn wrap_MPI_Scatterv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Scatterv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Scatterv_init_c, rc, traffic, comm);
     rc
 }
@@ -6016,7 +6016,7 @@ unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6044,7 +6044,7 @@ unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, tracing: bool, origin_addr: 
     let traced = if tracing { trace::enter(&call, id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6072,7 +6072,7 @@ unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, tracing: bool, origin_addr: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6100,7 +6100,7 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Get, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6130,7 +6130,7 @@ unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6158,7 +6158,7 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, tracing: bool, origin_addr: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Put, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6188,7 +6188,7 @@ unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, tracing: bool, origin_addr: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6216,7 +6216,7 @@ unsafe fn wrap_MPI_Rget(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Rget, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6244,7 +6244,7 @@ unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *
     let traced = if tracing { trace::enter(&call, id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6272,7 +6272,7 @@ unsafe fn wrap_MPI_Rput(via_pmpi: bool, tracing: bool, origin_addr: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Rput, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6300,7 +6300,7 @@ unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, tracing: bool, size: MPI_Aint, d
     let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Win_allocate, rc, traffic, comm);
     rc
 }
@@ -6328,7 +6328,7 @@ unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, tracing: bool, size: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Win_allocate_shared, rc, traffic, comm);
     rc
 }
@@ -6356,7 +6356,7 @@ unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, tracing: bool, win: MPI_Win, base:
     let traced = if tracing { trace::enter(&call, id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6384,7 +6384,7 @@ unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, tracing: bool, win: MPI_W
     let traced = if tracing { trace::enter(&call, id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errorcode);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6412,7 +6412,7 @@ unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, tracing: bool, win: MPI_Win) -> 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6440,7 +6440,7 @@ unsafe fn wrap_MPI_Win_create(via_pmpi: bool, tracing: bool, base: *mut c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create, std::ptr::null(), 0) } else { None };
     let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Win_create, rc, traffic, comm);
     rc
 }
@@ -6468,7 +6468,7 @@ unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, tracing: bool, info: MPI_I
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
     let rc = next(info, comm, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Win_create_dynamic, rc, traffic, comm);
     rc
 }
@@ -6496,7 +6496,7 @@ unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, tracing: bool, function
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6524,7 +6524,7 @@ unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, tracing: bool, win_copy_att
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6552,7 +6552,7 @@ unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6580,7 +6580,7 @@ unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, tracing: bool, win: MPI_Win, base:
     let traced = if tracing { trace::enter(&call, id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6608,7 +6608,7 @@ unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, tracing: bool, assert: c_int, win: 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6638,7 +6638,7 @@ unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, tracing: bool, rank: c_int, win: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6668,7 +6668,7 @@ unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, tracing: bool, win: MPI_Win) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6696,7 +6696,7 @@ unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, tracing: bool, rank: c_int, w
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6724,7 +6724,7 @@ unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, tracing: bool, win: MPI_W
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6752,7 +6752,7 @@ unsafe fn wrap_MPI_Win_free(via_pmpi: bool, tracing: bool, win: *mut MPI_Win) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Win_free, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6780,7 +6780,7 @@ unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, tracing: bool, win_keyval: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6808,7 +6808,7 @@ unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6836,7 +6836,7 @@ unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Wi
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6864,7 +6864,7 @@ unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, tracing: bool, win: MPI_Win, gr
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(win, group);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6892,7 +6892,7 @@ unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, tracing: bool, win: MPI_Win, inf
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info_used);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6920,7 +6920,7 @@ unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name, resultlen);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6948,7 +6948,7 @@ unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, tracing: bool, lock_type: c_int, ran
     let traced = if tracing { trace::enter(&call, id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
     let rc = next(lock_type, rank, assert, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6978,7 +6978,7 @@ unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, tracing: bool, assert: c_int, wi
     let traced = if tracing { trace::enter(&call, id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7006,7 +7006,7 @@ unsafe fn wrap_MPI_Win_post(via_pmpi: bool, tracing: bool, group: MPI_Group, ass
     let traced = if tracing { trace::enter(&call, id::MPI_Win_post, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7034,7 +7034,7 @@ unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7062,7 +7062,7 @@ unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Wi
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7090,7 +7090,7 @@ unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, tracing: bool, win: MPI_Win, inf
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7118,7 +7118,7 @@ unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7146,7 +7146,7 @@ unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, tracing: bool, win: MPI_Win,
     let traced = if tracing { trace::enter(&call, id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7174,7 +7174,7 @@ unsafe fn wrap_MPI_Win_start(via_pmpi: bool, tracing: bool, group: MPI_Group, as
     let traced = if tracing { trace::enter(&call, id::MPI_Win_start, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7202,7 +7202,7 @@ unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7230,7 +7230,7 @@ unsafe fn wrap_MPI_Win_test(via_pmpi: bool, tracing: bool, win: MPI_Win, flag: *
     let traced = if tracing { trace::enter(&call, id::MPI_Win_test, std::ptr::null(), 0) } else { None };
     let rc = next(win, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7258,7 +7258,7 @@ unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, tracing: bool, rank: c_int, win: M
     let traced = if tracing { trace::enter(&call, id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7288,7 +7288,7 @@ unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -
     let traced = if tracing { trace::enter(&call, id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7316,7 +7316,7 @@ unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7344,7 +7344,7 @@ unsafe fn wrap_MPI_Accumulate_c(via_pmpi: bool, tracing: bool, origin_addr: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Accumulate_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7372,7 +7372,7 @@ unsafe fn wrap_MPI_Get_accumulate_c(via_pmpi: bool, tracing: bool, origin_addr: 
     let traced = if tracing { trace::enter(&call, id::MPI_Get_accumulate_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7400,7 +7400,7 @@ unsafe fn wrap_MPI_Get_c(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Get_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7428,7 +7428,7 @@ unsafe fn wrap_MPI_Put_c(via_pmpi: bool, tracing: bool, origin_addr: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Put_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Put_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7456,7 +7456,7 @@ unsafe fn wrap_MPI_Raccumulate_c(via_pmpi: bool, tracing: bool, origin_addr: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Raccumulate_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Raccumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7484,7 +7484,7 @@ unsafe fn wrap_MPI_Rget_accumulate_c(via_pmpi: bool, tracing: bool, origin_addr:
     let traced = if tracing { trace::enter(&call, id::MPI_Rget_accumulate_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Rget_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7512,7 +7512,7 @@ unsafe fn wrap_MPI_Rget_c(via_pmpi: bool, tracing: bool, origin_addr: *mut c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Rget_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Rget_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7540,7 +7540,7 @@ unsafe fn wrap_MPI_Rput_c(via_pmpi: bool, tracing: bool, origin_addr: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Rput_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Rput_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7568,7 +7568,7 @@ unsafe fn wrap_MPI_Win_allocate_c(via_pmpi: bool, tracing: bool, size: MPI_Aint,
     let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate_c, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Win_allocate_c, rc, traffic, comm);
     rc
 }
@@ -7596,7 +7596,7 @@ unsafe fn wrap_MPI_Win_allocate_shared_c(via_pmpi: bool, tracing: bool, size: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate_shared_c, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Win_allocate_shared_c, rc, traffic, comm);
     rc
 }
@@ -7624,7 +7624,7 @@ unsafe fn wrap_MPI_Win_create_c(via_pmpi: bool, tracing: bool, base: *mut c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create_c, std::ptr::null(), 0) } else { None };
     let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Win_create_c, rc, traffic, comm);
     rc
 }
@@ -7652,7 +7652,7 @@ unsafe fn wrap_MPI_Win_shared_query_c(via_pmpi: bool, tracing: bool, win: MPI_Wi
     let traced = if tracing { trace::enter(&call, id::MPI_Win_shared_query_c, std::ptr::null(), 0) } else { None };
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_shared_query_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7680,7 +7680,7 @@ unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(fh, errorcode);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7708,7 +7708,7 @@ unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, tracing: bool, functio
     let traced = if tracing { trace::enter(&call, id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7736,7 +7736,7 @@ unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, tracing: bool, file: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7764,7 +7764,7 @@ unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, tracing: bool, file: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7792,7 +7792,7 @@ unsafe fn wrap_MPI_File_open(via_pmpi: bool, tracing: bool, comm: MPI_Comm, file
     let traced = if tracing { trace::enter(&call, id::MPI_File_open, std::ptr::null(), 0) } else { None };
     let rc = next(comm, filename, amode, info, fh);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_File_open, rc, traffic, comm);
     rc
 }
@@ -7820,7 +7820,7 @@ unsafe fn wrap_MPI_File_close(via_pmpi: bool, tracing: bool, fh: *mut MPI_File) 
     let traced = if tracing { trace::enter(&call, id::MPI_File_close, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7848,7 +7848,7 @@ unsafe fn wrap_MPI_File_delete(via_pmpi: bool, tracing: bool, filename: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_File_delete, std::ptr::null(), 0) } else { None };
     let rc = next(filename, info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7876,7 +7876,7 @@ unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, tracing: bool, fh: MPI_File, si
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7904,7 +7904,7 @@ unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7932,7 +7932,7 @@ unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, tracing: bool, fh: MPI_File, si
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7960,7 +7960,7 @@ unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, tracing: bool, fh: MPI_File, g
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(fh, group);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7988,7 +7988,7 @@ unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, tracing: bool, fh: MPI_File, a
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
     let rc = next(fh, amode);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8016,7 +8016,7 @@ unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, tracing: bool, fh: MPI_File, in
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8044,7 +8044,7 @@ unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, tracing: bool, fh: MPI_File, in
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info_used);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8072,7 +8072,7 @@ unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, tracing: bool, fh: MPI_File, di
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep, info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8100,7 +8100,7 @@ unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, tracing: bool, fh: MPI_File, di
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8130,7 +8130,7 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, tracing: bool, fh: MPI_File, off
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8160,7 +8160,7 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8188,7 +8188,7 @@ unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8216,7 +8216,7 @@ unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8244,7 +8244,7 @@ unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8272,7 +8272,7 @@ unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, tracing: bool, fh: MPI_File, o
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8300,7 +8300,7 @@ unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8328,7 +8328,7 @@ unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8358,7 +8358,7 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *
     let traced = if tracing { trace::enter(&call, id::MPI_File_read, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8388,7 +8388,7 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, tracing: bool, fh: MPI_File, bu
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8416,7 +8416,7 @@ unsafe fn wrap_MPI_File_write(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
     let traced = if tracing { trace::enter(&call, id::MPI_File_write, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8444,7 +8444,7 @@ unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8472,7 +8472,7 @@ unsafe fn wrap_MPI_File_iread(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8500,7 +8500,7 @@ unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, tracing: bool, fh: MPI_File, buf:
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8528,7 +8528,7 @@ unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8556,7 +8556,7 @@ unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8584,7 +8584,7 @@ unsafe fn wrap_MPI_File_seek(via_pmpi: bool, tracing: bool, fh: MPI_File, offset
     let traced = if tracing { trace::enter(&call, id::MPI_File_seek, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8612,7 +8612,7 @@ unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8640,7 +8640,7 @@ unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, disp);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8670,7 +8670,7 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8698,7 +8698,7 @@ unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8726,7 +8726,7 @@ unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8754,7 +8754,7 @@ unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8784,7 +8784,7 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8812,7 +8812,7 @@ unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8840,7 +8840,7 @@ unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8868,7 +8868,7 @@ unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, tracing: bool, fh: M
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8896,7 +8896,7 @@ unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, tracing: bool, fh: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8924,7 +8924,7 @@ unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8952,7 +8952,7 @@ unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, tracing: bool, fh: MP
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8980,7 +8980,7 @@ unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9008,7 +9008,7 @@ unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9036,7 +9036,7 @@ unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9064,7 +9064,7 @@ unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9092,7 +9092,7 @@ unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9120,7 +9120,7 @@ unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, tracing: bool, fh: MP
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9148,7 +9148,7 @@ unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9176,7 +9176,7 @@ unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, tracing: bool, fh: M
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9204,7 +9204,7 @@ unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9232,7 +9232,7 @@ unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
     let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9260,7 +9260,7 @@ unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9288,7 +9288,7 @@ unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9316,7 +9316,7 @@ unsafe fn wrap_MPI_File_sync(via_pmpi: bool, tracing: bool, fh: MPI_File) -> c_i
     let traced = if tracing { trace::enter(&call, id::MPI_File_sync, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9344,7 +9344,7 @@ unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, tracing: bool, datarep: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9372,7 +9372,7 @@ unsafe fn wrap_MPI_File_get_type_extent_c(via_pmpi: bool, tracing: bool, fh: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_type_extent_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_type_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9400,7 +9400,7 @@ unsafe fn wrap_MPI_File_iread_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iread_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9428,7 +9428,7 @@ unsafe fn wrap_MPI_File_iread_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iread_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9456,7 +9456,7 @@ unsafe fn wrap_MPI_File_iread_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iread_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9484,7 +9484,7 @@ unsafe fn wrap_MPI_File_iread_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iread_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9512,7 +9512,7 @@ unsafe fn wrap_MPI_File_iread_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_shared_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iread_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9540,7 +9540,7 @@ unsafe fn wrap_MPI_File_iwrite_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iwrite_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9568,7 +9568,7 @@ unsafe fn wrap_MPI_File_iwrite_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iwrite_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9596,7 +9596,7 @@ unsafe fn wrap_MPI_File_iwrite_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iwrite_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9624,7 +9624,7 @@ unsafe fn wrap_MPI_File_iwrite_c(via_pmpi: bool, tracing: bool, fh: MPI_File, bu
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iwrite_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9652,7 +9652,7 @@ unsafe fn wrap_MPI_File_iwrite_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_shared_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iwrite_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9680,7 +9680,7 @@ unsafe fn wrap_MPI_File_read_all_begin_c(via_pmpi: bool, tracing: bool, fh: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9710,7 +9710,7 @@ unsafe fn wrap_MPI_File_read_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9738,7 +9738,7 @@ unsafe fn wrap_MPI_File_read_at_all_begin_c(via_pmpi: bool, tracing: bool, fh: M
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9768,7 +9768,7 @@ unsafe fn wrap_MPI_File_read_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9798,7 +9798,7 @@ unsafe fn wrap_MPI_File_read_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File, o
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9828,7 +9828,7 @@ unsafe fn wrap_MPI_File_read_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf:
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9856,7 +9856,7 @@ unsafe fn wrap_MPI_File_read_ordered_begin_c(via_pmpi: bool, tracing: bool, fh: 
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9886,7 +9886,7 @@ unsafe fn wrap_MPI_File_read_ordered_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9916,7 +9916,7 @@ unsafe fn wrap_MPI_File_read_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_shared_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9944,7 +9944,7 @@ unsafe fn wrap_MPI_File_write_all_begin_c(via_pmpi: bool, tracing: bool, fh: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9972,7 +9972,7 @@ unsafe fn wrap_MPI_File_write_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10000,7 +10000,7 @@ unsafe fn wrap_MPI_File_write_at_all_begin_c(via_pmpi: bool, tracing: bool, fh: 
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10028,7 +10028,7 @@ unsafe fn wrap_MPI_File_write_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10056,7 +10056,7 @@ unsafe fn wrap_MPI_File_write_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10084,7 +10084,7 @@ unsafe fn wrap_MPI_File_write_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10112,7 +10112,7 @@ unsafe fn wrap_MPI_File_write_ordered_begin_c(via_pmpi: bool, tracing: bool, fh:
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10140,7 +10140,7 @@ unsafe fn wrap_MPI_File_write_ordered_c(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10168,7 +10168,7 @@ unsafe fn wrap_MPI_File_write_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_shared_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10196,7 +10196,7 @@ unsafe fn wrap_MPI_Register_datarep_c(via_pmpi: bool, tracing: bool, datarep: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Register_datarep_c, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Register_datarep_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10224,7 +10224,7 @@ unsafe fn wrap_MPI_Get_address(via_pmpi: bool, tracing: bool, location: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Get_address, std::ptr::null(), 0) } else { None };
     let rc = next(location, address);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10252,7 +10252,7 @@ unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, tracing: bool, datarep: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10280,7 +10280,7 @@ unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, tracing: bool, datarep: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10308,7 +10308,7 @@ unsafe fn wrap_MPI_Pack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, inc
     let traced = if tracing { trace::enter(&call, id::MPI_Pack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Pack, rc, traffic, comm);
     rc
 }
@@ -10336,7 +10336,7 @@ unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, tracing: bool, incount: c_int, data
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
     let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Pack_size, rc, traffic, comm);
     rc
 }
@@ -10364,7 +10364,7 @@ unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, tracing: bool, r#type: *mut MPI_D
     let traced = if tracing { trace::enter(&call, id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10392,7 +10392,7 @@ unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, tracing: bool, count: c_int, 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
     let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10420,7 +10420,7 @@ unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, tracing: bool, size: c_int
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
     let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10448,7 +10448,7 @@ unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, tracing: bool, p: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10476,7 +10476,7 @@ unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, tracing: bool, r: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
     let rc = next(r, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10504,7 +10504,7 @@ unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, tracing: bool, p: c_int,
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10532,7 +10532,7 @@ unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, tracing: bool, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10560,7 +10560,7 @@ unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, tracing: bool, count: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10588,7 +10588,7 @@ unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, tracing: bool, count: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10616,7 +10616,7 @@ unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, tracing: bool, type_copy_a
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10644,7 +10644,7 @@ unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, tracing: bool, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10672,7 +10672,7 @@ unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, tracing: bool, count: c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10700,7 +10700,7 @@ unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, tracing: bool, ndims: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
     let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10728,7 +10728,7 @@ unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, tracing: bool, oldtype: M
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
     let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10756,7 +10756,7 @@ unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, tracing: bool, r#type: MPI_D
     let traced = if tracing { trace::enter(&call, id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10784,7 +10784,7 @@ unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype,
     let traced = if tracing { trace::enter(&call, id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10816,7 +10816,7 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, tracing: bool, r#type: *mut MPI_Dat
     let traced = if tracing { trace::enter(&call, id::MPI_Type_free, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::traffic::forget_type_sizes();
     rc
@@ -10845,7 +10845,7 @@ unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, tracing: bool, type_keyval: 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10873,7 +10873,7 @@ unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10901,7 +10901,7 @@ unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, tracing: bool, mtype: MPI_D
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
     let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10929,7 +10929,7 @@ unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, tracing: bool, r#type: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10957,7 +10957,7 @@ unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, tracing: bool, r#type: MPI_Da
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10985,7 +10985,7 @@ unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, tracing: bool, r#type: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11013,7 +11013,7 @@ unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name, resultlen);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11041,7 +11041,7 @@ unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, tracing: bool, datatype:
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11069,7 +11069,7 @@ unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, tracing: bool, datatyp
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11097,7 +11097,7 @@ unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, tracing: bool, count: c_int, arr
     let traced = if tracing { trace::enter(&call, id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11125,7 +11125,7 @@ unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, tracing: bool, typeclass: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
     let rc = next(typeclass, size, r#type);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11153,7 +11153,7 @@ unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attr_val);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11181,7 +11181,7 @@ unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11209,7 +11209,7 @@ unsafe fn wrap_MPI_Type_size(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype
     let traced = if tracing { trace::enter(&call, id::MPI_Type_size, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11237,7 +11237,7 @@ unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, tracing: bool, r#type: MPI_Dataty
     let traced = if tracing { trace::enter(&call, id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11265,7 +11265,7 @@ unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, tracing: bool, count: c_int, bloc
     let traced = if tracing { trace::enter(&call, id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11293,7 +11293,7 @@ unsafe fn wrap_MPI_Unpack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, i
     let traced = if tracing { trace::enter(&call, id::MPI_Unpack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Unpack, rc, traffic, comm);
     rc
 }
@@ -11321,7 +11321,7 @@ unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, tracing: bool, datarep: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11349,7 +11349,7 @@ unsafe fn wrap_MPI_Address(via_pmpi: bool, tracing: bool, location: *mut c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Address, std::ptr::null(), 0) } else { None };
     let rc = next(location, address);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11377,7 +11377,7 @@ unsafe fn wrap_MPI_Pack_c(via_pmpi: bool, tracing: bool, inbuf: *const c_void, i
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_c, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Pack_c, rc, traffic, comm);
     rc
 }
@@ -11405,7 +11405,7 @@ unsafe fn wrap_MPI_Pack_external_c(via_pmpi: bool, tracing: bool, datarep: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_external_c, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Pack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11433,7 +11433,7 @@ unsafe fn wrap_MPI_Pack_external_size_c(via_pmpi: bool, tracing: bool, datarep: 
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_external_size_c, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Pack_external_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11461,7 +11461,7 @@ unsafe fn wrap_MPI_Pack_size_c(via_pmpi: bool, tracing: bool, incount: MPI_Count
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_size_c, std::ptr::null(), 0) } else { None };
     let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Pack_size_c, rc, traffic, comm);
     rc
 }
@@ -11489,7 +11489,7 @@ unsafe fn wrap_MPI_Type_contiguous_c(via_pmpi: bool, tracing: bool, count: MPI_C
     let traced = if tracing { trace::enter(&call, id::MPI_Type_contiguous_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_contiguous_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11517,7 +11517,7 @@ unsafe fn wrap_MPI_Type_create_darray_c(via_pmpi: bool, tracing: bool, size: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_darray_c, std::ptr::null(), 0) } else { None };
     let rc = next(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_darray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11545,7 +11545,7 @@ unsafe fn wrap_MPI_Type_create_hindexed_block_c(via_pmpi: bool, tracing: bool, c
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed_block_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_hindexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11573,7 +11573,7 @@ unsafe fn wrap_MPI_Type_create_hindexed_c(via_pmpi: bool, tracing: bool, count: 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_hindexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11601,7 +11601,7 @@ unsafe fn wrap_MPI_Type_create_hvector_c(via_pmpi: bool, tracing: bool, count: M
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hvector_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_hvector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11629,7 +11629,7 @@ unsafe fn wrap_MPI_Type_create_indexed_block_c(via_pmpi: bool, tracing: bool, co
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_indexed_block_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_indexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11657,7 +11657,7 @@ unsafe fn wrap_MPI_Type_create_resized_c(via_pmpi: bool, tracing: bool, oldtype:
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_resized_c, std::ptr::null(), 0) } else { None };
     let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_resized_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11685,7 +11685,7 @@ unsafe fn wrap_MPI_Type_create_struct_c(via_pmpi: bool, tracing: bool, count: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_struct_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_struct_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11713,7 +11713,7 @@ unsafe fn wrap_MPI_Type_create_subarray_c(via_pmpi: bool, tracing: bool, ndims: 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_subarray_c, std::ptr::null(), 0) } else { None };
     let rc = next(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_subarray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11741,7 +11741,7 @@ unsafe fn wrap_MPI_Type_extent(via_pmpi: bool, tracing: bool, datatype: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_extent, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, extent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11769,7 +11769,7 @@ unsafe fn wrap_MPI_Type_get_contents_c(via_pmpi: bool, tracing: bool, datatype: 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_contents_c, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_contents_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11797,7 +11797,7 @@ unsafe fn wrap_MPI_Type_get_envelope_c(via_pmpi: bool, tracing: bool, datatype: 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_envelope_c, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_envelope_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11825,7 +11825,7 @@ unsafe fn wrap_MPI_Type_get_extent_c(via_pmpi: bool, tracing: bool, datatype: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_extent_c, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, lb, extent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11853,7 +11853,7 @@ unsafe fn wrap_MPI_Type_get_true_extent_c(via_pmpi: bool, tracing: bool, datatyp
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_true_extent_c, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_true_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11881,7 +11881,7 @@ unsafe fn wrap_MPI_Type_hindexed(via_pmpi: bool, tracing: bool, count: c_int, ar
     let traced = if tracing { trace::enter(&call, id::MPI_Type_hindexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11909,7 +11909,7 @@ unsafe fn wrap_MPI_Type_hvector(via_pmpi: bool, tracing: bool, count: c_int, blo
     let traced = if tracing { trace::enter(&call, id::MPI_Type_hvector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11937,7 +11937,7 @@ unsafe fn wrap_MPI_Type_indexed_c(via_pmpi: bool, tracing: bool, count: MPI_Coun
     let traced = if tracing { trace::enter(&call, id::MPI_Type_indexed_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_indexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11965,7 +11965,7 @@ unsafe fn wrap_MPI_Type_lb(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype
     let traced = if tracing { trace::enter(&call, id::MPI_Type_lb, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, displacement);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_lb, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -11993,7 +11993,7 @@ unsafe fn wrap_MPI_Type_size_c(via_pmpi: bool, tracing: bool, datatype: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_size_c, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12021,7 +12021,7 @@ unsafe fn wrap_MPI_Type_struct(via_pmpi: bool, tracing: bool, count: c_int, arra
     let traced = if tracing { trace::enter(&call, id::MPI_Type_struct, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12049,7 +12049,7 @@ unsafe fn wrap_MPI_Type_ub(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype
     let traced = if tracing { trace::enter(&call, id::MPI_Type_ub, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, displacement);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_ub, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12077,7 +12077,7 @@ unsafe fn wrap_MPI_Type_vector_c(via_pmpi: bool, tracing: bool, count: MPI_Count
     let traced = if tracing { trace::enter(&call, id::MPI_Type_vector_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_vector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12105,7 +12105,7 @@ unsafe fn wrap_MPI_Unpack_c(via_pmpi: bool, tracing: bool, inbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Unpack_c, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Unpack_c, rc, traffic, comm);
     rc
 }
@@ -12133,7 +12133,7 @@ unsafe fn wrap_MPI_Unpack_external_c(via_pmpi: bool, tracing: bool, datarep: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Unpack_external_c, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Unpack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12161,7 +12161,7 @@ unsafe fn wrap_MPI_Close_port(via_pmpi: bool, tracing: bool, port_name: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Close_port, std::ptr::null(), 0) } else { None };
     let rc = next(port_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12189,7 +12189,7 @@ unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, tracing: bool, port_name: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_accept, rc, traffic, comm);
     rc
 }
@@ -12217,7 +12217,7 @@ unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, tracing: bool, comm: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_call_errhandler, rc, traffic, comm);
     rc
 }
@@ -12245,7 +12245,7 @@ unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, tracing: bool, comm1: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
     let rc = next(comm1, comm2, result);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12273,7 +12273,7 @@ unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, tracing: bool, port_name: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_connect, rc, traffic, comm);
     rc
 }
@@ -12301,7 +12301,7 @@ unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, tracing: bool, functio
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12329,7 +12329,7 @@ unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, tracing: bool, comm_copy_a
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12357,7 +12357,7 @@ unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, tracing: bool, comm: MPI_Co
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, tag, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_create_group, rc, traffic, comm);
     rc
 }
@@ -12385,7 +12385,7 @@ unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, tracing: bool, comm: MPI_Comm, gr
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_create, rc, traffic, comm);
     rc
 }
@@ -12413,7 +12413,7 @@ unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, tracing: bool, comm: MPI_Com
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_delete_attr, rc, traffic, comm);
     rc
 }
@@ -12445,7 +12445,7 @@ unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, tracing: bool, comm: *mut MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::places::forget_comms();
     rc
@@ -12474,7 +12474,7 @@ unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newco
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_dup, rc, traffic, comm);
     rc
 }
@@ -12502,7 +12502,7 @@ unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newc
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_idup, rc, traffic, comm);
     rc
 }
@@ -12530,7 +12530,7 @@ unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, tracing: bool, comm: MPI_C
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_dup_with_info, rc, traffic, comm);
     rc
 }
@@ -12558,7 +12558,7 @@ unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, tracing: bool, comm_keyval: 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12590,7 +12590,7 @@ unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, tracing: bool, comm: *mut MPI_Comm)
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::places::forget_comms();
     rc
@@ -12619,7 +12619,7 @@ unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_get_attr, rc, traffic, comm);
     rc
 }
@@ -12647,7 +12647,7 @@ unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, erhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_get_errhandler, rc, traffic, comm);
     rc
 }
@@ -12675,7 +12675,7 @@ unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info_used);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_get_info, rc, traffic, comm);
     rc
 }
@@ -12703,7 +12703,7 @@ unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name, resultlen);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_get_name, rc, traffic, comm);
     rc
 }
@@ -12731,7 +12731,7 @@ unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, tracing: bool, parent: *mut M
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
     let rc = next(parent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12759,7 +12759,7 @@ unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, gro
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_group, rc, traffic, comm);
     rc
 }
@@ -12787,7 +12787,7 @@ unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, tracing: bool, fd: c_int, intercomm
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
     let rc = next(fd, intercomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -12815,7 +12815,7 @@ unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_rank, rc, traffic, comm);
     rc
 }
@@ -12845,7 +12845,7 @@ unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, tracing: bool, comm: MPI_Co
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_remote_group, rc, traffic, comm);
     rc
 }
@@ -12873,7 +12873,7 @@ unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, tracing: bool, comm: MPI_Com
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_remote_size, rc, traffic, comm);
     rc
 }
@@ -12901,7 +12901,7 @@ unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_set_attr, rc, traffic, comm);
     rc
 }
@@ -12929,7 +12929,7 @@ unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_set_errhandler, rc, traffic, comm);
     rc
 }
@@ -12957,7 +12957,7 @@ unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_set_info, rc, traffic, comm);
     rc
 }
@@ -12985,7 +12985,7 @@ unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_set_name, rc, traffic, comm);
     rc
 }
@@ -13013,7 +13013,7 @@ unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, tracing: bool, comm: MPI_Comm, size
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_size, rc, traffic, comm);
     rc
 }
@@ -13043,7 +13043,7 @@ unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, tracing: bool, command: *const c_c
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
     let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_spawn, rc, traffic, comm);
     rc
 }
@@ -13071,7 +13071,7 @@ unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, tracing: bool, count: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_spawn_multiple, rc, traffic, comm);
     rc
 }
@@ -13099,7 +13099,7 @@ unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, tracing: bool, comm: MPI_Comm, col
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
     let rc = next(comm, color, key, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_split, rc, traffic, comm);
     rc
 }
@@ -13127,7 +13127,7 @@ unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
     let rc = next(comm, split_type, key, info, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_split_type, rc, traffic, comm);
     rc
 }
@@ -13155,7 +13155,7 @@ unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
     let rc = next(comm, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_test_inter, rc, traffic, comm);
     rc
 }
@@ -13183,7 +13183,7 @@ unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, tracing: bool, errhandler: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
     let rc = next(errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13211,7 +13211,7 @@ unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, tracing: bool, group1: MPI_Grou
     let traced = if tracing { trace::enter(&call, id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, result);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13239,7 +13239,7 @@ unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, tracing: bool, group1: MPI_G
     let traced = if tracing { trace::enter(&call, id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13267,7 +13267,7 @@ unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, tracing: bool, group: MPI_Group, n
     let traced = if tracing { trace::enter(&call, id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13295,7 +13295,7 @@ unsafe fn wrap_MPI_Group_free(via_pmpi: bool, tracing: bool, group: *mut MPI_Gro
     let traced = if tracing { trace::enter(&call, id::MPI_Group_free, std::ptr::null(), 0) } else { None };
     let rc = next(group);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13323,7 +13323,7 @@ unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, tracing: bool, group: MPI_Group, n
     let traced = if tracing { trace::enter(&call, id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13351,7 +13351,7 @@ unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, tracing: bool, group1: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13379,7 +13379,7 @@ unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, tracing: bool, group: MPI_Gr
     let traced = if tracing { trace::enter(&call, id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13407,7 +13407,7 @@ unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, tracing: bool, group: MPI_Gr
     let traced = if tracing { trace::enter(&call, id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13435,7 +13435,7 @@ unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, tracing: bool, group: MPI_Group, r
     let traced = if tracing { trace::enter(&call, id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
     let rc = next(group, rank);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13463,7 +13463,7 @@ unsafe fn wrap_MPI_Group_size(via_pmpi: bool, tracing: bool, group: MPI_Group, s
     let traced = if tracing { trace::enter(&call, id::MPI_Group_size, std::ptr::null(), 0) } else { None };
     let rc = next(group, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13491,7 +13491,7 @@ unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, tracing: bool, group1: 
     let traced = if tracing { trace::enter(&call, id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
     let rc = next(group1, n, ranks1, group2, ranks2);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13519,7 +13519,7 @@ unsafe fn wrap_MPI_Group_union(via_pmpi: bool, tracing: bool, group1: MPI_Group,
     let traced = if tracing { trace::enter(&call, id::MPI_Group_union, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13547,7 +13547,7 @@ unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, tracing: bool, local_comm: M
     let traced = if tracing { trace::enter(&call, id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
     let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13575,7 +13575,7 @@ unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, tracing: bool, intercomm: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
     let rc = next(intercomm, high, newintercomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Intercomm_merge, rc, traffic, intercomm);
     rc
 }
@@ -13603,7 +13603,7 @@ unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, tracing: bool, service_name: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13631,7 +13631,7 @@ unsafe fn wrap_MPI_Open_port(via_pmpi: bool, tracing: bool, info: MPI_Info, port
     let traced = if tracing { trace::enter(&call, id::MPI_Open_port, std::ptr::null(), 0) } else { None };
     let rc = next(info, port_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13659,7 +13659,7 @@ unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, tracing: bool, service_name: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13687,7 +13687,7 @@ unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, tracing: bool, service_name: *
     let traced = if tracing { trace::enter(&call, id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13715,7 +13715,7 @@ unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ke
     let traced = if tracing { trace::enter(&call, id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Attr_delete, rc, traffic, comm);
     rc
 }
@@ -13743,7 +13743,7 @@ unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyva
     let traced = if tracing { trace::enter(&call, id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Attr_get, rc, traffic, comm);
     rc
 }
@@ -13771,7 +13771,7 @@ unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyva
     let traced = if tracing { trace::enter(&call, id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Attr_put, rc, traffic, comm);
     rc
 }
@@ -13799,7 +13799,7 @@ unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, tracing: bool, copy_fn: MPI_Cop
     let traced = if tracing { trace::enter(&call, id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
     let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13827,7 +13827,7 @@ unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, tracing: bool, keyval: *mut c_int
     let traced = if tracing { trace::enter(&call, id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
     let rc = next(keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13855,7 +13855,7 @@ unsafe fn wrap_MPI_Comm_create_from_group(via_pmpi: bool, tracing: bool, group: 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_from_group, std::ptr::null(), 0) } else { None };
     let rc = next(group, stringtag, info, errhandler, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { newcomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { newcomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_create_from_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13883,7 +13883,7 @@ unsafe fn wrap_MPI_Comm_idup_with_info(via_pmpi: bool, tracing: bool, comm: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_idup_with_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info, newcomm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_idup_with_info, rc, traffic, comm);
     rc
 }
@@ -13911,7 +13911,7 @@ unsafe fn wrap_MPI_Errhandler_create(via_pmpi: bool, tracing: bool, comm_errhand
     let traced = if tracing { trace::enter(&call, id::MPI_Errhandler_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_errhandler_fn, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Errhandler_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13939,7 +13939,7 @@ unsafe fn wrap_MPI_Errhandler_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm,
     let traced = if tracing { trace::enter(&call, id::MPI_Errhandler_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Errhandler_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13967,7 +13967,7 @@ unsafe fn wrap_MPI_Errhandler_set(via_pmpi: bool, tracing: bool, comm: MPI_Comm,
     let traced = if tracing { trace::enter(&call, id::MPI_Errhandler_set, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Errhandler_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -13995,7 +13995,7 @@ unsafe fn wrap_MPI_Group_from_session_pset(via_pmpi: bool, tracing: bool, sessio
     let traced = if tracing { trace::enter(&call, id::MPI_Group_from_session_pset, std::ptr::null(), 0) } else { None };
     let rc = next(session, pset_name, newgroup);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_from_session_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14023,7 +14023,7 @@ unsafe fn wrap_MPI_Intercomm_create_from_groups(via_pmpi: bool, tracing: bool, l
     let traced = if tracing { trace::enter(&call, id::MPI_Intercomm_create_from_groups, std::ptr::null(), 0) } else { None };
     let rc = next(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Intercomm_create_from_groups, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14051,7 +14051,7 @@ unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ra
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxdims, coords);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cart_coords, rc, traffic, comm);
     rc
 }
@@ -14079,7 +14079,7 @@ unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, tracing: bool, old_comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
     let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cart_create, rc, traffic, old_comm);
     rc
 }
@@ -14107,7 +14107,7 @@ unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxdi
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxdims, dims, periods, coords);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cart_get, rc, traffic, comm);
     rc
 }
@@ -14135,7 +14135,7 @@ unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ndims
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims, dims, periods, newrank);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cart_map, rc, traffic, comm);
     rc
 }
@@ -14163,7 +14163,7 @@ unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, coor
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, coords, rank);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cart_rank, rc, traffic, comm);
     rc
 }
@@ -14191,7 +14191,7 @@ unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, tracing: bool, comm: MPI_Comm, dir
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
     let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cart_shift, rc, traffic, comm);
     rc
 }
@@ -14219,7 +14219,7 @@ unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, tracing: bool, comm: MPI_Comm, remai
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
     let rc = next(comm, remain_dims, new_comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cart_sub, rc, traffic, comm);
     rc
 }
@@ -14247,7 +14247,7 @@ unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nd
     let traced = if tracing { trace::enter(&call, id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cartdim_get, rc, traffic, comm);
     rc
 }
@@ -14275,7 +14275,7 @@ unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, tracing: bool, comm_old: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Dist_graph_create, rc, traffic, comm_old);
     rc
 }
@@ -14303,7 +14303,7 @@ unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, tracing: bool, com
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old);
     rc
 }
@@ -14331,7 +14331,7 @@ unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Dist_graph_neighbors, rc, traffic, comm);
     rc
 }
@@ -14359,7 +14359,7 @@ unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, tracing: bool, com
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, inneighbors, outneighbors, weighted);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm);
     rc
 }
@@ -14387,7 +14387,7 @@ unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, tracing: bool, nnodes: c_int, ndi
     let traced = if tracing { trace::enter(&call, id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
     let rc = next(nnodes, ndims, dims);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14415,7 +14415,7 @@ unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, tracing: bool, comm_old: MPI_Com
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Graph_create, rc, traffic, comm_old);
     rc
 }
@@ -14443,7 +14443,7 @@ unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxi
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindex, maxedges, index, edges);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Graph_get, rc, traffic, comm);
     rc
 }
@@ -14471,7 +14471,7 @@ unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nnod
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, index, edges, newrank);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Graph_map, rc, traffic, comm);
     rc
 }
@@ -14499,7 +14499,7 @@ unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, tracing: bool, comm: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, nneighbors);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Graph_neighbors_count, rc, traffic, comm);
     rc
 }
@@ -14527,7 +14527,7 @@ unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxneighbors, neighbors);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Graph_neighbors, rc, traffic, comm);
     rc
 }
@@ -14555,7 +14555,7 @@ unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, nedges);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Graphdims_get, rc, traffic, comm);
     rc
 }
@@ -14583,7 +14583,7 @@ unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, tracing: bool, comm: MPI_Comm, stat
     let traced = if tracing { trace::enter(&call, id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
     let rc = next(comm, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Topo_test, rc, traffic, comm);
     rc
 }
@@ -14612,7 +14612,7 @@ unsafe fn wrap_MPI_Abort(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errorcod
     let traced = if tracing { trace::enter(&call, id::MPI_Abort, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Abort, rc, traffic, comm);
     rc
 }
@@ -14640,7 +14640,7 @@ unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, tracing: bool, errorclass: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14668,7 +14668,7 @@ unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, tracing: bool, errorclass: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass, errorcode);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14696,7 +14696,7 @@ unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, tracing: bool, errorcode: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14724,7 +14724,7 @@ unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, tracing: bool, size: MPI_Aint, info
     let traced = if tracing { trace::enter(&call, id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
     let rc = next(size, info, baseptr);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14752,7 +14752,7 @@ unsafe fn wrap_MPI_Error_class(via_pmpi: bool, tracing: bool, errorcode: c_int, 
     let traced = if tracing { trace::enter(&call, id::MPI_Error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, errorclass);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14780,7 +14780,7 @@ unsafe fn wrap_MPI_Error_string(via_pmpi: bool, tracing: bool, errorcode: c_int,
     let traced = if tracing { trace::enter(&call, id::MPI_Error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string, resultlen);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14809,7 +14809,7 @@ unsafe fn wrap_MPI_Finalize(via_pmpi: bool, tracing: bool) -> c_int {
     let traced = if tracing { trace::enter(&call, id::MPI_Finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14837,7 +14837,7 @@ unsafe fn wrap_MPI_Finalized(via_pmpi: bool, tracing: bool, flag: *mut c_int) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Finalized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14865,7 +14865,7 @@ unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, tracing: bool, base: *mut c_void) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
     let rc = next(base);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14893,7 +14893,7 @@ unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, tracing: bool, version: *
     let traced = if tracing { trace::enter(&call, id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, resultlen);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14921,7 +14921,7 @@ unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, tracing: bool, name: *mut 
     let traced = if tracing { trace::enter(&call, id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
     let rc = next(name, resultlen);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14949,7 +14949,7 @@ unsafe fn wrap_MPI_Get_version(via_pmpi: bool, tracing: bool, version: *mut c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Get_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, subversion);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -14977,7 +14977,7 @@ unsafe fn wrap_MPI_Info_create(via_pmpi: bool, tracing: bool, info: *mut MPI_Inf
     let traced = if tracing { trace::enter(&call, id::MPI_Info_create, std::ptr::null(), 0) } else { None };
     let rc = next(info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15005,7 +15005,7 @@ unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, tracing: bool, info: MPI_Info, ke
     let traced = if tracing { trace::enter(&call, id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
     let rc = next(info, key);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15033,7 +15033,7 @@ unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, tracing: bool, info: MPI_Info, newin
     let traced = if tracing { trace::enter(&call, id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
     let rc = next(info, newinfo);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15061,7 +15061,7 @@ unsafe fn wrap_MPI_Info_free(via_pmpi: bool, tracing: bool, info: *mut MPI_Info)
     let traced = if tracing { trace::enter(&call, id::MPI_Info_free, std::ptr::null(), 0) } else { None };
     let rc = next(info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15089,7 +15089,7 @@ unsafe fn wrap_MPI_Info_get(via_pmpi: bool, tracing: bool, info: MPI_Info, key: 
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, value, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15117,7 +15117,7 @@ unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, tracing: bool, info: MPI_Info,
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
     let rc = next(info, nkeys);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15145,7 +15145,7 @@ unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, tracing: bool, info: MPI_Info
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
     let rc = next(info, n, key);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15173,7 +15173,7 @@ unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, tracing: bool, info: MPI_In
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15201,7 +15201,7 @@ unsafe fn wrap_MPI_Info_set(via_pmpi: bool, tracing: bool, info: MPI_Info, key: 
     let traced = if tracing { trace::enter(&call, id::MPI_Info_set, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, value);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15234,7 +15234,7 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, tracing: bool, argc: *mut c_int, argv: *
     let traced = if tracing { trace::enter(&call, id::MPI_Init, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::hooks::after_init(rc, 0, via_pmpi, argc);
     rc
@@ -15265,7 +15265,7 @@ unsafe fn wrap_MPI_Initialized(via_pmpi: bool, tracing: bool, flag: *mut c_int) 
     let traced = if tracing { trace::enter(&call, id::MPI_Initialized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15299,7 +15299,7 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, tracing: bool, argc: *mut c_int, 
     let traced = if tracing { trace::enter(&call, id::MPI_Init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv, required, provided);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     let provided_level = if rc == 0 && !provided.is_null() { *provided } else { 0 };
     crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
@@ -15331,7 +15331,7 @@ unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, tracing: bool, flag: *mut c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15359,7 +15359,7 @@ unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, tracing: bool, op: MPI_Op, com
     let traced = if tracing { trace::enter(&call, id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
     let rc = next(op, commute);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15387,7 +15387,7 @@ unsafe fn wrap_MPI_Op_create(via_pmpi: bool, tracing: bool, function: MPI_User_f
     let traced = if tracing { trace::enter(&call, id::MPI_Op_create, std::ptr::null(), 0) } else { None };
     let rc = next(function, commute, op);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15415,7 +15415,7 @@ unsafe fn wrap_MPI_Op_free(via_pmpi: bool, tracing: bool, op: *mut MPI_Op) -> c_
     let traced = if tracing { trace::enter(&call, id::MPI_Op_free, std::ptr::null(), 0) } else { None };
     let rc = next(op);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15443,7 +15443,7 @@ unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, tracing: bool, provided: *mut c_
     let traced = if tracing { trace::enter(&call, id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
     let rc = next(provided);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15471,7 +15471,7 @@ unsafe fn wrap_MPI_Wtick(via_pmpi: bool, tracing: bool) -> f64 {
     let traced = if tracing { trace::enter(&call, id::MPI_Wtick, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, 0, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, 0, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15499,7 +15499,7 @@ unsafe fn wrap_MPI_Wtime(via_pmpi: bool, tracing: bool) -> f64 {
     let traced = if tracing { trace::enter(&call, id::MPI_Wtime, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, 0, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, 0, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15529,7 +15529,7 @@ unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, tracing: bool, required: c_int,
     let traced = if tracing { trace::enter(&call, id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(required, provided);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15557,7 +15557,7 @@ unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, tracing: bool) -> c_int {
     let traced = if tracing { trace::enter(&call, id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15585,7 +15585,7 @@ unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, tracing: bool, num_cvar: *mut 
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cvar);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15613,7 +15613,7 @@ unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, tracing: bool, cvar_index: c_
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15641,7 +15641,7 @@ unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, tracing: bool, name: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, cvar_index);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15669,7 +15669,7 @@ unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, tracing: bool, cvar_index
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15697,7 +15697,7 @@ unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, tracing: bool, handle: *mu
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(handle);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15725,7 +15725,7 @@ unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, tracing: bool, handle: MPI_T_cvar
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15753,7 +15753,7 @@ unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, tracing: bool, handle: MPI_T_cva
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15781,7 +15781,7 @@ unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, tracing: bool, num_cat: *m
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cat);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15809,7 +15809,7 @@ unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, tracing: bool, cat_index:
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15837,7 +15837,7 @@ unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, tracing: bool, name: *co
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, category_index);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15865,7 +15865,7 @@ unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, tracing: bool, cat_index
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15893,7 +15893,7 @@ unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, tracing: bool, cat_index
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15921,7 +15921,7 @@ unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, tracing: bool, cat_
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15949,7 +15949,7 @@ unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, tracing: bool, stamp: *mut
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
     let rc = next(stamp);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -15977,7 +15977,7 @@ unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, tracing: bool, num_pvar: *mut 
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_pvar);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16005,7 +16005,7 @@ unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, tracing: bool, pvar_index: c_
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16033,7 +16033,7 @@ unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, tracing: bool, name: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, var_class, pvar_index);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16061,7 +16061,7 @@ unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, tracing: bool, session:
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16089,7 +16089,7 @@ unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, tracing: bool, session: *
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16117,7 +16117,7 @@ unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, tracing: bool, session: M
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(session, pvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16145,7 +16145,7 @@ unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, tracing: bool, session: MP
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16173,7 +16173,7 @@ unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16201,7 +16201,7 @@ unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, tracing: bool, session: MPI_T_pva
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16229,7 +16229,7 @@ unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, tracing: bool, session: MPI_T_pva
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16257,7 +16257,7 @@ unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16285,7 +16285,7 @@ unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16313,7 +16313,7 @@ unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, tracing: bool, session: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16341,7 +16341,7 @@ unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, tracing: bool, enumtype: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, num, name, name_len);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16369,7 +16369,7 @@ unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, tracing: bool, enumtype: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, index, value, name, name_len);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16397,7 +16397,7 @@ unsafe fn wrap_MPI_Info_create_env(via_pmpi: bool, tracing: bool, argc: c_int, a
     let traced = if tracing { trace::enter(&call, id::MPI_Info_create_env, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv, info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_create_env, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16425,7 +16425,7 @@ unsafe fn wrap_MPI_Info_get_string(via_pmpi: bool, tracing: bool, info: MPI_Info
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get_string, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, buflen, value, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_get_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16453,7 +16453,7 @@ unsafe fn wrap_MPI_Op_create_c(via_pmpi: bool, tracing: bool, user_fn: MPI_User_
     let traced = if tracing { trace::enter(&call, id::MPI_Op_create_c, std::ptr::null(), 0) } else { None };
     let rc = next(user_fn, commute, op);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Op_create_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16481,7 +16481,7 @@ unsafe fn wrap_MPI_Session_call_errhandler(via_pmpi: bool, tracing: bool, sessio
     let traced = if tracing { trace::enter(&call, id::MPI_Session_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(session, errorcode);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Session_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16509,7 +16509,7 @@ unsafe fn wrap_MPI_Session_create_errhandler(via_pmpi: bool, tracing: bool, sess
     let traced = if tracing { trace::enter(&call, id::MPI_Session_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(session_errhandler_fn, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Session_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16537,7 +16537,7 @@ unsafe fn wrap_MPI_Session_finalize(via_pmpi: bool, tracing: bool, session: *mut
     let traced = if tracing { trace::enter(&call, id::MPI_Session_finalize, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Session_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16565,7 +16565,7 @@ unsafe fn wrap_MPI_Session_get_errhandler(via_pmpi: bool, tracing: bool, session
     let traced = if tracing { trace::enter(&call, id::MPI_Session_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(session, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Session_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16593,7 +16593,7 @@ unsafe fn wrap_MPI_Session_get_info(via_pmpi: bool, tracing: bool, session: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Session_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(session, info_used);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Session_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16621,7 +16621,7 @@ unsafe fn wrap_MPI_Session_get_nth_pset(via_pmpi: bool, tracing: bool, session: 
     let traced = if tracing { trace::enter(&call, id::MPI_Session_get_nth_pset, std::ptr::null(), 0) } else { None };
     let rc = next(session, info, n, pset_len, pset_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Session_get_nth_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16649,7 +16649,7 @@ unsafe fn wrap_MPI_Session_get_num_psets(via_pmpi: bool, tracing: bool, session:
     let traced = if tracing { trace::enter(&call, id::MPI_Session_get_num_psets, std::ptr::null(), 0) } else { None };
     let rc = next(session, info, npset_names);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Session_get_num_psets, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16677,7 +16677,7 @@ unsafe fn wrap_MPI_Session_get_pset_info(via_pmpi: bool, tracing: bool, session:
     let traced = if tracing { trace::enter(&call, id::MPI_Session_get_pset_info, std::ptr::null(), 0) } else { None };
     let rc = next(session, pset_name, info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Session_get_pset_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16705,7 +16705,7 @@ unsafe fn wrap_MPI_Session_init(via_pmpi: bool, tracing: bool, info: MPI_Info, e
     let traced = if tracing { trace::enter(&call, id::MPI_Session_init, std::ptr::null(), 0) } else { None };
     let rc = next(info, errhandler, session);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Session_init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16733,7 +16733,7 @@ unsafe fn wrap_MPI_Session_set_errhandler(via_pmpi: bool, tracing: bool, session
     let traced = if tracing { trace::enter(&call, id::MPI_Session_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(session, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Session_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16761,7 +16761,7 @@ unsafe fn wrap_MPI_T_category_get_events(via_pmpi: bool, tracing: bool, cat_inde
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_events, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_get_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16789,7 +16789,7 @@ unsafe fn wrap_MPI_T_category_get_num_events(via_pmpi: bool, tracing: bool, cat_
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_num_events, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, num_events);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_get_num_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16817,7 +16817,7 @@ unsafe fn wrap_MPI_T_event_callback_get_info(via_pmpi: bool, tracing: bool, even
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_callback_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, cb_safety, info_used);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_event_callback_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16845,7 +16845,7 @@ unsafe fn wrap_MPI_T_event_callback_set_info(via_pmpi: bool, tracing: bool, even
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_callback_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, cb_safety, info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_event_callback_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16873,7 +16873,7 @@ unsafe fn wrap_MPI_T_event_copy(via_pmpi: bool, tracing: bool, event_instance: M
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_copy, std::ptr::null(), 0) } else { None };
     let rc = next(event_instance, buffer);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_event_copy, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16901,7 +16901,7 @@ unsafe fn wrap_MPI_T_event_get_index(via_pmpi: bool, tracing: bool, name: *const
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, event_index);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_event_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16929,7 +16929,7 @@ unsafe fn wrap_MPI_T_event_get_info(via_pmpi: bool, tracing: bool, event_index: 
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_event_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16957,7 +16957,7 @@ unsafe fn wrap_MPI_T_event_get_num(via_pmpi: bool, tracing: bool, num_events: *m
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_events);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_event_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -16985,7 +16985,7 @@ unsafe fn wrap_MPI_T_event_get_source(via_pmpi: bool, tracing: bool, event_insta
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_get_source, std::ptr::null(), 0) } else { None };
     let rc = next(event_instance, source_index);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_event_get_source, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17013,7 +17013,7 @@ unsafe fn wrap_MPI_T_event_get_timestamp(via_pmpi: bool, tracing: bool, event_in
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_get_timestamp, std::ptr::null(), 0) } else { None };
     let rc = next(event_instance, event_timestamp);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_event_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17041,7 +17041,7 @@ unsafe fn wrap_MPI_T_event_handle_alloc(via_pmpi: bool, tracing: bool, event_ind
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(event_index, obj_handle, info, event_registration);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_event_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17069,7 +17069,7 @@ unsafe fn wrap_MPI_T_event_handle_free(via_pmpi: bool, tracing: bool, event_regi
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, user_data, free_cb_function);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_event_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17097,7 +17097,7 @@ unsafe fn wrap_MPI_T_event_handle_get_info(via_pmpi: bool, tracing: bool, event_
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_handle_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, info_used);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_event_handle_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17125,7 +17125,7 @@ unsafe fn wrap_MPI_T_event_handle_set_info(via_pmpi: bool, tracing: bool, event_
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_handle_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_event_handle_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17153,7 +17153,7 @@ unsafe fn wrap_MPI_T_event_read(via_pmpi: bool, tracing: bool, event_instance: M
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_read, std::ptr::null(), 0) } else { None };
     let rc = next(event_instance, element_index, buffer);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_event_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17181,7 +17181,7 @@ unsafe fn wrap_MPI_T_event_register_callback(via_pmpi: bool, tracing: bool, even
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_register_callback, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, cb_safety, info, user_data, event_cb_function);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_event_register_callback, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17209,7 +17209,7 @@ unsafe fn wrap_MPI_T_event_set_dropped_handler(via_pmpi: bool, tracing: bool, ev
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_set_dropped_handler, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, dropped_cb_function);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_event_set_dropped_handler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17237,7 +17237,7 @@ unsafe fn wrap_MPI_T_source_get_info(via_pmpi: bool, tracing: bool, source_index
     let traced = if tracing { trace::enter(&call, id::MPI_T_source_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_source_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17265,7 +17265,7 @@ unsafe fn wrap_MPI_T_source_get_num(via_pmpi: bool, tracing: bool, num_sources: 
     let traced = if tracing { trace::enter(&call, id::MPI_T_source_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_sources);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_source_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -17293,7 +17293,7 @@ unsafe fn wrap_MPI_T_source_get_timestamp(via_pmpi: bool, tracing: bool, source_
     let traced = if tracing { trace::enter(&call, id::MPI_T_source_get_timestamp, std::ptr::null(), 0) } else { None };
     let rc = next(source_index, timestamp);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_source_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }

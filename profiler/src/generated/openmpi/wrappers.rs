@@ -26,7 +26,7 @@ unsafe fn wrap_MPI_Bsend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Bsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Bsend, rc, traffic, comm);
     rc
 }
@@ -54,7 +54,7 @@ unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Bsend_init, rc, traffic, comm);
     rc
 }
@@ -82,7 +82,7 @@ unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, tracing: bool, buffer: *mut c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -110,7 +110,7 @@ unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, tracing: bool, buffer: *mut c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -138,7 +138,7 @@ unsafe fn wrap_MPI_Cancel(via_pmpi: bool, tracing: bool, request: *mut MPI_Reque
     let traced = if tracing { trace::enter(&call, id::MPI_Cancel, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -166,7 +166,7 @@ unsafe fn wrap_MPI_Get_count(via_pmpi: bool, tracing: bool, status: *const MPI_S
     let traced = if tracing { trace::enter(&call, id::MPI_Get_count, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -196,7 +196,7 @@ unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, tracing: bool, status: *const MP
     let traced = if tracing { trace::enter(&call, id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -224,7 +224,7 @@ unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, tracing: bool, status: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -252,7 +252,7 @@ unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, tracing: bool, request: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -280,7 +280,7 @@ unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, tracing: bool, query_fn: MPI_G
     let traced = if tracing { trace::enter(&call, id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
     let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -308,7 +308,7 @@ unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ibsend, rc, traffic, comm);
     rc
 }
@@ -336,7 +336,7 @@ unsafe fn wrap_MPI_Improbe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Improbe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, message, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Improbe, rc, traffic, comm);
     rc
 }
@@ -364,7 +364,7 @@ unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count
     let traced = if tracing { trace::enter(&call, id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype: r#type, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -392,7 +392,7 @@ unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iprobe, rc, traffic, comm);
     rc
 }
@@ -422,7 +422,7 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let traced = if tracing { trace::enter(&call, id::MPI_Irecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Irecv, rc, traffic, comm);
     rc
 }
@@ -452,7 +452,7 @@ unsafe fn wrap_MPI_Irsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Irsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Irsend, rc, traffic, comm);
     rc
 }
@@ -480,7 +480,7 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Isend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Isend, rc, traffic, comm);
     rc
 }
@@ -510,7 +510,7 @@ unsafe fn wrap_MPI_Issend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Issend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Issend, rc, traffic, comm);
     rc
 }
@@ -538,7 +538,7 @@ unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, message, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Mprobe, rc, traffic, comm);
     rc
 }
@@ -568,7 +568,7 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let traced = if tracing { trace::enter(&call, id::MPI_Mrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype: r#type, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -596,7 +596,7 @@ unsafe fn wrap_MPI_Probe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Probe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Probe, rc, traffic, comm);
     rc
 }
@@ -626,7 +626,7 @@ unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, tracing: bool, buf: *mut c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Recv_init, rc, traffic, comm);
     rc
 }
@@ -656,7 +656,7 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: 
     let traced = if tracing { trace::enter(&call, id::MPI_Recv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Recv, rc, traffic, comm);
     rc
 }
@@ -686,7 +686,7 @@ unsafe fn wrap_MPI_Request_free(via_pmpi: bool, tracing: bool, request: *mut MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Request_free, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -714,7 +714,7 @@ unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, tracing: bool, request: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -742,7 +742,7 @@ unsafe fn wrap_MPI_Rsend(via_pmpi: bool, tracing: bool, ibuf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Rsend, std::ptr::null(), 0) } else { None };
     let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Rsend, rc, traffic, comm);
     rc
 }
@@ -770,7 +770,7 @@ unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Rsend_init, rc, traffic, comm);
     rc
 }
@@ -798,7 +798,7 @@ unsafe fn wrap_MPI_Send_init(via_pmpi: bool, tracing: bool, buf: *const c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Send_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Send_init, rc, traffic, comm);
     rc
 }
@@ -826,7 +826,7 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, tracing: bool, buf: *const c_void, count
     let traced = if tracing { trace::enter(&call, id::MPI_Send, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Send, rc, traffic, comm);
     rc
 }
@@ -858,7 +858,7 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest, recv_count: MPI_Count::from(recvcount), recv_datatype: recvtype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Sendrecv, rc, traffic, comm);
     rc
 }
@@ -890,7 +890,7 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, tracing: bool, buf: *mut c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv_replace, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(count), datatype, peer: dest, recv_count: MPI_Count::from(count), recv_datatype: datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Sendrecv_replace, rc, traffic, comm);
     rc
 }
@@ -918,7 +918,7 @@ unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ssend_init, rc, traffic, comm);
     rc
 }
@@ -946,7 +946,7 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Ssend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ssend, rc, traffic, comm);
     rc
 }
@@ -976,7 +976,7 @@ unsafe fn wrap_MPI_Start(via_pmpi: bool, tracing: bool, request: *mut MPI_Reques
     let traced = if tracing { trace::enter(&call, id::MPI_Start, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1006,7 +1006,7 @@ unsafe fn wrap_MPI_Startall(via_pmpi: bool, tracing: bool, count: c_int, array_o
     let traced = if tracing { trace::enter(&call, id::MPI_Startall, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_requests);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1036,7 +1036,7 @@ unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, tracing: bool, status: *
     let traced = if tracing { trace::enter(&call, id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1064,7 +1064,7 @@ unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, tracing: bool, status: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1092,7 +1092,7 @@ unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, tracing: bool, status: 
     let traced = if tracing { trace::enter(&call, id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1120,7 +1120,7 @@ unsafe fn wrap_MPI_Testall(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Testall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1150,7 +1150,7 @@ unsafe fn wrap_MPI_Testany(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Testany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, flag, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1180,7 +1180,7 @@ unsafe fn wrap_MPI_Test(via_pmpi: bool, tracing: bool, request: *mut MPI_Request
     let traced = if tracing { trace::enter(&call, id::MPI_Test, request, 1) } else { None };
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1210,7 +1210,7 @@ unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, tracing: bool, status: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1238,7 +1238,7 @@ unsafe fn wrap_MPI_Testsome(via_pmpi: bool, tracing: bool, incount: c_int, array
     let traced = if tracing { trace::enter(&call, id::MPI_Testsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1266,7 +1266,7 @@ unsafe fn wrap_MPI_Waitall(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Waitall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, array_of_statuses);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1296,7 +1296,7 @@ unsafe fn wrap_MPI_Waitany(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Waitany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1326,7 +1326,7 @@ unsafe fn wrap_MPI_Wait(via_pmpi: bool, tracing: bool, request: *mut MPI_Request
     let traced = if tracing { trace::enter(&call, id::MPI_Wait, request, 1) } else { None };
     let rc = next(request, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1356,7 +1356,7 @@ unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, tracing: bool, incount: c_int, array
     let traced = if tracing { trace::enter(&call, id::MPI_Waitsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -1384,7 +1384,7 @@ unsafe fn wrap_MPI_Allgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Allgather, rc, traffic, comm);
     rc
 }
@@ -1414,7 +1414,7 @@ unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iallgather, rc, traffic, comm);
     rc
 }
@@ -1442,7 +1442,7 @@ unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Allgatherv, rc, traffic, comm);
     rc
 }
@@ -1472,7 +1472,7 @@ unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iallgatherv, rc, traffic, comm);
     rc
 }
@@ -1500,7 +1500,7 @@ unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Allreduce, rc, traffic, comm);
     rc
 }
@@ -1530,7 +1530,7 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iallreduce, rc, traffic, comm);
     rc
 }
@@ -1560,7 +1560,7 @@ unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Alltoall, rc, traffic, comm);
     rc
 }
@@ -1590,7 +1590,7 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ialltoall, rc, traffic, comm);
     rc
 }
@@ -1620,7 +1620,7 @@ unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Alltoallv, rc, traffic, comm);
     rc
 }
@@ -1650,7 +1650,7 @@ unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ialltoallv, rc, traffic, comm);
     rc
 }
@@ -1678,7 +1678,7 @@ unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Alltoallw, rc, traffic, comm);
     rc
 }
@@ -1706,7 +1706,7 @@ unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ialltoallw, rc, traffic, comm);
     rc
 }
@@ -1734,7 +1734,7 @@ unsafe fn wrap_MPI_Barrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm) -> c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Barrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Barrier, rc, traffic, comm);
     rc
 }
@@ -1764,7 +1764,7 @@ unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm, reque
     let traced = if tracing { trace::enter(&call, id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ibarrier, rc, traffic, comm);
     rc
 }
@@ -1794,7 +1794,7 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Bcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Bcast, rc, traffic, comm);
     rc
 }
@@ -1824,7 +1824,7 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ibcast, rc, traffic, comm);
     rc
 }
@@ -1854,7 +1854,7 @@ unsafe fn wrap_MPI_Exscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Exscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Exscan, rc, traffic, comm);
     rc
 }
@@ -1882,7 +1882,7 @@ unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iexscan, rc, traffic, comm);
     rc
 }
@@ -1910,7 +1910,7 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Gather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Gather, rc, traffic, comm);
     rc
 }
@@ -1940,7 +1940,7 @@ unsafe fn wrap_MPI_Igather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Igather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Igather, rc, traffic, comm);
     rc
 }
@@ -1968,7 +1968,7 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Gatherv, rc, traffic, comm);
     rc
 }
@@ -1998,7 +1998,7 @@ unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Igatherv, rc, traffic, comm);
     rc
 }
@@ -2026,7 +2026,7 @@ unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_allgather, rc, traffic, comm);
     rc
 }
@@ -2054,7 +2054,7 @@ unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ineighbor_allgather, rc, traffic, comm);
     rc
 }
@@ -2082,7 +2082,7 @@ unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_allgatherv, rc, traffic, comm);
     rc
 }
@@ -2110,7 +2110,7 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ineighbor_allgatherv, rc, traffic, comm);
     rc
 }
@@ -2138,7 +2138,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_alltoall, rc, traffic, comm);
     rc
 }
@@ -2166,7 +2166,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ineighbor_alltoall, rc, traffic, comm);
     rc
 }
@@ -2194,7 +2194,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_alltoallv, rc, traffic, comm);
     rc
 }
@@ -2222,7 +2222,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ineighbor_alltoallv, rc, traffic, comm);
     rc
 }
@@ -2250,7 +2250,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Neighbor_alltoallw, rc, traffic, comm);
     rc
 }
@@ -2278,7 +2278,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ineighbor_alltoallw, rc, traffic, comm);
     rc
 }
@@ -2306,7 +2306,7 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Reduce, rc, traffic, comm);
     rc
 }
@@ -2336,7 +2336,7 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ireduce, rc, traffic, comm);
     rc
 }
@@ -2366,7 +2366,7 @@ unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, tracing: bool, inbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2394,7 +2394,7 @@ unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Reduce_scatter, rc, traffic, comm);
     rc
 }
@@ -2422,7 +2422,7 @@ unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ireduce_scatter, rc, traffic, comm);
     rc
 }
@@ -2450,7 +2450,7 @@ unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Reduce_scatter_block, rc, traffic, comm);
     rc
 }
@@ -2478,7 +2478,7 @@ unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf:
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Ireduce_scatter_block, rc, traffic, comm);
     rc
 }
@@ -2506,7 +2506,7 @@ unsafe fn wrap_MPI_Scan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, r
     let traced = if tracing { trace::enter(&call, id::MPI_Scan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave_superstep(call, end, id::MPI_Scan, rc, traffic, comm);
     rc
 }
@@ -2534,7 +2534,7 @@ unsafe fn wrap_MPI_Iscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Iscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iscan, rc, traffic, comm);
     rc
 }
@@ -2562,7 +2562,7 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Scatter, rc, traffic, comm);
     rc
 }
@@ -2592,7 +2592,7 @@ unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iscatter, rc, traffic, comm);
     rc
 }
@@ -2620,7 +2620,7 @@ unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Scatterv, rc, traffic, comm);
     rc
 }
@@ -2648,7 +2648,7 @@ unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Iscatterv, rc, traffic, comm);
     rc
 }
@@ -2676,7 +2676,7 @@ unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2704,7 +2704,7 @@ unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, tracing: bool, origin_addr: 
     let traced = if tracing { trace::enter(&call, id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2732,7 +2732,7 @@ unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, tracing: bool, origin_addr: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2760,7 +2760,7 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Get, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2790,7 +2790,7 @@ unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2818,7 +2818,7 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, tracing: bool, origin_addr: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Put, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2848,7 +2848,7 @@ unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, tracing: bool, origin_addr: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2876,7 +2876,7 @@ unsafe fn wrap_MPI_Rget(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Rget, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2904,7 +2904,7 @@ unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *
     let traced = if tracing { trace::enter(&call, id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2932,7 +2932,7 @@ unsafe fn wrap_MPI_Rput(via_pmpi: bool, tracing: bool, origin_addr: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Rput, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -2960,7 +2960,7 @@ unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, tracing: bool, size: MPI_Aint, d
     let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Win_allocate, rc, traffic, comm);
     rc
 }
@@ -2988,7 +2988,7 @@ unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, tracing: bool, size: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Win_allocate_shared, rc, traffic, comm);
     rc
 }
@@ -3016,7 +3016,7 @@ unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, tracing: bool, win: MPI_Win, base:
     let traced = if tracing { trace::enter(&call, id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3044,7 +3044,7 @@ unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, tracing: bool, win: MPI_W
     let traced = if tracing { trace::enter(&call, id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errorcode);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3072,7 +3072,7 @@ unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, tracing: bool, win: MPI_Win) -> 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3100,7 +3100,7 @@ unsafe fn wrap_MPI_Win_create(via_pmpi: bool, tracing: bool, base: *mut c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create, std::ptr::null(), 0) } else { None };
     let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Win_create, rc, traffic, comm);
     rc
 }
@@ -3128,7 +3128,7 @@ unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, tracing: bool, info: MPI_I
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
     let rc = next(info, comm, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Win_create_dynamic, rc, traffic, comm);
     rc
 }
@@ -3156,7 +3156,7 @@ unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, tracing: bool, function
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3184,7 +3184,7 @@ unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, tracing: bool, win_copy_att
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3212,7 +3212,7 @@ unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3240,7 +3240,7 @@ unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, tracing: bool, win: MPI_Win, base:
     let traced = if tracing { trace::enter(&call, id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3268,7 +3268,7 @@ unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, tracing: bool, assert: c_int, win: 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3298,7 +3298,7 @@ unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, tracing: bool, rank: c_int, win: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3328,7 +3328,7 @@ unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, tracing: bool, win: MPI_Win) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3356,7 +3356,7 @@ unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, tracing: bool, rank: c_int, w
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3384,7 +3384,7 @@ unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, tracing: bool, win: MPI_W
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3412,7 +3412,7 @@ unsafe fn wrap_MPI_Win_free(via_pmpi: bool, tracing: bool, win: *mut MPI_Win) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Win_free, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3440,7 +3440,7 @@ unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, tracing: bool, win_keyval: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3468,7 +3468,7 @@ unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3496,7 +3496,7 @@ unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Wi
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3524,7 +3524,7 @@ unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, tracing: bool, win: MPI_Win, gr
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(win, group);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3552,7 +3552,7 @@ unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, tracing: bool, win: MPI_Win, inf
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info_used);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3580,7 +3580,7 @@ unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name, resultlen);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3608,7 +3608,7 @@ unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, tracing: bool, lock_type: c_int, ran
     let traced = if tracing { trace::enter(&call, id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
     let rc = next(lock_type, rank, assert, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3638,7 +3638,7 @@ unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, tracing: bool, assert: c_int, wi
     let traced = if tracing { trace::enter(&call, id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3666,7 +3666,7 @@ unsafe fn wrap_MPI_Win_post(via_pmpi: bool, tracing: bool, group: MPI_Group, ass
     let traced = if tracing { trace::enter(&call, id::MPI_Win_post, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3694,7 +3694,7 @@ unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3722,7 +3722,7 @@ unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Wi
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3750,7 +3750,7 @@ unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, tracing: bool, win: MPI_Win, inf
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3778,7 +3778,7 @@ unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3806,7 +3806,7 @@ unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, tracing: bool, win: MPI_Win,
     let traced = if tracing { trace::enter(&call, id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3834,7 +3834,7 @@ unsafe fn wrap_MPI_Win_start(via_pmpi: bool, tracing: bool, group: MPI_Group, as
     let traced = if tracing { trace::enter(&call, id::MPI_Win_start, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3862,7 +3862,7 @@ unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3890,7 +3890,7 @@ unsafe fn wrap_MPI_Win_test(via_pmpi: bool, tracing: bool, win: MPI_Win, flag: *
     let traced = if tracing { trace::enter(&call, id::MPI_Win_test, std::ptr::null(), 0) } else { None };
     let rc = next(win, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3918,7 +3918,7 @@ unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, tracing: bool, rank: c_int, win: M
     let traced = if tracing { trace::enter(&call, id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3948,7 +3948,7 @@ unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -
     let traced = if tracing { trace::enter(&call, id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -3976,7 +3976,7 @@ unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4004,7 +4004,7 @@ unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(fh, errorcode);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4032,7 +4032,7 @@ unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, tracing: bool, functio
     let traced = if tracing { trace::enter(&call, id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4060,7 +4060,7 @@ unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, tracing: bool, file: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4088,7 +4088,7 @@ unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, tracing: bool, file: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4116,7 +4116,7 @@ unsafe fn wrap_MPI_File_open(via_pmpi: bool, tracing: bool, comm: MPI_Comm, file
     let traced = if tracing { trace::enter(&call, id::MPI_File_open, std::ptr::null(), 0) } else { None };
     let rc = next(comm, filename, amode, info, fh);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_File_open, rc, traffic, comm);
     rc
 }
@@ -4144,7 +4144,7 @@ unsafe fn wrap_MPI_File_close(via_pmpi: bool, tracing: bool, fh: *mut MPI_File) 
     let traced = if tracing { trace::enter(&call, id::MPI_File_close, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4172,7 +4172,7 @@ unsafe fn wrap_MPI_File_delete(via_pmpi: bool, tracing: bool, filename: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_File_delete, std::ptr::null(), 0) } else { None };
     let rc = next(filename, info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4200,7 +4200,7 @@ unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, tracing: bool, fh: MPI_File, si
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4228,7 +4228,7 @@ unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4256,7 +4256,7 @@ unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, tracing: bool, fh: MPI_File, si
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4284,7 +4284,7 @@ unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, tracing: bool, fh: MPI_File, g
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(fh, group);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4312,7 +4312,7 @@ unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, tracing: bool, fh: MPI_File, a
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
     let rc = next(fh, amode);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4340,7 +4340,7 @@ unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, tracing: bool, fh: MPI_File, in
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4368,7 +4368,7 @@ unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, tracing: bool, fh: MPI_File, in
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info_used);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4396,7 +4396,7 @@ unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, tracing: bool, fh: MPI_File, di
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep, info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4424,7 +4424,7 @@ unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, tracing: bool, fh: MPI_File, di
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4454,7 +4454,7 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, tracing: bool, fh: MPI_File, off
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4484,7 +4484,7 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4512,7 +4512,7 @@ unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4540,7 +4540,7 @@ unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4568,7 +4568,7 @@ unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4596,7 +4596,7 @@ unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, tracing: bool, fh: MPI_File, o
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4624,7 +4624,7 @@ unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4652,7 +4652,7 @@ unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4682,7 +4682,7 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *
     let traced = if tracing { trace::enter(&call, id::MPI_File_read, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4712,7 +4712,7 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, tracing: bool, fh: MPI_File, bu
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4740,7 +4740,7 @@ unsafe fn wrap_MPI_File_write(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
     let traced = if tracing { trace::enter(&call, id::MPI_File_write, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4768,7 +4768,7 @@ unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4796,7 +4796,7 @@ unsafe fn wrap_MPI_File_iread(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4824,7 +4824,7 @@ unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, tracing: bool, fh: MPI_File, buf:
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4852,7 +4852,7 @@ unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4880,7 +4880,7 @@ unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4908,7 +4908,7 @@ unsafe fn wrap_MPI_File_seek(via_pmpi: bool, tracing: bool, fh: MPI_File, offset
     let traced = if tracing { trace::enter(&call, id::MPI_File_seek, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4936,7 +4936,7 @@ unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4964,7 +4964,7 @@ unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, disp);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -4994,7 +4994,7 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5022,7 +5022,7 @@ unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5050,7 +5050,7 @@ unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5078,7 +5078,7 @@ unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5108,7 +5108,7 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5136,7 +5136,7 @@ unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5164,7 +5164,7 @@ unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5192,7 +5192,7 @@ unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, tracing: bool, fh: M
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5220,7 +5220,7 @@ unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, tracing: bool, fh: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5248,7 +5248,7 @@ unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5276,7 +5276,7 @@ unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, tracing: bool, fh: MP
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5304,7 +5304,7 @@ unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5332,7 +5332,7 @@ unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5360,7 +5360,7 @@ unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5388,7 +5388,7 @@ unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5416,7 +5416,7 @@ unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5444,7 +5444,7 @@ unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, tracing: bool, fh: MP
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5472,7 +5472,7 @@ unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5500,7 +5500,7 @@ unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, tracing: bool, fh: M
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5528,7 +5528,7 @@ unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5556,7 +5556,7 @@ unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
     let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5584,7 +5584,7 @@ unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5612,7 +5612,7 @@ unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5640,7 +5640,7 @@ unsafe fn wrap_MPI_File_sync(via_pmpi: bool, tracing: bool, fh: MPI_File) -> c_i
     let traced = if tracing { trace::enter(&call, id::MPI_File_sync, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5668,7 +5668,7 @@ unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, tracing: bool, datarep: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5696,7 +5696,7 @@ unsafe fn wrap_MPI_Get_address(via_pmpi: bool, tracing: bool, location: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Get_address, std::ptr::null(), 0) } else { None };
     let rc = next(location, address);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5724,7 +5724,7 @@ unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, tracing: bool, datarep: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5752,7 +5752,7 @@ unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, tracing: bool, datarep: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5780,7 +5780,7 @@ unsafe fn wrap_MPI_Pack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, inc
     let traced = if tracing { trace::enter(&call, id::MPI_Pack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Pack, rc, traffic, comm);
     rc
 }
@@ -5808,7 +5808,7 @@ unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, tracing: bool, incount: c_int, data
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
     let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Pack_size, rc, traffic, comm);
     rc
 }
@@ -5836,7 +5836,7 @@ unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, tracing: bool, r#type: *mut MPI_D
     let traced = if tracing { trace::enter(&call, id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5864,7 +5864,7 @@ unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, tracing: bool, count: c_int, 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
     let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5892,7 +5892,7 @@ unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, tracing: bool, size: c_int
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
     let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5920,7 +5920,7 @@ unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, tracing: bool, p: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5948,7 +5948,7 @@ unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, tracing: bool, r: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
     let rc = next(r, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -5976,7 +5976,7 @@ unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, tracing: bool, p: c_int,
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6004,7 +6004,7 @@ unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, tracing: bool, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6032,7 +6032,7 @@ unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, tracing: bool, count: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6060,7 +6060,7 @@ unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, tracing: bool, count: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6088,7 +6088,7 @@ unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, tracing: bool, type_copy_a
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6116,7 +6116,7 @@ unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, tracing: bool, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6144,7 +6144,7 @@ unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, tracing: bool, count: c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6172,7 +6172,7 @@ unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, tracing: bool, ndims: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
     let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6200,7 +6200,7 @@ unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, tracing: bool, oldtype: M
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
     let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6228,7 +6228,7 @@ unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, tracing: bool, r#type: MPI_D
     let traced = if tracing { trace::enter(&call, id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6256,7 +6256,7 @@ unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype,
     let traced = if tracing { trace::enter(&call, id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6288,7 +6288,7 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, tracing: bool, r#type: *mut MPI_Dat
     let traced = if tracing { trace::enter(&call, id::MPI_Type_free, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::traffic::forget_type_sizes();
     rc
@@ -6317,7 +6317,7 @@ unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, tracing: bool, type_keyval: 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6345,7 +6345,7 @@ unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6373,7 +6373,7 @@ unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, tracing: bool, mtype: MPI_D
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
     let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6401,7 +6401,7 @@ unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, tracing: bool, r#type: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6429,7 +6429,7 @@ unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, tracing: bool, r#type: MPI_Da
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6457,7 +6457,7 @@ unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, tracing: bool, r#type: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6485,7 +6485,7 @@ unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name, resultlen);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6513,7 +6513,7 @@ unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, tracing: bool, datatype:
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6541,7 +6541,7 @@ unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, tracing: bool, datatyp
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6569,7 +6569,7 @@ unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, tracing: bool, count: c_int, arr
     let traced = if tracing { trace::enter(&call, id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6597,7 +6597,7 @@ unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, tracing: bool, typeclass: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
     let rc = next(typeclass, size, r#type);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6625,7 +6625,7 @@ unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attr_val);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6653,7 +6653,7 @@ unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6681,7 +6681,7 @@ unsafe fn wrap_MPI_Type_size(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype
     let traced = if tracing { trace::enter(&call, id::MPI_Type_size, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6709,7 +6709,7 @@ unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, tracing: bool, r#type: MPI_Dataty
     let traced = if tracing { trace::enter(&call, id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6737,7 +6737,7 @@ unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, tracing: bool, count: c_int, bloc
     let traced = if tracing { trace::enter(&call, id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6765,7 +6765,7 @@ unsafe fn wrap_MPI_Unpack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, i
     let traced = if tracing { trace::enter(&call, id::MPI_Unpack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Unpack, rc, traffic, comm);
     rc
 }
@@ -6793,7 +6793,7 @@ unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, tracing: bool, datarep: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6821,7 +6821,7 @@ unsafe fn wrap_MPI_Close_port(via_pmpi: bool, tracing: bool, port_name: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Close_port, std::ptr::null(), 0) } else { None };
     let rc = next(port_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6849,7 +6849,7 @@ unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, tracing: bool, port_name: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_accept, rc, traffic, comm);
     rc
 }
@@ -6877,7 +6877,7 @@ unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, tracing: bool, comm: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_call_errhandler, rc, traffic, comm);
     rc
 }
@@ -6905,7 +6905,7 @@ unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, tracing: bool, comm1: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
     let rc = next(comm1, comm2, result);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6933,7 +6933,7 @@ unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, tracing: bool, port_name: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_connect, rc, traffic, comm);
     rc
 }
@@ -6961,7 +6961,7 @@ unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, tracing: bool, functio
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -6989,7 +6989,7 @@ unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, tracing: bool, comm_copy_a
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7017,7 +7017,7 @@ unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, tracing: bool, comm: MPI_Co
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, tag, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_create_group, rc, traffic, comm);
     rc
 }
@@ -7045,7 +7045,7 @@ unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, tracing: bool, comm: MPI_Comm, gr
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_create, rc, traffic, comm);
     rc
 }
@@ -7073,7 +7073,7 @@ unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, tracing: bool, comm: MPI_Com
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_delete_attr, rc, traffic, comm);
     rc
 }
@@ -7105,7 +7105,7 @@ unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, tracing: bool, comm: *mut MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::places::forget_comms();
     rc
@@ -7134,7 +7134,7 @@ unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newco
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_dup, rc, traffic, comm);
     rc
 }
@@ -7162,7 +7162,7 @@ unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newc
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm, request);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_idup, rc, traffic, comm);
     rc
 }
@@ -7190,7 +7190,7 @@ unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, tracing: bool, comm: MPI_C
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_dup_with_info, rc, traffic, comm);
     rc
 }
@@ -7218,7 +7218,7 @@ unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, tracing: bool, comm_keyval: 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7250,7 +7250,7 @@ unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, tracing: bool, comm: *mut MPI_Comm)
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::places::forget_comms();
     rc
@@ -7279,7 +7279,7 @@ unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_get_attr, rc, traffic, comm);
     rc
 }
@@ -7307,7 +7307,7 @@ unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, erhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_get_errhandler, rc, traffic, comm);
     rc
 }
@@ -7335,7 +7335,7 @@ unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info_used);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_get_info, rc, traffic, comm);
     rc
 }
@@ -7363,7 +7363,7 @@ unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name, resultlen);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_get_name, rc, traffic, comm);
     rc
 }
@@ -7391,7 +7391,7 @@ unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, tracing: bool, parent: *mut M
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
     let rc = next(parent);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7419,7 +7419,7 @@ unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, gro
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_group, rc, traffic, comm);
     rc
 }
@@ -7447,7 +7447,7 @@ unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, tracing: bool, fd: c_int, intercomm
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
     let rc = next(fd, intercomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7475,7 +7475,7 @@ unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_rank, rc, traffic, comm);
     rc
 }
@@ -7505,7 +7505,7 @@ unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, tracing: bool, comm: MPI_Co
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_remote_group, rc, traffic, comm);
     rc
 }
@@ -7533,7 +7533,7 @@ unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, tracing: bool, comm: MPI_Com
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_remote_size, rc, traffic, comm);
     rc
 }
@@ -7561,7 +7561,7 @@ unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_set_attr, rc, traffic, comm);
     rc
 }
@@ -7589,7 +7589,7 @@ unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_set_errhandler, rc, traffic, comm);
     rc
 }
@@ -7617,7 +7617,7 @@ unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_set_info, rc, traffic, comm);
     rc
 }
@@ -7645,7 +7645,7 @@ unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_set_name, rc, traffic, comm);
     rc
 }
@@ -7673,7 +7673,7 @@ unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, tracing: bool, comm: MPI_Comm, size
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_size, rc, traffic, comm);
     rc
 }
@@ -7703,7 +7703,7 @@ unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, tracing: bool, command: *const c_c
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
     let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_spawn, rc, traffic, comm);
     rc
 }
@@ -7731,7 +7731,7 @@ unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, tracing: bool, count: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_spawn_multiple, rc, traffic, comm);
     rc
 }
@@ -7759,7 +7759,7 @@ unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, tracing: bool, comm: MPI_Comm, col
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
     let rc = next(comm, color, key, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_split, rc, traffic, comm);
     rc
 }
@@ -7787,7 +7787,7 @@ unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
     let rc = next(comm, split_type, key, info, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_split_type, rc, traffic, comm);
     rc
 }
@@ -7815,7 +7815,7 @@ unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
     let rc = next(comm, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Comm_test_inter, rc, traffic, comm);
     rc
 }
@@ -7843,7 +7843,7 @@ unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, tracing: bool, errhandler: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
     let rc = next(errhandler);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7871,7 +7871,7 @@ unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, tracing: bool, group1: MPI_Grou
     let traced = if tracing { trace::enter(&call, id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, result);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7899,7 +7899,7 @@ unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, tracing: bool, group1: MPI_G
     let traced = if tracing { trace::enter(&call, id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7927,7 +7927,7 @@ unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, tracing: bool, group: MPI_Group, n
     let traced = if tracing { trace::enter(&call, id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7955,7 +7955,7 @@ unsafe fn wrap_MPI_Group_free(via_pmpi: bool, tracing: bool, group: *mut MPI_Gro
     let traced = if tracing { trace::enter(&call, id::MPI_Group_free, std::ptr::null(), 0) } else { None };
     let rc = next(group);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -7983,7 +7983,7 @@ unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, tracing: bool, group: MPI_Group, n
     let traced = if tracing { trace::enter(&call, id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8011,7 +8011,7 @@ unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, tracing: bool, group1: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8039,7 +8039,7 @@ unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, tracing: bool, group: MPI_Gr
     let traced = if tracing { trace::enter(&call, id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8067,7 +8067,7 @@ unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, tracing: bool, group: MPI_Gr
     let traced = if tracing { trace::enter(&call, id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8095,7 +8095,7 @@ unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, tracing: bool, group: MPI_Group, r
     let traced = if tracing { trace::enter(&call, id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
     let rc = next(group, rank);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8123,7 +8123,7 @@ unsafe fn wrap_MPI_Group_size(via_pmpi: bool, tracing: bool, group: MPI_Group, s
     let traced = if tracing { trace::enter(&call, id::MPI_Group_size, std::ptr::null(), 0) } else { None };
     let rc = next(group, size);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8151,7 +8151,7 @@ unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, tracing: bool, group1: 
     let traced = if tracing { trace::enter(&call, id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
     let rc = next(group1, n, ranks1, group2, ranks2);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8179,7 +8179,7 @@ unsafe fn wrap_MPI_Group_union(via_pmpi: bool, tracing: bool, group1: MPI_Group,
     let traced = if tracing { trace::enter(&call, id::MPI_Group_union, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8207,7 +8207,7 @@ unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, tracing: bool, local_comm: M
     let traced = if tracing { trace::enter(&call, id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
     let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8235,7 +8235,7 @@ unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, tracing: bool, intercomm: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
     let rc = next(intercomm, high, newintercomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Intercomm_merge, rc, traffic, intercomm);
     rc
 }
@@ -8263,7 +8263,7 @@ unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, tracing: bool, service_name: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8291,7 +8291,7 @@ unsafe fn wrap_MPI_Open_port(via_pmpi: bool, tracing: bool, info: MPI_Info, port
     let traced = if tracing { trace::enter(&call, id::MPI_Open_port, std::ptr::null(), 0) } else { None };
     let rc = next(info, port_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8319,7 +8319,7 @@ unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, tracing: bool, service_name: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8347,7 +8347,7 @@ unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, tracing: bool, service_name: *
     let traced = if tracing { trace::enter(&call, id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8375,7 +8375,7 @@ unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ke
     let traced = if tracing { trace::enter(&call, id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Attr_delete, rc, traffic, comm);
     rc
 }
@@ -8403,7 +8403,7 @@ unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyva
     let traced = if tracing { trace::enter(&call, id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Attr_get, rc, traffic, comm);
     rc
 }
@@ -8431,7 +8431,7 @@ unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyva
     let traced = if tracing { trace::enter(&call, id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Attr_put, rc, traffic, comm);
     rc
 }
@@ -8459,7 +8459,7 @@ unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, tracing: bool, copy_fn: MPI_Cop
     let traced = if tracing { trace::enter(&call, id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
     let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8487,7 +8487,7 @@ unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, tracing: bool, keyval: *mut c_int
     let traced = if tracing { trace::enter(&call, id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
     let rc = next(keyval);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8515,7 +8515,7 @@ unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ra
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxdims, coords);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cart_coords, rc, traffic, comm);
     rc
 }
@@ -8543,7 +8543,7 @@ unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, tracing: bool, old_comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
     let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cart_create, rc, traffic, old_comm);
     rc
 }
@@ -8571,7 +8571,7 @@ unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxdi
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxdims, dims, periods, coords);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cart_get, rc, traffic, comm);
     rc
 }
@@ -8599,7 +8599,7 @@ unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ndims
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims, dims, periods, newrank);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cart_map, rc, traffic, comm);
     rc
 }
@@ -8627,7 +8627,7 @@ unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, coor
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, coords, rank);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cart_rank, rc, traffic, comm);
     rc
 }
@@ -8655,7 +8655,7 @@ unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, tracing: bool, comm: MPI_Comm, dir
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
     let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cart_shift, rc, traffic, comm);
     rc
 }
@@ -8683,7 +8683,7 @@ unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, tracing: bool, comm: MPI_Comm, remai
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
     let rc = next(comm, remain_dims, new_comm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cart_sub, rc, traffic, comm);
     rc
 }
@@ -8711,7 +8711,7 @@ unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nd
     let traced = if tracing { trace::enter(&call, id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Cartdim_get, rc, traffic, comm);
     rc
 }
@@ -8739,7 +8739,7 @@ unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, tracing: bool, comm_old: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Dist_graph_create, rc, traffic, comm_old);
     rc
 }
@@ -8767,7 +8767,7 @@ unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, tracing: bool, com
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old);
     rc
 }
@@ -8795,7 +8795,7 @@ unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Dist_graph_neighbors, rc, traffic, comm);
     rc
 }
@@ -8823,7 +8823,7 @@ unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, tracing: bool, com
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, inneighbors, outneighbors, weighted);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm);
     rc
 }
@@ -8851,7 +8851,7 @@ unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, tracing: bool, nnodes: c_int, ndi
     let traced = if tracing { trace::enter(&call, id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
     let rc = next(nnodes, ndims, dims);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -8879,7 +8879,7 @@ unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, tracing: bool, comm_old: MPI_Com
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Graph_create, rc, traffic, comm_old);
     rc
 }
@@ -8907,7 +8907,7 @@ unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxi
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindex, maxedges, index, edges);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Graph_get, rc, traffic, comm);
     rc
 }
@@ -8935,7 +8935,7 @@ unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nnod
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, index, edges, newrank);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Graph_map, rc, traffic, comm);
     rc
 }
@@ -8963,7 +8963,7 @@ unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, tracing: bool, comm: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, nneighbors);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Graph_neighbors_count, rc, traffic, comm);
     rc
 }
@@ -8991,7 +8991,7 @@ unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxneighbors, neighbors);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Graph_neighbors, rc, traffic, comm);
     rc
 }
@@ -9019,7 +9019,7 @@ unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, nedges);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Graphdims_get, rc, traffic, comm);
     rc
 }
@@ -9047,7 +9047,7 @@ unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, tracing: bool, comm: MPI_Comm, stat
     let traced = if tracing { trace::enter(&call, id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
     let rc = next(comm, status);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Topo_test, rc, traffic, comm);
     rc
 }
@@ -9076,7 +9076,7 @@ unsafe fn wrap_MPI_Abort(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errorcod
     let traced = if tracing { trace::enter(&call, id::MPI_Abort, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE })), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
     rt::leave(call, end, id::MPI_Abort, rc, traffic, comm);
     rc
 }
@@ -9104,7 +9104,7 @@ unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, tracing: bool, errorclass: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9132,7 +9132,7 @@ unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, tracing: bool, errorclass: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass, errorcode);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9160,7 +9160,7 @@ unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, tracing: bool, errorcode: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9188,7 +9188,7 @@ unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, tracing: bool, size: MPI_Aint, info
     let traced = if tracing { trace::enter(&call, id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
     let rc = next(size, info, baseptr);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9216,7 +9216,7 @@ unsafe fn wrap_MPI_Error_class(via_pmpi: bool, tracing: bool, errorcode: c_int, 
     let traced = if tracing { trace::enter(&call, id::MPI_Error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, errorclass);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9244,7 +9244,7 @@ unsafe fn wrap_MPI_Error_string(via_pmpi: bool, tracing: bool, errorcode: c_int,
     let traced = if tracing { trace::enter(&call, id::MPI_Error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string, resultlen);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9273,7 +9273,7 @@ unsafe fn wrap_MPI_Finalize(via_pmpi: bool, tracing: bool) -> c_int {
     let traced = if tracing { trace::enter(&call, id::MPI_Finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9301,7 +9301,7 @@ unsafe fn wrap_MPI_Finalized(via_pmpi: bool, tracing: bool, flag: *mut c_int) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Finalized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9329,7 +9329,7 @@ unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, tracing: bool, base: *mut c_void) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
     let rc = next(base);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9357,7 +9357,7 @@ unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, tracing: bool, version: *
     let traced = if tracing { trace::enter(&call, id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, resultlen);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9385,7 +9385,7 @@ unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, tracing: bool, name: *mut 
     let traced = if tracing { trace::enter(&call, id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
     let rc = next(name, resultlen);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9413,7 +9413,7 @@ unsafe fn wrap_MPI_Get_version(via_pmpi: bool, tracing: bool, version: *mut c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Get_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, subversion);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9441,7 +9441,7 @@ unsafe fn wrap_MPI_Info_create(via_pmpi: bool, tracing: bool, info: *mut MPI_Inf
     let traced = if tracing { trace::enter(&call, id::MPI_Info_create, std::ptr::null(), 0) } else { None };
     let rc = next(info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9469,7 +9469,7 @@ unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, tracing: bool, info: MPI_Info, ke
     let traced = if tracing { trace::enter(&call, id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
     let rc = next(info, key);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9497,7 +9497,7 @@ unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, tracing: bool, info: MPI_Info, newin
     let traced = if tracing { trace::enter(&call, id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
     let rc = next(info, newinfo);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9525,7 +9525,7 @@ unsafe fn wrap_MPI_Info_free(via_pmpi: bool, tracing: bool, info: *mut MPI_Info)
     let traced = if tracing { trace::enter(&call, id::MPI_Info_free, std::ptr::null(), 0) } else { None };
     let rc = next(info);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9553,7 +9553,7 @@ unsafe fn wrap_MPI_Info_get(via_pmpi: bool, tracing: bool, info: MPI_Info, key: 
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, value, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9581,7 +9581,7 @@ unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, tracing: bool, info: MPI_Info,
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
     let rc = next(info, nkeys);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9609,7 +9609,7 @@ unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, tracing: bool, info: MPI_Info
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
     let rc = next(info, n, key);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9637,7 +9637,7 @@ unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, tracing: bool, info: MPI_In
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9665,7 +9665,7 @@ unsafe fn wrap_MPI_Info_set(via_pmpi: bool, tracing: bool, info: MPI_Info, key: 
     let traced = if tracing { trace::enter(&call, id::MPI_Info_set, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, value);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9698,7 +9698,7 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, tracing: bool, argc: *mut c_int, argv: *
     let traced = if tracing { trace::enter(&call, id::MPI_Init, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::hooks::after_init(rc, 0, via_pmpi, argc);
     rc
@@ -9729,7 +9729,7 @@ unsafe fn wrap_MPI_Initialized(via_pmpi: bool, tracing: bool, flag: *mut c_int) 
     let traced = if tracing { trace::enter(&call, id::MPI_Initialized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9763,7 +9763,7 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, tracing: bool, argc: *mut c_int, 
     let traced = if tracing { trace::enter(&call, id::MPI_Init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv, required, provided);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     let provided_level = if rc == 0 && !provided.is_null() { *provided } else { 0 };
     crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
@@ -9795,7 +9795,7 @@ unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, tracing: bool, flag: *mut c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9823,7 +9823,7 @@ unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, tracing: bool, op: MPI_Op, com
     let traced = if tracing { trace::enter(&call, id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
     let rc = next(op, commute);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9851,7 +9851,7 @@ unsafe fn wrap_MPI_Op_create(via_pmpi: bool, tracing: bool, function: MPI_User_f
     let traced = if tracing { trace::enter(&call, id::MPI_Op_create, std::ptr::null(), 0) } else { None };
     let rc = next(function, commute, op);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9879,7 +9879,7 @@ unsafe fn wrap_MPI_Op_free(via_pmpi: bool, tracing: bool, op: *mut MPI_Op) -> c_
     let traced = if tracing { trace::enter(&call, id::MPI_Op_free, std::ptr::null(), 0) } else { None };
     let rc = next(op);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9907,7 +9907,7 @@ unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, tracing: bool, provided: *mut c_
     let traced = if tracing { trace::enter(&call, id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
     let rc = next(provided);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9935,7 +9935,7 @@ unsafe fn wrap_MPI_Wtick(via_pmpi: bool, tracing: bool) -> f64 {
     let traced = if tracing { trace::enter(&call, id::MPI_Wtick, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, 0, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, 0, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9963,7 +9963,7 @@ unsafe fn wrap_MPI_Wtime(via_pmpi: bool, tracing: bool) -> f64 {
     let traced = if tracing { trace::enter(&call, id::MPI_Wtime, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, 0, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, 0, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -9993,7 +9993,7 @@ unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, tracing: bool, required: c_int,
     let traced = if tracing { trace::enter(&call, id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(required, provided);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10021,7 +10021,7 @@ unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, tracing: bool) -> c_int {
     let traced = if tracing { trace::enter(&call, id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10049,7 +10049,7 @@ unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, tracing: bool, num_cvar: *mut 
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cvar);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10077,7 +10077,7 @@ unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, tracing: bool, cvar_index: c_
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10105,7 +10105,7 @@ unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, tracing: bool, name: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, cvar_index);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10133,7 +10133,7 @@ unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, tracing: bool, cvar_index
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10161,7 +10161,7 @@ unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, tracing: bool, handle: *mu
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(handle);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10189,7 +10189,7 @@ unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, tracing: bool, handle: MPI_T_cvar
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10217,7 +10217,7 @@ unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, tracing: bool, handle: MPI_T_cva
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10245,7 +10245,7 @@ unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, tracing: bool, num_cat: *m
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cat);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10273,7 +10273,7 @@ unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, tracing: bool, cat_index:
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10301,7 +10301,7 @@ unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, tracing: bool, name: *co
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, category_index);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10329,7 +10329,7 @@ unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, tracing: bool, cat_index
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10357,7 +10357,7 @@ unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, tracing: bool, cat_index
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10385,7 +10385,7 @@ unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, tracing: bool, cat_
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10413,7 +10413,7 @@ unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, tracing: bool, stamp: *mut
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
     let rc = next(stamp);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10441,7 +10441,7 @@ unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, tracing: bool, num_pvar: *mut 
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_pvar);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10469,7 +10469,7 @@ unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, tracing: bool, pvar_index: c_
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10497,7 +10497,7 @@ unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, tracing: bool, name: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, var_class, pvar_index);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10525,7 +10525,7 @@ unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, tracing: bool, session:
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10553,7 +10553,7 @@ unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, tracing: bool, session: *
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10581,7 +10581,7 @@ unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, tracing: bool, session: M
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(session, pvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10609,7 +10609,7 @@ unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, tracing: bool, session: MP
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10637,7 +10637,7 @@ unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10665,7 +10665,7 @@ unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, tracing: bool, session: MPI_T_pva
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10693,7 +10693,7 @@ unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, tracing: bool, session: MPI_T_pva
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10721,7 +10721,7 @@ unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10749,7 +10749,7 @@ unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10777,7 +10777,7 @@ unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, tracing: bool, session: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10805,7 +10805,7 @@ unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, tracing: bool, enumtype: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, num, name, name_len);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
@@ -10833,7 +10833,7 @@ unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, tracing: bool, enumtype: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, index, value, name, name_len);
     let traffic = Traffic::None;
-    let end = match traced { Some(traced) => Some(trace::leave(&call, traced, rc, traffic, trace::Args::NONE)), None => None };
+    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
     rt::leave(call, end, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
