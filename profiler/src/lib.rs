@@ -45,6 +45,7 @@ pub mod next;
 pub mod node;
 pub mod peers;
 pub mod places;
+pub mod rawevents;
 pub mod rt;
 pub mod slurm;
 pub mod spec;

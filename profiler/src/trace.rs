@@ -25,6 +25,7 @@ use crate::family::{Built, Family, Predefined};
 use crate::ffi::{MPI_Comm, MPI_Request, MPI_Status};
 use crate::generated::routines::ROUTINES;
 use crate::mpi::{self, OwnComm};
+use crate::rawevents::{self, RawEvents};
 use crate::rt::RoutineId;
 use crate::traffic::{Traffic, NO_PEER, PROC_NULL};
 use mpistat_analysis::hash::FastMap;
@@ -131,7 +132,8 @@ struct Recorder {
     /// `MPISTAT_TRACE_TEST_SKEW`, read when the recorder was built.
     skew_spec: Option<String>,
     state: State,
-    events: Vec<Event>,
+    /// Packed events ([`RawEvents`]); `capacity` and the lengths below count its words.
+    events: RawEvents,
     capacity: usize,
     regions: FastMap<(RoutineId, usize), u32>,
     /// Per routine: the call site of its last call and that site's region (most calls repeat).
@@ -316,19 +318,16 @@ impl Recorder {
         (t as i64 + self.skew.offset_ns + (since * self.skew.drift_ppm * 1e-6) as i64).max(0) as u64
     }
 
-    /// Event times from ticks to nanoseconds of the trace clock, with the tick rate measured from
-    /// the start of tracing to now; returns the recording's overhead in nanoseconds.
-    fn ticks_to_ns(&mut self) -> u64 {
+    /// The events, their times from ticks to nanoseconds of the trace clock, with the tick rate
+    /// measured from the start of tracing to now; and the recording's overhead in nanoseconds.
+    fn events_in_ns(&self) -> (Vec<Event>, u64) {
         let (anchor, later) = (self.anchor, Anchor::now());
         let ns_per_tick = anchor.ns_per_tick(&later);
         let ns = |t: u64| {
             anchor.ns as i64 + ((t as i64 - anchor.ticks as i64) as f64 * ns_per_tick) as i64
         };
-        for i in 0..self.events.len() {
-            let t = ns(self.events[i].time).max(0) as u64;
-            self.events[i].time = self.skewed(t);
-        }
-        (self.overhead_ticks as f64 * ns_per_tick) as u64
+        let events = self.events.decode(|t| self.skewed(ns(t).max(0) as u64));
+        (events, (self.overhead_ticks as f64 * ns_per_tick) as u64)
     }
 
     /// Bytes a successful call's `traffic` moved (the counting path's measure).
@@ -336,8 +335,9 @@ impl Recorder {
         crate::traffic::measure(self.table, traffic).bytes
     }
 
+    #[inline(always)]
     fn push(&mut self, time: u64, kind: EventKind) {
-        self.events.push(Event { time, kind });
+        self.events.push(time, kind);
     }
 
     /// This rank's id of `comm`, registering a communicator met for the first time.
@@ -440,8 +440,9 @@ impl Recorder {
                 } else {
                     0
                 };
-                // A call adds at most an enter, a send, an exit and two events per request.
-                if self.events.len() + 4 + 2 * n > self.capacity {
+                // A call adds at most an enter, a send, a receive, an exit and two events per
+                // request (words).
+                if self.events.len() + (4 + 2 * n) * rawevents::MAX_WORDS > self.capacity {
                     self.state = State::Stopped;
                     self.stopped_by_budget = true;
                     return;
@@ -956,7 +957,7 @@ pub fn prepare(config: &TraceConfig) {
 impl Recorder {
     /// A recorder for the calling thread, without what needs MPI (rank, world, clock samples).
     fn new(config: &TraceConfig) -> Recorder {
-        let capacity = config.budget_bytes / std::mem::size_of::<Event>();
+        let capacity = config.budget_bytes / std::mem::size_of::<u64>();
         // MPI_COMM_WORLD is this rank's communicator 0 (its members are set by `start`).
         let mut comms = FastMap::default();
         let last_comm = match mpi::comm_world() {
@@ -981,7 +982,7 @@ impl Recorder {
             } else {
                 State::Skipping
             },
-            events: event_buffer(capacity),
+            events: RawEvents::with_capacity(event_buffer(capacity)),
             capacity,
             regions: FastMap::default(),
             facts: ROUTINES.iter().map(|r| Facts::of(r.name())).collect(),
@@ -1055,11 +1056,11 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
 /// arrive. In huge pages where the kernel allows it (transparent huge pages in `madvise` or
 /// `always` mode): two events a call fill a 4 KiB page every ~50 calls, and its page fault
 /// (~2 us) was a third of trace mode's cost per call; a 2 MiB page takes one fault per ~26,000.
-fn event_buffer(capacity: usize) -> Vec<Event> {
+fn event_buffer(capacity: usize) -> Vec<u64> {
     const HUGE: usize = 2 << 20;
     let events = Vec::with_capacity(capacity);
     let start = (events.as_ptr() as usize).next_multiple_of(HUGE);
-    let end = (events.as_ptr() as usize + capacity * std::mem::size_of::<Event>()) / HUGE * HUGE;
+    let end = (events.as_ptr() as usize + capacity * std::mem::size_of::<u64>()) / HUGE * HUGE;
     if end > start {
         // SAFETY: advice on whole pages inside the buffer just reserved; failure changes nothing.
         unsafe { libc::madvise(start as *mut c_void, end - start, libc::MADV_HUGEPAGE) };
@@ -1135,7 +1136,6 @@ pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
         return;
     };
     let write_start = monotonic_ns();
-    let recording_overhead_ns = recorder.ticks_to_ns();
     if let Some(sample) = measure_offset(&recorder, comm) {
         recorder.clock.push(sample);
     }
@@ -1192,9 +1192,10 @@ pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
         stopped: note.clone(),
         modules,
     };
-    let written = write_files(&dir, &local, &recorder.events).is_ok();
+    let (events, recording_overhead_ns) = recorder.events_in_ns();
+    let written = write_files(&dir, &local, &events).is_ok();
     let overhead = recording_overhead_ns + monotonic_ns().saturating_sub(write_start);
-    let totals = [recorder.events.len() as u64, u64::from(written), overhead];
+    let totals = [events.len() as u64, u64::from(written), overhead];
     if let Ok(Some(sum)) = mpi::reduce_to_root(&totals, mpi::Op::Sum, comm) {
         *INFO.lock().unwrap_or_else(|e| e.into_inner()) = Some(TraceInfo {
             dir: dir.display().to_string(),
