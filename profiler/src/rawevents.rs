@@ -3,9 +3,9 @@
 //! `mpistat-analysis` events only at `MPI_Finalize`.
 //!
 //! Every byte recorded is memory the kernel zeroes on first touch; in trace mode that zeroing
-//! was half of the cost of a call (perf, `bench/overhead.c`), so the record of a call is kept as
-//! small as a fixed layout allows. A record is a header word (kind in the low 3 bits, a
-//! small payload above), the time, and for some kinds more words.
+//! was half of the cost of a call (perf, a loop of traced `MPI_Comm_rank` calls), so the record
+//! of a call is kept as small as a fixed layout allows. A record is a header word (kind in the
+//! low 3 bits, a small payload above), the time, and for some kinds more words.
 
 use mpistat_analysis::model::{Event, EventKind};
 
