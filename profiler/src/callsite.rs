@@ -147,15 +147,32 @@ impl CallSites {
     }
 
     /// The user's return address for a call of routine `id` (0 if none was found).
-    /// Must be called from the same place in the tracing code for every routine.
+    /// Must be called from the same place in the tracing code for every routine. Inlined there:
+    /// the common case (the same call site as last time: most calls come from a loop) is a
+    /// stack read and a comparison.
+    #[inline(always)]
     pub fn find(&mut self, id: usize) -> usize {
         let sp = stack_pointer();
         if let Some((offset, last)) = self.offsets[id] {
             // SAFETY: sp + offset is below the stack's end (checked when it was learned), in this
             // thread's own stack.
             let value = unsafe { *((sp + offset) as *const usize) };
-            // The same call site as last time was plausible then (most calls come from a loop).
-            if value == last || self.plausible(value) {
+            if value == last {
+                return value;
+            }
+        }
+        self.find_again(id, sp)
+    }
+
+    /// [`CallSites::find`] when the slot does not hold the last call site: check the new value,
+    /// else unwind and learn where the return address lies.
+    #[cold]
+    #[inline(never)]
+    fn find_again(&mut self, id: usize, sp: usize) -> usize {
+        if let Some((offset, _)) = self.offsets[id] {
+            // SAFETY: as in `find`.
+            let value = unsafe { *((sp + offset) as *const usize) };
+            if self.plausible(value) {
                 self.offsets[id] = Some((offset, value));
                 return value;
             }

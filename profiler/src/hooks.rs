@@ -649,6 +649,7 @@ unsafe fn pcontrol(via_pmpi: bool, level: c_int) -> c_int {
     let rc = next(level);
     rt::leave(
         call,
+        None,
         id::MPI_Pcontrol,
         rc,
         Traffic::None,

@@ -47,6 +47,7 @@ pub mod node;
 pub mod peers;
 pub mod places;
 pub mod pmi1;
+pub mod rawevents;
 pub mod rt;
 pub mod slurm;
 pub mod spec;

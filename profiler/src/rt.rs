@@ -91,6 +91,12 @@ impl Call {
         unsafe { &*self.thread }
     }
 
+    /// The call's start time (trace mode's too: one clock read less).
+    #[inline(always)]
+    pub fn start(&self) -> u64 {
+        self.t0
+    }
+
     /// The call is on the thread that trace mode records (no thread-local lookup: the call
     /// has its thread already).
     #[inline(always)]
@@ -145,10 +151,19 @@ pub fn enter(via_pmpi: bool) -> Option<Call> {
 }
 
 /// Finish counting a call of routine `id` on `comm` (null if none) that returned `rc`;
-/// `traffic` describes its data and is looked at only when the call succeeded.
+/// `traffic` describes its data and is looked at only when the call succeeded. `end` is the
+/// call's end time when trace mode took it already ([`crate::trace::leave`]; one clock read
+/// less), else `None` (a constant in the untraced wrappers: no cost there).
 #[inline(always)]
-pub fn leave(call: Call, id: RoutineId, rc: c_int, traffic: Traffic, comm: MPI_Comm) {
-    let _ = leave_at(&call, id, rc, traffic, comm);
+pub fn leave(
+    call: Call,
+    end: Option<u64>,
+    id: RoutineId,
+    rc: c_int,
+    traffic: Traffic,
+    comm: MPI_Comm,
+) {
+    let _ = leave_at(&call, end, id, rc, traffic, comm);
     call.thread().depth.set(0);
 }
 
@@ -157,12 +172,16 @@ pub fn leave(call: Call, id: RoutineId, rc: c_int, traffic: Traffic, comm: MPI_C
 #[inline(always)]
 fn leave_at(
     call: &Call,
+    end: Option<u64>,
     id: RoutineId,
     rc: c_int,
     traffic: Traffic,
     comm: MPI_Comm,
 ) -> (u64, &'static ThreadTable) {
-    let t1 = ticks();
+    let t1 = match end {
+        Some(t1) => t1,
+        None => ticks(),
+    };
     let table = table_of(call.thread());
     let c = &table.routines[id];
     let dt = t1.wrapping_sub(call.t0);
@@ -181,8 +200,15 @@ fn leave_at(
 /// [`leave`] for a synchronising collective (spec term `superstep`) on `comm`: if it succeeded
 /// and `comm` spans `MPI_COMM_WORLD`, it also ends a superstep (out of line).
 #[inline(always)]
-pub fn leave_superstep(call: Call, id: RoutineId, rc: c_int, traffic: Traffic, comm: MPI_Comm) {
-    let (t1, table) = leave_at(&call, id, rc, traffic, comm);
+pub fn leave_superstep(
+    call: Call,
+    end: Option<u64>,
+    id: RoutineId,
+    rc: c_int,
+    traffic: Traffic,
+    comm: MPI_Comm,
+) {
+    let (t1, table) = leave_at(&call, end, id, rc, traffic, comm);
     if rc == 0 {
         crate::superstep::boundary(call.t0, t1, table.mpi_ticks.load(Relaxed), id, comm);
     }

@@ -3,9 +3,10 @@
 //! `mpistat-analysis`'s model, written per rank at `MPI_Finalize` with its writer.
 //!
 //! Off (the normal case) it costs the wrappers one relaxed load of [`ON`] and a predictable branch;
-//! everything else is out of line. On, [`enter`] records the call's start and call site (the first
-//! return address outside this library and libmpi, see `callsite.rs`) and [`leave`] the call's
-//! events. Events go into
+//! everything else is out of line. On, [`leave`] records the whole call at its end, in one
+//! out-of-line step: its start (the counting path's start time), its call site (the first
+//! return address outside this library and libmpi, see `callsite.rs`) and its events; [`enter`]
+//! does something only for completing calls (keeps their requests). Events go into
 //! a buffer sized by the site's budget; when it is full, or the window of supersteps ends,
 //! recording stops. At `MPI_Finalize` [`finish`] measures the clock offsets again, cuts every
 //! rank's events at the last superstep all ranks recorded (so that the trace is consistent), and
@@ -24,6 +25,7 @@ use crate::family::{Built, Family, Predefined};
 use crate::ffi::{MPI_Comm, MPI_Request, MPI_Status};
 use crate::generated::routines::ROUTINES;
 use crate::mpi::{self, OwnComm};
+use crate::rawevents::{self, RawEvents};
 use crate::rt::RoutineId;
 use crate::traffic::{Traffic, NO_PEER, PROC_NULL};
 use mpistat_analysis::hash::FastMap;
@@ -82,13 +84,14 @@ impl Args {
     };
 }
 
-/// A traced call in progress.
+/// A traced call in progress: everything is recorded at its end ([`leave`]), when its start
+/// time is the counting path's ([`crate::rt::Call::start`]); only a completing call does
+/// something before the real call (keeps its requests, [`enter`]).
 pub struct Entered {
     id: RoutineId,
     start: u64,
-    /// Its events are recorded (else, before the window, only supersteps and new
-    /// communicators are followed).
-    recording: bool,
+    /// The requests the call may complete were kept ([`Recorder::snapshot`]).
+    snapshot: bool,
 }
 
 /// Recording state of the window of supersteps.
@@ -129,7 +132,8 @@ struct Recorder {
     /// `MPISTAT_TRACE_TEST_SKEW`, read when the recorder was built.
     skew_spec: Option<String>,
     state: State,
-    events: Vec<Event>,
+    /// Packed events ([`RawEvents`]); `capacity` and the lengths below count its words.
+    events: RawEvents,
     capacity: usize,
     regions: FastMap<(RoutineId, usize), u32>,
     /// Per routine: the call site of its last call and that site's region (most calls repeat).
@@ -314,28 +318,26 @@ impl Recorder {
         (t as i64 + self.skew.offset_ns + (since * self.skew.drift_ppm * 1e-6) as i64).max(0) as u64
     }
 
-    /// Event times from ticks to nanoseconds of the trace clock, with the tick rate measured from
-    /// the start of tracing to now; returns the recording's overhead in nanoseconds.
-    fn ticks_to_ns(&mut self) -> u64 {
+    /// The events, their times from ticks to nanoseconds of the trace clock, with the tick rate
+    /// measured from the start of tracing to now; and the recording's overhead in nanoseconds.
+    fn events_in_ns(&self) -> (Vec<Event>, u64) {
         let (anchor, later) = (self.anchor, Anchor::now());
         let ns_per_tick = anchor.ns_per_tick(&later);
         let ns = |t: u64| {
             anchor.ns as i64 + ((t as i64 - anchor.ticks as i64) as f64 * ns_per_tick) as i64
         };
-        for i in 0..self.events.len() {
-            let t = ns(self.events[i].time).max(0) as u64;
-            self.events[i].time = self.skewed(t);
-        }
-        (self.overhead_ticks as f64 * ns_per_tick) as u64
+        let events = self.events.decode(|t| self.skewed(ns(t).max(0) as u64));
+        (events, (self.overhead_ticks as f64 * ns_per_tick) as u64)
     }
 
     /// Bytes a successful call's `traffic` moved (the counting path's measure).
     fn bytes_of(&self, traffic: Traffic) -> u64 {
-        crate::traffic::measure(self.table, traffic).1
+        crate::traffic::measure(self.table, traffic).bytes
     }
 
+    #[inline(always)]
     fn push(&mut self, time: u64, kind: EventKind) {
-        self.events.push(Event { time, kind });
+        self.events.push(time, kind);
     }
 
     /// This rank's id of `comm`, registering a communicator met for the first time.
@@ -376,11 +378,19 @@ impl Recorder {
 
     /// The region of routine `id` called from the first return address outside the profiler
     /// and libmpi.
+    #[inline(always)]
     fn region(&mut self, id: RoutineId) -> u32 {
         let site = self.sites.find(id);
         if self.last_region[id].0 == site {
             return self.last_region[id].1;
         }
+        self.region_of_site(id, site)
+    }
+
+    /// [`Recorder::region`] of a call site that is not the routine's last one.
+    #[cold]
+    #[inline(never)]
+    fn region_of_site(&mut self, id: RoutineId, site: usize) -> u32 {
         let key = (id, site);
         let r = match self.regions.get(&key) {
             Some(&r) => r,
@@ -418,17 +428,44 @@ impl Recorder {
         }
     }
 
-    fn leave(&mut self, entered: Entered, rc: c_int, traffic: Traffic, args: &Args) {
-        let end = ticks();
-        let sampled = self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE);
+    fn leave(&mut self, entered: Entered, end: u64, rc: c_int, traffic: Traffic, args: &Args) {
+        // Its events are recorded (else, before the window, only supersteps and new
+        // communicators are followed).
+        let recording = match self.state {
+            State::Stopped => return,
+            State::Skipping => false,
+            State::Recording => {
+                let n = if entered.snapshot {
+                    self.snapshot.len()
+                } else {
+                    0
+                };
+                // A call adds at most an enter, a send, a receive, an exit and two events per
+                // request (words).
+                if self.events.len() + (4 + 2 * n) * rawevents::MAX_WORDS > self.capacity {
+                    self.state = State::Stopped;
+                    self.stopped_by_budget = true;
+                    return;
+                }
+                true
+            }
+        };
+        let sampled = recording && {
+            self.traced_calls += 1;
+            self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE)
+        };
         let facts = self.facts[entered.id];
         let class = facts.role;
+        if recording {
+            let region = self.region(entered.id);
+            self.push(entered.start, EventKind::Enter { region });
+        }
         let comm = (!args.comm.is_none()).then(|| self.comm_id(args.comm));
-        if rc == 0 && entered.recording {
+        if rc == 0 && recording {
             self.communication(&entered, end, facts, comm, traffic, args);
         }
         match (class, comm) {
-            (RegionRole::Mpi(c), Some(comm)) if !entered.recording => {
+            (RegionRole::Mpi(c), Some(comm)) if !recording => {
                 if rc == 0
                     && matches!(c, MpiClass::Barrier | MpiClass::AllToAll)
                     && self.spans_world(comm)
@@ -436,7 +473,7 @@ impl Recorder {
                     self.superstep_done();
                 }
             }
-            _ if !entered.recording => {}
+            _ if !recording => {}
             (RegionRole::Mpi(c), Some(comm)) if c != MpiClass::PointToPoint => {
                 let bytes = if rc == 0 { self.bytes_of(traffic) } else { 0 };
                 let root = match traffic {
@@ -537,7 +574,7 @@ impl Recorder {
                 }
             }
         }
-        if !matches!(args.completion, Completion::None) {
+        if entered.snapshot {
             self.completions(end, args);
         }
     }
@@ -659,70 +696,63 @@ fn status_of(completion: Completion, i: usize) -> *const MPI_Status {
 }
 
 impl Recorder {
-    fn enter(&mut self, id: RoutineId, requests: *const MPI_Request, n: c_int) -> Option<Entered> {
-        match self.state {
-            State::Recording => {}
-            State::Skipping => {
-                return Some(Entered {
-                    id,
-                    start: 0,
-                    recording: false,
-                })
-            }
-            State::Stopped => return None,
+    /// Keep the `n` requests at `requests` that a completing call may complete, when recording.
+    fn snapshot(&mut self, requests: *const MPI_Request, n: c_int) -> bool {
+        if self.state != State::Recording {
+            return false;
         }
-        let n = n.max(0) as usize;
-        // A call adds at most an enter, a send, an exit and two events per request.
-        if self.events.len() + 4 + 2 * n > self.capacity {
-            self.state = State::Stopped;
-            self.stopped_by_budget = true;
-            return None;
-        }
-        self.traced_calls += 1;
-        let sampled = self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE);
-        let overhead_start = if sampled { ticks() } else { 0 };
-        let region = self.region(id);
         self.completing = requests;
         self.snapshot.clear();
-        if !requests.is_null() {
-            // SAFETY: the caller passes `n` requests (MPI's contract for the completing call).
-            self.snapshot
-                .extend_from_slice(unsafe { std::slice::from_raw_parts(requests, n) });
-        }
-        let start = ticks();
-        self.push(start, EventKind::Enter { region });
-        if sampled {
-            self.overhead_ticks += start.saturating_sub(overhead_start) * OVERHEAD_SAMPLE;
-        }
-        Some(Entered {
-            id,
-            start,
-            recording: true,
-        })
+        // SAFETY: the caller passes `n` requests (MPI's contract for the completing call).
+        self.snapshot
+            .extend_from_slice(unsafe { std::slice::from_raw_parts(requests, n.max(0) as usize) });
+        true
     }
 }
 
-/// Start of a traced call of routine `id` (out of line); `requests` are the `n` requests a
-/// completing call may complete (null otherwise).
-#[inline(never)]
+/// Start of a traced call of routine `id`; `requests` are the `n` requests a completing call
+/// may complete (null otherwise: a constant in every other wrapper, which then runs nothing here).
+#[inline(always)]
 pub fn enter(
     call: &crate::rt::Call,
     id: RoutineId,
     requests: *const MPI_Request,
     n: c_int,
 ) -> Option<Entered> {
-    with_recorder_if(call.on_traced_thread(), |r| {
-        r.as_mut()?.enter(id, requests, n)
+    let snapshot = !requests.is_null() && enter_completing(call, requests, n);
+    Some(Entered {
+        id,
+        start: call.start(),
+        snapshot,
     })
-    .flatten()
 }
 
-/// End of a traced call that returned `rc` (out of line).
+/// [`enter`] of a completing call: keep its requests (out of line).
 #[inline(never)]
-pub fn leave(call: &crate::rt::Call, entered: Entered, rc: c_int, traffic: Traffic, args: Args) {
+fn enter_completing(call: &crate::rt::Call, requests: *const MPI_Request, n: c_int) -> bool {
     with_recorder_if(call.on_traced_thread(), |r| {
-        r.as_mut().map(|r| r.leave(entered, rc, traffic, &args))
+        r.as_mut().is_some_and(|r| r.snapshot(requests, n))
+    })
+    .unwrap_or(false)
+}
+
+/// End of a traced call that returned `rc` (out of line): records the whole call. Returns its
+/// end time, which the counting path uses too.
+#[inline(never)]
+pub fn leave(
+    call: &crate::rt::Call,
+    entered: Entered,
+    rc: c_int,
+    traffic: Traffic,
+    args: Args,
+) -> u64 {
+    let end = ticks();
+    with_recorder_if(call.on_traced_thread(), |r| {
+        if let Some(r) = r.as_mut() {
+            r.leave(entered, end, rc, traffic, &args);
+        }
     });
+    end
 }
 
 /// The analysis' class of a routine; nonblocking collectives synchronise in their completion,
@@ -869,7 +899,10 @@ const CLOCK_TAG: c_int = 7001;
 const PING_PONGS: usize = 16;
 
 /// This rank's clock offset to rank 0 (rank 0's clock minus ours), by ping-pongs with rank 0
-/// over `comm`, keeping the one with the shortest round trip (collective over `comm`).
+/// over `comm`, keeping the one with the shortest round trip (collective over `comm`). In
+/// `.text.init` with [`start`].
+#[inline(never)]
+#[link_section = ".text.init.mpistat"]
 fn measure_offset(recorder: &Recorder, comm: &OwnComm) -> Option<ClockSample> {
     let rank = recorder.rank as c_int;
     if rank == 0 {
@@ -924,7 +957,16 @@ pub fn prepare(config: &TraceConfig) {
 impl Recorder {
     /// A recorder for the calling thread, without what needs MPI (rank, world, clock samples).
     fn new(config: &TraceConfig) -> Recorder {
-        let capacity = config.budget_bytes / std::mem::size_of::<Event>();
+        let capacity = config.budget_bytes / std::mem::size_of::<u64>();
+        // MPI_COMM_WORLD is this rank's communicator 0 (its members are set by `start`).
+        let mut comms = FastMap::default();
+        let last_comm = match mpi::comm_world() {
+            Some(world) => {
+                comms.insert(world.key(), 0);
+                (world.key(), 0)
+            }
+            None => (0, 0),
+        };
         Recorder {
             config: config.clone(),
             reason: "",
@@ -940,14 +982,14 @@ impl Recorder {
             } else {
                 State::Skipping
             },
-            events: event_buffer(capacity),
+            events: RawEvents::with_capacity(event_buffer(capacity)),
             capacity,
             regions: FastMap::default(),
             facts: ROUTINES.iter().map(|r| Facts::of(r.name())).collect(),
             table: crate::rt::thread_table(),
             region_keys: Vec::new(),
             sites: CallSites::default(),
-            comms: FastMap::default(),
+            comms,
             communicators: Vec::new(),
             pending: FastMap::default(),
             completing: std::ptr::null(),
@@ -962,14 +1004,19 @@ impl Recorder {
             overhead_ticks: 0,
             traced_calls: 0,
             last_region: vec![(usize::MAX, 0); ROUTINES.len()],
-            last_comm: (0, 0),
+            last_comm,
         }
     }
 }
 
 /// Set up this rank's recorder (the one [`prepare`]d, else a new one) and measure its clock
-/// against rank 0's (collective over `MPI_COMM_WORLD`). Out of line, away from `.text.init`.
+/// against rank 0's (collective over `MPI_COMM_WORLD`). At the end of `MPI_Init`, so in
+/// `.text.init` with [`measure_offset`] (footprint.rs): anywhere else in `.text` each of them
+/// mapped one more 64 KiB chunk of code during MPI_Init. What a recorder needs that shared
+/// generic code would build (the world's entry in the communicators' map) was made by
+/// [`Recorder::new`], before the real `MPI_Init`.
 #[inline(never)]
+#[link_section = ".text.init.mpistat"]
 fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32) {
     let Some(world) = mpi::comm_world() else {
         return;
@@ -986,11 +1033,15 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         .skew_spec
         .as_deref()
         .map_or_else(Skew::default, |spec| test_skew(spec, rank));
-    recorder.communicators = vec![Communicator {
-        members: (0..world_size).collect(),
-    }];
-    recorder.comms.insert(world.key(), 0);
-    recorder.last_comm = (world.key(), 0);
+    let mut members = Vec::with_capacity(world_size as usize);
+    for r in 0..world_size {
+        members.push(r);
+    }
+    recorder.communicators = vec![Communicator { members }];
+    if recorder.last_comm != (world.key(), 0) {
+        recorder.comms.insert(world.key(), 0);
+        recorder.last_comm = (world.key(), 0);
+    }
     recorder.anchor = Anchor::now();
     if let Some(sample) = measure_offset(&recorder, &comm) {
         recorder.clock.push(sample);
@@ -1005,11 +1056,11 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
 /// arrive. In huge pages where the kernel allows it (transparent huge pages in `madvise` or
 /// `always` mode): two events a call fill a 4 KiB page every ~50 calls, and its page fault
 /// (~2 us) was a third of trace mode's cost per call; a 2 MiB page takes one fault per ~26,000.
-fn event_buffer(capacity: usize) -> Vec<Event> {
+fn event_buffer(capacity: usize) -> Vec<u64> {
     const HUGE: usize = 2 << 20;
     let events = Vec::with_capacity(capacity);
     let start = (events.as_ptr() as usize).next_multiple_of(HUGE);
-    let end = (events.as_ptr() as usize + capacity * std::mem::size_of::<Event>()) / HUGE * HUGE;
+    let end = (events.as_ptr() as usize + capacity * std::mem::size_of::<u64>()) / HUGE * HUGE;
     if end > start {
         // SAFETY: advice on whole pages inside the buffer just reserved; failure changes nothing.
         unsafe { libc::madvise(start as *mut c_void, end - start, libc::MADV_HUGEPAGE) };
@@ -1085,7 +1136,6 @@ pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
         return;
     };
     let write_start = monotonic_ns();
-    let recording_overhead_ns = recorder.ticks_to_ns();
     if let Some(sample) = measure_offset(&recorder, comm) {
         recorder.clock.push(sample);
     }
@@ -1142,9 +1192,10 @@ pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
         stopped: note.clone(),
         modules,
     };
-    let written = write_files(&dir, &local, &recorder.events).is_ok();
+    let (events, recording_overhead_ns) = recorder.events_in_ns();
+    let written = write_files(&dir, &local, &events).is_ok();
     let overhead = recording_overhead_ns + monotonic_ns().saturating_sub(write_start);
-    let totals = [recorder.events.len() as u64, u64::from(written), overhead];
+    let totals = [events.len() as u64, u64::from(written), overhead];
     if let Ok(Some(sum)) = mpi::reduce_to_root(&totals, mpi::Op::Sum, comm) {
         *INFO.lock().unwrap_or_else(|e| e.into_inner()) = Some(TraceInfo {
             dir: dir.display().to_string(),

@@ -178,24 +178,46 @@ fn bytes_of(table: &ThreadTable, count: MPI_Count, datatype: MPI_Datatype) -> u6
     }
 }
 
-/// The (count, bytes) that `traffic` stands for. On the hot path (from [`record`]), so placed
-/// with the hot wrappers (footprint.rs).
+/// What a successful call moved: its count, its bytes, and of those the bytes the send side of
+/// a send-and-receive sent (0 for other calls; [`crate::places`] places the two sides apart).
+#[derive(Clone, Copy, Default)]
+pub struct Measured {
+    pub count: u64,
+    pub bytes: u64,
+    pub sent: u64,
+}
+
+impl Measured {
+    #[inline(always)]
+    fn of(count: u64, bytes: u64) -> Measured {
+        Measured {
+            count,
+            bytes,
+            sent: 0,
+        }
+    }
+}
+
+/// What `traffic` stands for. On the hot path (from [`record`]), so placed with the hot
+/// wrappers (footprint.rs).
 #[link_section = ".text.hot.mpistat"]
-pub(crate) fn measure(table: &ThreadTable, traffic: Traffic) -> (u64, u64) {
+pub(crate) fn measure(table: &ThreadTable, traffic: Traffic) -> Measured {
     match traffic {
-        Traffic::None => (0, 0),
+        Traffic::None => Measured::default(),
         Traffic::Elements {
             count,
             datatype,
             peer,
         } => {
             if peer == PROC_NULL {
-                (elements(count), 0)
+                Measured::of(elements(count), 0)
             } else {
-                (elements(count), bytes_of(table, count, datatype))
+                Measured::of(elements(count), bytes_of(table, count, datatype))
             }
         }
-        Traffic::Received { count, status, .. } => (elements(count), received_bytes(status)),
+        Traffic::Received { count, status, .. } => {
+            Measured::of(elements(count), received_bytes(status))
+        }
         Traffic::SendReceived {
             count,
             datatype,
@@ -209,10 +231,11 @@ pub(crate) fn measure(table: &ThreadTable, traffic: Traffic) -> (u64, u64) {
             } else {
                 bytes_of(table, count, datatype)
             };
-            (
-                elements(count) + elements(recv_count),
-                sent + received_bytes(status),
-            )
+            Measured {
+                count: elements(count) + elements(recv_count),
+                bytes: sent + received_bytes(status),
+                sent,
+            }
         }
         Traffic::InPlaceOr {
             buf,
@@ -222,12 +245,12 @@ pub(crate) fn measure(table: &ThreadTable, traffic: Traffic) -> (u64, u64) {
             in_place_datatype,
         } => {
             if buf == IN_PLACE {
-                (
+                Measured::of(
                     elements(in_place_count),
                     bytes_of(table, in_place_count, in_place_datatype),
                 )
             } else {
-                (elements(count), bytes_of(table, count, datatype))
+                Measured::of(elements(count), bytes_of(table, count, datatype))
             }
         }
         Traffic::PerRank {
@@ -238,14 +261,14 @@ pub(crate) fn measure(table: &ThreadTable, traffic: Traffic) -> (u64, u64) {
             let total = match counts {
                 Counts::Int(c) if !c.is_null() => sum_counts(c, per_rank_len(comm)),
                 Counts::Large(c) if !c.is_null() => sum_counts(c, per_rank_len(comm)),
-                _ => return (0, 0),
+                _ => return Measured::default(),
             };
             let bytes = if total == 0 {
                 0
             } else {
                 total * cached_type_size(table, datatype)
             };
-            (total, bytes)
+            Measured::of(total, bytes)
         }
     }
 }
@@ -257,21 +280,6 @@ fn sum_counts<C: Copy + Into<MPI_Count>>(counts: *const C, n: usize) -> u64 {
         .iter()
         .map(|c| elements((*c).into()))
         .sum()
-}
-
-/// The bytes the send side of a send-and-receive moved (0 for other calls).
-#[inline(never)]
-#[link_section = ".text.hot.mpistat"]
-fn sent_bytes(table: &ThreadTable, traffic: &Traffic) -> u64 {
-    match *traffic {
-        Traffic::SendReceived {
-            count,
-            datatype,
-            peer,
-            ..
-        } if peer != PROC_NULL => bytes_of(table, count, datatype),
-        _ => 0,
-    }
 }
 
 /// Add a successful call on `comm` (null if none)'s count, bytes, message size, and bytes on
@@ -306,7 +314,7 @@ fn measure_and_place(
     traffic: Traffic,
     comm: MPI_Comm,
 ) -> (u64, u64, Option<(u64, u64)>) {
-    let (count, bytes) = measure(table, traffic);
-    let placed = crate::places::split(id, &traffic, comm, bytes, sent_bytes(table, &traffic));
-    (count, bytes, placed)
+    let m = measure(table, traffic);
+    let placed = crate::places::split(id, &traffic, comm, m.bytes, m.sent);
+    (m.count, m.bytes, placed)
 }

@@ -489,10 +489,11 @@ fn world_barriers(trace: &Trace) -> Vec<usize> {
 fn budget_stops_recording_at_a_common_superstep() {
     let _serial = serial();
     let home = TempDir::new("trace-budget");
-    // 4096 bytes hold 128 events; rank 1 needs 14 + 2 per iteration (80 iterations).
+    // 2048 bytes hold at most 128 events (an event takes 16 bytes or more, profiler/src/
+    // rawevents.rs); rank 1 needs 14 + 2 per iteration (80 iterations).
     let t = run_traced(
         &home,
-        "[trace]\nbudget_bytes = 4096\n",
+        "[trace]\nbudget_bytes = 2048\n",
         &[],
         ["20", "80", "2", "1"].map(String::from),
     );
@@ -500,7 +501,7 @@ fn budget_stops_recording_at_a_common_superstep() {
     assert!(
         stopped
             .as_deref()
-            .is_some_and(|s| s.contains("budget (4096 bytes) was reached")),
+            .is_some_and(|s| s.contains("budget (2048 bytes) was reached")),
         "record: {stopped:?}"
     );
     // The analysis covers the recorded part and says so.

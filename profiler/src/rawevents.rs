@@ -1,0 +1,252 @@
+//! Trace mode's event buffer: events as the traced thread records them, packed into 8-byte
+//! words (an `Enter` or `Exit` takes two, the analysis' `Event` 40 bytes), turned into
+//! `mpistat-analysis` events only at `MPI_Finalize`.
+//!
+//! Every byte recorded is memory the kernel zeroes on first touch; in trace mode that zeroing
+//! was half of the cost of a call (perf, a loop of traced `MPI_Comm_rank` calls), so the record
+//! of a call is kept as small as a fixed layout allows. A record is a header word (kind in the
+//! low 3 bits, a small payload above), the time, and for some kinds more words.
+
+use mpistat_analysis::model::{Event, EventKind};
+
+const ENTER: u64 = 0;
+const EXIT: u64 = 1;
+const SEND: u64 = 2;
+const RECV: u64 = 3;
+const POST: u64 = 4;
+const COMPLETE: u64 = 5;
+const COLLECTIVE: u64 = 6;
+
+/// The most words one event takes (a collective exit).
+pub const MAX_WORDS: usize = 5;
+
+/// Recorded events, oldest first. `len` and `truncate` count words.
+pub struct RawEvents {
+    words: Vec<u64>,
+}
+
+/// A rank and a tag in one word.
+fn pair(a: u32, b: i32) -> u64 {
+    u64::from(a) | (u64::from(b as u32) << 32)
+}
+
+fn unpair(w: u64) -> (u32, i32) {
+    (w as u32, (w >> 32) as u32 as i32)
+}
+
+impl RawEvents {
+    /// Room for `words` words, reserved (see `trace::event_buffer`).
+    pub fn with_capacity(words: Vec<u64>) -> RawEvents {
+        RawEvents { words }
+    }
+
+    /// Words recorded.
+    pub fn len(&self) -> usize {
+        self.words.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// Keep the first `len` words (a length this buffer had after some event).
+    pub fn truncate(&mut self, len: usize) {
+        self.words.truncate(len);
+    }
+
+    /// Record `kind` at `time`.
+    #[inline(always)]
+    pub fn push(&mut self, time: u64, kind: EventKind) {
+        let w = &mut self.words;
+        match kind {
+            EventKind::Enter { region } => {
+                w.extend_from_slice(&[ENTER | u64::from(region) << 3, time])
+            }
+            EventKind::Exit => w.extend_from_slice(&[EXIT, time]),
+            EventKind::Send {
+                peer,
+                tag,
+                comm,
+                bytes,
+                synchronous,
+            } => w.extend_from_slice(&[
+                SEND | u64::from(synchronous) << 3 | u64::from(comm) << 4,
+                time,
+                pair(peer, tag),
+                bytes,
+            ]),
+            EventKind::Recv {
+                peer,
+                tag,
+                comm,
+                bytes,
+            } => w.extend_from_slice(&[RECV | u64::from(comm) << 3, time, pair(peer, tag), bytes]),
+            EventKind::RequestPost { request } => w.extend_from_slice(&[POST, time, request]),
+            EventKind::RequestComplete { request } => {
+                w.extend_from_slice(&[COMPLETE, time, request])
+            }
+            EventKind::CollectiveExit {
+                comm,
+                root,
+                sent,
+                received,
+            } => w.extend_from_slice(&[
+                COLLECTIVE | u64::from(root.is_some()) << 3 | u64::from(comm) << 4,
+                time,
+                u64::from(root.unwrap_or(0)),
+                sent,
+                received,
+            ]),
+        }
+    }
+
+    /// The events, each time mapped by `time`.
+    pub fn decode(&self, time: impl Fn(u64) -> u64) -> Vec<Event> {
+        let mut out = Vec::new();
+        let mut w = self.words.as_slice();
+        while let [head, t, rest @ ..] = w {
+            let payload = head >> 3;
+            let (kind, used) = match head & 7 {
+                ENTER => (
+                    EventKind::Enter {
+                        region: payload as u32,
+                    },
+                    0,
+                ),
+                EXIT => (EventKind::Exit, 0),
+                SEND => {
+                    let [peer_tag, bytes, ..] = rest else { break };
+                    let (peer, tag) = unpair(*peer_tag);
+                    (
+                        EventKind::Send {
+                            peer,
+                            tag,
+                            comm: (payload >> 1) as u32,
+                            bytes: *bytes,
+                            synchronous: payload & 1 == 1,
+                        },
+                        2,
+                    )
+                }
+                RECV => {
+                    let [peer_tag, bytes, ..] = rest else { break };
+                    let (peer, tag) = unpair(*peer_tag);
+                    (
+                        EventKind::Recv {
+                            peer,
+                            tag,
+                            comm: payload as u32,
+                            bytes: *bytes,
+                        },
+                        2,
+                    )
+                }
+                POST | COMPLETE => {
+                    let [request, ..] = rest else { break };
+                    let request = *request;
+                    let kind = if head & 7 == POST {
+                        EventKind::RequestPost { request }
+                    } else {
+                        EventKind::RequestComplete { request }
+                    };
+                    (kind, 1)
+                }
+                _ => {
+                    let [root, sent, received, ..] = rest else {
+                        break;
+                    };
+                    (
+                        EventKind::CollectiveExit {
+                            comm: (payload >> 1) as u32,
+                            root: (payload & 1 == 1).then_some(*root as u32),
+                            sent: *sent,
+                            received: *received,
+                        },
+                        3,
+                    )
+                }
+            };
+            out.push(Event {
+                time: time(*t),
+                kind,
+            });
+            w = &rest[used..];
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn kind() -> impl Strategy<Value = EventKind> {
+        prop_oneof![
+            any::<u32>().prop_map(|region| EventKind::Enter { region }),
+            Just(EventKind::Exit),
+            (
+                any::<u32>(),
+                any::<i32>(),
+                any::<u32>(),
+                any::<u64>(),
+                any::<bool>()
+            )
+                .prop_map(|(peer, tag, comm, bytes, synchronous)| EventKind::Send {
+                    peer,
+                    tag,
+                    comm,
+                    bytes,
+                    synchronous
+                }),
+            (any::<u32>(), any::<i32>(), any::<u32>(), any::<u64>()).prop_map(
+                |(peer, tag, comm, bytes)| EventKind::Recv {
+                    peer,
+                    tag,
+                    comm,
+                    bytes
+                }
+            ),
+            any::<u64>().prop_map(|request| EventKind::RequestPost { request }),
+            any::<u64>().prop_map(|request| EventKind::RequestComplete { request }),
+            (
+                any::<u32>(),
+                any::<Option<u32>>(),
+                any::<u64>(),
+                any::<u64>()
+            )
+                .prop_map(|(comm, root, sent, received)| EventKind::CollectiveExit {
+                    comm,
+                    root,
+                    sent,
+                    received
+                }),
+        ]
+    }
+
+    proptest! {
+        /// Every event comes back as it was recorded, in order, with its time mapped, and takes
+        /// at most `MAX_WORDS` words.
+        #[test]
+        fn events_round_trip(events in prop::collection::vec((any::<u32>(), kind()), 0..50)) {
+            let mut raw = RawEvents::with_capacity(Vec::new());
+            let mut lens = Vec::new();
+            for (t, k) in &events {
+                let before = raw.len();
+                raw.push(u64::from(*t), *k);
+                prop_assert!(raw.len() - before <= MAX_WORDS);
+                lens.push(raw.len());
+            }
+            let want: Vec<Event> = events
+                .iter()
+                .map(|(t, k)| Event { time: u64::from(*t) + 1, kind: *k })
+                .collect();
+            prop_assert_eq!(raw.decode(|t| t + 1), want.clone());
+            // Cut after any event: the events before it.
+            if let Some(&cut) = lens.get(events.len() / 2) {
+                raw.truncate(cut);
+                prop_assert_eq!(raw.decode(|t| t + 1), want[..=events.len() / 2].to_vec());
+            }
+        }
+    }
+}
