@@ -191,8 +191,12 @@ pub fn reduce_to_root<T: ReduceElement + Default>(
     let datatype: MPI_Datatype = predefined(T::TYPE).ok_or(MpiError(-1))?;
     let mpi_op: MPI_Op = predefined(op.handle()).ok_or(MpiError(-1))?;
     let root = comm_rank(comm.0)? == 0;
+    // The root's result buffer starts as its own contribution, which a correct reduction
+    // overwrites: MPICH 4.0.2's device-level reduce (ch4 composition) reduces the root's
+    // *result* buffer instead of its send buffer when the root is alone on its node and the
+    // data exceeds 2 KiB (tests/tests/nodes.rs, a 1+2+1 layout), which the copy makes right.
     let mut out = if root {
-        vec![T::default(); data.len()]
+        data.to_vec()
     } else {
         Vec::new()
     };

@@ -752,7 +752,8 @@ impl Job {
 
     /// Run on emulated nodes: `(host, ranks)` each, ranks placed in order (rank 0 on the first).
     /// Open MPI starts one daemon per host through `tests/bin/node-rsh`, which gives it its own
-    /// UTS namespace named `host`; ranks talk TCP over loopback, as between real nodes.
+    /// UTS namespace named `host`; ranks talk TCP over loopback, as between real nodes. MPICH's
+    /// Hydra starts its proxies through the same agent (`-launcher rsh -launcher-exec`).
     pub fn on_nodes(program: impl Into<PathBuf>, nodes: &[(&str, u32)]) -> Job {
         let mut job = Job::new(program, nodes.iter().map(|(_, n)| n).sum());
         job.nodes = nodes.iter().map(|(h, n)| (h.to_string(), *n)).collect();
@@ -812,33 +813,9 @@ impl Job {
         ]
     }
 
-    /// `site_config` as this job's MPI needs it. MPICH's launcher (Hydra) has no PMIx, so the
-    /// profiler cannot learn whether every rank has the library (`peers.rs`) and would send
-    /// rank 0's partial record: the tests' MPICH jobs, where every rank has it unless
-    /// [`Job::mixed`], run with `assume_all_ranks_profiled = true`, as a site running MPICH
-    /// jobs would choose (a sibling file `<name>.mpich.toml`).
+    /// [`site_config_for`] this job's MPI.
     fn site_config_for_mpi(&self, site_config: &Path) -> PathBuf {
-        if self.mpi == Mpi::OpenMpi {
-            return site_config.to_path_buf();
-        }
-        let text = std::fs::read_to_string(site_config).unwrap_or_default();
-        if text.contains("assume_all_ranks_profiled") {
-            return site_config.to_path_buf();
-        }
-        let text = match text.find("[profiler]\n") {
-            Some(at) => {
-                let end = at + "[profiler]\n".len();
-                format!(
-                    "{}assume_all_ranks_profiled = true\n{}",
-                    &text[..end],
-                    &text[end..]
-                )
-            }
-            None => format!("{text}\n[profiler]\nassume_all_ranks_profiled = true\n"),
-        };
-        let path = site_config.with_extension("mpich.toml");
-        std::fs::write(&path, text).expect("write the MPICH site configuration");
-        path
+        site_config_for(self.mpi, site_config)
     }
 
     /// Run with the profiler preloaded and configured by `site_config`.
@@ -907,6 +884,12 @@ impl Job {
         }])
     }
 
+    /// The emulated nodes as both launchers take them: `host:ranks,...`.
+    fn host_list(&self) -> String {
+        let hosts: Vec<String> = self.nodes.iter().map(|(h, n)| format!("{h}:{n}")).collect();
+        hosts.join(",")
+    }
+
     /// `launcher` as the job's user (with the user's `HOME`), or as the test's.
     fn command(&self, launcher: &str) -> Command {
         match &self.user {
@@ -930,14 +913,11 @@ impl Job {
                     "none",
                 ]);
                 if !self.nodes.is_empty() {
-                    let hosts: Vec<String> =
-                        self.nodes.iter().map(|(h, n)| format!("{h}:{n}")).collect();
-                    let agent = workspace_root().join("tests/bin/node-rsh");
-                    cmd.arg("--host").arg(hosts.join(","));
+                    cmd.arg("--host").arg(self.host_list());
                     // Remote daemons get MCA parameters from the command line, not from the
                     // environment.
                     for (param, value) in [
-                        ("plm_rsh_agent", agent.display().to_string()),
+                        ("plm_rsh_agent", node_agent().display().to_string()),
                         ("btl", "tcp,self".into()),
                         ("btl_tcp_if_include", "lo".into()),
                         ("oob_tcp_if_include", "lo".into()),
@@ -949,7 +929,17 @@ impl Job {
                 }
                 cmd
             }
-            Mpi::Mpich => self.command("mpiexec.mpich"),
+            Mpi::Mpich => {
+                let mut cmd = self.command("mpiexec.mpich");
+                if !self.nodes.is_empty() {
+                    // Hydra starts one proxy per host through the same agent (`-launcher rsh`).
+                    cmd.args(["-launcher", "rsh", "-launcher-exec"])
+                        .arg(node_agent())
+                        .arg("-hosts")
+                        .arg(self.host_list());
+                }
+                cmd
+            }
         };
         for (i, context) in contexts.iter().enumerate() {
             if i > 0 {
@@ -983,6 +973,41 @@ impl Job {
         }
         run_with_timeout(cmd, self.timeout)
     }
+}
+
+/// `site_config` as a job of `mpi` needs it. MPICH's launchers (Hydra, Slurm's PMI-2) have no
+/// PMIx, so the profiler cannot learn whether every rank has the library (`peers.rs`) and would
+/// send rank 0's partial record: the tests' MPICH jobs, where every rank has it unless
+/// [`Job::mixed`], run with `assume_all_ranks_profiled = true`, as a site running MPICH jobs
+/// would choose (a sibling file `<name>.mpich.toml`).
+pub fn site_config_for(mpi: Mpi, site_config: &Path) -> PathBuf {
+    if mpi == Mpi::OpenMpi {
+        return site_config.to_path_buf();
+    }
+    let text = std::fs::read_to_string(site_config).unwrap_or_default();
+    if text.contains("assume_all_ranks_profiled") {
+        return site_config.to_path_buf();
+    }
+    let text = match text.find("[profiler]\n") {
+        Some(at) => {
+            let end = at + "[profiler]\n".len();
+            format!(
+                "{}assume_all_ranks_profiled = true\n{}",
+                &text[..end],
+                &text[end..]
+            )
+        }
+        None => format!("{text}\n[profiler]\nassume_all_ranks_profiled = true\n"),
+    };
+    let path = site_config.with_extension("mpich.toml");
+    std::fs::write(&path, text).expect("write the MPICH site configuration");
+    path
+}
+
+/// The launchers' rsh agent that makes emulated nodes (`tests/bin/node-rsh`: each host its own
+/// UTS namespace).
+fn node_agent() -> PathBuf {
+    workspace_root().join("tests/bin/node-rsh")
 }
 
 /// Run `cmd` in its own process group with piped stdout/stderr; kill the group after `timeout`
