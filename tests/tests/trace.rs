@@ -51,22 +51,8 @@ fn pattern() -> [String; 4] {
     ]
 }
 
-fn run_traced(home: &TempDir, site_extra: &str, env: &[(&str, &str)], args: [String; 4]) -> Traced {
-    run_traced_on(&[], home, site_extra, env, args)
-}
-
-/// [`run_traced`] on emulated nodes (`(host, ranks)`, [`RANKS`] in all), or this host if none.
-fn run_traced_on(
-    nodes: &[(&str, u32)],
-    home: &TempDir,
-    site_extra: &str,
-    env: &[(&str, &str)],
-    args: [String; 4],
-) -> Traced {
-    run_traced_job(Mpi::OpenMpi, nodes, home, site_extra, env, args)
-}
-
-/// [`run_traced_on`] with `mpi`.
+/// A traced run of `delays.c` under `mpi` on emulated nodes (`(host, ranks)`, [`RANKS`] in
+/// all), or this host if none.
 fn run_traced_job(
     mpi: Mpi,
     nodes: &[(&str, u32)],
@@ -323,12 +309,14 @@ fn delay_pattern_is_found_in_the_trace(mpi) {
 }
 }
 
-#[test]
-fn clock_offset_and_drift_are_corrected() {
+for_each_mpi! {
+fn clock_offset_and_drift_are_corrected(mpi) {
     let _serial = serial();
     let home = TempDir::new("trace-skew");
     // Rank 1's trace clock runs 3 s ahead and gains 500 us per second.
-    let t = run_traced(
+    let t = run_traced_job(
+        mpi,
+        &[],
         &home,
         "",
         &[("MPISTAT_TRACE_TEST_SKEW", "1:3000000000:500")],
@@ -347,15 +335,17 @@ fn clock_offset_and_drift_are_corrected() {
     // ...and the analysis of the corrected trace finds what it finds without skew.
     assert_pattern(&t);
 }
+}
 
+for_each_mpi! {
 /// Two emulated nodes whose clocks disagree: node b's ranks (2 and 3) run 2 s ahead and gain
 /// 300 us per second. The offsets measured between nodes correct it: the analysis finds what it
 /// finds on one clock.
-#[test]
-fn clocks_of_another_node_are_corrected() {
+fn clocks_of_another_node_are_corrected(mpi) {
     let _serial = serial();
     let home = TempDir::new("trace-nodes");
-    let t = run_traced_on(
+    let t = run_traced_job(
+        mpi,
         &[("nodea", 2), ("nodeb", 2)],
         &home,
         "",
@@ -376,12 +366,13 @@ fn clocks_of_another_node_are_corrected() {
     }
     assert_pattern(&t);
 }
+}
 
-#[test]
-fn trace_directory_is_private() {
+for_each_mpi! {
+fn trace_directory_is_private(mpi) {
     let _serial = serial();
     let home = TempDir::new("trace-private");
-    let t = run_traced(&home, "", &[], ["20", "2", "1", "1"].map(String::from));
+    let t = run_traced_job(mpi, &[], &home, "", &[], ["20", "2", "1", "1"].map(String::from));
     use std::os::unix::fs::PermissionsExt;
     // Open the parents to everyone: the job directory itself must keep other users out.
     for parent in [
@@ -415,6 +406,7 @@ fn trace_directory_is_private() {
     let file = t.dir.join(local_file_name(0));
     assert!(!as_nobody(&["cat", file.to_str().unwrap()]).status.success());
 }
+}
 
 /// Barrier exits on `MPI_COMM_WORLD` in each rank's events.
 fn world_barriers(trace: &Trace) -> Vec<usize> {
@@ -431,12 +423,14 @@ fn world_barriers(trace: &Trace) -> Vec<usize> {
         .collect()
 }
 
-#[test]
-fn budget_stops_recording_at_a_common_superstep() {
+for_each_mpi! {
+fn budget_stops_recording_at_a_common_superstep(mpi) {
     let _serial = serial();
     let home = TempDir::new("trace-budget");
     // 4096 bytes hold 128 events; rank 1 needs 14 + 2 per iteration (80 iterations).
-    let t = run_traced(
+    let t = run_traced_job(
+        mpi,
+        &[],
         &home,
         "[trace]\nbudget_bytes = 4096\n",
         &[],
@@ -466,12 +460,15 @@ fn budget_stops_recording_at_a_common_superstep() {
         "the analysis covers a part of the run"
     );
 }
+}
 
-#[test]
-fn window_records_the_chosen_supersteps() {
+for_each_mpi! {
+fn window_records_the_chosen_supersteps(mpi) {
     let _serial = serial();
     let home = TempDir::new("trace-window");
-    let t = run_traced(
+    let t = run_traced_job(
+        mpi,
+        &[],
         &home,
         "[trace]\nskip_supersteps = 3\nrecord_supersteps = 4\n",
         &[],
@@ -485,4 +482,5 @@ fn window_records_the_chosen_supersteps() {
         "problems: {:?}",
         t.problems
     );
+}
 }
