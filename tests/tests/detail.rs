@@ -39,7 +39,8 @@ fn without_detail_nothing_is_printed_or_written(mpi) {
     let syslogd = Syslogd::start();
     let dir = TempDir::new("nodetail");
     let job = Job::new(program_for("basic.c", mpi), 4)
-        .mpi(mpi).cwd(dir.path());
+        .mpi(mpi)
+        .cwd(dir.path());
     let bare = job.bare();
     let profiled = job.profiled(&syslogd.site_config());
     profiled.assert_success();
@@ -56,7 +57,9 @@ for_each_mpi! {
 fn pcontrol_pauses_and_resumes_counting_and_prints_subtotals_to_stderr(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let outcome = Job::new(program_for("pcontrol.c", mpi), 2).mpi(mpi).profiled(&syslogd.site_config());
+    let outcome = Job::new(program_for("pcontrol.c", mpi), 2)
+        .mpi(mpi)
+        .profiled(&syslogd.site_config());
     outcome.assert_success();
     assert!(
         has_count_line(&outcome.stderr, "MPI_Send", SENT_BEFORE_SUBTOTAL),

@@ -11,7 +11,10 @@ use std::path::Path;
 
 /// The executable's file name (`delays`, or `delays.mpich` as built for MPICH).
 fn program_name(exe: &str) -> &str {
-    Path::new(exe).file_name().and_then(|n| n.to_str()).unwrap_or(exe)
+    Path::new(exe)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(exe)
 }
 
 fn list_text(config: &Path) -> String {

@@ -8,7 +8,8 @@
 //! Under MPICH the host list and the on/off-node split come from what the process manager tells
 //! (`peers.rs`: PMIx's node list and local peers, which Hydra's PMI does not give): where the
 //! record does not know them it says so (an empty host list and no split: the report leaves them
-//! out), and everything else (nodes, rank 0's host, ranks per node, exact numbers) is as under Open MPI.
+//! out), and everything else (nodes, rank 0's host, ranks per node, exact numbers) is as under
+//! Open MPI.
 
 use mpistat_e2e::supersteps::MeasuredImbalance;
 use mpistat_e2e::*;
@@ -71,7 +72,11 @@ fn sum(a: NodeBytes, b: NodeBytes) -> NodeBytes {
 /// Each routine's on/off-node split is exactly `expected`; under MPICH, or else every one of
 /// them is unknown (see the module's doc).
 fn assert_node_bytes(record: &JobRecord, mpi: Mpi, expected: &[(&str, NodeBytes)]) {
-    if mpi == Mpi::Mpich && expected.iter().all(|(name, _)| routine(record, name).node_bytes.is_none()) {
+    if mpi == Mpi::Mpich
+        && expected
+            .iter()
+            .all(|(name, _)| routine(record, name).node_bytes.is_none())
+    {
         assert_eq!(record.node_bytes(), None, "{record:#?}");
         return;
     }

@@ -414,11 +414,11 @@ fn start_forever(slurm: &Slurm, syslogd: &Syslogd, args: &[&str]) -> String {
     id
 }
 
-/// What a job killed by SIGTERM leaves (Open MPI only: under MPICH, `scancel` and the time
+/// What a job killed by SIGTERM leaves: one partial record of rank 0 ("SIGTERM"), with its
+/// barriers counted and the job's facts. Open MPI only: under MPICH, `scancel` and the time
 /// limit signal Hydra's `mpiexec` in the batch step too, whose proxy then SIGKILLs the ranks
-/// when its upstream socket closes, racing rank 0's partial record: seen missing in 1 of 2
-/// runs here; the record is written only when rank 0 wins): one partial record of rank 0 ("SIGTERM"), with its
-/// barriers counted and the job's facts.
+/// when its upstream socket closes, racing rank 0's partial record (missing in 1 of 2 runs
+/// here: the record is written only when rank 0 wins).
 fn check_killed_record(syslogd: &Syslogd, slurm: &Slurm, id: &str) -> JobRecord {
     let record = syslogd.single_record();
     assert_eq!(record.partial.as_deref(), Some("SIGTERM"), "{record:#?}");
