@@ -415,10 +415,10 @@ fn start_forever(slurm: &Slurm, syslogd: &Syslogd, args: &[&str]) -> String {
 }
 
 /// What a job killed by SIGTERM leaves: one partial record of rank 0 ("SIGTERM"), with its
-/// barriers counted and the job's facts. Open MPI only: under MPICH, `scancel` and the time
-/// limit signal Hydra's `mpiexec` in the batch step too, whose proxy then SIGKILLs the ranks
-/// when its upstream socket closes, racing rank 0's partial record (missing in 1 of 2 runs
-/// here: the record is written only when rank 0 wins).
+/// barriers counted and the job's facts. Open MPI only: under MPICH the record was missing in 1
+/// of 2 runs here, most likely a race: `scancel` and the time limit signal Hydra's `mpiexec` in
+/// the batch step too, and its proxy SIGKILLs the ranks when its upstream connection closes
+/// (Hydra's `pmip` does so on SIGPIPE), possibly before rank 0 has sent its partial record.
 fn check_killed_record(syslogd: &Syslogd, slurm: &Slurm, id: &str) -> JobRecord {
     let record = syslogd.single_record();
     assert_eq!(record.partial.as_deref(), Some("SIGTERM"), "{record:#?}");
