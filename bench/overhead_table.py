@@ -25,8 +25,9 @@ LAYOUT_NAMES = {
 raw_file, modes = sys.argv[1], sys.argv[2:]
 bench = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # layout, name, mode: [ns]
 calls = {}
-mem = defaultdict(lambda: defaultdict(list))  # key, mode: [kB] (2 ranks)
-fin = defaultdict(list)  # mode: [ms] (2 ranks)
+# 2-rank layouts (Open MPI "2", MPICH "2m") only:
+mem = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # layout, key, mode: [kB]
+fin = defaultdict(lambda: defaultdict(list))  # layout, mode: [ms]
 start = defaultdict(lambda: defaultdict(list))  # command, mode: [ms]
 
 for line in open(raw_file):
@@ -36,12 +37,12 @@ for line in open(raw_file):
         name = rest.split(" ", 1)[0]
         bench[layout][name][mode].append(float(kv["ns_per_iter"]))
         calls[name] = int(kv["calls_per_iter"])
-    elif kind == "mem" and layout == "2":
+    elif kind == "mem" and layout in ("2", "2m"):
         for key, value in kv.items():
             if key.endswith("_kb_mean"):
-                mem[key][mode].append(float(value))
-    elif kind == "finalize" and layout == "2":
-        fin[mode].append(float(kv["ms"]))
+                mem[layout][key][mode].append(float(value))
+    elif kind == "finalize" and layout in ("2", "2m"):
+        fin[layout][mode].append(float(kv["ms"]))
     elif kind == "startup":
         start[rest.rsplit(" ", 1)[0]][mode].append(float(kv["ns"]) / 1e6)
 
@@ -101,35 +102,42 @@ if "direct" in modes:
                 print(f"{layout:<6} {name:<12} {med(d['mpistat']):>9.1f} {med(d['direct']):>9.1f} "
                       f"{added(d, 'mpistat', 'direct') / calls[name]:>10.1f}")
 
-print()
-print(f"{'memory per rank, 2 ranks':<28} {'mode':<10} {'kB':>9} {'added kB':>9}  budget")
-for key, label, limit in (
-    ("inithwm_kb_mean", "VmHWM right after MPI_Init", INIT_PEAK_KB_BUDGET),
-    ("vmhwm_kb_mean", "VmHWM (peak, at the end)", INIT_PEAK_KB_BUDGET),
-    ("vmrss_kb_mean", "VmRSS after the loops", RSS_KB_BUDGET),
-    ("rssanon_kb_mean", "RssAnon (private)", RSS_KB_BUDGET),
-    ("pss_kb_mean", "Pss (shared pages split)", RSS_KB_BUDGET),
-):
-    d = mem[key]
-    if not d["bare"]:
+for layout, title in (("2", "2 ranks"), ("2m", "MPICH 2 ranks")):
+    if not mem[layout]:
         continue
-    print(f"{label:<28} {'bare':<10} {med(d['bare']):>9.0f}")
-    for mode in modes[1:]:
-        if d[mode]:
-            a = added(d, mode)
-            # The start-up budget holds for trace mode too (tracing starts at the end of
-            # MPI_Init); later rows count its event buffer, which the trace budget bounds.
-            judged = mode == "mpistat" or (mode == "trace" and key == "inithwm_kb_mean")
-            shown = verdict(a <= limit, f"<= {limit} kB") if judged else ""
-            print(f"{'':<28} {mode:<10} {med(d[mode]):>9.0f} {a:>9.0f}  {shown}")
+    print()
+    print(f"{'memory/rank, ' + title:<28} {'mode':<10} {'kB':>9} {'added kB':>9}  budget")
+    for key, label, limit in (
+        ("inithwm_kb_mean", "VmHWM right after MPI_Init", INIT_PEAK_KB_BUDGET),
+        ("vmhwm_kb_mean", "VmHWM (peak, at the end)", INIT_PEAK_KB_BUDGET),
+        ("vmrss_kb_mean", "VmRSS after the loops", RSS_KB_BUDGET),
+        ("rssanon_kb_mean", "RssAnon (private)", RSS_KB_BUDGET),
+        ("pss_kb_mean", "Pss (shared pages split)", RSS_KB_BUDGET),
+    ):
+        d = mem[layout][key]
+        if not d["bare"]:
+            continue
+        print(f"{label:<28} {'bare':<10} {med(d['bare']):>9.0f}")
+        for mode in modes[1:]:
+            if d[mode]:
+                a = added(d, mode)
+                # The start-up budget holds for trace mode too (tracing starts at the end of
+                # MPI_Init); later rows count its event buffer, which the trace budget bounds.
+                judged = mode == "mpistat" or (mode == "trace" and key == "inithwm_kb_mean")
+                shown = verdict(a <= limit, f"<= {limit} kB") if judged else ""
+                print(f"{'':<28} {mode:<10} {med(d[mode]):>9.0f} {a:>9.0f}  {shown}")
 
-print()
-print(f"{'time (ms), 2 ranks':<28} {'mode':<10} {'median':>9} {'added':>9}")
-for mode in modes:
-    if fin[mode]:
-        more = "" if mode == "bare" else f"{med(fin[mode]) - med(fin['bare']):>9.2f}"
-        note = "   (writes the trace)" if mode == "trace" else ""
-        print(f"{'MPI_Finalize (rank 0)':<28} {mode:<10} {med(fin[mode]):>9.2f} {more}{note}")
+for layout, title in (("2", "2 ranks"), ("2m", "MPICH 2 ranks")):
+    f = fin[layout]
+    if not f["bare"]:
+        continue
+    print()
+    print(f"{'time (ms), ' + title:<28} {'mode':<10} {'median':>9} {'added':>9}")
+    for mode in modes:
+        if f[mode]:
+            more = "" if mode == "bare" else f"{med(f[mode]) - med(f['bare']):>9.2f}"
+            note = "   (writes the trace)" if mode == "trace" else ""
+            print(f"{'MPI_Finalize (rank 0)':<28} {mode:<10} {med(f[mode]):>9.2f} {more}{note}")
 for name, d in start.items():
     if d["bare"] and d["mpistat"]:
         b, p = statistics.mean(d["bare"]), statistics.mean(d["mpistat"])

@@ -19,21 +19,35 @@
 #                          also run under other profiling libraries (NAME=LIB[,VAR=VALUE...]:
 #                          LIB preloaded with those variables set), for a side-by-side table
 #   MPISTAT_BENCH_COUNTERS=per-call bench/run.sh   with software counters read around each call
+#   bench/run.sh --layouts 2,2m --rounds 3
+#                          only these layouts, this many interleaved rounds (a busy machine:
+#                          Open MPI's and MPICH's 2-rank rows side by side in less time)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 small=0
 others=() # NAME=LIB[,VAR=VALUE...]
+only_layouts= only_rounds=
 while (($#)); do
     case $1 in
         --small) small=1 ;;
+        --layouts)
+            [[ ${2:-} =~ ^(2|4o|2m)(,(2|4o|2m))*$ ]] || { echo "$0: --layouts 2,4o,2m (any of them)" >&2; exit 2; }
+            only_layouts=${2//,/ }
+            shift
+            ;;
+        --rounds)
+            [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "$0: --rounds N" >&2; exit 2; }
+            only_rounds=$2
+            shift
+            ;;
         --with)
             [[ ${2:-} == ?*=?* ]] || { echo "$0: --with NAME=LIB[,VAR=VALUE...]" >&2; exit 2; }
             others+=("$2")
             shift
             ;;
-        *) echo "usage: $0 [--small] [--with NAME=LIB[,VAR=VALUE...]]..." >&2; exit 2 ;;
+        *) echo "usage: $0 [--small] [--layouts L,...] [--rounds N] [--with NAME=LIB[,VAR=VALUE...]]..." >&2; exit 2 ;;
     esac
     shift
 done
@@ -45,6 +59,7 @@ else
     iters=100000 reps=5 rounds=5 starts=50
     analysis_size=(64 10000000 5)
 fi
+rounds=${only_rounds:-$rounds}
 
 # shellcheck source=scripts/prereqs.sh
 source scripts/prereqs.sh
@@ -118,6 +133,13 @@ layout_command() { # LAYOUT: prints the launcher's command line
 }
 layouts=(2 4o)
 ((mpich)) && layouts+=(2m)
+if [[ -n $only_layouts ]]; then
+    read -r -a layouts <<<"$only_layouts"
+    if ((!mpich)) && [[ " ${layouts[*]} " == *" 2m "* ]]; then
+        echo "$0: --layouts 2m: MPICH (mpicc.mpich, mpiexec.mpich) is not installed" >&2
+        exit 2
+    fi
+fi
 
 modes=(bare mpistat direct trace)
 declare -A other_env=() # mode: "-x LD_PRELOAD=LIB -x VAR=VALUE ..." for mpirun

@@ -261,12 +261,6 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             &job.config.profiler.counters_fallback,
             false,
         );
-        crate::superstep::start(
-            job.config.profiler.superstep_buffer_bytes,
-            size as u32,
-            world,
-            job.anchor.ticks,
-        );
         if peers.all {
             crate::trace::start_if_wanted(
                 &job.config,
@@ -276,6 +270,15 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
                 size as u32,
             );
         }
+        // The first superstep starts when MPI_Init returns to the program: the trace agreement
+        // (an allreduce where PMIx cannot tell, as under MPICH) and the clock ping-pongs above
+        // are the profiler's time, not the program's work.
+        crate::superstep::start(
+            job.config.profiler.superstep_buffer_bytes,
+            size as u32,
+            world,
+            ticks(),
+        );
         let on_sigterm = job.init.rank == job.peers.lead && job.config.profiler.record_on_sigterm;
         *JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
         register_exit_hook();

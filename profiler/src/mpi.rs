@@ -191,11 +191,11 @@ pub fn reduce_to_root<T: ReduceElement + Default>(
     let datatype: MPI_Datatype = predefined(T::TYPE).ok_or(MpiError(-1))?;
     let mpi_op: MPI_Op = predefined(op.handle()).ok_or(MpiError(-1))?;
     let root = comm_rank(comm.0)? == 0;
-    let mut out = if root {
-        vec![T::default(); data.len()]
-    } else {
-        Vec::new()
-    };
+    // The root's result buffer starts as its own contribution, which a correct reduction
+    // overwrites: MPICH 4.0.2's device-level reduce (ch4 composition) reduces the root's
+    // *result* buffer instead of its send buffer when the root is alone on its node and the
+    // data exceeds 2 KiB (tests/tests/nodes.rs, a 1+2+1 layout), which the copy makes right.
+    let mut out = if root { data.to_vec() } else { Vec::new() };
     let len = c_int::try_from(data.len()).map_err(|_| MpiError(-1))?;
     // SAFETY: the real routine; `data` and `out` hold `len` elements of the matching MPI type
     // (out only on the root, where MPI writes it).

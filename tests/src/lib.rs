@@ -759,7 +759,8 @@ impl Job {
 
     /// Run on emulated nodes: `(host, ranks)` each, ranks placed in order (rank 0 on the first).
     /// Open MPI starts one daemon per host through `tests/bin/node-rsh`, which gives it its own
-    /// UTS namespace named `host`; ranks talk TCP over loopback, as between real nodes.
+    /// UTS namespace named `host`; ranks talk TCP over loopback, as between real nodes. MPICH's
+    /// Hydra starts its proxies through the same agent (`-launcher rsh -launcher-exec`).
     pub fn on_nodes(program: impl Into<PathBuf>, nodes: &[(&str, u32)]) -> Job {
         let mut job = Job::new(program, nodes.iter().map(|(_, n)| n).sum());
         job.nodes = nodes.iter().map(|(h, n)| (h.to_string(), *n)).collect();
@@ -885,6 +886,12 @@ impl Job {
         }])
     }
 
+    /// The emulated nodes as both launchers take them: `host:ranks,...`.
+    fn host_list(&self) -> String {
+        let hosts: Vec<String> = self.nodes.iter().map(|(h, n)| format!("{h}:{n}")).collect();
+        hosts.join(",")
+    }
+
     /// `launcher` as the job's user (with the user's `HOME`), or as the test's.
     fn command(&self, launcher: &str) -> Command {
         match &self.user {
@@ -921,14 +928,11 @@ impl Job {
                     "none",
                 ]);
                 if !self.nodes.is_empty() {
-                    let hosts: Vec<String> =
-                        self.nodes.iter().map(|(h, n)| format!("{h}:{n}")).collect();
-                    let agent = workspace_root().join("tests/bin/node-rsh");
-                    cmd.arg("--host").arg(hosts.join(","));
+                    cmd.arg("--host").arg(self.host_list());
                     // Remote daemons get MCA parameters from the command line, not from the
                     // environment.
                     for (param, value) in [
-                        ("plm_rsh_agent", agent.display().to_string()),
+                        ("plm_rsh_agent", node_agent().display().to_string()),
                         ("btl", "tcp,self".into()),
                         ("btl_tcp_if_include", "lo".into()),
                         ("oob_tcp_if_include", "lo".into()),
@@ -943,7 +947,17 @@ impl Job {
                 }
                 cmd
             }
-            Mpi::Mpich => self.command("mpiexec.mpich"),
+            Mpi::Mpich => {
+                let mut cmd = self.command("mpiexec.mpich");
+                if !self.nodes.is_empty() {
+                    // Hydra starts one proxy per host through the same agent (`-launcher rsh`).
+                    cmd.args(["-launcher", "rsh", "-launcher-exec"])
+                        .arg(node_agent())
+                        .arg("-hosts")
+                        .arg(self.host_list());
+                }
+                cmd
+            }
         };
         for (i, context) in contexts.iter().enumerate() {
             if i > 0 {
@@ -977,6 +991,12 @@ impl Job {
         }
         cmd
     }
+}
+
+/// The launchers' rsh agent that makes emulated nodes (`tests/bin/node-rsh`: each host its own
+/// UTS namespace).
+fn node_agent() -> PathBuf {
+    workspace_root().join("tests/bin/node-rsh")
 }
 
 /// Run `cmd` in its own process group with piped stdout/stderr; kill the group after `timeout`

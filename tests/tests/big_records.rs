@@ -58,8 +58,8 @@ fn waits(line: &str) -> u64 {
     before.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
-#[test]
-fn a_150_routine_record_arrives_whole_50_times_out_of_50_from_a_busy_syslogd() {
+for_each_mpi! {
+fn a_150_routine_record_arrives_whole_50_times_out_of_50_from_a_busy_syslogd(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
     let dir = TempDir::new("big-records");
@@ -67,11 +67,12 @@ fn a_150_routine_record_arrives_whole_50_times_out_of_50_from_a_busy_syslogd() {
     // makes progress, not about how fast this shared machine schedules it.
     let config = config_with_stall(&syslogd, dir.path(), 1000);
     let lossy = config_with_stall(&syslogd, dir.path(), 0);
-    let program = program("many_routines.c");
+    let program = program_for("many_routines.c", mpi);
     let scratch = dir.path().to_str().unwrap();
     let job = |id: String, config: &Path| {
         let detail = dir.path().join(format!("{id}.detail"));
         Job::new(&program, 2)
+            .mpi(mpi)
             .arg(scratch)
             .env("SLURM_JOB_ID", id)
             .env("MPISTAT_DETAIL", detail.display().to_string())
@@ -177,15 +178,17 @@ fn a_150_routine_record_arrives_whole_50_times_out_of_50_from_a_busy_syslogd() {
         );
     }
 }
+}
 
-#[test]
-fn a_stopped_syslogd_does_not_hold_up_a_150_routine_job() {
+for_each_mpi! {
+fn a_stopped_syslogd_does_not_hold_up_a_150_routine_job(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
     let dir = TempDir::new("big-records-stopped");
     let config = syslogd.site_config(); // the default stall budget
     let detail = dir.path().join("detail");
-    let job = Job::new(program("many_routines.c"), 2)
+    let job = Job::new(program_for("many_routines.c", mpi), 2)
+        .mpi(mpi)
         .arg(dir.path().to_str().unwrap())
         .timeout(Duration::from_secs(120));
     let bare = job.bare();
@@ -215,4 +218,5 @@ fn a_stopped_syslogd_does_not_hold_up_a_150_routine_job() {
     assert!(waits(&line) > 0, "{line}");
     syslogd.resume();
     drop(fillers);
+}
 }

@@ -13,13 +13,15 @@ use mpistat_record::JobRecord;
 
 const RANKS: u32 = 2;
 
-fn run(extra_config: &str, counters: &str) -> JobRecord {
-    run_on(RANKS, extra_config, counters)
+fn profile(mpi: Mpi, extra_config: &str, counters: &str) -> JobRecord {
+    profile_on(mpi, RANKS, extra_config, counters)
 }
 
-fn run_on(ranks: u32, extra_config: &str, counters: &str) -> JobRecord {
+fn profile_on(mpi: Mpi, ranks: u32, extra_config: &str, counters: &str) -> JobRecord {
     let syslogd = Syslogd::start();
-    let job = Job::new(program("counters.c"), ranks).env("MPISTAT_COUNTERS", counters);
+    let job = Job::new(program_for("counters.c", mpi), ranks)
+        .mpi(mpi)
+        .env("MPISTAT_COUNTERS", counters);
     let bare = job.bare();
     bare.assert_success();
     let profiled = job.profiled(&syslogd.site_config_with("counters-site.toml", extra_config));
@@ -29,10 +31,11 @@ fn run_on(ranks: u32, extra_config: &str, counters: &str) -> JobRecord {
     syslogd.single_record()
 }
 
-#[test]
-fn software_counters_split_application_and_mpi() {
+for_each_mpi! {
+fn software_counters_split_application_and_mpi(mpi) {
     let _serial = serial();
-    let r = run(
+    let r = profile(
+        mpi,
         "[profiler]\ncounters_fallback = \"per-call\"\n",
         "task-clock,page-faults,instructions,fp-ops",
     );
@@ -79,12 +82,13 @@ fn software_counters_split_application_and_mpi() {
         .any(|e| e.name == "page-faults" && e.unavailable.is_none()));
     assert!(r.imbalance.is_some());
 }
+}
 
-#[test]
-fn totals_mode_counts_without_split_and_site_default_hardware_set_is_unavailable() {
+for_each_mpi! {
+fn totals_mode_counts_without_split_and_site_default_hardware_set_is_unavailable(mpi) {
     let _serial = serial();
     // The site's default fallback is "totals": read at MPI_Init and MPI_Finalize only.
-    let r = run("", "task-clock,cycles");
+    let r = profile(mpi, "", "task-clock,cycles");
     let set = r.counters.as_ref().unwrap();
     assert!(set.mode.starts_with("totals"), "{}", set.mode);
     let task = set.events.iter().find(|e| e.name == "task-clock").unwrap();
@@ -102,11 +106,13 @@ fn totals_mode_counts_without_split_and_site_default_hardware_set_is_unavailable
     let cycles = set.events.iter().find(|e| e.name == "cycles").unwrap();
     assert!(cycles.unavailable.is_some() || cycles.app > 0);
 }
+}
 
-#[test]
-fn names_the_site_does_not_allow_are_not_counted() {
+for_each_mpi! {
+fn names_the_site_does_not_allow_are_not_counted(mpi) {
     let _serial = serial();
-    let r = run(
+    let r = profile(
+        mpi,
         "[profiler]\ncounters_allowed = [\"page-faults\"]\n",
         "task-clock,page-faults",
     );
@@ -115,11 +121,12 @@ fn names_the_site_does_not_allow_are_not_counted() {
     assert_eq!(task.unavailable.as_deref(), Some("not allowed by the site"));
     assert_eq!((task.app, task.mpi), (0, 0));
 }
+}
 
+for_each_mpi! {
 /// More ranks than CPUs on the node: counters stay closed (an open event slows every context
 /// switch, and oversubscribed ranks switch at every collective) unless the site asks for them.
-#[test]
-fn oversubscribed_node_opens_no_counters_unless_the_site_asks() {
+fn oversubscribed_node_opens_no_counters_unless_the_site_asks(mpi) {
     let _serial = serial();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
     if cpus > 8 {
@@ -127,7 +134,7 @@ fn oversubscribed_node_opens_no_counters_unless_the_site_asks() {
         return;
     }
     let ranks = cpus + 1;
-    let r = run_on(ranks, "", "task-clock,page-faults");
+    let r = profile_on(mpi, ranks, "", "task-clock,page-faults");
     let set = r.counters.as_ref().expect("record has counters");
     for event in &set.events {
         let why = event.unavailable.as_deref().unwrap_or_default();
@@ -138,7 +145,8 @@ fn oversubscribed_node_opens_no_counters_unless_the_site_asks() {
         );
         assert_eq!((event.app, event.mpi), (0, 0), "{}", event.name);
     }
-    let r = run_on(
+    let r = profile_on(
+        mpi,
         ranks,
         "[profiler]\ncounters_when_oversubscribed = true\n",
         "task-clock,page-faults",
@@ -153,4 +161,5 @@ fn oversubscribed_node_opens_no_counters_unless_the_site_asks() {
         .unwrap();
     assert_eq!(task.unavailable, None);
     assert!(task.app > 0);
+}
 }

@@ -7,13 +7,14 @@ use mpistat_e2e::*;
 const SENT_BEFORE_SUBTOTAL: u64 = 5;
 const SENT_COUNTED: u64 = 5 + 3;
 
-#[test]
-fn detail_path_gets_a_report_naming_each_routine_with_its_calls() {
+for_each_mpi! {
+fn detail_path_gets_a_report_naming_each_routine_with_its_calls(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
     let dir = TempDir::new("detail");
     let path = dir.path().join("report.txt");
-    let outcome = Job::new(program("basic.c"), 4)
+    let outcome = Job::new(program_for("basic.c", mpi), 4)
+        .mpi(mpi)
         .env("MPISTAT_DETAIL", path.display().to_string())
         .profiled(&syslogd.site_config());
     outcome.assert_success();
@@ -30,13 +31,16 @@ fn detail_path_gets_a_report_naming_each_routine_with_its_calls() {
     // The record still goes to syslog.
     assert_routines(&syslogd.single_record(), &basic_expectations(4));
 }
+}
 
-#[test]
-fn without_detail_nothing_is_printed_or_written() {
+for_each_mpi! {
+fn without_detail_nothing_is_printed_or_written(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
     let dir = TempDir::new("nodetail");
-    let job = Job::new(program("basic.c"), 4).cwd(dir.path());
+    let job = Job::new(program_for("basic.c", mpi), 4)
+        .mpi(mpi)
+        .cwd(dir.path());
     let bare = job.bare();
     let profiled = job.profiled(&syslogd.site_config());
     profiled.assert_success();
@@ -47,12 +51,15 @@ fn without_detail_nothing_is_printed_or_written() {
         "the profiler wrote files into the job's directory: {files:?}"
     );
 }
+}
 
-#[test]
-fn pcontrol_pauses_and_resumes_counting_and_prints_subtotals_to_stderr() {
+for_each_mpi! {
+fn pcontrol_pauses_and_resumes_counting_and_prints_subtotals_to_stderr(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let outcome = Job::new(program("pcontrol.c"), 2).profiled(&syslogd.site_config());
+    let outcome = Job::new(program_for("pcontrol.c", mpi), 2)
+        .mpi(mpi)
+        .profiled(&syslogd.site_config());
     outcome.assert_success();
     assert!(
         has_count_line(&outcome.stderr, "MPI_Send", SENT_BEFORE_SUBTOTAL),
@@ -74,14 +81,15 @@ fn pcontrol_pauses_and_resumes_counting_and_prints_subtotals_to_stderr() {
     ];
     assert_routines(&record, &expected);
 }
+}
 
-#[test]
-fn pcontrol_subtotals_go_to_the_detail_path() {
+for_each_mpi! {
+fn pcontrol_subtotals_go_to_the_detail_path(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
     let dir = TempDir::new("pcontrol");
     let path = dir.path().join("report.txt");
-    let job = Job::new(program("pcontrol.c"), 2);
+    let job = Job::new(program_for("pcontrol.c", mpi), 2).mpi(mpi);
     let bare = job.bare();
     let profiled = job
         .clone()
@@ -99,4 +107,5 @@ fn pcontrol_subtotals_go_to_the_detail_path() {
         has_count_line(&report, "MPI_Send", SENT_COUNTED),
         "no final count in:\n{report}"
     );
+}
 }

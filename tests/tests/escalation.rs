@@ -9,14 +9,22 @@
 use mpistat_e2e::*;
 use std::path::Path;
 
+/// The executable's file name (`delays`, or `delays.mpich` as built for MPICH).
+fn program_name(exe: &str) -> &str {
+    Path::new(exe)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(exe)
+}
+
 fn list_text(config: &Path) -> String {
     let out = mpistat(&["escalate", "list"], config);
     assert!(out.status.success());
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-#[test]
-fn a_flagged_job_is_traced_next_time_and_the_mail_tells_where_it_waited() {
+for_each_mpi! {
+fn a_flagged_job_is_traced_next_time_and_the_mail_tells_where_it_waited(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
     let dir = TempDir::new("escalation");
@@ -38,7 +46,8 @@ fn a_flagged_job_is_traced_next_time_and_the_mail_tells_where_it_waited() {
         db = dir.path().join("mpistat.db").display().to_string(),
     ));
     std::fs::write(&site, text).unwrap();
-    let job = Job::new(program("delays.c"), 4)
+    let job = Job::new(program_for("delays.c", mpi), 4)
+        .mpi(mpi)
         .arg("200")
         .arg("10")
         .arg("10")
@@ -99,7 +108,7 @@ fn a_flagged_job_is_traced_next_time_and_the_mail_tells_where_it_waited() {
     for expected in [
         format!("before MPI_Send (delays.c:{send_line}), most on rank 0"),
         "Level 6: where your traced jobs waited".to_string(),
-        format!("Job {} (delays) was traced.", second.job_id),
+        format!("Job {} ({}) was traced.", second.job_id, program_name(&second.exe)),
         "1. compute after MPI_Barrier".to_string(),
         format!("Full report: mpistat analyze {}", trace.dir),
     ] {
@@ -120,4 +129,5 @@ fn a_flagged_job_is_traced_next_time_and_the_mail_tells_where_it_waited() {
     let remove = ["escalate", "remove", "root", "/opt/app/solver"];
     assert!(mpistat(&remove, &site).status.success());
     assert!(!list_text(&site).contains("/opt/app/solver"));
+}
 }

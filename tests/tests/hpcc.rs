@@ -1,4 +1,8 @@
 //! A real application: Debian's `hpcc` (HPC Challenge) with a tiny input, 4 ranks in a 2×2 grid.
+//!
+//! Open MPI only: Debian's `hpcc` is linked with Open MPI's `libmpi.so.40` and there is no MPICH
+//! build of it (an interpreted application under MPICH: `applications.rs`, Python through
+//! `ctypes`).
 
 use mpistat_e2e::*;
 

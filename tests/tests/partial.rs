@@ -61,11 +61,12 @@ fn exit_without_finalize_leaves_one_partial_record_of_rank_0(mpi) {
 }
 }
 
-#[test]
-fn a_partial_record_carries_the_writing_ranks_counters() {
+for_each_mpi! {
+fn a_partial_record_carries_the_writing_ranks_counters(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let outcome = Job::new(program("no_finalize.c"), 4)
+    let outcome = Job::new(program_for("no_finalize.c", mpi), 4)
+        .mpi(mpi)
         .env("MPISTAT_COUNTERS", "task-clock,page-faults,instructions")
         // 4 ranks may outnumber this machine's CPUs: counters are wanted all the same.
         .profiled(&syslogd.site_config_with(
@@ -91,6 +92,7 @@ fn a_partial_record_carries_the_writing_ranks_counters() {
     assert!(event("page-faults").unavailable.is_none());
     // No PMU here: the hardware event says why, nothing else changes.
     assert!(event("instructions").unavailable.is_some(), "{set:?}");
+}
 }
 
 /// Rank 0 killed by SIGTERM from someone else than its launcher (a batch system's daemon, a

@@ -2,6 +2,10 @@
 //! TaskProlog (`etc/slurm/mpistat-taskprolog.sh`): users submit plain batch scripts and records
 //! arrive, with the job's Slurm facts; an opted-out job leaves none; a job killed by `scancel` or
 //! at its time limit leaves a partial one. Skipped loudly where Slurm is not installed.
+//!
+//! Under MPICH too (Debian's MPICH runs under Slurm: `mpiexec.mpich` in a batch script, whose
+//! Hydra starts its proxy with srun, and `srun --mpi=pmi2`; `srun --mpi=list` offers `pmi2`,
+//! `pmix`, `cray_shasta`, `none`), except the SIGTERM tests (see [`check_killed_record`]).
 
 use mpistat_e2e::slurm::{JobState, Slurm};
 use mpistat_e2e::*;
@@ -19,8 +23,10 @@ const RANKS: u32 = 2;
 /// environment): root may run mpirun (the tests run as root), Open MPI tuned for a small
 /// machine as in the other tests, and the site config of the private syslogd (a site has it in
 /// /etc/mpistat/site.toml). Nothing of mpistat's preloading: that is the TaskProlog's job.
+/// For MPICH: its ranks yield the core at every poll, as in the other tests.
 fn job_env(syslogd: &Syslogd) -> Vec<(String, String)> {
     vec![
+        ("MPIR_CVAR_POLLS_BEFORE_YIELD".into(), "1".into()),
         ("OMPI_ALLOW_RUN_AS_ROOT".into(), "1".into()),
         ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM".into(), "1".into()),
         ("OMPI_MCA_mpi_yield_when_idle".into(), "1".into()),
@@ -40,12 +46,31 @@ fn pairs(env: &[(String, String)]) -> Vec<(&str, &str)> {
 }
 
 /// A batch script running `mpirun <program>` (ranks as the allocation says) and then, as a second
-/// step, `srun --mpi=pmix <program>`.
-fn mpirun_then_srun(program: &Path) -> String {
+/// step, `srun --mpi=pmix <program>`; for MPICH `mpiexec.mpich` (Hydra, which launches through
+/// Slurm itself) and `srun --mpi=pmi2`.
+fn mpirun_then_srun(mpi: Mpi, program: &Path) -> String {
     let p = program.display();
-    format!(
-        "#!/bin/sh\nmpirun --bind-to none {p}\necho mpirun=$?\nsrun --mpi=pmix {p}\necho srun=$?\n"
-    )
+    let (mpirun, srun) = launchers(mpi);
+    format!("#!/bin/sh\n{mpirun} {p}\necho mpirun=$?\n{srun} {p}\necho srun=$?\n")
+}
+
+/// How a batch script of `mpi` starts a program: its own launcher, and `srun` with the
+/// process-management interface the MPI speaks (Open MPI 4: PMIx; Debian's MPICH 4: PMI-2).
+fn launchers(mpi: Mpi) -> (&'static str, &'static str) {
+    match mpi {
+        Mpi::OpenMpi => ("mpirun --bind-to none", "srun --mpi=pmix"),
+        Mpi::Mpich => ("mpiexec.mpich", "srun --mpi=pmi2"),
+    }
+}
+
+/// The step ids of a batch script's two launches ([`launchers`]), sorted: mpirun's ranks run in
+/// the batch step (no step id) and srun's in step 0; Hydra (`mpiexec.mpich`) starts its proxy
+/// with srun itself, so its ranks run in step 0 and the srun's in step 1.
+fn step_ids(mpi: Mpi) -> [Option<&'static str>; 2] {
+    match mpi {
+        Mpi::OpenMpi => [None, Some("0")],
+        Mpi::Mpich => [Some("0"), Some("1")],
+    }
 }
 
 fn assert_all(states: &[JobState], state: &str, slurm: &Slurm, id: &str) {
@@ -87,18 +112,18 @@ fn enough_cpus() {
     );
 }
 
+for_each_mpi! {
 /// A C program through `mpirun` in a batch script, then through `srun --mpi=pmix` as the second
 /// step of the same job: two exact records (one per step) with the job's facts, and the report
 /// of `mpistat show` names the Slurm job.
-#[test]
-fn batch_job_steps_get_exact_records_with_their_slurm_facts() {
+fn batch_job_steps_get_exact_records_with_their_slurm_facts(mpi) {
     let _serial = serial();
     let Some(slurm) = Slurm::start() else { return };
     enough_cpus();
     let syslogd = Syslogd::start();
     let env = job_env(&syslogd);
     let id = slurm.sbatch(
-        &mpirun_then_srun(&program("basic.c")),
+        &mpirun_then_srun(mpi, &program_for("basic.c", mpi)),
         &[
             "--ntasks=2",
             "--job-name=basic-c",
@@ -139,16 +164,17 @@ fn batch_job_steps_get_exact_records_with_their_slurm_facts() {
         assert_eq!(facts.array_job_id, None);
         assert!(!facts.reached_time_limit(record.end_unix_ms));
     }
-    // mpirun's ranks run in the batch step (no step id); srun's ranks in step 0.
     let mut steps: Vec<Option<&str>> = records
         .iter()
         .map(|r| r.slurm.as_ref().unwrap().step_id.as_deref())
         .collect();
     steps.sort();
-    assert_eq!(steps, [None, Some("0")]);
+    assert_eq!(steps, step_ids(mpi));
+    // The jobs as sacct names them: the job, or job.step.
+    let job_steps = step_ids(mpi).map(|step| step.map_or(id.clone(), |s| format!("{id}.{s}")));
     let mut job_ids: Vec<&str> = records.iter().map(|r| r.job_id.as_str()).collect();
     job_ids.sort();
-    assert_eq!(job_ids, [id.clone(), format!("{id}.0")]);
+    assert_eq!(job_ids, job_steps);
 
     let log = TempDir::new("slurm-show");
     let file = log.path().join("records.log");
@@ -161,8 +187,8 @@ fn batch_job_steps_get_exact_records_with_their_slurm_facts() {
     let text = String::from_utf8_lossy(&show.stdout);
     assert!(show.status.success(), "{text}");
     for line in [
-        format!("  Slurm job   {id}.0 \"basic-c\" on cluster mpistat"),
-        format!("  Slurm job   {id} \"basic-c\" on cluster mpistat"),
+        format!("  Slurm job   {} \"basic-c\" on cluster mpistat", job_steps[0]),
+        format!("  Slurm job   {} \"basic-c\" on cluster mpistat", job_steps[1]),
         "  account     physics, partition debug, QOS -".to_string(),
         format!(
             "  allocated   1 node(s) {}, CPUs per node 2 = 2 CPUs; 2 rank(s) ran on them (100 %)",
@@ -204,12 +230,13 @@ fn batch_job_steps_get_exact_records_with_their_slurm_facts() {
         .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
         .collect();
     assert_eq!(mails.len(), 1);
-    for id in [id.clone(), format!("{id}.0")] {
+    let program = format!("basic{}", if mpi == Mpi::Mpich { ".mpich" } else { "" });
+    for id in &job_steps {
         let row = mails[0]
             .lines()
             .find(|l| l.starts_with(&format!("{id:<12}{RANKS:>6}")))
             .unwrap_or_else(|| panic!("job {id} not among the biggest jobs: {}", mails[0]));
-        assert!(row.ends_with("  basic (job \"basic-c\")"), "{row:?}");
+        assert!(row.ends_with(&format!("  {program} (job \"basic-c\")")), "{row:?}");
     }
     let site = dir.path().join("site");
     assert!(mpistat(
@@ -255,10 +282,11 @@ fn batch_job_steps_get_exact_records_with_their_slurm_facts() {
         assert!(table.contains(row), "{title}: no {row:?} in {table}");
     }
 }
+}
 
-/// The Fortran twin (`use mpi_f08`) through mpirun in a batch script.
-#[test]
-fn fortran_batch_job_gets_an_exact_record() {
+for_each_mpi! {
+/// The Fortran twin (`use mpi_f08`) through mpirun (`mpiexec.mpich`) in a batch script.
+fn fortran_batch_job_gets_an_exact_record(mpi) {
     let _serial = serial();
     let Some(slurm) = Slurm::start() else { return };
     enough_cpus();
@@ -269,8 +297,8 @@ fn fortran_batch_job_gets_an_exact_record() {
         name: "basic_use_mpi_f08",
         flags: &["-DUSE_F08"],
     }
-    .path();
-    let script = format!("#!/bin/sh\nmpirun --bind-to none {}\n", fortran.display());
+    .path_for(mpi);
+    let script = format!("#!/bin/sh\n{} {}\n", launchers(mpi).0, fortran.display());
     let id = slurm.sbatch(&script, &["--ntasks=2", "--job-name=basic-f"], &pairs(&env));
     assert_all(&slurm.wait_ended(&id, JOB_END), "COMPLETED", &slurm, &id);
     let record = syslogd.single_record();
@@ -282,18 +310,20 @@ fn fortran_batch_job_gets_an_exact_record() {
     assert_common_facts(&record, &slurm, &id);
     assert_eq!(record.slurm.unwrap().job_name.as_deref(), Some("basic-f"));
 }
+}
 
+for_each_mpi! {
 /// An array job of 2 tasks: one record per task, each with its array job and task id.
-#[test]
-fn array_job_tasks_get_records_with_array_ids() {
+fn array_job_tasks_get_records_with_array_ids(mpi) {
     let _serial = serial();
     let Some(slurm) = Slurm::start() else { return };
     enough_cpus();
     let syslogd = Syslogd::start();
     let env = job_env(&syslogd);
     let script = format!(
-        "#!/bin/sh\nmpirun --bind-to none {}\n",
-        program("basic.c").display()
+        "#!/bin/sh\n{} {}\n",
+        launchers(mpi).0,
+        program_for("basic.c", mpi).display()
     );
     let array = slurm.sbatch(
         &script,
@@ -312,25 +342,29 @@ fn array_job_tasks_get_records_with_array_ids() {
         assert_eq!(facts.array_job_id.as_deref(), Some(array.as_str()));
         assert_eq!(facts.job_name.as_deref(), Some("sweep"));
         let task = facts.array_task_id.clone().unwrap();
-        assert_eq!(facts.job_step(), format!("{array}_{task}"));
+        // The task, or its step where the launcher made one (`step_ids`).
+        let step = step_ids(mpi)[0].map_or(String::new(), |s| format!(".{s}"));
+        assert_eq!(facts.job_step(), format!("{array}_{task}{step}"));
         assert_common_facts(record, &slurm, &facts.job_id);
         tasks.push(task);
     }
     tasks.sort();
     assert_eq!(tasks, ["1", "2"]);
 }
+}
 
+for_each_mpi! {
 /// `MPISTAT=off` in the submitter's environment: the job runs as usual and leaves no record. (A
 /// job submitted after it, without the opt-out, leaves one: the only record in the log.)
-#[test]
-fn opted_out_job_leaves_no_record() {
+fn opted_out_job_leaves_no_record(mpi) {
     let _serial = serial();
     let Some(slurm) = Slurm::start() else { return };
     enough_cpus();
     let syslogd = Syslogd::start();
     let script = format!(
-        "#!/bin/sh\necho \"LD_PRELOAD=$LD_PRELOAD\"\nmpirun --bind-to none {}\n",
-        program("basic.c").display()
+        "#!/bin/sh\necho \"LD_PRELOAD=$LD_PRELOAD\"\n{} {}\n",
+        launchers(mpi).0,
+        program_for("basic.c", mpi).display()
     );
     let mut off = job_env(&syslogd);
     off.push(("MPISTAT".into(), "off".into()));
@@ -356,6 +390,7 @@ fn opted_out_job_leaves_no_record() {
     let record = syslogd.single_record();
     assert_eq!(record.slurm.unwrap().job_id, profiled);
 }
+}
 
 fn assert_every_rank_printed_in(output: &str) {
     for rank in 0..RANKS {
@@ -367,7 +402,8 @@ fn assert_every_rank_printed_in(output: &str) {
 fn start_forever(slurm: &Slurm, syslogd: &Syslogd, args: &[&str]) -> String {
     let env = job_env(syslogd);
     let script = format!(
-        "#!/bin/sh\nmpirun --bind-to none {}\n",
+        "#!/bin/sh\n{} {}\n",
+        launchers(Mpi::OpenMpi).0,
         program("forever.c").display()
     );
     let id = slurm.sbatch(&script, args, &pairs(&env));
@@ -376,7 +412,10 @@ fn start_forever(slurm: &Slurm, syslogd: &Syslogd, args: &[&str]) -> String {
 }
 
 /// What a job killed by SIGTERM leaves: one partial record of rank 0 ("SIGTERM"), with its
-/// barriers counted and the job's facts.
+/// barriers counted and the job's facts. Open MPI only: under MPICH the record was missing in 1
+/// of 2 runs here, most likely a race: `scancel` and the time limit signal Hydra's `mpiexec` in
+/// the batch step too, and its proxy SIGKILLs the ranks when its upstream connection closes
+/// (Hydra's `pmip` does so on SIGPIPE), possibly before rank 0 has sent its partial record.
 fn check_killed_record(syslogd: &Syslogd, slurm: &Slurm, id: &str) -> JobRecord {
     let record = syslogd.single_record();
     assert_eq!(record.partial.as_deref(), Some("SIGTERM"), "{record:#?}");
@@ -434,22 +473,19 @@ fn job_killed_at_its_time_limit_leaves_a_partial_record() {
     );
 }
 
+for_each_mpi! {
 /// Steps that end with `MPI_Abort` (rank 1 of `abort.c`), through mpirun and through srun: the
 /// job fails, and each step leaves one record, the aborting rank's partial one, with the job's
 /// facts (the launcher stopping the other ranks adds none).
-#[test]
-fn aborted_step_leaves_a_partial_record_with_its_slurm_facts() {
+fn aborted_step_leaves_a_partial_record_with_its_slurm_facts(mpi) {
     let _serial = serial();
     let Some(slurm) = Slurm::start() else { return };
     enough_cpus();
     let syslogd = Syslogd::start();
     let env = job_env(&syslogd);
-    let p = program("abort.c");
-    let script = format!(
-        "#!/bin/sh\nmpirun --bind-to none {}\nsrun --mpi=pmix {}\n",
-        p.display(),
-        p.display()
-    );
+    let p = program_for("abort.c", mpi);
+    let (mpirun, srun) = launchers(mpi);
+    let script = format!("#!/bin/sh\n{mpirun} {p}\n{srun} {p}\n", p = p.display());
     let id = slurm.sbatch(&script, &["--ntasks=2", "--job-name=aborts"], &pairs(&env));
     assert_all(&slurm.wait_ended(&id, JOB_END), "FAILED", &slurm, &id);
     let mut records = syslogd.records(2);
@@ -472,5 +508,6 @@ fn aborted_step_leaves_a_partial_record_with_its_slurm_facts() {
         .iter()
         .map(|r| r.slurm.as_ref().unwrap().step_id.as_deref())
         .collect();
-    assert_eq!(steps, [None, Some("0")]);
+    assert_eq!(steps, step_ids(mpi));
+}
 }

