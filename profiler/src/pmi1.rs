@@ -174,11 +174,13 @@ fn env_number(name: &CStr) -> Option<u32> {
 }
 
 impl Client {
-    /// The PMI-1 socket if this process was started by Hydra (`PMI_FD`, `PMI_RANK`, `PMI_SIZE`
-    /// and Hydra's own `HYDI_CONTROL_FD` set, no `PMI_PORT`) and `PMI_FD` is a stream socket.
+    /// The PMI-1 socket if this process was started by a Hydra proxy (`PMI_FD`, `PMI_RANK`,
+    /// `PMI_SIZE` and the proxy's `MPI_LOCALNRANKS` set, no `PMI_PORT`) and `PMI_FD` is a stream
+    /// socket. (`MPI_LOCALNRANKS`, not `mpiexec`'s `HYDI_CONTROL_FD`: proxies on other nodes,
+    /// started by ssh or a batch system, do not have the latter.)
     #[link_section = ".text.init.mpistat"]
     pub fn from_env() -> Result<Client, Surprise> {
-        let hydra = env_number(c"HYDI_CONTROL_FD").is_some();
+        let hydra = env_number(c"MPI_LOCALNRANKS").is_some();
         // SAFETY: getenv with a NUL-terminated name.
         let port = !unsafe { libc::getenv(c"PMI_PORT".as_ptr()) }.is_null();
         let (Some(fd), Some(rank), Some(size)) = (
@@ -582,7 +584,7 @@ mod tests {
 
     #[test]
     fn outside_hydra_there_is_no_client() {
-        // The test process has no PMI_FD (nor HYDI_CONTROL_FD).
+        // The test process has no PMI_FD (nor MPI_LOCALNRANKS).
         if std::env::var_os("PMI_FD").is_none() {
             assert_eq!(Client::from_env().err(), Some(Surprise::NotHydra));
         }

@@ -325,9 +325,8 @@ fn when_pmix_cannot_tell_rank_0_reports_alone_unless_the_site_assumes_all_ranks(
     );
 }
 
-/// Under MPICH, a launch that is not Hydra's PMI-1 as verified (here: `PMI_FD` without Hydra's
-/// `HYDI_CONTROL_FD`, as another process manager would start it) leaves the PMI dialog to
-/// MPICH alone.
+/// Under MPICH, a launch that is not Hydra's PMI-1 as verified (here: a `PMI_PORT` beside
+/// `PMI_FD`, as another process manager might set) leaves the PMI dialog to MPICH alone.
 #[test]
 fn without_hydra_mpich_jobs_run_as_before() {
     let _serial = serial();
@@ -335,7 +334,7 @@ fn without_hydra_mpich_jobs_run_as_before() {
         Job::new(program_for("basic.c", Mpi::Mpich), 4)
             .mpi(Mpi::Mpich)
             .timeout(HANG)
-            .env("HYDI_CONTROL_FD", ""),
+            .env("PMI_PORT", ""),
     );
 }
 
