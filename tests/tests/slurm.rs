@@ -152,10 +152,21 @@ fn batch_job_steps_get_exact_records_with_their_slurm_facts(mpi) {
     let expected = basic_expectations(RANKS);
     for record in &records {
         assert_eq!(record.ranks, RANKS);
-        assert_eq!(record.partial, None);
         assert_eq!(record.binding, Binding::C);
-        assert_routines(record, &expected);
-        assert_no_other_routines(record, &expected, LIFECYCLE);
+        let step = record.slurm.as_ref().unwrap().step_id.as_deref();
+        if mpi == Mpi::Mpich && step == Some("1") {
+            // srun --mpi=pmi2 starts MPICH's ranks with Slurm's PMI-2, which the profiler does
+            // not speak (only Hydra's PMI-1): whether every rank has the library is unknown,
+            // and rank 0 reports alone (README, MPICH jobs).
+            assert_eq!(
+                record.partial.as_deref(),
+                Some("whether all 2 ranks have libmpistat is unknown (rank 0 reports alone)")
+            );
+        } else {
+            assert_eq!(record.partial, None);
+            assert_routines(record, &expected);
+            assert_no_other_routines(record, &expected, LIFECYCLE);
+        }
         assert_common_facts(record, &slurm, &id);
         let facts = record.slurm.as_ref().unwrap();
         assert_eq!(facts.job_name.as_deref(), Some("basic-c"));
