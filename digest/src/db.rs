@@ -1082,7 +1082,7 @@ pub struct JobRow {
     pub record: Option<Box<JobRecord>>,
     /// Why the record is not usable (unreadable, or not the one its index says), when it is
     /// not: ingest rejects the job (as `corrupt`) once its sender is known to be the index's.
-    pub unusable: Option<Problem>,
+    pub unusable: Option<Box<Problem>>,
 }
 
 impl JobRow {
@@ -1094,7 +1094,7 @@ impl JobRow {
             deflated: job.deflated,
             look: false,
             record: None,
-            unusable: Some(problem),
+            unusable: Some(Box::new(problem)),
         }
     }
 

@@ -512,7 +512,7 @@ impl Run<'_> {
             // now, while it is decoded anyway, rather than stored and counted nowhere.
             None if job.unusable.is_some() => {
                 let problem = job.unusable.take().expect("checked");
-                let mut rejected = self.rejected_of(problem, file, String::new(), None);
+                let mut rejected = self.rejected_of(*problem, file, String::new(), None);
                 rejected.detail = format!(
                     "job {} filed for uid {} ({}): {}",
                     job.index.job_id, job.index.uid, job.index.user, rejected.detail
