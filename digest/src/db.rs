@@ -8,8 +8,9 @@
 //!   key alone, a hash, took a random page for every insert); the record itself as JSON, raw-DEFLATE compressed (a BLOB: as it came
 //!   over the wire; a TEXT value is read as plain JSON), plus its [`JobIndex`] as columns: what
 //!   the digest selects on and the escalation rule looks at. Ingest files a job by the index the
-//!   sender wrote next to the record (wire version 2) without inflating the record, so the
-//!   record is only checked when it is first read: every reader here checks it against the
+//!   sender wrote next to the record (wire version 2), and decodes the record (for the rollups):
+//!   one that is not the index's is rejected there. A stored record may still have changed
+//!   since (or predate that check): every reader here checks it against the
 //!   row's index ([`JobIndex::differences`]), and a record that disagrees, or cannot be read, is
 //!   moved to `rejected` as `corrupt` ([`Database::quarantine`]) and skipped, never used. (Rows
 //!   stored before schema 4 have only some of the index's columns, the rest NULL: ingest made
