@@ -92,12 +92,13 @@ percentile() { # percentile P < numbers
     sort -n | awk -v p="$1" '{v[NR] = $1} END {i = int((NR - 1) * p / 100) + 1; print v[i]}'
 }
 month='period=2026-11'
-job_key=$(sqlite3 "$work/mpistat.db" "SELECT key FROM jobs LIMIT 1 OFFSET 12345 % (SELECT count(*) FROM jobs)")
+# A job as the live pages link it (with its end time), and as an old link without it.
+job=$(sqlite3 "$work/mpistat.db" "SELECT key || '.html?end=' || end_ms FROM jobs LIMIT 1 OFFSET 12345 % (SELECT count(*) FROM jobs)")
 pages=(
     "index.html?$month" "charts.html?$month" "tables.html?$month" "critical.html?$month"
     "critical.html?$month&sort=end&from=1000" "users.html?$month" "users.html?$month&sort=mpi&from=100"
     "users/user7.html?$month" "users/user7.html?$month&sort=cpu&from=100" "users/user$((users / 2)).html?$month"
-    "search.html?$month&q=user1" "search.html?$month&q=1234" "jobs/$job_key.html"
+    "search.html?$month&q=user1" "search.html?$month&q=1234" "jobs/$job" "jobs/${job%%\?*}"
     "index.html?period=2026-W47" "users.html?period=2026-11-02..2026-11-08"
 )
 printf '\n%-48s %8s %8s %8s %10s\n' "serve (admin), month of $records jobs" "cold s" "p50 s" "p95 s" "size"

@@ -8,8 +8,9 @@
 //!   key alone, a hash, took a random page for every insert); the record itself as JSON, raw-DEFLATE compressed (a BLOB: as it came
 //!   over the wire; a TEXT value is read as plain JSON), plus its [`JobIndex`] as columns: what
 //!   the digest selects on and the escalation rule looks at. Ingest files a job by the index the
-//!   sender wrote next to the record (wire version 2) without inflating the record, so the
-//!   record is only checked when it is first read: every reader here checks it against the
+//!   sender wrote next to the record (wire version 2), and decodes the record (for the rollups):
+//!   one that is not the index's is rejected there. A stored record may still have changed
+//!   since (or predate that check): every reader here checks it against the
 //!   row's index ([`JobIndex::differences`]), and a record that disagrees, or cannot be read, is
 //!   moved to `rejected` as `corrupt` ([`Database::quarantine`]) and skipped, never used. (Rows
 //!   stored before schema 4 have only some of the index's columns, the rest NULL: ingest made
@@ -35,9 +36,10 @@ use anyhow::Context;
 use flate2::read::DeflateDecoder;
 use mpistat_record::model::IndexImbalance;
 use mpistat_record::wire::DecodedJob;
-use mpistat_record::{AnalysisRecord, IndexedJob, JobIndex, JobRecord};
+use mpistat_record::{AnalysisRecord, IndexedJob, JobIndex, JobRecord, Problem};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
@@ -264,6 +266,29 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX jobs_by_job_id ON jobs (job_id);
     CREATE INDEX jobs_by_app ON jobs (coalesce(app, exe), end_ms, key);
 ",
+    "
+    -- More rollups (crate::rollup): each user's totals per calendar month (`month`: the day
+    -- number of its first day), which a month's users list and user pages add up instead of a
+    -- row per day and user; the jobs per day and application, which the search by application
+    -- reads instead of every job's application in `jobs_by_app`. Made from the records by the
+    -- first command that opens a database with jobs (`stale`), like the first rollups.
+    CREATE TABLE rollup_user_months (
+        month INTEGER NOT NULL,
+        user TEXT NOT NULL,
+        jobs INTEGER NOT NULL,
+        wall_ns INTEGER NOT NULL,
+        mpi_ns INTEGER NOT NULL,
+        totals TEXT NOT NULL,
+        PRIMARY KEY (month, user)
+    ) WITHOUT ROWID;
+    CREATE TABLE rollup_apps (
+        day INTEGER NOT NULL,
+        app TEXT NOT NULL,
+        jobs INTEGER NOT NULL,
+        PRIMARY KEY (day, app)
+    ) WITHOUT ROWID;
+    INSERT OR IGNORE INTO rollup_state SELECT 'stale', '' WHERE EXISTS (SELECT 1 FROM jobs);
+",
 ];
 
 /// Page size of a new database (an existing one keeps its own).
@@ -275,6 +300,32 @@ const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// An open database with the current schema.
 pub struct Database {
     pub conn: Connection,
+    /// What readers quarantined ([`Database::quarantine`]) and nobody has taken yet
+    /// ([`Database::take_quarantined`]): the command says so where it reports.
+    quarantined: RefCell<Vec<Quarantined>>,
+}
+
+/// What [`Database::quarantine`] did with a job whose stored record is not usable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Quarantined {
+    /// Moved to the rejected entries as `corrupt` (`detail`: which job, and why).
+    Moved { detail: String },
+    /// Only skipped: the database could not be written (`error`).
+    Skipped { detail: String, error: String },
+}
+
+impl std::fmt::Display for Quarantined {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Quarantined::Moved { detail } => write!(
+                f,
+                "{detail}; moved to the rejected entries (mpistat ingest --report)"
+            ),
+            Quarantined::Skipped { detail, error } => {
+                write!(f, "{detail}; skipped (cannot move it to rejected: {error})")
+            }
+        }
+    }
 }
 
 /// How far one input file has been read.
@@ -363,7 +414,10 @@ impl Database {
         // Readers (digest, site report) go through a week's rows and their records: 64 MiB
         // keep a good part of a busy week's pages in memory.
         conn.pragma_update(None, "cache_size", -65_536)?;
-        let mut db = Database { conn };
+        let mut db = Database {
+            conn,
+            quarantined: RefCell::new(Vec::new()),
+        };
         db.migrate()
             .with_context(|| format!("cannot upgrade the schema of {}", path.display()))?;
         Ok(db)
@@ -451,7 +505,7 @@ impl Database {
     /// Give `each` the record of every job that ended in `[from_ms, to_ms)`, in end order. The
     /// records are decoded (and checked against their rows, see [`FiledJob::differences`]) on
     /// other threads meanwhile (see [`OrderedPool`]); those that are not usable are skipped and
-    /// quarantined ([`Database::quarantine`]) at the end.
+    /// quarantined ([`Database::quarantine`]) at the end (see [`Database::take_quarantined`]).
     pub fn each_job_ended_between(
         &self,
         from_ms: u64,
@@ -484,7 +538,8 @@ impl Database {
             }
         }
         for (filed, detail) in unusable {
-            self.quarantine(&filed, &detail);
+            let done = self.quarantine(&filed, &detail);
+            self.quarantined.borrow_mut().push(done);
         }
         Ok(())
     }
@@ -538,17 +593,19 @@ impl Database {
         match checked_record(filed, stored) {
             Ok(record) => Some(record),
             Err(detail) => {
-                self.quarantine(filed, &detail);
+                let done = self.quarantine(filed, &detail);
+                self.quarantined.borrow_mut().push(done);
                 None
             }
         }
     }
 
     /// Move a job whose stored record is not usable (`detail` says why) out of `jobs` into
-    /// `rejected` as `corrupt` (so `mpistat ingest --report` shows it), and say so on stderr:
-    /// its record is never used, and nobody is credited with the job. A reader that cannot
-    /// write the database only skips it (and says so).
-    pub fn quarantine(&self, filed: &FiledJob, detail: &str) {
+    /// `rejected` as `corrupt` (so `mpistat ingest --report` shows it): its record is never
+    /// used, and nobody is credited with the job. A reader that cannot write the database only
+    /// skips it. Returns what it did, for the caller to report: nothing is printed here (a
+    /// command may hold the stderr lock while another thread reads, as ingest does).
+    pub fn quarantine(&self, filed: &FiledJob, detail: &str) -> Quarantined {
         let index = &filed.index;
         let detail = format!(
             "job {} filed for uid {} ({}): {detail}",
@@ -580,11 +637,25 @@ impl Database {
             }
         })();
         match moved {
-            Ok(()) => eprintln!(
-                "mpistat: {detail}; moved to the rejected entries (mpistat ingest --report)"
-            ),
-            Err(e) => eprintln!("mpistat: {detail}; skipped (cannot move it to rejected: {e})"),
+            Ok(()) => Quarantined::Moved { detail },
+            Err(e) => Quarantined::Skipped {
+                detail,
+                error: e.to_string(),
+            },
         }
+    }
+
+    /// What the readers quarantined since last asked ([`Database::quarantine`]), oldest first.
+    pub fn take_quarantined(&self) -> Vec<Quarantined> {
+        std::mem::take(&mut self.quarantined.borrow_mut())
+    }
+
+    /// Say on `err` what the readers quarantined since last asked.
+    pub fn report_quarantined(&self, err: &mut impl std::io::Write) -> std::io::Result<()> {
+        for done in self.take_quarantined() {
+            writeln!(err, "mpistat: {done}")?;
+        }
+        Ok(())
     }
 
     /// Jobs queued for the escalation rules, in arrival order (from the queue alone).
@@ -1010,17 +1081,21 @@ pub struct JobRow {
     /// The record, when it was read and is the one filed: counted in the rollups when the job
     /// is stored ([`crate::rollup`]).
     pub record: Option<Box<JobRecord>>,
+    /// Why the record is not usable (unreadable, or not the one its index says), when it is
+    /// not: ingest rejects the job (as `corrupt`) once its sender is known to be the index's.
+    pub unusable: Option<Box<Problem>>,
 }
 
 impl JobRow {
-    /// A job filed by its index alone (its record not read, or not the one filed).
-    pub fn new(key: String, job: IndexedJob) -> JobRow {
+    /// A job known by its index alone: its record is not usable (`problem` says why).
+    pub fn unusable(key: String, job: IndexedJob, problem: Problem) -> JobRow {
         JobRow {
             key,
             index: job.index,
             deflated: job.deflated,
             look: false,
             record: None,
+            unusable: Some(Box::new(problem)),
         }
     }
 
@@ -1032,6 +1107,7 @@ impl JobRow {
             deflated: job.deflated,
             look: false,
             record: Some(Box::new(job.record)),
+            unusable: None,
         }
     }
 }

@@ -1,6 +1,9 @@
 //! Figures kept as the data arrives: the sums the admin pages show, per UTC day (site-wide:
-//! `rollup_days`) and per day and user (`rollup_users`), plus the critical jobs
-//! (`critical_jobs`), kept by ingest in the same transaction as the jobs (see
+//! `rollup_days`), per day and user (`rollup_users`), per calendar month and user (the totals
+//! alone: `rollup_user_months`, so that a month's users list, a user's page and the search add
+//! up one row per user, not one per day and user) and per day and application (`rollup_apps`:
+//! the search by application), plus the critical jobs (`critical_jobs`), kept by ingest in the
+//! same transaction as the jobs (see
 //! [`crate::ingest::writer`]), so that a week's or a month's pages add up a few thousand rows
 //! and never read every job. [`rebuild`] (`mpistat rebuild-rollups`) makes them again exactly
 //! from the stored jobs; a database that has jobs but no rollups yet (upgraded from a schema
@@ -12,7 +15,10 @@
 //! no routine table). Adding two rollups ([`DayRollup::merge`], [`UserWeek::merge`]) gives the
 //! rollup of both sets of jobs; a job is counted once, when ingest stores it as new, and only
 //! if its record is readable and the one its index was filed for (ingest decodes it once for
-//! this; a record that is not is never counted, as every reader quarantines it).
+//! this, and rejects a job whose record is not as `corrupt` instead of storing it).
+//!
+//! An interval's sums are added in time order: its days before its first whole month, its
+//! whole months, its days after them ([`Spans`]).
 
 use crate::db::Database;
 use crate::mail::content::{RoutineSums, Totals, UserWeek};
@@ -254,6 +260,8 @@ pub struct Rollups<'c> {
     thresholds: &'c SiteReportConfig,
     days: BTreeMap<u64, DayRollup>,
     users: BTreeMap<(u64, String), UserWeek>,
+    /// Jobs per day and application.
+    apps: BTreeMap<(u64, String), u64>,
     critical: Vec<CriticalRow>,
 }
 
@@ -263,6 +271,7 @@ impl<'c> Rollups<'c> {
             thresholds,
             days: BTreeMap::new(),
             users: BTreeMap::new(),
+            apps: BTreeMap::new(),
             critical: Vec::new(),
         }
     }
@@ -288,6 +297,10 @@ impl<'c> Rollups<'c> {
             .entry((day, job.user.clone()))
             .or_default()
             .add(job);
+        *self
+            .apps
+            .entry((day, job.application().to_string()))
+            .or_default() += 1;
     }
 
     /// Add these rollups to the stored ones (in the caller's transaction).
@@ -314,6 +327,14 @@ impl<'c> Rollups<'c> {
             "INSERT OR REPLACE INTO rollup_users (day, user, jobs, wall_ns, mpi_ns, totals, detail)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?;
+        // The new totals by month and user, added in day order.
+        let mut months: BTreeMap<(u64, String), Totals> = BTreeMap::new();
+        for ((day, user), new) in &self.users {
+            months
+                .entry((month_of(*day).0, user.clone()))
+                .or_default()
+                .merge(&new.totals);
+        }
         for ((day, user), new) in self.users {
             let stored: Option<(String, String)> = get_user
                 .query_row(params![day, user], |row| Ok((row.get(0)?, row.get(1)?)))
@@ -335,6 +356,41 @@ impl<'c> Rollups<'c> {
                 serde_json::to_string(&week.totals)?,
                 serde_json::to_string(&week)?
             ])?;
+        }
+        let mut get_month = conn.prepare_cached(
+            "SELECT totals FROM rollup_user_months WHERE month = ?1 AND user = ?2",
+        )?;
+        let mut put_month = conn.prepare_cached(
+            "INSERT OR REPLACE INTO rollup_user_months (month, user, jobs, wall_ns, mpi_ns, totals)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?;
+        for ((month, user), new) in months {
+            let stored: Option<String> = get_month
+                .query_row(params![month, user], |row| row.get(0))
+                .optional()?;
+            let totals = match stored {
+                Some(json) => {
+                    let mut stored: Totals = serde_json::from_str(&json)?;
+                    stored.merge(&new);
+                    stored
+                }
+                None => new,
+            };
+            put_month.execute(params![
+                month,
+                user,
+                totals.jobs as u64,
+                totals.wall_ns,
+                totals.mpi_ns,
+                serde_json::to_string(&totals)?
+            ])?;
+        }
+        let mut put_app = conn.prepare_cached(
+            "INSERT INTO rollup_apps (day, app, jobs) VALUES (?1, ?2, ?3)
+             ON CONFLICT (day, app) DO UPDATE SET jobs = jobs + excluded.jobs",
+        )?;
+        for ((day, app), jobs) in self.apps {
+            put_app.execute(params![day, app, jobs])?;
         }
         let mut put_critical = conn.prepare_cached(
             "INSERT OR REPLACE INTO critical_jobs (end_ms, key, user, wall_ns, reasons)
@@ -373,7 +429,8 @@ pub fn rebuild(db: &Database, thresholds: &SiteReportConfig) -> anyhow::Result<u
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let result = (|| -> anyhow::Result<u64> {
         conn.execute_batch(
-            "DELETE FROM rollup_days; DELETE FROM rollup_users; DELETE FROM critical_jobs;",
+            "DELETE FROM rollup_days; DELETE FROM rollup_users; DELETE FROM rollup_user_months;
+             DELETE FROM rollup_apps; DELETE FROM critical_jobs;",
         )?;
         let (first, last): (Option<u64>, Option<u64>) =
             conn.query_row("SELECT min(end_ms), max(end_ms) FROM jobs", [], |row| {
@@ -456,6 +513,7 @@ pub fn command(args: &crate::cli::DatabaseArgs) -> anyhow::Result<std::process::
     let (config, db) = crate::site::load_without_rollups(args)?;
     let start = std::time::Instant::now();
     let counted = rebuild(&db, &config.site_report)?;
+    db.report_quarantined(&mut std::io::stderr())?;
     eprintln!(
         "rollups rebuilt from {counted} jobs ({:.1} s)",
         start.elapsed().as_secs_f64()
@@ -483,22 +541,87 @@ pub fn of_period(conn: &Connection, from_ms: u64, to_ms: u64) -> anyhow::Result<
     }
     site.points
         .sort_by(|a, b| a.end_ms.cmp(&b.end_ms).then_with(|| a.key.cmp(&b.key)));
-    let mut users: BTreeMap<String, Totals> = BTreeMap::new();
-    let mut stmt = conn.prepare_cached(
-        "SELECT user, totals FROM rollup_users WHERE day >= ?1 AND day < ?2 ORDER BY day",
-    )?;
-    let mut rows = stmt.query(params![from, to])?;
-    while let Some(row) = rows.next()? {
-        let user: String = row.get(0)?;
-        let totals: Totals = serde_json::from_str(row.get_ref(1)?.as_str()?)?;
-        match users.get_mut(&user) {
-            Some(sum) => sum.merge(&totals),
-            None => {
-                users.insert(user, totals);
+    let users = users_of_period(conn, from_ms, to_ms)?;
+    Ok(PeriodRollups { site, users })
+}
+
+/// The days (numbers) of `[from_ms, to_ms)` as the rollups keep them, in time order: the days
+/// before its first whole calendar month, its whole months (by their first days), and the days
+/// after them; each a half-open range, empty when there are none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Spans {
+    days_before: (u64, u64),
+    months: (u64, u64),
+    days_after: (u64, u64),
+}
+
+impl Spans {
+    fn of(from_ms: u64, to_ms: u64) -> Spans {
+        let (from, to) = (from_ms / DAY_MS, to_ms.div_ceil(DAY_MS));
+        let (month, next) = month_of(from);
+        let first = if month == from { from } else { next };
+        let last = month_of(to).0;
+        if first < last && to > from {
+            Spans {
+                days_before: (from, first),
+                months: (first, last),
+                days_after: (last, to),
+            }
+        } else {
+            Spans {
+                days_before: (from, to),
+                months: (to, to),
+                days_after: (to, to),
             }
         }
     }
-    Ok(PeriodRollups { site, users })
+}
+
+/// The first day of the calendar month (UTC) of `day`, and of the next month (day numbers).
+fn month_of(day: u64) -> (u64, u64) {
+    use crate::mail::week::{date_of_day, days_since_epoch};
+    use chrono::{Datelike, Months};
+    let date = date_of_day(i64::try_from(day).unwrap_or(i64::MAX));
+    let first = date.with_day(1).unwrap_or(date);
+    let next = first.checked_add_months(Months::new(1)).unwrap_or(first);
+    let number = |d| u64::try_from(days_since_epoch(d)).unwrap_or_default();
+    (number(first), number(next))
+}
+
+/// Every user's totals over `[from_ms, to_ms)`, from a row per user and month for its whole
+/// months and a row per user and day for the rest.
+pub fn users_of_period(
+    conn: &Connection,
+    from_ms: u64,
+    to_ms: u64,
+) -> anyhow::Result<BTreeMap<String, Totals>> {
+    let spans = Spans::of(from_ms, to_ms);
+    let days = "SELECT user, totals FROM rollup_users WHERE day >= ?1 AND day < ?2 ORDER BY day";
+    let months = "SELECT user, totals FROM rollup_user_months WHERE month >= ?1 AND month < ?2
+         ORDER BY month";
+    let mut users: BTreeMap<String, Totals> = BTreeMap::new();
+    for (sql, (from, to)) in [
+        (days, spans.days_before),
+        (months, spans.months),
+        (days, spans.days_after),
+    ] {
+        if from >= to {
+            continue;
+        }
+        let mut stmt = conn.prepare_cached(sql)?;
+        let mut rows = stmt.query(params![from, to])?;
+        while let Some(row) = rows.next()? {
+            let user = row.get_ref(0)?.as_str()?;
+            let totals: Totals = serde_json::from_str(row.get_ref(1)?.as_str()?)?;
+            match users.get_mut(user) {
+                Some(sum) => sum.merge(&totals),
+                None => {
+                    users.insert(user.to_string(), totals);
+                }
+            }
+        }
+    }
+    Ok(users)
 }
 
 /// One user's whole rollup (routines and biggest jobs too) over `[from_ms, to_ms)`.
@@ -531,11 +654,23 @@ pub fn totals_of_period(
     from_ms: u64,
     to_ms: u64,
 ) -> anyhow::Result<crate::db::PeriodTotals> {
-    let (from, to) = (from_ms / DAY_MS, to_ms.div_ceil(DAY_MS));
+    let spans = Spans::of(from_ms, to_ms);
     Ok(conn.query_row(
-        "SELECT total(jobs), total(wall_ns), total(mpi_ns), count(DISTINCT user)
-         FROM rollup_users WHERE day >= ?1 AND day < ?2",
-        params![from, to],
+        "SELECT total(jobs), total(wall_ns), total(mpi_ns), count(DISTINCT user) FROM (
+             SELECT user, jobs, wall_ns, mpi_ns FROM rollup_users WHERE day >= ?1 AND day < ?2
+             UNION ALL
+             SELECT user, jobs, wall_ns, mpi_ns FROM rollup_user_months
+             WHERE month >= ?3 AND month < ?4
+             UNION ALL
+             SELECT user, jobs, wall_ns, mpi_ns FROM rollup_users WHERE day >= ?5 AND day < ?6)",
+        params![
+            spans.days_before.0,
+            spans.days_before.1,
+            spans.months.0,
+            spans.months.1,
+            spans.days_after.0,
+            spans.days_after.1
+        ],
         |row| {
             Ok(crate::db::PeriodTotals {
                 jobs: row.get::<_, f64>(0)? as u64,
@@ -545,4 +680,62 @@ pub fn totals_of_period(
             })
         },
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Day number of a date.
+    fn day(text: &str) -> u64 {
+        let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").unwrap();
+        crate::mail::week::days_since_epoch(date) as u64
+    }
+
+    fn spans(from: &str, to: &str) -> Spans {
+        Spans::of(day(from) * DAY_MS, day(to) * DAY_MS)
+    }
+
+    #[test]
+    fn a_month_is_one_span_of_months() {
+        assert_eq!(
+            spans("2026-11-01", "2026-12-01"),
+            Spans {
+                days_before: (day("2026-11-01"), day("2026-11-01")),
+                months: (day("2026-11-01"), day("2026-12-01")),
+                days_after: (day("2026-12-01"), day("2026-12-01")),
+            }
+        );
+    }
+
+    #[test]
+    fn days_around_whole_months_are_days() {
+        assert_eq!(
+            spans("2026-10-30", "2027-01-03"),
+            Spans {
+                days_before: (day("2026-10-30"), day("2026-11-01")),
+                months: (day("2026-11-01"), day("2027-01-01")),
+                days_after: (day("2027-01-01"), day("2027-01-03")),
+            }
+        );
+    }
+
+    #[test]
+    fn a_week_is_days() {
+        for (from, to) in [("2026-11-16", "2026-11-23"), ("2026-11-28", "2026-12-05")] {
+            let s = spans(from, to);
+            assert_eq!(s.days_before, (day(from), day(to)));
+            assert_eq!(s.months.0, s.months.1);
+            assert_eq!(s.days_after.0, s.days_after.1);
+        }
+    }
+
+    #[test]
+    fn month_of_a_day() {
+        assert_eq!(
+            month_of(day("2028-02-29")),
+            (day("2028-02-01"), day("2028-03-01"))
+        );
+        assert_eq!(month_of(0), (0, day("1970-02-01")));
+    }
 }

@@ -344,7 +344,16 @@ impl Pages {
             .strip_prefix("jobs/")
             .and_then(|f| f.strip_suffix(".html"))
         {
-            let Some(job) = db.job(key)? else {
+            // Links name the job's end time: then its row is found by the unique index.
+            let end = query_text
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("end="))
+                .and_then(|end| end.parse().ok());
+            let job = match end {
+                Some(end_ms) => db.job_ended_at(end_ms, key)?,
+                None => db.job(key)?,
+            };
+            let Some(job) = job else {
                 return Ok(Reply::error(404, "no such job"));
             };
             if !admin && job.user != login {
@@ -363,7 +372,7 @@ impl Pages {
             if !admin && slug != user_slug(login) {
                 return Ok(Reply::error(403, "not your page"));
             }
-            let users = rollup::of_period(&db.conn, period.from_ms, period.to_ms)?.users;
+            let users = rollup::users_of_period(&db.conn, period.from_ms, period.to_ms)?;
             let Some((user, totals)) = users.iter().find(|(u, _)| user_slug(u) == slug) else {
                 return Ok(Reply::error(404, &format!("no jobs in {}", period.label)));
             };
@@ -467,7 +476,10 @@ fn respond(pages: &Pages, db: &Database, request: tiny_http::Request) {
                 .iter()
                 .map(|h| (h.field.as_str().as_str(), h.value.as_str())),
         );
-        pages.answer(db, login.as_deref(), request.url(), now_ms())
+        let reply = pages.answer(db, login.as_deref(), request.url(), now_ms());
+        // A worker thread of its own: nothing here holds the stderr lock.
+        let _ = db.report_quarantined(&mut std::io::stderr());
+        reply
     };
     let content_type = if reply.html {
         "text/html; charset=utf-8"

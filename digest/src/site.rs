@@ -14,6 +14,7 @@ pub fn load(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, Database)> {
     if let Err(e) = crate::rollup::ensure_built(&db, &config.site_report) {
         eprintln!("mpistat: the rollups are not rebuilt: {e:#}");
     }
+    db.report_quarantined(&mut std::io::stderr())?;
     Ok((config, db))
 }
 

@@ -1,11 +1,11 @@
 //! Issue 4 end to end with real parts: real `mpirun` jobs under the profiler, a private rsyslogd
 //! with trusted properties, a record forged by user `nobody` (claiming uid 0) through the same
 //! socket, one of nobody's own uid claiming user name `root` (the mail goes by name), and one
-//! claiming uid 0 wrapped in an index of nobody's own (wire version 2: ingest files it by the
-//! index), `mpistat ingest` of what rsyslog wrote (names checked against this host's accounts,
-//! where uid 65534 is `nobody`), then `mpistat digest --send` to a real SMTP server (Debian's
-//! aiosmtpd): both forgeries are rejected and counted, the wrapped one is counted in no rollup
-//! (ingest reads each record and finds it is not the one filed), the user gets exactly one multipart/alternative mail whose
+//! claiming uid 0 wrapped in an index of nobody's own (wire version 2), `mpistat ingest` of what
+//! rsyslog wrote (names checked against this host's accounts, where uid 65534 is `nobody`),
+//! then `mpistat digest --send` to a real SMTP server (Debian's aiosmtpd): both forgeries are
+//! rejected and counted, the wrapped one is rejected as corrupt (ingest reads each record and
+//! finds it is not the one its index says), the user gets exactly one multipart/alternative mail whose
 //! numbers are those of the records (routine calls, imbalance, load balance, counters).
 
 #[path = "../../record/tests/common/mod.rs"]
@@ -112,10 +112,23 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
     assert!(mpistat(&["ingest", log_arg], &config).status.success());
     let report = mpistat(&["ingest", "--report"], &config);
     let report = String::from_utf8_lossy(&report.stdout).into_owned();
-    // The wrapped record is filed under nobody by its index; ingest reads each record for the
-    // rollups, finds it is not the one filed and counts it nowhere (no mail, no page figure).
-    assert!(report.contains("jobs stored: 3"), "{report}");
-    assert!(report.contains("rejected: forged 2\n"), "{report}");
+    // The wrapped record came from nobody, whose index it carries; ingest reads each record
+    // (for the rollups), finds it is not the one its index says and rejects it as corrupt.
+    assert!(report.contains("jobs stored: 2"), "{report}");
+    assert!(
+        report.contains("rejected: corrupt 1, forged 2\n"),
+        "{report}"
+    );
+    assert!(
+        report.contains(&format!(
+            "corrupt     {}  {}: job wrapped-by-nobody filed for uid 65534 (nobody): job {}: the \
+             index disagrees with the record (index vs record: uid: 65534 vs 0; ",
+            wrapped.key(),
+            log.display(),
+            wrapped.key()
+        )),
+        "{report}"
+    );
     assert!(
         report.contains("claims uid 0 (root) but uid 65534 sent it"),
         "{report}"

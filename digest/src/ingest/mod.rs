@@ -508,6 +508,17 @@ impl Run<'_> {
                 detail: format!("job {}: {detail}", index.job_id),
                 line: None,
             }),
+            // Its sender's, but its record is not usable (a wrapped or damaged record): rejected
+            // now, while it is decoded anyway, rather than stored and counted nowhere.
+            None if job.unusable.is_some() => {
+                let problem = job.unusable.take().expect("checked");
+                let mut rejected = self.rejected_of(*problem, file, String::new(), None);
+                rejected.detail = format!(
+                    "job {} filed for uid {} ({}): {}",
+                    job.index.job_id, job.index.uid, job.index.user, rejected.detail
+                );
+                self.pending.rejected.push(rejected);
+            }
             None => {
                 self.stats.records += 1;
                 job.look = crate::escalate::needs_a_look(&self.options.escalation, &job.index);
@@ -695,14 +706,15 @@ impl Run<'_> {
 
 /// A complete job as a row to store, with its record decoded for the rollups; if the record
 /// cannot be read or is not the one its index says (wire version 2), by its index alone (see
-/// [`CompleteJob::indexed`]: every reader quarantines it); an analysis record decoded.
+/// [`CompleteJob::indexed`]) with the problem, for [`Run::accept`] to reject it as forged (the
+/// index is not its sender's) or corrupt; an analysis record decoded.
 fn file_job(job: CompleteJob) -> Outcome {
     match job.kind() {
         Kind::Job => match job.decode() {
             Ok(decoded) => Ok(Filed::Job(JobRow::decoded(job.key, decoded))),
-            Err(_) => job
+            Err(problem) => job
                 .indexed()
-                .map(move |indexed| Filed::Job(JobRow::new(job.key, indexed))),
+                .map(move |indexed| Filed::Job(JobRow::unusable(job.key, indexed, problem))),
         },
         Kind::Analysis => job.analysis().map(Filed::Analysis),
     }
@@ -743,6 +755,8 @@ pub fn command(args: &crate::cli::IngestArgs) -> anyhow::Result<std::process::Ex
             )?;
             unreadable = stats.unreadable;
             crate::escalate::after_ingest(&config, &db, stderr)?;
+            // What the escalation's reads quarantined: said here, on the lock this holds.
+            db.report_quarantined(stderr)?;
             if !args.follow {
                 break;
             }

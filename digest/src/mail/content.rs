@@ -370,10 +370,13 @@ impl Totals {
                 total.unavailable.get_or_insert_with(|| reason.clone());
             }
             total.counted |= theirs.counted;
+            total.split |= theirs.split;
             total.app += theirs.app;
             total.mpi += theirs.mpi;
             total.app_ns += theirs.app_ns;
             total.mpi_ns += theirs.mpi_ns;
+            total.unsplit += theirs.unsplit;
+            total.unsplit_app_ns += theirs.unsplit_app_ns;
         }
     }
 

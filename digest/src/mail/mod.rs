@@ -138,6 +138,7 @@ pub fn command(args: &DigestArgs) -> anyhow::Result<ExitCode> {
             writeln!(out, "To: {}\nSubject: {}\n", mail.user, mail.subject)?;
             write!(out, "{}", mail.text)?;
         }
+        db.report_quarantined(&mut std::io::stderr())?;
         return Ok(ExitCode::SUCCESS);
     }
     let mailer = Mailer::from_site(&config.mail)?;
@@ -148,6 +149,7 @@ pub fn command(args: &DigestArgs) -> anyhow::Result<ExitCode> {
         "{week}: {} sent, {} sent before, {} failed",
         stats.sent, stats.already_sent, stats.failed
     )?;
+    db.report_quarantined(err)?;
     Ok(if stats.failed > 0 {
         ExitCode::FAILURE
     } else {

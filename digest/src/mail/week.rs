@@ -74,7 +74,7 @@ pub(crate) fn days_since_epoch(date: NaiveDate) -> i64 {
 }
 
 /// The date `day` days after 1970-01-01 (clamped to chrono's range).
-fn date_of_day(day: i64) -> NaiveDate {
+pub(crate) fn date_of_day(day: i64) -> NaiveDate {
     epoch()
         .checked_add_signed(chrono::TimeDelta::days(day))
         .unwrap_or(NaiveDate::MAX)

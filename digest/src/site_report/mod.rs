@@ -187,6 +187,7 @@ pub fn command(args: &SiteReportArgs) -> anyhow::Result<ExitCode> {
         out.display(),
         start.elapsed().as_secs_f64()
     );
+    db.report_quarantined(&mut std::io::stderr())?;
     Ok(ExitCode::SUCCESS)
 }
 

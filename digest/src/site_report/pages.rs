@@ -93,14 +93,16 @@ impl Place<'_> {
         format!("{}users/{}.html{}", self.root, user_slug(user), self.query)
     }
 
-    /// The link to a job's page, if there is one.
+    /// The link to a job's page, if there is one. A live page's link names the job's end time
+    /// (`?end=`), which leads `mpistat serve` to its row by the unique index of end and key.
     fn job(&self, job: &JobRecord) -> Option<String> {
         let key = job.key();
+        let end = job.end_unix_ms;
         match self.site {
-            None => Some(format!("{}jobs/{key}.html", self.root)),
+            None => Some(format!("{}jobs/{key}.html?end={end}", self.root)),
             Some(site) if site.keys.contains(&key) => Some(format!("{}jobs/{key}.html", self.root)),
             Some(site) if !site.live_url.is_empty() => {
-                Some(format!("{}jobs/{key}.html", site.live_url))
+                Some(format!("{}jobs/{key}.html?end={end}", site.live_url))
             }
             Some(_) => None,
         }

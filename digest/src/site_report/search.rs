@@ -1,6 +1,7 @@
 //! The search of the live pages (`mpistat serve`, `search.html?q=`): users of the interval whose
 //! login contains the text, jobs whose id is the text (any interval), and applications whose
-//! name contains it with their jobs of the interval. Each part reads an index, never every job.
+//! name contains it with their jobs of the interval. Each part reads an index or the rollups
+//! (users: [`rollup::users_of_period`]; applications: `rollup_apps`), never every job.
 
 use super::pages::PAGE_ROWS;
 use super::period::Period;
@@ -37,8 +38,7 @@ pub fn search(db: &Database, period: &Period, text: &str) -> anyhow::Result<Foun
         return Ok(found);
     }
     let lower = text.to_lowercase();
-    found.users = rollup::of_period(&db.conn, period.from_ms, period.to_ms)?
-        .users
+    found.users = rollup::users_of_period(&db.conn, period.from_ms, period.to_ms)?
         .into_iter()
         .filter(|(user, _)| user.to_lowercase().contains(&lower))
         .take(PAGE_ROWS)
@@ -72,35 +72,36 @@ pub fn search(db: &Database, period: &Period, text: &str) -> anyhow::Result<Foun
         text,
         false,
     )?)?;
+    // The applications of the interval (with their jobs) from the rollups, in name order.
     let mut stmt = db.conn.prepare(
-        "SELECT DISTINCT coalesce(app, exe) FROM jobs INDEXED BY jobs_by_app
-         WHERE instr(lower(coalesce(app, exe)), ?1) > 0",
+        "SELECT app, sum(jobs) FROM rollup_apps
+         WHERE day >= ?1 AND day < ?2 AND instr(lower(app), ?3) > 0
+         GROUP BY app ORDER BY app LIMIT ?4",
     )?;
-    let names: Vec<String> = stmt
-        .query_map([&lower], |row| row.get(0))?
+    found.applications = stmt
+        .query_map(
+            params![
+                period.from_ms / rollup::DAY_MS,
+                period.to_ms.div_ceil(rollup::DAY_MS),
+                lower,
+                APPLICATIONS
+            ],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?
         .collect::<Result<_, _>>()?;
-    let mut count = db.conn.prepare(
-        "SELECT count(*) FROM jobs INDEXED BY jobs_by_app
-         WHERE coalesce(app, exe) = ?1 AND end_ms >= ?2 AND end_ms < ?3",
-    )?;
-    for name in names {
-        let jobs: usize = count.query_row(params![name, period.from_ms, period.to_ms], |row| {
-            row.get(0)
-        })?;
-        if jobs > 0 && found.applications.len() < APPLICATIONS {
-            if found.application_jobs.len() < PAGE_ROWS {
-                let more = read(keys(
-                    "SELECT end_ms, key FROM jobs INDEXED BY jobs_by_app
-                     WHERE coalesce(app, exe) = ?1 AND end_ms >= ?2 AND end_ms < ?3
-                     ORDER BY end_ms DESC LIMIT ?4",
-                    &name,
-                    true,
-                )?)?;
-                let room = PAGE_ROWS - found.application_jobs.len();
-                found.application_jobs.extend(more.into_iter().take(room));
-            }
-            found.applications.push((name, jobs));
+    for (name, _) in &found.applications {
+        if found.application_jobs.len() >= PAGE_ROWS {
+            break;
         }
+        let more = read(keys(
+            "SELECT end_ms, key FROM jobs INDEXED BY jobs_by_app
+             WHERE coalesce(app, exe) = ?1 AND end_ms >= ?2 AND end_ms < ?3
+             ORDER BY end_ms DESC LIMIT ?4",
+            name,
+            true,
+        )?)?;
+        let room = PAGE_ROWS - found.application_jobs.len();
+        found.application_jobs.extend(more.into_iter().take(room));
     }
     Ok(found)
 }

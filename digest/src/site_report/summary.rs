@@ -420,7 +420,7 @@ pub fn user_digests(
     config: &SiteConfig,
     only: Option<&str>,
 ) -> anyhow::Result<Vec<UserDigest>> {
-    let PeriodRollups { users, .. } = rollup::of_period(&db.conn, period.from_ms, period.to_ms)?;
+    let users = rollup::users_of_period(&db.conn, period.from_ms, period.to_ms)?;
     let mut weeks: BTreeMap<String, UserWeek> = BTreeMap::new();
     for (user, totals) in users {
         let week = match only {
