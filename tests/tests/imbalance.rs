@@ -44,10 +44,6 @@ fn run_with(scenario: &str, mpi: Mpi) -> (JobRecord, MeasuredImbalance) {
     (record, measured)
 }
 
-fn run(scenario: &str) -> (JobRecord, MeasuredImbalance) {
-    run_with(scenario, Mpi::OpenMpi)
-}
-
 fn imbalance(r: &JobRecord) -> &Imbalance {
     let i = r
         .imbalance
@@ -87,15 +83,28 @@ fn assert_percent(what: &str, got: f64, want: f64) {
     );
 }
 
-#[test]
-fn balanced_has_no_imbalance() {
+/// Whether the job's measured figures are expected to show the scenario's nominal pattern: under
+/// Open MPI, whose waiting ranks park. MPICH's waiting ranks poll (and yield), which on this
+/// oversubscribed machine delays the sleepers' wake-ups by a variable millisecond or more: a
+/// balanced run then measures up to 25 % imbalance by itself (at load 15). The profiler's
+/// estimates must still equal what the program measured ([`run_with`] checks that under both).
+fn shows_the_nominal_pattern(mpi: Mpi) -> bool {
+    mpi == Mpi::OpenMpi
+}
+
+for_each_mpi! {
+fn balanced_has_no_imbalance(mpi) {
     let _serial = serial();
-    let (r, m) = run("balanced");
+    let (r, m) = run_with("balanced", mpi);
+    if !shows_the_nominal_pattern(mpi) {
+        return;
+    }
     let (iota, profile) = percents(&m);
     assert!(iota < 8.0, "critical-path imbalance {iota:.2} %");
     assert!(profile < 8.0, "profile-based imbalance {profile:.2} %");
     let i = imbalance(&r);
     assert!(i.load_balance(r.ranks) > 0.95);
+}
 }
 
 for_each_mpi! {
@@ -133,24 +142,32 @@ fn static_imbalance_is_seen_by_both_estimates_and_its_waiting_time_matches(mpi) 
 }
 }
 
-#[test]
-fn dynamic_imbalance_is_missed_by_the_profile() {
+for_each_mpi! {
+fn dynamic_imbalance_is_missed_by_the_profile(mpi) {
     let _serial = serial();
-    let (r, m) = run("dynamic");
+    let (r, m) = run_with("dynamic", mpi);
+    if !shows_the_nominal_pattern(mpi) {
+        return;
+    }
     let (iota, profile) = percents(&m);
     assert_percent("critical-path", iota, 25.0);
     assert!(profile < 8.0, "profile-based imbalance {profile:.2} %");
     assert!(imbalance(&r).dynamic_share() > 0.6);
 }
+}
 
-#[test]
-fn mixed_imbalance_is_a_third_seen_by_the_profile() {
+for_each_mpi! {
+fn mixed_imbalance_is_a_third_seen_by_the_profile(mpi) {
     let _serial = serial();
-    let (_, m) = run("mixed");
+    let (_, m) = run_with("mixed", mpi);
+    if !shows_the_nominal_pattern(mpi) {
+        return;
+    }
     let (iota, profile) = percents(&m);
     assert_percent("critical-path", iota, 25.0);
     // Rank 0 works 1.25 W in one half and 0.917 W in the other: (1.25 + 0.9167) / 2 - 1 = 8.3 %.
     assert_percent("profile-based", profile, 100.0 / 12.0);
+}
 }
 
 #[test]
