@@ -367,7 +367,10 @@ fn clock_offset_and_drift_are_corrected(mpi) {
     let [init, fin] = [local.clock[0], local.clock[1]];
     assert_within("offset at Init", -init.offset as f64, 3e9, 0.001);
     let drift_ppm = (init.offset - fin.offset) as f64 / (fin.local - init.local) as f64 * 1e6;
-    assert_within("measured drift (ppm)", drift_ppm, 500.0, 0.10);
+    // The drift comes from two offsets, each known within half a ping-pong's round trip: under
+    // MPICH on this oversubscribed machine a round trip can take 100 µs, which over the job's
+    // second or so is 60 ppm (440 ppm measured once in CI).
+    assert_within("measured drift (ppm)", drift_ppm, 500.0, 0.25);
     // ...and the analysis of the corrected trace finds what it finds without skew.
     assert_pattern(&t);
 }
