@@ -16,11 +16,16 @@ fn check_partial_record(
     let outcome = Job::new(program_for(source, mpi), 4)
         .mpi(mpi)
         .profiled(&syslogd.site_config());
-    assert!(
-        !outcome.status.success(),
-        "mpirun should report the abnormal end, got {}",
-        outcome.status
-    );
+    // Open MPI's mpirun reports a rank that ended without MPI_Finalize; MPICH's mpiexec does so
+    // only sometimes (it exited 0 in about 1 run of 3, bare too), which is not the profiler's
+    // business.
+    if mpi == Mpi::OpenMpi {
+        assert!(
+            !outcome.status.success(),
+            "mpirun should report the abnormal end, got {}",
+            outcome.status
+        );
+    }
     let record = syslogd.single_record();
     assert!(
         record.partial.is_some(),
