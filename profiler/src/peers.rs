@@ -54,6 +54,23 @@
 //! the verified dialog (no Hydra, PMI-2, `PMI_PORT`, an error reply) and the answer is "not known
 //! to be all", as before.
 //!
+//! Under Slurm's `srun --mpi=pmi2` none of this is possible, so such a job stays "not known to
+//! be all" (verified with Debian 12's Slurm 22.05 and MPICH 4.0.2; the plugin's task handling is
+//! unchanged in Slurm's current source). MPICH's same PMI-1 client then talks to slurmstepd
+//! (`PMI_FD`, `PMI_RANK`, `PMI_SIZE`, no `MPI_LOCALNRANKS`), which takes a task's first message
+//! as its `init` (`agent.c`) and gives any later `cmd=init` no answer at all (`pmi1.c`: "invalid
+//! pmi1 command received: 'init'"): a profiler that opened the dialog before MPICH leaves
+//! MPICH's own `init`, and `MPI_Init`, waiting forever (seen: the ranks hung until killed). So
+//! MPICH's first request must be its own, and nothing of ours runs between it and `MPI_Init`'s
+//! PMI barriers; after `MPI_Init` MPICH runs no PMI barrier before the one inside the real
+//! `MPI_Finalize` (after which slurmstepd closes the socket), too late for the profiler's
+//! collectives, and a barrier of our own would be a collective. (A PMI-2 client would fare no
+//! better: slurmstepd tears the connection down at a second `init`, `pmi2.c`.) What slurmstepd
+//! does answer would have served: a `put` waits in the node's buffer for the next
+//! `barrier_in`, and a `get` is answered from slurmstepd's own copy of the fenced keys, a
+//! missing key at once (`cmd=get_result rc=1`). [`crate::pmi1::Client::from_env`] refuses
+//! slurmstepd's socket.
+//!
 //! The same local look-ups (PMIx only) tell where ranks run: [`local_peers`] (the ranks on this node) and
 //! [`node_list`] (the job's hosts), from the job-level data the process manager gives every
 //! process at start; no communication either. Without them the record says the nodes' bytes

@@ -177,7 +177,9 @@ impl Client {
     /// The PMI-1 socket if this process was started by a Hydra proxy (`PMI_FD`, `PMI_RANK`,
     /// `PMI_SIZE` and the proxy's `MPI_LOCALNRANKS` set, no `PMI_PORT`) and `PMI_FD` is a stream
     /// socket. (`MPI_LOCALNRANKS`, not `mpiexec`'s `HYDI_CONTROL_FD`: proxies on other nodes,
-    /// started by ssh or a batch system, do not have the latter.)
+    /// started by ssh or a batch system, do not have the latter. Slurm's `srun --mpi=pmi2` sets
+    /// `PMI_FD`, `PMI_RANK` and `PMI_SIZE` too, but its slurmstepd answers only a task's first
+    /// `init`: a dialog of ours there would hang MPICH's `MPI_Init`, see [`crate::peers`].)
     #[link_section = ".text.init.mpistat"]
     pub fn from_env() -> Result<Client, Surprise> {
         let hydra = env_number(c"MPI_LOCALNRANKS").is_some();

@@ -6,6 +6,8 @@
 //! Under MPICH too (Debian's MPICH runs under Slurm: `mpiexec.mpich` in a batch script, whose
 //! Hydra starts its proxy with srun, and `srun --mpi=pmi2`; `srun --mpi=list` offers `pmi2`,
 //! `pmix`, `cray_shasta`, `none`), except the SIGTERM tests (see [`check_killed_record`]).
+//! Under `srun --mpi=pmi2` the profiler cannot learn whether every rank has the library (see
+//! `peers.rs`): rank 0 reports alone, and a mixed MPMD job still ends as bare.
 
 use mpistat_e2e::slurm::{JobState, Slurm};
 use mpistat_e2e::*;
@@ -55,7 +57,8 @@ fn mpirun_then_srun(mpi: Mpi, program: &Path) -> String {
 }
 
 /// How a batch script of `mpi` starts a program: its own launcher, and `srun` with the
-/// process-management interface the MPI speaks (Open MPI 4: PMIx; Debian's MPICH 4: PMI-2).
+/// process-management interface the MPI speaks (Open MPI 4: PMIx; Debian's MPICH 4: PMI-1, which
+/// Slurm's `pmi2` plugin also serves).
 fn launchers(mpi: Mpi) -> (&'static str, &'static str) {
     match mpi {
         Mpi::OpenMpi => ("mpirun --bind-to none", "srun --mpi=pmix"),
@@ -155,9 +158,10 @@ fn batch_job_steps_get_exact_records_with_their_slurm_facts(mpi) {
         assert_eq!(record.binding, Binding::C);
         let step = record.slurm.as_ref().unwrap().step_id.as_deref();
         if mpi == Mpi::Mpich && step == Some("1") {
-            // srun --mpi=pmi2 starts MPICH's ranks with Slurm's PMI-2, which the profiler does
-            // not speak (only Hydra's PMI-1): whether every rank has the library is unknown,
-            // and rank 0 reports alone (README, MPICH jobs).
+            // srun --mpi=pmi2: MPICH's PMI-1 client talks to slurmstepd, which answers only
+            // the first `init` of a task, so the profiler cannot put its key before MPICH's
+            // (peers.rs): whether every rank has the library is unknown, and rank 0 reports
+            // alone (README, MPICH jobs).
             assert_eq!(
                 record.partial.as_deref(),
                 Some("whether all 2 ranks have libmpistat is unknown (rank 0 reports alone)")
@@ -521,4 +525,67 @@ fn aborted_step_leaves_a_partial_record_with_its_slurm_facts(mpi) {
         .collect();
     assert_eq!(steps, step_ids(mpi));
 }
+}
+
+/// An MPMD job through `srun --mpi=pmi2 --multi-prog` where one rank runs through `env -u
+/// LD_PRELOAD` (rank 1, then rank 0), after the same job with neither rank preloaded: both end
+/// and print what the bare one prints. Under Slurm's pmi2 plugin the profiler cannot learn which
+/// ranks have the library (README, MPICH jobs; `peers.rs`), so it runs no collective of its own:
+/// with the library on rank 0, rank 0 sends a partial record of its own numbers; with the library
+/// on rank 1 only, nobody does (rank 1 does not know that it leads). A profiler that talked
+/// to slurmstepd here (which answers only the first PMI `init` of a task) or ran a collective
+/// would hang these steps until `JOB_END`.
+#[test]
+fn mixed_srun_pmi2_job_ends_as_bare_and_rank_0_reports_alone() {
+    let _serial = serial();
+    let Some(slurm) = Slurm::start() else { return };
+    enough_cpus();
+    let syslogd = Syslogd::start();
+    let env = job_env(&syslogd);
+    let p = program_for("basic.c", Mpi::Mpich).display().to_string();
+    let bare = format!("env -u LD_PRELOAD {p}");
+    let steps = [
+        ("bare", format!("0-1 {bare}\n")),
+        ("first", format!("0 {p}\n1 {bare}\n")),
+        ("second", format!("0 {bare}\n1 {p}\n")),
+    ];
+    let mut script = String::from("#!/bin/sh\n");
+    for (name, conf) in &steps {
+        let file = slurm.jobs_dir().join(format!("{name}.conf"));
+        std::fs::write(&file, conf).unwrap();
+        script.push_str(&format!(
+            "srun --mpi=pmi2 --multi-prog {} > {name}.out\necho {name}=$?\n",
+            file.display()
+        ));
+    }
+    let id = slurm.sbatch(&script, &["--ntasks=2", "--job-name=mixed"], &pairs(&env));
+    assert_all(&slurm.wait_ended(&id, JOB_END), "COMPLETED", &slurm, &id);
+    let output = slurm.output(&id);
+    let sorted = |name: &str| {
+        let text = std::fs::read_to_string(slurm.jobs_dir().join(format!("{name}.out")))
+            .unwrap_or_default();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        lines.sort();
+        lines
+    };
+    let bare_lines = sorted("bare");
+    assert_eq!(bare_lines, [basic_ok_line(0), basic_ok_line(1)]);
+    for (name, _) in &steps {
+        assert!(output.contains(&format!("{name}=0")), "{output}");
+        assert_eq!(sorted(name), bare_lines, "step {name}");
+    }
+
+    // One record: step 1's, rank 0's own numbers (basic.c: rank 0 sends 4 times 3 x 100 ints).
+    let record = syslogd.single_record();
+    assert_eq!(record.job_id, format!("{id}.1"));
+    assert_eq!(record.ranks, RANKS);
+    assert_eq!(
+        record.partial.as_deref(),
+        Some("whether all 2 ranks have libmpistat is unknown (rank 0 reports alone)")
+    );
+    let send = routine(&record, "MPI_Send");
+    assert_eq!(send.calls.sum, 4);
+    assert_eq!(send.bytes.sum, 3 * 100 * 4);
+    assert_eq!(send.bytes.max_rank, 0);
+    assert_common_facts(&record, &slurm, &id);
 }
