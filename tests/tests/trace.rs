@@ -357,7 +357,7 @@ for_each_mpi! {
 /// (4 ranks, 2 cores, 20 jobs) found shortest round trips of 3-53 us, median 12 us (MPICH) and
 /// 18 us (Open MPI). So each offset is right within about 25 us, and the drift between the two,
 /// about 1 s apart, within about 50 ppm: 10 % of 500 ppm. A real error is far below its bound
-/// (the delays split between the directions): in 36 runs at load 5-12 the drift measured was
+/// (the delays split between the directions): in 32 runs at load 5-12 the drift measured was
 /// 487-512 ppm under both. Before the waits yielded, MPICH's `MPI_Recv`, which polls without
 /// ever yielding, kept the cores for the ranks waiting for their turn, every round trip took
 /// 4-16 ms (scheduler ticks, none of 16 under 4 ms), and the drift measured was anything from
