@@ -424,6 +424,34 @@ template(name="mpistatTrusted" type="string" string="uid=%$!uid% pid=%$!pid% gid
         );
     }
 
+    /// For a job whose record may be cut off by `SIGKILL`: after a moment (as
+    /// [`Syslogd::single_record`]), the log holds at most one record and no problem, or no record
+    /// and at most one job's missing parts.
+    pub fn assert_at_most_one_record_or_its_missing_parts(&self) {
+        std::thread::sleep(Duration::from_millis(300));
+        let decoded = self.decoded();
+        assert!(
+            decoded.records.len() <= 1,
+            "expected at most one record, got {:#?}",
+            decoded.records
+        );
+        let torn: Vec<&str> = decoded
+            .problems
+            .iter()
+            .filter_map(|p| match p {
+                mpistat_record::wire::Problem::MissingParts { key, .. } => Some(key.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            (decoded.problems.is_empty() || decoded.records.is_empty())
+                && torn.len() == decoded.problems.len()
+                && torn.iter().all(|k| *k == torn[0]),
+            "decoder problems beyond one job's missing parts: {:?}",
+            decoded.problems
+        );
+    }
+
     /// The only record of the log: waits for one, then checks that no second one shows up and that
     /// the decoder had no problems.
     pub fn single_record(&self) -> JobRecord {
