@@ -896,9 +896,12 @@ const ANY_TAG: c_int = -1;
 
 /// Tag of the clock ping-pongs (on a private communicator).
 const CLOCK_TAG: c_int = 7001;
-/// Ping-pongs with each rank at least, and at most while none was quick ([`QUICK_NS`]).
+/// Ping-pongs with each rank at least, and at most while none was quick ([`QUICK_NS`]) and the
+/// rank's exchanges took less than [`MAX_PING_PONG_NS`] (so the exchanges past the first 16 add
+/// at most that per rank to a traced job's start and end).
 const PING_PONGS: usize = 16;
 const MAX_PING_PONGS: usize = 128;
+const MAX_PING_PONG_NS: u64 = 20_000_000;
 /// A round trip this short (or at most twice the shortest with an earlier rank, which a slower
 /// network between nodes needs) ends a rank's ping-pongs after [`PING_PONGS`]: its offset is
 /// then right within half of it.
@@ -935,6 +938,7 @@ fn measure_offset(recorder: &Recorder, comm: &OwnComm) -> Option<ClockSample> {
         let quick = shortest.map_or(QUICK_NS, |s| (2 * s).max(QUICK_NS));
         // (round trip, offset, the peer's time) of the quickest exchange so far.
         let mut best = (u64::MAX, 0i64, 0u64);
+        let first = recorder.now();
         for done in 1..=MAX_PING_PONGS {
             let t0 = recorder.now();
             mpi::send_u64s(&[PING, 0, 0, 0], peer, CLOCK_TAG, comm).ok()?;
@@ -945,7 +949,9 @@ fn measure_offset(recorder: &Recorder, comm: &OwnComm) -> Option<ClockSample> {
                 let offset = ((t0 as i128 + t1 as i128) / 2 - remote as i128) as i64;
                 best = (rtt, offset, remote);
             }
-            if done >= PING_PONGS && best.0 <= quick {
+            if done >= PING_PONGS
+                && (best.0 <= quick || t1.saturating_sub(first) > MAX_PING_PONG_NS)
+            {
                 break;
             }
         }

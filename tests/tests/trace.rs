@@ -352,7 +352,7 @@ for_each_mpi! {
 /// The tolerance is the measurement's own error bound. Each offset comes from the ping-pong with
 /// the shortest round trip `rtt` of at least 16: a message takes no less than nothing in either
 /// direction, so the true offset lies within `rtt / 2` of the one measured, however the delay
-/// split between the directions. The profiler goes on past 16 exchanges (at most 128) until one
+/// split between the directions. The profiler goes on past 16 exchanges (at most 128, 20 ms) until one
 /// is under 20 us, and its waits yield the processor; a C replica of the exchange at load 12
 /// (4 ranks, 2 cores, 20 jobs) found shortest round trips of 3-53 us, median 12 us (MPICH) and
 /// 18 us (Open MPI). So each offset is right within about 25 us, and the drift between the two,
