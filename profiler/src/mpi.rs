@@ -15,8 +15,9 @@ use crate::generated::wrappers::{
     NEXT_MPI_Comm_size as COMM_SIZE, NEXT_MPI_Comm_split_type as COMM_SPLIT_TYPE,
     NEXT_MPI_Comm_test_inter as COMM_TEST_INTER, NEXT_MPI_Get_library_version as LIBRARY_VERSION,
     NEXT_MPI_Group_free as GROUP_FREE, NEXT_MPI_Group_size as GROUP_SIZE,
-    NEXT_MPI_Group_translate_ranks as GROUP_TRANSLATE_RANKS, NEXT_MPI_Recv as RECV,
-    NEXT_MPI_Reduce as REDUCE, NEXT_MPI_Send as SEND, NEXT_MPI_Topo_test as TOPO_TEST,
+    NEXT_MPI_Group_translate_ranks as GROUP_TRANSLATE_RANKS, NEXT_MPI_Iprobe as IPROBE,
+    NEXT_MPI_Recv as RECV, NEXT_MPI_Reduce as REDUCE, NEXT_MPI_Send as SEND,
+    NEXT_MPI_Topo_test as TOPO_TEST,
 };
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::mem::transmute;
@@ -282,6 +283,8 @@ type RecvFn = unsafe extern "C" fn(
     MPI_Comm,
     *mut crate::ffi::MPI_Status,
 ) -> c_int;
+type IprobeFn =
+    unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut crate::ffi::MPI_Status) -> c_int;
 type CommGroupFn = unsafe extern "C" fn(MPI_Comm, *mut crate::ffi::MPI_Group) -> c_int;
 type GroupSizeFn = unsafe extern "C" fn(crate::ffi::MPI_Group, *mut c_int) -> c_int;
 type GroupTranslateFn = unsafe extern "C" fn(
@@ -328,6 +331,37 @@ pub fn recv_u64s<const N: usize>(source: c_int, tag: c_int, comm: &OwnComm) -> M
         )
     })?;
     Ok(out)
+}
+
+/// [`recv_u64s`] that waits for the message by probing and yielding the processor between
+/// probes (`MPI_Iprobe`, `sched_yield`) instead of in `MPI_Recv`. For the clock ping-pongs:
+/// MPICH's `MPI_Recv` polls without ever yielding (its `MPIR_CVAR_POLLS_BEFORE_YIELD` does not
+/// apply to ch4's progress loop), so on an oversubscribed node the ranks waiting for their turn
+/// keep the cores, the two ranks of an exchange run only at scheduler ticks (round trips of
+/// 4-16 ms at HZ=250, none of 16 below 4 ms), and half a round trip is the offset's error.
+pub fn recv_u64s_yielding<const N: usize>(
+    source: c_int,
+    tag: c_int,
+    comm: &OwnComm,
+) -> MpiResult<[u64; N]> {
+    loop {
+        let mut flag: c_int = 0;
+        // SAFETY: the real routine; MPI writes `flag`; the status is ignored.
+        check(unsafe {
+            transmute::<*mut c_void, IprobeFn>(IPROBE.get())(
+                source,
+                tag,
+                comm.0,
+                &mut flag,
+                crate::family::STATUS_IGNORE,
+            )
+        })?;
+        if flag != 0 {
+            return recv_u64s(source, tag, comm);
+        }
+        // SAFETY: no arguments; it cannot fail on Linux.
+        unsafe { libc::sched_yield() };
+    }
 }
 
 /// The members of `comm` (its local group) as ranks of `MPI_COMM_WORLD`, in `comm`'s rank order.

@@ -896,50 +896,73 @@ const ANY_TAG: c_int = -1;
 
 /// Tag of the clock ping-pongs (on a private communicator).
 const CLOCK_TAG: c_int = 7001;
+/// Ping-pongs with each rank at least, and at most while none was quick ([`QUICK_NS`]) and the
+/// rank's exchanges took less than [`MAX_PING_PONG_NS`] (so the exchanges past the first 16 add
+/// at most that per rank to a traced job's start and end).
 const PING_PONGS: usize = 16;
+const MAX_PING_PONGS: usize = 128;
+const MAX_PING_PONG_NS: u64 = 20_000_000;
+/// A round trip this short (or at most twice the shortest with an earlier rank, which a slower
+/// network between nodes needs) ends a rank's ping-pongs after [`PING_PONGS`]: its offset is
+/// then right within half of it.
+const QUICK_NS: u64 = 20_000;
+/// The first word of rank 0's messages: a ping, or the result (offset, the peer's time of the
+/// exchange it came from, its round trip).
+const PING: u64 = 0;
+const RESULT: u64 = 1;
 
 /// This rank's clock offset to rank 0 (rank 0's clock minus ours), by ping-pongs with rank 0
-/// over `comm`, keeping the one with the shortest round trip (collective over `comm`). In
-/// `.text.init` with [`start`].
+/// over `comm`, keeping the one with the shortest round trip (collective over `comm`): its
+/// offset is right within half that round trip whatever delayed one direction, and every slower
+/// exchange is left out. The peer's sample is at its own time of that exchange. The waits yield
+/// the processor ([`mpi::recv_u64s_yielding`]), so that on an oversubscribed node the ranks
+/// waiting for their turn leave the cores to the two exchanging. In `.text.init` with [`start`].
 #[inline(never)]
 #[link_section = ".text.init.mpistat"]
 fn measure_offset(recorder: &Recorder, comm: &OwnComm) -> Option<ClockSample> {
     let rank = recorder.rank as c_int;
-    if rank == 0 {
-        for peer in 1..recorder.world_size as c_int {
-            let mut best: Option<(u64, i64)> = None;
-            for _ in 0..PING_PONGS {
-                let t0 = recorder.now();
-                mpi::send_u64s(&[t0], peer, CLOCK_TAG, comm).ok()?;
-                let [remote] = mpi::recv_u64s::<1>(peer, CLOCK_TAG, comm).ok()?;
-                let t1 = recorder.now();
-                let rtt = t1.saturating_sub(t0);
-                let offset = ((t0 as i128 + t1 as i128) / 2 - remote as i128) as i64;
-                if best.is_none_or(|(r, _)| rtt < r) {
-                    best = Some((rtt, offset));
-                }
+    if rank != 0 {
+        loop {
+            let [kind, offset, local, _] = mpi::recv_u64s_yielding::<4>(0, CLOCK_TAG, comm).ok()?;
+            if kind == RESULT {
+                return Some(ClockSample {
+                    local,
+                    offset: offset as i64,
+                });
             }
-            let (_, offset) = best?;
-            mpi::send_u64s(&[offset as u64], peer, CLOCK_TAG, comm).ok()?;
+            mpi::send_u64s(&[recorder.now()], 0, CLOCK_TAG, comm).ok()?;
         }
-        Some(ClockSample {
-            local: recorder.now(),
-            offset: 0,
-        })
-    } else {
-        let mut at = Vec::with_capacity(PING_PONGS);
-        for _ in 0..PING_PONGS {
-            mpi::recv_u64s::<1>(0, CLOCK_TAG, comm).ok()?;
-            let t = recorder.now();
-            at.push(t);
-            mpi::send_u64s(&[t], 0, CLOCK_TAG, comm).ok()?;
-        }
-        let [offset] = mpi::recv_u64s::<1>(0, CLOCK_TAG, comm).ok()?;
-        Some(ClockSample {
-            local: at[at.len() / 2],
-            offset: offset as i64,
-        })
     }
+    let mut shortest: Option<u64> = None;
+    for peer in 1..recorder.world_size as c_int {
+        let quick = shortest.map_or(QUICK_NS, |s| (2 * s).max(QUICK_NS));
+        // (round trip, offset, the peer's time) of the quickest exchange so far.
+        let mut best = (u64::MAX, 0i64, 0u64);
+        let first = recorder.now();
+        for done in 1..=MAX_PING_PONGS {
+            let t0 = recorder.now();
+            mpi::send_u64s(&[PING, 0, 0, 0], peer, CLOCK_TAG, comm).ok()?;
+            let [remote] = mpi::recv_u64s_yielding::<1>(peer, CLOCK_TAG, comm).ok()?;
+            let t1 = recorder.now();
+            let rtt = t1.saturating_sub(t0);
+            if rtt < best.0 {
+                let offset = ((t0 as i128 + t1 as i128) / 2 - remote as i128) as i64;
+                best = (rtt, offset, remote);
+            }
+            if done >= PING_PONGS
+                && (best.0 <= quick || t1.saturating_sub(first) > MAX_PING_PONG_NS)
+            {
+                break;
+            }
+        }
+        let (rtt, offset, remote) = best;
+        mpi::send_u64s(&[RESULT, offset as u64, remote, rtt], peer, CLOCK_TAG, comm).ok()?;
+        shortest = Some(shortest.map_or(rtt, |s| s.min(rtt)));
+    }
+    Some(ClockSample {
+        local: recorder.now(),
+        offset: 0,
+    })
 }
 
 /// A recorder built before the real `MPI_Init` by a rank that wants a trace itself ([`prepare`]).

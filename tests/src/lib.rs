@@ -424,6 +424,34 @@ template(name="mpistatTrusted" type="string" string="uid=%$!uid% pid=%$!pid% gid
         );
     }
 
+    /// For a job whose record may be cut off by `SIGKILL`: after a moment (as
+    /// [`Syslogd::single_record`]), the log holds at most one record and no problem, or no record
+    /// and at most one job's missing parts.
+    pub fn assert_at_most_one_record_or_its_missing_parts(&self) {
+        std::thread::sleep(Duration::from_millis(300));
+        let decoded = self.decoded();
+        assert!(
+            decoded.records.len() <= 1,
+            "expected at most one record, got {:#?}",
+            decoded.records
+        );
+        let torn: Vec<&str> = decoded
+            .problems
+            .iter()
+            .filter_map(|p| match p {
+                mpistat_record::wire::Problem::MissingParts { key, .. } => Some(key.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            (decoded.problems.is_empty() || decoded.records.is_empty())
+                && torn.len() == decoded.problems.len()
+                && torn.iter().all(|k| *k == torn[0]),
+            "decoder problems beyond one job's missing parts: {:?}",
+            decoded.problems
+        );
+    }
+
     /// The only record of the log: waits for one, then checks that no second one shows up and that
     /// the decoder had no problems.
     pub fn single_record(&self) -> JobRecord {
@@ -726,13 +754,18 @@ pub struct Job {
     /// Open MPI parameters for `mpirun` and every daemon (`--mca NAME VALUE`).
     mca: Vec<(String, String)>,
     mpi: Mpi,
+    /// More application contexts of the same program (ranks, arguments): an MPMD job.
+    more: Vec<(u32, Vec<String>)>,
 }
 
-/// One application context of a job: `ranks` ranks with `env` (on top of the job's), and
-/// `LD_PRELOAD` removed from the environment unless `env` sets it.
-struct Context {
+/// One application context of a job: `ranks` ranks of the program with `args` and `env` (on top
+/// of the job's), and with `strip_preload` `LD_PRELOAD` removed from the environment unless
+/// `env` sets it.
+struct Context<'a> {
     ranks: u32,
+    args: &'a [String],
     env: Vec<(String, String)>,
+    strip_preload: bool,
 }
 
 impl Job {
@@ -748,7 +781,17 @@ impl Job {
             nodes: Vec::new(),
             mca: Vec::new(),
             mpi: Mpi::OpenMpi,
+            more: Vec::new(),
         }
+    }
+
+    /// Add an application context: `ranks` more ranks of the same program with arguments `args`
+    /// instead of the job's (an MPMD job, `... : -np RANKS program ARGS`; the job's environment,
+    /// and the profiler's, apply to every context).
+    pub fn then(mut self, ranks: u32, args: &[&str]) -> Job {
+        self.more
+            .push((ranks, args.iter().map(|a| a.to_string()).collect()));
+        self
     }
 
     /// Run as `user` (through `setpriv`, with the user's `HOME`).
@@ -861,11 +904,15 @@ impl Job {
         self.launch(&[
             Context {
                 ranks: half,
+                args: &self.args,
                 env: first,
+                strip_preload: true,
             },
             Context {
                 ranks: self.ranks - half,
+                args: &self.args,
                 env: second,
+                strip_preload: true,
             },
         ])
     }
@@ -880,10 +927,20 @@ impl Job {
     }
 
     fn run(&self, extra_env: &[(String, String)]) -> Outcome {
-        self.launch(&[Context {
-            ranks: self.ranks,
-            env: extra_env.to_vec(),
-        }])
+        self.launch(&self.contexts(extra_env.to_vec()))
+    }
+
+    /// The job's application contexts, each with `env`.
+    fn contexts(&self, env: Vec<(String, String)>) -> Vec<Context<'_>> {
+        std::iter::once((self.ranks, &self.args))
+            .chain(self.more.iter().map(|(ranks, args)| (*ranks, args)))
+            .map(|(ranks, args)| Context {
+                ranks,
+                args,
+                env: env.clone(),
+                strip_preload: false,
+            })
+            .collect()
     }
 
     /// The emulated nodes as both launchers take them: `host:ranks,...`.
@@ -907,10 +964,12 @@ impl Job {
     /// The launcher's command for the job profiled by `site_config`, to run it oneself (e.g. to
     /// signal some of its processes while it runs).
     pub fn profiled_command(&self, site_config: &Path) -> Command {
-        self.command_for(&[Context {
-            ranks: self.ranks,
-            env: self.preloaded(site_config),
-        }])
+        self.command_for(&self.contexts(self.preloaded(site_config)))
+    }
+
+    /// [`Job::profiled_command`] without the profiler.
+    pub fn bare_command(&self) -> Command {
+        self.command_for(&self.contexts(Vec::new()))
     }
 
     fn launch(&self, contexts: &[Context]) -> Outcome {
@@ -970,10 +1029,10 @@ impl Job {
                     Mpi::Mpich => cmd.args(["-env", k, v]),
                 };
             }
-            if contexts.len() > 1 && !context.env.iter().any(|(k, _)| k == "LD_PRELOAD") {
+            if context.strip_preload && !context.env.iter().any(|(k, _)| k == "LD_PRELOAD") {
                 cmd.args(["env", "-u", "LD_PRELOAD"]);
             }
-            cmd.arg(&self.program).args(&self.args);
+            cmd.arg(&self.program).args(context.args);
         }
         // Local ranks inherit mpirun's environment: keep ours from leaking into a bare run.
         for (k, _) in std::env::vars_os() {

@@ -26,7 +26,12 @@ impl MeasuredImbalance {
     /// Read the files `gaps.R` of `ranks` ranks that `imbalance.c` wrote into `dir` (the job's
     /// `IMBALANCE_GAPS_DIR`).
     pub fn from_files(dir: &Path, ranks: u32) -> MeasuredImbalance {
-        let gaps: Vec<Vec<f64>> = (0..ranks)
+        Self::from_files_of(dir, 0..ranks)
+    }
+
+    /// [`MeasuredImbalance::from_files`] of some ranks only (e.g. one MPMD partition's).
+    pub fn from_files_of(dir: &Path, ranks: std::ops::Range<u32>) -> MeasuredImbalance {
+        let gaps: Vec<Vec<f64>> = ranks
             .map(|rank| {
                 let path = dir.join(format!("gaps.{rank}"));
                 let text = std::fs::read_to_string(&path)

@@ -170,51 +170,65 @@ fn mixed_imbalance_is_a_third_seen_by_the_profile(mpi) {
 }
 }
 
-#[test]
-fn mpmd_partitions_and_inter_partition_imbalance() {
+for_each_mpi! {
+/// Two MPMD partitions (`-np 2 imbalance mpmd .. 1.0 : -np 2 imbalance mpmd .. 1.5`, the same
+/// `:` syntax for both launchers): the estimates equal what the program measured under both
+/// MPIs, partition and inter-partition figures add up; the nominal pattern under Open MPI only
+/// ([`shows_the_nominal_pattern`]).
+fn mpmd_partitions_and_inter_partition_imbalance(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let config = syslogd.site_config();
-    // mpirun's -x applies to the first application context only: repeat it for the second.
-    let outcome = Job::new(program("imbalance.c"), 2)
+    let gaps = TempDir::new("imbalance-gaps");
+    let (iters, work) = (ITERS.to_string(), WORK_MS.to_string());
+    let outcome = Job::new(program_for("imbalance.c", mpi), 2)
+        .mpi(mpi)
+        .env("IMBALANCE_GAPS_DIR", gaps.path().display().to_string())
         .arg("mpmd")
-        .arg(ITERS.to_string())
-        .arg(WORK_MS.to_string())
+        .arg(&iters)
+        .arg(&work)
         .arg("1.0")
-        .arg(":")
-        .arg("-np")
-        .arg("2")
-        .arg("-x")
-        .arg(format!("LD_PRELOAD={}", library().display()))
-        .arg("-x")
-        .arg(format!("MPISTAT_CONFIG={}", config.display()))
-        .arg(program("imbalance.c").display().to_string())
-        .arg("mpmd")
-        .arg(ITERS.to_string())
-        .arg(WORK_MS.to_string())
-        .arg("1.5")
-        .profiled(&config);
+        .then(2, &["mpmd", &iters, &work, "1.5"])
+        .profiled(&syslogd.site_config());
     outcome.assert_success();
+    assert_every_rank_printed(&outcome, RANKS, |r| format!("imbalance rank {r} done"));
     let r = syslogd.single_record();
     assert_eq!(r.ranks, 4);
     let i = imbalance(&r);
+    let measured = MeasuredImbalance::from_files(gaps.path(), RANKS);
+    measured.assert_estimated_by(i, r.ranks);
+    assert_eq!(i.partitions.len(), 2);
+    for (appnum, p) in i.partitions.iter().enumerate() {
+        assert_eq!(p.appnum, appnum as u32);
+        assert_eq!(p.ranks, 2);
+        // The partition's own figures are what its ranks measured, within 1 % of the job's work.
+        let first = 2 * appnum as u32;
+        let own = MeasuredImbalance::from_files_of(gaps.path(), first..first + 2);
+        let tolerance = 0.01 * measured.work_avg_ns;
+        let (work, path) = (p.work_sum_ns as f64 / 2.0, p.critical_path_ns as f64);
+        assert!(
+            (work - own.work_avg_ns).abs() <= tolerance
+                && (path - own.critical_path_ns).abs() <= tolerance,
+            "partition {appnum}: {p:?}, measured {own:?}"
+        );
+    }
+    // iota = inter-partition part + the partitions' own parts weighted by their share of ranks.
+    let intra: u64 = i.partitions.iter().map(|p| p.critical_path_ns / 2).sum();
+    assert!(i.critical_path_ns.abs_diff(i.inter_partition_ns + intra) < 1_000);
+    if !shows_the_nominal_pattern(mpi) {
+        return;
+    }
     // Partition 0 sleeps 10 ms, partition 1 15 ms per iteration: within each no imbalance, between
     // them each iteration loses 15 - avg(10, 10, 15, 15) = 2.5 ms: 0.25 s in all, 20 % of the
     // average work of 1.25 s. Same tolerances as above, in percent of the average work.
     let work_avg = i.work_avg_ns(r.ranks);
     let pct = |ns: u64| 100.0 * ns as f64 / work_avg;
-    assert_eq!(i.partitions.len(), 2);
     for (appnum, p) in i.partitions.iter().enumerate() {
-        assert_eq!(p.appnum, appnum as u32);
-        assert_eq!(p.ranks, 2);
         assert!(pct(p.critical_path_ns) < 8.0, "partition {appnum}: {p:?}");
     }
     assert_percent("inter-partition", pct(i.inter_partition_ns), 20.0);
     assert_percent("critical path", pct(i.critical_path_ns), 20.0);
-    // iota = inter-partition part + the partitions' own parts weighted by their share of ranks.
-    let intra: u64 = i.partitions.iter().map(|p| p.critical_path_ns / 2).sum();
-    assert!(i.critical_path_ns.abs_diff(i.inter_partition_ns + intra) < 1_000);
     let work = |j: usize| i.partitions[j].work_sum_ns as f64 / 2.0 * 1e-9;
     assert_near("partition 0 work s", work(0), 1.0, 0.15);
     assert_near("partition 1 work s", work(1), 1.5, 0.15);
+}
 }

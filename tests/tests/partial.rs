@@ -3,6 +3,7 @@
 //! without `MPI_Finalize`.
 
 use mpistat_e2e::*;
+use std::os::unix::process::ExitStatusExt;
 
 /// Run `program` on 4 ranks profiled; it must fail (mpirun reports the abnormal end) and leave one
 /// partial record with exactly `expected` (and nothing else but `also_allowed` routines).
@@ -100,35 +101,17 @@ fn a_partial_record_carries_the_writing_ranks_counters(mpi) {
 }
 }
 
-/// Rank 0 killed by SIGTERM from someone else than its launcher (a batch system's daemon, a
-/// user's `kill`): it writes a partial record ("SIGTERM") with its own numbers, and still ends by
-/// the signal, so mpirun reports the job as failed. (SIGTERM from mpirun itself, as after
-/// `MPI_Abort`, leaves no second record: `mpi_abort_leaves_one_partial_record_of_the_aborting_rank`.)
-#[test]
-fn sigterm_to_rank_0_leaves_one_partial_record_of_rank_0() {
+/// Run `cmd` (a `forever.c` job), kill its rank 0 with SIGTERM once it runs, and wait for the
+/// launcher: its exit status and rank 0's pid.
+fn sigterm_rank_0(mut cmd: std::process::Command) -> (std::process::ExitStatus, libc::pid_t) {
     use std::io::BufRead;
-    let _serial = serial();
-    let syslogd = Syslogd::start();
-    let mut child = std::process::Command::new("mpirun")
-        .args([
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "--bind-to",
-            "none",
-        ])
-        .args(["-np", "2", "-x"])
-        .arg(format!("LD_PRELOAD={}", library().display()))
-        .arg("-x")
-        .arg(format!(
-            "MPISTAT_CONFIG={}",
-            syslogd.site_config().display()
-        ))
-        .arg(program("forever.c"))
-        .env("OMPI_MCA_mpi_yield_when_idle", "1")
+    use std::os::unix::process::CommandExt;
+    let mut child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
+        .process_group(0)
         .spawn()
-        .expect("mpirun");
+        .expect("launcher");
     // forever.c prints its lines after MPI_Init and a barrier, then runs (at most 10 minutes).
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut lines = [String::new(), String::new()];
@@ -141,10 +124,41 @@ fn sigterm_to_rank_0_leaves_one_partial_record_of_rank_0() {
         .strip_prefix("forever: rank 0 pid ")
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("{lines:?}"));
-    // SAFETY: kill(2) on rank 0, a child of our child mpirun.
+    // SAFETY: kill(2) on rank 0, a child of our child launcher.
     unsafe { libc::kill(pid, libc::SIGTERM) };
-    let status = child.wait().unwrap();
+    // The launcher's own report (Hydra's "BAD TERMINATION" banner goes to stdout) is not read.
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status, pid);
+        }
+        if start.elapsed() > JOB_TIMEOUT {
+            // SAFETY: kill(2) on the process group made for this launcher.
+            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+            panic!("the launcher did not end within {JOB_TIMEOUT:?} of SIGTERM to rank 0");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+for_each_mpi! {
+/// Rank 0 killed by SIGTERM from someone else than its launcher (a batch system's daemon, a
+/// user's `kill`): it writes a partial record ("SIGTERM") with its own numbers, and still ends by
+/// the signal, so the launcher reports the job as failed exactly as in a bare run: Open MPI's
+/// `mpirun` exits 143 (128 + SIGTERM) and aborts the other ranks; MPICH's `mpiexec` prints its
+/// "BAD TERMINATION ... Terminated (signal 15)" banner, kills the other ranks and exits 15.
+/// (SIGTERM from mpirun itself, as after `MPI_Abort`, leaves no second record:
+/// `mpi_abort_leaves_one_partial_record_of_the_aborting_rank`.)
+fn sigterm_to_rank_0_leaves_one_partial_record_of_rank_0(mpi) {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let job = Job::new(program_for("forever.c", mpi), 2).mpi(mpi);
+    let (bare, _) = sigterm_rank_0(job.bare_command());
+    let (status, pid) = sigterm_rank_0(job.profiled_command(&syslogd.site_config()));
     assert!(!status.success(), "{status}");
+    assert_eq!(status.code(), bare.code(), "exit status as in the bare run");
+    assert_eq!(status.signal(), bare.signal(), "exit status as in the bare run");
     let record = syslogd.single_record();
     assert_eq!(record.partial.as_deref(), Some("SIGTERM"));
     assert_eq!(record.ranks, 2);
@@ -152,4 +166,5 @@ fn sigterm_to_rank_0_leaves_one_partial_record_of_rank_0() {
     let barrier = routine(&record, "MPI_Barrier");
     assert!(barrier.calls.sum >= 1, "{barrier:?}");
     assert_eq!(barrier.calls.max_rank, 0, "rank 0's own numbers");
+}
 }

@@ -5,7 +5,8 @@
 //!
 //! Under MPICH too (Debian's MPICH runs under Slurm: `mpiexec.mpich` in a batch script, whose
 //! Hydra starts its proxy with srun, and `srun --mpi=pmi2`; `srun --mpi=list` offers `pmi2`,
-//! `pmix`, `cray_shasta`, `none`), except the SIGTERM tests (see [`check_killed_record`]).
+//! `pmix`, `cray_shasta`, `none`); a job killed by SIGTERM under MPICH leaves its partial record
+//! only when rank 0 beats Hydra's proxy (see [`check_killed_record`]).
 //! Under `srun --mpi=pmi2` the profiler cannot learn whether every rank has the library (see
 //! `peers.rs`): rank 0 reports alone, and a mixed MPMD job still ends as bare.
 
@@ -413,13 +414,13 @@ fn assert_every_rank_printed_in(output: &str) {
     }
 }
 
-/// Submit `forever.c` through mpirun and wait until it runs MPI; returns the job id.
-fn start_forever(slurm: &Slurm, syslogd: &Syslogd, args: &[&str]) -> String {
+/// Submit `forever.c` through `mpi`'s launcher and wait until it runs MPI; returns the job id.
+fn start_forever(mpi: Mpi, slurm: &Slurm, syslogd: &Syslogd, args: &[&str]) -> String {
     let env = job_env(syslogd);
     let script = format!(
         "#!/bin/sh\n{} {}\n",
-        launchers(Mpi::OpenMpi).0,
-        program("forever.c").display()
+        launchers(mpi).0,
+        program_for("forever.c", mpi).display()
     );
     let id = slurm.sbatch(&script, args, &pairs(&env));
     slurm.wait_output_line(&id, "forever: running", JOB_END);
@@ -427,11 +428,25 @@ fn start_forever(slurm: &Slurm, syslogd: &Syslogd, args: &[&str]) -> String {
 }
 
 /// What a job killed by SIGTERM leaves: one partial record of rank 0 ("SIGTERM"), with its
-/// barriers counted and the job's facts. Open MPI only: under MPICH the record was missing in 1
-/// of 2 runs here, most likely a race: `scancel` and the time limit signal Hydra's `mpiexec` in
-/// the batch step too, and its proxy SIGKILLs the ranks when its upstream connection closes
-/// (Hydra's `pmip` does so on SIGPIPE), possibly before rank 0 has sent its partial record.
-fn check_killed_record(syslogd: &Syslogd, slurm: &Slurm, id: &str) -> JobRecord {
+/// barriers counted and the job's facts; under MPICH, at most that record.
+///
+/// Under MPICH the record is a race it often loses (6 of 8 `scancel` runs here at load 10 had it;
+/// none of 6 with `strace` slowing rank 0): Slurm signals every process of the step, Hydra's
+/// proxy (`hydra_pmi_proxy`, the ranks' parent) too, and the proxy, on its own `SIGTERM` or on
+/// the `SIGCHLD` of rank 1 killed by Slurm's, sends each rank's process group `SIGTERM` and
+/// `SIGKILL` within 0-10 ms (strace of the proxy and rank 0). Rank 0's partial record takes a few
+/// milliseconds on its helper thread (terminate.rs), more on this loaded machine. No earlier
+/// signal can be used: Slurm's `SIGCONT` before its `SIGTERM` is also the one of a resumed job,
+/// and a handler for it would make interrupted sleeps and polls of the program fail with
+/// `EINTR` at every resume. So under MPICH the job must end as Slurm says, and the log hold that
+/// record or nothing of the job: a part cut off by `SIGKILL` at most (no second record, no
+/// other problem).
+fn check_killed_record(mpi: Mpi, syslogd: &Syslogd, slurm: &Slurm, id: &str) -> Option<JobRecord> {
+    if mpi == Mpi::Mpich {
+        // The record, if rank 0 got it out, arrived long before the job's end was seen.
+        syslogd.assert_at_most_one_record_or_its_missing_parts();
+        syslogd.decoded().records.first()?;
+    }
     let record = syslogd.single_record();
     assert_eq!(record.partial.as_deref(), Some("SIGTERM"), "{record:#?}");
     assert_eq!(record.ranks, RANKS);
@@ -442,34 +457,36 @@ fn check_killed_record(syslogd: &Syslogd, slurm: &Slurm, id: &str) -> JobRecord 
         "a partial record holds rank 0's numbers"
     );
     assert_common_facts(&record, slurm, id);
-    record
+    Some(record)
 }
 
+for_each_mpi! {
 /// `scancel` sends SIGTERM to every process of the job: rank 0 writes a partial record first.
-#[test]
-fn scancelled_job_leaves_a_partial_record() {
+fn scancelled_job_leaves_a_partial_record(mpi) {
     let _serial = serial();
     let Some(slurm) = Slurm::start() else { return };
     enough_cpus();
     let syslogd = Syslogd::start();
-    let id = start_forever(&slurm, &syslogd, &["--ntasks=2", "--time=10"]);
+    let id = start_forever(mpi, &slurm, &syslogd, &["--ntasks=2", "--time=10"]);
     let mut cancel = slurm.command("scancel");
     cancel.arg(&id);
     slurm.run(cancel);
     assert_all(&slurm.wait_ended(&id, JOB_END), "CANCELLED", &slurm, &id);
-    let record = check_killed_record(&syslogd, &slurm, &id);
-    assert!(!record.slurm.unwrap().reached_time_limit(record.end_unix_ms));
+    if let Some(record) = check_killed_record(mpi, &syslogd, &slurm, &id) {
+        assert!(!record.slurm.unwrap().reached_time_limit(record.end_unix_ms));
+    }
+}
 }
 
+for_each_mpi! {
 /// A job running past `--time=1` (one minute, Slurm's smallest limit) is killed by SIGTERM at its
 /// limit: a partial record whose facts say it reached the limit.
-#[test]
-fn job_killed_at_its_time_limit_leaves_a_partial_record() {
+fn job_killed_at_its_time_limit_leaves_a_partial_record(mpi) {
     let _serial = serial();
     let Some(slurm) = Slurm::start() else { return };
     enough_cpus();
     let syslogd = Syslogd::start();
-    let id = start_forever(&slurm, &syslogd, &["--ntasks=2", "--time=1"]);
+    let id = start_forever(mpi, &slurm, &syslogd, &["--ntasks=2", "--time=1"]);
     // The limit is checked about every 30 s, and the job has KillWait=10 s to go.
     assert_all(
         &slurm.wait_ended(&id, Duration::from_secs(180)),
@@ -477,7 +494,9 @@ fn job_killed_at_its_time_limit_leaves_a_partial_record() {
         &slurm,
         &id,
     );
-    let record = check_killed_record(&syslogd, &slurm, &id);
+    let Some(record) = check_killed_record(mpi, &syslogd, &slurm, &id) else {
+        return;
+    };
     let facts = record.slurm.as_ref().unwrap();
     assert_eq!(facts.time_limit_s, Some(60));
     assert!(
@@ -486,6 +505,7 @@ fn job_killed_at_its_time_limit_leaves_a_partial_record() {
         record.end_unix_ms,
         facts.start_unix_s
     );
+}
 }
 
 for_each_mpi! {
