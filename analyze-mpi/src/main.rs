@@ -96,7 +96,7 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
     let limit = memory::limit(setting, world.node_size());
     if let Err(error) = memory::check(dir, world.processes(), limit) {
         send(Err(error.to_string()))?;
-        return Err(alike(world, anyhow::anyhow!("{}: {error}", dir.display())));
+        return Err(alike(world, error));
     }
     let (mut local, problems) = match forward_on_dir(dir, world) {
         Ok(done) => done,

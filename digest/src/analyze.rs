@@ -32,8 +32,7 @@ pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> an
             .escalation
             .analysis_memory_bytes
     });
-    memory::check(&args.trace_dir, 1, memory::limit(setting, 1))
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.trace_dir.display()))?;
+    memory::check(&args.trace_dir, 1, memory::limit(setting, 1))?;
     let (mut passes, problems) = run_passes_on_dir(&args.trace_dir, &mut |_| {})?;
     symbolize(&mut passes.definitions, &modules_of_dir(&args.trace_dir));
     for problem in &problems {
