@@ -1,40 +1,22 @@
 //! Compiles `src/shim.c` with the MPI compiler wrapper (`MPISTAT_MPICC`, else `mpicc` for
 //! `mpistat-analyze-mpi` and `mpicc.mpich` for `mpistat-analyze-mpi-mpich`, whose manifest is in
 //! `mpich/`) and links the program against that MPI library, with the library directories the
-//! wrapper names (Open MPI: `--showme:link`, MPICH: `-link_info`).
+//! wrapper names. Finding the wrapper and its flags is crate `mpistat-build-mpi`'s (shared with
+//! the profiler's build).
 
-use std::process::Command;
-
-fn words_of(program: &str, args: &[&str]) -> Option<Vec<String>> {
-    let out = Command::new(program).args(args).output().ok()?;
-    out.status.success().then(|| {
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .map(String::from)
-            .collect()
-    })
-}
+use mpistat_build_mpi::{compiler, link_words, Family};
 
 fn main() {
     println!("cargo:rerun-if-env-changed=MPISTAT_MPICC");
-    let mpich = std::env::var("CARGO_PKG_NAME").as_deref() == Ok("mpistat-analyze-mpi-mpich");
+    let family = Family::of_package(&std::env::var("CARGO_PKG_NAME").unwrap_or_default());
     let sources = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    let sources = if mpich {
-        sources.parent().unwrap().join("src")
-    } else {
-        sources.join("src")
+    let sources = match family {
+        Family::Mpich => sources.parent().unwrap().join("src"),
+        Family::OpenMpi => sources.join("src"),
     };
-    let default = if mpich { "mpicc.mpich" } else { "mpicc" };
-    let mpicc = std::env::var("MPISTAT_MPICC").unwrap_or_else(|_| default.into());
-    let link = words_of(&mpicc, &["--showme:link"])
-        .or_else(|| words_of(&mpicc, &["-link_info"]))
-        .unwrap_or_else(|| {
-            panic!(
-                "mpistat-analyze needs an MPI compiler wrapper: `{mpicc} --showme:link` and \
-                 `{mpicc} -link_info` failed. Install libopenmpi-dev or libmpich-dev (Debian) or \
-                 set MPISTAT_MPICC."
-            )
-        });
+    let mpicc = compiler(family);
+    let link =
+        link_words(&mpicc).unwrap_or_else(|| panic!("{}", family.missing("the compiler wrapper")));
     println!(
         "cargo:rerun-if-changed={}",
         sources.join("shim.c").display()

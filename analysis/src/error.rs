@@ -78,3 +78,13 @@ pub enum AnalyzeDirError {
     #[error(transparent)]
     Analysis(#[from] AnalysisError),
 }
+
+/// Why an analysis does not start: its trace is too big for the memory of its processes (see
+/// [`crate::memory`]), or the directory cannot be listed.
+#[derive(Debug, Error)]
+pub enum MemoryError {
+    #[error(transparent)]
+    File(#[from] TraceFileError),
+    #[error("{0}")]
+    TooBig(crate::memory::TooBig),
+}

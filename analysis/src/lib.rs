@@ -13,6 +13,10 @@
 //! [`distributed`] runs the passes as one process of many (an MPI program: `mpistat-analyze`),
 //! each reading only its block of ranks.
 //!
+//! [`memory`] estimates what an analysis of a trace directory needs from its files' sizes and
+//! checks it against the memory a process has (the node's or its cgroup's), so that a trace too
+//! big fails clearly, saying how many processes would do, before anything is read.
+//!
 //! [`tracefile`] is the per-rank trace file format (writer and reader); [`builder`] makes synthetic,
 //! causally consistent executions for tests and benchmarks, and [`examples`] the executions they
 //! share.
@@ -28,6 +32,7 @@ pub mod examples;
 pub mod forward;
 pub mod hash;
 pub mod matching;
+pub mod memory;
 pub mod model;
 pub mod patterns;
 pub mod replay;

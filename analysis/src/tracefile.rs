@@ -814,6 +814,26 @@ fn rank_of_file_name(name: &str) -> Option<Rank> {
         .ok()
 }
 
+/// The size in bytes of every rank file of a trace directory (by the rank its name gives), read
+/// from the directory alone: what [`crate::memory`] estimates an analysis's memory from, before
+/// anything is read.
+pub fn rank_file_sizes(dir: &Path) -> Result<Vec<(Rank, u64)>, TraceFileError> {
+    let io = |source| TraceFileError::Io {
+        path: dir.display().to_string(),
+        source,
+    };
+    let mut sizes = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        let Some(rank) = rank_of_file_name(&entry.file_name().to_string_lossy()) else {
+            continue;
+        };
+        sizes.push((rank, entry.metadata().map_err(io)?.len()));
+    }
+    sizes.sort_unstable();
+    Ok(sizes)
+}
+
 /// [`read_dir_with`] for the `wanted` ranks only (one process of a distributed analysis): the
 /// other ranks' event files are not read (a file not named by [`rank_file_name`] is, and dropped
 /// when its rank is not wanted), and only wanted ranks are reported missing. The definitions are

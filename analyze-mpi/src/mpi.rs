@@ -1,5 +1,6 @@
 //! MPI for the analysis: [`World`] implements the analysis's [`Exchange`] with `MPI_Alltoallv`
-//! over `MPI_COMM_WORLD`, through the byte-only C shim `shim.c`.
+//! over `MPI_COMM_WORLD`, through the byte-only C shim `shim.c`, and knows how many processes
+//! share each node (for the memory limit).
 
 use mpistat_analysis::distributed::Exchange;
 use std::os::raw::{c_int, c_void};
@@ -10,6 +11,7 @@ extern "C" {
     fn mpistat_mpi_abort(code: c_int);
     fn mpistat_mpi_rank() -> c_int;
     fn mpistat_mpi_size() -> c_int;
+    fn mpistat_mpi_node_size() -> c_int;
     fn mpistat_mpi_alltoall_int(send: *const c_int, receive: *mut c_int) -> c_int;
     fn mpistat_mpi_alltoallv_bytes(
         send: *const c_void,
@@ -25,6 +27,8 @@ extern "C" {
 pub struct World {
     rank: usize,
     size: usize,
+    /// Processes on this one's node (sharing its memory), this one included.
+    node_size: usize,
 }
 
 impl World {
@@ -36,10 +40,18 @@ impl World {
         }
         // SAFETY: MPI is initialised.
         let (rank, size) = unsafe { (mpistat_mpi_rank(), mpistat_mpi_size()) };
+        // SAFETY: MPI is initialised; every process calls it (a collective).
+        let node_size = unsafe { mpistat_mpi_node_size() };
         Ok(World {
             rank: rank.max(0) as usize,
             size: size.max(1) as usize,
+            node_size: node_size.max(1) as usize,
         })
+    }
+
+    /// How many processes of the analysis share this one's node (and its memory).
+    pub fn node_size(&self) -> usize {
+        self.node_size
     }
 
     /// Ends every process of the job (when one fails where the others cannot know).

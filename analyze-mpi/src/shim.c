@@ -33,3 +33,15 @@ int mpistat_mpi_alltoallv_bytes(const void *send, const int *send_counts, const 
     return MPI_Alltoallv(send, send_counts, send_displs, MPI_BYTE, receive, receive_counts,
                          receive_displs, MPI_BYTE, MPI_COMM_WORLD);
 }
+
+/* How many processes of MPI_COMM_WORLD share this one's node (its memory). */
+int mpistat_mpi_node_size(void) {
+    MPI_Comm node;
+    int size = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) !=
+        MPI_SUCCESS)
+        return 1;
+    MPI_Comm_size(node, &size);
+    MPI_Comm_free(&node);
+    return size;
+}

@@ -11,6 +11,7 @@ use crate::cli::{AnalyzeArgs, AnalyzeFormat};
 use crate::html::escape;
 use mpistat_analysis::analysis::{run_passes_on_dir, summarise, CallpathSummary, Passes};
 use mpistat_analysis::distributed::wait_states_of;
+use mpistat_analysis::memory;
 use mpistat_analysis::model::{Definitions, Module};
 use mpistat_analysis::patterns::Pattern;
 use mpistat_analysis::tracefile::modules_of_dir;
@@ -18,8 +19,20 @@ use mpistat_analysis::Analysis;
 use std::fmt::Write as _;
 use std::io::Write;
 
-/// Reads the trace, analyses it, writes the report to `out` and problems to `err`.
+/// Checks the trace's estimated memory need against the limit (`--memory-limit`, else the site's;
+/// see [`memory`]), reads it, analyses it, writes the report to `out` and problems to `err`.
 pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> anyhow::Result<()> {
+    let setting = args.memory_limit.unwrap_or_else(|| {
+        let path = args
+            .config
+            .clone()
+            .unwrap_or_else(mpistat_site::SiteConfig::path_from_env);
+        mpistat_site::SiteConfig::load(&path)
+            .0
+            .escalation
+            .analysis_memory_bytes
+    });
+    memory::check(&args.trace_dir, 1, memory::limit(setting, 1))?;
     let (mut passes, problems) = run_passes_on_dir(&args.trace_dir, &mut |_| {})?;
     symbolize(&mut passes.definitions, &modules_of_dir(&args.trace_dir));
     for problem in &problems {

@@ -172,10 +172,16 @@ pub struct AnalyzeArgs {
     /// it. Run by the profiler at the end of a traced job, or by a job script or TaskEpilog.
     #[arg(long, conflicts_with = "format")]
     pub send: bool,
-    /// The site configuration for `--send` (default: $MPISTAT_CONFIG, else
+    /// The site configuration for `--send` and the memory limit (default: $MPISTAT_CONFIG, else
     /// /etc/mpistat/site.toml).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Memory the analysis may use, in bytes (default: the site's `[escalation]
+    /// analysis_memory_bytes`; 0 there: 3/4 of the node's or the cgroup's memory). A trace whose
+    /// estimated need is more fails before it is read, saying how many processes of
+    /// `mpistat-analyze` would do.
+    #[arg(long)]
+    pub memory_limit: Option<u64>,
     /// Directory with `definitions.mpt` (or the profiler's `local-NNNNNN.mpt`) and one
     /// `rank-NNNNNN.mpt` per rank.
     pub trace_dir: PathBuf,

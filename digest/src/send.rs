@@ -7,7 +7,8 @@
 //! the real uid), the job is the one named by the key file the profiler wrote into it
 //! ([`JOB_KEY_FILE`], also the caller's own regular file), the analysis runs in a child process
 //! `mpistat analyze --format summary DIR` bounded by the site's `[escalation]
-//! analysis_timeout_seconds` and `analysis_memory_bytes`, at the lowest priority, and its summary
+//! analysis_timeout_seconds` and `analysis_memory_bytes` (see `mpistat_analysis::memory`), at
+//! the lowest priority, and its summary
 //! (or why it failed) goes to the site's syslog socket in lines made by
 //! [`mpistat_record::encode_analysis`], with a bounded wait for a syslog daemon that does not
 //! read.
@@ -30,6 +31,20 @@ pub fn run(dir: &Path, config: &SiteConfig, err: &mut impl std::io::Write) -> an
     lowest_priority();
     let job_key = job_key_of(dir)?;
     let outcome = analyse(&config.escalation, dir);
+    send_outcome(config, job_key, dir, outcome, err)
+}
+
+/// Sends the outcome of the analysis of `dir` (the summary's JSON, or why it failed, which also
+/// goes to `err`) to syslog as the caller's record of job `job_key` (from [`job_key_of`]). Shared
+/// by `mpistat analyze --send` and `mpistat-analyze --send` (the analysis as an MPI program in
+/// the job's allocation), so that the digest gets and checks the same record from both.
+pub fn send_outcome(
+    config: &SiteConfig,
+    job_key: String,
+    dir: &Path,
+    outcome: Result<String, String>,
+    err: &mut impl std::io::Write,
+) -> anyhow::Result<()> {
     if let Err(e) = &outcome {
         writeln!(err, "mpistat: {}: {e}", dir.display())?;
     }
@@ -58,7 +73,7 @@ pub fn run(dir: &Path, config: &SiteConfig, err: &mut impl std::io::Write) -> an
 
 /// The key of the job whose trace `dir` is: the directory and its key file must be the
 /// caller's own (by real uid), neither a symlink.
-fn job_key_of(dir: &Path) -> anyhow::Result<String> {
+pub fn job_key_of(dir: &Path) -> anyhow::Result<String> {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
     let own = |path: &Path, want_dir: bool| -> anyhow::Result<()> {
@@ -109,16 +124,21 @@ fn host_name() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
-/// Run `mpistat analyze --format summary DIR` with the site's time and memory bounds.
+/// Run `mpistat analyze --format summary DIR` with the site's time and memory bounds: the memory
+/// limit is checked against the trace's estimated need before reading (a clear failure), and
+/// the child's address space is capped at twice that plus 1 GiB (threads' stacks and allocator
+/// arenas are address space, not resident) as a backstop.
 fn analyse(rule: &EscalationConfig, dir: &Path) -> Result<String, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find mpistat: {e}"))?;
+    let memory = mpistat_analysis::memory::limit(rule.analysis_memory_bytes, 1);
     let mut cmd = Command::new(exe);
-    cmd.args(["analyze", "--format", "summary"])
+    cmd.args(["analyze", "--format", "summary", "--memory-limit"])
+        .arg(memory.to_string())
         .arg(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let limit = rule.analysis_memory_bytes;
+    let limit = memory.saturating_mul(2).saturating_add(1 << 30);
     {
         use std::os::unix::process::CommandExt;
         // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.

@@ -45,6 +45,7 @@ fn analyze(name: &str, format: AnalyzeFormat, perfetto: Option<PathBuf>) -> (Str
     let args = AnalyzeArgs {
         send: false,
         config: None,
+        memory_limit: None,
         format,
         perfetto,
         trace_dir: dir.clone(),
@@ -106,6 +107,7 @@ fn a_missing_directory_is_a_clear_error() {
         let args = AnalyzeArgs {
             send: false,
             config: None,
+            memory_limit: None,
             format: AnalyzeFormat::Text,
             perfetto: None,
             trace_dir: dir.to_path_buf(),
@@ -199,6 +201,7 @@ fn label_of_own_call_site(build_id: &str) -> String {
     let args = AnalyzeArgs {
         send: false,
         config: None,
+        memory_limit: None,
         format: AnalyzeFormat::Json,
         perfetto: None,
         trace_dir: dir.clone(),

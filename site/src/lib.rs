@@ -123,7 +123,10 @@ pub struct EscalationConfig {
     pub captures: u32,
     pub expiry_days: u64,
     /// Bounds of the analysis of a traced job's trace (`mpistat analyze --send`, run by the
-    /// job's user): time, and address space of the analysing process.
+    /// job's user): time, and memory of each analysing process (`mpistat analyze` and every
+    /// process of `mpistat-analyze`), checked against the trace's estimated need before reading;
+    /// 0: three quarters of the node's memory (or its cgroup's `memory.max`), shared by the
+    /// analysis processes on the node.
     pub analysis_timeout_seconds: u64,
     pub analysis_memory_bytes: u64,
 }
@@ -138,7 +141,7 @@ impl Default for EscalationConfig {
             captures: 1,
             expiry_days: 14,
             analysis_timeout_seconds: 600,
-            analysis_memory_bytes: 4 << 30,
+            analysis_memory_bytes: 0,
         }
     }
 }

@@ -203,3 +203,138 @@ for_each_mpi! {
         assert!(per_rank[1..].iter().all(|&w| w > 0), "{per_rank:?}");
     }
 }
+
+for_each_mpi! {
+    /// The memory bound (issue 17): with a limit each process cannot meet, both forms fail
+    /// before reading, with the numbers and how many processes would do; at that many, the
+    /// parallel analysis under the same limit passes and prints the one-process report.
+    fn a_trace_over_the_memory_limit_fails_clearly_and_enough_processes_pass(mpi) {
+        let _serial = serial();
+        let dir = TempDir::new("parallel-memory");
+        write_dir(dir.path(), &halo(8, 40_000)).unwrap();
+        let sizes = mpistat_analysis::tracefile::rank_file_sizes(dir.path()).unwrap();
+        // What 4 processes need: 2 processes and one are over it.
+        let limit = mpistat_analysis::memory::need(&sizes, 4).per_process;
+        let limit_arg = limit.to_string();
+        let out = Command::new(mpistat_binary())
+            .args(["analyze", "--format", "wait-states", "--memory-limit", &limit_arg])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && out.stdout.is_empty(), "{stderr}");
+        assert!(stderr.contains("a process for these 8 ranks"), "{stderr}");
+        assert!(stderr.contains("with 1 process, limit"), "{stderr}");
+        assert!(
+            stderr.contains("run mpistat-analyze with at least 4 processes"),
+            "{stderr}"
+        );
+        let expected = one_process(dir.path(), "wait-states");
+        let limited = |processes| {
+            Job::new(analyze_mpi(mpi), processes)
+                .mpi(mpi)
+                .arg("--memory-limit")
+                .arg(limit_arg.clone())
+                .arg(dir.path().display().to_string())
+                .bare()
+        };
+        let over = limited(2);
+        assert!(!over.status.success() && over.stdout.is_empty());
+        assert!(
+            over.stderr.contains("with 2 processes, limit")
+                && over.stderr.contains("run mpistat-analyze with at least 4 processes"),
+            "{}",
+            over.stderr
+        );
+        // Process 0 alone says it.
+        assert_eq!(over.stderr.matches("the analysis needs").count(), 1, "{}", over.stderr);
+        let enough = limited(4);
+        enough.assert_success();
+        assert!(enough.stdout == expected, "{}", enough.stdout);
+    }
+}
+
+for_each_mpi! {
+    /// The analysis in the job's allocation, as the job's user (issue 17): Alice's traced job,
+    /// then `mpirun -n 2 mpistat-analyze --send DIR` as her (the batch script's last step); its
+    /// summary reaches syslog as her record, and ingest (as user `mpistat`) stores it as the
+    /// analysis of her job. Mallory's `mpistat-analyze --send` of her directory sends nothing.
+    fn the_parallel_analysis_sends_the_summary_as_the_jobs_user(mpi) {
+        let _serial = serial();
+        let users = ["mpistat-alice", "mpistat-mallory", "mpistat"].map(User::ensure);
+        let [Some(alice), Some(mallory), Some(digest)] = users else {
+            eprintln!("SKIPPED: needs root to make users");
+            return;
+        };
+        let syslogd = Syslogd::start();
+        use std::os::unix::fs::PermissionsExt;
+        let socket_dir = syslogd.socket().parent().unwrap().to_path_buf();
+        std::fs::set_permissions(&socket_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = TempDir::new("parallel-send");
+        let lib = dir.path().join("lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        digest.own(&lib);
+        let site = syslogd.site_config();
+        let mut text = std::fs::read_to_string(&site).unwrap();
+        text.push_str(&format!(
+            "[trace]\nanalyze_at_exit = false\n\
+             [escalation]\nlist = {list:?}\n[database]\npath = {db:?}\n",
+            list = lib.join("escalation.list").display().to_string(),
+            db = lib.join("mpistat.db").display().to_string(),
+        ));
+        std::fs::write(&site, text).unwrap();
+        let site_arg = site.display().to_string();
+
+        let outcome = Job::new(program_for("delays.c", mpi), 4)
+            .mpi(mpi)
+            .as_user(&alice)
+            .env("MPISTAT_TRACE", "1")
+            .arg("20")
+            .arg("4")
+            .arg("2")
+            .arg("3")
+            .profiled(&site);
+        outcome.assert_success();
+        let record = syslogd.single_record();
+        let trace = record.trace.clone().expect("the job was traced");
+        assert!(trace.dir.starts_with(alice.home.to_str().unwrap()), "{}", trace.dir);
+        let send_as = |user: &User| {
+            Job::new(analyze_mpi(mpi), 2)
+                .mpi(mpi)
+                .as_user(user)
+                .arg("--send")
+                .arg("--config")
+                .arg(site_arg.clone())
+                .arg(trace.dir.clone())
+                .bare()
+        };
+        let refused = send_as(&mallory);
+        assert!(!refused.status.success(), "Mallory's --send of Alice's trace succeeded");
+        // The reason names her directory (he cannot even look at it).
+        assert!(refused.stderr.contains(&trace.dir), "{}", refused.stderr);
+        send_as(&alice).assert_success();
+        let analysis = syslogd.wait_for_analysis("of the parallel form", |a| a.job_key == record.key());
+        assert_eq!((analysis.uid, analysis.dir.as_str()), (alice.uid, trace.dir.as_str()));
+        let summary: serde_json::Value =
+            serde_json::from_str(analysis.summary.as_deref().expect("a summary")).unwrap();
+        assert!(summary["wall_s"].as_f64().unwrap() > 0.0, "{summary}");
+        assert!(summary["waiting_percent"].as_f64().unwrap() > 0.0, "{summary}");
+        assert!(!summary["causes"].as_array().unwrap().is_empty(), "{summary}");
+        assert!(summary.to_string().contains("analysed in parallel"), "{summary}");
+
+        // Ingest as `mpistat`: the analysis is filed as Alice's, the same as the one-process one.
+        let log = dir.path().join("records.log");
+        write_trusted_log(&syslogd, &log);
+        let out = mpistat_as(Some(&digest), &["ingest", log.to_str().unwrap()], &site);
+        assert!(out.status.success(), "ingest as {}", digest.name);
+        let db = rusqlite::Connection::open(lib.join("mpistat.db")).unwrap();
+        let analyses: Vec<(String, String, Option<String>)> = db
+            .prepare("SELECT key, user, summary FROM analyses")
+            .unwrap()
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(analyses, vec![(record.key(), alice.name.clone(), analysis.summary.clone())]);
+    }
+}

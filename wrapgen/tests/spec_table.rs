@@ -27,32 +27,15 @@ fn generated_files_are_fresh() {
     }
 }
 
-/// The directories holding `family`'s mpi.h, as the profiler's build script finds them, or
-/// `None` when that family is not installed.
+/// The directories holding `family`'s mpi.h, as the profiler's build script finds them (crate
+/// `mpistat-build-mpi`), or `None` when that family is not installed.
 fn mpi_include_dirs(family: Family) -> Option<Vec<String>> {
-    let (var, program, args): (&str, &str, &[&str]) = match family {
-        Family::OpenMpi => ("MPISTAT_MPI_INCLUDE", "mpicc", &["--showme:incdirs"]),
-        Family::Mpich => ("MPISTAT_MPICH_INCLUDE", "mpicc.mpich", &["-show"]),
+    let family = match family {
+        Family::OpenMpi => mpistat_build_mpi::Family::OpenMpi,
+        Family::Mpich => mpistat_build_mpi::Family::Mpich,
     };
-    if let Ok(dirs) = std::env::var(var) {
-        return Some(
-            std::env::split_paths(&dirs)
-                .map(|p| p.display().to_string())
-                .collect(),
-        );
-    }
-    let out = Command::new(program).args(args).output().ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let words = String::from_utf8_lossy(&out.stdout).into_owned();
-    let words = words.split_whitespace().map(String::from);
-    Some(match family {
-        Family::OpenMpi => words.collect(),
-        Family::Mpich => words
-            .filter_map(|w| w.strip_prefix("-I").map(String::from))
-            .collect(),
-    })
+    let dirs = family.include_dirs()?;
+    Some(dirs.iter().map(|p| p.display().to_string()).collect())
 }
 
 /// `family`'s mpi.h as the C compiler sees it: comments gone, conditionals resolved (e.g. the

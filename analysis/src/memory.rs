@@ -1,0 +1,288 @@
+//! The analysis's memory, bounded before anything is read: what an analysis of a trace directory
+//! needs per process, estimated from its rank files' sizes ([`need`]), the memory a process may
+//! use ([`limit`]: the site's setting, else a share of the node's memory or of its cgroup's
+//! `memory.max`), and the clear failure when the need is over the limit, saying how many
+//! processes would do ([`check`], [`TooBig`]). A trace too big for its processes then fails with
+//! numbers, never by the kernel's OOM killer in the middle of the reading.
+//!
+//! The figures are measured by `bench/parallel_analysis.sh` (resident bytes per event, one
+//! process and per process of `mpistat-analyze`), and rounded up.
+
+use crate::distributed::Blocks;
+use crate::error::MemoryError;
+use crate::model::Rank;
+use crate::tracefile::rank_file_sizes;
+use std::fmt;
+use std::path::Path;
+
+/// Resident bytes an analysis process holds per trace event of its ranks (timelines, call paths,
+/// matching, wait states, replay state). Measured on the halo traces of
+/// `bench/parallel_analysis.sh`: 106 in one process (all passes), 63 per process of
+/// `mpistat-analyze` (up to the forward replay); rounded up to cover all passes in both forms.
+pub const BYTES_PER_EVENT: u64 = 128;
+
+/// Trace-file bytes per event the estimate assumes: events are about 4 bytes on disk (varints;
+/// an exit takes 2), so `file bytes / 3` over-counts them a little, never by much.
+pub const FILE_BYTES_PER_EVENT: u64 = 3;
+
+/// What a process holds besides its events: code, the MPI library, definitions, the file being
+/// decoded, exchange buffers.
+pub const BASE_BYTES: u64 = 64 << 20;
+
+/// The share of the node's memory (or its cgroup's) the analysis processes on a node may use
+/// together when the site sets no limit: three quarters, leaving room for the system, page
+/// cache, and a job step still ending.
+pub const NODE_SHARE: (u64, u64) = (3, 4);
+
+/// What the analysis of a trace needs, estimated from its files' sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Need {
+    /// The world size the rank files name (the highest rank + 1).
+    pub ranks: u32,
+    /// Estimated events in all rank files.
+    pub events: u64,
+    /// Analysis processes (each reads one block of ranks).
+    pub processes: usize,
+    /// Estimated resident bytes of the process with the largest block.
+    pub per_process: u64,
+}
+
+/// The estimate for `processes` analysis processes of rank files of these sizes (rank, bytes).
+pub fn need(sizes: &[(Rank, u64)], processes: usize) -> Need {
+    let processes = processes.max(1);
+    let ranks = sizes.iter().map(|&(rank, _)| rank + 1).max().unwrap_or(0);
+    let blocks = Blocks { ranks, processes };
+    let mut per_block = vec![0u64; processes];
+    for &(rank, bytes) in sizes {
+        per_block[blocks.owner(rank)] += bytes;
+    }
+    let events = |bytes: u64| bytes / FILE_BYTES_PER_EVENT;
+    let largest = per_block.iter().copied().max().unwrap_or(0);
+    Need {
+        ranks,
+        events: events(sizes.iter().map(|&(_, bytes)| bytes).sum()),
+        processes,
+        per_process: BASE_BYTES.saturating_add(events(largest).saturating_mul(BYTES_PER_EVENT)),
+    }
+}
+
+/// The fewest processes, at least `from`, whose largest block fits in `limit`; `None` when even
+/// one rank per process does not.
+pub fn processes_needed(sizes: &[(Rank, u64)], from: usize, limit: u64) -> Option<usize> {
+    let fits = |n: usize| need(sizes, n).per_process <= limit;
+    let most = (need(sizes, 1).ranks as usize).max(from);
+    if !fits(most) {
+        return None;
+    }
+    // The largest block shrinks with more processes, nearly monotonically (block edges move):
+    // bisect, then step up to a count that fits.
+    let (mut low, mut high) = (from, most);
+    while low < high {
+        let middle = low + (high - low) / 2;
+        if fits(middle) {
+            high = middle;
+        } else {
+            low = middle + 1;
+        }
+    }
+    (low..=most).find(|&n| fits(n))
+}
+
+/// A trace too big for the memory its analysis processes have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooBig {
+    /// The trace directory.
+    pub dir: String,
+    pub need: Need,
+    /// The memory one process may use.
+    pub limit: u64,
+    /// The fewest processes that would do, if any.
+    pub enough: Option<usize>,
+}
+
+/// Bytes for people: `512 MiB`, `3.2 GiB`.
+pub fn human(bytes: u64) -> String {
+    const GIB: f64 = (1u64 << 30) as f64;
+    if bytes >= 1 << 30 {
+        format!("{:.1} GiB", bytes as f64 / GIB)
+    } else {
+        format!("{} MiB", bytes.div_ceil(1 << 20))
+    }
+}
+
+impl fmt::Display for TooBig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Need {
+            ranks,
+            events,
+            processes,
+            per_process,
+        } = self.need;
+        write!(
+            f,
+            "{}: the analysis needs ~{} a process for these {ranks} ranks (~{:.1} M events) with \
+             {} process{}, limit {}: ",
+            self.dir,
+            human(per_process),
+            events as f64 / 1e6,
+            processes,
+            if processes == 1 { "" } else { "es" },
+            human(self.limit),
+        )?;
+        match self.enough {
+            Some(n) => write!(
+                f,
+                "run mpistat-analyze with at least {n} processes (mpirun -n {n} or srun -n {n} \
+                 mpistat-analyze DIR), or give each more memory ([escalation] \
+                 analysis_memory_bytes, --memory-limit)"
+            ),
+            None => write!(
+                f,
+                "even one rank per process is more than that; give each process more memory \
+                 ([escalation] analysis_memory_bytes, --memory-limit)"
+            ),
+        }
+    }
+}
+
+/// Checks that `processes` processes with `limit` bytes each can analyse the trace in `dir`
+/// (from its files' sizes, nothing is read). Every process of a distributed analysis comes to
+/// the same verdict from the same directory, without talking.
+pub fn check(dir: &Path, processes: usize, limit: u64) -> Result<Need, MemoryError> {
+    let sizes = rank_file_sizes(dir)?;
+    let estimate = need(&sizes, processes);
+    if estimate.per_process <= limit {
+        return Ok(estimate);
+    }
+    Err(MemoryError::TooBig(TooBig {
+        dir: dir.display().to_string(),
+        need: estimate,
+        limit,
+        enough: processes_needed(&sizes, processes + 1, limit),
+    }))
+}
+
+/// The memory one analysis process may use: `setting` bytes when the site sets it (non-zero),
+/// else [`NODE_SHARE`] of the node's memory, or of its cgroup's `memory.max` when that is less
+/// (a Slurm job's or a container's share), divided among the `sharing` analysis processes on
+/// the node.
+pub fn limit(setting: u64, sharing: usize) -> u64 {
+    if setting > 0 {
+        return setting;
+    }
+    let node = [node_memory(), cgroup_memory_max()]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(u64::MAX);
+    let (part, whole) = NODE_SHARE;
+    (node / whole).saturating_mul(part) / sharing.max(1) as u64
+}
+
+/// `MemTotal` of `/proc/meminfo`, in bytes.
+fn node_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The smallest `memory.max` of this process's cgroup (v2) and its ancestors; `None` when none
+/// is set (`max`) or there is no cgroup v2.
+fn cgroup_memory_max() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let mut dir = Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+    let mut smallest: Option<u64> = None;
+    loop {
+        if let Ok(value) = std::fs::read_to_string(dir.join("memory.max")) {
+            if let Ok(bytes) = value.trim().parse::<u64>() {
+                smallest = Some(smallest.map_or(bytes, |s| s.min(bytes)));
+            }
+        }
+        if dir == Path::new("/sys/fs/cgroup") || !dir.pop() {
+            return smallest;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn the_need_shrinks_with_the_processes() {
+        // 64 ranks of 30 MiB files: ~10 M events each.
+        let sizes: Vec<(Rank, u64)> = (0..64).map(|r| (r, 30 * MIB)).collect();
+        let one = need(&sizes, 1);
+        assert_eq!((one.ranks, one.events), (64, 64 * 10 * MIB));
+        assert_eq!(
+            one.per_process,
+            BASE_BYTES + 64 * 10 * MIB * BYTES_PER_EVENT
+        );
+        let four = need(&sizes, 4);
+        assert_eq!(
+            four.per_process,
+            BASE_BYTES + 16 * 10 * MIB * BYTES_PER_EVENT
+        );
+        // 1280 MiB a rank: a limit of two ranks a process means 32 processes.
+        let limit = BASE_BYTES + 2 * 10 * MIB * BYTES_PER_EVENT;
+        assert_eq!(processes_needed(&sizes, 2, limit), Some(32));
+        assert_eq!(processes_needed(&sizes, 2, BASE_BYTES), None);
+    }
+
+    #[test]
+    fn too_big_says_the_numbers_and_how_many_processes_would_do() {
+        let message = TooBig {
+            dir: "/home/alice/trace".into(),
+            need: Need {
+                ranks: 1024,
+                events: 2_000_000_000,
+                processes: 1,
+                per_process: 240 << 30,
+            },
+            limit: 6 << 30,
+            enough: Some(41),
+        }
+        .to_string();
+        assert!(
+            message.starts_with(
+                "/home/alice/trace: the analysis needs ~240.0 GiB a process for these 1024 \
+                 ranks (~2000.0 M events) with 1 process, limit 6.0 GiB: run mpistat-analyze with at least 41 \
+                 processes"
+            ),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn the_default_limit_is_a_share_of_the_node() {
+        assert_eq!(limit(5 << 30, 4), 5 << 30, "the site's setting as it is");
+        let node = node_memory().expect("/proc/meminfo");
+        let alone = limit(0, 1);
+        assert!(alone > 0 && alone <= node / 4 * 3, "{alone} of {node}");
+        assert_eq!(limit(0, 4), alone / 4);
+    }
+
+    proptest! {
+        #[test]
+        fn the_processes_said_to_do_fit(
+            sizes in proptest::collection::vec(0..64 * MIB, 1..200),
+            limit in 0..4096 * MIB,
+            from in 1usize..8,
+        ) {
+            let sizes: Vec<(Rank, u64)> =
+                sizes.into_iter().enumerate().map(|(r, b)| (r as Rank, b)).collect();
+            match processes_needed(&sizes, from, limit) {
+                Some(n) => {
+                    prop_assert!(n >= from);
+                    prop_assert!(need(&sizes, n).per_process <= limit);
+                }
+                None => prop_assert!(need(&sizes, sizes.len().max(from)).per_process > limit),
+            }
+        }
+    }
+}
