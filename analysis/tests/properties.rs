@@ -2,9 +2,10 @@
 //! activity graph of Korkhov et al. (Algorithms 2023, seed 004), whose longest path is the
 //! critical path.
 
-use mpistat_analysis::analysis::run_passes_on_dir;
+use mpistat_analysis::analysis::{run_passes_on_dir, summarise};
 use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
 use mpistat_analysis::distributed::{wait_states_of, wait_states_on_threads};
+use mpistat_analysis::distributed_replay::analysis_on_threads;
 use mpistat_analysis::model::{EventKind, MpiClass, RegionRole, Trace};
 use mpistat_analysis::tracefile::write_dir;
 use mpistat_analysis::{analyze, Analysis};
@@ -370,6 +371,32 @@ proptest! {
         for processes in 1..=(trace.ranks.len() + 1) {
             let report = wait_states_on_threads(&dir, processes).unwrap();
             prop_assert_eq!(&report, &expected, "{} processes", processes);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(60))]
+
+    /// The whole distributed analysis (backward replay, critical path, metrics) on threads
+    /// standing in for MPI processes: the one-process result bit for bit (compared as JSON,
+    /// which writes every bit of a float), for any number of processes; its delay costs add up
+    /// to the waiting time and its critical path is as long as the run.
+    #[test]
+    fn distributed_analysis_equals_one_process(trace in execution()) {
+        let dir = case_dir();
+        write_dir(&dir, &trace).unwrap();
+        let (passes, _) = run_passes_on_dir(&dir, &mut |_| {}).unwrap();
+        let expected = serde_json::to_string(&summarise(&passes)).unwrap();
+        for processes in 1..=(trace.ranks.len() + 1) {
+            let analysis = analysis_on_threads(&dir, processes).unwrap();
+            let totals = analysis.totals();
+            let costs = totals.delay_short_term + totals.delay_long_term;
+            prop_assert!((costs - analysis.total_waiting).abs() <= 1e-6 * (1.0 + analysis.total_waiting),
+                "{} processes: costs {costs} waiting {}", processes, analysis.total_waiting);
+            prop_assert_eq!(critical_length(&analysis), analysis.wall(), "{} processes", processes);
+            prop_assert_eq!(serde_json::to_string(&analysis).unwrap(), expected.clone(), "{} processes", processes);
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }
