@@ -1,24 +1,26 @@
 //! `mpistat-analyze TRACE_DIR`: the trace analysis as an MPI program (`mpirun -n N
 //! mpistat-analyze DIR`). Each process reads only its block of ranks; the processes exchange what
-//! the traced messages and collectives carried (crate `mpistat-analysis`, module `distributed`),
-//! and process 0 prints the report, the same as `mpistat analyze` prints.
-//!
-//! First milestone: the forward replay's wait states (`--format wait-states`, as `mpistat analyze
-//! --format wait-states`).
+//! the traced messages and collectives carried (crate `mpistat-analysis`, modules `distributed`
+//! and `distributed_replay`), and process 0 prints the report, the same as `mpistat analyze`
+//! prints (`--format text`, `json`, `html` and `wait-states`, rendered by the same code).
 
 mod mpi;
 
 use clap::{Parser, ValueEnum};
 use mpistat_analysis::distributed::{forward_on_dir, gather_wait_states, Exchange};
+use mpistat_analysis::distributed_replay::analyze;
 use mpistat_analysis::error::{AnalysisError, AnalyzeDirError};
 use mpistat_analysis::tracefile::modules_of_dir;
-use mpistat_digest::analyze::symbolize;
+use mpistat_digest::analyze::{html, json, symbolize, text};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum Format {
+    Text,
+    Json,
+    Html,
     /// The forward replay's wait states, one per row (JSON).
     WaitStates,
 }
@@ -28,7 +30,7 @@ enum Format {
 #[command(name = "mpistat-analyze", version)]
 struct Args {
     /// Report format.
-    #[arg(long, value_enum, default_value_t = Format::WaitStates)]
+    #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
     /// Directory with `definitions.mpt` (or the profiler's `local-NNNNNN.mpt`) and one
     /// `rank-NNNNNN.mpt` per rank.
@@ -44,11 +46,21 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
         // Call sites as source lines, as `mpistat analyze` shows them.
         symbolize(&mut local.definitions, &modules_of_dir(&args.trace_dir));
     }
-    if let Some(report) = gather_wait_states(&local, world) {
-        let mut out = std::io::stdout().lock();
-        match args.format {
-            Format::WaitStates => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
-        }
+    let report = match args.format {
+        Format::WaitStates => gather_wait_states(&local, world)
+            .map(|report| serde_json::to_string_pretty(&report).map(|json| json + "\n"))
+            .transpose()?,
+        format => match analyze(&local, world)? {
+            Some(analysis) => Some(match format {
+                Format::Json => json(&analysis)?,
+                Format::Html => html(&analysis),
+                _ => text(&analysis),
+            }),
+            None => None,
+        },
+    };
+    if let Some(report) = report {
+        std::io::stdout().lock().write_all(report.as_bytes())?;
     }
     Ok(())
 }
