@@ -19,11 +19,13 @@
 //!   process 0 gathers them and the critical path and finishes the summary as one process does
 //!   ([`crate::analysis::summarise_ranks`]).
 
-use crate::analysis::{rank_metrics, summarise_ranks, Analysis, Metrics, RankCells, RankResults};
 use crate::analysis::Whole;
+use crate::analysis::{rank_metrics, summarise_ranks, Analysis, Metrics, RankCells, RankResults};
 use crate::backward::{interval, unsplit, DelayProgram, Delays, Peers, Profile, WaiterSide};
 use crate::critical::{in_time_order, start, Ranks, Segment, Token};
-use crate::distributed::{all_gather, forward_on_dir, Exchange, In, LocalForward, Out, ThreadExchange};
+use crate::distributed::{
+    all_gather, forward_on_dir, Exchange, In, LocalForward, Out, ThreadExchange,
+};
 use crate::error::{AnalysisError, AnalyzeDirError};
 use crate::forward::WaitState;
 use crate::hash::FastMap;
@@ -83,7 +85,9 @@ impl ProcessPeers<'_> {
                 long_term: input.f64(),
                 window_start: input.u64(),
             };
-            let profile = (0..input.u32()).map(|_| (input.u32(), input.f64())).collect();
+            let profile = (0..input.u32())
+                .map(|_| (input.u32(), input.f64()))
+                .collect();
             self.deliver(instance, Contribution { side, profile }, woken);
         }
     }
@@ -280,7 +284,8 @@ pub fn backward(local: &LocalForward, exchange: &impl Exchange) -> Result<Delays
     for bytes in exchange.all_to_all(outgoing.into_iter().map(|o| o.0).collect()) {
         let mut input = In { bytes: &bytes };
         while input.more() {
-            let (rank, wait, direct, indirect) = (input.u32(), input.u32(), input.f64(), input.f64());
+            let (rank, wait, direct, indirect) =
+                (input.u32(), input.u32(), input.f64(), input.f64());
             delays.splits[(rank - first) as usize][wait as usize].add(direct, indirect);
         }
     }
@@ -344,7 +349,9 @@ pub fn critical_path(local: &LocalForward, exchange: &impl Exchange) -> Vec<(u64
                     put_token(&mut out, token, sequence);
                     outgoing[local.blocks.owner(token.rank)] = out.0;
                 }
-                None => outgoing.iter_mut().for_each(|o| *o = Out::default().u32(0).0.clone()),
+                None => outgoing
+                    .iter_mut()
+                    .for_each(|o| *o = Out::default().u32(0).0.clone()),
             }
         }
         let mut ended = false;

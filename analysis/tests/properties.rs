@@ -6,6 +6,7 @@ use mpistat_analysis::analysis::{run_passes_on_dir, summarise};
 use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
 use mpistat_analysis::distributed::{wait_states_of, wait_states_on_threads};
 use mpistat_analysis::distributed_replay::analysis_on_threads;
+use mpistat_analysis::examples::{MixedRegions, ROUTINES};
 use mpistat_analysis::model::{EventKind, MpiClass, RegionRole, Trace};
 use mpistat_analysis::tracefile::write_dir;
 use mpistat_analysis::{analyze, Analysis};
@@ -35,14 +36,6 @@ enum Step {
     },
 }
 
-const ROUTINES: [&str; 5] = [
-    "MPI_Barrier",
-    "MPI_Allreduce",
-    "MPI_Bcast",
-    "MPI_Reduce",
-    "MPI_Gather",
-];
-
 fn step(ranks: u32) -> impl Strategy<Value = Step> {
     prop_oneof![
         3 => (0..ranks, 0..3usize, 0..20u64).prop_map(|(rank, region, duration)| Step::Compute { rank, region, duration }),
@@ -64,18 +57,7 @@ fn execution() -> impl Strategy<Value = Trace> {
 fn build(ranks: u32, steps: &[Step]) -> Trace {
     let mut b = ExecutionBuilder::new(ranks);
     let init = b.region("MPI_Barrier", "init");
-    let users = [
-        b.region("solve", ""),
-        b.region("exchange_prep", ""),
-        b.region("io", ""),
-    ];
-    let (send, ssend, recv) = (
-        b.region("MPI_Send", "p.c:1"),
-        b.region("MPI_Ssend", "p.c:2"),
-        b.region("MPI_Recv", "p.c:3"),
-    );
-    let routines: Vec<_> = ROUTINES.iter().map(|r| b.region(r, "p.c:9")).collect();
-    let half = b.communicator((0..ranks).step_by(2).collect());
+    let regions = MixedRegions::new(&mut b, "p.c");
     b.collective(WORLD, init, None, 1);
     for step in steps {
         match *step {
@@ -83,38 +65,20 @@ fn build(ranks: u32, steps: &[Step]) -> Trace {
                 rank,
                 region,
                 duration,
-            } => b.compute(rank, users[region], duration),
+            } => b.compute(rank, regions.users[region], duration),
             Step::Message {
                 from,
                 to,
                 synchronous,
                 send_cost,
                 recv_cost,
-            } => {
-                let site = if synchronous { ssend } else { send };
-                b.message(
-                    (from, site),
-                    (to, recv),
-                    0,
-                    8,
-                    synchronous,
-                    send_cost,
-                    recv_cost,
-                );
-            }
+            } => regions.message(&mut b, (from, to), synchronous, (send_cost, recv_cost)),
             Step::Collective {
                 routine,
                 root,
                 on_half,
                 cost,
-            } => {
-                let (comm, root) = if on_half {
-                    (half, root - root % 2)
-                } else {
-                    (WORLD, root)
-                };
-                b.collective(comm, routines[routine], Some(root), cost);
-            }
+            } => regions.collective(&mut b, routine, root, on_half, cost),
         }
     }
     b.finish()

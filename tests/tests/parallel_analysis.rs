@@ -112,9 +112,15 @@ fn assert_properties(name: &str, report: &serde_json::Value, one_clock: bool) {
     let waiting = report["total_waiting"].as_f64().unwrap();
     let tolerance = 1e-6 * (1.0 + waiting);
     let costs = sum("delay_short_term") + sum("delay_long_term");
-    assert!((costs - waiting).abs() <= tolerance, "{name}: costs {costs}, waiting {waiting}");
+    assert!(
+        (costs - waiting).abs() <= tolerance,
+        "{name}: costs {costs}, waiting {waiting}"
+    );
     let split = sum("direct_waiting") + sum("indirect_waiting");
-    assert!((split - waiting).abs() <= tolerance, "{name}: split {split}, waiting {waiting}");
+    assert!(
+        (split - waiting).abs() <= tolerance,
+        "{name}: split {split}, waiting {waiting}"
+    );
     if !one_clock {
         return;
     }
@@ -125,7 +131,10 @@ fn assert_properties(name: &str, report: &serde_json::Value, one_clock: bool) {
         .map(|s| s["end"].as_u64().unwrap() - s["start"].as_u64().unwrap())
         .sum();
     let wall = report["end"].as_u64().unwrap() - report["start"].as_u64().unwrap();
-    assert_eq!(critical, wall, "{name}: the critical path is as long as the run");
+    assert_eq!(
+        critical, wall,
+        "{name}: the critical path is as long as the run"
+    );
 }
 
 /// The waiting time per rank and in all, from the wait-states report.
