@@ -157,13 +157,15 @@ impl Peers for ProcessPeers<'_> {
     }
 }
 
-/// Per rank of this process, the instances where it caused waiting, (operation, instance) in
-/// order; and the gates of those instances with the number of waiters each. Every wait state
+/// Per rank of a process, the instances where it caused waiting: (operation, instance), in order.
+type Caused = Vec<Vec<(u32, InstanceId)>>;
+
+/// Per rank of this process, the instances where it caused waiting; and the gates of those instances with the number of waiters each. Every wait state
 /// registers with its cause's process.
 fn register(
     local: &LocalForward,
     exchange: &impl Exchange,
-) -> (Vec<Vec<(u32, InstanceId)>>, FastMap<InstanceId, Gate>) {
+) -> (Caused, FastMap<InstanceId, Gate>) {
     let mut outgoing: Vec<Out> = (0..exchange.processes()).map(|_| Out::default()).collect();
     for wait in local.waits.iter().flatten() {
         outgoing[local.blocks.owner(wait.cause.rank)]
@@ -172,7 +174,7 @@ fn register(
             .u32(wait.instance);
     }
     let first = local.blocks.first(local.process);
-    let mut caused = vec![Vec::new(); local.timelines.len()];
+    let mut caused: Caused = vec![Vec::new(); local.timelines.len()];
     let mut gates: FastMap<InstanceId, Gate> = FastMap::default();
     for bytes in exchange.all_to_all(outgoing.into_iter().map(|o| o.0).collect()) {
         let mut input = In { bytes: &bytes };
