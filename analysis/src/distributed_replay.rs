@@ -160,12 +160,10 @@ impl Peers for ProcessPeers<'_> {
 /// Per rank of a process, the instances where it caused waiting: (operation, instance), in order.
 type Caused = Vec<Vec<(u32, InstanceId)>>;
 
-/// Per rank of this process, the instances where it caused waiting; and the gates of those instances with the number of waiters each. Every wait state
-/// registers with its cause's process.
-fn register(
-    local: &LocalForward,
-    exchange: &impl Exchange,
-) -> (Caused, FastMap<InstanceId, Gate>) {
+/// Per rank of this process, the instances where it caused waiting; and the gates of those
+/// instances with the number of waiters each. Every wait state registers with its cause's
+/// process.
+fn register(local: &LocalForward, exchange: &impl Exchange) -> (Caused, FastMap<InstanceId, Gate>) {
     let mut outgoing: Vec<Out> = (0..exchange.processes()).map(|_| Out::default()).collect();
     for wait in local.waits.iter().flatten() {
         outgoing[local.blocks.owner(wait.cause.rank)]
