@@ -12,9 +12,11 @@
 //!   one collective at most) and how many waiters each instance has. A cause takes its waiters
 //!   in rank order, so its costs add up in the one-process order. At the end the splits
 //!   (direct, indirect) go back to the waiters' processes.
-//! * Critical path: the one-process walk ([`crate::critical::Ranks::walk`]) on each process's
-//!   ranks; where the path moves to a rank held elsewhere, the walk's [`Token`] goes there in the
-//!   next round.
+//! * Critical path, in the same rounds: the one-process walk ([`crate::critical::Ranks::walk`])
+//!   on each process's ranks; where the path moves to a rank held elsewhere, the walk's [`Token`]
+//!   goes there with the round's sides. Each round's buffers also carry every process's count of
+//!   programs left and sides sent, which ends the rounds (or finds the replay stalled): one
+//!   all-to-all per round.
 //! * Metrics: each process computes its ranks' metrics ([`crate::analysis::rank_metrics`]);
 //!   process 0 gathers them and the critical path and finishes the summary as one process does
 //!   ([`crate::analysis::summarise_ranks`]).
@@ -191,71 +193,250 @@ fn register(local: &LocalForward, exchange: &impl Exchange) -> (Caused, FastMap<
     (caused, gates)
 }
 
-/// The backward replay of this process's ranks together with the other processes: their delay
-/// costs and wait-state splits, indexed by this process's ranks.
-pub fn backward(local: &LocalForward, exchange: &impl Exchange) -> Result<Delays, AnalysisError> {
-    let processes = exchange.processes();
-    let first = local.blocks.first(local.process);
-    let (caused, gates) = register(local, exchange);
-    let mut programs: Vec<(DelayProgram, bool)> = (local.timelines.iter())
-        .zip(&local.waits)
-        .zip(&caused)
-        .enumerate()
-        .map(|(index, ((timeline, waits), caused))| {
-            let program = DelayProgram::new(first + index as Rank, timeline, waits, caused);
-            (program, false)
-        })
-        .collect();
-    let mut peers = ProcessPeers {
-        local,
-        first,
-        gates,
-        outgoing: Vec::new(),
-        sent: 0,
-        profile: Profile::new(),
-    };
-    let mut ready: Vec<Rank> = (first..first + programs.len() as Rank).rev().collect();
-    let mut remaining = programs.len() as u64;
-    let mut woken = Vec::new();
-    loop {
-        peers.outgoing = (0..processes).map(|_| Out::default()).collect();
-        while let Some(rank) = ready.pop() {
-            let (program, done) = &mut programs[(rank - first) as usize];
-            match program.resume(&mut peers, &mut woken) {
+/// This process's side of the backward replay: its ranks' programs and their peers.
+struct Backward<'a> {
+    first: Rank,
+    /// Each program with whether it is done.
+    programs: Vec<(DelayProgram<'a>, bool)>,
+    peers: ProcessPeers<'a>,
+    ready: Vec<Rank>,
+    /// Programs not done yet.
+    remaining: u64,
+    woken: Vec<Rank>,
+}
+
+impl<'a> Backward<'a> {
+    fn new(local: &'a LocalForward, caused: &'a Caused, gates: FastMap<InstanceId, Gate>) -> Self {
+        let first = local.blocks.first(local.process);
+        let programs: Vec<(DelayProgram, bool)> = (local.timelines.iter())
+            .zip(&local.waits)
+            .zip(caused)
+            .enumerate()
+            .map(|(index, ((timeline, waits), caused))| {
+                let program = DelayProgram::new(first + index as Rank, timeline, waits, caused);
+                (program, false)
+            })
+            .collect();
+        Backward {
+            first,
+            ready: (first..first + programs.len() as Rank).rev().collect(),
+            remaining: programs.len() as u64,
+            programs,
+            peers: ProcessPeers {
+                local,
+                first,
+                gates,
+                outgoing: Vec::new(),
+                sent: 0,
+                profile: Profile::new(),
+            },
+            woken: Vec::new(),
+        }
+    }
+
+    /// Runs the ready programs until each is done or parked; the sides for other processes go
+    /// into `outgoing` (one buffer per process).
+    fn run(&mut self, outgoing: Vec<Out>) -> Vec<Out> {
+        self.peers.outgoing = outgoing;
+        while let Some(rank) = self.ready.pop() {
+            let (program, done) = &mut self.programs[(rank - self.first) as usize];
+            match program.resume(&mut self.peers, &mut self.woken) {
                 Progress::Done => {
                     *done = true;
-                    remaining -= 1;
+                    self.remaining -= 1;
                 }
                 Progress::Blocked(instance) => {
-                    if let Some(gate) = peers.gates.get_mut(&instance) {
+                    if let Some(gate) = self.peers.gates.get_mut(&instance) {
                         gate.parked = Some(rank);
                     }
                 }
             }
-            ready.append(&mut woken);
+            self.ready.append(&mut self.woken);
         }
-        let outgoing = std::mem::take(&mut peers.outgoing);
+        std::mem::take(&mut self.peers.outgoing)
+    }
+
+    fn receive(&mut self, input: &[u8]) {
+        self.peers.receive(input, &mut self.woken);
+        self.ready.append(&mut self.woken);
+    }
+
+    /// The ranks whose programs are not done.
+    fn stuck(&self) -> impl Iterator<Item = Rank> + '_ {
+        (self.first..)
+            .zip(&self.programs)
+            .filter(|(_, (_, done))| !done)
+            .map(|(rank, _)| rank)
+    }
+
+    /// The delay costs and splits of this process's ranks: each cause's splits go back to its
+    /// waiters' processes.
+    fn finish(self, local: &LocalForward, exchange: &impl Exchange) -> Delays {
+        let mut delays = Delays::default();
+        let mut outgoing: Vec<Out> = (0..exchange.processes()).map(|_| Out::default()).collect();
+        for (program, _) in self.programs {
+            let (costs, long_term, splits) = program.finish();
+            delays.costs.push(costs);
+            delays.splits.push(unsplit(&long_term));
+            for (rank, wait, direct, indirect) in splits {
+                outgoing[local.blocks.owner(rank)]
+                    .u32(rank)
+                    .u32(wait)
+                    .f64(direct)
+                    .f64(indirect);
+            }
+        }
         for bytes in exchange.all_to_all(outgoing.into_iter().map(|o| o.0).collect()) {
-            peers.receive(&bytes, &mut woken);
-            ready.append(&mut woken);
+            let mut input = In { bytes: &bytes };
+            while input.more() {
+                let (rank, wait) = (input.u32(), input.u32());
+                let (direct, indirect) = (input.f64(), input.f64());
+                delays.splits[(rank - self.first) as usize][wait as usize].add(direct, indirect);
+            }
         }
-        let counts = Out::default().u64(remaining).u64(peers.sent).0.clone();
-        peers.sent = 0;
-        let (mut left, mut sent) = (0, 0);
-        for bytes in all_gather(exchange, counts) {
+        delays
+    }
+}
+
+/// This process's side of the critical-path walk.
+struct Walk<'a> {
+    ranks: Ranks<'a>,
+    /// The token, when it is here, with the number of segments walked before it.
+    holding: Option<(Token, u64)>,
+    /// The segments walked here, each with its place in the walk (from the end of the run
+    /// backwards; empty ones included).
+    segments: Vec<(u64, Segment)>,
+    walked: Vec<Segment>,
+    ended: bool,
+}
+
+/// What a round's buffer says of the walk.
+const WALK_ON: u32 = 0;
+const WALK_TOKEN: u32 = 1;
+const WALK_ENDED: u32 = 2;
+
+impl<'a> Walk<'a> {
+    /// Where the walk starts: every process gathers the ranks' ends and the number of wait
+    /// states, and so finds the same start.
+    fn new(local: &'a LocalForward, exchange: &impl Exchange) -> Self {
+        let first = local.blocks.first(local.process);
+        let mut mine = Out::default();
+        mine.u64(local.waits.iter().map(Vec::len).sum::<usize>() as u64);
+        for (rank, timeline) in (first..).zip(&local.timelines) {
+            mine.u32(rank).u64(timeline.end);
+        }
+        let (mut waits, mut ends) = (0usize, Vec::new());
+        for bytes in all_gather(exchange, mine.0) {
+            let mut input = In { bytes: &bytes };
+            waits += input.u64() as usize;
+            while input.more() {
+                ends.push((input.u32(), input.u64()));
+            }
+        }
+        let token = start(ends.into_iter(), waits);
+        Walk {
+            ranks: Ranks::new(first, &local.timelines, &local.waits),
+            holding: token
+                .filter(|t| local.blocks.owner(t.rank) == local.process)
+                .map(|t| (t, 0)),
+            segments: Vec::new(),
+            walked: Vec::new(),
+            ended: token.is_none(),
+        }
+    }
+
+    /// Walks on if the token is here; then starts each process's buffer with what it needs to
+    /// know of the walk: the token for its owner, or that the walk ended.
+    fn run(&mut self, local: &LocalForward, outgoing: &mut [Out]) {
+        let mut said = vec![WALK_ON; outgoing.len()];
+        let mut token_for = None;
+        if let Some((token, mut sequence)) = self.holding.take() {
+            let next = self.ranks.walk(token, &mut self.walked);
+            for segment in self.walked.drain(..) {
+                self.segments.push((sequence, segment));
+                sequence += 1;
+            }
+            match next {
+                Some(token) => {
+                    let owner = local.blocks.owner(token.rank);
+                    said[owner] = WALK_TOKEN;
+                    token_for = Some((owner, token, sequence));
+                }
+                None => said.fill(WALK_ENDED),
+            }
+        }
+        for (process, out) in outgoing.iter_mut().enumerate() {
+            out.u32(said[process]);
+            if let Some((_, token, sequence)) = token_for.filter(|t| t.0 == process) {
+                out.u32(token.rank)
+                    .u64(token.time)
+                    .u32(token.cause_op.unwrap_or(u32::MAX))
+                    .u64(token.steps_left as u64)
+                    .u64(sequence);
+            }
+        }
+    }
+
+    /// Reads what a process's buffer says of the walk.
+    fn receive(&mut self, input: &mut In<'_>) {
+        match input.u32() {
+            WALK_TOKEN => {
+                let token = Token {
+                    rank: input.u32(),
+                    time: input.u64(),
+                    cause_op: Some(input.u32()).filter(|&op| op != u32::MAX),
+                    steps_left: input.u64() as usize,
+                };
+                self.holding = Some((token, input.u64()));
+            }
+            WALK_ENDED => self.ended = true,
+            _ => {}
+        }
+    }
+}
+
+/// The backward replay and the critical-path walk of this process's ranks together with the
+/// other processes, in the same rounds of all-to-all: the delay costs and splits of its ranks,
+/// and the segments of the critical path on them, each with its place in the walk.
+pub fn replay(
+    local: &LocalForward,
+    exchange: &impl Exchange,
+) -> Result<(Delays, Vec<(u64, Segment)>), AnalysisError> {
+    let processes = exchange.processes();
+    let (caused, gates) = register(local, exchange);
+    let mut backward = Backward::new(local, &caused, gates);
+    let mut walk = Walk::new(local, exchange);
+    loop {
+        // Each buffer: the sender's programs left and sides sent (everyone adds them up), the
+        // walk, then the sides.
+        let mut outgoing: Vec<Out> = (0..processes).map(|_| Out::default()).collect();
+        walk.run(local, &mut outgoing);
+        let headers: Vec<Out> = outgoing;
+        let sides = backward.run((0..processes).map(|_| Out::default()).collect());
+        let sent = std::mem::take(&mut backward.peers.sent);
+        let buffers = (headers.into_iter().zip(sides))
+            .map(|(walk, sides)| {
+                let mut out = Out::default();
+                out.u64(backward.remaining).u64(sent);
+                out.0.extend_from_slice(&walk.0);
+                out.0.extend_from_slice(&sides.0);
+                out.0
+            })
+            .collect();
+        let (mut left, mut moved) = (0, 0);
+        for bytes in exchange.all_to_all(buffers) {
             let mut input = In { bytes: &bytes };
             left += input.u64();
-            sent += input.u64();
+            moved += input.u64();
+            walk.receive(&mut input);
+            backward.receive(input.bytes);
         }
-        if left == 0 {
-            break;
-        }
-        if sent == 0 {
+        if left > 0 && moved == 0 {
             // Nothing moved anywhere: the programs left wait for each other.
             let mut out = Out::default();
-            for (index, _) in programs.iter().enumerate().filter(|(_, p)| !p.1) {
-                out.u32(first + index as Rank);
-            }
+            backward.stuck().for_each(|rank| {
+                out.u32(rank);
+            });
             let mut stuck = Vec::new();
             for bytes in all_gather(exchange, out.0) {
                 let mut input = In { bytes: &bytes };
@@ -265,108 +446,8 @@ pub fn backward(local: &LocalForward, exchange: &impl Exchange) -> Result<Delays
             }
             return Err(AnalysisError::ReplayStalled { stuck });
         }
-    }
-    // Each cause split its waiters' waiting time: back to the waiters.
-    let mut delays = Delays::default();
-    let mut outgoing: Vec<Out> = (0..processes).map(|_| Out::default()).collect();
-    for (program, _) in programs {
-        let (costs, long_term, splits) = program.finish();
-        delays.costs.push(costs);
-        delays.splits.push(unsplit(&long_term));
-        for (rank, wait, direct, indirect) in splits {
-            outgoing[local.blocks.owner(rank)]
-                .u32(rank)
-                .u32(wait)
-                .f64(direct)
-                .f64(indirect);
-        }
-    }
-    for bytes in exchange.all_to_all(outgoing.into_iter().map(|o| o.0).collect()) {
-        let mut input = In { bytes: &bytes };
-        while input.more() {
-            let (rank, wait, direct, indirect) =
-                (input.u32(), input.u32(), input.f64(), input.f64());
-            delays.splits[(rank - first) as usize][wait as usize].add(direct, indirect);
-        }
-    }
-    Ok(delays)
-}
-
-fn put_token(out: &mut Out, token: Token, sequence: u64) {
-    out.u32(token.rank)
-        .u64(token.time)
-        .u32(token.cause_op.unwrap_or(u32::MAX))
-        .u64(token.steps_left as u64)
-        .u64(sequence);
-}
-
-fn take_token(input: &mut In<'_>) -> (Token, u64) {
-    let token = Token {
-        rank: input.u32(),
-        time: input.u64(),
-        cause_op: Some(input.u32()).filter(|&op| op != u32::MAX),
-        steps_left: input.u64() as usize,
-    };
-    (token, input.u64())
-}
-
-/// The critical path's segments on this process's ranks, each with its place in the walk (from
-/// the end of the run backwards; empty segments included).
-pub fn critical_path(local: &LocalForward, exchange: &impl Exchange) -> Vec<(u64, Segment)> {
-    let first = local.blocks.first(local.process);
-    let mut mine = Out::default();
-    mine.u64(local.waits.iter().map(Vec::len).sum::<usize>() as u64);
-    for (rank, timeline) in (first..).zip(&local.timelines) {
-        mine.u32(rank).u64(timeline.end);
-    }
-    let (mut waits, mut ends) = (0usize, Vec::new());
-    for bytes in all_gather(exchange, mine.0) {
-        let mut input = In { bytes: &bytes };
-        waits += input.u64() as usize;
-        while input.more() {
-            ends.push((input.u32(), input.u64()));
-        }
-    }
-    let Some(token) = start(ends.into_iter(), waits) else {
-        return Vec::new();
-    };
-    let mut ranks = Ranks::new(first, &local.timelines, &local.waits);
-    let mut holding = (local.blocks.owner(token.rank) == local.process).then_some((token, 0u64));
-    let mut segments = Vec::new();
-    let mut walked = Vec::new();
-    loop {
-        let mut outgoing = vec![Vec::new(); exchange.processes()];
-        if let Some((token, mut sequence)) = holding.take() {
-            let next = ranks.walk(token, &mut walked);
-            for segment in walked.drain(..) {
-                segments.push((sequence, segment));
-                sequence += 1;
-            }
-            match next {
-                Some(token) => {
-                    let mut out = Out::default();
-                    out.u32(1);
-                    put_token(&mut out, token, sequence);
-                    outgoing[local.blocks.owner(token.rank)] = out.0;
-                }
-                None => outgoing
-                    .iter_mut()
-                    .for_each(|o| *o = Out::default().u32(0).0.clone()),
-            }
-        }
-        let mut ended = false;
-        for bytes in exchange.all_to_all(outgoing) {
-            let mut input = In { bytes: &bytes };
-            if !input.more() {
-                continue;
-            }
-            match input.u32() {
-                0 => ended = true,
-                _ => holding = Some(take_token(&mut input)),
-            }
-        }
-        if ended {
-            return segments;
+        if left == 0 && walk.ended {
+            return Ok((backward.finish(local, exchange), walk.segments));
         }
     }
 }
@@ -416,8 +497,7 @@ pub fn analyze(
     local: &LocalForward,
     exchange: &impl Exchange,
 ) -> Result<Option<Analysis>, AnalysisError> {
-    let delays = backward(local, exchange)?;
-    let walked = critical_path(local, exchange);
+    let (delays, walked) = replay(local, exchange)?;
     let first = local.blocks.first(local.process);
     let mut segments_of: Vec<Vec<(u64, Segment)>> = vec![Vec::new(); local.timelines.len()];
     for &(sequence, segment) in &walked {
