@@ -196,16 +196,18 @@ fn missing_rank_file() {
     let dir = TempDir::new("parallel-missing");
     write_dir(dir.path(), &mixed(5, 200, 7)).unwrap();
     std::fs::remove_file(dir.path().join(rank_file_name(3))).unwrap();
-    let expected = one_process(dir.path(), "wait-states");
-    for processes in [1, 2, 4] {
-        let outcome = parallel(Mpi::OpenMpi, dir.path(), processes, "wait-states");
-        outcome.assert_success();
-        assert_eq!(outcome.stdout, expected, "{processes} processes");
-        assert!(
-            outcome.stderr.contains("no trace for ranks [3]"),
-            "{}",
-            outcome.stderr
-        );
+    for format in ["wait-states", "json"] {
+        let expected = one_process(dir.path(), format);
+        for processes in [1, 2, 4] {
+            let outcome = parallel(Mpi::OpenMpi, dir.path(), processes, format);
+            outcome.assert_success();
+            assert_eq!(outcome.stdout, expected, "{format}, {processes} processes");
+            assert!(
+                outcome.stderr.contains("no trace for ranks [3]"),
+                "{}",
+                outcome.stderr
+            );
+        }
     }
 }
 
