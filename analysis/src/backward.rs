@@ -91,6 +91,8 @@ pub(crate) trait Peers {
     fn waiter_count(&self, instance: InstanceId) -> usize;
     /// The `n`-th waiter at an open `instance`, in rank order; its interval profile into `profile`.
     fn waiter(&self, instance: InstanceId, n: usize, profile: &mut Profile) -> WaiterSide;
+    /// The cause has taken every waiter's side at `instance`.
+    fn taken(&mut self, instance: InstanceId);
     /// Rank `rank` reached its wait state `index` (at `instance`): its long-term cost is final.
     /// Ranks this makes ready go into `woken`.
     fn arrive(
@@ -171,6 +173,8 @@ impl Peers for SharedPeers<'_, '_> {
             window_start: state.window_start,
         }
     }
+
+    fn taken(&mut self, _: InstanceId) {}
 
     fn arrive(
         &mut self,
@@ -298,6 +302,7 @@ impl<'a> DelayProgram<'a> {
                         let side = peers.waiter(instance, n, &mut self.scratch.waiter);
                         self.account(op as usize, side);
                     }
+                    peers.taken(instance);
                     self.cause_cursor -= 1;
                 }
                 _ => {

@@ -112,6 +112,12 @@ impl Peers for ProcessPeers<'_> {
         contribution.side
     }
 
+    /// The sides are not needed any more: a process holds only those of the instances its
+    /// ranks' walks have not passed yet.
+    fn taken(&mut self, instance: InstanceId) {
+        self.gates.remove(&instance);
+    }
+
     fn arrive(
         &mut self,
         rank: Rank,
