@@ -1,10 +1,10 @@
 //! The whole analysis, and its result: metrics by call path and rank.
 
-use crate::backward::{self, Delays};
+use crate::backward::{self, DelayCost, Delays, WaitSplit};
 use crate::callpath::{CallTree, CallpathId};
 use crate::critical::{critical_path, Segment};
 use crate::error::{AnalysisError, AnalyzeDirError};
-use crate::forward::{self, Forward};
+use crate::forward::{self, Forward, WaitState};
 use crate::hash::FastMap;
 use crate::matching::{self, Matching};
 use crate::model::{Definitions, Rank, Ticks, Trace};
@@ -293,7 +293,7 @@ impl DenseCells {
         &mut self.metrics[callpath as usize]
     }
 
-    fn into_map(self) -> FastMap<CallpathId, Metrics> {
+    fn into_cells(self) -> RankCells {
         (self.metrics.into_iter().zip(self.touched).enumerate())
             .filter(|(_, (_, touched))| *touched)
             .map(|(callpath, (metrics, _))| (callpath as CallpathId, metrics))
@@ -301,14 +301,24 @@ impl DenseCells {
     }
 }
 
-/// `segments`: this rank's stretches of the critical path, in time order.
-fn rank_metrics(
-    rank: usize,
-    passes: &Passes,
-    segments: &[Segment],
-) -> FastMap<CallpathId, Metrics> {
-    let timeline = &passes.timelines[rank];
-    let mut cells = DenseCells::new(passes.tree.nodes.len());
+/// One rank's results of the passes: what its metrics come from.
+pub struct RankResults<'a> {
+    pub timeline: &'a RankTimeline,
+    pub waits: &'a [WaitState],
+    /// Parallel to `waits`.
+    pub splits: &'a [WaitSplit],
+    pub costs: &'a FastMap<CallpathId, DelayCost>,
+    /// The rank's stretches of the critical path, in time order.
+    pub segments: &'a [Segment],
+}
+
+/// A rank's metrics by call path, sorted by call path, before the imbalance costs.
+pub type RankCells = Vec<(CallpathId, Metrics)>;
+
+/// The metrics of one rank; `callpaths`: how many call paths the trace has.
+pub fn rank_metrics(results: &RankResults<'_>, callpaths: usize) -> RankCells {
+    let timeline = results.timeline;
+    let mut cells = DenseCells::new(callpaths);
     let mut start = timeline.start;
     for piece in &timeline.pieces {
         cells.cell(piece.callpath).time += (piece.end - start) as f64;
@@ -316,7 +326,7 @@ fn rank_metrics(
     }
     // Pieces and segments both run forwards in time: one merge.
     let mut piece = 0;
-    for segment in segments {
+    for segment in results.segments {
         while piece < timeline.pieces.len() && timeline.pieces[piece].end <= segment.start {
             piece += 1;
         }
@@ -334,10 +344,7 @@ fn rank_metrics(
             index += 1;
         }
     }
-    for (wait, split) in passes.forward.waits[rank]
-        .iter()
-        .zip(&passes.delays.splits[rank])
-    {
+    for (wait, split) in results.waits.iter().zip(results.splits) {
         let cell = cells.cell(timeline.ops[wait.op as usize].callpath);
         let waited = wait.wait as f64;
         cell.time -= waited;
@@ -354,32 +361,71 @@ fn rank_metrics(
             cell.terminal_waiting += waited;
         }
     }
-    for (&callpath, cost) in &passes.delays.costs[rank] {
+    for (&callpath, cost) in results.costs {
         let cell = cells.cell(callpath);
         cell.delay_short_term += cost.short_term;
         cell.delay_long_term += cost.long_term;
     }
-    cells.into_map()
+    cells.into_cells()
 }
 
 /// The metrics of a finished run of the passes.
 pub fn summarise(passes: &Passes) -> Analysis {
-    let defs = &passes.definitions;
     let ranks = passes.timelines.len();
-    let start = passes.timelines.iter().map(|t| t.start).min().unwrap_or(0);
-    let end = passes.timelines.iter().map(|t| t.end).max().unwrap_or(0);
     let mut segments_of: Vec<Vec<Segment>> = vec![Vec::new(); ranks];
     for segment in &passes.critical_path {
         segments_of[segment.rank as usize].push(*segment);
     }
-    let mut per_rank = parallel_map(ranks, |rank| rank_metrics(rank, passes, &segments_of[rank]));
-    let callpath_count = passes.tree.nodes.len();
+    let per_rank = parallel_map(ranks, |rank| {
+        let results = RankResults {
+            timeline: &passes.timelines[rank],
+            waits: &passes.forward.waits[rank],
+            splits: &passes.delays.splits[rank],
+            costs: &passes.delays.costs[rank],
+            segments: &segments_of[rank],
+        };
+        rank_metrics(&results, passes.tree.nodes.len())
+    });
+    let whole = Whole {
+        definitions: &passes.definitions,
+        tree: &passes.tree,
+        events: passes.events,
+        start: passes.timelines.iter().map(|t| t.start).min().unwrap_or(0),
+        end: passes.timelines.iter().map(|t| t.end).max().unwrap_or(0),
+        total_waiting: passes.forward.total_waiting(),
+        critical_path: passes.critical_path.clone(),
+        problems: passes.matching.problems.clone(),
+    };
+    summarise_ranks(whole, per_rank)
+}
+
+/// What the summary takes from the whole trace besides the per-rank metrics.
+pub struct Whole<'a> {
+    pub definitions: &'a Definitions,
+    pub tree: &'a CallTree,
+    pub events: usize,
+    /// The first and the last event's time over all ranks.
+    pub start: Ticks,
+    pub end: Ticks,
+    pub total_waiting: Ticks,
+    pub critical_path: Vec<Segment>,
+    /// What did not match.
+    pub problems: Vec<String>,
+}
+
+/// The analysis from every rank's metrics (by rank): sums over ranks, critical-path imbalance,
+/// imbalance costs. The one-process and the distributed analysis (on process 0) share it.
+pub fn summarise_ranks(whole: Whole<'_>, mut per_rank: Vec<RankCells>) -> Analysis {
+    let defs = whole.definitions;
+    let ranks = per_rank.len();
+    let (start, end) = (whole.start, whole.end);
+    let callpath_count = whole.tree.nodes.len();
     let mut totals = vec![Metrics::default(); callpath_count];
     let mut max_time = vec![0.0f64; callpath_count];
     for cells in &per_rank {
-        for (&callpath, metrics) in cells {
-            totals[callpath as usize].add(metrics);
-            max_time[callpath as usize] = max_time[callpath as usize].max(metrics.time);
+        for (callpath, metrics) in cells {
+            totals[*callpath as usize].add(metrics);
+            max_time[*callpath as usize] = max_time[*callpath as usize].max(metrics.time);
         }
     }
     add_imbalance_costs(&mut per_rank, &totals, (end - start) as f64);
@@ -407,7 +453,7 @@ pub fn summarise(passes: &Passes) -> Analysis {
             let average_time = total.time / ranks as f64;
             CallpathSummary {
                 id: id as CallpathId,
-                label: passes.tree.label(id as CallpathId, regions),
+                label: whole.tree.label(id as CallpathId, regions),
                 total: *total,
                 average_time,
                 max_time: max_time[id],
@@ -415,8 +461,8 @@ pub fn summarise(passes: &Passes) -> Analysis {
             }
         })
         .collect();
-    let mut problems = passes.matching.problems.clone();
-    let critical_length: Ticks = passes.critical_path.iter().map(|s| s.end - s.start).sum();
+    let mut problems = whole.problems;
+    let critical_length: Ticks = whole.critical_path.iter().map(|s| s.end - s.start).sum();
     if critical_length != end - start {
         problems.push(format!(
             "the critical path ({critical_length} ticks) is not as long as the run ({} ticks): clocks may disagree",
@@ -425,14 +471,14 @@ pub fn summarise(passes: &Passes) -> Analysis {
     }
     Analysis {
         ranks: ranks as u32,
-        events: passes.events,
+        events: whole.events,
         ticks_per_second: defs.ticks_per_second,
         start,
         end,
-        total_waiting: passes.forward.total_waiting() as f64,
+        total_waiting: whole.total_waiting as f64,
         callpaths,
         cells,
-        critical_path: passes.critical_path.clone(),
+        critical_path: whole.critical_path,
         partitions: defs.partitions.clone(),
         cartesian: defs
             .cartesian
@@ -446,11 +492,7 @@ pub fn summarise(passes: &Passes) -> Analysis {
 /// goes to the critical-path call paths that take less time on the rank than on the critical
 /// path, in proportion to the difference; intra-partition when the rank runs the call path at
 /// all, inter-partition when it does not.
-fn add_imbalance_costs(
-    per_rank: &mut [FastMap<CallpathId, Metrics>],
-    totals: &[Metrics],
-    wall: f64,
-) {
+fn add_imbalance_costs(per_rank: &mut [RankCells], totals: &[Metrics], wall: f64) {
     let critical: Vec<(CallpathId, f64)> = totals
         .iter()
         .enumerate()
@@ -458,12 +500,15 @@ fn add_imbalance_costs(
         .map(|(id, m)| (id as CallpathId, m.critical))
         .collect();
     for cells in per_rank.iter_mut() {
-        let busy: f64 = cells.values().map(|m| m.time).sum();
+        let busy: f64 = cells.iter().map(|(_, m)| m.time).sum();
         let headroom = (wall - busy).max(0.0);
+        let find = |cells: &RankCells, callpath: CallpathId| {
+            cells.binary_search_by_key(&callpath, |&(c, _)| c)
+        };
         let excess: Vec<(CallpathId, f64, bool)> = critical
             .iter()
             .map(|&(callpath, on_path)| {
-                let local = cells.get(&callpath).map_or(0.0, |m| m.time);
+                let local = find(cells, callpath).map_or(0.0, |i| cells[i].1.time);
                 (callpath, (on_path - local).max(0.0), local > 0.0)
             })
             .filter(|&(_, excess, _)| excess > 0.0)
@@ -473,7 +518,11 @@ fn add_imbalance_costs(
             continue;
         }
         for (callpath, excess, runs_here) in excess {
-            let cell = cells.entry(callpath).or_default();
+            let index = find(cells, callpath).unwrap_or_else(|i| {
+                cells.insert(i, (callpath, Metrics::default()));
+                i
+            });
+            let cell = &mut cells[index].1;
             let cost = headroom * excess / sum;
             if runs_here {
                 cell.intra_partition_cost += cost;

@@ -36,6 +36,11 @@ impl ExecutionBuilder {
         }
     }
 
+    /// How many ranks the execution has.
+    pub fn ranks(&self) -> Rank {
+        self.clocks.len() as Rank
+    }
+
     /// Defines a region (a user function, or an MPI call site when `name` is an MPI routine).
     pub fn region(&mut self, name: &str, site: &str) -> RegionId {
         let role = if name.to_ascii_lowercase().starts_with("mpi_") {

@@ -2,9 +2,9 @@
 //! process reads only its block of ranks, runs the per-rank passes on them, and exchanges with
 //! the other processes what the original messages and collectives carried, never the traces.
 //!
-//! First milestone: reading, call-path unification, matching and the forward replay (wait
-//! states). The wait states equal the one-process analysis's ([`wait_state_report`]); the
-//! backward replay (delay costs) and the critical path still run in one process only.
+//! This module: reading, call-path unification, matching and the forward replay (wait states),
+//! which equal the one-process analysis's ([`wait_state_report`]). The backward replay (delay
+//! costs), the critical path and the metrics follow in [`crate::distributed_replay`].
 //!
 //! The passes talk through [`Exchange`], one collective all-to-all of bytes: the binary
 //! `mpistat-analyze` implements it with MPI, [`ThreadExchange`] with threads (tests). This crate
@@ -47,7 +47,7 @@ pub trait Exchange {
 }
 
 /// The same bytes to every process; what each process sent, by process.
-fn all_gather(exchange: &impl Exchange, mine: Vec<u8>) -> Vec<Vec<u8>> {
+pub(crate) fn all_gather(exchange: &impl Exchange, mine: Vec<u8>) -> Vec<Vec<u8>> {
     exchange.all_to_all(vec![mine; exchange.processes()])
 }
 
@@ -152,40 +152,49 @@ impl Blocks {
 
 /// Little-endian encoding of the exchanged records.
 #[derive(Default)]
-struct Out(Vec<u8>);
+pub(crate) struct Out(pub(crate) Vec<u8>);
 
 impl Out {
-    fn u32(&mut self, value: u32) -> &mut Self {
+    pub(crate) fn u32(&mut self, value: u32) -> &mut Self {
         self.0.extend_from_slice(&value.to_le_bytes());
         self
     }
 
-    fn u64(&mut self, value: u64) -> &mut Self {
+    pub(crate) fn u64(&mut self, value: u64) -> &mut Self {
         self.0.extend_from_slice(&value.to_le_bytes());
         self
+    }
+
+    /// Bit for bit.
+    pub(crate) fn f64(&mut self, value: f64) -> &mut Self {
+        self.u64(value.to_bits())
     }
 }
 
 /// Reads what [`Out`] wrote.
-struct In<'a> {
-    bytes: &'a [u8],
+pub(crate) struct In<'a> {
+    pub(crate) bytes: &'a [u8],
 }
 
 impl In<'_> {
-    fn more(&self) -> bool {
+    pub(crate) fn more(&self) -> bool {
         !self.bytes.is_empty()
     }
 
-    fn u32(&mut self) -> u32 {
+    pub(crate) fn u32(&mut self) -> u32 {
         let (head, rest) = self.bytes.split_at(4);
         self.bytes = rest;
         u32::from_le_bytes(head.try_into().expect("4 bytes"))
     }
 
-    fn u64(&mut self) -> u64 {
+    pub(crate) fn u64(&mut self) -> u64 {
         let (head, rest) = self.bytes.split_at(8);
         self.bytes = rest;
         u64::from_le_bytes(head.try_into().expect("8 bytes"))
+    }
+
+    pub(crate) fn f64(&mut self) -> f64 {
+        f64::from_bits(self.u64())
     }
 }
 

@@ -3,7 +3,7 @@
 //! traces.
 
 use crate::builder::{ExecutionBuilder, WORLD};
-use crate::model::{Rank, Trace};
+use crate::model::{CommId, Rank, RegionId, Ticks, Trace};
 
 /// Seed 000 (Böhme et al., TOPC 2016), Fig. 2: excess `comp` on rank 0 makes rank 1 wait in
 /// R1; rank 1's wait and its receive time make rank 2 wait in R2.
@@ -96,63 +96,119 @@ pub fn halo(ranks: Rank, target: usize) -> Trace {
     b.finish()
 }
 
+/// The collective routines of [`mixed`] executions.
+pub const ROUTINES: [&str; 5] = [
+    "MPI_Barrier",
+    "MPI_Allreduce",
+    "MPI_Bcast",
+    "MPI_Reduce",
+    "MPI_Gather",
+];
+
+/// The regions and the communicator of a [`mixed`] execution (the property tests build theirs
+/// with it too): three user regions, standard and synchronous sends, receives, the
+/// [`ROUTINES`], and the communicator of the even ranks.
+pub struct MixedRegions {
+    pub users: [RegionId; 3],
+    pub send: RegionId,
+    pub ssend: RegionId,
+    pub recv: RegionId,
+    pub routines: [RegionId; 5],
+    pub evens: CommId,
+}
+
+impl MixedRegions {
+    /// Sets them up on `b`; the MPI call sites are in source file `file`.
+    pub fn new(b: &mut ExecutionBuilder, file: &str) -> Self {
+        let users = ["solve", "exchange_prep", "io"].map(|name| b.region(name, ""));
+        let mut site = |name: &str, line: u32| b.region(name, &format!("{file}:{line}"));
+        let (send, ssend, recv) = (
+            site("MPI_Send", 1),
+            site("MPI_Ssend", 2),
+            site("MPI_Recv", 3),
+        );
+        let routines = ROUTINES.map(|routine| site(routine, 9));
+        let ranks = b.ranks();
+        let evens = b.communicator((0..ranks).step_by(2).collect());
+        MixedRegions {
+            users,
+            send,
+            ssend,
+            recv,
+            routines,
+            evens,
+        }
+    }
+
+    /// A message of 8 bytes with tag 0, standard or synchronous.
+    pub fn message(
+        &self,
+        b: &mut ExecutionBuilder,
+        (from, to): (Rank, Rank),
+        synchronous: bool,
+        (send_cost, recv_cost): (Ticks, Ticks),
+    ) {
+        let site = if synchronous { self.ssend } else { self.send };
+        b.message(
+            (from, site),
+            (to, self.recv),
+            0,
+            8,
+            synchronous,
+            send_cost,
+            recv_cost,
+        );
+    }
+
+    /// Collective `routine` (an index into [`ROUTINES`]) on the world or, `on_evens`, on the
+    /// even ranks (the root then moves down to an even rank).
+    pub fn collective(
+        &self,
+        b: &mut ExecutionBuilder,
+        routine: usize,
+        root: Rank,
+        on_evens: bool,
+        cost: Ticks,
+    ) {
+        let (comm, root) = if on_evens {
+            (self.evens, root - root % 2)
+        } else {
+            (WORLD, root)
+        };
+        b.collective(comm, self.routines[routine], Some(root), cost);
+    }
+}
+
 /// `steps` random steps on `ranks` ranks (from `seed`): computation in three user regions,
 /// standard and synchronous messages between random ranks, and barriers, all-reduces,
 /// broadcasts, reductions and gathers with random roots on the world and on the even ranks.
 pub fn mixed(ranks: Rank, steps: usize, seed: u64) -> Trace {
     let mut random = xorshift(seed | 1);
     let mut b = ExecutionBuilder::new(ranks);
-    let users = [
-        b.region("solve", ""),
-        b.region("exchange_prep", ""),
-        b.region("io", ""),
-    ];
-    let (send, ssend, recv) = (
-        b.region("MPI_Send", "mixed.c:1"),
-        b.region("MPI_Ssend", "mixed.c:2"),
-        b.region("MPI_Recv", "mixed.c:3"),
-    );
-    let routines = [
-        "MPI_Barrier",
-        "MPI_Allreduce",
-        "MPI_Bcast",
-        "MPI_Reduce",
-        "MPI_Gather",
-    ]
-    .map(|r| b.region(r, "mixed.c:9"));
-    let evens = b.communicator((0..ranks).step_by(2).collect());
+    let regions = MixedRegions::new(&mut b, "mixed.c");
     for _ in 0..steps {
         let pick = |n: u64, r: u64| (r % n) as u32;
         match random() % 7 {
             0..=2 => {
                 let rank = pick(u64::from(ranks), random());
-                b.compute(rank, users[pick(3, random()) as usize], random() % 20);
+                b.compute(
+                    rank,
+                    regions.users[pick(3, random()) as usize],
+                    random() % 20,
+                );
             }
             3..=5 if ranks > 1 => {
                 let from = pick(u64::from(ranks), random());
                 let to = (from + 1 + pick(u64::from(ranks - 1), random())) % ranks;
                 let synchronous = random() & 1 == 0;
-                let site = if synchronous { ssend } else { send };
-                let (send_cost, recv_cost) = (random() % 3, random() % 3);
-                b.message(
-                    (from, site),
-                    (to, recv),
-                    0,
-                    8,
-                    synchronous,
-                    send_cost,
-                    recv_cost,
-                );
+                let costs = (random() % 3, random() % 3);
+                regions.message(&mut b, (from, to), synchronous, costs);
             }
             _ => {
-                let routine = routines[pick(5, random()) as usize];
+                let routine = pick(5, random()) as usize;
                 let root = pick(u64::from(ranks), random());
-                let (comm, root) = if random() & 1 == 0 {
-                    (evens, root - root % 2)
-                } else {
-                    (WORLD, root)
-                };
-                b.collective(comm, routine, Some(root), random() % 3);
+                let on_evens = random() & 1 == 0;
+                regions.collective(&mut b, routine, root, on_evens, random() % 3);
             }
         }
     }

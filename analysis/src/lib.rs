@@ -27,6 +27,7 @@ pub mod builder;
 pub mod callpath;
 pub mod critical;
 pub mod distributed;
+pub mod distributed_replay;
 pub mod error;
 pub mod examples;
 pub mod forward;

@@ -9,8 +9,9 @@
 //! [`Gates::open`]), so nothing is allocated per message. Each worker owns a block of ranks: a
 //! rank of its block that its last run woke runs next, without a queue (a replay is a wavefront,
 //! so that is nearly always the next work); other ready ranks wait in the owner's queue, and an
-//! idle worker steals before it sleeps. The same programs could run one per MPI process with
-//! `MPI_Send`/`MPI_Recv` carrying the contributions in place of the gates.
+//! idle worker steals before it sleeps. The distributed analysis (`distributed_replay.rs`) runs
+//! the same backward-replay programs one process per block of ranks, with rounds of all-to-all
+//! carrying the contributions in place of the gates.
 
 use crate::matching::InstanceId;
 use crate::model::Rank;

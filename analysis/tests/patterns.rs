@@ -1,6 +1,8 @@
 //! Each wait-state pattern on a minimal execution, with who waits, how long, and who pays.
 
 use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
+use mpistat_analysis::distributed::{forward_on_dir, ThreadExchange};
+use mpistat_analysis::distributed_replay;
 use mpistat_analysis::model::{Event, EventKind};
 use mpistat_analysis::patterns::Pattern;
 use mpistat_analysis::{analyze, Analysis};
@@ -189,8 +191,21 @@ fn receives_that_wait_for_each_other_stall_the_replay_with_a_clear_error() {
         ];
     }
     let error = mpistat_analysis::analysis::run_passes(&trace).err();
-    assert_eq!(
-        error,
-        Some(mpistat_analysis::AnalysisError::ReplayStalled { stuck: vec![0, 1] })
-    );
+    let stalled = mpistat_analysis::AnalysisError::ReplayStalled { stuck: vec![0, 1] };
+    assert_eq!(error.as_ref(), Some(&stalled));
+    // The distributed replay stops too, everywhere, with the same error.
+    let dir = std::env::temp_dir().join(format!("mpistat-stall-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    mpistat_analysis::tracefile::write_dir(&dir, &trace).unwrap();
+    for processes in 1..=3 {
+        let results = ThreadExchange::run(processes, |exchange| {
+            let (local, _) = forward_on_dir(&dir, exchange).unwrap();
+            distributed_replay::analyze(&local, exchange).err()
+        });
+        assert!(
+            results.iter().all(|e| e.as_ref() == Some(&stalled)),
+            "{processes} processes: {results:?}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -2,9 +2,11 @@
 //! activity graph of Korkhov et al. (Algorithms 2023, seed 004), whose longest path is the
 //! critical path.
 
-use mpistat_analysis::analysis::run_passes_on_dir;
+use mpistat_analysis::analysis::{run_passes_on_dir, summarise};
 use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
 use mpistat_analysis::distributed::{wait_states_of, wait_states_on_threads};
+use mpistat_analysis::distributed_replay::analysis_on_threads;
+use mpistat_analysis::examples::{MixedRegions, ROUTINES};
 use mpistat_analysis::model::{EventKind, MpiClass, RegionRole, Trace};
 use mpistat_analysis::tracefile::write_dir;
 use mpistat_analysis::{analyze, Analysis};
@@ -34,14 +36,6 @@ enum Step {
     },
 }
 
-const ROUTINES: [&str; 5] = [
-    "MPI_Barrier",
-    "MPI_Allreduce",
-    "MPI_Bcast",
-    "MPI_Reduce",
-    "MPI_Gather",
-];
-
 fn step(ranks: u32) -> impl Strategy<Value = Step> {
     prop_oneof![
         3 => (0..ranks, 0..3usize, 0..20u64).prop_map(|(rank, region, duration)| Step::Compute { rank, region, duration }),
@@ -63,18 +57,7 @@ fn execution() -> impl Strategy<Value = Trace> {
 fn build(ranks: u32, steps: &[Step]) -> Trace {
     let mut b = ExecutionBuilder::new(ranks);
     let init = b.region("MPI_Barrier", "init");
-    let users = [
-        b.region("solve", ""),
-        b.region("exchange_prep", ""),
-        b.region("io", ""),
-    ];
-    let (send, ssend, recv) = (
-        b.region("MPI_Send", "p.c:1"),
-        b.region("MPI_Ssend", "p.c:2"),
-        b.region("MPI_Recv", "p.c:3"),
-    );
-    let routines: Vec<_> = ROUTINES.iter().map(|r| b.region(r, "p.c:9")).collect();
-    let half = b.communicator((0..ranks).step_by(2).collect());
+    let regions = MixedRegions::new(&mut b, "p.c");
     b.collective(WORLD, init, None, 1);
     for step in steps {
         match *step {
@@ -82,38 +65,20 @@ fn build(ranks: u32, steps: &[Step]) -> Trace {
                 rank,
                 region,
                 duration,
-            } => b.compute(rank, users[region], duration),
+            } => b.compute(rank, regions.users[region], duration),
             Step::Message {
                 from,
                 to,
                 synchronous,
                 send_cost,
                 recv_cost,
-            } => {
-                let site = if synchronous { ssend } else { send };
-                b.message(
-                    (from, site),
-                    (to, recv),
-                    0,
-                    8,
-                    synchronous,
-                    send_cost,
-                    recv_cost,
-                );
-            }
+            } => regions.message(&mut b, (from, to), synchronous, (send_cost, recv_cost)),
             Step::Collective {
                 routine,
                 root,
                 on_half,
                 cost,
-            } => {
-                let (comm, root) = if on_half {
-                    (half, root - root % 2)
-                } else {
-                    (WORLD, root)
-                };
-                b.collective(comm, routines[routine], Some(root), cost);
-            }
+            } => regions.collective(&mut b, routine, root, on_half, cost),
         }
     }
     b.finish()
@@ -370,6 +335,32 @@ proptest! {
         for processes in 1..=(trace.ranks.len() + 1) {
             let report = wait_states_on_threads(&dir, processes).unwrap();
             prop_assert_eq!(&report, &expected, "{} processes", processes);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(60))]
+
+    /// The whole distributed analysis (backward replay, critical path, metrics) on threads
+    /// standing in for MPI processes: the one-process result bit for bit (compared as JSON,
+    /// which writes every bit of a float), for any number of processes; its delay costs add up
+    /// to the waiting time and its critical path is as long as the run.
+    #[test]
+    fn distributed_analysis_equals_one_process(trace in execution()) {
+        let dir = case_dir();
+        write_dir(&dir, &trace).unwrap();
+        let (passes, _) = run_passes_on_dir(&dir, &mut |_| {}).unwrap();
+        let expected = serde_json::to_string(&summarise(&passes)).unwrap();
+        for processes in 1..=(trace.ranks.len() + 1) {
+            let analysis = analysis_on_threads(&dir, processes).unwrap();
+            let totals = analysis.totals();
+            let costs = totals.delay_short_term + totals.delay_long_term;
+            prop_assert!((costs - analysis.total_waiting).abs() <= 1e-6 * (1.0 + analysis.total_waiting),
+                "{} processes: costs {costs} waiting {}", processes, analysis.total_waiting);
+            prop_assert_eq!(critical_length(&analysis), analysis.wall(), "{} processes", processes);
+            prop_assert_eq!(serde_json::to_string(&analysis).unwrap(), expected.clone(), "{} processes", processes);
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -1,27 +1,26 @@
 //! `mpistat-analyze TRACE_DIR`: the trace analysis as an MPI program (`mpirun -n N
 //! mpistat-analyze DIR`). Each process reads only its block of ranks; the processes exchange what
-//! the traced messages and collectives carried (crate `mpistat-analysis`, module `distributed`),
-//! and process 0 prints the report, the same as `mpistat analyze` prints.
-//!
-//! First milestone: the forward replay's wait states (`--format wait-states`, as `mpistat analyze
-//! --format wait-states`).
+//! the traced messages and collectives carried (crate `mpistat-analysis`, modules `distributed`
+//! and `distributed_replay`), and process 0 prints the report, the same as `mpistat analyze`
+//! prints (`--format text`, `json`, `html`, `summary` and `wait-states`, rendered by the same
+//! code).
 //!
 //! Before reading, every process checks the trace's estimated memory need against its limit
 //! (`mpistat_analysis::memory`; all come to the same verdict from the same directory) and, if
 //! over, process 0 says so with the numbers and how many processes would do. `--send` (in the
 //! job's allocation, as the job's user: the batch script's last step or a Slurm TaskEpilog)
-//! sends the summary (`summary.rs`) to syslog as the user's record of the traced job, with
-//! digest's `send::send_outcome`, exactly as `mpistat analyze --send` does.
+//! sends the summary to syslog as the user's record of the traced job, with digest's
+//! `send::send_outcome`, exactly as `mpistat analyze --send` does.
 
 mod mpi;
-mod summary;
 
 use clap::{Parser, ValueEnum};
 use mpistat_analysis::distributed::{forward_on_dir, gather_wait_states, Exchange};
+use mpistat_analysis::distributed_replay::analyze;
 use mpistat_analysis::error::{AnalysisError, AnalyzeDirError};
 use mpistat_analysis::memory;
 use mpistat_analysis::tracefile::modules_of_dir;
-use mpistat_digest::analyze::symbolize;
+use mpistat_digest::analyze::{html, json, summary, symbolize, text};
 use mpistat_digest::send::{job_key_of, send_outcome};
 use mpistat_site::SiteConfig;
 use std::io::Write;
@@ -30,6 +29,11 @@ use std::process::ExitCode;
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum Format {
+    Text,
+    Json,
+    Html,
+    /// The summary `--send` sends (JSON), as `mpistat analyze --format summary`.
+    Summary,
     /// The forward replay's wait states, one per row (JSON).
     WaitStates,
 }
@@ -39,7 +43,7 @@ enum Format {
 #[command(name = "mpistat-analyze", version)]
 struct Args {
     /// Report format.
-    #[arg(long, value_enum, default_value_t = Format::WaitStates)]
+    #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
     /// Send the summary to syslog as your record of the traced job (for its weekly mail and job
     /// page), as `mpistat analyze --send` does, instead of printing a report; the directory must
@@ -68,6 +72,22 @@ fn alike(world: &mpi::World, error: impl Into<anyhow::Error>) -> anyhow::Error {
     } else {
         AnalyzeDirError::from(AnalysisError::ElsewhereFailed { process: 0 }).into()
     }
+}
+
+/// Every process's reading problems, in process order (= rank order, as one process reads
+/// them), on process 0; the others get `None`.
+fn gather_problems(problems: &[String], world: &mpi::World) -> Option<Vec<String>> {
+    let mut outgoing = vec![Vec::new(); world.processes()];
+    outgoing[0] = serde_json::to_vec(problems).expect("plain strings");
+    let incoming = world.all_to_all(outgoing);
+    (world.process() == 0).then(|| {
+        incoming
+            .iter()
+            .flat_map(|bytes| {
+                serde_json::from_slice::<Vec<String>>(bytes).expect("strings this program encoded")
+            })
+            .collect()
+    })
 }
 
 fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
@@ -109,20 +129,46 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
         // Call sites as source lines, as `mpistat analyze` shows them.
         symbolize(&mut local.definitions, &modules_of_dir(dir));
     }
-    if args.send {
-        if let Some(summary) = summary::gather(&local, &problems, world) {
-            send(Ok(serde_json::to_string(&summary)?))?;
+    if !args.send {
+        for problem in &problems {
+            eprintln!("{}: {problem}", dir.display());
         }
-        return Ok(());
     }
-    for problem in problems {
-        eprintln!("{}: {problem}", dir.display());
-    }
-    if let Some(report) = gather_wait_states(&local, world) {
-        let mut out = std::io::stdout().lock();
-        match args.format {
-            Format::WaitStates => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+    let format = if args.send {
+        Format::Summary
+    } else {
+        args.format
+    };
+    let report = match format {
+        Format::WaitStates => gather_wait_states(&local, world)
+            .map(|report| serde_json::to_string_pretty(&report).map(|json| json + "\n"))
+            .transpose()?,
+        format => {
+            let all_problems = gather_problems(&problems, world);
+            let analysis = match analyze(&local, world) {
+                Ok(analysis) => analysis,
+                Err(error) => {
+                    send(Err(format!("the analysis failed: {error}")))?;
+                    return Err(error.into());
+                }
+            };
+            match (analysis, all_problems) {
+                (Some(analysis), Some(problems)) => Some(match format {
+                    Format::Json => json(&analysis)?,
+                    Format::Html => html(&analysis),
+                    Format::Summary => {
+                        serde_json::to_string(&summary(&analysis, &problems))? + "\n"
+                    }
+                    _ => text(&analysis),
+                }),
+                _ => None,
+            }
         }
+    };
+    match (report, args.send) {
+        (Some(summary), true) => send(Ok(summary.trim_end().to_string()))?,
+        (Some(report), false) => std::io::stdout().lock().write_all(report.as_bytes())?,
+        (None, _) => {}
     }
     Ok(())
 }

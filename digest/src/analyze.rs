@@ -41,7 +41,7 @@ pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> an
     let analysis = summarise(&passes);
     match args.format {
         AnalyzeFormat::Text => out.write_all(text(&analysis).as_bytes())?,
-        AnalyzeFormat::Json => writeln!(out, "{}", serde_json::to_string_pretty(&analysis)?)?,
+        AnalyzeFormat::Json => out.write_all(json(&analysis)?.as_bytes())?,
         AnalyzeFormat::Html => out.write_all(html(&analysis).as_bytes())?,
         AnalyzeFormat::WaitStates => writeln!(
             out,
@@ -60,6 +60,12 @@ pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> an
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// The JSON report (`--format json`); `mpistat-analyze` (the analysis as an MPI program) prints
+/// it too, as it prints [`text`] and [`html`].
+pub fn json(analysis: &Analysis) -> serde_json::Result<String> {
+    serde_json::to_string_pretty(analysis).map(|json| json + "\n")
 }
 
 /// Whether the object at `path` is the build the trace ran (GNU build-id, by binutils'

@@ -194,7 +194,7 @@ pub enum AnalyzeFormat {
     Html,
     /// The short summary the weekly mail uses (JSON).
     Summary,
-    /// The forward replay's wait states, one per row (JSON); `mpistat-analyze` (the analysis as
-    /// an MPI program) prints the same.
+    /// The forward replay's wait states, one per row (JSON). `mpistat-analyze` (the analysis as
+    /// an MPI program) prints the same, and the same text, JSON and HTML reports.
     WaitStates,
 }

@@ -1,10 +1,12 @@
 //! The analysis as an MPI program (`mpistat-analyze`, issue 17) against the one-process
 //! `mpistat analyze`: for the seed examples and generated executions, written as trace files,
 //! `mpirun -n N mpistat-analyze DIR` with N = 1 to 4 prints exactly what `mpistat analyze DIR`
-//! prints. First milestone: the forward replay's wait states (`--format wait-states`); each
-//! process reads only its block of ranks (a missing rank file is noticed only by its owner). A
-//! real traced 16-rank job checks the profiler's directories (local definitions, clock
-//! correction, call sites turned into source lines).
+//! prints: the text and JSON reports (delay costs, wait states, critical path, imbalance) and the
+//! forward replay's wait states (`--format wait-states`); each process reads only its block of
+//! ranks (a missing rank file is noticed only by its owner). A real traced 16-rank job checks the
+//! profiler's directories (local definitions, clock correction, call sites turned into source
+//! lines). The properties (delay costs add up to the waiting time, the critical path is as long
+//! as the run) are checked on the JSON report.
 //!
 //! `mpistat-analyze` is linked against Open MPI (crate `analyze-mpi`) and runs under its
 //! `mpirun`, `mpistat-analyze-mpich` (crate `analyze-mpi/mpich`) under MPICH's `mpiexec.mpich`:
@@ -18,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The formats both analyses print.
-const FORMATS: [&str; 1] = ["wait-states"];
+const FORMATS: [&str; 3] = ["text", "json", "wait-states"];
 
 /// The MPI program for `mpi`; the tests never build it (`cargo build --release -p
 /// mpistat-analyze-mpi -p mpistat-analyze-mpi-mpich`).
@@ -62,16 +64,23 @@ fn parallel(mpi: Mpi, dir: &Path, processes: u32, format: &str) -> Outcome {
 }
 
 /// Writes `trace` and compares the analyses at 1 to 4 processes. Returns the one-process wait
-/// states report (JSON).
+/// states report (JSON), having checked the properties of the JSON report (the generated
+/// executions have one clock: the critical path is as long as the run).
 fn assert_same_reports(mpi: Mpi, name: &str, trace: &Trace) -> serde_json::Value {
     let _serial = serial();
     let dir = TempDir::new(&format!("parallel-{name}"));
     write_dir(dir.path(), trace).unwrap();
-    assert_same_reports_of(mpi, name, dir.path())
+    let (wait_states, report) = assert_same_reports_of(mpi, name, dir.path());
+    assert_properties(name, &report, true);
+    wait_states
 }
 
-/// [`assert_same_reports`] for a trace directory.
-fn assert_same_reports_of(mpi: Mpi, name: &str, dir: &Path) -> serde_json::Value {
+/// [`assert_same_reports`] for a trace directory: the wait states and the JSON report.
+fn assert_same_reports_of(
+    mpi: Mpi,
+    name: &str,
+    dir: &Path,
+) -> (serde_json::Value, serde_json::Value) {
     for format in FORMATS {
         let expected = one_process(dir, format);
         for processes in 1..=4 {
@@ -84,7 +93,48 @@ fn assert_same_reports_of(mpi: Mpi, name: &str, dir: &Path) -> serde_json::Value
             );
         }
     }
-    serde_json::from_str(&one_process(dir, "wait-states")).unwrap()
+    let parse = |format| serde_json::from_str(&one_process(dir, format)).unwrap();
+    (parse("wait-states"), parse("json"))
+}
+
+/// Seed 000's and seed 001's properties on a JSON report: the delay costs add up to the waiting
+/// time, and so do direct and indirect waiting; with `one_clock`, the critical path is as long as
+/// the run (a real job's corrected clocks may still disagree a little).
+fn assert_properties(name: &str, report: &serde_json::Value, one_clock: bool) {
+    let sum = |field: &str| -> f64 {
+        report["callpaths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["total"][field].as_f64().unwrap())
+            .sum()
+    };
+    let waiting = report["total_waiting"].as_f64().unwrap();
+    let tolerance = 1e-6 * (1.0 + waiting);
+    let costs = sum("delay_short_term") + sum("delay_long_term");
+    assert!(
+        (costs - waiting).abs() <= tolerance,
+        "{name}: costs {costs}, waiting {waiting}"
+    );
+    let split = sum("direct_waiting") + sum("indirect_waiting");
+    assert!(
+        (split - waiting).abs() <= tolerance,
+        "{name}: split {split}, waiting {waiting}"
+    );
+    if !one_clock {
+        return;
+    }
+    let critical: u64 = report["critical_path"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["end"].as_u64().unwrap() - s["start"].as_u64().unwrap())
+        .sum();
+    let wall = report["end"].as_u64().unwrap() - report["start"].as_u64().unwrap();
+    assert_eq!(
+        critical, wall,
+        "{name}: the critical path is as long as the run"
+    );
 }
 
 /// The waiting time per rank and in all, from the wait-states report.
@@ -146,16 +196,18 @@ fn missing_rank_file() {
     let dir = TempDir::new("parallel-missing");
     write_dir(dir.path(), &mixed(5, 200, 7)).unwrap();
     std::fs::remove_file(dir.path().join(rank_file_name(3))).unwrap();
-    let expected = one_process(dir.path(), "wait-states");
-    for processes in [1, 2, 4] {
-        let outcome = parallel(Mpi::OpenMpi, dir.path(), processes, "wait-states");
-        outcome.assert_success();
-        assert_eq!(outcome.stdout, expected, "{processes} processes");
-        assert!(
-            outcome.stderr.contains("no trace for ranks [3]"),
-            "{}",
-            outcome.stderr
-        );
+    for format in ["wait-states", "json"] {
+        let expected = one_process(dir.path(), format);
+        for processes in [1, 2, 4] {
+            let outcome = parallel(Mpi::OpenMpi, dir.path(), processes, format);
+            outcome.assert_success();
+            assert_eq!(outcome.stdout, expected, "{format}, {processes} processes");
+            assert!(
+                outcome.stderr.contains("no trace for ranks [3]"),
+                "{}",
+                outcome.stderr
+            );
+        }
     }
 }
 
@@ -197,8 +249,9 @@ for_each_mpi! {
         let record = syslogd.single_record();
         let info = record.trace.expect("the record says the job was traced");
         assert_eq!(info.ranks_written, 16);
-        let report = assert_same_reports_of(mpi, "real", Path::new(&info.dir));
-        let (per_rank, _) = waiting(&report);
+        let (wait_states, report) = assert_same_reports_of(mpi, "real", Path::new(&info.dir));
+        assert_properties("real", &report, false);
+        let (per_rank, _) = waiting(&wait_states);
         // Ranks 1 to 15 wait for the delayed send chain.
         assert!(per_rank[1..].iter().all(|&w| w > 0), "{per_rank:?}");
     }
@@ -257,7 +310,7 @@ for_each_mpi! {
 for_each_mpi! {
     /// The analysis in the job's allocation, as the job's user (issue 17): Alice's traced job,
     /// then `mpirun -n 2 mpistat-analyze --send DIR` as her (the batch script's last step); its
-    /// summary reaches syslog as her record, and ingest (as user `mpistat`) stores it as the
+    /// summary (the one-process form's, root causes and all) reaches syslog as her record, and ingest (as user `mpistat`) stores it as the
     /// analysis of her job. Mallory's `mpistat-analyze --send` of her directory sends nothing.
     fn the_parallel_analysis_sends_the_summary_as_the_jobs_user(mpi) {
         let _serial = serial();
@@ -320,7 +373,11 @@ for_each_mpi! {
         assert!(summary["wall_s"].as_f64().unwrap() > 0.0, "{summary}");
         assert!(summary["waiting_percent"].as_f64().unwrap() > 0.0, "{summary}");
         assert!(!summary["causes"].as_array().unwrap().is_empty(), "{summary}");
-        assert!(summary.to_string().contains("analysed in parallel"), "{summary}");
+        // The same summary as the one-process form's, which `mpistat analyze --send` sends.
+        let one = mpistat_as(Some(&alice), &["analyze", "--format", "summary", &trace.dir], &site);
+        assert!(one.status.success(), "{}", String::from_utf8_lossy(&one.stderr));
+        let one: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap();
+        assert_eq!(summary, one);
 
         // Ingest as `mpistat`: the analysis is filed as Alice's, the same as the one-process one.
         let log = dir.path().join("records.log");
