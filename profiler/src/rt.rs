@@ -105,7 +105,12 @@ impl Call {
     }
 }
 
-/// Make the calling thread the one trace mode records ([`Call::on_traced_thread`]).
+/// Make the calling thread the one trace mode records ([`Call::on_traced_thread`]). With the
+/// hot code, where the thread-local lookup is inlined: run from `.text.init` (`trace::start`)
+/// it would call the lookup's own function in `.text`, one more chunk of code in MPI_Init's
+/// peak (footprint.rs).
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 pub fn mark_traced_thread() {
     // SAFETY: as in `Call::thread`.
     unsafe { (*this_thread()).traced.set(true) }
@@ -215,7 +220,10 @@ pub fn leave_superstep(
     call.thread().depth.set(0);
 }
 
-/// Ticks this thread spent in outermost MPI calls so far.
+/// Ticks this thread spent in outermost MPI calls so far. With the hot code, as
+/// [`mark_traced_thread`] (`superstep::start` runs it at the end of `MPI_Init`).
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 pub fn thread_mpi_ticks() -> u64 {
     thread_table().mpi_ticks.load(Relaxed)
 }
