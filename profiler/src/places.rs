@@ -197,6 +197,13 @@ thread_local! {
     static LAST: RefCell<Option<(usize, u64, Arc<Members>)>> = const { RefCell::new(None) };
 }
 
+/// How many times communicators were freed so far: a handle seen before and this value
+/// unchanged is the same communicator (caches keyed by handle check it, as [`crate::superstep`]).
+#[inline(always)]
+pub fn comms_freed() -> u64 {
+    FREED.load(Relaxed)
+}
+
 /// After `MPI_Comm_free` or `MPI_Comm_disconnect`: forget every communicator's members.
 pub fn forget_comms() {
     FREED.fetch_add(1, Relaxed);

@@ -44,6 +44,9 @@ pub struct ThreadTable {
     pub mpi_ticks: AtomicU64,
     /// The size of the datatype this thread counted last (see `traffic::TypeSizeCache`).
     pub last_type: crate::traffic::TypeSizeCache,
+    /// Whether the last communicator of a global collective on this thread spans
+    /// `MPI_COMM_WORLD` (see `superstep::SpansCache`).
+    pub last_spans: crate::superstep::SpansCache,
     pub routines: [Counters; N_ROUTINES],
     pub hist: [[AtomicU64; HIST_BUCKETS]; N_ROUTINES],
 }
@@ -218,7 +221,7 @@ pub fn leave_superstep(
 ) {
     let (t1, table) = leave_at(&call, traced, id, rc, traffic, comm);
     if rc == 0 {
-        crate::superstep::boundary(call.t0, t1, table.mpi_ticks.load(Relaxed), id, comm);
+        crate::superstep::boundary(call.t0, t1, table, id, comm);
     }
     call.thread().depth.set(0);
 }
