@@ -991,7 +991,11 @@ impl Recorder {
             region_keys: Vec::new(),
             sites: CallSites::default(),
             comms,
-            communicators: Vec::new(),
+            // The world's entry, with room for its members as the launcher counts them: the
+            // end of `MPI_Init` fills it without allocating (footprint.rs).
+            communicators: vec![Communicator {
+                members: Vec::with_capacity(launched_ranks()),
+            }],
             pending: FastMap::default(),
             completing: std::ptr::null(),
             snapshot: Vec::new(),
@@ -1000,7 +1004,8 @@ impl Recorder {
             cuts: Vec::new(),
             stop_note: None,
             stopped_by_budget: false,
-            clock: Vec::new(),
+            // The samples at Init and Finalize.
+            clock: Vec::with_capacity(2),
             anchor: Anchor::now(),
             overhead_ticks: 0,
             traced_calls: 0,
@@ -1034,11 +1039,14 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         .skew_spec
         .as_deref()
         .map_or_else(Skew::default, |spec| test_skew(spec, rank));
-    let mut members = Vec::with_capacity(world_size as usize);
-    for r in 0..world_size {
-        members.push(r);
+    // The world's entry (made by `Recorder::new`): its members, in the room reserved there.
+    if let Some(world) = recorder.communicators.first_mut() {
+        world.members.clear();
+        world.members.reserve(world_size as usize);
+        for r in 0..world_size {
+            world.members.push(r);
+        }
     }
-    recorder.communicators = vec![Communicator { members }];
     if recorder.last_comm != (world.key(), 0) {
         recorder.comms.insert(world.key(), 0);
         recorder.last_comm = (world.key(), 0);
@@ -1051,6 +1059,15 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
     if with_recorder(|r| *r = Some(recorder)).is_some() {
         ON.store(true, Relaxed);
     }
+}
+
+/// The ranks of the job as its launcher says before `MPI_Init` (Open MPI's
+/// `OMPI_COMM_WORLD_SIZE`, PMI's `PMI_SIZE`), 0 if it does not.
+fn launched_ranks() -> usize {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Room for `capacity` events, reserved, not touched: pages become resident only as events
