@@ -25,8 +25,8 @@ LAYOUT_NAMES = {
 raw_file, modes = sys.argv[1], sys.argv[2:]
 bench = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # layout, name, mode: [ns]
 calls = {}
-# 2-rank layouts (Open MPI "2", MPICH "2m") only:
 mem = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # layout, key, mode: [kB]
+# 2-rank layouts (Open MPI "2", MPICH "2m") only:
 fin = defaultdict(lambda: defaultdict(list))  # layout, mode: [ms]
 start = defaultdict(lambda: defaultdict(list))  # command, mode: [ms]
 
@@ -37,7 +37,7 @@ for line in open(raw_file):
         name = rest.split(" ", 1)[0]
         bench[layout][name][mode].append(float(kv["ns_per_iter"]))
         calls[name] = int(kv["calls_per_iter"])
-    elif kind == "mem" and layout in ("2", "2m"):
+    elif kind == "mem":
         for key, value in kv.items():
             if key.endswith("_kb_mean"):
                 mem[layout][key][mode].append(float(value))
@@ -102,11 +102,11 @@ if "direct" in modes:
                 print(f"{layout:<6} {name:<12} {med(d['mpistat']):>9.1f} {med(d['direct']):>9.1f} "
                       f"{added(d, 'mpistat', 'direct') / calls[name]:>10.1f}")
 
-for layout, title in (("2", "2 ranks"), ("2m", "MPICH 2 ranks")):
+for layout, title in (("2", "2 ranks"), ("4o", "4 ranks on 2 cores"), ("2m", "MPICH 2 ranks")):
     if not mem[layout]:
         continue
     print()
-    print(f"{'memory/rank, ' + title:<28} {'mode':<10} {'kB':>9} {'added kB':>9}  budget")
+    print(f"{'memory/rank, ' + title:<34} {'mode':<10} {'kB':>9} {'added kB':>9}  budget")
     for key, label, limit in (
         ("inithwm_kb_mean", "VmHWM right after MPI_Init", INIT_PEAK_KB_BUDGET),
         ("vmhwm_kb_mean", "VmHWM (peak, at the end)", INIT_PEAK_KB_BUDGET),
@@ -117,15 +117,17 @@ for layout, title in (("2", "2 ranks"), ("2m", "MPICH 2 ranks")):
         d = mem[layout][key]
         if not d["bare"]:
             continue
-        print(f"{label:<28} {'bare':<10} {med(d['bare']):>9.0f}")
+        print(f"{label:<34} {'bare':<10} {med(d['bare']):>9.0f}")
         for mode in modes[1:]:
             if d[mode]:
                 a = added(d, mode)
                 # The start-up budget holds for trace mode too (tracing starts at the end of
                 # MPI_Init); later rows count its event buffer, which the trace budget bounds.
-                judged = mode == "mpistat" or (mode == "trace" and key == "inithwm_kb_mean")
+                judged = mode in ("mpistat", "direct") or (
+                    mode == "trace" and key == "inithwm_kb_mean"
+                )
                 shown = verdict(a <= limit, f"<= {limit} kB") if judged else ""
-                print(f"{'':<28} {mode:<10} {med(d[mode]):>9.0f} {a:>9.0f}  {shown}")
+                print(f"{'':<34} {mode:<10} {med(d[mode]):>9.0f} {a:>9.0f}  {shown}")
 
 for layout, title in (("2", "2 ranks"), ("2m", "MPICH 2 ranks")):
     f = fin[layout]

@@ -71,7 +71,7 @@
 //! missing key at once (`cmd=get_result rc=1`). [`crate::pmi1::Client::from_env`] refuses
 //! slurmstepd's socket.
 //!
-//! The same local look-ups (PMIx only) tell where ranks run: [`local_peers`] (the ranks on this node) and
+//! The same local look-ups (PMIx only) tell where ranks run: [`with_local_peers`] (the ranks on this node) and
 //! [`node_list`] (the job's hosts), from the job-level data the process manager gives every
 //! process at start; no communication either. Without them the record says the nodes' bytes
 //! and host list are unknown.
@@ -322,6 +322,7 @@ const PMIX_STRING: u16 = 3;
 
 impl Getter {
     /// For this process's namespace (`PMIX_NAMESPACE`), if PMIx is loaded.
+    #[link_section = ".text.init.mpistat"]
     fn new() -> Option<Getter> {
         let get = GET.get()?;
         // getenv, not std::env: this runs inside MPI_Init and allocates nothing (footprint.rs).
@@ -359,6 +360,7 @@ impl Getter {
     }
 
     /// `key` of process `rank`: what `read` makes of its value, or `None` if PMIx has none.
+    #[link_section = ".text.init.mpistat"]
     fn get<T>(&mut self, rank: u32, key: &CStr, read: impl FnOnce(&Value) -> T) -> Option<T> {
         self.proc.rank = rank;
         let mut value: *mut Value = std::ptr::null_mut();
@@ -380,28 +382,32 @@ impl Getter {
         out
     }
 
-    /// A job-level string, e.g. a comma-separated list.
-    fn job_string(&mut self, key: &CStr) -> Option<String> {
+    /// What `read` makes of a job-level string's bytes (e.g. a comma-separated list), read in
+    /// place: nothing is allocated, so this can run inside `MPI_Init` (footprint.rs).
+    #[link_section = ".text.init.mpistat"]
+    fn job_bytes<T>(&mut self, key: &CStr, read: impl FnOnce(&[u8]) -> T) -> Option<T> {
         self.get(RANK_WILDCARD, key, |v| {
             let p = v.data[0] as *const c_char;
             // SAFETY: a PMIx string value holds a NUL-terminated string (or null).
             (v.kind == PMIX_STRING && !p.is_null())
-                .then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+                .then(|| read(unsafe { CStr::from_ptr(p) }.to_bytes()))
         })
         .flatten()
     }
 }
 
-/// The world ranks on this node (`PMIX_LOCAL_PEERS`), if PMIx says; a local look-up, no
-/// communication.
-pub fn local_peers() -> Option<Vec<u32>> {
-    let list = Getter::new()?.job_string(c"pmix.lpeers")?;
-    list.split(',').map(|r| r.trim().parse().ok()).collect()
+/// What `read` makes of the world ranks on this node as PMIx lists them (`PMIX_LOCAL_PEERS`:
+/// decimal ranks separated by commas), if PMIx says; a local look-up, no communication, no
+/// allocation (it runs right after the real `MPI_Init`: footprint.rs).
+#[link_section = ".text.init.mpistat"]
+pub fn with_local_peers<T>(read: impl FnOnce(&[u8]) -> T) -> Option<T> {
+    Getter::new()?.job_bytes(c"pmix.lpeers", read)
 }
 
 /// The job's nodes, in PMIx's order (`PMIX_NODE_LIST`), if PMIx says; a local look-up.
 pub fn node_list() -> Option<Vec<String>> {
-    let list = Getter::new()?.job_string(c"pmix.nlist")?;
+    let list =
+        Getter::new()?.job_bytes(c"pmix.nlist", |b| String::from_utf8_lossy(b).into_owned())?;
     let hosts: Vec<String> = list.split(',').map(|h| h.trim().to_string()).collect();
     (!hosts.iter().any(String::is_empty)).then_some(hosts)
 }

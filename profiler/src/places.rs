@@ -1,7 +1,7 @@
 //! Whether a call's bytes stayed on this node or crossed nodes.
 //!
 //! At `MPI_Init` the rank learns which ranks of `MPI_COMM_WORLD` share its node from its process
-//! manager ([`crate::peers::local_peers`], a local look-up: no communication, so nothing extra
+//! manager ([`crate::peers::with_local_peers`], a local look-up: no communication, so nothing extra
 //! when not every rank is profiled). Then, out of line after a successful call's end time
 //! ([`crate::traffic::record`]):
 //! - point-to-point data goes by its peer's node: the peer argument of a send, the status's
@@ -23,8 +23,10 @@ use crate::traffic::Traffic;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{
+    AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
+use std::sync::{Arc, Mutex};
 
 /// Each routine's class, by id: a small table that the linker places with the hot code
 /// (`profiler/hot.ld`), unlike the whole routine table.
@@ -38,11 +40,12 @@ static CLASSES: [Class; N_ROUTINES] = {
     classes
 };
 
-/// Which ranks of `MPI_COMM_WORLD` share this rank's node.
+/// Which ranks of `MPI_COMM_WORLD` share this rank's node. Made once, right after the real
+/// `MPI_Init`, and never freed.
 struct NodeMap {
     world: usize,
     /// A bit per world rank.
-    local: Vec<u64>,
+    local: &'static [u64],
     size: u32,
     here: u32,
 }
@@ -55,45 +58,126 @@ impl NodeMap {
     }
 }
 
-static MAP: OnceLock<NodeMap> = OnceLock::new();
+/// The [`NodeMap`], once learned (null before). A pointer set once rather than a `OnceLock`:
+/// [`learn`] runs right after the real `MPI_Init`, where every chunk of code run adds to its
+/// peak resident set (footprint.rs), and `OnceLock`'s and the allocator's code are elsewhere.
+static MAP: AtomicPtr<NodeMap> = AtomicPtr::new(std::ptr::null_mut());
+
+#[inline(always)]
+fn map() -> Option<&'static NodeMap> {
+    // SAFETY: set once to a leaked, fully written `NodeMap` (Release in `learn`), never freed.
+    unsafe { MAP.load(Acquire).as_ref() }
+}
 
 /// At `MPI_Init`: learn this rank's node mates (if the process manager says, and they include
-/// this rank).
+/// this rank). Allocation-free but for `calloc`, and in `.text.init` (footprint.rs).
+#[link_section = ".text.init.mpistat"]
 pub fn learn(world: MPI_Comm, size: u32, rank: u32) {
-    let Some(peers) = crate::peers::local_peers() else {
+    if map().is_some() {
+        return;
+    }
+    let Some(Some(map)) = crate::peers::with_local_peers(|list| node_map(list, world, size, rank))
+    else {
         return;
     };
-    let mut local = vec![0u64; size.div_ceil(64) as usize];
-    for &p in &peers {
-        if p >= size {
-            return;
+    MAP.store(map, Release);
+}
+
+/// A [`NodeMap`] of `size` world ranks (this one `rank`) from PMIx's list of the ranks on this
+/// node (`"0,1,5"`), or `None` if the list is malformed, names a rank outside the world, or
+/// lacks this rank.
+#[link_section = ".text.init.mpistat"]
+fn node_map(list: &[u8], world: MPI_Comm, size: u32, rank: u32) -> Option<*mut NodeMap> {
+    let words = size.div_ceil(64).max(1) as usize;
+    let mut here = 0u32;
+    let bits = Words::zeroed(words)?;
+    let mut number: Option<u32> = None;
+    // One pass over the bytes, a comma (or the end) closing each number; blanks are ignored.
+    for &b in list.iter().chain(b",") {
+        match b {
+            b'0'..=b'9' => {
+                let digit = u32::from(b - b'0');
+                number = Some(number.unwrap_or(0).checked_mul(10)?.checked_add(digit)?);
+            }
+            b',' => {
+                let p = number.take()?;
+                if p >= size {
+                    return None;
+                }
+                let word = &mut bits.0[(p / 64) as usize];
+                if *word & (1 << (p % 64)) == 0 {
+                    here += 1;
+                }
+                *word |= 1 << (p % 64);
+            }
+            b' ' | b'\t' => {}
+            _ => return None,
         }
-        local[(p / 64) as usize] |= 1 << (p % 64);
     }
+    let local = bits.leak();
     let map = NodeMap {
         world: world.key(),
         local,
         size,
-        here: peers.len() as u32,
+        here,
     };
-    if map.is_local(rank) == Some(true) {
-        let _ = MAP.set(map);
+    if map.is_local(rank) != Some(true) {
+        return None;
+    }
+    // SAFETY: calloc of one NodeMap; written at once, never freed (the map lives as long as
+    // the process).
+    unsafe {
+        let p = libc::calloc(1, std::mem::size_of::<NodeMap>()) as *mut NodeMap;
+        if p.is_null() {
+            return None;
+        }
+        p.write(map);
+        Some(p)
+    }
+}
+
+/// Zeroed words from `calloc`, freed unless leaked.
+struct Words(&'static mut [u64]);
+
+impl Words {
+    #[link_section = ".text.init.mpistat"]
+    fn zeroed(n: usize) -> Option<Words> {
+        // SAFETY: calloc of n zeroed u64s (alignment 8 or more), owned by the `Words`.
+        unsafe {
+            let p = libc::calloc(n, std::mem::size_of::<u64>()) as *mut u64;
+            (!p.is_null()).then(|| Words(std::slice::from_raw_parts_mut(p, n)))
+        }
+    }
+
+    #[link_section = ".text.init.mpistat"]
+    fn leak(self) -> &'static [u64] {
+        let words = std::mem::ManuallyDrop::new(self);
+        // SAFETY: the words of a `Words` that is never dropped, so never freed.
+        unsafe { std::slice::from_raw_parts(words.0.as_ptr(), words.0.len()) }
+    }
+}
+
+impl Drop for Words {
+    #[link_section = ".text.init.mpistat"]
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from calloc in `zeroed`, and this `Words` owns it.
+        unsafe { libc::free(self.0.as_mut_ptr().cast()) }
     }
 }
 
 /// Whether this rank knows which ranks share its node.
 pub fn known() -> bool {
-    MAP.get().is_some()
+    map().is_some()
 }
 
 /// Whether world rank `world_rank` runs on this node, if known.
 pub fn shares_node(world_rank: u32) -> Option<bool> {
-    MAP.get()?.is_local(world_rank)
+    map()?.is_local(world_rank)
 }
 
 /// Ranks of the job on this node, if known.
 pub fn ranks_here() -> Option<u32> {
-    MAP.get().map(|m| m.here)
+    map().map(|m| m.here)
 }
 
 /// Where the members of a communicator are, seen from this rank.
@@ -111,6 +195,13 @@ static CACHE: Mutex<Option<HashMap<usize, Arc<Members>>>> = Mutex::new(None);
 thread_local! {
     /// This thread's last communicator: (handle, [`FREED`] when looked up, members).
     static LAST: RefCell<Option<(usize, u64, Arc<Members>)>> = const { RefCell::new(None) };
+}
+
+/// How many times communicators were freed so far: a handle seen before and this value
+/// unchanged is the same communicator (caches keyed by handle check it, as [`crate::superstep`]).
+#[inline(always)]
+pub fn comms_freed() -> u64 {
+    FREED.load(Relaxed)
 }
 
 /// After `MPI_Comm_free` or `MPI_Comm_disconnect`: forget every communicator's members.
@@ -212,7 +303,7 @@ pub fn split(
     if bytes == 0 || comm.is_none() {
         return None;
     }
-    let map = MAP.get()?;
+    let map = map()?;
     let by = |local: bool, b: u64| if local { (b, 0) } else { (0, b) };
     match (CLASSES[id], *traffic) {
         (Class::Collective, _) => Some(by(!spans_nodes(map, comm)?, bytes)),
@@ -250,4 +341,40 @@ fn source(status: *const crate::ffi::MPI_Status) -> Option<c_int> {
             status.cast::<c_void>().cast(),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The map made of `list` for rank `rank` of `size`: (bits of the first word, ranks here).
+    fn parsed(list: &str, size: u32, rank: u32) -> Option<(u64, u32)> {
+        let p = node_map(list.as_bytes(), Handle::NONE, size, rank)?;
+        // SAFETY: node_map's leaked, fully written map.
+        let map = unsafe { &*p };
+        Some((map.local[0], map.here))
+    }
+
+    #[test]
+    fn the_local_peers_list_becomes_a_bit_per_world_rank() {
+        assert_eq!(parsed("0,1,5", 8, 1), Some((0b10_0011, 3)));
+        assert_eq!(parsed("3", 4, 3), Some((0b1000, 1)));
+        assert_eq!(parsed(" 2, 0 ,2", 3, 0), Some((0b101, 2)));
+        let (_, here) = parsed("64,65,130", 200, 130).unwrap();
+        assert_eq!(here, 3);
+    }
+
+    #[test]
+    fn a_list_that_cannot_be_right_places_nothing() {
+        for (list, size, rank) in [
+            ("0,1", 4, 2),           // lacks this rank
+            ("0,4", 4, 0),           // outside the world
+            ("0,,1", 4, 0),          // empty entry
+            ("", 4, 0),              // empty
+            ("0;1", 4, 0),           // not a list of numbers
+            ("0,99999999999", 4, 0), // overflows
+        ] {
+            assert_eq!(parsed(list, size, rank), None, "{list:?}");
+        }
+    }
 }

@@ -8,7 +8,7 @@
 use crate::clock::ticks;
 use crate::ffi::MPI_Comm;
 use crate::generated::routines::N_ROUTINES;
-use crate::traffic::Traffic;
+use crate::traffic::{Measured, Traffic};
 use mpistat_record::model::HIST_BUCKETS;
 use std::cell::Cell;
 use std::ffi::c_int;
@@ -44,6 +44,9 @@ pub struct ThreadTable {
     pub mpi_ticks: AtomicU64,
     /// The size of the datatype this thread counted last (see `traffic::TypeSizeCache`).
     pub last_type: crate::traffic::TypeSizeCache,
+    /// Whether the last communicator of a global collective on this thread spans
+    /// `MPI_COMM_WORLD` (see `superstep::SpansCache`).
+    pub last_spans: crate::superstep::SpansCache,
     pub routines: [Counters; N_ROUTINES],
     pub hist: [[AtomicU64; HIST_BUCKETS]; N_ROUTINES],
 }
@@ -105,7 +108,12 @@ impl Call {
     }
 }
 
-/// Make the calling thread the one trace mode records ([`Call::on_traced_thread`]).
+/// Make the calling thread the one trace mode records ([`Call::on_traced_thread`]). With the
+/// hot code, where the thread-local lookup is inlined: run from `.text.init` (`trace::start`)
+/// it would call the lookup's own function in `.text`, one more chunk of code in MPI_Init's
+/// peak (footprint.rs).
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 pub fn mark_traced_thread() {
     // SAFETY: as in `Call::thread`.
     unsafe { (*this_thread()).traced.set(true) }
@@ -151,19 +159,20 @@ pub fn enter(via_pmpi: bool) -> Option<Call> {
 }
 
 /// Finish counting a call of routine `id` on `comm` (null if none) that returned `rc`;
-/// `traffic` describes its data and is looked at only when the call succeeded. `end` is the
-/// call's end time when trace mode took it already ([`crate::trace::leave`]; one clock read
-/// less), else `None` (a constant in the untraced wrappers: no cost there).
+/// `traffic` describes its data and is looked at only when the call succeeded. `traced` is what
+/// trace mode needs to record the call ([`crate::trace::leave`], out of line, with this path's
+/// end time and bytes: nothing is measured twice), else `None` (a constant in the untraced
+/// wrappers: no cost there).
 #[inline(always)]
 pub fn leave(
     call: Call,
-    end: Option<u64>,
+    traced: Option<crate::trace::Leaving>,
     id: RoutineId,
     rc: c_int,
     traffic: Traffic,
     comm: MPI_Comm,
 ) {
-    let _ = leave_at(&call, end, id, rc, traffic, comm);
+    let _ = leave_at(&call, traced, id, rc, traffic, comm);
     call.thread().depth.set(0);
 }
 
@@ -172,24 +181,26 @@ pub fn leave(
 #[inline(always)]
 fn leave_at(
     call: &Call,
-    end: Option<u64>,
+    traced: Option<crate::trace::Leaving>,
     id: RoutineId,
     rc: c_int,
     traffic: Traffic,
     comm: MPI_Comm,
 ) -> (u64, &'static ThreadTable) {
-    let t1 = match end {
-        Some(t1) => t1,
-        None => ticks(),
-    };
+    let t1 = ticks();
     let table = table_of(call.thread());
     let c = &table.routines[id];
     let dt = t1.wrapping_sub(call.t0);
     bump(&c.calls, 1);
     bump(&c.ticks, dt);
     bump(&table.mpi_ticks, dt);
-    if rc == 0 && !traffic.is_none() {
-        crate::traffic::record(table, id, traffic, comm);
+    let measured = if rc == 0 && !traffic.is_none() {
+        crate::traffic::record(table, id, traffic, comm)
+    } else {
+        Measured::default()
+    };
+    if let Some(leaving) = traced {
+        crate::trace::leave(call, leaving, t1, rc, traffic, measured);
     }
     if crate::counters::PER_CALL.load(Relaxed) {
         crate::counters::after_call(id);
@@ -202,20 +213,23 @@ fn leave_at(
 #[inline(always)]
 pub fn leave_superstep(
     call: Call,
-    end: Option<u64>,
+    traced: Option<crate::trace::Leaving>,
     id: RoutineId,
     rc: c_int,
     traffic: Traffic,
     comm: MPI_Comm,
 ) {
-    let (t1, table) = leave_at(&call, end, id, rc, traffic, comm);
+    let (t1, table) = leave_at(&call, traced, id, rc, traffic, comm);
     if rc == 0 {
-        crate::superstep::boundary(call.t0, t1, table.mpi_ticks.load(Relaxed), id, comm);
+        crate::superstep::boundary(call.t0, t1, table, id, comm);
     }
     call.thread().depth.set(0);
 }
 
-/// Ticks this thread spent in outermost MPI calls so far.
+/// Ticks this thread spent in outermost MPI calls so far. With the hot code, as
+/// [`mark_traced_thread`] (`superstep::start` runs it at the end of `MPI_Init`).
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 pub fn thread_mpi_ticks() -> u64 {
     thread_table().mpi_ticks.load(Relaxed)
 }

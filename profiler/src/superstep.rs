@@ -12,20 +12,23 @@
 //! partition) to rank 0, which computes the figures ([`figures`]).
 //!
 //! Deciding "spans `MPI_COMM_WORLD`" costs a pointer compare with the handle cached at
-//! `MPI_Init` for `MPI_COMM_WORLD` itself, else two real `PMPI_Comm_size` /
-//! `PMPI_Comm_test_inter` calls (a few ns each in Open MPI), paid on those collectives only. No
-//! cache of handles: a freed communicator's handle can be reused for a different group, and a
-//! cache would then answer wrongly.
+//! `MPI_Init` for `MPI_COMM_WORLD` itself, else the thread's last answer for the same handle
+//! ([`SpansCache`]: a library's duplicate of `MPI_COMM_WORLD` asks MPI once), else two real
+//! `PMPI_Comm_size` / `PMPI_Comm_test_inter` calls. A freed communicator's handle can be reused
+//! for a different group, so the answer is kept only while no communicator was freed
+//! ([`crate::places::comms_freed`]).
 
 use crate::family::Handle;
 use crate::ffi::MPI_Comm;
 use crate::mpi::{allreduce, comm_is_inter, comm_size, reduce_to_root, Op, OwnComm};
+use crate::rt::ThreadTable;
 use mpistat_record::model::{Imbalance, PartitionImbalance};
 use std::cell::UnsafeCell;
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed,
+    Ordering::Release,
 };
 
 /// Routine id stored for the last superstep, which `MPI_Finalize` ends.
@@ -248,23 +251,54 @@ pub fn start(bytes: usize, world_size: u32, world: MPI_Comm, now: u64) {
     ON.store(true, Relaxed);
 }
 
-/// Whether `comm` spans `MPI_COMM_WORLD` (an intracommunicator with as many ranks).
-fn spans_world(comm: MPI_Comm) -> bool {
-    if comm.key() == WORLD.load(Relaxed) {
+/// One thread's last communicator other than `MPI_COMM_WORLD` that a global collective ran on,
+/// and whether it spans `MPI_COMM_WORLD`. All-zero bytes are a valid empty cache (no handle has
+/// key 0). Written only by its thread (part of its `rt::ThreadTable`).
+#[derive(Default)]
+pub struct SpansCache {
+    /// The communicator's [`Handle::key`].
+    comm: AtomicUsize,
+    /// [`crate::places::comms_freed`] when the answer was stored.
+    freed: AtomicU64,
+    spans: AtomicBool,
+}
+
+/// Whether `comm` spans `MPI_COMM_WORLD` (an intracommunicator with as many ranks), from the
+/// thread's `cache` when it holds the answer.
+#[link_section = ".text.hot.mpistat"]
+fn spans_world(comm: MPI_Comm, cache: &SpansCache) -> bool {
+    let key = comm.key();
+    if key == WORLD.load(Relaxed) {
         return true;
     }
+    let freed = crate::places::comms_freed();
+    if cache.comm.load(Relaxed) == key && cache.freed.load(Relaxed) == freed {
+        return cache.spans.load(Relaxed);
+    }
+    let spans = asks_spans_world(comm);
+    cache.comm.store(key, Relaxed);
+    cache.freed.store(freed, Relaxed);
+    cache.spans.store(spans, Relaxed);
+    spans
+}
+
+/// [`spans_world`] asked of MPI (out of line: once per communicator).
+#[cold]
+#[inline(never)]
+fn asks_spans_world(comm: MPI_Comm) -> bool {
     comm_size(comm).is_ok_and(|n| n as u32 == WORLD_SIZE.load(Relaxed))
         && comm_is_inter(comm).is_ok_and(|inter| !inter)
 }
 
-/// A successful synchronising collective of routine `id` on `comm` ran from `t0` to `t1`, and the
-/// thread's MPI ticks are now `mpi_now` (called while the thread is still marked inside that call).
+/// A successful synchronising collective of routine `id` on `comm` ran from `t0` to `t1` on the
+/// thread whose table is `table` (called while the thread is still marked inside that call).
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub fn boundary(t0: u64, t1: u64, mpi_now: u64, id: usize, comm: MPI_Comm) {
-    if !ON.load(Relaxed) || !spans_world(comm) {
+pub fn boundary(t0: u64, t1: u64, table: &ThreadTable, id: usize, comm: MPI_Comm) {
+    if !ON.load(Relaxed) || !spans_world(comm, &table.last_spans) {
         return;
     }
+    let mpi_now = table.mpi_ticks.load(Relaxed);
     crate::guard::contained(|| {
         let mut guard = STATE.lock();
         let Some(st) = guard.as_mut() else { return };

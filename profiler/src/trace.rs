@@ -27,7 +27,7 @@ use crate::generated::routines::ROUTINES;
 use crate::mpi::{self, OwnComm};
 use crate::rawevents::{self, RawEvents};
 use crate::rt::RoutineId;
-use crate::traffic::{Traffic, NO_PEER, PROC_NULL};
+use crate::traffic::{Measured, Traffic, NO_PEER, PROC_NULL};
 use mpistat_analysis::hash::FastMap;
 use mpistat_analysis::model::{
     ClockSample, Communicator, Event, EventKind, LocalDefinitions, Module, MpiClass, Region,
@@ -141,9 +141,6 @@ struct Recorder {
     /// What the recording needs to know of every routine (by id), worked out at `start` so
     /// that no call looks at a routine's name.
     facts: Vec<Facts>,
-    /// The traced thread's counter table (its type-size cache makes [`Recorder::bytes_of`]
-    /// cheap).
-    table: &'static crate::rt::ThreadTable,
     region_keys: Vec<(RoutineId, usize)>,
     sites: CallSites,
     comms: FastMap<usize, u32>,
@@ -330,11 +327,6 @@ impl Recorder {
         (events, (self.overhead_ticks as f64 * ns_per_tick) as u64)
     }
 
-    /// Bytes a successful call's `traffic` moved (the counting path's measure).
-    fn bytes_of(&self, traffic: Traffic) -> u64 {
-        crate::traffic::measure(self.table, traffic).bytes
-    }
-
     #[inline(always)]
     fn push(&mut self, time: u64, kind: EventKind) {
         self.events.push(time, kind);
@@ -428,7 +420,17 @@ impl Recorder {
         }
     }
 
-    fn leave(&mut self, entered: Entered, end: u64, rc: c_int, traffic: Traffic, args: &Args) {
+    /// Record a call that ended at `end`; `measured` is what the counting path measured of its
+    /// `traffic` (zero unless the call succeeded), so that no byte is counted twice.
+    fn leave(
+        &mut self,
+        entered: Entered,
+        end: u64,
+        rc: c_int,
+        traffic: Traffic,
+        measured: Measured,
+        args: &Args,
+    ) {
         // Its events are recorded (else, before the window, only supersteps and new
         // communicators are followed).
         let recording = match self.state {
@@ -462,7 +464,7 @@ impl Recorder {
         }
         let comm = (!args.comm.is_none()).then(|| self.comm_id(args.comm));
         if rc == 0 && recording {
-            self.communication(&entered, end, facts, comm, traffic, args);
+            self.communication(&entered, end, facts, comm, traffic, measured, args);
         }
         match (class, comm) {
             (RegionRole::Mpi(c), Some(comm)) if !recording => {
@@ -475,7 +477,7 @@ impl Recorder {
             }
             _ if !recording => {}
             (RegionRole::Mpi(c), Some(comm)) if c != MpiClass::PointToPoint => {
-                let bytes = if rc == 0 { self.bytes_of(traffic) } else { 0 };
+                let bytes = measured.bytes;
                 let root = match traffic {
                     Traffic::Elements { peer, .. } | Traffic::SendReceived { peer, .. }
                         if peer != NO_PEER =>
@@ -514,7 +516,9 @@ impl Recorder {
         }
     }
 
-    /// The messages and requests of a successful call.
+    /// The messages and requests of a successful call (`measured`: its bytes, from the counting
+    /// path).
+    #[allow(clippy::too_many_arguments)]
     fn communication(
         &mut self,
         entered: &Entered,
@@ -522,6 +526,7 @@ impl Recorder {
         facts: Facts,
         comm: Option<u32>,
         traffic: Traffic,
+        measured: Measured,
         args: &Args,
     ) {
         let synchronous = facts.synchronous;
@@ -531,7 +536,8 @@ impl Recorder {
                     Traffic::Elements { peer, .. } if !args.request.is_null() => {
                         let sends = !facts.receives;
                         if sends {
-                            self.send(entered.start, comm, peer, args.tag, traffic, synchronous);
+                            let bytes = measured.bytes;
+                            self.send(entered.start, comm, peer, args.tag, bytes, synchronous);
                         }
                         // SAFETY: the successful call filled *request.
                         let request = unsafe { *args.request };
@@ -546,28 +552,18 @@ impl Recorder {
                                 comm,
                                 source: self.world_rank(comm, peer),
                                 tag: (args.tag != ANY_TAG).then_some(args.tag),
-                                bytes: self.bytes_of(traffic),
+                                bytes: measured.bytes,
                             };
                             self.pending.insert(request.key(), posted);
                         }
                     }
                     Traffic::Elements { peer, .. } => {
-                        self.send(entered.start, comm, peer, args.tag, traffic, synchronous)
+                        let bytes = measured.bytes;
+                        self.send(entered.start, comm, peer, args.tag, bytes, synchronous)
                     }
                     Traffic::Received { status, .. } => self.recv(end, comm, status),
-                    Traffic::SendReceived {
-                        count,
-                        datatype,
-                        peer,
-                        status,
-                        ..
-                    } => {
-                        let send = Traffic::Elements {
-                            count,
-                            datatype,
-                            peer,
-                        };
-                        self.send(entered.start, comm, peer, args.tag, send, false);
+                    Traffic::SendReceived { peer, status, .. } => {
+                        self.send(entered.start, comm, peer, args.tag, measured.sent, false);
                         self.recv(end, comm, status);
                     }
                     _ => {}
@@ -579,12 +575,12 @@ impl Recorder {
         }
     }
 
-    fn send(&mut self, at: u64, comm: u32, peer: c_int, tag: c_int, traffic: Traffic, sync: bool) {
+    /// A send of `bytes` to `peer` of `comm` (none to `MPI_PROC_NULL`).
+    fn send(&mut self, at: u64, comm: u32, peer: c_int, tag: c_int, bytes: u64, sync: bool) {
         if peer == PROC_NULL {
             return;
         }
         if let Some(peer) = self.world_rank(comm, peer) {
-            let bytes = self.bytes_of(traffic);
             self.push(
                 at,
                 EventKind::Send {
@@ -736,23 +732,29 @@ fn enter_completing(call: &crate::rt::Call, requests: *const MPI_Request, n: c_i
     .unwrap_or(false)
 }
 
-/// End of a traced call that returned `rc` (out of line): records the whole call. Returns its
-/// end time, which the counting path uses too.
+/// What a traced wrapper hands to the counting path ([`crate::rt::leave`]), which records the
+/// call with [`leave`] once it has its end time and bytes.
+pub struct Leaving {
+    pub entered: Entered,
+    pub args: Args,
+}
+
+/// End of a traced call that returned `rc` at `end` (out of line, from the counting path, with
+/// what it measured of `traffic`): records the whole call.
 #[inline(never)]
 pub fn leave(
     call: &crate::rt::Call,
-    entered: Entered,
+    leaving: Leaving,
+    end: u64,
     rc: c_int,
     traffic: Traffic,
-    args: Args,
-) -> u64 {
-    let end = ticks();
+    measured: Measured,
+) {
     with_recorder_if(call.on_traced_thread(), |r| {
         if let Some(r) = r.as_mut() {
-            r.leave(entered, end, rc, traffic, &args);
+            r.leave(leaving.entered, end, rc, traffic, measured, &leaving.args);
         }
     });
-    end
 }
 
 /// The analysis' class of a routine; nonblocking collectives synchronise in their completion,
@@ -1009,11 +1011,14 @@ impl Recorder {
             capacity,
             regions: FastMap::default(),
             facts: ROUTINES.iter().map(|r| Facts::of(r.name())).collect(),
-            table: crate::rt::thread_table(),
             region_keys: Vec::new(),
             sites: CallSites::default(),
             comms,
-            communicators: Vec::new(),
+            // The world's entry, with room for its members as the launcher counts them: the
+            // end of `MPI_Init` fills it without allocating (footprint.rs).
+            communicators: vec![Communicator {
+                members: Vec::with_capacity(launched_ranks()),
+            }],
             pending: FastMap::default(),
             completing: std::ptr::null(),
             snapshot: Vec::new(),
@@ -1022,7 +1027,8 @@ impl Recorder {
             cuts: Vec::new(),
             stop_note: None,
             stopped_by_budget: false,
-            clock: Vec::new(),
+            // The samples at Init and Finalize.
+            clock: Vec::with_capacity(2),
             anchor: Anchor::now(),
             overhead_ticks: 0,
             traced_calls: 0,
@@ -1056,11 +1062,14 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         .skew_spec
         .as_deref()
         .map_or_else(Skew::default, |spec| test_skew(spec, rank));
-    let mut members = Vec::with_capacity(world_size as usize);
-    for r in 0..world_size {
-        members.push(r);
+    // The world's entry (made by `Recorder::new`): its members, in the room reserved there.
+    if let Some(world) = recorder.communicators.first_mut() {
+        world.members.clear();
+        world.members.reserve(world_size as usize);
+        for r in 0..world_size {
+            world.members.push(r);
+        }
     }
-    recorder.communicators = vec![Communicator { members }];
     if recorder.last_comm != (world.key(), 0) {
         recorder.comms.insert(world.key(), 0);
         recorder.last_comm = (world.key(), 0);
@@ -1073,6 +1082,15 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
     if with_recorder(|r| *r = Some(recorder)).is_some() {
         ON.store(true, Relaxed);
     }
+}
+
+/// The ranks of the job as its launcher says before `MPI_Init` (Open MPI's
+/// `OMPI_COMM_WORLD_SIZE`, PMI's `PMI_SIZE`), 0 if it does not.
+fn launched_ranks() -> usize {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Room for `capacity` events, reserved, not touched: pages become resident only as events

@@ -201,7 +201,7 @@ impl Measured {
 /// What `traffic` stands for. On the hot path (from [`record`]), so placed with the hot
 /// wrappers (footprint.rs).
 #[link_section = ".text.hot.mpistat"]
-pub(crate) fn measure(table: &ThreadTable, traffic: Traffic) -> Measured {
+fn measure(table: &ThreadTable, traffic: Traffic) -> Measured {
     match traffic {
         Traffic::None => Measured::default(),
         Traffic::Elements {
@@ -283,24 +283,29 @@ fn sum_counts<C: Copy + Into<MPI_Count>>(counts: *const C, n: usize) -> u64 {
 }
 
 /// Add a successful call on `comm` (null if none)'s count, bytes, message size, and bytes on
-/// and off this node ([`crate::places`]) to this thread's table.
+/// and off this node ([`crate::places`]) to this thread's table; returns what it measured (for
+/// trace mode, [`crate::trace::leave`]).
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
+pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) -> Measured {
     // A bug here must not unwind into the user's program: swallow it, lose this call's bytes.
-    let Some((count, bytes, placed)) =
+    let Some((m, placed)) =
         crate::guard::contained(move || measure_and_place(table, id, traffic, comm))
     else {
-        return;
+        return Measured::default();
     };
     let c = &table.routines[id];
-    bump(&c.count, count);
-    bump(&c.bytes, bytes);
-    bump(&table.hist[id][hist_bucket(bytes).min(HIST_BUCKETS - 1)], 1);
+    bump(&c.count, m.count);
+    bump(&c.bytes, m.bytes);
+    bump(
+        &table.hist[id][hist_bucket(m.bytes).min(HIST_BUCKETS - 1)],
+        1,
+    );
     if let Some((on, off)) = placed {
         bump(&c.on_node, on);
         bump(&c.off_node, off);
     }
+    m
 }
 
 /// A call's count and bytes, and its bytes on and off this node if known. A function of its own
@@ -313,8 +318,8 @@ fn measure_and_place(
     id: RoutineId,
     traffic: Traffic,
     comm: MPI_Comm,
-) -> (u64, u64, Option<(u64, u64)>) {
+) -> (Measured, Option<(u64, u64)>) {
     let m = measure(table, traffic);
     let placed = crate::places::split(id, &traffic, comm, m.bytes, m.sent);
-    (m.count, m.bytes, placed)
+    (m, placed)
 }

@@ -232,3 +232,25 @@ fn mpmd_partitions_and_inter_partition_imbalance(mpi) {
     assert_near("partition 1 work s", work(1), 1.5, 0.15);
 }
 }
+
+for_each_mpi! {
+/// Only collectives on communicators that span `MPI_COMM_WORLD` end supersteps, also when a
+/// communicator that does not takes over the handle of a freed one that did (the profiler keeps
+/// each thread's last answer per handle only until a communicator is freed).
+fn supersteps_on_other_communicators(mpi) {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let outcome = Job::new(program_for("superstep_comms.c", mpi), 2)
+        .mpi(mpi)
+        .profiled(&syslogd.site_config());
+    outcome.assert_success();
+    assert_every_rank_printed(&outcome, 2, |r| format!("superstep_comms rank {r} done"));
+    let i = syslogd
+        .single_record()
+        .imbalance
+        .expect("record has imbalance estimates");
+    assert_eq!(i.unavailable, None);
+    // 3 Allreduce on the duplicate, 2 Barrier on the second one, the last superstep.
+    assert_eq!(i.supersteps, 6, "{}", outcome.stdout);
+}
+}

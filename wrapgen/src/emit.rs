@@ -423,7 +423,7 @@ fn wrapper(
     writeln!(out, "    let traffic = {traffic};").unwrap();
     writeln!(
         out,
-        "    let end = traced.map(|traced| trace::leave(&call, traced, {rc_arg}, traffic, {}));",
+        "    let traced = traced.map(|entered| trace::Leaving {{ entered, args: {} }});",
         trace_args_expr(&row.semantics)
     )
     .unwrap();
@@ -432,7 +432,7 @@ fn wrapper(
         let comm = ident(row.semantics.comm.as_deref().expect("superstep needs comm"));
         writeln!(
             out,
-            "    rt::leave_superstep(call, end, id::{name}, {rc_arg}, {traffic}, {comm});"
+            "    rt::leave_superstep(call, traced, id::{name}, {rc_arg}, {traffic}, {comm});"
         )
         .unwrap();
     } else {
@@ -442,7 +442,7 @@ fn wrapper(
         );
         writeln!(
             out,
-            "    rt::leave(call, end, id::{name}, {rc_arg}, {traffic}, {comm});"
+            "    rt::leave(call, traced, id::{name}, {rc_arg}, {traffic}, {comm});"
         )
         .unwrap();
     }

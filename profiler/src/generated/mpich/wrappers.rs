@@ -26,8 +26,8 @@ unsafe fn wrap_MPI_Bsend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Bsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Bsend, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Bsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -54,8 +54,8 @@ unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Bsend_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Bsend_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -82,8 +82,8 @@ unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, tracing: bool, buffer: *mut c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -110,8 +110,8 @@ unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, tracing: bool, buffer: *mut c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -138,8 +138,8 @@ unsafe fn wrap_MPI_Cancel(via_pmpi: bool, tracing: bool, request: *mut MPI_Reque
     let traced = if tracing { trace::enter(&call, id::MPI_Cancel, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -166,8 +166,8 @@ unsafe fn wrap_MPI_Get_count(via_pmpi: bool, tracing: bool, status: *const MPI_S
     let traced = if tracing { trace::enter(&call, id::MPI_Get_count, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -196,8 +196,8 @@ unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, tracing: bool, status: *const MP
     let traced = if tracing { trace::enter(&call, id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -224,8 +224,8 @@ unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, tracing: bool, status: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -252,8 +252,8 @@ unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, tracing: bool, request: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -280,8 +280,8 @@ unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, tracing: bool, query_fn: MPI_G
     let traced = if tracing { trace::enter(&call, id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
     let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -308,8 +308,8 @@ unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ibsend, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ibsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -336,8 +336,8 @@ unsafe fn wrap_MPI_Improbe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Improbe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, message, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Improbe, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Improbe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -364,8 +364,8 @@ unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count
     let traced = if tracing { trace::enter(&call, id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype: r#type, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -392,8 +392,8 @@ unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iprobe, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iprobe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -422,8 +422,8 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let traced = if tracing { trace::enter(&call, id::MPI_Irecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Irecv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Irecv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -452,8 +452,8 @@ unsafe fn wrap_MPI_Irsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Irsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Irsend, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Irsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -480,8 +480,8 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Isend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Isend, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Isend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -510,8 +510,8 @@ unsafe fn wrap_MPI_Issend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Issend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Issend, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Issend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -538,8 +538,8 @@ unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, message, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Mprobe, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Mprobe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -568,8 +568,8 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let traced = if tracing { trace::enter(&call, id::MPI_Mrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype: r#type, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -596,8 +596,8 @@ unsafe fn wrap_MPI_Probe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Probe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Probe, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Probe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -626,8 +626,8 @@ unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, tracing: bool, buf: *mut c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Recv_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Recv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -656,8 +656,8 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: 
     let traced = if tracing { trace::enter(&call, id::MPI_Recv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Recv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Recv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -686,8 +686,8 @@ unsafe fn wrap_MPI_Request_free(via_pmpi: bool, tracing: bool, request: *mut MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Request_free, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -714,8 +714,8 @@ unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, tracing: bool, request: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -742,8 +742,8 @@ unsafe fn wrap_MPI_Rsend(via_pmpi: bool, tracing: bool, ibuf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Rsend, std::ptr::null(), 0) } else { None };
     let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Rsend, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Rsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -770,8 +770,8 @@ unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Rsend_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Rsend_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -798,8 +798,8 @@ unsafe fn wrap_MPI_Send_init(via_pmpi: bool, tracing: bool, buf: *const c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Send_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Send_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Send_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -826,8 +826,8 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, tracing: bool, buf: *const c_void, count
     let traced = if tracing { trace::enter(&call, id::MPI_Send, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Send, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Send, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -858,8 +858,8 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest, recv_count: MPI_Count::from(recvcount), recv_datatype: recvtype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Sendrecv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Sendrecv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -890,8 +890,8 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, tracing: bool, buf: *mut c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv_replace, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(count), datatype, peer: dest, recv_count: MPI_Count::from(count), recv_datatype: datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Sendrecv_replace, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Sendrecv_replace, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -918,8 +918,8 @@ unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ssend_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ssend_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -946,8 +946,8 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Ssend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ssend, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ssend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -976,8 +976,8 @@ unsafe fn wrap_MPI_Start(via_pmpi: bool, tracing: bool, request: *mut MPI_Reques
     let traced = if tracing { trace::enter(&call, id::MPI_Start, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1006,8 +1006,8 @@ unsafe fn wrap_MPI_Startall(via_pmpi: bool, tracing: bool, count: c_int, array_o
     let traced = if tracing { trace::enter(&call, id::MPI_Startall, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_requests);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1036,8 +1036,8 @@ unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, tracing: bool, status: *
     let traced = if tracing { trace::enter(&call, id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1064,8 +1064,8 @@ unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, tracing: bool, status: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1092,8 +1092,8 @@ unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, tracing: bool, status: 
     let traced = if tracing { trace::enter(&call, id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1120,8 +1120,8 @@ unsafe fn wrap_MPI_Testall(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Testall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1150,8 +1150,8 @@ unsafe fn wrap_MPI_Testany(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Testany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, flag, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1180,8 +1180,8 @@ unsafe fn wrap_MPI_Test(via_pmpi: bool, tracing: bool, request: *mut MPI_Request
     let traced = if tracing { trace::enter(&call, id::MPI_Test, request, 1) } else { None };
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1210,8 +1210,8 @@ unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, tracing: bool, status: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1238,8 +1238,8 @@ unsafe fn wrap_MPI_Testsome(via_pmpi: bool, tracing: bool, incount: c_int, array
     let traced = if tracing { trace::enter(&call, id::MPI_Testsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1266,8 +1266,8 @@ unsafe fn wrap_MPI_Waitall(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Waitall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, array_of_statuses);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1296,8 +1296,8 @@ unsafe fn wrap_MPI_Waitany(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Waitany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1326,8 +1326,8 @@ unsafe fn wrap_MPI_Wait(via_pmpi: bool, tracing: bool, request: *mut MPI_Request
     let traced = if tracing { trace::enter(&call, id::MPI_Wait, request, 1) } else { None };
     let rc = next(request, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1356,8 +1356,8 @@ unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, tracing: bool, incount: c_int, array
     let traced = if tracing { trace::enter(&call, id::MPI_Waitsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1384,8 +1384,8 @@ unsafe fn wrap_MPI_Bsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Bsend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Bsend_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Bsend_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1412,8 +1412,8 @@ unsafe fn wrap_MPI_Bsend_init_c(via_pmpi: bool, tracing: bool, buf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Bsend_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Bsend_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Bsend_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1440,8 +1440,8 @@ unsafe fn wrap_MPI_Buffer_attach_c(via_pmpi: bool, tracing: bool, buffer: *mut c
     let traced = if tracing { trace::enter(&call, id::MPI_Buffer_attach_c, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Buffer_attach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Buffer_attach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1468,8 +1468,8 @@ unsafe fn wrap_MPI_Buffer_detach_c(via_pmpi: bool, tracing: bool, buffer_addr: *
     let traced = if tracing { trace::enter(&call, id::MPI_Buffer_detach_c, std::ptr::null(), 0) } else { None };
     let rc = next(buffer_addr, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Buffer_detach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Buffer_detach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1496,8 +1496,8 @@ unsafe fn wrap_MPI_Get_count_c(via_pmpi: bool, tracing: bool, status: *const MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Get_count_c, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_count_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_count_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1524,8 +1524,8 @@ unsafe fn wrap_MPI_Get_elements_c(via_pmpi: bool, tracing: bool, status: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Get_elements_c, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_elements_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_elements_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1552,8 +1552,8 @@ unsafe fn wrap_MPI_Ibsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, c
     let traced = if tracing { trace::enter(&call, id::MPI_Ibsend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ibsend_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ibsend_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1580,8 +1580,8 @@ unsafe fn wrap_MPI_Imrecv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Imrecv_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, message, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Imrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Imrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1608,8 +1608,8 @@ unsafe fn wrap_MPI_Irecv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Irecv_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: source };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Irecv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Irecv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1636,8 +1636,8 @@ unsafe fn wrap_MPI_Irsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, c
     let traced = if tracing { trace::enter(&call, id::MPI_Irsend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Irsend_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Irsend_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1664,8 +1664,8 @@ unsafe fn wrap_MPI_Isend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Isend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Isend_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Isend_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1692,8 +1692,8 @@ unsafe fn wrap_MPI_Isendrecv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Isendrecv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Isendrecv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Isendrecv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1720,8 +1720,8 @@ unsafe fn wrap_MPI_Isendrecv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Isendrecv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Isendrecv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Isendrecv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1748,8 +1748,8 @@ unsafe fn wrap_MPI_Isendrecv_replace(via_pmpi: bool, tracing: bool, buf: *mut c_
     let traced = if tracing { trace::enter(&call, id::MPI_Isendrecv_replace, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Isendrecv_replace, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Isendrecv_replace, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1776,8 +1776,8 @@ unsafe fn wrap_MPI_Isendrecv_replace_c(via_pmpi: bool, tracing: bool, buf: *mut 
     let traced = if tracing { trace::enter(&call, id::MPI_Isendrecv_replace_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Isendrecv_replace_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Isendrecv_replace_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1804,8 +1804,8 @@ unsafe fn wrap_MPI_Issend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, c
     let traced = if tracing { trace::enter(&call, id::MPI_Issend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Issend_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Issend_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1834,8 +1834,8 @@ unsafe fn wrap_MPI_Mrecv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Mrecv_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, message, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Mrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Mrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1862,8 +1862,8 @@ unsafe fn wrap_MPI_Parrived(via_pmpi: bool, tracing: bool, request: MPI_Request,
     let traced = if tracing { trace::enter(&call, id::MPI_Parrived, std::ptr::null(), 0) } else { None };
     let rc = next(request, partition, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Parrived, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Parrived, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1890,8 +1890,8 @@ unsafe fn wrap_MPI_Pready(via_pmpi: bool, tracing: bool, partition: c_int, reque
     let traced = if tracing { trace::enter(&call, id::MPI_Pready, std::ptr::null(), 0) } else { None };
     let rc = next(partition, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Pready, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Pready, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1918,8 +1918,8 @@ unsafe fn wrap_MPI_Pready_list(via_pmpi: bool, tracing: bool, length: c_int, arr
     let traced = if tracing { trace::enter(&call, id::MPI_Pready_list, std::ptr::null(), 0) } else { None };
     let rc = next(length, array_of_partitions, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Pready_list, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Pready_list, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1946,8 +1946,8 @@ unsafe fn wrap_MPI_Pready_range(via_pmpi: bool, tracing: bool, partition_low: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Pready_range, std::ptr::null(), 0) } else { None };
     let rc = next(partition_low, partition_high, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Pready_range, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Pready_range, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1974,8 +1974,8 @@ unsafe fn wrap_MPI_Precv_init(via_pmpi: bool, tracing: bool, buf: *mut c_void, p
     let traced = if tracing { trace::enter(&call, id::MPI_Precv_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, partitions, count, datatype, dest, tag, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Precv_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Precv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2002,8 +2002,8 @@ unsafe fn wrap_MPI_Psend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Psend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, partitions, count, datatype, dest, tag, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Psend_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Psend_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2032,8 +2032,8 @@ unsafe fn wrap_MPI_Recv_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, count
     let traced = if tracing { trace::enter(&call, id::MPI_Recv_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Recv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Recv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2060,8 +2060,8 @@ unsafe fn wrap_MPI_Recv_init_c(via_pmpi: bool, tracing: bool, buf: *mut c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Recv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Recv_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Recv_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2088,8 +2088,8 @@ unsafe fn wrap_MPI_Rsend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Rsend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Rsend_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Rsend_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2116,8 +2116,8 @@ unsafe fn wrap_MPI_Rsend_init_c(via_pmpi: bool, tracing: bool, buf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Rsend_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Rsend_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Rsend_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2144,8 +2144,8 @@ unsafe fn wrap_MPI_Send_c(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Send_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Send_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Send_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2172,8 +2172,8 @@ unsafe fn wrap_MPI_Send_init_c(via_pmpi: bool, tracing: bool, buf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Send_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Send_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Send_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2202,8 +2202,8 @@ unsafe fn wrap_MPI_Sendrecv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: sendcount, datatype: sendtype, peer: dest, recv_count: recvcount, recv_datatype: recvtype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Sendrecv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Sendrecv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2232,8 +2232,8 @@ unsafe fn wrap_MPI_Sendrecv_replace_c(via_pmpi: bool, tracing: bool, buf: *mut c
     let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv_replace_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count, datatype, peer: dest, recv_count: count, recv_datatype: datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Sendrecv_replace_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Sendrecv_replace_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2260,8 +2260,8 @@ unsafe fn wrap_MPI_Ssend_c(via_pmpi: bool, tracing: bool, buf: *const c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Ssend_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ssend_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ssend_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2288,8 +2288,8 @@ unsafe fn wrap_MPI_Ssend_init_c(via_pmpi: bool, tracing: bool, buf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Ssend_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ssend_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ssend_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2316,8 +2316,8 @@ unsafe fn wrap_MPI_Allgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Allgather, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Allgather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2346,8 +2346,8 @@ unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iallgather, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iallgather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2374,8 +2374,8 @@ unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Allgatherv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Allgatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2404,8 +2404,8 @@ unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iallgatherv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iallgatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2432,8 +2432,8 @@ unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Allreduce, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Allreduce, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2462,8 +2462,8 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iallreduce, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iallreduce, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2492,8 +2492,8 @@ unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Alltoall, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Alltoall, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2522,8 +2522,8 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ialltoall, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ialltoall, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2552,8 +2552,8 @@ unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Alltoallv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Alltoallv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2582,8 +2582,8 @@ unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ialltoallv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ialltoallv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2610,8 +2610,8 @@ unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Alltoallw, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Alltoallw, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2638,8 +2638,8 @@ unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ialltoallw, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ialltoallw, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2666,8 +2666,8 @@ unsafe fn wrap_MPI_Barrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm) -> c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Barrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Barrier, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Barrier, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2696,8 +2696,8 @@ unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm, reque
     let traced = if tracing { trace::enter(&call, id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ibarrier, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ibarrier, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2726,8 +2726,8 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Bcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Bcast, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Bcast, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2756,8 +2756,8 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ibcast, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ibcast, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2786,8 +2786,8 @@ unsafe fn wrap_MPI_Exscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Exscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Exscan, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Exscan, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2814,8 +2814,8 @@ unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iexscan, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iexscan, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2842,8 +2842,8 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Gather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Gather, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Gather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2872,8 +2872,8 @@ unsafe fn wrap_MPI_Igather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Igather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Igather, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Igather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2900,8 +2900,8 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Gatherv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Gatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2930,8 +2930,8 @@ unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Igatherv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Igatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2958,8 +2958,8 @@ unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_allgather, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_allgather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2986,8 +2986,8 @@ unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ineighbor_allgather, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ineighbor_allgather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3014,8 +3014,8 @@ unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_allgatherv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_allgatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3042,8 +3042,8 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ineighbor_allgatherv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ineighbor_allgatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3070,8 +3070,8 @@ unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_alltoall, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_alltoall, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3098,8 +3098,8 @@ unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ineighbor_alltoall, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoall, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3126,8 +3126,8 @@ unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_alltoallv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3154,8 +3154,8 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ineighbor_alltoallv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3182,8 +3182,8 @@ unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_alltoallw, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallw, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3210,8 +3210,8 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ineighbor_alltoallw, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallw, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3238,8 +3238,8 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Reduce, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Reduce, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3268,8 +3268,8 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ireduce, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ireduce, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3298,8 +3298,8 @@ unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, tracing: bool, inbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3326,8 +3326,8 @@ unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Reduce_scatter, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Reduce_scatter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3354,8 +3354,8 @@ unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ireduce_scatter, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ireduce_scatter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3382,8 +3382,8 @@ unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Reduce_scatter_block, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Reduce_scatter_block, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3410,8 +3410,8 @@ unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf:
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ireduce_scatter_block, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ireduce_scatter_block, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3438,8 +3438,8 @@ unsafe fn wrap_MPI_Scan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, r
     let traced = if tracing { trace::enter(&call, id::MPI_Scan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Scan, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Scan, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3466,8 +3466,8 @@ unsafe fn wrap_MPI_Iscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Iscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iscan, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iscan, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3494,8 +3494,8 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Scatter, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Scatter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3524,8 +3524,8 @@ unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iscatter, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iscatter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3552,8 +3552,8 @@ unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Scatterv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Scatterv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3580,8 +3580,8 @@ unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iscatterv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iscatterv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3608,8 +3608,8 @@ unsafe fn wrap_MPI_Allgather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Allgather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Allgather_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Allgather_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3636,8 +3636,8 @@ unsafe fn wrap_MPI_Allgather_init(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Allgather_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Allgather_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Allgather_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3664,8 +3664,8 @@ unsafe fn wrap_MPI_Allgather_init_c(via_pmpi: bool, tracing: bool, sendbuf: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Allgather_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Allgather_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Allgather_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3692,8 +3692,8 @@ unsafe fn wrap_MPI_Allgatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Allgatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Allgatherv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Allgatherv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3720,8 +3720,8 @@ unsafe fn wrap_MPI_Allgatherv_init(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Allgatherv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Allgatherv_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Allgatherv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3748,8 +3748,8 @@ unsafe fn wrap_MPI_Allgatherv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Allgatherv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Allgatherv_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Allgatherv_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3776,8 +3776,8 @@ unsafe fn wrap_MPI_Allreduce_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Allreduce_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Allreduce_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Allreduce_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3804,8 +3804,8 @@ unsafe fn wrap_MPI_Allreduce_init(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Allreduce_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Allreduce_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Allreduce_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3832,8 +3832,8 @@ unsafe fn wrap_MPI_Allreduce_init_c(via_pmpi: bool, tracing: bool, sendbuf: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Allreduce_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Allreduce_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Allreduce_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3860,8 +3860,8 @@ unsafe fn wrap_MPI_Alltoall_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoall_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Alltoall_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Alltoall_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3888,8 +3888,8 @@ unsafe fn wrap_MPI_Alltoall_init(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoall_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Alltoall_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Alltoall_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3916,8 +3916,8 @@ unsafe fn wrap_MPI_Alltoall_init_c(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoall_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Alltoall_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Alltoall_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3944,8 +3944,8 @@ unsafe fn wrap_MPI_Alltoallv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, comm } };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Alltoallv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Alltoallv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3972,8 +3972,8 @@ unsafe fn wrap_MPI_Alltoallv_init(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Alltoallv_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Alltoallv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4000,8 +4000,8 @@ unsafe fn wrap_MPI_Alltoallv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Alltoallv_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Alltoallv_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4028,8 +4028,8 @@ unsafe fn wrap_MPI_Alltoallw_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallw_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Alltoallw_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Alltoallw_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4056,8 +4056,8 @@ unsafe fn wrap_MPI_Alltoallw_init(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallw_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Alltoallw_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Alltoallw_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4084,8 +4084,8 @@ unsafe fn wrap_MPI_Alltoallw_init_c(via_pmpi: bool, tracing: bool, sendbuf: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallw_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Alltoallw_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Alltoallw_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4112,8 +4112,8 @@ unsafe fn wrap_MPI_Barrier_init(via_pmpi: bool, tracing: bool, comm: MPI_Comm, i
     let traced = if tracing { trace::enter(&call, id::MPI_Barrier_init, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Barrier_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Barrier_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4140,8 +4140,8 @@ unsafe fn wrap_MPI_Bcast_c(via_pmpi: bool, tracing: bool, buffer: *mut c_void, c
     let traced = if tracing { trace::enter(&call, id::MPI_Bcast_c, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count, datatype, peer: root };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Bcast_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Bcast_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4168,8 +4168,8 @@ unsafe fn wrap_MPI_Bcast_init(via_pmpi: bool, tracing: bool, buffer: *mut c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Bcast_init, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Bcast_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Bcast_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4196,8 +4196,8 @@ unsafe fn wrap_MPI_Bcast_init_c(via_pmpi: bool, tracing: bool, buffer: *mut c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Bcast_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Bcast_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Bcast_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4224,8 +4224,8 @@ unsafe fn wrap_MPI_Exscan_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Exscan_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Exscan_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Exscan_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4252,8 +4252,8 @@ unsafe fn wrap_MPI_Exscan_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Exscan_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Exscan_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Exscan_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4280,8 +4280,8 @@ unsafe fn wrap_MPI_Exscan_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Exscan_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Exscan_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Exscan_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4308,8 +4308,8 @@ unsafe fn wrap_MPI_Gather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Gather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Gather_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Gather_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4336,8 +4336,8 @@ unsafe fn wrap_MPI_Gather_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Gather_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Gather_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Gather_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4364,8 +4364,8 @@ unsafe fn wrap_MPI_Gather_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Gather_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Gather_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Gather_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4392,8 +4392,8 @@ unsafe fn wrap_MPI_Gatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Gatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Gatherv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Gatherv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4420,8 +4420,8 @@ unsafe fn wrap_MPI_Gatherv_init(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Gatherv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Gatherv_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Gatherv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4448,8 +4448,8 @@ unsafe fn wrap_MPI_Gatherv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Gatherv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Gatherv_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Gatherv_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4476,8 +4476,8 @@ unsafe fn wrap_MPI_Iallgather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Iallgather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iallgather_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iallgather_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4504,8 +4504,8 @@ unsafe fn wrap_MPI_Iallgatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Iallgatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iallgatherv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iallgatherv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4532,8 +4532,8 @@ unsafe fn wrap_MPI_Iallreduce_c(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Iallreduce_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iallreduce_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iallreduce_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4560,8 +4560,8 @@ unsafe fn wrap_MPI_Ialltoall_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoall_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ialltoall_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ialltoall_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4588,8 +4588,8 @@ unsafe fn wrap_MPI_Ialltoallv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, comm } };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ialltoallv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ialltoallv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4616,8 +4616,8 @@ unsafe fn wrap_MPI_Ialltoallw_c(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallw_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ialltoallw_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ialltoallw_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4644,8 +4644,8 @@ unsafe fn wrap_MPI_Ibcast_c(via_pmpi: bool, tracing: bool, buffer: *mut c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Ibcast_c, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: root };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ibcast_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ibcast_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4672,8 +4672,8 @@ unsafe fn wrap_MPI_Iexscan_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Iexscan_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iexscan_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iexscan_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4700,8 +4700,8 @@ unsafe fn wrap_MPI_Igather_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Igather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Igather_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Igather_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4728,8 +4728,8 @@ unsafe fn wrap_MPI_Igatherv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Igatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Igatherv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Igatherv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4756,8 +4756,8 @@ unsafe fn wrap_MPI_Ineighbor_allgather_c(via_pmpi: bool, tracing: bool, sendbuf:
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ineighbor_allgather_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ineighbor_allgather_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4784,8 +4784,8 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv_c(via_pmpi: bool, tracing: bool, sendbuf
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ineighbor_allgatherv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ineighbor_allgatherv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4812,8 +4812,8 @@ unsafe fn wrap_MPI_Ineighbor_alltoall_c(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoall_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ineighbor_alltoall_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoall_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4840,8 +4840,8 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv_c(via_pmpi: bool, tracing: bool, sendbuf:
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ineighbor_alltoallv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4868,8 +4868,8 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw_c(via_pmpi: bool, tracing: bool, sendbuf:
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallw_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ineighbor_alltoallw_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallw_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4896,8 +4896,8 @@ unsafe fn wrap_MPI_Ireduce_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: root };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ireduce_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ireduce_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4924,8 +4924,8 @@ unsafe fn wrap_MPI_Ireduce_scatter_block_c(via_pmpi: bool, tracing: bool, sendbu
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter_block_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ireduce_scatter_block_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ireduce_scatter_block_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4952,8 +4952,8 @@ unsafe fn wrap_MPI_Ireduce_scatter_c(via_pmpi: bool, tracing: bool, sendbuf: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, comm };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ireduce_scatter_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ireduce_scatter_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4980,8 +4980,8 @@ unsafe fn wrap_MPI_Iscan_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Iscan_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iscan_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iscan_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5008,8 +5008,8 @@ unsafe fn wrap_MPI_Iscatter_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Iscatter_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iscatter_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iscatter_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5036,8 +5036,8 @@ unsafe fn wrap_MPI_Iscatterv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Iscatterv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iscatterv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iscatterv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5064,8 +5064,8 @@ unsafe fn wrap_MPI_Neighbor_allgather_c(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgather_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_allgather_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_allgather_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5092,8 +5092,8 @@ unsafe fn wrap_MPI_Neighbor_allgather_init(via_pmpi: bool, tracing: bool, sendbu
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgather_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_allgather_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_allgather_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5120,8 +5120,8 @@ unsafe fn wrap_MPI_Neighbor_allgather_init_c(via_pmpi: bool, tracing: bool, send
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgather_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_allgather_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_allgather_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5148,8 +5148,8 @@ unsafe fn wrap_MPI_Neighbor_allgatherv_c(via_pmpi: bool, tracing: bool, sendbuf:
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgatherv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_allgatherv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_allgatherv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5176,8 +5176,8 @@ unsafe fn wrap_MPI_Neighbor_allgatherv_init(via_pmpi: bool, tracing: bool, sendb
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgatherv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_allgatherv_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_allgatherv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5204,8 +5204,8 @@ unsafe fn wrap_MPI_Neighbor_allgatherv_init_c(via_pmpi: bool, tracing: bool, sen
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgatherv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_allgatherv_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_allgatherv_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5232,8 +5232,8 @@ unsafe fn wrap_MPI_Neighbor_alltoall_c(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoall_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_alltoall_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_alltoall_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5260,8 +5260,8 @@ unsafe fn wrap_MPI_Neighbor_alltoall_init(via_pmpi: bool, tracing: bool, sendbuf
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoall_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_alltoall_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_alltoall_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5288,8 +5288,8 @@ unsafe fn wrap_MPI_Neighbor_alltoall_init_c(via_pmpi: bool, tracing: bool, sendb
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoall_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_alltoall_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_alltoall_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5316,8 +5316,8 @@ unsafe fn wrap_MPI_Neighbor_alltoallv_c(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_alltoallv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5344,8 +5344,8 @@ unsafe fn wrap_MPI_Neighbor_alltoallv_init(via_pmpi: bool, tracing: bool, sendbu
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_alltoallv_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5372,8 +5372,8 @@ unsafe fn wrap_MPI_Neighbor_alltoallv_init_c(via_pmpi: bool, tracing: bool, send
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_alltoallv_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallv_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5400,8 +5400,8 @@ unsafe fn wrap_MPI_Neighbor_alltoallw_c(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallw_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_alltoallw_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallw_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5428,8 +5428,8 @@ unsafe fn wrap_MPI_Neighbor_alltoallw_init(via_pmpi: bool, tracing: bool, sendbu
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallw_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_alltoallw_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallw_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5456,8 +5456,8 @@ unsafe fn wrap_MPI_Neighbor_alltoallw_init_c(via_pmpi: bool, tracing: bool, send
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallw_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_alltoallw_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallw_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5484,8 +5484,8 @@ unsafe fn wrap_MPI_Reduce_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traffic = Traffic::Elements { count, datatype, peer: root };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Reduce_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Reduce_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5512,8 +5512,8 @@ unsafe fn wrap_MPI_Reduce_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Reduce_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Reduce_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5540,8 +5540,8 @@ unsafe fn wrap_MPI_Reduce_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Reduce_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Reduce_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5568,8 +5568,8 @@ unsafe fn wrap_MPI_Reduce_local_c(via_pmpi: bool, tracing: bool, inbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_local_c, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Reduce_local_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Reduce_local_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5596,8 +5596,8 @@ unsafe fn wrap_MPI_Reduce_scatter_block_c(via_pmpi: bool, tracing: bool, sendbuf
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_block_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
     let traffic = Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Reduce_scatter_block_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Reduce_scatter_block_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5624,8 +5624,8 @@ unsafe fn wrap_MPI_Reduce_scatter_block_init(via_pmpi: bool, tracing: bool, send
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_block_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Reduce_scatter_block_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Reduce_scatter_block_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5652,8 +5652,8 @@ unsafe fn wrap_MPI_Reduce_scatter_block_init_c(via_pmpi: bool, tracing: bool, se
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_block_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Reduce_scatter_block_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Reduce_scatter_block_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5680,8 +5680,8 @@ unsafe fn wrap_MPI_Reduce_scatter_c(via_pmpi: bool, tracing: bool, sendbuf: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, comm };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Reduce_scatter_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Reduce_scatter_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5708,8 +5708,8 @@ unsafe fn wrap_MPI_Reduce_scatter_init(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Reduce_scatter_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Reduce_scatter_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5736,8 +5736,8 @@ unsafe fn wrap_MPI_Reduce_scatter_init_c(via_pmpi: bool, tracing: bool, sendbuf:
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Reduce_scatter_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Reduce_scatter_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5764,8 +5764,8 @@ unsafe fn wrap_MPI_Scan_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Scan_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Scan_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Scan_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5792,8 +5792,8 @@ unsafe fn wrap_MPI_Scan_init(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Scan_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Scan_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Scan_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5820,8 +5820,8 @@ unsafe fn wrap_MPI_Scan_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Scan_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Scan_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Scan_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5848,8 +5848,8 @@ unsafe fn wrap_MPI_Scatter_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Scatter_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Scatter_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Scatter_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5876,8 +5876,8 @@ unsafe fn wrap_MPI_Scatter_init(via_pmpi: bool, tracing: bool, sendbuf: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Scatter_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Scatter_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Scatter_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5904,8 +5904,8 @@ unsafe fn wrap_MPI_Scatter_init_c(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Scatter_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Scatter_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Scatter_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5932,8 +5932,8 @@ unsafe fn wrap_MPI_Scatterv_c(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Scatterv_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Scatterv_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Scatterv_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5960,8 +5960,8 @@ unsafe fn wrap_MPI_Scatterv_init(via_pmpi: bool, tracing: bool, sendbuf: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Scatterv_init, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Scatterv_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Scatterv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5988,8 +5988,8 @@ unsafe fn wrap_MPI_Scatterv_init_c(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Scatterv_init_c, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Scatterv_init_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Scatterv_init_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6016,8 +6016,8 @@ unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6044,8 +6044,8 @@ unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, tracing: bool, origin_addr: 
     let traced = if tracing { trace::enter(&call, id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6072,8 +6072,8 @@ unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, tracing: bool, origin_addr: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6100,8 +6100,8 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Get, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6130,8 +6130,8 @@ unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6158,8 +6158,8 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, tracing: bool, origin_addr: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Put, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6188,8 +6188,8 @@ unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, tracing: bool, origin_addr: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6216,8 +6216,8 @@ unsafe fn wrap_MPI_Rget(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Rget, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6244,8 +6244,8 @@ unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *
     let traced = if tracing { trace::enter(&call, id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6272,8 +6272,8 @@ unsafe fn wrap_MPI_Rput(via_pmpi: bool, tracing: bool, origin_addr: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Rput, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6300,8 +6300,8 @@ unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, tracing: bool, size: MPI_Aint, d
     let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Win_allocate, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Win_allocate, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6328,8 +6328,8 @@ unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, tracing: bool, size: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Win_allocate_shared, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Win_allocate_shared, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6356,8 +6356,8 @@ unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, tracing: bool, win: MPI_Win, base:
     let traced = if tracing { trace::enter(&call, id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6384,8 +6384,8 @@ unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, tracing: bool, win: MPI_W
     let traced = if tracing { trace::enter(&call, id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errorcode);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6412,8 +6412,8 @@ unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, tracing: bool, win: MPI_Win) -> 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6440,8 +6440,8 @@ unsafe fn wrap_MPI_Win_create(via_pmpi: bool, tracing: bool, base: *mut c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create, std::ptr::null(), 0) } else { None };
     let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Win_create, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Win_create, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6468,8 +6468,8 @@ unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, tracing: bool, info: MPI_I
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
     let rc = next(info, comm, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Win_create_dynamic, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Win_create_dynamic, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6496,8 +6496,8 @@ unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, tracing: bool, function
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6524,8 +6524,8 @@ unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, tracing: bool, win_copy_att
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6552,8 +6552,8 @@ unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6580,8 +6580,8 @@ unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, tracing: bool, win: MPI_Win, base:
     let traced = if tracing { trace::enter(&call, id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6608,8 +6608,8 @@ unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, tracing: bool, assert: c_int, win: 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6638,8 +6638,8 @@ unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, tracing: bool, rank: c_int, win: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6668,8 +6668,8 @@ unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, tracing: bool, win: MPI_Win) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6696,8 +6696,8 @@ unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, tracing: bool, rank: c_int, w
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6724,8 +6724,8 @@ unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, tracing: bool, win: MPI_W
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6752,8 +6752,8 @@ unsafe fn wrap_MPI_Win_free(via_pmpi: bool, tracing: bool, win: *mut MPI_Win) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Win_free, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6780,8 +6780,8 @@ unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, tracing: bool, win_keyval: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6808,8 +6808,8 @@ unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6836,8 +6836,8 @@ unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Wi
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6864,8 +6864,8 @@ unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, tracing: bool, win: MPI_Win, gr
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(win, group);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6892,8 +6892,8 @@ unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, tracing: bool, win: MPI_Win, inf
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info_used);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6920,8 +6920,8 @@ unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name, resultlen);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6948,8 +6948,8 @@ unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, tracing: bool, lock_type: c_int, ran
     let traced = if tracing { trace::enter(&call, id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
     let rc = next(lock_type, rank, assert, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6978,8 +6978,8 @@ unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, tracing: bool, assert: c_int, wi
     let traced = if tracing { trace::enter(&call, id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7006,8 +7006,8 @@ unsafe fn wrap_MPI_Win_post(via_pmpi: bool, tracing: bool, group: MPI_Group, ass
     let traced = if tracing { trace::enter(&call, id::MPI_Win_post, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7034,8 +7034,8 @@ unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7062,8 +7062,8 @@ unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Wi
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7090,8 +7090,8 @@ unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, tracing: bool, win: MPI_Win, inf
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7118,8 +7118,8 @@ unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7146,8 +7146,8 @@ unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, tracing: bool, win: MPI_Win,
     let traced = if tracing { trace::enter(&call, id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7174,8 +7174,8 @@ unsafe fn wrap_MPI_Win_start(via_pmpi: bool, tracing: bool, group: MPI_Group, as
     let traced = if tracing { trace::enter(&call, id::MPI_Win_start, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7202,8 +7202,8 @@ unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7230,8 +7230,8 @@ unsafe fn wrap_MPI_Win_test(via_pmpi: bool, tracing: bool, win: MPI_Win, flag: *
     let traced = if tracing { trace::enter(&call, id::MPI_Win_test, std::ptr::null(), 0) } else { None };
     let rc = next(win, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7258,8 +7258,8 @@ unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, tracing: bool, rank: c_int, win: M
     let traced = if tracing { trace::enter(&call, id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7288,8 +7288,8 @@ unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -
     let traced = if tracing { trace::enter(&call, id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7316,8 +7316,8 @@ unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7344,8 +7344,8 @@ unsafe fn wrap_MPI_Accumulate_c(via_pmpi: bool, tracing: bool, origin_addr: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Accumulate_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7372,8 +7372,8 @@ unsafe fn wrap_MPI_Get_accumulate_c(via_pmpi: bool, tracing: bool, origin_addr: 
     let traced = if tracing { trace::enter(&call, id::MPI_Get_accumulate_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7400,8 +7400,8 @@ unsafe fn wrap_MPI_Get_c(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Get_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7428,8 +7428,8 @@ unsafe fn wrap_MPI_Put_c(via_pmpi: bool, tracing: bool, origin_addr: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Put_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Put_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Put_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7456,8 +7456,8 @@ unsafe fn wrap_MPI_Raccumulate_c(via_pmpi: bool, tracing: bool, origin_addr: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Raccumulate_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Raccumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Raccumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7484,8 +7484,8 @@ unsafe fn wrap_MPI_Rget_accumulate_c(via_pmpi: bool, tracing: bool, origin_addr:
     let traced = if tracing { trace::enter(&call, id::MPI_Rget_accumulate_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Rget_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Rget_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7512,8 +7512,8 @@ unsafe fn wrap_MPI_Rget_c(via_pmpi: bool, tracing: bool, origin_addr: *mut c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Rget_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Rget_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Rget_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7540,8 +7540,8 @@ unsafe fn wrap_MPI_Rput_c(via_pmpi: bool, tracing: bool, origin_addr: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Rput_c, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Rput_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Rput_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7568,8 +7568,8 @@ unsafe fn wrap_MPI_Win_allocate_c(via_pmpi: bool, tracing: bool, size: MPI_Aint,
     let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate_c, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Win_allocate_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Win_allocate_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7596,8 +7596,8 @@ unsafe fn wrap_MPI_Win_allocate_shared_c(via_pmpi: bool, tracing: bool, size: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate_shared_c, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Win_allocate_shared_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Win_allocate_shared_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7624,8 +7624,8 @@ unsafe fn wrap_MPI_Win_create_c(via_pmpi: bool, tracing: bool, base: *mut c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create_c, std::ptr::null(), 0) } else { None };
     let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Win_create_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Win_create_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7652,8 +7652,8 @@ unsafe fn wrap_MPI_Win_shared_query_c(via_pmpi: bool, tracing: bool, win: MPI_Wi
     let traced = if tracing { trace::enter(&call, id::MPI_Win_shared_query_c, std::ptr::null(), 0) } else { None };
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_shared_query_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_shared_query_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7680,8 +7680,8 @@ unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(fh, errorcode);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7708,8 +7708,8 @@ unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, tracing: bool, functio
     let traced = if tracing { trace::enter(&call, id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7736,8 +7736,8 @@ unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, tracing: bool, file: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7764,8 +7764,8 @@ unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, tracing: bool, file: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7792,8 +7792,8 @@ unsafe fn wrap_MPI_File_open(via_pmpi: bool, tracing: bool, comm: MPI_Comm, file
     let traced = if tracing { trace::enter(&call, id::MPI_File_open, std::ptr::null(), 0) } else { None };
     let rc = next(comm, filename, amode, info, fh);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_File_open, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_open, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7820,8 +7820,8 @@ unsafe fn wrap_MPI_File_close(via_pmpi: bool, tracing: bool, fh: *mut MPI_File) 
     let traced = if tracing { trace::enter(&call, id::MPI_File_close, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7848,8 +7848,8 @@ unsafe fn wrap_MPI_File_delete(via_pmpi: bool, tracing: bool, filename: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_File_delete, std::ptr::null(), 0) } else { None };
     let rc = next(filename, info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7876,8 +7876,8 @@ unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, tracing: bool, fh: MPI_File, si
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7904,8 +7904,8 @@ unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7932,8 +7932,8 @@ unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, tracing: bool, fh: MPI_File, si
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7960,8 +7960,8 @@ unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, tracing: bool, fh: MPI_File, g
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(fh, group);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7988,8 +7988,8 @@ unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, tracing: bool, fh: MPI_File, a
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
     let rc = next(fh, amode);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8016,8 +8016,8 @@ unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, tracing: bool, fh: MPI_File, in
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8044,8 +8044,8 @@ unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, tracing: bool, fh: MPI_File, in
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info_used);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8072,8 +8072,8 @@ unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, tracing: bool, fh: MPI_File, di
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep, info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8100,8 +8100,8 @@ unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, tracing: bool, fh: MPI_File, di
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8130,8 +8130,8 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, tracing: bool, fh: MPI_File, off
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8160,8 +8160,8 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8188,8 +8188,8 @@ unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8216,8 +8216,8 @@ unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8244,8 +8244,8 @@ unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8272,8 +8272,8 @@ unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, tracing: bool, fh: MPI_File, o
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8300,8 +8300,8 @@ unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8328,8 +8328,8 @@ unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8358,8 +8358,8 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *
     let traced = if tracing { trace::enter(&call, id::MPI_File_read, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8388,8 +8388,8 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, tracing: bool, fh: MPI_File, bu
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8416,8 +8416,8 @@ unsafe fn wrap_MPI_File_write(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
     let traced = if tracing { trace::enter(&call, id::MPI_File_write, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8444,8 +8444,8 @@ unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8472,8 +8472,8 @@ unsafe fn wrap_MPI_File_iread(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8500,8 +8500,8 @@ unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, tracing: bool, fh: MPI_File, buf:
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8528,8 +8528,8 @@ unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8556,8 +8556,8 @@ unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8584,8 +8584,8 @@ unsafe fn wrap_MPI_File_seek(via_pmpi: bool, tracing: bool, fh: MPI_File, offset
     let traced = if tracing { trace::enter(&call, id::MPI_File_seek, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8612,8 +8612,8 @@ unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8640,8 +8640,8 @@ unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, disp);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8670,8 +8670,8 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8698,8 +8698,8 @@ unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8726,8 +8726,8 @@ unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8754,8 +8754,8 @@ unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8784,8 +8784,8 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8812,8 +8812,8 @@ unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8840,8 +8840,8 @@ unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8868,8 +8868,8 @@ unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, tracing: bool, fh: M
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8896,8 +8896,8 @@ unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, tracing: bool, fh: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8924,8 +8924,8 @@ unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8952,8 +8952,8 @@ unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, tracing: bool, fh: MP
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8980,8 +8980,8 @@ unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9008,8 +9008,8 @@ unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9036,8 +9036,8 @@ unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9064,8 +9064,8 @@ unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9092,8 +9092,8 @@ unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9120,8 +9120,8 @@ unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, tracing: bool, fh: MP
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9148,8 +9148,8 @@ unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9176,8 +9176,8 @@ unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, tracing: bool, fh: M
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9204,8 +9204,8 @@ unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9232,8 +9232,8 @@ unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
     let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9260,8 +9260,8 @@ unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9288,8 +9288,8 @@ unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9316,8 +9316,8 @@ unsafe fn wrap_MPI_File_sync(via_pmpi: bool, tracing: bool, fh: MPI_File) -> c_i
     let traced = if tracing { trace::enter(&call, id::MPI_File_sync, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9344,8 +9344,8 @@ unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, tracing: bool, datarep: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9372,8 +9372,8 @@ unsafe fn wrap_MPI_File_get_type_extent_c(via_pmpi: bool, tracing: bool, fh: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_type_extent_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_type_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_type_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9400,8 +9400,8 @@ unsafe fn wrap_MPI_File_iread_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iread_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iread_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9428,8 +9428,8 @@ unsafe fn wrap_MPI_File_iread_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iread_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iread_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9456,8 +9456,8 @@ unsafe fn wrap_MPI_File_iread_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iread_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iread_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9484,8 +9484,8 @@ unsafe fn wrap_MPI_File_iread_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iread_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iread_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9512,8 +9512,8 @@ unsafe fn wrap_MPI_File_iread_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_shared_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iread_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iread_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9540,8 +9540,8 @@ unsafe fn wrap_MPI_File_iwrite_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iwrite_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iwrite_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9568,8 +9568,8 @@ unsafe fn wrap_MPI_File_iwrite_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iwrite_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iwrite_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9596,8 +9596,8 @@ unsafe fn wrap_MPI_File_iwrite_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iwrite_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iwrite_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9624,8 +9624,8 @@ unsafe fn wrap_MPI_File_iwrite_c(via_pmpi: bool, tracing: bool, fh: MPI_File, bu
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iwrite_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iwrite_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9652,8 +9652,8 @@ unsafe fn wrap_MPI_File_iwrite_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_shared_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iwrite_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iwrite_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9680,8 +9680,8 @@ unsafe fn wrap_MPI_File_read_all_begin_c(via_pmpi: bool, tracing: bool, fh: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9710,8 +9710,8 @@ unsafe fn wrap_MPI_File_read_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9738,8 +9738,8 @@ unsafe fn wrap_MPI_File_read_at_all_begin_c(via_pmpi: bool, tracing: bool, fh: M
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9768,8 +9768,8 @@ unsafe fn wrap_MPI_File_read_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9798,8 +9798,8 @@ unsafe fn wrap_MPI_File_read_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File, o
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9828,8 +9828,8 @@ unsafe fn wrap_MPI_File_read_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf:
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9856,8 +9856,8 @@ unsafe fn wrap_MPI_File_read_ordered_begin_c(via_pmpi: bool, tracing: bool, fh: 
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9886,8 +9886,8 @@ unsafe fn wrap_MPI_File_read_ordered_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9916,8 +9916,8 @@ unsafe fn wrap_MPI_File_read_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_shared_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9944,8 +9944,8 @@ unsafe fn wrap_MPI_File_write_all_begin_c(via_pmpi: bool, tracing: bool, fh: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9972,8 +9972,8 @@ unsafe fn wrap_MPI_File_write_all_c(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10000,8 +10000,8 @@ unsafe fn wrap_MPI_File_write_at_all_begin_c(via_pmpi: bool, tracing: bool, fh: 
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10028,8 +10028,8 @@ unsafe fn wrap_MPI_File_write_at_all_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10056,8 +10056,8 @@ unsafe fn wrap_MPI_File_write_at_c(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10084,8 +10084,8 @@ unsafe fn wrap_MPI_File_write_c(via_pmpi: bool, tracing: bool, fh: MPI_File, buf
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10112,8 +10112,8 @@ unsafe fn wrap_MPI_File_write_ordered_begin_c(via_pmpi: bool, tracing: bool, fh:
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_begin_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10140,8 +10140,8 @@ unsafe fn wrap_MPI_File_write_ordered_c(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10168,8 +10168,8 @@ unsafe fn wrap_MPI_File_write_shared_c(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_shared_c, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10196,8 +10196,8 @@ unsafe fn wrap_MPI_Register_datarep_c(via_pmpi: bool, tracing: bool, datarep: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Register_datarep_c, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Register_datarep_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Register_datarep_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10224,8 +10224,8 @@ unsafe fn wrap_MPI_Get_address(via_pmpi: bool, tracing: bool, location: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Get_address, std::ptr::null(), 0) } else { None };
     let rc = next(location, address);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10252,8 +10252,8 @@ unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, tracing: bool, datarep: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10280,8 +10280,8 @@ unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, tracing: bool, datarep: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10308,8 +10308,8 @@ unsafe fn wrap_MPI_Pack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, inc
     let traced = if tracing { trace::enter(&call, id::MPI_Pack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Pack, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Pack, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -10336,8 +10336,8 @@ unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, tracing: bool, incount: c_int, data
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
     let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Pack_size, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Pack_size, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -10364,8 +10364,8 @@ unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, tracing: bool, r#type: *mut MPI_D
     let traced = if tracing { trace::enter(&call, id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10392,8 +10392,8 @@ unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, tracing: bool, count: c_int, 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
     let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10420,8 +10420,8 @@ unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, tracing: bool, size: c_int
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
     let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10448,8 +10448,8 @@ unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, tracing: bool, p: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10476,8 +10476,8 @@ unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, tracing: bool, r: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
     let rc = next(r, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10504,8 +10504,8 @@ unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, tracing: bool, p: c_int,
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10532,8 +10532,8 @@ unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, tracing: bool, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10560,8 +10560,8 @@ unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, tracing: bool, count: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10588,8 +10588,8 @@ unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, tracing: bool, count: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10616,8 +10616,8 @@ unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, tracing: bool, type_copy_a
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10644,8 +10644,8 @@ unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, tracing: bool, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10672,8 +10672,8 @@ unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, tracing: bool, count: c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10700,8 +10700,8 @@ unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, tracing: bool, ndims: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
     let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10728,8 +10728,8 @@ unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, tracing: bool, oldtype: M
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
     let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10756,8 +10756,8 @@ unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, tracing: bool, r#type: MPI_D
     let traced = if tracing { trace::enter(&call, id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10784,8 +10784,8 @@ unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype,
     let traced = if tracing { trace::enter(&call, id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10816,8 +10816,8 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, tracing: bool, r#type: *mut MPI_Dat
     let traced = if tracing { trace::enter(&call, id::MPI_Type_free, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::traffic::forget_type_sizes();
     rc
 }
@@ -10845,8 +10845,8 @@ unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, tracing: bool, type_keyval: 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10873,8 +10873,8 @@ unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10901,8 +10901,8 @@ unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, tracing: bool, mtype: MPI_D
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
     let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10929,8 +10929,8 @@ unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, tracing: bool, r#type: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10957,8 +10957,8 @@ unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, tracing: bool, r#type: MPI_Da
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10985,8 +10985,8 @@ unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, tracing: bool, r#type: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11013,8 +11013,8 @@ unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name, resultlen);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11041,8 +11041,8 @@ unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, tracing: bool, datatype:
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11069,8 +11069,8 @@ unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, tracing: bool, datatyp
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11097,8 +11097,8 @@ unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, tracing: bool, count: c_int, arr
     let traced = if tracing { trace::enter(&call, id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11125,8 +11125,8 @@ unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, tracing: bool, typeclass: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
     let rc = next(typeclass, size, r#type);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11153,8 +11153,8 @@ unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attr_val);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11181,8 +11181,8 @@ unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11209,8 +11209,8 @@ unsafe fn wrap_MPI_Type_size(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype
     let traced = if tracing { trace::enter(&call, id::MPI_Type_size, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11237,8 +11237,8 @@ unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, tracing: bool, r#type: MPI_Dataty
     let traced = if tracing { trace::enter(&call, id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11265,8 +11265,8 @@ unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, tracing: bool, count: c_int, bloc
     let traced = if tracing { trace::enter(&call, id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11293,8 +11293,8 @@ unsafe fn wrap_MPI_Unpack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, i
     let traced = if tracing { trace::enter(&call, id::MPI_Unpack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Unpack, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Unpack, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -11321,8 +11321,8 @@ unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, tracing: bool, datarep: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11349,8 +11349,8 @@ unsafe fn wrap_MPI_Address(via_pmpi: bool, tracing: bool, location: *mut c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Address, std::ptr::null(), 0) } else { None };
     let rc = next(location, address);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11377,8 +11377,8 @@ unsafe fn wrap_MPI_Pack_c(via_pmpi: bool, tracing: bool, inbuf: *const c_void, i
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_c, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Pack_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Pack_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -11405,8 +11405,8 @@ unsafe fn wrap_MPI_Pack_external_c(via_pmpi: bool, tracing: bool, datarep: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_external_c, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Pack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Pack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11433,8 +11433,8 @@ unsafe fn wrap_MPI_Pack_external_size_c(via_pmpi: bool, tracing: bool, datarep: 
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_external_size_c, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Pack_external_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Pack_external_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11461,8 +11461,8 @@ unsafe fn wrap_MPI_Pack_size_c(via_pmpi: bool, tracing: bool, incount: MPI_Count
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_size_c, std::ptr::null(), 0) } else { None };
     let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Pack_size_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Pack_size_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -11489,8 +11489,8 @@ unsafe fn wrap_MPI_Type_contiguous_c(via_pmpi: bool, tracing: bool, count: MPI_C
     let traced = if tracing { trace::enter(&call, id::MPI_Type_contiguous_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_contiguous_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_contiguous_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11517,8 +11517,8 @@ unsafe fn wrap_MPI_Type_create_darray_c(via_pmpi: bool, tracing: bool, size: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_darray_c, std::ptr::null(), 0) } else { None };
     let rc = next(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_darray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_darray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11545,8 +11545,8 @@ unsafe fn wrap_MPI_Type_create_hindexed_block_c(via_pmpi: bool, tracing: bool, c
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed_block_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_hindexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_hindexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11573,8 +11573,8 @@ unsafe fn wrap_MPI_Type_create_hindexed_c(via_pmpi: bool, tracing: bool, count: 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_hindexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_hindexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11601,8 +11601,8 @@ unsafe fn wrap_MPI_Type_create_hvector_c(via_pmpi: bool, tracing: bool, count: M
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hvector_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_hvector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_hvector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11629,8 +11629,8 @@ unsafe fn wrap_MPI_Type_create_indexed_block_c(via_pmpi: bool, tracing: bool, co
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_indexed_block_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_indexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_indexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11657,8 +11657,8 @@ unsafe fn wrap_MPI_Type_create_resized_c(via_pmpi: bool, tracing: bool, oldtype:
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_resized_c, std::ptr::null(), 0) } else { None };
     let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_resized_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_resized_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11685,8 +11685,8 @@ unsafe fn wrap_MPI_Type_create_struct_c(via_pmpi: bool, tracing: bool, count: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_struct_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_struct_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_struct_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11713,8 +11713,8 @@ unsafe fn wrap_MPI_Type_create_subarray_c(via_pmpi: bool, tracing: bool, ndims: 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_subarray_c, std::ptr::null(), 0) } else { None };
     let rc = next(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_subarray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_subarray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11741,8 +11741,8 @@ unsafe fn wrap_MPI_Type_extent(via_pmpi: bool, tracing: bool, datatype: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_extent, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, extent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11769,8 +11769,8 @@ unsafe fn wrap_MPI_Type_get_contents_c(via_pmpi: bool, tracing: bool, datatype: 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_contents_c, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_contents_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_contents_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11797,8 +11797,8 @@ unsafe fn wrap_MPI_Type_get_envelope_c(via_pmpi: bool, tracing: bool, datatype: 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_envelope_c, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_envelope_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_envelope_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11825,8 +11825,8 @@ unsafe fn wrap_MPI_Type_get_extent_c(via_pmpi: bool, tracing: bool, datatype: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_extent_c, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, lb, extent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11853,8 +11853,8 @@ unsafe fn wrap_MPI_Type_get_true_extent_c(via_pmpi: bool, tracing: bool, datatyp
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_true_extent_c, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_true_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_true_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11881,8 +11881,8 @@ unsafe fn wrap_MPI_Type_hindexed(via_pmpi: bool, tracing: bool, count: c_int, ar
     let traced = if tracing { trace::enter(&call, id::MPI_Type_hindexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11909,8 +11909,8 @@ unsafe fn wrap_MPI_Type_hvector(via_pmpi: bool, tracing: bool, count: c_int, blo
     let traced = if tracing { trace::enter(&call, id::MPI_Type_hvector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11937,8 +11937,8 @@ unsafe fn wrap_MPI_Type_indexed_c(via_pmpi: bool, tracing: bool, count: MPI_Coun
     let traced = if tracing { trace::enter(&call, id::MPI_Type_indexed_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_indexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_indexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11965,8 +11965,8 @@ unsafe fn wrap_MPI_Type_lb(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype
     let traced = if tracing { trace::enter(&call, id::MPI_Type_lb, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, displacement);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_lb, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_lb, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -11993,8 +11993,8 @@ unsafe fn wrap_MPI_Type_size_c(via_pmpi: bool, tracing: bool, datatype: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_size_c, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12021,8 +12021,8 @@ unsafe fn wrap_MPI_Type_struct(via_pmpi: bool, tracing: bool, count: c_int, arra
     let traced = if tracing { trace::enter(&call, id::MPI_Type_struct, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12049,8 +12049,8 @@ unsafe fn wrap_MPI_Type_ub(via_pmpi: bool, tracing: bool, datatype: MPI_Datatype
     let traced = if tracing { trace::enter(&call, id::MPI_Type_ub, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, displacement);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_ub, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_ub, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12077,8 +12077,8 @@ unsafe fn wrap_MPI_Type_vector_c(via_pmpi: bool, tracing: bool, count: MPI_Count
     let traced = if tracing { trace::enter(&call, id::MPI_Type_vector_c, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_vector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_vector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12105,8 +12105,8 @@ unsafe fn wrap_MPI_Unpack_c(via_pmpi: bool, tracing: bool, inbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Unpack_c, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Unpack_c, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Unpack_c, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12133,8 +12133,8 @@ unsafe fn wrap_MPI_Unpack_external_c(via_pmpi: bool, tracing: bool, datarep: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Unpack_external_c, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Unpack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Unpack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12161,8 +12161,8 @@ unsafe fn wrap_MPI_Close_port(via_pmpi: bool, tracing: bool, port_name: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Close_port, std::ptr::null(), 0) } else { None };
     let rc = next(port_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12189,8 +12189,8 @@ unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, tracing: bool, port_name: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_accept, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_accept, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12217,8 +12217,8 @@ unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, tracing: bool, comm: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_call_errhandler, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_call_errhandler, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12245,8 +12245,8 @@ unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, tracing: bool, comm1: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
     let rc = next(comm1, comm2, result);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12273,8 +12273,8 @@ unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, tracing: bool, port_name: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_connect, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_connect, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12301,8 +12301,8 @@ unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, tracing: bool, functio
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12329,8 +12329,8 @@ unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, tracing: bool, comm_copy_a
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12357,8 +12357,8 @@ unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, tracing: bool, comm: MPI_Co
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, tag, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_create_group, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_create_group, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12385,8 +12385,8 @@ unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, tracing: bool, comm: MPI_Comm, gr
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_create, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_create, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12413,8 +12413,8 @@ unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, tracing: bool, comm: MPI_Com
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_delete_attr, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_delete_attr, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12445,8 +12445,8 @@ unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, tracing: bool, comm: *mut MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::places::forget_comms();
     rc
 }
@@ -12474,8 +12474,8 @@ unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newco
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_dup, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_dup, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12502,8 +12502,8 @@ unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newc
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_idup, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_idup, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12530,8 +12530,8 @@ unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, tracing: bool, comm: MPI_C
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_dup_with_info, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_dup_with_info, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12558,8 +12558,8 @@ unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, tracing: bool, comm_keyval: 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12590,8 +12590,8 @@ unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, tracing: bool, comm: *mut MPI_Comm)
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::places::forget_comms();
     rc
 }
@@ -12619,8 +12619,8 @@ unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_get_attr, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_get_attr, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12647,8 +12647,8 @@ unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, erhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_get_errhandler, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_get_errhandler, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12675,8 +12675,8 @@ unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info_used);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_get_info, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_get_info, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12703,8 +12703,8 @@ unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name, resultlen);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_get_name, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_get_name, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12731,8 +12731,8 @@ unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, tracing: bool, parent: *mut M
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
     let rc = next(parent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12759,8 +12759,8 @@ unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, gro
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_group, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_group, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12787,8 +12787,8 @@ unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, tracing: bool, fd: c_int, intercomm
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
     let rc = next(fd, intercomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -12815,8 +12815,8 @@ unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_rank, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_rank, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12845,8 +12845,8 @@ unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, tracing: bool, comm: MPI_Co
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_remote_group, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_remote_group, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12873,8 +12873,8 @@ unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, tracing: bool, comm: MPI_Com
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_remote_size, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_remote_size, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12901,8 +12901,8 @@ unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_set_attr, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_set_attr, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12929,8 +12929,8 @@ unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_set_errhandler, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_set_errhandler, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12957,8 +12957,8 @@ unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_set_info, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_set_info, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -12985,8 +12985,8 @@ unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_set_name, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_set_name, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13013,8 +13013,8 @@ unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, tracing: bool, comm: MPI_Comm, size
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_size, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_size, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13043,8 +13043,8 @@ unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, tracing: bool, command: *const c_c
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
     let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_spawn, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_spawn, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13071,8 +13071,8 @@ unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, tracing: bool, count: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_spawn_multiple, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_spawn_multiple, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13099,8 +13099,8 @@ unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, tracing: bool, comm: MPI_Comm, col
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
     let rc = next(comm, color, key, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_split, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_split, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13127,8 +13127,8 @@ unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
     let rc = next(comm, split_type, key, info, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_split_type, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_split_type, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13155,8 +13155,8 @@ unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
     let rc = next(comm, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_test_inter, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_test_inter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13183,8 +13183,8 @@ unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, tracing: bool, errhandler: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
     let rc = next(errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13211,8 +13211,8 @@ unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, tracing: bool, group1: MPI_Grou
     let traced = if tracing { trace::enter(&call, id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, result);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13239,8 +13239,8 @@ unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, tracing: bool, group1: MPI_G
     let traced = if tracing { trace::enter(&call, id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13267,8 +13267,8 @@ unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, tracing: bool, group: MPI_Group, n
     let traced = if tracing { trace::enter(&call, id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13295,8 +13295,8 @@ unsafe fn wrap_MPI_Group_free(via_pmpi: bool, tracing: bool, group: *mut MPI_Gro
     let traced = if tracing { trace::enter(&call, id::MPI_Group_free, std::ptr::null(), 0) } else { None };
     let rc = next(group);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13323,8 +13323,8 @@ unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, tracing: bool, group: MPI_Group, n
     let traced = if tracing { trace::enter(&call, id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13351,8 +13351,8 @@ unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, tracing: bool, group1: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13379,8 +13379,8 @@ unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, tracing: bool, group: MPI_Gr
     let traced = if tracing { trace::enter(&call, id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13407,8 +13407,8 @@ unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, tracing: bool, group: MPI_Gr
     let traced = if tracing { trace::enter(&call, id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13435,8 +13435,8 @@ unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, tracing: bool, group: MPI_Group, r
     let traced = if tracing { trace::enter(&call, id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
     let rc = next(group, rank);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13463,8 +13463,8 @@ unsafe fn wrap_MPI_Group_size(via_pmpi: bool, tracing: bool, group: MPI_Group, s
     let traced = if tracing { trace::enter(&call, id::MPI_Group_size, std::ptr::null(), 0) } else { None };
     let rc = next(group, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13491,8 +13491,8 @@ unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, tracing: bool, group1: 
     let traced = if tracing { trace::enter(&call, id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
     let rc = next(group1, n, ranks1, group2, ranks2);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13519,8 +13519,8 @@ unsafe fn wrap_MPI_Group_union(via_pmpi: bool, tracing: bool, group1: MPI_Group,
     let traced = if tracing { trace::enter(&call, id::MPI_Group_union, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13547,8 +13547,8 @@ unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, tracing: bool, local_comm: M
     let traced = if tracing { trace::enter(&call, id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
     let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13575,8 +13575,8 @@ unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, tracing: bool, intercomm: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
     let rc = next(intercomm, high, newintercomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Intercomm_merge, rc, traffic, intercomm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Intercomm_merge, rc, traffic, intercomm);
     rc
 }
 #[cold]
@@ -13603,8 +13603,8 @@ unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, tracing: bool, service_name: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13631,8 +13631,8 @@ unsafe fn wrap_MPI_Open_port(via_pmpi: bool, tracing: bool, info: MPI_Info, port
     let traced = if tracing { trace::enter(&call, id::MPI_Open_port, std::ptr::null(), 0) } else { None };
     let rc = next(info, port_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13659,8 +13659,8 @@ unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, tracing: bool, service_name: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13687,8 +13687,8 @@ unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, tracing: bool, service_name: *
     let traced = if tracing { trace::enter(&call, id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13715,8 +13715,8 @@ unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ke
     let traced = if tracing { trace::enter(&call, id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Attr_delete, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Attr_delete, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13743,8 +13743,8 @@ unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyva
     let traced = if tracing { trace::enter(&call, id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Attr_get, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Attr_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13771,8 +13771,8 @@ unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyva
     let traced = if tracing { trace::enter(&call, id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Attr_put, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Attr_put, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13799,8 +13799,8 @@ unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, tracing: bool, copy_fn: MPI_Cop
     let traced = if tracing { trace::enter(&call, id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
     let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13827,8 +13827,8 @@ unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, tracing: bool, keyval: *mut c_int
     let traced = if tracing { trace::enter(&call, id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
     let rc = next(keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13855,8 +13855,8 @@ unsafe fn wrap_MPI_Comm_create_from_group(via_pmpi: bool, tracing: bool, group: 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_from_group, std::ptr::null(), 0) } else { None };
     let rc = next(group, stringtag, info, errhandler, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { newcomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_create_from_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { newcomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_create_from_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13883,8 +13883,8 @@ unsafe fn wrap_MPI_Comm_idup_with_info(via_pmpi: bool, tracing: bool, comm: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_idup_with_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info, newcomm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_idup_with_info, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_idup_with_info, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -13911,8 +13911,8 @@ unsafe fn wrap_MPI_Errhandler_create(via_pmpi: bool, tracing: bool, comm_errhand
     let traced = if tracing { trace::enter(&call, id::MPI_Errhandler_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_errhandler_fn, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Errhandler_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Errhandler_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13939,8 +13939,8 @@ unsafe fn wrap_MPI_Errhandler_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm,
     let traced = if tracing { trace::enter(&call, id::MPI_Errhandler_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Errhandler_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Errhandler_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13967,8 +13967,8 @@ unsafe fn wrap_MPI_Errhandler_set(via_pmpi: bool, tracing: bool, comm: MPI_Comm,
     let traced = if tracing { trace::enter(&call, id::MPI_Errhandler_set, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Errhandler_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Errhandler_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -13995,8 +13995,8 @@ unsafe fn wrap_MPI_Group_from_session_pset(via_pmpi: bool, tracing: bool, sessio
     let traced = if tracing { trace::enter(&call, id::MPI_Group_from_session_pset, std::ptr::null(), 0) } else { None };
     let rc = next(session, pset_name, newgroup);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_from_session_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_from_session_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14023,8 +14023,8 @@ unsafe fn wrap_MPI_Intercomm_create_from_groups(via_pmpi: bool, tracing: bool, l
     let traced = if tracing { trace::enter(&call, id::MPI_Intercomm_create_from_groups, std::ptr::null(), 0) } else { None };
     let rc = next(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Intercomm_create_from_groups, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Intercomm_create_from_groups, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14051,8 +14051,8 @@ unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ra
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxdims, coords);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cart_coords, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cart_coords, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14079,8 +14079,8 @@ unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, tracing: bool, old_comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
     let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cart_create, rc, traffic, old_comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cart_create, rc, traffic, old_comm);
     rc
 }
 #[cold]
@@ -14107,8 +14107,8 @@ unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxdi
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxdims, dims, periods, coords);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cart_get, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cart_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14135,8 +14135,8 @@ unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ndims
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims, dims, periods, newrank);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cart_map, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cart_map, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14163,8 +14163,8 @@ unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, coor
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, coords, rank);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cart_rank, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cart_rank, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14191,8 +14191,8 @@ unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, tracing: bool, comm: MPI_Comm, dir
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
     let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cart_shift, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cart_shift, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14219,8 +14219,8 @@ unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, tracing: bool, comm: MPI_Comm, remai
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
     let rc = next(comm, remain_dims, new_comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cart_sub, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cart_sub, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14247,8 +14247,8 @@ unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nd
     let traced = if tracing { trace::enter(&call, id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cartdim_get, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cartdim_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14275,8 +14275,8 @@ unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, tracing: bool, comm_old: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Dist_graph_create, rc, traffic, comm_old);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Dist_graph_create, rc, traffic, comm_old);
     rc
 }
 #[cold]
@@ -14303,8 +14303,8 @@ unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, tracing: bool, com
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old);
     rc
 }
 #[cold]
@@ -14331,8 +14331,8 @@ unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Dist_graph_neighbors, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Dist_graph_neighbors, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14359,8 +14359,8 @@ unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, tracing: bool, com
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, inneighbors, outneighbors, weighted);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14387,8 +14387,8 @@ unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, tracing: bool, nnodes: c_int, ndi
     let traced = if tracing { trace::enter(&call, id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
     let rc = next(nnodes, ndims, dims);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14415,8 +14415,8 @@ unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, tracing: bool, comm_old: MPI_Com
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Graph_create, rc, traffic, comm_old);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Graph_create, rc, traffic, comm_old);
     rc
 }
 #[cold]
@@ -14443,8 +14443,8 @@ unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxi
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindex, maxedges, index, edges);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Graph_get, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Graph_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14471,8 +14471,8 @@ unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nnod
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, index, edges, newrank);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Graph_map, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Graph_map, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14499,8 +14499,8 @@ unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, tracing: bool, comm: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, nneighbors);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Graph_neighbors_count, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Graph_neighbors_count, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14527,8 +14527,8 @@ unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxneighbors, neighbors);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Graph_neighbors, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Graph_neighbors, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14555,8 +14555,8 @@ unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, nedges);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Graphdims_get, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Graphdims_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14583,8 +14583,8 @@ unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, tracing: bool, comm: MPI_Comm, stat
     let traced = if tracing { trace::enter(&call, id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
     let rc = next(comm, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Topo_test, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Topo_test, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14612,8 +14612,8 @@ unsafe fn wrap_MPI_Abort(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errorcod
     let traced = if tracing { trace::enter(&call, id::MPI_Abort, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Abort, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Abort, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -14640,8 +14640,8 @@ unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, tracing: bool, errorclass: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14668,8 +14668,8 @@ unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, tracing: bool, errorclass: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass, errorcode);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14696,8 +14696,8 @@ unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, tracing: bool, errorcode: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14724,8 +14724,8 @@ unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, tracing: bool, size: MPI_Aint, info
     let traced = if tracing { trace::enter(&call, id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
     let rc = next(size, info, baseptr);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14752,8 +14752,8 @@ unsafe fn wrap_MPI_Error_class(via_pmpi: bool, tracing: bool, errorcode: c_int, 
     let traced = if tracing { trace::enter(&call, id::MPI_Error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, errorclass);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14780,8 +14780,8 @@ unsafe fn wrap_MPI_Error_string(via_pmpi: bool, tracing: bool, errorcode: c_int,
     let traced = if tracing { trace::enter(&call, id::MPI_Error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string, resultlen);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14809,8 +14809,8 @@ unsafe fn wrap_MPI_Finalize(via_pmpi: bool, tracing: bool) -> c_int {
     let traced = if tracing { trace::enter(&call, id::MPI_Finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14837,8 +14837,8 @@ unsafe fn wrap_MPI_Finalized(via_pmpi: bool, tracing: bool, flag: *mut c_int) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Finalized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14865,8 +14865,8 @@ unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, tracing: bool, base: *mut c_void) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
     let rc = next(base);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14893,8 +14893,8 @@ unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, tracing: bool, version: *
     let traced = if tracing { trace::enter(&call, id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, resultlen);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14921,8 +14921,8 @@ unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, tracing: bool, name: *mut 
     let traced = if tracing { trace::enter(&call, id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
     let rc = next(name, resultlen);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14949,8 +14949,8 @@ unsafe fn wrap_MPI_Get_version(via_pmpi: bool, tracing: bool, version: *mut c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Get_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, subversion);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -14977,8 +14977,8 @@ unsafe fn wrap_MPI_Info_create(via_pmpi: bool, tracing: bool, info: *mut MPI_Inf
     let traced = if tracing { trace::enter(&call, id::MPI_Info_create, std::ptr::null(), 0) } else { None };
     let rc = next(info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15005,8 +15005,8 @@ unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, tracing: bool, info: MPI_Info, ke
     let traced = if tracing { trace::enter(&call, id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
     let rc = next(info, key);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15033,8 +15033,8 @@ unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, tracing: bool, info: MPI_Info, newin
     let traced = if tracing { trace::enter(&call, id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
     let rc = next(info, newinfo);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15061,8 +15061,8 @@ unsafe fn wrap_MPI_Info_free(via_pmpi: bool, tracing: bool, info: *mut MPI_Info)
     let traced = if tracing { trace::enter(&call, id::MPI_Info_free, std::ptr::null(), 0) } else { None };
     let rc = next(info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15089,8 +15089,8 @@ unsafe fn wrap_MPI_Info_get(via_pmpi: bool, tracing: bool, info: MPI_Info, key: 
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, value, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15117,8 +15117,8 @@ unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, tracing: bool, info: MPI_Info,
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
     let rc = next(info, nkeys);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15145,8 +15145,8 @@ unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, tracing: bool, info: MPI_Info
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
     let rc = next(info, n, key);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15173,8 +15173,8 @@ unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, tracing: bool, info: MPI_In
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15201,8 +15201,8 @@ unsafe fn wrap_MPI_Info_set(via_pmpi: bool, tracing: bool, info: MPI_Info, key: 
     let traced = if tracing { trace::enter(&call, id::MPI_Info_set, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, value);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15234,8 +15234,8 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, tracing: bool, argc: *mut c_int, argv: *
     let traced = if tracing { trace::enter(&call, id::MPI_Init, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::hooks::after_init(rc, 0, via_pmpi, argc);
     rc
 }
@@ -15265,8 +15265,8 @@ unsafe fn wrap_MPI_Initialized(via_pmpi: bool, tracing: bool, flag: *mut c_int) 
     let traced = if tracing { trace::enter(&call, id::MPI_Initialized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15299,8 +15299,8 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, tracing: bool, argc: *mut c_int, 
     let traced = if tracing { trace::enter(&call, id::MPI_Init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv, required, provided);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     let provided_level = if rc == 0 && !provided.is_null() { *provided } else { 0 };
     crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
     rc
@@ -15331,8 +15331,8 @@ unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, tracing: bool, flag: *mut c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15359,8 +15359,8 @@ unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, tracing: bool, op: MPI_Op, com
     let traced = if tracing { trace::enter(&call, id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
     let rc = next(op, commute);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15387,8 +15387,8 @@ unsafe fn wrap_MPI_Op_create(via_pmpi: bool, tracing: bool, function: MPI_User_f
     let traced = if tracing { trace::enter(&call, id::MPI_Op_create, std::ptr::null(), 0) } else { None };
     let rc = next(function, commute, op);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15415,8 +15415,8 @@ unsafe fn wrap_MPI_Op_free(via_pmpi: bool, tracing: bool, op: *mut MPI_Op) -> c_
     let traced = if tracing { trace::enter(&call, id::MPI_Op_free, std::ptr::null(), 0) } else { None };
     let rc = next(op);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15443,8 +15443,8 @@ unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, tracing: bool, provided: *mut c_
     let traced = if tracing { trace::enter(&call, id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
     let rc = next(provided);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15471,8 +15471,8 @@ unsafe fn wrap_MPI_Wtick(via_pmpi: bool, tracing: bool) -> f64 {
     let traced = if tracing { trace::enter(&call, id::MPI_Wtick, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, 0, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15499,8 +15499,8 @@ unsafe fn wrap_MPI_Wtime(via_pmpi: bool, tracing: bool) -> f64 {
     let traced = if tracing { trace::enter(&call, id::MPI_Wtime, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, 0, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15529,8 +15529,8 @@ unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, tracing: bool, required: c_int,
     let traced = if tracing { trace::enter(&call, id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(required, provided);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15557,8 +15557,8 @@ unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, tracing: bool) -> c_int {
     let traced = if tracing { trace::enter(&call, id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15585,8 +15585,8 @@ unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, tracing: bool, num_cvar: *mut 
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cvar);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15613,8 +15613,8 @@ unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, tracing: bool, cvar_index: c_
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15641,8 +15641,8 @@ unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, tracing: bool, name: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, cvar_index);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15669,8 +15669,8 @@ unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, tracing: bool, cvar_index
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15697,8 +15697,8 @@ unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, tracing: bool, handle: *mu
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(handle);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15725,8 +15725,8 @@ unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, tracing: bool, handle: MPI_T_cvar
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15753,8 +15753,8 @@ unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, tracing: bool, handle: MPI_T_cva
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15781,8 +15781,8 @@ unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, tracing: bool, num_cat: *m
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cat);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15809,8 +15809,8 @@ unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, tracing: bool, cat_index:
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15837,8 +15837,8 @@ unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, tracing: bool, name: *co
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, category_index);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15865,8 +15865,8 @@ unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, tracing: bool, cat_index
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15893,8 +15893,8 @@ unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, tracing: bool, cat_index
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15921,8 +15921,8 @@ unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, tracing: bool, cat_
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15949,8 +15949,8 @@ unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, tracing: bool, stamp: *mut
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
     let rc = next(stamp);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -15977,8 +15977,8 @@ unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, tracing: bool, num_pvar: *mut 
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_pvar);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16005,8 +16005,8 @@ unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, tracing: bool, pvar_index: c_
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16033,8 +16033,8 @@ unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, tracing: bool, name: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, var_class, pvar_index);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16061,8 +16061,8 @@ unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, tracing: bool, session:
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16089,8 +16089,8 @@ unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, tracing: bool, session: *
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16117,8 +16117,8 @@ unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, tracing: bool, session: M
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(session, pvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16145,8 +16145,8 @@ unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, tracing: bool, session: MP
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16173,8 +16173,8 @@ unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16201,8 +16201,8 @@ unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, tracing: bool, session: MPI_T_pva
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16229,8 +16229,8 @@ unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, tracing: bool, session: MPI_T_pva
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16257,8 +16257,8 @@ unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16285,8 +16285,8 @@ unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16313,8 +16313,8 @@ unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, tracing: bool, session: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16341,8 +16341,8 @@ unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, tracing: bool, enumtype: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, num, name, name_len);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16369,8 +16369,8 @@ unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, tracing: bool, enumtype: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, index, value, name, name_len);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16397,8 +16397,8 @@ unsafe fn wrap_MPI_Info_create_env(via_pmpi: bool, tracing: bool, argc: c_int, a
     let traced = if tracing { trace::enter(&call, id::MPI_Info_create_env, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv, info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_create_env, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_create_env, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16425,8 +16425,8 @@ unsafe fn wrap_MPI_Info_get_string(via_pmpi: bool, tracing: bool, info: MPI_Info
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get_string, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, buflen, value, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_get_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_get_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16453,8 +16453,8 @@ unsafe fn wrap_MPI_Op_create_c(via_pmpi: bool, tracing: bool, user_fn: MPI_User_
     let traced = if tracing { trace::enter(&call, id::MPI_Op_create_c, std::ptr::null(), 0) } else { None };
     let rc = next(user_fn, commute, op);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Op_create_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Op_create_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16481,8 +16481,8 @@ unsafe fn wrap_MPI_Session_call_errhandler(via_pmpi: bool, tracing: bool, sessio
     let traced = if tracing { trace::enter(&call, id::MPI_Session_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(session, errorcode);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Session_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Session_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16509,8 +16509,8 @@ unsafe fn wrap_MPI_Session_create_errhandler(via_pmpi: bool, tracing: bool, sess
     let traced = if tracing { trace::enter(&call, id::MPI_Session_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(session_errhandler_fn, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Session_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Session_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16537,8 +16537,8 @@ unsafe fn wrap_MPI_Session_finalize(via_pmpi: bool, tracing: bool, session: *mut
     let traced = if tracing { trace::enter(&call, id::MPI_Session_finalize, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Session_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Session_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16565,8 +16565,8 @@ unsafe fn wrap_MPI_Session_get_errhandler(via_pmpi: bool, tracing: bool, session
     let traced = if tracing { trace::enter(&call, id::MPI_Session_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(session, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Session_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Session_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16593,8 +16593,8 @@ unsafe fn wrap_MPI_Session_get_info(via_pmpi: bool, tracing: bool, session: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Session_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(session, info_used);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Session_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Session_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16621,8 +16621,8 @@ unsafe fn wrap_MPI_Session_get_nth_pset(via_pmpi: bool, tracing: bool, session: 
     let traced = if tracing { trace::enter(&call, id::MPI_Session_get_nth_pset, std::ptr::null(), 0) } else { None };
     let rc = next(session, info, n, pset_len, pset_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Session_get_nth_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Session_get_nth_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16649,8 +16649,8 @@ unsafe fn wrap_MPI_Session_get_num_psets(via_pmpi: bool, tracing: bool, session:
     let traced = if tracing { trace::enter(&call, id::MPI_Session_get_num_psets, std::ptr::null(), 0) } else { None };
     let rc = next(session, info, npset_names);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Session_get_num_psets, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Session_get_num_psets, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16677,8 +16677,8 @@ unsafe fn wrap_MPI_Session_get_pset_info(via_pmpi: bool, tracing: bool, session:
     let traced = if tracing { trace::enter(&call, id::MPI_Session_get_pset_info, std::ptr::null(), 0) } else { None };
     let rc = next(session, pset_name, info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Session_get_pset_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Session_get_pset_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16705,8 +16705,8 @@ unsafe fn wrap_MPI_Session_init(via_pmpi: bool, tracing: bool, info: MPI_Info, e
     let traced = if tracing { trace::enter(&call, id::MPI_Session_init, std::ptr::null(), 0) } else { None };
     let rc = next(info, errhandler, session);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Session_init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Session_init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16733,8 +16733,8 @@ unsafe fn wrap_MPI_Session_set_errhandler(via_pmpi: bool, tracing: bool, session
     let traced = if tracing { trace::enter(&call, id::MPI_Session_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(session, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Session_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Session_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16761,8 +16761,8 @@ unsafe fn wrap_MPI_T_category_get_events(via_pmpi: bool, tracing: bool, cat_inde
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_events, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_get_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_get_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16789,8 +16789,8 @@ unsafe fn wrap_MPI_T_category_get_num_events(via_pmpi: bool, tracing: bool, cat_
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_num_events, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, num_events);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_get_num_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_get_num_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16817,8 +16817,8 @@ unsafe fn wrap_MPI_T_event_callback_get_info(via_pmpi: bool, tracing: bool, even
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_callback_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, cb_safety, info_used);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_event_callback_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_event_callback_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16845,8 +16845,8 @@ unsafe fn wrap_MPI_T_event_callback_set_info(via_pmpi: bool, tracing: bool, even
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_callback_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, cb_safety, info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_event_callback_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_event_callback_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16873,8 +16873,8 @@ unsafe fn wrap_MPI_T_event_copy(via_pmpi: bool, tracing: bool, event_instance: M
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_copy, std::ptr::null(), 0) } else { None };
     let rc = next(event_instance, buffer);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_event_copy, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_event_copy, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16901,8 +16901,8 @@ unsafe fn wrap_MPI_T_event_get_index(via_pmpi: bool, tracing: bool, name: *const
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, event_index);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_event_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_event_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16929,8 +16929,8 @@ unsafe fn wrap_MPI_T_event_get_info(via_pmpi: bool, tracing: bool, event_index: 
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_event_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_event_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16957,8 +16957,8 @@ unsafe fn wrap_MPI_T_event_get_num(via_pmpi: bool, tracing: bool, num_events: *m
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_events);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_event_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_event_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -16985,8 +16985,8 @@ unsafe fn wrap_MPI_T_event_get_source(via_pmpi: bool, tracing: bool, event_insta
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_get_source, std::ptr::null(), 0) } else { None };
     let rc = next(event_instance, source_index);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_event_get_source, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_event_get_source, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17013,8 +17013,8 @@ unsafe fn wrap_MPI_T_event_get_timestamp(via_pmpi: bool, tracing: bool, event_in
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_get_timestamp, std::ptr::null(), 0) } else { None };
     let rc = next(event_instance, event_timestamp);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_event_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_event_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17041,8 +17041,8 @@ unsafe fn wrap_MPI_T_event_handle_alloc(via_pmpi: bool, tracing: bool, event_ind
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(event_index, obj_handle, info, event_registration);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_event_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_event_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17069,8 +17069,8 @@ unsafe fn wrap_MPI_T_event_handle_free(via_pmpi: bool, tracing: bool, event_regi
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, user_data, free_cb_function);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_event_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_event_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17097,8 +17097,8 @@ unsafe fn wrap_MPI_T_event_handle_get_info(via_pmpi: bool, tracing: bool, event_
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_handle_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, info_used);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_event_handle_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_event_handle_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17125,8 +17125,8 @@ unsafe fn wrap_MPI_T_event_handle_set_info(via_pmpi: bool, tracing: bool, event_
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_handle_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_event_handle_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_event_handle_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17153,8 +17153,8 @@ unsafe fn wrap_MPI_T_event_read(via_pmpi: bool, tracing: bool, event_instance: M
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_read, std::ptr::null(), 0) } else { None };
     let rc = next(event_instance, element_index, buffer);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_event_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_event_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17181,8 +17181,8 @@ unsafe fn wrap_MPI_T_event_register_callback(via_pmpi: bool, tracing: bool, even
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_register_callback, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, cb_safety, info, user_data, event_cb_function);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_event_register_callback, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_event_register_callback, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17209,8 +17209,8 @@ unsafe fn wrap_MPI_T_event_set_dropped_handler(via_pmpi: bool, tracing: bool, ev
     let traced = if tracing { trace::enter(&call, id::MPI_T_event_set_dropped_handler, std::ptr::null(), 0) } else { None };
     let rc = next(event_registration, dropped_cb_function);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_event_set_dropped_handler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_event_set_dropped_handler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17237,8 +17237,8 @@ unsafe fn wrap_MPI_T_source_get_info(via_pmpi: bool, tracing: bool, source_index
     let traced = if tracing { trace::enter(&call, id::MPI_T_source_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_source_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_source_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17265,8 +17265,8 @@ unsafe fn wrap_MPI_T_source_get_num(via_pmpi: bool, tracing: bool, num_sources: 
     let traced = if tracing { trace::enter(&call, id::MPI_T_source_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_sources);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_source_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_source_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -17293,8 +17293,8 @@ unsafe fn wrap_MPI_T_source_get_timestamp(via_pmpi: bool, tracing: bool, source_
     let traced = if tracing { trace::enter(&call, id::MPI_T_source_get_timestamp, std::ptr::null(), 0) } else { None };
     let rc = next(source_index, timestamp);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_source_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_source_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]

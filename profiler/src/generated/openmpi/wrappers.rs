@@ -26,8 +26,8 @@ unsafe fn wrap_MPI_Bsend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Bsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Bsend, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Bsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -54,8 +54,8 @@ unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Bsend_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Bsend_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -82,8 +82,8 @@ unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, tracing: bool, buffer: *mut c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -110,8 +110,8 @@ unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, tracing: bool, buffer: *mut c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -138,8 +138,8 @@ unsafe fn wrap_MPI_Cancel(via_pmpi: bool, tracing: bool, request: *mut MPI_Reque
     let traced = if tracing { trace::enter(&call, id::MPI_Cancel, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -166,8 +166,8 @@ unsafe fn wrap_MPI_Get_count(via_pmpi: bool, tracing: bool, status: *const MPI_S
     let traced = if tracing { trace::enter(&call, id::MPI_Get_count, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -196,8 +196,8 @@ unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, tracing: bool, status: *const MP
     let traced = if tracing { trace::enter(&call, id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -224,8 +224,8 @@ unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, tracing: bool, status: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -252,8 +252,8 @@ unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, tracing: bool, request: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -280,8 +280,8 @@ unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, tracing: bool, query_fn: MPI_G
     let traced = if tracing { trace::enter(&call, id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
     let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -308,8 +308,8 @@ unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ibsend, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ibsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -336,8 +336,8 @@ unsafe fn wrap_MPI_Improbe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Improbe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, message, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Improbe, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Improbe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -364,8 +364,8 @@ unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count
     let traced = if tracing { trace::enter(&call, id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype: r#type, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -392,8 +392,8 @@ unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, flag, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iprobe, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iprobe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -422,8 +422,8 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let traced = if tracing { trace::enter(&call, id::MPI_Irecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Irecv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Irecv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -452,8 +452,8 @@ unsafe fn wrap_MPI_Irsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Irsend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Irsend, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Irsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -480,8 +480,8 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Isend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Isend, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Isend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -510,8 +510,8 @@ unsafe fn wrap_MPI_Issend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Issend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, request, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Issend, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Issend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -538,8 +538,8 @@ unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, message, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Mprobe, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Mprobe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -568,8 +568,8 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
     let traced = if tracing { trace::enter(&call, id::MPI_Mrecv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, r#type, message, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype: r#type, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -596,8 +596,8 @@ unsafe fn wrap_MPI_Probe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Probe, std::ptr::null(), 0) } else { None };
     let rc = next(source, tag, comm, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Probe, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Probe, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -626,8 +626,8 @@ unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, tracing: bool, buf: *mut c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Recv_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Recv_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -656,8 +656,8 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: 
     let traced = if tracing { trace::enter(&call, id::MPI_Recv, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Recv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Recv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -686,8 +686,8 @@ unsafe fn wrap_MPI_Request_free(via_pmpi: bool, tracing: bool, request: *mut MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Request_free, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -714,8 +714,8 @@ unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, tracing: bool, request: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -742,8 +742,8 @@ unsafe fn wrap_MPI_Rsend(via_pmpi: bool, tracing: bool, ibuf: *const c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Rsend, std::ptr::null(), 0) } else { None };
     let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Rsend, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Rsend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -770,8 +770,8 @@ unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Rsend_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Rsend_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -798,8 +798,8 @@ unsafe fn wrap_MPI_Send_init(via_pmpi: bool, tracing: bool, buf: *const c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Send_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Send_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Send_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -826,8 +826,8 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, tracing: bool, buf: *const c_void, count
     let traced = if tracing { trace::enter(&call, id::MPI_Send, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Send, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Send, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -858,8 +858,8 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest, recv_count: MPI_Count::from(recvcount), recv_datatype: recvtype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Sendrecv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Sendrecv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -890,8 +890,8 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, tracing: bool, buf: *mut c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Sendrecv_replace, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(count), datatype, peer: dest, recv_count: MPI_Count::from(count), recv_datatype: datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag: sendtag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Sendrecv_replace, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Sendrecv_replace, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -918,8 +918,8 @@ unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ssend_init, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ssend_init, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -946,8 +946,8 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Ssend, std::ptr::null(), 0) } else { None };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, tag, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ssend, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ssend, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -976,8 +976,8 @@ unsafe fn wrap_MPI_Start(via_pmpi: bool, tracing: bool, request: *mut MPI_Reques
     let traced = if tracing { trace::enter(&call, id::MPI_Start, std::ptr::null(), 0) } else { None };
     let rc = next(request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1006,8 +1006,8 @@ unsafe fn wrap_MPI_Startall(via_pmpi: bool, tracing: bool, count: c_int, array_o
     let traced = if tracing { trace::enter(&call, id::MPI_Startall, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_requests);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1036,8 +1036,8 @@ unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, tracing: bool, status: *
     let traced = if tracing { trace::enter(&call, id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1064,8 +1064,8 @@ unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, tracing: bool, status: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1092,8 +1092,8 @@ unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, tracing: bool, status: 
     let traced = if tracing { trace::enter(&call, id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
     let rc = next(status, datatype, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1120,8 +1120,8 @@ unsafe fn wrap_MPI_Testall(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Testall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1150,8 +1150,8 @@ unsafe fn wrap_MPI_Testany(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Testany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, flag, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1180,8 +1180,8 @@ unsafe fn wrap_MPI_Test(via_pmpi: bool, tracing: bool, request: *mut MPI_Request
     let traced = if tracing { trace::enter(&call, id::MPI_Test, request, 1) } else { None };
     let rc = next(request, flag, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1210,8 +1210,8 @@ unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, tracing: bool, status: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
     let rc = next(status, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1238,8 +1238,8 @@ unsafe fn wrap_MPI_Testsome(via_pmpi: bool, tracing: bool, incount: c_int, array
     let traced = if tracing { trace::enter(&call, id::MPI_Testsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1266,8 +1266,8 @@ unsafe fn wrap_MPI_Waitall(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Waitall, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, array_of_statuses);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1296,8 +1296,8 @@ unsafe fn wrap_MPI_Waitany(via_pmpi: bool, tracing: bool, count: c_int, array_of
     let traced = if tracing { trace::enter(&call, id::MPI_Waitany, array_of_requests, count) } else { None };
     let rc = next(count, array_of_requests, index, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1326,8 +1326,8 @@ unsafe fn wrap_MPI_Wait(via_pmpi: bool, tracing: bool, request: *mut MPI_Request
     let traced = if tracing { trace::enter(&call, id::MPI_Wait, request, 1) } else { None };
     let rc = next(request, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1356,8 +1356,8 @@ unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, tracing: bool, incount: c_int, array
     let traced = if tracing { trace::enter(&call, id::MPI_Waitsome, array_of_requests, incount) } else { None };
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -1384,8 +1384,8 @@ unsafe fn wrap_MPI_Allgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Allgather, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Allgather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1414,8 +1414,8 @@ unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iallgather, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iallgather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1442,8 +1442,8 @@ unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Allgatherv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Allgatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1472,8 +1472,8 @@ unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_
     let traced = if tracing { trace::enter(&call, id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iallgatherv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iallgatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1500,8 +1500,8 @@ unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Allreduce, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Allreduce, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1530,8 +1530,8 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iallreduce, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iallreduce, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1560,8 +1560,8 @@ unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Alltoall, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Alltoall, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1590,8 +1590,8 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ialltoall, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ialltoall, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1620,8 +1620,8 @@ unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Alltoallv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Alltoallv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1650,8 +1650,8 @@ unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ialltoallv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ialltoallv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1678,8 +1678,8 @@ unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Alltoallw, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Alltoallw, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1706,8 +1706,8 @@ unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ialltoallw, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ialltoallw, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1734,8 +1734,8 @@ unsafe fn wrap_MPI_Barrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm) -> c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Barrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Barrier, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Barrier, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1764,8 +1764,8 @@ unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm, reque
     let traced = if tracing { trace::enter(&call, id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
     let rc = next(comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ibarrier, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ibarrier, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1794,8 +1794,8 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Bcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Bcast, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Bcast, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1824,8 +1824,8 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, co
     let traced = if tracing { trace::enter(&call, id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
     let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ibcast, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ibcast, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1854,8 +1854,8 @@ unsafe fn wrap_MPI_Exscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Exscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Exscan, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Exscan, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1882,8 +1882,8 @@ unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iexscan, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iexscan, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1910,8 +1910,8 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Gather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Gather, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Gather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1940,8 +1940,8 @@ unsafe fn wrap_MPI_Igather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Igather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Igather, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Igather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1968,8 +1968,8 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Gatherv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Gatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -1998,8 +1998,8 @@ unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Igatherv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Igatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2026,8 +2026,8 @@ unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_allgather, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_allgather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2054,8 +2054,8 @@ unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ineighbor_allgather, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ineighbor_allgather, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2082,8 +2082,8 @@ unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_allgatherv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_allgatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2110,8 +2110,8 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ineighbor_allgatherv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ineighbor_allgatherv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2138,8 +2138,8 @@ unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_alltoall, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_alltoall, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2166,8 +2166,8 @@ unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ineighbor_alltoall, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoall, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2194,8 +2194,8 @@ unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_alltoallv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2222,8 +2222,8 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ineighbor_alltoallv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2250,8 +2250,8 @@ unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Neighbor_alltoallw, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallw, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2278,8 +2278,8 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *
     let traced = if tracing { trace::enter(&call, id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ineighbor_alltoallw, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallw, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2306,8 +2306,8 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Reduce, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Reduce, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2336,8 +2336,8 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ireduce, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ireduce, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2366,8 +2366,8 @@ unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, tracing: bool, inbuf: *const c_v
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2394,8 +2394,8 @@ unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Reduce_scatter, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Reduce_scatter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2422,8 +2422,8 @@ unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ireduce_scatter, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ireduce_scatter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2450,8 +2450,8 @@ unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf: 
     let traced = if tracing { trace::enter(&call, id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Reduce_scatter_block, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Reduce_scatter_block, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2478,8 +2478,8 @@ unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf:
     let traced = if tracing { trace::enter(&call, id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Ireduce_scatter_block, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Ireduce_scatter_block, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2506,8 +2506,8 @@ unsafe fn wrap_MPI_Scan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, r
     let traced = if tracing { trace::enter(&call, id::MPI_Scan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave_superstep(call, end, id::MPI_Scan, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave_superstep(call, traced, id::MPI_Scan, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2534,8 +2534,8 @@ unsafe fn wrap_MPI_Iscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Iscan, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iscan, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iscan, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2562,8 +2562,8 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Scatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Scatter, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Scatter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2592,8 +2592,8 @@ unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iscatter, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iscatter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2620,8 +2620,8 @@ unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Scatterv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Scatterv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2648,8 +2648,8 @@ unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
     let traced = if tracing { trace::enter(&call, id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Iscatterv, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Iscatterv, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2676,8 +2676,8 @@ unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2704,8 +2704,8 @@ unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, tracing: bool, origin_addr: 
     let traced = if tracing { trace::enter(&call, id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2732,8 +2732,8 @@ unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, tracing: bool, origin_addr: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2760,8 +2760,8 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Get, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2790,8 +2790,8 @@ unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2818,8 +2818,8 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, tracing: bool, origin_addr: *const c_void
     let traced = if tracing { trace::enter(&call, id::MPI_Put, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2848,8 +2848,8 @@ unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, tracing: bool, origin_addr: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2876,8 +2876,8 @@ unsafe fn wrap_MPI_Rget(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void,
     let traced = if tracing { trace::enter(&call, id::MPI_Rget, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2904,8 +2904,8 @@ unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *
     let traced = if tracing { trace::enter(&call, id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2932,8 +2932,8 @@ unsafe fn wrap_MPI_Rput(via_pmpi: bool, tracing: bool, origin_addr: *const c_voi
     let traced = if tracing { trace::enter(&call, id::MPI_Rput, std::ptr::null(), 0) } else { None };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -2960,8 +2960,8 @@ unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, tracing: bool, size: MPI_Aint, d
     let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Win_allocate, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Win_allocate, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -2988,8 +2988,8 @@ unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, tracing: bool, size: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Win_allocate_shared, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Win_allocate_shared, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3016,8 +3016,8 @@ unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, tracing: bool, win: MPI_Win, base:
     let traced = if tracing { trace::enter(&call, id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3044,8 +3044,8 @@ unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, tracing: bool, win: MPI_W
     let traced = if tracing { trace::enter(&call, id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errorcode);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3072,8 +3072,8 @@ unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, tracing: bool, win: MPI_Win) -> 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3100,8 +3100,8 @@ unsafe fn wrap_MPI_Win_create(via_pmpi: bool, tracing: bool, base: *mut c_void, 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create, std::ptr::null(), 0) } else { None };
     let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Win_create, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Win_create, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3128,8 +3128,8 @@ unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, tracing: bool, info: MPI_I
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
     let rc = next(info, comm, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Win_create_dynamic, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Win_create_dynamic, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -3156,8 +3156,8 @@ unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, tracing: bool, function
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3184,8 +3184,8 @@ unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, tracing: bool, win_copy_att
     let traced = if tracing { trace::enter(&call, id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3212,8 +3212,8 @@ unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3240,8 +3240,8 @@ unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, tracing: bool, win: MPI_Win, base:
     let traced = if tracing { trace::enter(&call, id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
     let rc = next(win, base);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3268,8 +3268,8 @@ unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, tracing: bool, assert: c_int, win: 
     let traced = if tracing { trace::enter(&call, id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3298,8 +3298,8 @@ unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, tracing: bool, rank: c_int, win: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3328,8 +3328,8 @@ unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, tracing: bool, win: MPI_Win) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3356,8 +3356,8 @@ unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, tracing: bool, rank: c_int, w
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3384,8 +3384,8 @@ unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, tracing: bool, win: MPI_W
     let traced = if tracing { trace::enter(&call, id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3412,8 +3412,8 @@ unsafe fn wrap_MPI_Win_free(via_pmpi: bool, tracing: bool, win: *mut MPI_Win) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Win_free, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3440,8 +3440,8 @@ unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, tracing: bool, win_keyval: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(win_keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3468,8 +3468,8 @@ unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3496,8 +3496,8 @@ unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Wi
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3524,8 +3524,8 @@ unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, tracing: bool, win: MPI_Win, gr
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(win, group);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3552,8 +3552,8 @@ unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, tracing: bool, win: MPI_Win, inf
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info_used);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3580,8 +3580,8 @@ unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name, resultlen);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3608,8 +3608,8 @@ unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, tracing: bool, lock_type: c_int, ran
     let traced = if tracing { trace::enter(&call, id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
     let rc = next(lock_type, rank, assert, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3638,8 +3638,8 @@ unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, tracing: bool, assert: c_int, wi
     let traced = if tracing { trace::enter(&call, id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
     let rc = next(assert, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3666,8 +3666,8 @@ unsafe fn wrap_MPI_Win_post(via_pmpi: bool, tracing: bool, group: MPI_Group, ass
     let traced = if tracing { trace::enter(&call, id::MPI_Win_post, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3694,8 +3694,8 @@ unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_keyval, attribute_val);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3722,8 +3722,8 @@ unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Wi
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(win, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3750,8 +3750,8 @@ unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, tracing: bool, win: MPI_Win, inf
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(win, info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3778,8 +3778,8 @@ unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win
     let traced = if tracing { trace::enter(&call, id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(win, win_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3806,8 +3806,8 @@ unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, tracing: bool, win: MPI_Win,
     let traced = if tracing { trace::enter(&call, id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3834,8 +3834,8 @@ unsafe fn wrap_MPI_Win_start(via_pmpi: bool, tracing: bool, group: MPI_Group, as
     let traced = if tracing { trace::enter(&call, id::MPI_Win_start, std::ptr::null(), 0) } else { None };
     let rc = next(group, assert, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3862,8 +3862,8 @@ unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3890,8 +3890,8 @@ unsafe fn wrap_MPI_Win_test(via_pmpi: bool, tracing: bool, win: MPI_Win, flag: *
     let traced = if tracing { trace::enter(&call, id::MPI_Win_test, std::ptr::null(), 0) } else { None };
     let rc = next(win, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3918,8 +3918,8 @@ unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, tracing: bool, rank: c_int, win: M
     let traced = if tracing { trace::enter(&call, id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
     let rc = next(rank, win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3948,8 +3948,8 @@ unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -
     let traced = if tracing { trace::enter(&call, id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -3976,8 +3976,8 @@ unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
     let rc = next(win);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4004,8 +4004,8 @@ unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(fh, errorcode);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4032,8 +4032,8 @@ unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, tracing: bool, functio
     let traced = if tracing { trace::enter(&call, id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4060,8 +4060,8 @@ unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, tracing: bool, file: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4088,8 +4088,8 @@ unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, tracing: bool, file: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(file, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4116,8 +4116,8 @@ unsafe fn wrap_MPI_File_open(via_pmpi: bool, tracing: bool, comm: MPI_Comm, file
     let traced = if tracing { trace::enter(&call, id::MPI_File_open, std::ptr::null(), 0) } else { None };
     let rc = next(comm, filename, amode, info, fh);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_File_open, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_open, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -4144,8 +4144,8 @@ unsafe fn wrap_MPI_File_close(via_pmpi: bool, tracing: bool, fh: *mut MPI_File) 
     let traced = if tracing { trace::enter(&call, id::MPI_File_close, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4172,8 +4172,8 @@ unsafe fn wrap_MPI_File_delete(via_pmpi: bool, tracing: bool, filename: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_File_delete, std::ptr::null(), 0) } else { None };
     let rc = next(filename, info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4200,8 +4200,8 @@ unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, tracing: bool, fh: MPI_File, si
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4228,8 +4228,8 @@ unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4256,8 +4256,8 @@ unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, tracing: bool, fh: MPI_File, si
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
     let rc = next(fh, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4284,8 +4284,8 @@ unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, tracing: bool, fh: MPI_File, g
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
     let rc = next(fh, group);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4312,8 +4312,8 @@ unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, tracing: bool, fh: MPI_File, a
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
     let rc = next(fh, amode);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4340,8 +4340,8 @@ unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, tracing: bool, fh: MPI_File, in
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4368,8 +4368,8 @@ unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, tracing: bool, fh: MPI_File, in
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(fh, info_used);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4396,8 +4396,8 @@ unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, tracing: bool, fh: MPI_File, di
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep, info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4424,8 +4424,8 @@ unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, tracing: bool, fh: MPI_File, di
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
     let rc = next(fh, disp, etype, filetype, datarep);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4454,8 +4454,8 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, tracing: bool, fh: MPI_File, off
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4484,8 +4484,8 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4512,8 +4512,8 @@ unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4540,8 +4540,8 @@ unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4568,8 +4568,8 @@ unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4596,8 +4596,8 @@ unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, tracing: bool, fh: MPI_File, o
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4624,8 +4624,8 @@ unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4652,8 +4652,8 @@ unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4682,8 +4682,8 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *
     let traced = if tracing { trace::enter(&call, id::MPI_File_read, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4712,8 +4712,8 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, tracing: bool, fh: MPI_File, bu
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4740,8 +4740,8 @@ unsafe fn wrap_MPI_File_write(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
     let traced = if tracing { trace::enter(&call, id::MPI_File_write, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4768,8 +4768,8 @@ unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4796,8 +4796,8 @@ unsafe fn wrap_MPI_File_iread(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4824,8 +4824,8 @@ unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, tracing: bool, fh: MPI_File, buf:
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4852,8 +4852,8 @@ unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4880,8 +4880,8 @@ unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, tracing: bool, fh: MPI_File, 
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4908,8 +4908,8 @@ unsafe fn wrap_MPI_File_seek(via_pmpi: bool, tracing: bool, fh: MPI_File, offset
     let traced = if tracing { trace::enter(&call, id::MPI_File_seek, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4936,8 +4936,8 @@ unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4964,8 +4964,8 @@ unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, disp);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -4994,8 +4994,8 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5022,8 +5022,8 @@ unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5050,8 +5050,8 @@ unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5078,8 +5078,8 @@ unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5108,8 +5108,8 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5136,8 +5136,8 @@ unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5164,8 +5164,8 @@ unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
     let traced = if tracing { trace::enter(&call, id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5192,8 +5192,8 @@ unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, tracing: bool, fh: M
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5220,8 +5220,8 @@ unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, tracing: bool, fh: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5248,8 +5248,8 @@ unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5276,8 +5276,8 @@ unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, tracing: bool, fh: MP
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5304,8 +5304,8 @@ unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5332,8 +5332,8 @@ unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_Fi
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5360,8 +5360,8 @@ unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5388,8 +5388,8 @@ unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5416,8 +5416,8 @@ unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5444,8 +5444,8 @@ unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, tracing: bool, fh: MP
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5472,8 +5472,8 @@ unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5500,8 +5500,8 @@ unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, tracing: bool, fh: M
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5528,8 +5528,8 @@ unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
     let rc = next(fh, buf, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5556,8 +5556,8 @@ unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, tracing: bool, fh: MPI_F
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
     let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5584,8 +5584,8 @@ unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5612,8 +5612,8 @@ unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_Fil
     let traced = if tracing { trace::enter(&call, id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
     let rc = next(fh, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5640,8 +5640,8 @@ unsafe fn wrap_MPI_File_sync(via_pmpi: bool, tracing: bool, fh: MPI_File) -> c_i
     let traced = if tracing { trace::enter(&call, id::MPI_File_sync, std::ptr::null(), 0) } else { None };
     let rc = next(fh);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5668,8 +5668,8 @@ unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, tracing: bool, datarep: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5696,8 +5696,8 @@ unsafe fn wrap_MPI_Get_address(via_pmpi: bool, tracing: bool, location: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Get_address, std::ptr::null(), 0) } else { None };
     let rc = next(location, address);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5724,8 +5724,8 @@ unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, tracing: bool, datarep: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5752,8 +5752,8 @@ unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, tracing: bool, datarep: *c
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5780,8 +5780,8 @@ unsafe fn wrap_MPI_Pack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, inc
     let traced = if tracing { trace::enter(&call, id::MPI_Pack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Pack, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Pack, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5808,8 +5808,8 @@ unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, tracing: bool, incount: c_int, data
     let traced = if tracing { trace::enter(&call, id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
     let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Pack_size, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Pack_size, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -5836,8 +5836,8 @@ unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, tracing: bool, r#type: *mut MPI_D
     let traced = if tracing { trace::enter(&call, id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5864,8 +5864,8 @@ unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, tracing: bool, count: c_int, 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
     let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5892,8 +5892,8 @@ unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, tracing: bool, size: c_int
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
     let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5920,8 +5920,8 @@ unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, tracing: bool, p: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5948,8 +5948,8 @@ unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, tracing: bool, r: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
     let rc = next(r, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -5976,8 +5976,8 @@ unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, tracing: bool, p: c_int,
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
     let rc = next(p, r, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6004,8 +6004,8 @@ unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, tracing: bool, cou
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6032,8 +6032,8 @@ unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, tracing: bool, count: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6060,8 +6060,8 @@ unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, tracing: bool, count: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6088,8 +6088,8 @@ unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, tracing: bool, type_copy_a
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6116,8 +6116,8 @@ unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, tracing: bool, coun
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6144,8 +6144,8 @@ unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, tracing: bool, count: c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6172,8 +6172,8 @@ unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, tracing: bool, ndims: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
     let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6200,8 +6200,8 @@ unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, tracing: bool, oldtype: M
     let traced = if tracing { trace::enter(&call, id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
     let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6228,8 +6228,8 @@ unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, tracing: bool, r#type: MPI_D
     let traced = if tracing { trace::enter(&call, id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6256,8 +6256,8 @@ unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype,
     let traced = if tracing { trace::enter(&call, id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6288,8 +6288,8 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, tracing: bool, r#type: *mut MPI_Dat
     let traced = if tracing { trace::enter(&call, id::MPI_Type_free, std::ptr::null(), 0) } else { None };
     let rc = next(r#type);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::traffic::forget_type_sizes();
     rc
 }
@@ -6317,8 +6317,8 @@ unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, tracing: bool, type_keyval: 
     let traced = if tracing { trace::enter(&call, id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(type_keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6345,8 +6345,8 @@ unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6373,8 +6373,8 @@ unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, tracing: bool, mtype: MPI_D
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
     let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6401,8 +6401,8 @@ unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, tracing: bool, r#type: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6429,8 +6429,8 @@ unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, tracing: bool, r#type: MPI_Da
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6457,8 +6457,8 @@ unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, tracing: bool, r#type: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6485,8 +6485,8 @@ unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name, resultlen);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6513,8 +6513,8 @@ unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, tracing: bool, datatype:
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6541,8 +6541,8 @@ unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, tracing: bool, datatyp
     let traced = if tracing { trace::enter(&call, id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
     let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6569,8 +6569,8 @@ unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, tracing: bool, count: c_int, arr
     let traced = if tracing { trace::enter(&call, id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6597,8 +6597,8 @@ unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, tracing: bool, typeclass: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
     let rc = next(typeclass, size, r#type);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6625,8 +6625,8 @@ unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_keyval, attr_val);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6653,8 +6653,8 @@ unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, tracing: bool, r#type: MPI_Data
     let traced = if tracing { trace::enter(&call, id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, type_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6681,8 +6681,8 @@ unsafe fn wrap_MPI_Type_size(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype
     let traced = if tracing { trace::enter(&call, id::MPI_Type_size, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6709,8 +6709,8 @@ unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, tracing: bool, r#type: MPI_Dataty
     let traced = if tracing { trace::enter(&call, id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
     let rc = next(r#type, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6737,8 +6737,8 @@ unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, tracing: bool, count: c_int, bloc
     let traced = if tracing { trace::enter(&call, id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6765,8 +6765,8 @@ unsafe fn wrap_MPI_Unpack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, i
     let traced = if tracing { trace::enter(&call, id::MPI_Unpack, std::ptr::null(), 0) } else { None };
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Unpack, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Unpack, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6793,8 +6793,8 @@ unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, tracing: bool, datarep: *cons
     let traced = if tracing { trace::enter(&call, id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6821,8 +6821,8 @@ unsafe fn wrap_MPI_Close_port(via_pmpi: bool, tracing: bool, port_name: *const c
     let traced = if tracing { trace::enter(&call, id::MPI_Close_port, std::ptr::null(), 0) } else { None };
     let rc = next(port_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6849,8 +6849,8 @@ unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, tracing: bool, port_name: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_accept, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_accept, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6877,8 +6877,8 @@ unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, tracing: bool, comm: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_call_errhandler, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_call_errhandler, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6905,8 +6905,8 @@ unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, tracing: bool, comm1: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
     let rc = next(comm1, comm2, result);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6933,8 +6933,8 @@ unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, tracing: bool, port_name: *const
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
     let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_connect, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_connect, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -6961,8 +6961,8 @@ unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, tracing: bool, functio
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(function, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -6989,8 +6989,8 @@ unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, tracing: bool, comm_copy_a
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7017,8 +7017,8 @@ unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, tracing: bool, comm: MPI_Co
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, tag, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_create_group, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_create_group, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7045,8 +7045,8 @@ unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, tracing: bool, comm: MPI_Comm, gr
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_create, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_create, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7073,8 +7073,8 @@ unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, tracing: bool, comm: MPI_Com
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_delete_attr, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_delete_attr, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7105,8 +7105,8 @@ unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, tracing: bool, comm: *mut MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::places::forget_comms();
     rc
 }
@@ -7134,8 +7134,8 @@ unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newco
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_dup, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_dup, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7162,8 +7162,8 @@ unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newc
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
     let rc = next(comm, newcomm, request);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_idup, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_idup, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7190,8 +7190,8 @@ unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, tracing: bool, comm: MPI_C
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_dup_with_info, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_dup_with_info, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7218,8 +7218,8 @@ unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, tracing: bool, comm_keyval: 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
     let rc = next(comm_keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7250,8 +7250,8 @@ unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, tracing: bool, comm: *mut MPI_Comm)
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
     let rc = next(comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::places::forget_comms();
     rc
 }
@@ -7279,8 +7279,8 @@ unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_get_attr, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_get_attr, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7307,8 +7307,8 @@ unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, erhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_get_errhandler, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_get_errhandler, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7335,8 +7335,8 @@ unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info_used);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_get_info, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_get_info, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7363,8 +7363,8 @@ unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name, resultlen);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_get_name, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_get_name, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7391,8 +7391,8 @@ unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, tracing: bool, parent: *mut M
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
     let rc = next(parent);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7419,8 +7419,8 @@ unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, gro
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_group, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_group, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7447,8 +7447,8 @@ unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, tracing: bool, fd: c_int, intercomm
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
     let rc = next(fd, intercomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7475,8 +7475,8 @@ unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_rank, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_rank, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7505,8 +7505,8 @@ unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, tracing: bool, comm: MPI_Co
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
     let rc = next(comm, group);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_remote_group, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_remote_group, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7533,8 +7533,8 @@ unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, tracing: bool, comm: MPI_Com
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_remote_size, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_remote_size, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7561,8 +7561,8 @@ unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_keyval, attribute_val);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_set_attr, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_set_attr, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7589,8 +7589,8 @@ unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_set_errhandler, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_set_errhandler, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7617,8 +7617,8 @@ unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
     let rc = next(comm, info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_set_info, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_set_info, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7645,8 +7645,8 @@ unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
     let rc = next(comm, comm_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_set_name, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_set_name, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7673,8 +7673,8 @@ unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, tracing: bool, comm: MPI_Comm, size
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
     let rc = next(comm, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_size, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_size, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7703,8 +7703,8 @@ unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, tracing: bool, command: *const c_c
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
     let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_spawn, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_spawn, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7731,8 +7731,8 @@ unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, tracing: bool, count: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
     let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_spawn_multiple, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_spawn_multiple, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7759,8 +7759,8 @@ unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, tracing: bool, comm: MPI_Comm, col
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
     let rc = next(comm, color, key, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_split, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_split, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7787,8 +7787,8 @@ unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
     let rc = next(comm, split_type, key, info, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_split_type, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_split_type, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7815,8 +7815,8 @@ unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
     let rc = next(comm, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Comm_test_inter, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Comm_test_inter, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -7843,8 +7843,8 @@ unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, tracing: bool, errhandler: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
     let rc = next(errhandler);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7871,8 +7871,8 @@ unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, tracing: bool, group1: MPI_Grou
     let traced = if tracing { trace::enter(&call, id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, result);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7899,8 +7899,8 @@ unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, tracing: bool, group1: MPI_G
     let traced = if tracing { trace::enter(&call, id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7927,8 +7927,8 @@ unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, tracing: bool, group: MPI_Group, n
     let traced = if tracing { trace::enter(&call, id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7955,8 +7955,8 @@ unsafe fn wrap_MPI_Group_free(via_pmpi: bool, tracing: bool, group: *mut MPI_Gro
     let traced = if tracing { trace::enter(&call, id::MPI_Group_free, std::ptr::null(), 0) } else { None };
     let rc = next(group);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -7983,8 +7983,8 @@ unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, tracing: bool, group: MPI_Group, n
     let traced = if tracing { trace::enter(&call, id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8011,8 +8011,8 @@ unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, tracing: bool, group1: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8039,8 +8039,8 @@ unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, tracing: bool, group: MPI_Gr
     let traced = if tracing { trace::enter(&call, id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8067,8 +8067,8 @@ unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, tracing: bool, group: MPI_Gr
     let traced = if tracing { trace::enter(&call, id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
     let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8095,8 +8095,8 @@ unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, tracing: bool, group: MPI_Group, r
     let traced = if tracing { trace::enter(&call, id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
     let rc = next(group, rank);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8123,8 +8123,8 @@ unsafe fn wrap_MPI_Group_size(via_pmpi: bool, tracing: bool, group: MPI_Group, s
     let traced = if tracing { trace::enter(&call, id::MPI_Group_size, std::ptr::null(), 0) } else { None };
     let rc = next(group, size);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8151,8 +8151,8 @@ unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, tracing: bool, group1: 
     let traced = if tracing { trace::enter(&call, id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
     let rc = next(group1, n, ranks1, group2, ranks2);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8179,8 +8179,8 @@ unsafe fn wrap_MPI_Group_union(via_pmpi: bool, tracing: bool, group1: MPI_Group,
     let traced = if tracing { trace::enter(&call, id::MPI_Group_union, std::ptr::null(), 0) } else { None };
     let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8207,8 +8207,8 @@ unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, tracing: bool, local_comm: M
     let traced = if tracing { trace::enter(&call, id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
     let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8235,8 +8235,8 @@ unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, tracing: bool, intercomm: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
     let rc = next(intercomm, high, newintercomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Intercomm_merge, rc, traffic, intercomm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Intercomm_merge, rc, traffic, intercomm);
     rc
 }
 #[cold]
@@ -8263,8 +8263,8 @@ unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, tracing: bool, service_name: *con
     let traced = if tracing { trace::enter(&call, id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8291,8 +8291,8 @@ unsafe fn wrap_MPI_Open_port(via_pmpi: bool, tracing: bool, info: MPI_Info, port
     let traced = if tracing { trace::enter(&call, id::MPI_Open_port, std::ptr::null(), 0) } else { None };
     let rc = next(info, port_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8319,8 +8319,8 @@ unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, tracing: bool, service_name: *co
     let traced = if tracing { trace::enter(&call, id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8347,8 +8347,8 @@ unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, tracing: bool, service_name: *
     let traced = if tracing { trace::enter(&call, id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
     let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8375,8 +8375,8 @@ unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ke
     let traced = if tracing { trace::enter(&call, id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Attr_delete, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Attr_delete, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8403,8 +8403,8 @@ unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyva
     let traced = if tracing { trace::enter(&call, id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Attr_get, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Attr_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8431,8 +8431,8 @@ unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyva
     let traced = if tracing { trace::enter(&call, id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
     let rc = next(comm, keyval, attribute_val);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Attr_put, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Attr_put, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8459,8 +8459,8 @@ unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, tracing: bool, copy_fn: MPI_Cop
     let traced = if tracing { trace::enter(&call, id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
     let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8487,8 +8487,8 @@ unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, tracing: bool, keyval: *mut c_int
     let traced = if tracing { trace::enter(&call, id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
     let rc = next(keyval);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8515,8 +8515,8 @@ unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ra
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxdims, coords);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cart_coords, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cart_coords, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8543,8 +8543,8 @@ unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, tracing: bool, old_comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
     let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cart_create, rc, traffic, old_comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cart_create, rc, traffic, old_comm);
     rc
 }
 #[cold]
@@ -8571,8 +8571,8 @@ unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxdi
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxdims, dims, periods, coords);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cart_get, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cart_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8599,8 +8599,8 @@ unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ndims
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims, dims, periods, newrank);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cart_map, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cart_map, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8627,8 +8627,8 @@ unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, coor
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
     let rc = next(comm, coords, rank);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cart_rank, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cart_rank, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8655,8 +8655,8 @@ unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, tracing: bool, comm: MPI_Comm, dir
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
     let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cart_shift, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cart_shift, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8683,8 +8683,8 @@ unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, tracing: bool, comm: MPI_Comm, remai
     let traced = if tracing { trace::enter(&call, id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
     let rc = next(comm, remain_dims, new_comm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cart_sub, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cart_sub, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8711,8 +8711,8 @@ unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nd
     let traced = if tracing { trace::enter(&call, id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, ndims);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Cartdim_get, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Cartdim_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8739,8 +8739,8 @@ unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, tracing: bool, comm_old: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Dist_graph_create, rc, traffic, comm_old);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Dist_graph_create, rc, traffic, comm_old);
     rc
 }
 #[cold]
@@ -8767,8 +8767,8 @@ unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, tracing: bool, com
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old);
     rc
 }
 #[cold]
@@ -8795,8 +8795,8 @@ unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Dist_graph_neighbors, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Dist_graph_neighbors, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8823,8 +8823,8 @@ unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, tracing: bool, com
     let traced = if tracing { trace::enter(&call, id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, inneighbors, outneighbors, weighted);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8851,8 +8851,8 @@ unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, tracing: bool, nnodes: c_int, ndi
     let traced = if tracing { trace::enter(&call, id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
     let rc = next(nnodes, ndims, dims);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -8879,8 +8879,8 @@ unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, tracing: bool, comm_old: MPI_Com
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
     let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Graph_create, rc, traffic, comm_old);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Graph_create, rc, traffic, comm_old);
     rc
 }
 #[cold]
@@ -8907,8 +8907,8 @@ unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxi
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, maxindex, maxedges, index, edges);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Graph_get, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Graph_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8935,8 +8935,8 @@ unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nnod
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, index, edges, newrank);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Graph_map, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Graph_map, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8963,8 +8963,8 @@ unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, tracing: bool, comm: MP
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, nneighbors);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Graph_neighbors_count, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Graph_neighbors_count, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -8991,8 +8991,8 @@ unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI_Comm
     let traced = if tracing { trace::enter(&call, id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
     let rc = next(comm, rank, maxneighbors, neighbors);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Graph_neighbors, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Graph_neighbors, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -9019,8 +9019,8 @@ unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
     let traced = if tracing { trace::enter(&call, id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
     let rc = next(comm, nnodes, nedges);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Graphdims_get, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Graphdims_get, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -9047,8 +9047,8 @@ unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, tracing: bool, comm: MPI_Comm, stat
     let traced = if tracing { trace::enter(&call, id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
     let rc = next(comm, status);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Topo_test, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Topo_test, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -9076,8 +9076,8 @@ unsafe fn wrap_MPI_Abort(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errorcod
     let traced = if tracing { trace::enter(&call, id::MPI_Abort, std::ptr::null(), 0) } else { None };
     let rc = next(comm, errorcode);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args { comm, ..trace::Args::NONE }));
-    rt::leave(call, end, id::MPI_Abort, rc, traffic, comm);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Abort, rc, traffic, comm);
     rc
 }
 #[cold]
@@ -9104,8 +9104,8 @@ unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, tracing: bool, errorclass: *m
     let traced = if tracing { trace::enter(&call, id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9132,8 +9132,8 @@ unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, tracing: bool, errorclass: c_i
     let traced = if tracing { trace::enter(&call, id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
     let rc = next(errorclass, errorcode);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9160,8 +9160,8 @@ unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, tracing: bool, errorcode: c_
     let traced = if tracing { trace::enter(&call, id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9188,8 +9188,8 @@ unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, tracing: bool, size: MPI_Aint, info
     let traced = if tracing { trace::enter(&call, id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
     let rc = next(size, info, baseptr);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9216,8 +9216,8 @@ unsafe fn wrap_MPI_Error_class(via_pmpi: bool, tracing: bool, errorcode: c_int, 
     let traced = if tracing { trace::enter(&call, id::MPI_Error_class, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, errorclass);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9244,8 +9244,8 @@ unsafe fn wrap_MPI_Error_string(via_pmpi: bool, tracing: bool, errorcode: c_int,
     let traced = if tracing { trace::enter(&call, id::MPI_Error_string, std::ptr::null(), 0) } else { None };
     let rc = next(errorcode, string, resultlen);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9273,8 +9273,8 @@ unsafe fn wrap_MPI_Finalize(via_pmpi: bool, tracing: bool) -> c_int {
     let traced = if tracing { trace::enter(&call, id::MPI_Finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9301,8 +9301,8 @@ unsafe fn wrap_MPI_Finalized(via_pmpi: bool, tracing: bool, flag: *mut c_int) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Finalized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9329,8 +9329,8 @@ unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, tracing: bool, base: *mut c_void) ->
     let traced = if tracing { trace::enter(&call, id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
     let rc = next(base);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9357,8 +9357,8 @@ unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, tracing: bool, version: *
     let traced = if tracing { trace::enter(&call, id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, resultlen);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9385,8 +9385,8 @@ unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, tracing: bool, name: *mut 
     let traced = if tracing { trace::enter(&call, id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
     let rc = next(name, resultlen);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9413,8 +9413,8 @@ unsafe fn wrap_MPI_Get_version(via_pmpi: bool, tracing: bool, version: *mut c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Get_version, std::ptr::null(), 0) } else { None };
     let rc = next(version, subversion);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9441,8 +9441,8 @@ unsafe fn wrap_MPI_Info_create(via_pmpi: bool, tracing: bool, info: *mut MPI_Inf
     let traced = if tracing { trace::enter(&call, id::MPI_Info_create, std::ptr::null(), 0) } else { None };
     let rc = next(info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9469,8 +9469,8 @@ unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, tracing: bool, info: MPI_Info, ke
     let traced = if tracing { trace::enter(&call, id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
     let rc = next(info, key);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9497,8 +9497,8 @@ unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, tracing: bool, info: MPI_Info, newin
     let traced = if tracing { trace::enter(&call, id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
     let rc = next(info, newinfo);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9525,8 +9525,8 @@ unsafe fn wrap_MPI_Info_free(via_pmpi: bool, tracing: bool, info: *mut MPI_Info)
     let traced = if tracing { trace::enter(&call, id::MPI_Info_free, std::ptr::null(), 0) } else { None };
     let rc = next(info);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9553,8 +9553,8 @@ unsafe fn wrap_MPI_Info_get(via_pmpi: bool, tracing: bool, info: MPI_Info, key: 
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, value, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9581,8 +9581,8 @@ unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, tracing: bool, info: MPI_Info,
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
     let rc = next(info, nkeys);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9609,8 +9609,8 @@ unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, tracing: bool, info: MPI_Info
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
     let rc = next(info, n, key);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9637,8 +9637,8 @@ unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, tracing: bool, info: MPI_In
     let traced = if tracing { trace::enter(&call, id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, valuelen, flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9665,8 +9665,8 @@ unsafe fn wrap_MPI_Info_set(via_pmpi: bool, tracing: bool, info: MPI_Info, key: 
     let traced = if tracing { trace::enter(&call, id::MPI_Info_set, std::ptr::null(), 0) } else { None };
     let rc = next(info, key, value);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9698,8 +9698,8 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, tracing: bool, argc: *mut c_int, argv: *
     let traced = if tracing { trace::enter(&call, id::MPI_Init, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::hooks::after_init(rc, 0, via_pmpi, argc);
     rc
 }
@@ -9729,8 +9729,8 @@ unsafe fn wrap_MPI_Initialized(via_pmpi: bool, tracing: bool, flag: *mut c_int) 
     let traced = if tracing { trace::enter(&call, id::MPI_Initialized, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9763,8 +9763,8 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, tracing: bool, argc: *mut c_int, 
     let traced = if tracing { trace::enter(&call, id::MPI_Init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(argc, argv, required, provided);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     let provided_level = if rc == 0 && !provided.is_null() { *provided } else { 0 };
     crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
     rc
@@ -9795,8 +9795,8 @@ unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, tracing: bool, flag: *mut c_in
     let traced = if tracing { trace::enter(&call, id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
     let rc = next(flag);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9823,8 +9823,8 @@ unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, tracing: bool, op: MPI_Op, com
     let traced = if tracing { trace::enter(&call, id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
     let rc = next(op, commute);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9851,8 +9851,8 @@ unsafe fn wrap_MPI_Op_create(via_pmpi: bool, tracing: bool, function: MPI_User_f
     let traced = if tracing { trace::enter(&call, id::MPI_Op_create, std::ptr::null(), 0) } else { None };
     let rc = next(function, commute, op);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9879,8 +9879,8 @@ unsafe fn wrap_MPI_Op_free(via_pmpi: bool, tracing: bool, op: *mut MPI_Op) -> c_
     let traced = if tracing { trace::enter(&call, id::MPI_Op_free, std::ptr::null(), 0) } else { None };
     let rc = next(op);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9907,8 +9907,8 @@ unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, tracing: bool, provided: *mut c_
     let traced = if tracing { trace::enter(&call, id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
     let rc = next(provided);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9935,8 +9935,8 @@ unsafe fn wrap_MPI_Wtick(via_pmpi: bool, tracing: bool) -> f64 {
     let traced = if tracing { trace::enter(&call, id::MPI_Wtick, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, 0, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9963,8 +9963,8 @@ unsafe fn wrap_MPI_Wtime(via_pmpi: bool, tracing: bool) -> f64 {
     let traced = if tracing { trace::enter(&call, id::MPI_Wtime, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, 0, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -9993,8 +9993,8 @@ unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, tracing: bool, required: c_int,
     let traced = if tracing { trace::enter(&call, id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
     let rc = next(required, provided);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10021,8 +10021,8 @@ unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, tracing: bool) -> c_int {
     let traced = if tracing { trace::enter(&call, id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
     let rc = next();
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10049,8 +10049,8 @@ unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, tracing: bool, num_cvar: *mut 
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cvar);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10077,8 +10077,8 @@ unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, tracing: bool, cvar_index: c_
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10105,8 +10105,8 @@ unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, tracing: bool, name: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, cvar_index);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10133,8 +10133,8 @@ unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, tracing: bool, cvar_index
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(cvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10161,8 +10161,8 @@ unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, tracing: bool, handle: *mu
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(handle);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10189,8 +10189,8 @@ unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, tracing: bool, handle: MPI_T_cvar
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10217,8 +10217,8 @@ unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, tracing: bool, handle: MPI_T_cva
     let traced = if tracing { trace::enter(&call, id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(handle, buf);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10245,8 +10245,8 @@ unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, tracing: bool, num_cat: *m
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_cat);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10273,8 +10273,8 @@ unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, tracing: bool, cat_index:
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10301,8 +10301,8 @@ unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, tracing: bool, name: *co
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, category_index);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10329,8 +10329,8 @@ unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, tracing: bool, cat_index
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10357,8 +10357,8 @@ unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, tracing: bool, cat_index
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10385,8 +10385,8 @@ unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, tracing: bool, cat_
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
     let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10413,8 +10413,8 @@ unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, tracing: bool, stamp: *mut
     let traced = if tracing { trace::enter(&call, id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
     let rc = next(stamp);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10441,8 +10441,8 @@ unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, tracing: bool, num_pvar: *mut 
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
     let rc = next(num_pvar);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10469,8 +10469,8 @@ unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, tracing: bool, pvar_index: c_
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10497,8 +10497,8 @@ unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, tracing: bool, name: *const 
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
     let rc = next(name, var_class, pvar_index);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10525,8 +10525,8 @@ unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, tracing: bool, session:
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10553,8 +10553,8 @@ unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, tracing: bool, session: *
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
     let rc = next(session);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10581,8 +10581,8 @@ unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, tracing: bool, session: M
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
     let rc = next(session, pvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10609,8 +10609,8 @@ unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, tracing: bool, session: MP
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10637,8 +10637,8 @@ unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10665,8 +10665,8 @@ unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, tracing: bool, session: MPI_T_pva
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10693,8 +10693,8 @@ unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, tracing: bool, session: MPI_T_pva
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10721,8 +10721,8 @@ unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10749,8 +10749,8 @@ unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, tracing: bool, session: MPI_T_pv
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10777,8 +10777,8 @@ unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, tracing: bool, session: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
     let rc = next(session, handle, buf);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10805,8 +10805,8 @@ unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, tracing: bool, enumtype: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, num, name, name_len);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
@@ -10833,8 +10833,8 @@ unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, tracing: bool, enumtype: MPI_
     let traced = if tracing { trace::enter(&call, id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
     let rc = next(enumtype, index, value, name, name_len);
     let traffic = Traffic::None;
-    let end = traced.map(|traced| trace::leave(&call, traced, rc, traffic, trace::Args::NONE));
-    rt::leave(call, end, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
+    rt::leave(call, traced, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
 }
 #[cold]
