@@ -75,17 +75,21 @@ fn alike(world: &mpi::World, error: impl Into<anyhow::Error>) -> anyhow::Error {
 }
 
 /// Every process's reading problems, in process order (= rank order, as one process reads
-/// them), on process 0; the others get `None`.
+/// them), on process 0; the others get `None`. A problem of the directory itself (a stray file)
+/// is seen by every process and kept once, as one process reports it; a rank file's problem
+/// names its file, so no two are alike.
 fn gather_problems(problems: &[String], world: &mpi::World) -> Option<Vec<String>> {
     let mut outgoing = vec![Vec::new(); world.processes()];
     outgoing[0] = serde_json::to_vec(problems).expect("plain strings");
     let incoming = world.all_to_all(outgoing);
     (world.process() == 0).then(|| {
+        let mut seen = std::collections::HashSet::new();
         incoming
             .iter()
             .flat_map(|bytes| {
                 serde_json::from_slice::<Vec<String>>(bytes).expect("strings this program encoded")
             })
+            .filter(|problem| seen.insert(problem.clone()))
             .collect()
     })
 }

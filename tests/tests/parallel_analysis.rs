@@ -282,7 +282,7 @@ for_each_mpi! {
             stderr.contains("run mpistat-analyze with at least 4 processes"),
             "{stderr}"
         );
-        let expected = one_process(dir.path(), "wait-states");
+        let expected = one_process(dir.path(), "text");
         let limited = |processes| {
             Job::new(analyze_mpi(mpi), processes)
                 .mpi(mpi)
