@@ -32,9 +32,9 @@
 //! version 1 records are decoded. Their outcomes are taken in the order the jobs completed, and
 //! all of them before a batch is closed, so a batch holds exactly the jobs whose lines lie
 //! before the positions it saves. The batches are committed by a writer thread ([`writer`])
-//! while the next one is read; the reading thread and the decoders run at a lower priority
-//! than the writer, the slowest stage. A file database is checkpointed (WAL copied into the
-//! database file and synced) by a thread of its own, so the writer does not wait for the disk;
+//! while the next one is read (the decoders also count the records in the batch's rollups).
+//! A file database is checkpointed (WAL copied into the database file and synced) by a thread
+//! of its own, so the writer does not wait for the disk;
 //! it waits for the checkpointer only every few commits, so that the WAL starts over. Measured
 //! (`bench/ingest.sh`): 1 million records in about 10 s on two cores, where SQLite (the writer,
 //! one core) is most of the time.
@@ -290,10 +290,10 @@ pub fn run_once(
         let writer = scope.spawn(move || {
             writer::write(writer_db, inbox, incomplete, committed, &options.critical)
         });
-        // Reading (and the decoders it starts) yields to the writer, the slowest stage: with
-        // more threads than cores, an equal share would leave the writer half a core.
+        // Reading and the decoders it starts run at the writer's priority: they also count the
+        // records in the rollups, and a lower one left the writer waiting for them on a loaded
+        // machine (600,000 jobs into a 1M month at load 5-6: 107 s at niceness +5, 79 s at +0).
         let reader = scope.spawn(move || {
-            lower_priority();
             let mut run = Run {
                 writer: batches,
                 writer_stopped: false,
@@ -344,20 +344,6 @@ pub fn run_once(
     db.conn.pragma_update(None, "cache_size", cache)?;
     stats
 }
-
-/// Lower the calling thread's scheduling priority a little (Linux: niceness is per thread, and
-/// threads it starts inherit it). Best effort.
-fn lower_priority() {
-    // SAFETY: gettid and setpriority on the calling thread; no memory is involved.
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        let nice = libc::getpriority(libc::PRIO_PROCESS, tid);
-        libc::setpriority(libc::PRIO_PROCESS, tid, nice + READER_NICENESS);
-    }
-}
-
-/// How much lower the reading threads' priority is than the writer's.
-const READER_NICENESS: i32 = 5;
 
 /// SQLite's default `wal_autocheckpoint` (pages), which the ingest connection has between runs.
 const DEFAULT_AUTOCHECKPOINT: u32 = 1000;
