@@ -5,8 +5,13 @@
 # dropped, when this may; warm: p50/p95 of R requests), 50 concurrent requests while another
 # part is ingested (errors, times, and whether the pages then show every committed job),
 # `mpistat site-report --month` (time, size, peak RSS) and `mpistat digest --send` of a week to
-# mail files for all users (time, peak RSS). Prints a table; asserts nothing.
+# mail files for all users (time, peak RSS). Prints a table; asserts nothing. Each part's
+# ingest is printed as it ends (jobs stored before it, seconds, jobs/s, peak RSS, database
+# size: throughput over the database's growth); the next part is generated meanwhile.
 # Usage: bench/scale.sh [N [U]] | bench/scale.sh --small (CI: 3,000 jobs, seconds)
+# MPISTAT_SCALE_BIN=DIR: run DIR/mpistat and DIR/gen_records instead of building them (a long
+# run that goes on while the worktree is rebuilt); MPISTAT_SCALE_INGEST_ONLY=1: stop after the
+# ingest of all but the last part.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/prereqs.sh
@@ -19,7 +24,14 @@ else
     users=${2:-500}
 fi
 part=200000
-cargo build --release -q -p mpistat-digest --bin mpistat --example gen_records
+bin=${MPISTAT_SCALE_BIN:-}
+if [[ -z $bin ]]; then
+    cargo build --release -q -p mpistat-digest --bin mpistat --example gen_records
+    bin=target/release
+    gen=target/release/examples/gen_records
+else
+    gen=$bin/gen_records
+fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/mpistat-bench-scale.XXXXXX")
 server=
 cleanup() {
@@ -27,7 +39,7 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-mpistat=target/release/mpistat
+mpistat=$bin/mpistat
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # The generated users are invented (uid 2000.. may be someone else here): names not checked.
 # The server trusts a header on loopback: a benchmark, not a site set-up.
@@ -54,25 +66,39 @@ timed() { # timed NAME COMMAND...: runs it, keeps "seconds peak-MiB" in $work/NA
     read -r seconds kib < "$work/$name.time"
     echo "$seconds $((kib / 1024))" > "$work/$name.time"
 }
-ingest_part() { # ingest_part FIRST END
-    target/release/examples/gen_records "$records" "$users" "$work/part.log" varied "$1" "$2"
-    timed ingest "$mpistat" ingest --config "$work/site.toml" "$work/part.log" 2> "$work/ingest.err"
-    rm -f "$work/part.log"
+generate() { # generate FIRST END FILE
+    "$gen" "$records" "$users" "$3" varied "$1" "$2"
+}
+ingest_file() { # ingest_file FILE
+    timed ingest "$mpistat" ingest --config "$work/site.toml" "$1" 2> "$work/ingest.err"
+    rm -f "$1"
 }
 
-# The month, in parts (the last one is kept for the concurrency run).
+# The month, in parts (the last one is kept for the concurrency run), each generated while
+# the one before it is ingested.
 start=$(date +%s.%N)
 ingest_seconds=0
 ingest_peak=0
 last=$(( records > part ? (records - 1) / part * part : records * 9 / 10 ))
+generate 0 "$((part < last ? part : last))" "$work/part0.log"
 for ((first = 0; first < last; first += part)); do
     end=$((first + part < last ? first + part : last))
-    ingest_part "$first" "$end"
+    next=
+    if ((end < last)); then
+        generate "$end" "$((end + part < last ? end + part : last))" "$work/part$end.log" &
+        next=$!
+    fi
+    ingest_file "$work/part$first.log"
     read -r s m < "$work/ingest.time"
     ingest_seconds=$(echo "$ingest_seconds + $s" | bc)
     ((m > ingest_peak)) && ingest_peak=$m
+    printf 'ingest part: %9d jobs stored before, %7d jobs in %7.1f s: %6.0f jobs/s, peak RSS %5d MiB, database %s, load %s\n' \
+        "$first" "$((end - first))" "$s" "$(echo "($end - $first) / $s" | bc -l)" "$m" \
+        "$(du -h "$work/mpistat.db" | cut -f1)" "$(cut -d' ' -f1 /proc/loadavg)"
+    [[ -z $next ]] || wait "$next"
 done
-echo "input: $records jobs of $users users in 2026-11; ingest (all but the last part, incl. rollups): ${ingest_seconds} s, peak RSS ${ingest_peak} MiB; database $(du -h "$work/mpistat.db" | cut -f1)"
+echo "input: $records jobs of $users users in 2026-11; ingest (all but the last part, incl. rollups): ${ingest_seconds} s ($(echo "$last / $ingest_seconds" | bc) jobs/s), peak RSS ${ingest_peak} MiB; database $(du -h "$work/mpistat.db" | cut -f1)"
+[[ -z ${MPISTAT_SCALE_INGEST_ONLY:-} ]] || exit 0
 
 start_server() {
     "$mpistat" serve --config "$work/site.toml" 2> "$work/serve.err" &
@@ -121,7 +147,8 @@ done
 # 50 concurrent requests (of all pages, in rounds) while the last part is ingested.
 start_server
 before=$(sqlite3 "$work/mpistat.db" 'SELECT count(*) FROM jobs')
-ingest_part "$last" "$records" &
+generate "$last" "$records" "$work/last.log"
+ingest_file "$work/last.log" &
 ingesting=$!
 rounds=0
 : > "$work/concurrent"

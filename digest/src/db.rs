@@ -32,6 +32,7 @@
 //!   (`analysis_inbox`: filed by ingest, waiting to be matched to their jobs).
 
 use crate::pool::OrderedPool;
+use crate::rollup::Rollups;
 use anyhow::Context;
 use flate2::read::DeflateDecoder;
 use mpistat_record::model::IndexImbalance;
@@ -928,15 +929,17 @@ impl Database {
 
 /// A job's stored record: deflated JSON (BLOB) or plain JSON (TEXT).
 fn stored_record(stored: Value) -> anyhow::Result<JobRecord> {
-    let json = match stored {
-        Value::Blob(deflated) => {
-            let mut json = Vec::new();
-            DeflateDecoder::new(deflated.as_slice()).read_to_end(&mut json)?;
-            json
-        }
-        Value::Text(json) => json.into_bytes(),
+    match stored {
+        Value::Blob(deflated) => inflated_record(&deflated),
+        Value::Text(json) => Ok(serde_json::from_str(&json)?),
         other => anyhow::bail!("unexpected {:?}", other.data_type()),
-    };
+    }
+}
+
+/// A record from its raw-DEFLATE JSON (as stored, and as [`JobRow::deflated`]).
+pub fn inflated_record(deflated: &[u8]) -> anyhow::Result<JobRecord> {
+    let mut json = Vec::new();
+    DeflateDecoder::new(deflated).read_to_end(&mut json)?;
     Ok(serde_json::from_slice(&json)?)
 }
 
@@ -1078,9 +1081,10 @@ pub struct JobRow {
     pub deflated: Vec<u8>,
     /// Queue it for the escalation rules (table `escalation_queue`) when it is stored.
     pub look: bool,
-    /// The record, when it was read and is the one filed: counted in the rollups when the job
-    /// is stored ([`crate::rollup`]).
-    pub record: Option<Box<JobRecord>>,
+    /// Its record was read (and is the one filed) and counted in the rollups of its batch
+    /// ([`crate::rollup`]), which are saved as they are if every counted job of the batch is
+    /// new when stored.
+    pub counted: bool,
     /// Why the record is not usable (unreadable, or not the one its index says), when it is
     /// not: ingest rejects the job (as `corrupt`) once its sender is known to be the index's.
     pub unusable: Option<Box<Problem>>,
@@ -1094,19 +1098,20 @@ impl JobRow {
             index: job.index,
             deflated: job.deflated,
             look: false,
-            record: None,
+            counted: false,
             unusable: Some(Box::new(problem)),
         }
     }
 
-    /// A job whose record was read (and is the one its index says).
-    pub fn decoded(key: String, job: DecodedJob) -> JobRow {
+    /// A job whose record was read (and is the one its index says), counted in `rollups`.
+    pub fn decoded(key: String, job: DecodedJob, rollups: &mut Rollups) -> JobRow {
+        rollups.add(&job.record);
         JobRow {
             key,
             index: JobIndex::of(&job.record),
             deflated: job.deflated,
             look: false,
-            record: Some(Box::new(job.record)),
+            counted: true,
             unusable: None,
         }
     }

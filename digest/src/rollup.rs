@@ -15,7 +15,11 @@
 //! no routine table). Adding two rollups ([`DayRollup::merge`], [`UserWeek::merge`]) gives the
 //! rollup of both sets of jobs; a job is counted once, when ingest stores it as new, and only
 //! if its record is readable and the one its index was filed for (ingest decodes it once for
-//! this, and rejects a job whose record is not as `corrupt` instead of storing it).
+//! this, and rejects a job whose record is not as `corrupt` instead of storing it). Ingest's
+//! decoder threads count each record in the rollups of the jobs they were handed and drop it;
+//! the reading thread adds those up per batch ([`Rollups::merge`]), and the writer saves them
+//! when they count exactly the batch's new jobs, or makes them again from the new jobs'
+//! records when not (some were stored before, or rejected: [`crate::ingest::writer`]).
 //!
 //! An interval's sums are added in time order: its days before its first whole month, its
 //! whole months, its days after them ([`Spans`]).
@@ -29,6 +33,7 @@ use mpistat_record::{Binding, JobRecord};
 use mpistat_site::SiteReportConfig;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 /// A day in milliseconds: rollups are per UTC day (`end_ms / DAY_MS`).
@@ -255,9 +260,10 @@ pub fn critical_reasons(job: &JobRecord, thresholds: &SiteReportConfig) -> Vec<S
     reasons
 }
 
-/// Rollups of some jobs, made in memory and then added to the stored ones ([`Rollups::save`]).
-pub struct Rollups<'c> {
-    thresholds: &'c SiteReportConfig,
+/// Rollups of some jobs, made in memory (in parts, [`Rollups::merge`]) and then added to the
+/// stored ones ([`Rollups::save`]).
+pub struct Rollups {
+    thresholds: SiteReportConfig,
     days: BTreeMap<u64, DayRollup>,
     users: BTreeMap<(u64, String), UserWeek>,
     /// Jobs per day and application.
@@ -265,10 +271,10 @@ pub struct Rollups<'c> {
     critical: Vec<CriticalRow>,
 }
 
-impl<'c> Rollups<'c> {
-    pub fn new(thresholds: &'c SiteReportConfig) -> Rollups<'c> {
+impl Rollups {
+    pub fn new(thresholds: &SiteReportConfig) -> Rollups {
         Rollups {
-            thresholds,
+            thresholds: thresholds.clone(),
             days: BTreeMap::new(),
             users: BTreeMap::new(),
             apps: BTreeMap::new(),
@@ -279,7 +285,7 @@ impl<'c> Rollups<'c> {
     /// Count a job newly stored.
     pub fn add(&mut self, job: &JobRecord) {
         let day = job.end_unix_ms / DAY_MS;
-        let reasons = critical_reasons(job, self.thresholds);
+        let reasons = critical_reasons(job, &self.thresholds);
         if !reasons.is_empty() {
             self.critical.push(CriticalRow {
                 end_ms: job.end_unix_ms,
@@ -301,6 +307,30 @@ impl<'c> Rollups<'c> {
             .apps
             .entry((day, job.application().to_string()))
             .or_default() += 1;
+    }
+
+    /// Add the rollups of other jobs (made with the same thresholds).
+    pub fn merge(&mut self, other: Rollups) {
+        for (day, new) in other.days {
+            match self.days.entry(day) {
+                Entry::Occupied(mut mine) => mine.get_mut().merge(&new, true),
+                Entry::Vacant(slot) => {
+                    slot.insert(new);
+                }
+            }
+        }
+        for (day_user, new) in other.users {
+            match self.users.entry(day_user) {
+                Entry::Occupied(mut mine) => mine.get_mut().merge(&new),
+                Entry::Vacant(slot) => {
+                    slot.insert(new);
+                }
+            }
+        }
+        for (day_app, jobs) in other.apps {
+            *self.apps.entry(day_app).or_default() += jobs;
+        }
+        self.critical.extend(other.critical);
     }
 
     /// Add these rollups to the stored ones (in the caller's transaction).

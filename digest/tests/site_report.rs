@@ -181,15 +181,28 @@ fn every_page(db: &Database, period: &Period) -> BTreeMap<String, String> {
 }
 
 /// The rollups ingest keeps as the jobs come (in several commits, out of end order, some jobs
-/// twice) give the same pages as rollups rebuilt from the stored jobs, and the same summary
-/// figures as the jobs' records added up directly.
+/// twice, one forged among them) give the same pages as rollups rebuilt from the stored jobs,
+/// and the same summary figures as the jobs' records added up directly.
 #[test]
 fn rollups_kept_by_ingest_equal_a_rebuild() {
     let dir = temp_dir("rollups");
     let mut records = synthetic_month();
     records.reverse();
     let log = dir.join("records.log");
-    append_log(&log, &records);
+    let (first, rest) = records.split_at(records.len() / 2);
+    append_log(&log, first);
+    // Decoded and counted with the jobs around it, then rejected as forged (its user name is
+    // another uid's): counted nowhere.
+    let mut forged = records[0].clone();
+    forged.job_id = "forged".into();
+    forged.user = records
+        .iter()
+        .find(|r| r.uid != forged.uid)
+        .unwrap()
+        .user
+        .clone();
+    append_log(&log, &[forged]);
+    append_log(&log, rest);
     // Some jobs again, in a later commit: stored once, counted once.
     append_log(&log, &records[..50]);
     let mut db = Database::open(&dir.join("db.sqlite")).unwrap();

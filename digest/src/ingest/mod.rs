@@ -32,9 +32,9 @@
 //! version 1 records are decoded. Their outcomes are taken in the order the jobs completed, and
 //! all of them before a batch is closed, so a batch holds exactly the jobs whose lines lie
 //! before the positions it saves. The batches are committed by a writer thread ([`writer`])
-//! while the next one is read; the reading thread and the decoders run at a lower priority
-//! than the writer, the slowest stage. A file database is checkpointed (WAL copied into the
-//! database file and synced) by a thread of its own, so the writer does not wait for the disk;
+//! while the next one is read (the decoders also count the records in the batch's rollups).
+//! A file database is checkpointed (WAL copied into the database file and synced) by a thread
+//! of its own, so the writer does not wait for the disk;
 //! it waits for the checkpointer only every few commits, so that the WAL starts over. Measured
 //! (`bench/ingest.sh`): 1 million records in about 10 s on two cores, where SQLite (the writer,
 //! one core) is most of the time.
@@ -60,6 +60,7 @@ pub mod writer;
 
 use crate::db::{Database, JobRow, Position, Received, Rejected};
 use crate::pool::OrderedPool;
+use crate::rollup::Rollups;
 use mpistat_record::wire::Kind;
 use mpistat_record::{AnalysisRecord, Assembler, CompleteJob, Problem};
 use mpistat_site::{EscalationConfig, SiteConfig, SiteReportConfig};
@@ -176,12 +177,30 @@ struct FileRead {
 }
 
 /// Work of one run not yet handed to the writer.
-#[derive(Default)]
 struct Pending {
     jobs: Vec<JobRow>,
+    /// The rollups of the jobs whose records were read ([`JobRow::counted`]), made by the
+    /// decoders (which drop the records) and added up here.
+    rollups: Rollups,
+    /// Some job counted in `rollups` was rejected here (not a sender's own): the writer makes
+    /// them again from the jobs' records.
+    recount: bool,
     analyses: Vec<Received>,
     rejected: Vec<Rejected>,
     lines: u64,
+}
+
+impl Pending {
+    fn new(critical: &SiteReportConfig) -> Pending {
+        Pending {
+            jobs: Vec::new(),
+            rollups: Rollups::new(critical),
+            recount: false,
+            analyses: Vec::new(),
+            rejected: Vec::new(),
+            lines: 0,
+        }
+    }
 }
 
 struct Run<'a> {
@@ -201,8 +220,11 @@ struct Run<'a> {
     /// First line of every job that was unfinished when last looked at, by sender and arrival.
     first_lines: HashMap<(Sender, u64), FirstLine>,
     files: Vec<FileRead>,
-    /// Complete jobs being filed on other threads, [`FILE_BATCH`] at a time.
-    decoders: OrderedPool<Vec<CompleteJob>, Vec<Outcome>>,
+    /// Complete jobs being filed on other threads, [`FILE_BATCH`] at a time (with the
+    /// thresholds of the rollups they are counted in).
+    decoders: OrderedPool<(Vec<CompleteJob>, Arc<SiteReportConfig>), Filing>,
+    /// The site's critical-job thresholds ([`Options::critical`]), for the decoders.
+    critical: Arc<SiteReportConfig>,
     /// Complete jobs not handed to the decoders yet.
     batch: Vec<CompleteJob>,
     /// Sender and file of every job handed to the decoders whose outcome is not taken yet.
@@ -215,10 +237,16 @@ struct Run<'a> {
 const WRITER_QUEUE: usize = 1;
 
 /// SQLite's page cache for the ingest connection during a run, in KiB: room for the pages a
-/// batch adds before its commit (about 75 MB for the 200,000 lines of a full batch). With
-/// 32 MiB they spilled into the WAL before the commit: the same bytes, but 1 M jobs took
-/// 9.2-10.0 s instead of 8.4-8.9.
-const INGEST_CACHE_KIB: i64 = 131_072;
+/// batch adds before its commit (about 75 MB for the 200,000 lines of a full batch) and for
+/// the index leaves every batch touches again (the newest of each user's, each application's
+/// in `jobs_by_user` and `jobs_by_app`: 64 KiB a user and an application, 380 MB at 2,000
+/// users and 4,000 applications, from about 2 M jobs on), which otherwise spill into the WAL
+/// before the commit and are read back. With 32 MiB the first spilled: the same bytes, but
+/// 1 M jobs took 9.2-10.0 s instead of 8.4-8.9; 512 instead of 128 MiB made no difference
+/// measurable at 1 M jobs on a loaded machine (18.3 vs 18.4 s of CPU a 200,000-job part).
+/// Allocated as used; the batch's records are not held (the decoders count them in the
+/// rollups and drop them), which left room for it.
+const INGEST_CACHE_KIB: i64 = 524_288;
 
 /// Read every file of `options` from where the last run stopped and store what is new.
 pub fn run_once(
@@ -262,10 +290,10 @@ pub fn run_once(
         let writer = scope.spawn(move || {
             writer::write(writer_db, inbox, incomplete, committed, &options.critical)
         });
-        // Reading (and the decoders it starts) yields to the writer, the slowest stage: with
-        // more threads than cores, an equal share would leave the writer half a core.
+        // Reading and the decoders it starts run at the writer's priority: they also count the
+        // records in the rollups, and a lower one left the writer waiting for them on a loaded
+        // machine (600,000 jobs into a 1M month at load 5-6: 107 s at niceness +5, 79 s at +0).
         let reader = scope.spawn(move || {
-            lower_priority();
             let mut run = Run {
                 writer: batches,
                 writer_stopped: false,
@@ -278,9 +306,10 @@ pub fn run_once(
                 first_lines: HashMap::new(),
                 files: Vec::new(),
                 decoders: OrderedPool::new(file_jobs),
+                critical: Arc::new(options.critical.clone()),
                 batch: Vec::with_capacity(FILE_BATCH),
                 decoding: VecDeque::new(),
-                pending: Pending::default(),
+                pending: Pending::new(&options.critical),
                 stats: RunStats::default(),
             };
             let mut unreadable = Vec::new();
@@ -315,20 +344,6 @@ pub fn run_once(
     db.conn.pragma_update(None, "cache_size", cache)?;
     stats
 }
-
-/// Lower the calling thread's scheduling priority a little (Linux: niceness is per thread, and
-/// threads it starts inherit it). Best effort.
-fn lower_priority() {
-    // SAFETY: gettid and setpriority on the calling thread; no memory is involved.
-    unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        let nice = libc::getpriority(libc::PRIO_PROCESS, tid);
-        libc::setpriority(libc::PRIO_PROCESS, tid, nice + READER_NICENESS);
-    }
-}
-
-/// How much lower the reading threads' priority is than the writer's.
-const READER_NICENESS: i32 = 5;
 
 /// SQLite's default `wal_autocheckpoint` (pages), which the ingest connection has between runs.
 const DEFAULT_AUTOCHECKPOINT: u32 = 1000;
@@ -418,7 +433,7 @@ impl Run<'_> {
     fn send_batch(&mut self) {
         if !self.batch.is_empty() {
             let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(FILE_BATCH));
-            self.decoders.send(batch);
+            self.decoders.send((batch, self.critical.clone()));
         }
     }
 
@@ -428,12 +443,22 @@ impl Run<'_> {
         if wait {
             self.send_batch();
         }
-        while let Some(outcomes) = self.decoders.next(wait) {
-            for outcome in outcomes {
-                let (sender, file) = self.decoding.pop_front().expect("one entry per job sent");
-                self.take_outcome(outcome, &sender, file);
-            }
+        while let Some(filing) = self.decoders.next(wait) {
+            self.take_filing(filing, |run| {
+                run.decoding.pop_front().expect("one entry per job sent")
+            });
         }
+    }
+
+    /// Take the outcomes of some jobs in order (`place`: the sender and file of the next one)
+    /// and the rollups of those counted.
+    fn take_filing(&mut self, filing: Filing, mut place: impl FnMut(&mut Self) -> (Sender, usize)) {
+        let (outcomes, rollups) = filing;
+        for outcome in outcomes {
+            let (sender, file) = place(self);
+            self.take_outcome(outcome, &sender, file);
+        }
+        self.pending.rollups.merge(rollups);
     }
 
     /// Store a decoded job (if its sender may have written it) or reject what did not decode.
@@ -501,13 +526,17 @@ impl Run<'_> {
             })
         });
         match rejected {
-            Some((kind, reference, detail)) => self.pending.rejected.push(Rejected {
-                kind,
-                reference,
-                source: self.files[file].input.path.display().to_string(),
-                detail: format!("job {}: {detail}", index.job_id),
-                line: None,
-            }),
+            Some((kind, reference, detail)) => {
+                // Counted in the rollups of its decoder's jobs, which must not count it.
+                self.pending.recount |= job.counted;
+                self.pending.rejected.push(Rejected {
+                    kind,
+                    reference,
+                    source: self.files[file].input.path.display().to_string(),
+                    detail: format!("job {}: {detail}", index.job_id),
+                    line: None,
+                })
+            }
             // Its sender's, but its record is not usable (a wrapped or damaged record): rejected
             // now, while it is decoded anyway, rather than stored and counted nowhere.
             None if job.unusable.is_some() => {
@@ -627,7 +656,7 @@ impl Run<'_> {
     /// file, else after its last line read.
     fn commit(&mut self, unfinished: &[(String, FirstLine)]) -> anyhow::Result<()> {
         self.take_decoded(true);
-        let pending = std::mem::take(&mut self.pending);
+        let pending = std::mem::replace(&mut self.pending, Pending::new(&self.options.critical));
         self.batch_lines = self.options.batch_lines.max(1);
         self.stats.rejected += pending.rejected.len() as u64;
         let mut positions = Vec::with_capacity(self.files.len());
@@ -647,6 +676,8 @@ impl Run<'_> {
         }
         let batch = Batch {
             jobs: pending.jobs,
+            rollups: pending.rollups,
+            recount: pending.recount,
             analyses: pending.analyses,
             rejected: pending.rejected,
             positions,
@@ -696,7 +727,8 @@ impl Run<'_> {
             }
             for job in lines.assembler.take_complete() {
                 let file = first_file(&job.key);
-                self.take_outcome(file_job(job), &sender, file);
+                let filing = file_jobs((vec![job], self.critical.clone()));
+                self.take_filing(filing, |_| (sender.clone(), file));
             }
         }
         self.commit(&in_grace)?;
@@ -708,10 +740,10 @@ impl Run<'_> {
 /// cannot be read or is not the one its index says (wire version 2), by its index alone (see
 /// [`CompleteJob::indexed`]) with the problem, for [`Run::accept`] to reject it as forged (the
 /// index is not its sender's) or corrupt; an analysis record decoded.
-fn file_job(job: CompleteJob) -> Outcome {
+fn file_job(job: CompleteJob, rollups: &mut Rollups) -> Outcome {
     match job.kind() {
         Kind::Job => match job.decode() {
-            Ok(decoded) => Ok(Filed::Job(JobRow::decoded(job.key, decoded))),
+            Ok(decoded) => Ok(Filed::Job(JobRow::decoded(job.key, decoded, rollups))),
             Err(problem) => job
                 .indexed()
                 .map(move |indexed| Filed::Job(JobRow::unusable(job.key, indexed, problem))),
@@ -720,9 +752,19 @@ fn file_job(job: CompleteJob) -> Outcome {
     }
 }
 
-/// [`file_job`] of each job, on a decoder thread.
-fn file_jobs(jobs: Vec<CompleteJob>) -> Vec<Outcome> {
-    jobs.into_iter().map(file_job).collect()
+/// The outcomes of some jobs, and the rollups of those whose records were read.
+type Filing = (Vec<Outcome>, Rollups);
+
+/// [`file_job`] of each job, on a decoder thread, which counts the records read in the rollups
+/// of these jobs (with these thresholds) and drops them there: the memory of a record is
+/// freed by the thread that allocated it, and a batch holds no decoded record.
+fn file_jobs((jobs, critical): (Vec<CompleteJob>, Arc<SiteReportConfig>)) -> Filing {
+    let mut rollups = Rollups::new(&critical);
+    let outcomes = jobs
+        .into_iter()
+        .map(|job| file_job(job, &mut rollups))
+        .collect();
+    (outcomes, rollups)
 }
 
 impl FileRead {

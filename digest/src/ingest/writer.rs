@@ -1,9 +1,12 @@
 //! The database side of an ingest run, on a thread of its own: every batch the reading thread
-//! makes (jobs, analyses, rejected entries, the position of every file) is committed in one transaction,
-//! in the order the batches were made, while the next batch is being read. Nothing else about
-//! the crash-safety design changes: a batch is committed whole or not at all.
+//! makes (jobs, analyses, rejected entries, the position of every file, and the rollups of its
+//! jobs) is committed in one transaction, in the order the batches were made, while the next
+//! batch is being read. Nothing else about the crash-safety design changes: a batch is
+//! committed whole or not at all.
 
-use crate::db::{save_position, Database, IngestBatch, JobRow, Position, Received, Rejected};
+use crate::db::{
+    inflated_record, save_position, Database, IngestBatch, JobRow, Position, Received, Rejected,
+};
 use crate::rollup::Rollups;
 use mpistat_site::SiteReportConfig;
 use std::collections::{HashMap, HashSet};
@@ -11,9 +14,14 @@ use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender};
 
 /// What one transaction writes.
-#[derive(Default)]
 pub struct Batch {
     pub jobs: Vec<JobRow>,
+    /// The rollups of the jobs whose records were read ([`JobRow::counted`]), made by the
+    /// reading side as they came, so that a batch holds no decoded record.
+    pub rollups: Rollups,
+    /// `rollups` count a job that is not in `jobs` (rejected on the reading side): they are to
+    /// be made again from the jobs.
+    pub recount: bool,
     /// Analysis records whose sender may have sent them.
     pub analyses: Vec<Received>,
     pub rejected: Vec<Rejected>,
@@ -25,8 +33,10 @@ pub struct Batch {
 /// marked for the escalation rules ([`JobRow::look`]) are queued for them if they are new.
 /// `incomplete` is the set of keys the database reports as incomplete: inserting one of those
 /// jobs withdraws the report (a lookup here rather than a delete statement for every job).
-/// The new jobs whose records were read are added to the rollups in the same transaction
-/// (`critical`: the thresholds of the critical list).
+/// The batch's rollups are added to the stored ones in the same transaction when they count
+/// exactly its new jobs (the usual case); if some counted job was stored before (a file read
+/// again, a job sent twice) or was rejected ([`Batch::recount`]), the rollups of the new ones
+/// are made again from their deflated records (`critical`: the thresholds of the critical list).
 pub fn write(
     db: &mut Database,
     inbox: Receiver<Batch>,
@@ -42,7 +52,8 @@ pub fn write(
             checkpoints.before_transaction();
         }
         let tx = db.conn.transaction()?;
-        let mut rollups = Rollups::new(critical);
+        // Whether each job was new.
+        let mut new = Vec::with_capacity(batch.jobs.len());
         {
             let mut statements = IngestBatch::new(&tx)?;
             for rejected in &batch.rejected {
@@ -57,15 +68,21 @@ pub fn write(
             for job in &batch.jobs {
                 // Mostly empty: then no job's key need be hashed.
                 let was_incomplete = !incomplete.is_empty() && incomplete.remove(&job.key);
-                if statements.insert_job(job, was_incomplete)? {
-                    new_jobs += 1;
-                    if let Some(record) = &job.record {
-                        rollups.add(record);
-                    }
-                }
+                new.push(statements.insert_job(job, was_incomplete)?);
             }
         }
-        rollups.save(&tx)?;
+        new_jobs += new.iter().filter(|new| **new).count() as u64;
+        // The counted jobs, and whether each was new.
+        let counted = || batch.jobs.iter().zip(&new).filter(|(job, _)| job.counted);
+        if batch.recount || counted().any(|(_, new)| !new) {
+            let mut rollups = Rollups::new(critical);
+            for (job, _) in counted().filter(|(_, new)| **new) {
+                rollups.add(&inflated_record(&job.deflated)?);
+            }
+            rollups.save(&tx)?;
+        } else {
+            batch.rollups.save(&tx)?;
+        }
         for (file, mut position, path) in batch.positions {
             if let Some(id) = ids.get(&file) {
                 position.id = *id;
