@@ -1533,6 +1533,46 @@ impl Drop for SmtpSink {
 // Unprivileged users
 // ---------------------------------------------------------------------------------------------
 
+/// The set-up of the tests where a traced job's user analyses it and the digest runs as its
+/// service user: users `mpistat-alice`, `mpistat-mallory` and `mpistat`, a private rsyslogd whose
+/// socket every user can reach, and a temporary directory with `lib/` (the service's state)
+/// owned by `mpistat`.
+pub struct AnalysisUsers {
+    pub alice: User,
+    pub mallory: User,
+    pub digest: User,
+    pub syslogd: Syslogd,
+    pub dir: TempDir,
+    pub lib: PathBuf,
+}
+
+impl AnalysisUsers {
+    /// `None` (said on stderr) when not root: users cannot be made.
+    pub fn start(name: &str) -> Option<AnalysisUsers> {
+        let users = ["mpistat-alice", "mpistat-mallory", "mpistat"].map(User::ensure);
+        let [Some(alice), Some(mallory), Some(digest)] = users else {
+            eprintln!("SKIPPED: needs root to make users");
+            return None;
+        };
+        let syslogd = Syslogd::start();
+        use std::os::unix::fs::PermissionsExt;
+        let socket_dir = syslogd.socket().parent().unwrap().to_path_buf();
+        std::fs::set_permissions(&socket_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = TempDir::new(name);
+        let lib = dir.path().join("lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        digest.own(&lib);
+        Some(AnalysisUsers {
+            alice,
+            mallory,
+            digest,
+            syslogd,
+            dir,
+            lib,
+        })
+    }
+}
+
 /// A local user for the tests, made with `useradd` if it is not there (and kept: tests of
 /// several runs share it), whose home is private (mode 0700).
 #[derive(Clone, Debug)]

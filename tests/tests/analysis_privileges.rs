@@ -46,19 +46,17 @@ fn analyze_send(user: &User, dir: &Path, site: &Path) -> (bool, String) {
 #[test]
 fn the_analysis_runs_as_the_jobs_user_and_the_digest_reads_no_trace() {
     let _serial = serial();
-    let users = ["mpistat-alice", "mpistat-mallory", "mpistat"].map(User::ensure);
-    let [Some(alice), Some(mallory), Some(digest)] = users else {
-        eprintln!("SKIPPED: needs root to make users");
+    let Some(AnalysisUsers {
+        alice,
+        mallory,
+        digest,
+        syslogd,
+        dir,
+        lib,
+    }) = AnalysisUsers::start("analysis-privileges")
+    else {
         return;
     };
-    let syslogd = Syslogd::start();
-    use std::os::unix::fs::PermissionsExt;
-    let socket_dir = syslogd.socket().parent().unwrap().to_path_buf();
-    std::fs::set_permissions(&socket_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let dir = TempDir::new("analysis-privileges");
-    let lib = dir.path().join("lib");
-    std::fs::create_dir_all(&lib).unwrap();
-    digest.own(&lib);
     let out = dir.path().join("site");
     std::fs::create_dir_all(&out).unwrap();
     digest.own(&out);

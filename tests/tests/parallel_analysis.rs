@@ -310,23 +310,21 @@ for_each_mpi! {
 for_each_mpi! {
     /// The analysis in the job's allocation, as the job's user (issue 17): Alice's traced job,
     /// then `mpirun -n 2 mpistat-analyze --send DIR` as her (the batch script's last step); its
-    /// summary (the one-process form's, root causes and all) reaches syslog as her record, and ingest (as user `mpistat`) stores it as the
-    /// analysis of her job. Mallory's `mpistat-analyze --send` of her directory sends nothing.
+    /// summary (the one-process form's, root causes and all) reaches syslog as her record, and
+    /// ingest (as user `mpistat`) stores it as the analysis of her job. Mallory's `mpistat-analyze --send` of her directory sends nothing.
     fn the_parallel_analysis_sends_the_summary_as_the_jobs_user(mpi) {
         let _serial = serial();
-        let users = ["mpistat-alice", "mpistat-mallory", "mpistat"].map(User::ensure);
-        let [Some(alice), Some(mallory), Some(digest)] = users else {
-            eprintln!("SKIPPED: needs root to make users");
+        let Some(AnalysisUsers {
+            alice,
+            mallory,
+            digest,
+            syslogd,
+            dir,
+            lib,
+        }) = AnalysisUsers::start("parallel-send")
+        else {
             return;
         };
-        let syslogd = Syslogd::start();
-        use std::os::unix::fs::PermissionsExt;
-        let socket_dir = syslogd.socket().parent().unwrap().to_path_buf();
-        std::fs::set_permissions(&socket_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let dir = TempDir::new("parallel-send");
-        let lib = dir.path().join("lib");
-        std::fs::create_dir_all(&lib).unwrap();
-        digest.own(&lib);
         let site = syslogd.site_config();
         let mut text = std::fs::read_to_string(&site).unwrap();
         text.push_str(&format!(
