@@ -6,7 +6,8 @@
 //! same transaction as the jobs (see
 //! [`crate::ingest::writer`]), so that a week's or a month's pages add up a few thousand rows
 //! and never read every job. [`rebuild`] (`mpistat rebuild-rollups`) makes them again exactly
-//! from the stored jobs; a database that has jobs but no rollups yet (upgraded from a schema
+//! from the stored jobs, in committed steps beside the live ones while ingest goes on, and swaps
+//! them in at the end ([`rebuild_in_steps`]); a database that has jobs but no rollups yet (upgraded from a schema
 //! before them), or whose critical jobs were chosen with other `[site_report]` thresholds, is
 //! rebuilt when a command opens it ([`ensure_built`]).
 //!
