@@ -255,6 +255,77 @@ fn rollups_kept_by_ingest_equal_a_rebuild() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The live search finds, in the month, the users whose login contains the text (with their
+/// figures), the jobs whose id is the text and the applications whose name contains it (with
+/// their jobs), as the records themselves say.
+#[test]
+fn the_search_finds_users_job_ids_and_applications() {
+    use mpistat_digest::site_report::search::search;
+    let dir = temp_dir("search");
+    let records = synthetic_month();
+    let db = database(&dir, &records);
+    let period = Period::month("2026-11").unwrap();
+    let in_month: Vec<&JobRecord> = records
+        .iter()
+        .filter(|r| r.end_unix_ms >= period.from_ms && r.end_unix_ms < period.to_ms)
+        .collect();
+    // Users: "USER1" is user1 and user10 to user19.
+    let found = search(&db, &period, "USER1").unwrap();
+    let mut expected: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
+    for r in in_month.iter().filter(|r| r.user.contains("user1")) {
+        let figures = expected.entry(&r.user).or_default();
+        figures.0 += 1;
+        figures.1 += r.wall_ns.sum;
+    }
+    let users: BTreeMap<&str, (usize, u64)> = found
+        .users
+        .iter()
+        .map(|(user, t)| (user.as_str(), (t.jobs, t.wall_ns)))
+        .collect();
+    assert_eq!(users.len(), 11);
+    assert_eq!(users, expected);
+    // A job id: that job only.
+    let wanted = &records[1234];
+    let found = search(&db, &period, &wanted.job_id).unwrap();
+    let ids: Vec<(String, String)> = found
+        .jobs
+        .iter()
+        .map(|j| (j.key(), j.job_id.clone()))
+        .collect();
+    assert_eq!(ids, vec![(wanted.key(), wanted.job_id.clone())]);
+    assert!(
+        found.users.is_empty() && found.applications.is_empty(),
+        "{found:?}"
+    );
+    // An application: its name, in another case (20 applications are listed at most).
+    let app = wanted.application();
+    let part = app.to_uppercase();
+    let found = search(&db, &period, &part).unwrap();
+    let mut apps: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in &in_month {
+        if r.application()
+            .to_lowercase()
+            .contains(&part.to_lowercase())
+        {
+            *apps.entry(r.application()).or_default() += 1;
+        }
+    }
+    let found_apps: BTreeMap<&str, usize> = found
+        .applications
+        .iter()
+        .map(|(name, jobs)| (name.as_str(), *jobs))
+        .collect();
+    assert!(found_apps.contains_key(app), "{found_apps:?}");
+    assert!(apps.len() < 20, "{apps:?}");
+    assert_eq!(found_apps, apps);
+    assert!(!found.application_jobs.is_empty());
+    assert!(found
+        .application_jobs
+        .iter()
+        .all(|j| apps.contains_key(j.application())));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Jobs that come while a rollup rebuild runs: appended to the log a slice at a time and
 /// ingested by a connection of their own, as `mpistat ingest` would.
 struct LateJobs {
