@@ -513,6 +513,16 @@ impl Database {
         to_ms: u64,
         mut each: impl FnMut(JobRecord),
     ) -> anyhow::Result<()> {
+        self.each_filed_job_ended_between(from_ms, to_ms, |_, record| each(record))
+    }
+
+    /// [`Database::each_job_ended_between`], with each record's row as filed.
+    pub fn each_filed_job_ended_between(
+        &self,
+        from_ms: u64,
+        to_ms: u64,
+        mut each: impl FnMut(&FiledJob, JobRecord),
+    ) -> anyhow::Result<()> {
         let mut unusable = Vec::new();
         {
             let mut stmt = self.conn.prepare(&format!(
@@ -525,7 +535,7 @@ impl Database {
                 (filed, record)
             });
             let mut take = |(filed, record): (FiledJob, Result<JobRecord, String>)| match record {
-                Ok(record) => each(record),
+                Ok(record) => each(&filed, record),
                 Err(detail) => unusable.push((filed, detail)),
             };
             while let Some(row) = rows.next()? {

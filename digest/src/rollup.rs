@@ -6,7 +6,8 @@
 //! same transaction as the jobs (see
 //! [`crate::ingest::writer`]), so that a week's or a month's pages add up a few thousand rows
 //! and never read every job. [`rebuild`] (`mpistat rebuild-rollups`) makes them again exactly
-//! from the stored jobs; a database that has jobs but no rollups yet (upgraded from a schema
+//! from the stored jobs, in committed steps beside the live ones while ingest goes on, and swaps
+//! them in at the end ([`rebuild_in_steps`]); a database that has jobs but no rollups yet (upgraded from a schema
 //! before them), or whose critical jobs were chosen with other `[site_report]` thresholds, is
 //! rebuilt when a command opens it ([`ensure_built`]).
 //!
@@ -41,9 +42,6 @@ pub const DAY_MS: u64 = 86_400_000;
 
 /// Points of the imbalance scatter chart kept per day: the jobs with the most CPU time.
 pub const POINTS_PER_DAY: usize = 200;
-
-/// Days rebuilt in one go (what is kept in memory meanwhile).
-const REBUILD_DAYS: u64 = 7;
 
 /// The index of `language` in the per-language arrays (Fortran, C).
 pub fn language_index(binding: Binding) -> usize {
@@ -333,11 +331,19 @@ impl Rollups {
         self.critical.extend(other.critical);
     }
 
-    /// Add these rollups to the stored ones (in the caller's transaction).
-    pub fn save(self, conn: &Connection) -> anyhow::Result<()> {
-        let mut get_day = conn.prepare_cached("SELECT data FROM rollup_days WHERE day = ?1")?;
-        let mut put_day =
-            conn.prepare_cached("INSERT OR REPLACE INTO rollup_days (day, data) VALUES (?1, ?2)")?;
+    /// Whether they count no job.
+    pub fn is_empty(&self) -> bool {
+        self.days.is_empty()
+    }
+
+    /// Add these rollups to the stored ones in `tables` (in the caller's transaction).
+    pub fn save(self, conn: &Connection, tables: Tables) -> anyhow::Result<()> {
+        let [days, users, user_months, apps, critical] = TABLES.map(|table| tables.name(table));
+        let mut get_day =
+            conn.prepare_cached(&format!("SELECT data FROM {days} WHERE day = ?1"))?;
+        let mut put_day = conn.prepare_cached(&format!(
+            "INSERT OR REPLACE INTO {days} (day, data) VALUES (?1, ?2)"
+        ))?;
         for (day, new) in self.days {
             let stored: Option<String> = get_day.query_row([day], |row| row.get(0)).optional()?;
             let data = match stored {
@@ -350,13 +356,13 @@ impl Rollups {
             };
             put_day.execute(params![day, serde_json::to_string(&data)?])?;
         }
-        let mut get_user = conn.prepare_cached(
-            "SELECT totals, detail FROM rollup_users WHERE day = ?1 AND user = ?2",
-        )?;
-        let mut put_user = conn.prepare_cached(
-            "INSERT OR REPLACE INTO rollup_users (day, user, jobs, wall_ns, mpi_ns, totals, detail)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )?;
+        let mut get_user = conn.prepare_cached(&format!(
+            "SELECT totals, detail FROM {users} WHERE day = ?1 AND user = ?2"
+        ))?;
+        let mut put_user = conn.prepare_cached(&format!(
+            "INSERT OR REPLACE INTO {users} (day, user, jobs, wall_ns, mpi_ns, totals, detail)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+        ))?;
         // The new totals by month and user, added in day order.
         let mut months: BTreeMap<(u64, String), Totals> = BTreeMap::new();
         for ((day, user), new) in &self.users {
@@ -387,13 +393,13 @@ impl Rollups {
                 serde_json::to_string(&week)?
             ])?;
         }
-        let mut get_month = conn.prepare_cached(
-            "SELECT totals FROM rollup_user_months WHERE month = ?1 AND user = ?2",
-        )?;
-        let mut put_month = conn.prepare_cached(
-            "INSERT OR REPLACE INTO rollup_user_months (month, user, jobs, wall_ns, mpi_ns, totals)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?;
+        let mut get_month = conn.prepare_cached(&format!(
+            "SELECT totals FROM {user_months} WHERE month = ?1 AND user = ?2"
+        ))?;
+        let mut put_month = conn.prepare_cached(&format!(
+            "INSERT OR REPLACE INTO {user_months} (month, user, jobs, wall_ns, mpi_ns, totals)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+        ))?;
         for ((month, user), new) in months {
             let stored: Option<String> = get_month
                 .query_row(params![month, user], |row| row.get(0))
@@ -415,17 +421,17 @@ impl Rollups {
                 serde_json::to_string(&totals)?
             ])?;
         }
-        let mut put_app = conn.prepare_cached(
-            "INSERT INTO rollup_apps (day, app, jobs) VALUES (?1, ?2, ?3)
-             ON CONFLICT (day, app) DO UPDATE SET jobs = jobs + excluded.jobs",
-        )?;
+        let mut put_app = conn.prepare_cached(&format!(
+            "INSERT INTO {apps} (day, app, jobs) VALUES (?1, ?2, ?3)
+             ON CONFLICT (day, app) DO UPDATE SET jobs = jobs + excluded.jobs"
+        ))?;
         for ((day, app), jobs) in self.apps {
             put_app.execute(params![day, app, jobs])?;
         }
-        let mut put_critical = conn.prepare_cached(
-            "INSERT OR REPLACE INTO critical_jobs (end_ms, key, user, wall_ns, reasons)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-        )?;
+        let mut put_critical = conn.prepare_cached(&format!(
+            "INSERT OR REPLACE INTO {critical} (end_ms, key, user, wall_ns, reasons)
+             VALUES (?1, ?2, ?3, ?4, ?5)"
+        ))?;
         for c in self.critical {
             put_critical.execute(params![c.end_ms, c.key, c.user, c.wall_ns, c.reasons])?;
         }
@@ -450,46 +456,130 @@ fn thresholds_key(thresholds: &SiteReportConfig) -> String {
     )
 }
 
-/// Make the rollups again from every stored job (in one transaction, which takes the write
-/// lock first: ingest waits meanwhile). Returns how many jobs were counted. A job whose record
-/// is not usable is skipped (and reported; it is moved to the rejected entries by the next
-/// reader that can).
+/// Make the rollups again from every stored job, in steps of about `REBUILD_STEP_JOBS` jobs
+/// each committed on its own ([`rebuild_in_steps`]). Returns how many jobs the new rollups count.
 pub fn rebuild(db: &Database, thresholds: &SiteReportConfig) -> anyhow::Result<u64> {
-    let conn = &db.conn;
-    conn.execute_batch("BEGIN IMMEDIATE")?;
-    let result = (|| -> anyhow::Result<u64> {
-        conn.execute_batch(
-            "DELETE FROM rollup_days; DELETE FROM rollup_users; DELETE FROM rollup_user_months;
-             DELETE FROM rollup_apps; DELETE FROM critical_jobs;",
-        )?;
-        let (first, last): (Option<u64>, Option<u64>) =
-            conn.query_row("SELECT min(end_ms), max(end_ms) FROM jobs", [], |row| {
-                Ok((row.get(0)?, row.get(1)?))
-            })?;
-        let mut counted = 0;
-        if let Some((first, last)) = first.zip(last) {
-            let mut day = first / DAY_MS;
-            while day <= last / DAY_MS {
-                let mut rollups = Rollups::new(thresholds);
-                db.each_job_ended_between(day * DAY_MS, (day + REBUILD_DAYS) * DAY_MS, |job| {
-                    rollups.add(&job);
-                    counted += 1;
-                })?;
-                rollups.save(conn)?;
-                day += REBUILD_DAYS;
+    let rebuilt = rebuild_in_steps(db, thresholds, REBUILD_STEP_JOBS, |_| {
+        std::ops::ControlFlow::Continue(())
+    })?;
+    rebuilt.ok_or_else(|| anyhow::anyhow!("the rebuild of the rollups was stopped"))
+}
+
+/// Make the rollups again from every stored job, exactly, without holding the write lock for
+/// long: into tables of their own (`rebuilt_<table>`, [`Tables::Rebuilt`]), in end order, a
+/// step of `step_jobs` jobs at a time. Each step reads its jobs' records (ended in
+/// `[from, to)`, `from` being where the last step ended) with no lock, then in one short write
+/// transaction checks that the step's jobs are still those it read (else reads them again
+/// there: a job that came late), adds their rollups to the rebuilt tables and moves
+/// `rebuild_to` (in `rollup_state`) to `to`. Meanwhile ingest adds every new job to the live
+/// rollups and, if it ended before `rebuild_to`, to the rebuilt ones too ([`count_in_rebuild`]),
+/// so each job is counted there exactly once: by the step that reads it or by ingest, whichever
+/// commits last. The step that reaches the newest job swaps the rebuilt tables in, in the same
+/// transaction (renames and the one secondary index: the pages see either all the old rollups
+/// or all the new ones), and the old ones are dropped after.
+///
+/// An interrupted rebuild leaves the live rollups as they were, kept by ingest, and the
+/// rebuilt ones as far as they got (also kept by ingest): the next rebuild with the same
+/// thresholds goes on from there, one with others starts again. `after_step` is called after
+/// each committed step that did not finish (with its `to`); `Break` stops the rebuild there as
+/// an interruption would. Returns how many jobs the new rollups count, `None` if stopped.
+pub fn rebuild_in_steps(
+    db: &Database,
+    thresholds: &SiteReportConfig,
+    step_jobs: u64,
+    mut after_step: impl FnMut(u64) -> std::ops::ControlFlow<()>,
+) -> anyhow::Result<Option<u64>> {
+    let key = thresholds_key(thresholds);
+    in_write_transaction(&db.conn, |conn| start_rebuild(conn, &key))?;
+    loop {
+        let Some(from) = rebuilt_to(&db.conn)? else {
+            anyhow::bail!("another rebuild of the rollups finished this one");
+        };
+        let to = step_end(&db.conn, from, step_jobs)?;
+        let read = read_step(db, thresholds, from, to)?;
+        let finished = in_write_transaction(&db.conn, |conn| -> anyhow::Result<Option<bool>> {
+            if rebuilt_to(conn)? != Some(from)
+                || state(conn, "rebuild_critical")? != Some(key.clone())
+            {
+                // Another rebuild moved on meanwhile: look again.
+                return Ok(None);
             }
+            let (rollups, _) = if step_ids(conn, from, to)? == read.1 {
+                read
+            } else {
+                read_step(db, thresholds, from, to)?
+            };
+            rollups.save(conn, Tables::Rebuilt)?;
+            set_state(conn, "rebuild_to", &to.to_string())?;
+            let newer: bool = conn.query_row(
+                "SELECT EXISTS (SELECT 1 FROM jobs WHERE end_ms >= ?1)",
+                [to],
+                |row| row.get(0),
+            )?;
+            if newer {
+                return Ok(Some(false));
+            }
+            swap_in_rebuilt(conn, &key)?;
+            Ok(Some(true))
+        })?;
+        match finished {
+            Some(true) => {
+                drop_tables(&db.conn, "retired")?;
+                let counted: f64 =
+                    db.conn
+                        .query_row("SELECT total(jobs) FROM rollup_user_months", [], |row| {
+                            row.get(0)
+                        })?;
+                return Ok(Some(counted as u64));
+            }
+            Some(false) if after_step(to).is_break() => return Ok(None),
+            Some(false) | None => {}
         }
-        conn.execute(
-            "INSERT OR REPLACE INTO rollup_state (name, value) VALUES ('critical', ?1)",
-            [thresholds_key(thresholds)],
-        )?;
-        conn.execute("DELETE FROM rollup_state WHERE name = 'stale'", [])?;
-        Ok(counted)
-    })();
-    match result {
-        Ok(counted) => {
+    }
+}
+
+/// Jobs read in one step of a rebuild ([`rebuild_in_steps`]): about 2-3 s of reading, and one
+/// short write transaction.
+const REBUILD_STEP_JOBS: u64 = 50_000;
+
+/// The rollup tables, in the order [`Rollups::save`] names them.
+const TABLES: [&str; 5] = [
+    "rollup_days",
+    "rollup_users",
+    "rollup_user_months",
+    "rollup_apps",
+    "critical_jobs",
+];
+
+/// Which rollup tables [`Rollups::save`] adds to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tables {
+    /// The ones the pages read.
+    Live,
+    /// The ones a rebuild is making ([`rebuild_in_steps`]).
+    Rebuilt,
+}
+
+impl Tables {
+    fn name(self, table: &str) -> String {
+        match self {
+            Tables::Live => table.to_string(),
+            Tables::Rebuilt => format!("rebuilt_{table}"),
+        }
+    }
+}
+
+/// Run `work` in a transaction that takes the write lock first (ingest's writer waits for it,
+/// up to its busy timeout): committed if it returns `Ok`, rolled back if not.
+fn in_write_transaction<T>(
+    conn: &Connection,
+    work: impl FnOnce(&Connection) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    match work(conn) {
+        Ok(done) => {
             conn.execute_batch("COMMIT")?;
-            Ok(counted)
+            Ok(done)
         }
         Err(e) => {
             let _ = conn.execute_batch("ROLLBACK");
@@ -498,19 +588,167 @@ pub fn rebuild(db: &Database, thresholds: &SiteReportConfig) -> anyhow::Result<u
     }
 }
 
+/// A value of `rollup_state`.
+fn state(conn: &Connection, name: &str) -> anyhow::Result<Option<String>> {
+    Ok(conn
+        .query_row(
+            "SELECT value FROM rollup_state WHERE name = ?1",
+            [name],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
+fn set_state(conn: &Connection, name: &str, value: &str) -> anyhow::Result<()> {
+    conn.execute(
+        "INSERT OR REPLACE INTO rollup_state (name, value) VALUES (?1, ?2)",
+        [name, value],
+    )?;
+    Ok(())
+}
+
+/// Where a rebuild has got to: the rebuilt rollups count every job that ended before it
+/// (`None`: no rebuild is under way or interrupted).
+fn rebuilt_to(conn: &Connection) -> anyhow::Result<Option<u64>> {
+    Ok(state(conn, "rebuild_to")?.and_then(|to| to.parse().ok()))
+}
+
+/// Go on with the rebuild under way if it was started with the same thresholds (`key`), else
+/// start one: empty `rebuilt_` tables made as the live ones are (without their secondary
+/// indexes, made when swapped in), and `rebuild_to` at the beginning of time.
+fn start_rebuild(conn: &Connection, key: &str) -> anyhow::Result<()> {
+    if rebuilt_to(conn)?.is_some() && state(conn, "rebuild_critical")?.as_deref() == Some(key) {
+        return Ok(());
+    }
+    drop_tables(conn, "rebuilt")?;
+    drop_tables(conn, "retired")?;
+    for table in TABLES {
+        let sql: String = conn.query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [table],
+            |row| row.get(0),
+        )?;
+        conn.execute_batch(&sql.replacen(table, &Tables::Rebuilt.name(table), 1))?;
+    }
+    set_state(conn, "rebuild_to", "0")?;
+    set_state(conn, "rebuild_critical", key)
+}
+
+/// Drop the rollup tables named `<prefix>_<table>` that exist.
+fn drop_tables(conn: &Connection, prefix: &str) -> anyhow::Result<()> {
+    for table in TABLES {
+        conn.execute_batch(&format!("DROP TABLE IF EXISTS {prefix}_{table}"))?;
+    }
+    Ok(())
+}
+
+/// The end of the step of a rebuild that starts at `from`: the end time of the
+/// `step_jobs`-th job from there, or just after the newest job.
+fn step_end(conn: &Connection, from: u64, step_jobs: u64) -> anyhow::Result<u64> {
+    let nth: Option<u64> = conn
+        .query_row(
+            "SELECT end_ms FROM jobs WHERE end_ms >= ?1 ORDER BY end_ms LIMIT 1 OFFSET ?2",
+            params![from, step_jobs],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let end = match nth {
+        Some(end) => end,
+        None => conn
+            .query_row("SELECT max(end_ms) FROM jobs", [], |row| {
+                row.get::<_, Option<u64>>(0)
+            })?
+            .map_or(from, |newest| newest + 1),
+    };
+    Ok(end.max(from + 1))
+}
+
+/// The rollups of the jobs that ended in `[from, to)`, and their row ids (sorted).
+fn read_step(
+    db: &Database,
+    thresholds: &SiteReportConfig,
+    from: u64,
+    to: u64,
+) -> anyhow::Result<(Rollups, Vec<i64>)> {
+    let mut rollups = Rollups::new(thresholds);
+    let mut ids = Vec::new();
+    db.each_filed_job_ended_between(from, to, |filed, job| {
+        rollups.add(&job);
+        ids.push(filed.id);
+    })?;
+    ids.sort_unstable();
+    Ok((rollups, ids))
+}
+
+/// The row ids of the jobs that ended in `[from, to)` (sorted).
+fn step_ids(conn: &Connection, from: u64, to: u64) -> anyhow::Result<Vec<i64>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT id FROM jobs WHERE end_ms >= ?1 AND end_ms < ?2 ORDER BY id")?;
+    let ids = stmt.query_map(params![from, to], |row| row.get(0))?;
+    Ok(ids.collect::<Result<_, _>>()?)
+}
+
+/// Put the rebuilt rollups in the place of the live ones (in the caller's transaction): the
+/// live tables are renamed `retired_<table>` (dropped after the commit), the rebuilt ones take
+/// their names, and the live tables' secondary indexes are made again on them.
+fn swap_in_rebuilt(conn: &Connection, key: &str) -> anyhow::Result<()> {
+    let mut indexes: Vec<(String, String)> = Vec::new();
+    for table in TABLES {
+        let mut stmt = conn.prepare(
+            "SELECT name, sql FROM sqlite_master
+             WHERE type = 'index' AND tbl_name = ?1 AND sql IS NOT NULL",
+        )?;
+        let rows = stmt.query_map([table], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        for index in rows {
+            indexes.push(index?);
+        }
+    }
+    for (name, _) in &indexes {
+        conn.execute_batch(&format!("DROP INDEX \"{name}\""))?;
+    }
+    for table in TABLES {
+        conn.execute_batch(&format!(
+            "ALTER TABLE {table} RENAME TO retired_{table};
+             ALTER TABLE {} RENAME TO {table};",
+            Tables::Rebuilt.name(table)
+        ))?;
+    }
+    for (_, sql) in indexes {
+        conn.execute_batch(&sql)?;
+    }
+    set_state(conn, "critical", key)?;
+    conn.execute(
+        "DELETE FROM rollup_state WHERE name IN ('stale', 'rebuild_to', 'rebuild_critical')",
+        [],
+    )?;
+    Ok(())
+}
+
+/// Count the jobs ingest stores as new (`jobs`: their rows) in the rollups a rebuild is making,
+/// if one is under way or was interrupted: those that ended before where it has got to (it
+/// reads the others itself). In the transaction that stores them (see [`rebuild_in_steps`]).
+pub fn count_in_rebuild<'a>(
+    conn: &Connection,
+    jobs: impl Iterator<Item = &'a crate::db::JobRow>,
+    thresholds: &SiteReportConfig,
+) -> anyhow::Result<()> {
+    let Some(to) = rebuilt_to(conn)? else {
+        return Ok(());
+    };
+    let mut rollups = Rollups::new(thresholds);
+    for job in jobs.filter(|job| job.index.end_unix_ms < to) {
+        rollups.add(&crate::db::inflated_record(&job.deflated)?);
+    }
+    if rollups.is_empty() {
+        return Ok(());
+    }
+    rollups.save(conn, Tables::Rebuilt)
+}
+
 /// Rebuild the rollups if the database has none yet for its jobs (upgraded from before them)
 /// or its critical list was made with other thresholds than `thresholds` (says so on stderr).
 pub fn ensure_built(db: &Database, thresholds: &SiteReportConfig) -> anyhow::Result<()> {
-    let state = |name: &str| -> anyhow::Result<Option<String>> {
-        Ok(db
-            .conn
-            .query_row(
-                "SELECT value FROM rollup_state WHERE name = ?1",
-                [name],
-                |row| row.get(0),
-            )
-            .optional()?)
-    };
+    let state = |name: &str| self::state(&db.conn, name);
     let why = if state("stale")?.is_some() {
         "the database has jobs stored before the rollups"
     } else {

@@ -14,7 +14,7 @@ use common::{append_log, varied_jobs, week_of_jobs, WEEK_47_START_MS};
 use mpistat_digest::db::Database;
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
-use mpistat_digest::rollup::{ensure_built, rebuild};
+use mpistat_digest::rollup::{ensure_built, rebuild, rebuild_in_steps};
 use mpistat_digest::site_report::pages::{self, Listing, Place, StaticJobs};
 use mpistat_digest::site_report::period::Period;
 use mpistat_digest::site_report::summary::{self, summarise};
@@ -24,6 +24,7 @@ use mpistat_site::SiteConfig;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::ops::ControlFlow;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -251,6 +252,251 @@ fn rollups_kept_by_ingest_equal_a_rebuild() {
             .collect::<BTreeSet<_>>()
             .len()
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The live search finds, in the month, the users whose login contains the text (with their
+/// figures), the jobs whose id is the text and the applications whose name contains it (with
+/// their jobs), as the records themselves say.
+#[test]
+fn the_search_finds_users_job_ids_and_applications() {
+    use mpistat_digest::site_report::search::search;
+    let dir = temp_dir("search");
+    let records = synthetic_month();
+    let db = database(&dir, &records);
+    let period = Period::month("2026-11").unwrap();
+    let in_month: Vec<&JobRecord> = records
+        .iter()
+        .filter(|r| r.end_unix_ms >= period.from_ms && r.end_unix_ms < period.to_ms)
+        .collect();
+    // Users: "USER1" is user1 and user10 to user19.
+    let found = search(&db, &period, "USER1").unwrap();
+    let mut expected: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
+    for r in in_month.iter().filter(|r| r.user.contains("user1")) {
+        let figures = expected.entry(&r.user).or_default();
+        figures.0 += 1;
+        figures.1 += r.wall_ns.sum;
+    }
+    let users: BTreeMap<&str, (usize, u64)> = found
+        .users
+        .iter()
+        .map(|(user, t)| (user.as_str(), (t.jobs, t.wall_ns)))
+        .collect();
+    assert_eq!(users.len(), 11);
+    assert_eq!(users, expected);
+    // A job id: that job only.
+    let wanted = &records[1234];
+    let found = search(&db, &period, &wanted.job_id).unwrap();
+    let ids: Vec<(String, String)> = found
+        .jobs
+        .iter()
+        .map(|j| (j.key(), j.job_id.clone()))
+        .collect();
+    assert_eq!(ids, vec![(wanted.key(), wanted.job_id.clone())]);
+    assert!(
+        found.users.is_empty() && found.applications.is_empty(),
+        "{found:?}"
+    );
+    // An application: its name, in another case (20 applications are listed at most).
+    let app = wanted.application();
+    let part = app.to_uppercase();
+    let found = search(&db, &period, &part).unwrap();
+    let mut apps: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in &in_month {
+        if r.application()
+            .to_lowercase()
+            .contains(&part.to_lowercase())
+        {
+            *apps.entry(r.application()).or_default() += 1;
+        }
+    }
+    let found_apps: BTreeMap<&str, usize> = found
+        .applications
+        .iter()
+        .map(|(name, jobs)| (name.as_str(), *jobs))
+        .collect();
+    assert!(found_apps.contains_key(app), "{found_apps:?}");
+    assert!(apps.len() < 20, "{apps:?}");
+    assert_eq!(found_apps, apps);
+    assert!(!found.application_jobs.is_empty());
+    assert!(found
+        .application_jobs
+        .iter()
+        .all(|j| apps.contains_key(j.application())));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Jobs that come while a rollup rebuild runs: appended to the log a slice at a time and
+/// ingested by a connection of their own, as `mpistat ingest` would.
+struct LateJobs {
+    log: PathBuf,
+    options: Options,
+    db: Database,
+    slices: Vec<Vec<JobRecord>>,
+    /// Jobs ingested that ended before where the rebuild had got to, and the others.
+    behind: usize,
+    ahead: usize,
+}
+
+impl LateJobs {
+    /// Store `first` in a new database in `dir`; `rest` comes later in slices of about `slice`
+    /// jobs.
+    fn new(
+        dir: &Path,
+        first: &[JobRecord],
+        rest: &[JobRecord],
+        slice: usize,
+    ) -> (LateJobs, Database) {
+        let log = dir.join("records.log");
+        append_log(&log, first);
+        let options = Options {
+            accounts: Some(Arc::new(Table::new(
+                first.iter().chain(rest).map(|r| (r.user.as_str(), r.uid)),
+            ))),
+            batch_lines: 2000,
+            ..Options::from_site(vec![log.clone()], &SiteConfig::default())
+        };
+        // Each slice has jobs of the whole month.
+        let count = rest.len().div_ceil(slice);
+        let path = dir.join("db.sqlite");
+        let mut db = Database::open(&path).unwrap();
+        run_once(&mut db, &options, &mut Vec::new()).unwrap();
+        let late = LateJobs {
+            log,
+            options,
+            db: Database::open(&path).unwrap(),
+            slices: (0..count)
+                .map(|k| rest.iter().skip(k).step_by(count).cloned().collect())
+                .collect(),
+            behind: 0,
+            ahead: 0,
+        };
+        (late, db)
+    }
+
+    /// Ingest the next slice (`rebuilt_to`: where the rebuild has got to); false if none is left.
+    fn ingest_next(&mut self, rebuilt_to: u64) -> bool {
+        let Some(slice) = self.slices.pop() else {
+            return false;
+        };
+        let behind = slice.iter().filter(|r| r.end_unix_ms < rebuilt_to).count();
+        self.behind += behind;
+        self.ahead += slice.len() - behind;
+        append_log(&self.log, &slice);
+        run_once(&mut self.db, &self.options, &mut Vec::new()).unwrap();
+        true
+    }
+}
+
+/// Every third job of the synthetic month, and the rest (to come while a rebuild runs).
+fn month_in_two() -> (Vec<JobRecord>, Vec<JobRecord>, usize) {
+    let records = synthetic_month();
+    let all = records.len();
+    let (first, rest): (Vec<_>, Vec<_>) = records
+        .into_iter()
+        .enumerate()
+        .partition(|(i, _)| i % 3 == 0);
+    let strip = |jobs: Vec<(usize, JobRecord)>| jobs.into_iter().map(|(_, r)| r).collect();
+    (strip(first), strip(rest), all)
+}
+
+/// A rebuild of the rollups in committed steps while ingest commits between the steps (jobs that
+/// ended before where the rebuild has got to, and after it), stopped once and run again:
+/// the pages do not change under a stopped rebuild, no job is lost, and the result equals a
+/// fresh rebuild's (and the jobs' own figures).
+#[test]
+fn rollups_rebuilt_in_steps_while_ingest_commits() {
+    let dir = temp_dir("rebuild-steps");
+    let (first, rest, all) = month_in_two();
+    let (mut late, db) = LateJobs::new(&dir, &first, &rest, 150);
+    let thresholds = SiteConfig::default().site_report;
+    let period = Period::month("2026-11").unwrap();
+    let before = every_page(&db, &period);
+    let (mut steps, mut rebuilt_to) = (0, 0);
+    let stopped = rebuild_in_steps(&db, &thresholds, 100, |to| {
+        steps += 1;
+        rebuilt_to = to;
+        if steps < 3 {
+            ControlFlow::Continue(())
+        } else {
+            ControlFlow::Break(())
+        }
+    })
+    .unwrap();
+    assert_eq!((stopped, steps), (None, 3));
+    assert_eq!(
+        before,
+        every_page(&db, &period),
+        "a stopped rebuild changes no page"
+    );
+    // Stopped, then run again (it goes on where it was).
+    late.ingest_next(rebuilt_to);
+    let counted = rebuild_in_steps(&db, &thresholds, 100, |to| {
+        assert!(
+            to > rebuilt_to,
+            "steps go on from where the stopped rebuild was"
+        );
+        rebuilt_to = to;
+        late.ingest_next(to);
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    let left: usize = late.slices.iter().map(Vec::len).sum();
+    assert_eq!(
+        counted,
+        Some((all - left) as u64),
+        "the jobs stored when it ended"
+    );
+    assert!(
+        late.behind > 100 && late.ahead > 100,
+        "{} {}",
+        late.behind,
+        late.ahead
+    );
+    while late.ingest_next(u64::MAX) {}
+    assert_eq!(db.job_count().unwrap(), all as u64);
+    let stepped = every_page(&db, &period);
+    let s = summarise(&db, &period, &SiteConfig::default()).unwrap();
+    assert_eq!(s.total.jobs, all, "every job counted once");
+    assert_eq!(rebuild(&db, &thresholds).unwrap(), all as u64);
+    assert_eq!(
+        stepped,
+        every_page(&db, &period),
+        "equal to a fresh rebuild"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `mpistat ingest` running on another thread all through a rebuild in small steps loses no job:
+/// the rollups count every job once and equal a fresh rebuild's.
+#[test]
+fn rollups_rebuilt_while_ingest_runs() {
+    let dir = temp_dir("rebuild-concurrent");
+    let (first, rest, all) = month_in_two();
+    let (mut late, db) = LateJobs::new(&dir, &first, &rest, 100);
+    let thresholds = SiteConfig::default().site_report;
+    let ingest = std::thread::spawn(move || while late.ingest_next(0) {});
+    let mut steps = 0;
+    while !ingest.is_finished() {
+        rebuild_in_steps(&db, &thresholds, 50, |_| {
+            steps += 1;
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+    }
+    ingest.join().unwrap();
+    assert!(steps > 5, "{steps} steps");
+    let period = Period::month("2026-11").unwrap();
+    let kept = every_page(&db, &period);
+    assert_eq!(
+        summarise(&db, &period, &SiteConfig::default())
+            .unwrap()
+            .total
+            .jobs,
+        all
+    );
+    assert_eq!(rebuild(&db, &thresholds).unwrap(), all as u64);
+    assert_eq!(kept, every_page(&db, &period), "equal to a fresh rebuild");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1571,6 +1571,19 @@ impl AnalysisUsers {
             lib,
         })
     }
+
+    /// The analyses stored in the service's database (`<lib>/mpistat.db`, where both tests put
+    /// it): key, user and summary of each.
+    pub fn stored_analyses(lib: &Path) -> Vec<(String, String, Option<String>)> {
+        let db = rusqlite::Connection::open(lib.join("mpistat.db")).unwrap();
+        let mut stmt = db
+            .prepare("SELECT key, user, summary FROM analyses ORDER BY key, user")
+            .unwrap();
+        let rows = stmt
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+            .unwrap();
+        rows.collect::<Result<_, _>>().unwrap()
+    }
 }
 
 /// A local user for the tests, made with `useradd` if it is not there (and kept: tests of

@@ -195,14 +195,8 @@ fn the_analysis_runs_as_the_jobs_user_and_the_digest_reads_no_trace() {
     assert!(!list.contains(&second.exe), "{list}");
 
     // The database: exactly one analysis, Alice's; Mallory's claims are rejected as forged.
+    let analyses = AnalysisUsers::stored_analyses(&lib);
     let db = rusqlite::Connection::open(lib.join("mpistat.db")).unwrap();
-    let analyses: Vec<(String, String, Option<String>)> = db
-        .prepare("SELECT key, user, summary FROM analyses")
-        .unwrap()
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
     assert_eq!(
         analyses,
         vec![(second.key(), alice.name.clone(), analysis.summary.clone())]

@@ -382,14 +382,7 @@ for_each_mpi! {
         write_trusted_log(&syslogd, &log);
         let out = mpistat_as(Some(&digest), &["ingest", log.to_str().unwrap()], &site);
         assert!(out.status.success(), "ingest as {}", digest.name);
-        let db = rusqlite::Connection::open(lib.join("mpistat.db")).unwrap();
-        let analyses: Vec<(String, String, Option<String>)> = db
-            .prepare("SELECT key, user, summary FROM analyses")
-            .unwrap()
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let analyses = AnalysisUsers::stored_analyses(&lib);
         assert_eq!(analyses, vec![(record.key(), alice.name.clone(), analysis.summary.clone())]);
     }
 }

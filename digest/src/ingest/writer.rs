@@ -7,7 +7,7 @@
 use crate::db::{
     inflated_record, save_position, Database, IngestBatch, JobRow, Position, Received, Rejected,
 };
-use crate::rollup::Rollups;
+use crate::rollup::{count_in_rebuild, Rollups, Tables};
 use mpistat_site::SiteReportConfig;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -37,6 +37,8 @@ pub struct Batch {
 /// exactly its new jobs (the usual case); if some counted job was stored before (a file read
 /// again, a job sent twice) or was rejected ([`Batch::recount`]), the rollups of the new ones
 /// are made again from their deflated records (`critical`: the thresholds of the critical list).
+/// A rebuild of the rollups under way (or interrupted) gets the new jobs that ended before where
+/// it has got to ([`count_in_rebuild`]).
 pub fn write(
     db: &mut Database,
     inbox: Receiver<Batch>,
@@ -79,10 +81,15 @@ pub fn write(
             for (job, _) in counted().filter(|(_, new)| **new) {
                 rollups.add(&inflated_record(&job.deflated)?);
             }
-            rollups.save(&tx)?;
+            rollups.save(&tx, Tables::Live)?;
         } else {
-            batch.rollups.save(&tx)?;
+            batch.rollups.save(&tx, Tables::Live)?;
         }
+        count_in_rebuild(
+            &tx,
+            counted().filter(|(_, new)| **new).map(|(job, _)| job),
+            critical,
+        )?;
         for (file, mut position, path) in batch.positions {
             if let Some(id) = ids.get(&file) {
                 position.id = *id;
