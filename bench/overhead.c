@@ -9,8 +9,19 @@
  * median ns per iteration. The cheap routines are where a wrapper's fixed cost shows: they are the
  * worst case, not a typical application.
  *
+ * The communicating workloads are also timed in one job as an A/B comparison: blocks of ITERS/20
+ * iterations, 20 pairs, alternating counting paused (MPI_Pcontrol(0)) and on (MPI_Pcontrol(1)),
+ * the order swapped every pair. Two jobs differ by more than a collective's overhead on a shared
+ * or virtual machine (the hypervisor moves the two vCPUs nearer or farther apart between runs: a
+ * 2-rank Allreduce takes ~350 or ~700 ns bare), so comparing separate bare and profiled jobs
+ * needs many rounds; blocks of one job see the same machine. Under a bare run MPI_Pcontrol does
+ * nothing, so there the difference is the method's own error. Paused is not quite bare: the
+ * wrappers still run (a flag test), as the "bench" lines' bare-vs-paused comparison shows.
+ *
  * Output (rank 0, one line each, machine-readable):
  *   bench NAME ns_per_iter=F calls_per_iter=N iters=N reps=N
+ *   bench_ab NAME paused_ns=F counted_ns=F added_ns=F ratio=F calls_per_iter=N block_iters=N pairs=N
+ *       (ns per iteration: medians over the pairs; added and ratio: medians of the pairs' own)
  *   mem vmrss_kb_max=N vmrss_kb_mean=F vmhwm_kb_max=N vmhwm_kb_mean=F rssanon_kb_max=N rssanon_kb_mean=F
  *       pss_kb_max=N pss_kb_mean=F inithwm_kb_max=N inithwm_kb_mean=F
  * (inithwm: the peak resident set right after MPI_Init, where a profiler sets itself up)
@@ -97,7 +108,47 @@ struct bench {
     void (*loop)(long);
     long scale; /* iterations per repetition, in units of ITERS */
     int calls;  /* wrapped calls per iteration on the timed path */
+    int ab;     /* also timed as an in-job A/B comparison (run_ab) */
 };
+
+/* ns per iteration of one block of n iterations, with counting at `level` (MPI_Pcontrol). */
+static double block(const struct bench *b, long n, int level)
+{
+    MPI_Pcontrol(level);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = now_ns();
+    b->loop(n);
+    double t = (now_ns() - t0) / (double)n;
+    MPI_Pcontrol(1);
+    return t;
+}
+
+static void run_ab(const struct bench *b, long iters)
+{
+    enum { PAIRS = 20 };
+    long n = iters * b->scale / PAIRS;
+    if (n < 1)
+        n = 1;
+    double paused[PAIRS], counted[PAIRS], added[PAIRS], ratio[PAIRS];
+    block(b, n, 0); /* warm-up of both states */
+    block(b, n, 1);
+    for (int i = 0; i < PAIRS; i++) {
+        if (i % 2) {
+            counted[i] = block(b, n, 1);
+            paused[i] = block(b, n, 0);
+        } else {
+            paused[i] = block(b, n, 0);
+            counted[i] = block(b, n, 1);
+        }
+        added[i] = counted[i] - paused[i];
+        ratio[i] = counted[i] / paused[i];
+    }
+    if (rank == 0)
+        printf("bench_ab %s paused_ns=%.2f counted_ns=%.2f added_ns=%.2f ratio=%.4f "
+               "calls_per_iter=%d block_iters=%ld pairs=%d\n",
+               b->name, median(paused, PAIRS), median(counted, PAIRS), median(added, PAIRS),
+               median(ratio, PAIRS), b->calls, n, PAIRS);
+}
 
 static void run(const struct bench *b, long iters, int reps)
 {
@@ -156,14 +207,17 @@ int main(int argc, char **argv)
     }
 
     static const struct bench benches[] = {
-        {"comm_rank", loop_comm_rank, 10, 1},
-        {"test_null", loop_test_null, 10, 1},
-        {"iprobe", loop_iprobe, 10, 1},
-        {"pingpong0", loop_pingpong, 1, 4},
-        {"allreduce1", loop_allreduce, 1, 1},
+        {"comm_rank", loop_comm_rank, 10, 1, 0},
+        {"test_null", loop_test_null, 10, 1, 0},
+        {"iprobe", loop_iprobe, 10, 1, 0},
+        {"pingpong0", loop_pingpong, 1, 4, 1},
+        {"allreduce1", loop_allreduce, 1, 1, 1},
     };
-    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
+    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++) {
         run(&benches[i], iters, reps);
+        if (benches[i].ab)
+            run_ab(&benches[i], iters);
+    }
 
     /* RssAnon is the rank's private memory; VmRSS also counts code pages that all ranks of a
      * node share (most of what a preloaded library adds); Pss divides each shared page among

@@ -2,7 +2,8 @@
 
     python3 bench/overhead_table.py RAW MODE...     (MODE: bare first, then the profiled modes)
 
-Raw lines: `LAYOUT MODE bench NAME ns_per_iter=F calls_per_iter=N ...`, `LAYOUT MODE mem ...`,
+Raw lines: `LAYOUT MODE bench NAME ns_per_iter=F calls_per_iter=N ...`,
+`LAYOUT MODE bench_ab NAME paused_ns=F counted_ns=F added_ns=F ratio=F ...`, `LAYOUT MODE mem ...`,
 `LAYOUT MODE finalize ms=F`, `- MODE startup NAME ns=N` (see bench/overhead.c).
 """
 import re
@@ -25,6 +26,7 @@ LAYOUT_NAMES = {
 raw_file, modes = sys.argv[1], sys.argv[2:]
 bench = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # layout, name, mode: [ns]
 calls = {}
+ab = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # layout, name, mode: [(added, ratio)]
 mem = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # layout, key, mode: [kB]
 # 2-rank layouts (Open MPI "2", MPICH "2m") only:
 fin = defaultdict(lambda: defaultdict(list))  # layout, mode: [ms]
@@ -36,6 +38,10 @@ for line in open(raw_file):
     if kind == "bench":
         name = rest.split(" ", 1)[0]
         bench[layout][name][mode].append(float(kv["ns_per_iter"]))
+        calls[name] = int(kv["calls_per_iter"])
+    elif kind == "bench_ab":
+        name = rest.split(" ", 1)[0]
+        ab[layout][name][mode].append((float(kv["added_ns"]), float(kv["ratio"])))
         calls[name] = int(kv["calls_per_iter"])
     elif kind == "mem":
         for key, value in kv.items():
@@ -89,6 +95,25 @@ for layout, names in bench.items():
             print(f"{'':<12} {'':<22} {mode:<10} {p:>9.1f} {a:>9.1f} {a / c:>10.1f} "
                   f"{ratio:>6.2f}  {budget(layout, name, mode, a / c, ratio)}")
 print("(trace mode runs a tenth of the iterations, so that the whole run fits its trace budget)")
+
+if ab:
+    print()
+    print("In-job A/B: in one job, blocks alternating counting paused (MPI_Pcontrol(0)) and on;")
+    print("added = median over rounds of each job's median per-pair difference. Immune to what")
+    print("makes jobs differ (a VM's vCPU placement, other load); bare shows the method's own error.")
+    print("Paused is bare plus the wrappers' test of the counting flag (+0-5 ns); other tools: their")
+    print("own reading of MPI_Pcontrol.")
+    print(f"{'layout':<6} {'workload':<12} {'mode':<10} {'added ns':>9} {'added/call':>10} {'ratio':>7}  budget")
+    for layout, names in ab.items():
+        for name, d in names.items():
+            for mode in modes:
+                if not d[mode]:
+                    continue
+                a = med([x[0] for x in d[mode]])
+                r = med([x[1] for x in d[mode]])
+                c = calls[name]
+                shown = budget(layout, name, mode, a / c, r) if mode != "bare" else ""
+                print(f"{layout:<6} {name:<12} {mode:<10} {a:>9.1f} {a / c:>10.1f} {r:>7.3f}  {shown}")
 
 if "direct" in modes:
     print()

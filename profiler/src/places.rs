@@ -81,6 +81,8 @@ pub fn learn(world: MPI_Comm, size: u32, rank: u32) {
         return;
     };
     MAP.store(map, Release);
+    // Answers kept before (`traffic::Memo`: placed as unknown) are stale now.
+    FREED.fetch_add(1, Relaxed);
 }
 
 /// A [`NodeMap`] of `size` world ranks (this one `rank`) from PMIx's list of the ranks on this
@@ -197,8 +199,9 @@ thread_local! {
     static LAST: RefCell<Option<(usize, u64, Arc<Members>)>> = const { RefCell::new(None) };
 }
 
-/// How many times communicators were freed so far: a handle seen before and this value
-/// unchanged is the same communicator (caches keyed by handle check it, as [`crate::superstep`]).
+/// How many times communicators were freed (or the node map was learned) so far: a handle seen
+/// before and this value unchanged is the same communicator with the same placement (caches
+/// keyed by handle check it, as [`crate::superstep`] and `traffic::Memo`).
 #[inline(always)]
 pub fn comms_freed() -> u64 {
     FREED.load(Relaxed)

@@ -49,6 +49,9 @@ pub struct ThreadTable {
     pub last_spans: crate::superstep::SpansCache,
     pub routines: [Counters; N_ROUTINES],
     pub hist: [[AtomicU64; HIST_BUCKETS]; N_ROUTINES],
+    /// Per routine, its last call's data arguments and what they came to (see
+    /// `traffic::Memo`).
+    pub memo: [crate::traffic::Memo; N_ROUTINES],
 }
 
 /// Every thread's table, for the readers. Tables are never freed: a thread that ended still counts.

@@ -2,7 +2,10 @@
 //!
 //! Wrappers describe their arguments with a [`Traffic`] value (cheap: it only holds the
 //! arguments); [`record`] runs out of line, after the call's end time was taken, and only for
-//! calls that succeeded, so every handle it looks at is valid.
+//! calls that succeeded, so every handle it looks at is valid. A call with the same count,
+//! datatype, peer and communicator as its routine's last one on the thread (a loop's
+//! collective, a halo exchange) adds what that one measured ([`Memo`]): measuring and placing
+//! the bytes was most of a collective's added time (issue 18).
 
 use crate::family::Handle;
 use crate::ffi::{MPI_Comm, MPI_Count, MPI_Datatype, MPI_Status};
@@ -15,7 +18,9 @@ use crate::rt::{bump, RoutineId, ThreadTable};
 use mpistat_record::model::{hist_bucket, HIST_BUCKETS};
 use std::ffi::{c_int, c_void};
 use std::mem::transmute;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed,
+};
 
 pub use crate::family::{IN_PLACE, PROC_NULL, STATUS_IGNORE};
 /// Peer value for collectives without a single peer: no rank and no special rank of any family
@@ -106,7 +111,11 @@ pub struct TypeSizeCache {
     freed: AtomicU64,
 }
 
-/// Size in bytes of one element of `datatype`, from this thread's cache when it holds it.
+/// Size in bytes of one element of `datatype`, from this thread's cache when it holds it. One
+/// copy with the hot code, not one inlined per kind of [`Traffic`]: `.text.hot` is full, and a
+/// repeated call does not get here ([`Memo`]).
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 fn cached_type_size(table: &ThreadTable, datatype: MPI_Datatype) -> u64 {
     let cache = &table.last_type;
     let freed = TYPES_FREED.load(Relaxed);
@@ -282,28 +291,103 @@ fn sum_counts<C: Copy + Into<MPI_Count>>(counts: *const C, n: usize) -> u64 {
         .sum()
 }
 
+/// One routine's last call on one thread: its [`Traffic::Elements`] arguments (the key) and
+/// what the call came to. What a call adds is a function of the key while no datatype nor
+/// communicator was freed (a freed handle can come back as another type or group) and the node
+/// map did not change ([`crate::places::comms_freed`] counts that too): so a call with the same
+/// key adds the same, unmeasured. All-zero bytes are a valid empty memo (no datatype handle
+/// has key 0, [`Handle::NONE`]); a call of another kind leaves the key empty. Written only by
+/// its thread (part of its `rt::ThreadTable`).
+#[derive(Default)]
+pub struct Memo {
+    count: AtomicI64,
+    /// The datatype's [`Handle::key`]; 0: the memo holds no key.
+    datatype: AtomicUsize,
+    comm: AtomicUsize,
+    peer: AtomicI32,
+    /// [`generation`] when the key was stored.
+    generation: AtomicU64,
+    elements: AtomicU64,
+    bytes: AtomicU64,
+    sent: AtomicU64,
+    bucket: AtomicUsize,
+    /// The bytes were placed on or off this node (else unknown).
+    placed: AtomicBool,
+    on_node: AtomicU64,
+    off_node: AtomicU64,
+}
+
+/// Changes whenever a memo's answers may have: both counts only grow.
+#[inline(always)]
+fn generation() -> u64 {
+    TYPES_FREED
+        .load(Relaxed)
+        .wrapping_add(crate::places::comms_freed())
+}
+
 /// Add a successful call on `comm` (null if none)'s count, bytes, message size, and bytes on
 /// and off this node ([`crate::places`]) to this thread's table; returns what it measured (for
 /// trace mode, [`crate::trace::leave`]).
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) -> Measured {
-    // A bug here must not unwind into the user's program: swallow it, lose this call's bytes.
-    let Some((m, placed)) =
-        crate::guard::contained(move || measure_and_place(table, id, traffic, comm))
-    else {
-        return Measured::default();
+    let memo = &table.memo[id];
+    let generation = generation();
+    let empty = MPI_Datatype::NONE.key();
+    let key = match traffic {
+        Traffic::Elements {
+            count,
+            datatype,
+            peer,
+        } => (count, datatype.key(), peer),
+        _ => (0, empty, 0),
+    };
+    let repeated = key.1 != empty
+        && memo.datatype.load(Relaxed) == key.1
+        && memo.count.load(Relaxed) == key.0
+        && memo.peer.load(Relaxed) == key.2
+        && memo.comm.load(Relaxed) == comm.key()
+        && memo.generation.load(Relaxed) == generation;
+    if !repeated {
+        // A bug here must not unwind into the user's program: swallow it, lose this call's bytes.
+        let Some((m, placed)) =
+            crate::guard::contained(move || measure_and_place(table, id, traffic, comm))
+        else {
+            memo.datatype.store(empty, Relaxed);
+            return Measured::default();
+        };
+        // A size MPI could not tell (0 bytes of a non-empty count) is asked again next time.
+        let keep = if m.bytes > 0 { key.1 } else { empty };
+        memo.datatype.store(keep, Relaxed);
+        memo.count.store(key.0, Relaxed);
+        memo.peer.store(key.2, Relaxed);
+        memo.comm.store(comm.key(), Relaxed);
+        memo.generation.store(generation, Relaxed);
+        memo.elements.store(m.count, Relaxed);
+        memo.bytes.store(m.bytes, Relaxed);
+        memo.sent.store(m.sent, Relaxed);
+        memo.bucket
+            .store(hist_bucket(m.bytes).min(HIST_BUCKETS - 1), Relaxed);
+        memo.placed.store(placed.is_some(), Relaxed);
+        let (on, off) = placed.unwrap_or_default();
+        memo.on_node.store(on, Relaxed);
+        memo.off_node.store(off, Relaxed);
+    }
+    let m = Measured {
+        count: memo.elements.load(Relaxed),
+        bytes: memo.bytes.load(Relaxed),
+        sent: memo.sent.load(Relaxed),
     };
     let c = &table.routines[id];
     bump(&c.count, m.count);
     bump(&c.bytes, m.bytes);
     bump(
-        &table.hist[id][hist_bucket(m.bytes).min(HIST_BUCKETS - 1)],
+        &table.hist[id][memo.bucket.load(Relaxed).min(HIST_BUCKETS - 1)],
         1,
     );
-    if let Some((on, off)) = placed {
-        bump(&c.on_node, on);
-        bump(&c.off_node, off);
+    if memo.placed.load(Relaxed) {
+        bump(&c.on_node, memo.on_node.load(Relaxed));
+        bump(&c.off_node, memo.off_node.load(Relaxed));
     }
     m
 }
