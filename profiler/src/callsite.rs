@@ -35,7 +35,7 @@ pub struct CallSites {
 /// The stack pointer of the caller's frame (not inlined, so always measured at the same depth
 /// below the caller).
 #[inline(never)]
-fn stack_pointer() -> usize {
+pub fn stack_pointer() -> usize {
     let sp: usize;
     #[cfg(target_arch = "x86_64")]
     // SAFETY: reads a register.
@@ -146,22 +146,27 @@ impl CallSites {
         bytes[1] == 0xE8 || (bytes[0] == 0xFF && bytes[1] == 0x15)
     }
 
-    /// The user's return address for a call of routine `id` (0 if none was found).
-    /// Must be called from the same place in the tracing code for every routine. Inlined there:
-    /// the common case (the same call site as last time: most calls come from a loop) is a
-    /// stack read and a comparison.
+    /// The user's return address for a call of routine `id` (0 if none was found), `sp` being
+    /// [`stack_pointer`] read by the tracing code's one frame that calls this (the same for
+    /// every routine and call: the remembered distances are from it).
     #[inline(always)]
-    pub fn find(&mut self, id: usize) -> usize {
-        let sp = stack_pointer();
-        if let Some((offset, last)) = self.offsets[id] {
-            // SAFETY: sp + offset is below the stack's end (checked when it was learned), in this
-            // thread's own stack.
-            let value = unsafe { *((sp + offset) as *const usize) };
-            if value == last {
-                return value;
-            }
+    pub fn find(&mut self, id: usize, sp: usize) -> usize {
+        match self.cached(id, sp) {
+            Some(site) => site,
+            None => self.find_again(id, sp),
         }
-        self.find_again(id, sp)
+    }
+
+    /// The common case of [`CallSites::find`] (most calls come from a loop): the remembered
+    /// stack slot holds the routine's last call site, a stack read and a comparison; `None`
+    /// otherwise.
+    #[inline(always)]
+    pub fn cached(&self, id: usize, sp: usize) -> Option<usize> {
+        let (offset, last) = (*self.offsets.get(id)?)?;
+        // SAFETY: sp + offset is below the stack's end (checked when it was learned), in this
+        // thread's own stack.
+        let value = unsafe { *((sp + offset) as *const usize) };
+        (value == last).then_some(value)
     }
 
     /// [`CallSites::find`] when the slot does not hold the last call site: check the new value,

@@ -100,6 +100,24 @@ impl RawEvents {
         }
     }
 
+    /// Record a call with no other events: its `Enter` of `region` at `start` and its `Exit`
+    /// at `end`, written at once (trace mode's most common record).
+    #[inline(always)]
+    pub fn push_call(&mut self, region: u32, start: u64, end: u64) {
+        let words = [ENTER | u64::from(region) << 3, start, EXIT, end];
+        let len = self.words.len();
+        match self.words.spare_capacity_mut().get_mut(..words.len()) {
+            Some(room) => {
+                for (slot, word) in room.iter_mut().zip(words) {
+                    slot.write(word);
+                }
+                // SAFETY: the words after `len` were just written, within the capacity.
+                unsafe { self.words.set_len(len + words.len()) };
+            }
+            None => self.words.extend_from_slice(&words),
+        }
+    }
+
     /// The events, each time mapped by `time`.
     pub fn decode(&self, time: impl Fn(u64) -> u64) -> Vec<Event> {
         let mut out = Vec::new();
@@ -247,6 +265,29 @@ mod tests {
                 raw.truncate(cut);
                 prop_assert_eq!(raw.decode(|t| t + 1), want[..=events.len() / 2].to_vec());
             }
+        }
+
+        /// A call written at once reads back as its enter and exit pushed one by one, after
+        /// any events, whether the buffer has room reserved or must grow.
+        #[test]
+        fn a_call_is_its_enter_and_exit(
+            events in prop::collection::vec((any::<u32>(), kind()), 0..20),
+            region in any::<u32>(),
+            (start, end) in (any::<u64>(), any::<u64>()),
+            reserved in any::<bool>(),
+        ) {
+            let words = if reserved { Vec::with_capacity(1000) } else { Vec::new() };
+            let (mut at_once, mut one_by_one) =
+                (RawEvents::with_capacity(words), RawEvents::with_capacity(Vec::new()));
+            for (t, k) in &events {
+                at_once.push(u64::from(*t), *k);
+                one_by_one.push(u64::from(*t), *k);
+            }
+            at_once.push_call(region, start, end);
+            one_by_one.push(start, EventKind::Enter { region });
+            one_by_one.push(end, EventKind::Exit);
+            prop_assert_eq!(at_once.decode(|t| t), one_by_one.decode(|t| t));
+            prop_assert_eq!(at_once.len(), one_by_one.len());
         }
     }
 }

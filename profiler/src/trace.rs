@@ -87,6 +87,7 @@ impl Args {
 /// A traced call in progress: everything is recorded at its end ([`leave`]), when its start
 /// time is the counting path's ([`crate::rt::Call::start`]); only a completing call does
 /// something before the real call (keeps its requests, [`enter`]).
+#[derive(Clone, Copy)]
 pub struct Entered {
     id: RoutineId,
     start: u64,
@@ -100,6 +101,21 @@ enum State {
     Skipping,
     Recording,
     Stopped,
+}
+
+/// A traced call that ended, as [`leave`] hands it to the recorder: its start, its end time
+/// `end` and return code `rc`, what the counting path measured of its `traffic` (zero unless
+/// the call succeeded, so that no byte is counted twice), its trace arguments, and the stack
+/// pointer the call sites are found from (`sp`, see [`leave`]).
+#[derive(Clone, Copy)]
+struct Ended<'a> {
+    entered: Entered,
+    end: u64,
+    rc: c_int,
+    traffic: Traffic,
+    measured: Measured,
+    args: &'a Args,
+    sp: usize,
 }
 
 /// An `MPI_Irecv` waiting for its completion.
@@ -369,14 +385,22 @@ impl Recorder {
     }
 
     /// The region of routine `id` called from the first return address outside the profiler
-    /// and libmpi.
-    #[inline(always)]
-    fn region(&mut self, id: RoutineId) -> u32 {
-        let site = self.sites.find(id);
-        if self.last_region[id].0 == site {
-            return self.last_region[id].1;
+    /// and libmpi (`sp`: see [`leave`]).
+    fn region(&mut self, id: RoutineId, sp: usize) -> u32 {
+        let site = self.sites.find(id, sp);
+        match self.last_region.get(id) {
+            Some(&(last, region)) if last == site => region,
+            _ => self.region_of_site(id, site),
         }
-        self.region_of_site(id, site)
+    }
+
+    /// [`Recorder::region`] when the call comes from the routine's last call site and that
+    /// site's slot on the stack is where it was (the common case: a loop); else `None`.
+    #[inline(always)]
+    fn cached_region(&self, id: RoutineId, sp: usize) -> Option<u32> {
+        let site = self.sites.cached(id, sp)?;
+        let &(last, region) = self.last_region.get(id)?;
+        (last == site).then_some(region)
     }
 
     /// [`Recorder::region`] of a call site that is not the routine's last one.
@@ -420,17 +444,80 @@ impl Recorder {
         }
     }
 
-    /// Record a call that ended at `end`; `measured` is what the counting path measured of its
-    /// `traffic` (zero unless the call succeeded), so that no byte is counted twice.
-    fn leave(
-        &mut self,
-        entered: Entered,
-        end: u64,
-        rc: c_int,
-        traffic: Traffic,
-        measured: Measured,
-        args: &Args,
-    ) {
+    /// Record a call that ended ([`Ended`]). The common case is short and inlined there: a call while recording, with
+    /// room in the budget, from its routine's last call site, on no communicator or the one of
+    /// the call before, completing no request and making no communicator (its events: an
+    /// `Enter`, what it sent or received, an `Exit` or a collective's exit). Everything else,
+    /// and the events of a call that moved data or of a collective, is out of line.
+    #[inline(always)]
+    fn leave(&mut self, ended: Ended) {
+        let (entered, args) = (ended.entered, ended.args);
+        let comm = if args.comm.is_none() {
+            Some(None)
+        } else {
+            (args.comm.key() == self.last_comm.0).then_some(Some(self.last_comm.1))
+        };
+        let facts = self.facts.get(entered.id).copied();
+        if let (State::Recording, false, true, Some(comm), Some(facts)) = (
+            self.state,
+            entered.snapshot,
+            args.newcomm.is_null(),
+            comm,
+            facts,
+        ) {
+            // The slow path's budget check for a call without requests.
+            let room = self.events.len() + 4 * rawevents::MAX_WORDS <= self.capacity;
+            if room {
+                if let Some(region) = self.cached_region(entered.id, ended.sp) {
+                    self.traced_calls += 1;
+                    let start = entered.start;
+                    match (facts.role, comm) {
+                        (RegionRole::Mpi(c), Some(comm)) if c != MpiClass::PointToPoint => {
+                            self.push(start, EventKind::Enter { region });
+                            self.collective_exit(c, comm, ended);
+                        }
+                        _ if ended.rc == 0 && !ended.traffic.is_none() => {
+                            self.push(start, EventKind::Enter { region });
+                            let p2p = facts.role == RegionRole::Mpi(MpiClass::PointToPoint);
+                            match (comm, ended.traffic) {
+                                // A blocking send or receive here, the rest out of line.
+                                (Some(comm), Traffic::Elements { peer, .. })
+                                    if p2p && args.request.is_null() =>
+                                {
+                                    let (tag, sync) = (args.tag, facts.synchronous);
+                                    self.send(start, comm, peer, tag, ended.measured.bytes, sync)
+                                }
+                                (Some(comm), Traffic::Received { status, .. }) if p2p => {
+                                    self.recv(ended.end, comm, status)
+                                }
+                                _ => self.communication(facts, comm, ended),
+                            }
+                            self.push(ended.end, EventKind::Exit);
+                        }
+                        _ => self.events.push_call(region, start, ended.end),
+                    }
+                    if self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE) {
+                        self.overhead_ticks += ticks().saturating_sub(ended.end) * OVERHEAD_SAMPLE;
+                    }
+                    return;
+                }
+            }
+        }
+        self.leave_slowly(ended);
+    }
+
+    /// [`Recorder::leave`] beyond its common case.
+    #[cold]
+    #[inline(never)]
+    fn leave_slowly(&mut self, ended: Ended) {
+        let Ended {
+            entered,
+            end,
+            rc,
+            args,
+            sp,
+            ..
+        } = ended;
         // Its events are recorded (else, before the window, only supersteps and new
         // communicators are followed).
         let recording = match self.state {
@@ -459,12 +546,12 @@ impl Recorder {
         let facts = self.facts[entered.id];
         let class = facts.role;
         if recording {
-            let region = self.region(entered.id);
+            let region = self.region(entered.id, sp);
             self.push(entered.start, EventKind::Enter { region });
         }
         let comm = (!args.comm.is_none()).then(|| self.comm_id(args.comm));
         if rc == 0 && recording {
-            self.communication(&entered, end, facts, comm, traffic, measured, args);
+            self.communication(facts, comm, ended);
         }
         match (class, comm) {
             (RegionRole::Mpi(c), Some(comm)) if !recording => {
@@ -477,30 +564,7 @@ impl Recorder {
             }
             _ if !recording => {}
             (RegionRole::Mpi(c), Some(comm)) if c != MpiClass::PointToPoint => {
-                let bytes = measured.bytes;
-                let root = match traffic {
-                    Traffic::Elements { peer, .. } | Traffic::SendReceived { peer, .. }
-                        if peer != NO_PEER =>
-                    {
-                        self.world_rank(comm, peer)
-                    }
-                    _ => None,
-                };
-                self.push(
-                    end,
-                    EventKind::CollectiveExit {
-                        comm,
-                        root,
-                        sent: bytes,
-                        received: bytes,
-                    },
-                );
-                if rc == 0
-                    && matches!(c, MpiClass::Barrier | MpiClass::AllToAll)
-                    && self.spans_world(comm)
-                {
-                    self.superstep_done();
-                }
+                self.collective_exit(c, comm, ended)
             }
             _ => self.push(end, EventKind::Exit),
         }
@@ -516,19 +580,55 @@ impl Recorder {
         }
     }
 
+    /// The exit of a collective of class `class` on `comm` (with its root and bytes), and the
+    /// end of a superstep if it synchronised the world.
+    #[inline(never)]
+    fn collective_exit(&mut self, class: MpiClass, comm: u32, ended: Ended) {
+        let Ended {
+            end,
+            rc,
+            traffic,
+            measured,
+            ..
+        } = ended;
+        let bytes = measured.bytes;
+        let root = match traffic {
+            Traffic::Elements { peer, .. } | Traffic::SendReceived { peer, .. }
+                if peer != NO_PEER =>
+            {
+                self.world_rank(comm, peer)
+            }
+            _ => None,
+        };
+        self.push(
+            end,
+            EventKind::CollectiveExit {
+                comm,
+                root,
+                sent: bytes,
+                received: bytes,
+            },
+        );
+        if rc == 0
+            && matches!(class, MpiClass::Barrier | MpiClass::AllToAll)
+            && self.spans_world(comm)
+        {
+            self.superstep_done();
+        }
+    }
+
     /// The messages and requests of a successful call (`measured`: its bytes, from the counting
     /// path).
-    #[allow(clippy::too_many_arguments)]
-    fn communication(
-        &mut self,
-        entered: &Entered,
-        end: u64,
-        facts: Facts,
-        comm: Option<u32>,
-        traffic: Traffic,
-        measured: Measured,
-        args: &Args,
-    ) {
+    #[inline(never)]
+    fn communication(&mut self, facts: Facts, comm: Option<u32>, ended: Ended) {
+        let Ended {
+            entered,
+            end,
+            traffic,
+            measured,
+            args,
+            ..
+        } = ended;
         let synchronous = facts.synchronous;
         if let Some(comm) = comm {
             if facts.role == RegionRole::Mpi(MpiClass::PointToPoint) {
@@ -692,16 +792,23 @@ fn status_of(completion: Completion, i: usize) -> *const MPI_Status {
 }
 
 impl Recorder {
-    /// Keep the `n` requests at `requests` that a completing call may complete, when recording.
+    /// Keep the `n` requests at `requests` that a completing call may complete, when recording
+    /// and any of them is active.
     fn snapshot(&mut self, requests: *const MPI_Request, n: c_int) -> bool {
         if self.state != State::Recording {
             return false;
         }
-        self.completing = requests;
-        self.snapshot.clear();
         // SAFETY: the caller passes `n` requests (MPI's contract for the completing call).
-        self.snapshot
-            .extend_from_slice(unsafe { std::slice::from_raw_parts(requests, n.max(0) as usize) });
+        let requests = unsafe { std::slice::from_raw_parts(requests, n.max(0) as usize) };
+        // Null requests complete nothing (`completions` skips them): a call given only those
+        // needs no snapshot, and is recorded as any other call.
+        let null = self.request_null;
+        if requests.iter().all(|r| r.is_none() || *r == null) {
+            return false;
+        }
+        self.completing = requests.as_ptr();
+        self.snapshot.clear();
+        self.snapshot.extend_from_slice(requests);
         true
     }
 }
@@ -750,9 +857,20 @@ pub fn leave(
     traffic: Traffic,
     measured: Measured,
 ) {
+    // Where the call sites' stack slots are measured from: this frame's stack pointer, the
+    // same for every call (see `callsite.rs`).
+    let sp = crate::callsite::stack_pointer();
     with_recorder_if(call.on_traced_thread(), |r| {
         if let Some(r) = r.as_mut() {
-            r.leave(leaving.entered, end, rc, traffic, measured, &leaving.args);
+            r.leave(Ended {
+                entered: leaving.entered,
+                end,
+                rc,
+                traffic,
+                measured,
+                args: &leaving.args,
+                sp,
+            });
         }
     });
 }
@@ -914,14 +1032,14 @@ const PING: u64 = 0;
 const RESULT: u64 = 1;
 
 /// This rank's clock offset to rank 0 (rank 0's clock minus ours), by ping-pongs with rank 0
-/// over `comm`, keeping the one with the shortest round trip (collective over `comm`): its
+/// over `comm` (every receive names its source and tag), keeping the one with the shortest round trip (collective over `comm`): its
 /// offset is right within half that round trip whatever delayed one direction, and every slower
 /// exchange is left out. The peer's sample is at its own time of that exchange. The waits yield
 /// the processor ([`mpi::recv_u64s_yielding`]), so that on an oversubscribed node the ranks
 /// waiting for their turn leave the cores to the two exchanging. In `.text.init` with [`start`].
 #[inline(never)]
 #[link_section = ".text.init.mpistat"]
-fn measure_offset(recorder: &Recorder, comm: &OwnComm) -> Option<ClockSample> {
+fn measure_offset(recorder: &Recorder, comm: MPI_Comm) -> Option<ClockSample> {
     let rank = recorder.rank as c_int;
     if rank != 0 {
         loop {
@@ -1050,9 +1168,6 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
     let Some(world) = mpi::comm_world() else {
         return;
     };
-    let Ok(comm) = OwnComm::dup(world) else {
-        return;
-    };
     let early = EARLY.lock().unwrap_or_else(|e| e.into_inner()).take();
     let mut recorder = early.unwrap_or_else(|| Recorder::new(config));
     recorder.reason = reason;
@@ -1075,11 +1190,21 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         recorder.last_comm = (world.key(), 0);
     }
     recorder.anchor = Anchor::now();
-    if let Some(sample) = measure_offset(&recorder, &comm) {
+    // On `MPI_COMM_WORLD` itself, not a duplicate (whose making ran MPI code that added to
+    // MPI_Init's peak, footprint.rs): no user message can meet these. Every receive names
+    // its source (rank 0, or on rank 0 its current peer) and the clock tag, so a message from
+    // a rank that already returned from `MPI_Init` cannot match it; and every message sent
+    // here is received before its receiver returns, so none is left for the user's receives.
+    if let Some(sample) = measure_offset(&recorder, world) {
         recorder.clock.push(sample);
     }
     crate::rt::mark_traced_thread();
-    if with_recorder(|r| *r = Some(recorder)).is_some() {
+    if !RECORDER.busy.get() {
+        // SAFETY: the calling thread was just made the traced one, and no use of the recorder
+        // is in progress (busy), as in `with_recorder_if`: not through it, as its panic
+        // guard's generic code lives in `.text` (one more chunk of code in MPI_Init's peak).
+        // Written without dropping the slot's old value: it is `None` (one `start` a process).
+        unsafe { RECORDER.recorder.get().write(Some(recorder)) };
         ON.store(true, Relaxed);
     }
 }
@@ -1177,7 +1302,7 @@ pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
         return;
     };
     let write_start = monotonic_ns();
-    if let Some(sample) = measure_offset(&recorder, comm) {
+    if let Some(sample) = measure_offset(&recorder, comm.0) {
         recorder.clock.push(sample);
     }
     // Rank 0's start and pid make the job id (as in its record); every rank needs the directory.
