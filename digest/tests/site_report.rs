@@ -514,7 +514,7 @@ fn an_upgraded_database_gets_its_rollups() {
         .execute_batch(
             "DROP TABLE rollup_days; DROP TABLE rollup_users; DROP TABLE critical_jobs;
              DROP TABLE rollup_user_months; DROP TABLE rollup_apps; DROP TABLE rollup_state; DROP INDEX jobs_by_user; DROP INDEX jobs_by_job_id;
-             DROP INDEX jobs_by_app; PRAGMA user_version = 7;",
+             DROP INDEX jobs_by_app; DROP TABLE partial_inbox; PRAGMA user_version = 7;",
         )
         .unwrap();
     drop(db);
