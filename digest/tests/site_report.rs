@@ -1247,13 +1247,19 @@ fn the_two_records_of_an_abort_on_another_node_are_one_job_in_any_order() {
         ),
         (
             "rank 0 first, other commits",
-            vec![[&[stopped.clone()], first, &[abort.clone()], rest].concat()],
+            vec![[
+                std::slice::from_ref(&stopped),
+                first,
+                std::slice::from_ref(&abort),
+                rest,
+            ]
+            .concat()],
         ),
         (
             "other runs",
             vec![
-                [first, &[stopped.clone()]].concat(),
-                [rest, &[abort.clone()]].concat(),
+                [first, std::slice::from_ref(&stopped)].concat(),
+                [rest, std::slice::from_ref(&abort)].concat(),
             ],
         ),
         (
@@ -1304,7 +1310,7 @@ fn a_lone_half_is_stored_after_the_grace_period() {
     let held = ingest_runs(&dir.join("held"), &[others.clone(), halves.clone()], wait);
     assert_eq!(held.job_count().unwrap(), others.len() as u64);
     let period = Period::month("2026-11").unwrap();
-    let none = ingest_runs(&dir.join("none"), &[others.clone()], wait);
+    let none = ingest_runs(&dir.join("none"), std::slice::from_ref(&others), wait);
     assert_eq!(every_page(&held, &period), every_page(&none, &period));
     // The next run after the grace period stores them (and a later one nothing more), as if
     // they had come alone.
