@@ -9,19 +9,14 @@
 # Usage: bench/rebuild.sh [N [U]]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 records=${1:-100000}
 users=${2:-500}
 cargo build --release -q -p mpistat-digest --bin mpistat --example gen_records
 work=$(mktemp -d "${TMPDIR:-/tmp}/mpistat-bench-rebuild.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-cat > "$work/site.toml" <<EOF
-[database]
-path = "$work/mpistat.db"
-[escalation]
-list = "$work/escalation.list"
-[ingest]
-check_user_names = false
-EOF
+site_toml "$work" > "$work/site.toml"
 target/release/examples/gen_records "$records" "$users" "$work/month.log" varied 0 "$records"
 target/release/mpistat ingest --config "$work/site.toml" "$work/month.log" 2> /dev/null
 rm "$work/month.log"

@@ -16,6 +16,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/prereqs.sh
 source scripts/prereqs.sh
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 repeats=20
 if [[ ${1:-} == --small ]]; then
     records=3000 users=50 repeats=3
@@ -41,15 +43,10 @@ cleanup() {
 trap cleanup EXIT
 mpistat=$bin/mpistat
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-# The generated users are invented (uid 2000.. may be someone else here): names not checked.
 # The server trusts a header on loopback: a benchmark, not a site set-up.
-cat > "$work/site.toml" <<EOF
-[database]
-path = "$work/mpistat.db"
-[escalation]
-list = "$work/escalation.list"
-[ingest]
-check_user_names = false
+{
+    site_toml "$work"
+    cat <<EOF
 [mail]
 transport = "directory"
 directory = "$work/mail"
@@ -59,6 +56,7 @@ auth = "header"
 allow_unguarded_header = true
 admins = ["admin"]
 EOF
+} > "$work/site.toml"
 timed() { # timed NAME COMMAND...: runs it, keeps "seconds peak-MiB" in $work/NAME.time
     local name=$1
     shift

@@ -30,6 +30,8 @@
 //!   so a job of a listed (uid, application) is passed over without reading its row);
 //!   `analyses`: the trace analyses of traced jobs, from the analysis records their users sent
 //!   (`analysis_inbox`: filed by ingest, waiting to be matched to their jobs).
+//! * `partial_inbox`: the partial records of a job on several nodes that ingest holds until
+//!   their other half comes ([`crate::ingest::partials`]).
 
 use crate::pool::OrderedPool;
 use crate::rollup::Rollups;
@@ -289,6 +291,25 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (day, app)
     ) WITHOUT ROWID;
     INSERT OR IGNORE INTO rollup_state SELECT 'stale', '' WHERE EXISTS (SELECT 1 FROM jobs);
+",
+    "
+    -- Partial records of a job on several nodes that may be one half of two (the aborting
+    -- rank's `MPI_Abort ... on rank R`, R > 0, and rank 0's `SIGTERM from the launcher`):
+    -- ingest holds them here instead of storing them, stores the two halves of a job as one job
+    -- when both are here, and a half still alone after the site's grace period as it is
+    -- (crate::ingest::partials). Rows stay (`state` merged or stored) so that reading a record
+    -- again stores nothing. `half` is 'abort' or 'stopped'; `record` the deflated record.
+    CREATE TABLE partial_inbox (
+        end_ms INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        half TEXT NOT NULL CHECK (half IN ('abort', 'stopped')),
+        uid INTEGER NOT NULL,
+        look INTEGER NOT NULL,
+        record BLOB NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('held', 'merged', 'stored')),
+        PRIMARY KEY (end_ms, key)
+    ) WITHOUT ROWID;
+    CREATE INDEX partial_inbox_held ON partial_inbox (state, uid, end_ms);
 ",
 ];
 
@@ -953,6 +974,16 @@ pub fn inflated_record(deflated: &[u8]) -> anyhow::Result<JobRecord> {
     Ok(serde_json::from_slice(&json)?)
 }
 
+/// `record` as stored (its JSON, raw-DEFLATE compressed), made here rather than sent: see
+/// [`crate::ingest::partials`].
+pub fn deflated_record(record: &JobRecord) -> Vec<u8> {
+    use std::io::Write;
+    let json = serde_json::to_vec(record).expect("a JobRecord always serialises");
+    let mut encoder = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(&json).expect("writing to memory");
+    encoder.finish().expect("writing to memory")
+}
+
 /// `stored` as the record of `filed`, or why it is not usable.
 fn checked_record(filed: &FiledJob, stored: Value) -> Result<JobRecord, String> {
     let record =
@@ -1166,11 +1197,17 @@ impl<'conn> IngestBatch<'conn> {
         })
     }
 
+    /// The job with key `key` came whole after the database reported it incomplete: the
+    /// report is withdrawn.
+    pub fn clear_incomplete(&mut self, key: &str) -> anyhow::Result<()> {
+        self.clear_incomplete.execute(params![key])?;
+        Ok(())
+    }
+
     /// Store a job (once: a job already there is left alone) with its index and deflated
-    /// record, queued for the escalation rules if it is new and [`JobRow::look`]; it is no
-    /// longer incomplete (`was_incomplete`: the database reports it so, which is withdrawn).
-    /// Returns whether it was new.
-    pub fn insert_job(&mut self, job: &JobRow, was_incomplete: bool) -> anyhow::Result<bool> {
+    /// record, queued for the escalation rules if it is new and [`JobRow::look`]. Returns
+    /// whether it was new.
+    pub fn insert_job(&mut self, job: &JobRow) -> anyhow::Result<bool> {
         let index = &job.index;
         let imbalance = index.imbalance.as_ref();
         let inserted = self.insert_job.execute(params![
@@ -1195,9 +1232,6 @@ impl<'conn> IngestBatch<'conn> {
             index.traced,
             (!index.app.is_empty()).then_some(&index.app),
         ])?;
-        if was_incomplete {
-            self.clear_incomplete.execute(params![job.key])?;
-        }
         if inserted == 1 && job.look {
             self.queue.execute(params![
                 self.conn.last_insert_rowid(),

@@ -514,7 +514,7 @@ fn an_upgraded_database_gets_its_rollups() {
         .execute_batch(
             "DROP TABLE rollup_days; DROP TABLE rollup_users; DROP TABLE critical_jobs;
              DROP TABLE rollup_user_months; DROP TABLE rollup_apps; DROP TABLE rollup_state; DROP INDEX jobs_by_user; DROP INDEX jobs_by_job_id;
-             DROP INDEX jobs_by_app; PRAGMA user_version = 7;",
+             DROP INDEX jobs_by_app; DROP TABLE partial_inbox; PRAGMA user_version = 7;",
         )
         .unwrap();
     drop(db);
@@ -1163,5 +1163,177 @@ fn a_traced_jobs_page_links_its_trace_analysis() {
     let critical = std::fs::read_to_string(site.join("critical.html")).unwrap();
     let traced_list = &critical[critical.find("id=\"traced\"").expect("traced jobs")..];
     assert!(traced_list.contains(&format!("jobs/{}.html", traced.key())));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The two partial records of a job whose rank 1 called `MPI_Abort` on another node (`nodeb`)
+/// than rank 0 (`nodea`), with their own job ids (outside Slurm), pids, starts, ends and
+/// figures, made of `job` (which becomes rank 0's): (the aborting rank's, rank 0's).
+fn halves_of_an_abort(job: &JobRecord) -> (JobRecord, JobRecord) {
+    let mut stopped = job.clone();
+    stopped.host = "nodea".into();
+    stopped.nodes = 2;
+    stopped.host_list = "nodea,nodeb".into();
+    stopped.partial = Some(
+        "SIGTERM from the launcher: another rank ended early (killed, crashed or on a lost \
+         node) or the launcher was stopped"
+            .into(),
+    );
+    stopped.imbalance = None;
+    stopped.job_id = format!("local-{}-{}", stopped.start_unix_ms, stopped.pid);
+    let mut abort = stopped.clone();
+    abort.host = "nodeb".into();
+    abort.pid += 7;
+    abort.start_unix_ms += 300;
+    abort.end_unix_ms -= 2000;
+    abort.job_id = format!("local-{}-{}", abort.start_unix_ms, abort.pid);
+    abort.wall_ns.sum /= 3;
+    abort.mpi_ns.sum /= 5;
+    abort.routines.truncate(1);
+    abort.partial = Some("MPI_Abort (errorcode 3) on rank 1".into());
+    (abort, stopped)
+}
+
+/// Ingest `logs` (each a run's new lines, appended to one log) into a new database in `dir`;
+/// halves wait for each other as long as they need (`partial_grace`).
+fn ingest_runs(dir: &Path, logs: &[Vec<JobRecord>], partial_grace: Duration) -> Database {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let log = dir.join("records.log");
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    for records in logs {
+        append_log(&log, records);
+        let options = Options {
+            accounts: Some(Arc::new(Table::new(
+                records.iter().map(|r| (r.user.as_str(), r.uid)),
+            ))),
+            batch_lines: 500,
+            partial_grace,
+            ..Options::from_site(vec![log.clone()], &SiteConfig::default())
+        };
+        let mut err = Vec::new();
+        run_once(&mut db, &options, &mut err).unwrap();
+        assert!(err.is_empty(), "{}", String::from_utf8_lossy(&err));
+    }
+    db
+}
+
+/// After `MPI_Abort` on another node than rank 0's, the job's two partial records are stored as
+/// one job, rank 0's record with the abort's reason (and the aborting rank's host): whichever
+/// comes first, in one commit or two, in one ingest run or two, the database holds the jobs and
+/// gives the pages of a database that got that one record, which a rebuild of the rollups keeps
+/// (the job counted once, the held halves never). Reading the halves again changes nothing.
+#[test]
+fn the_two_records_of_an_abort_on_another_node_are_one_job_in_any_order() {
+    let dir = temp_dir("abort-halves");
+    let others: Vec<JobRecord> = varied_jobs(300, 10, NOVEMBER_START_MS, 29 * 86_400_000).collect();
+    let (abort, stopped) = halves_of_an_abort(&others[150]);
+    let others = [&others[..150], &others[151..]].concat();
+    let mut expected = stopped.clone();
+    expected.partial = Some("MPI_Abort (errorcode 3) on rank 1 on nodeb".into());
+    let one = ingest_runs(
+        &dir.join("one"),
+        &[[others.clone(), vec![expected.clone()]].concat()],
+        Duration::ZERO,
+    );
+    let period = Period::month("2026-11").unwrap();
+    let pages = every_page(&one, &period);
+    let wait = Duration::from_secs(100 * 365 * 86_400);
+    let (first, rest) = others.split_at(100);
+    for (order, logs) in [
+        (
+            "abort first",
+            vec![[&others[..], &[abort.clone(), stopped.clone()]].concat()],
+        ),
+        (
+            "rank 0 first, other commits",
+            vec![[
+                std::slice::from_ref(&stopped),
+                first,
+                std::slice::from_ref(&abort),
+                rest,
+            ]
+            .concat()],
+        ),
+        (
+            "other runs",
+            vec![
+                [first, std::slice::from_ref(&stopped)].concat(),
+                [rest, std::slice::from_ref(&abort)].concat(),
+            ],
+        ),
+        (
+            "again",
+            vec![
+                [&others[..], &[abort.clone(), stopped.clone()]].concat(),
+                vec![stopped.clone(), abort.clone()],
+            ],
+        ),
+    ] {
+        let db = ingest_runs(&dir.join("halves"), &logs, wait);
+        assert_eq!(db.job_count().unwrap(), others.len() as u64 + 1, "{order}");
+        assert_eq!(
+            db.job(&stopped.key()).unwrap(),
+            Some(expected.clone()),
+            "{order}"
+        );
+        assert_eq!(db.job(&abort.key()).unwrap(), None, "{order}");
+        let got = every_page(&db, &period);
+        assert_eq!(got.len(), pages.len(), "{order}");
+        for (name, html) in &pages {
+            assert_eq!(html, &got[name], "{name} differs ({order})");
+        }
+        let counted = rebuild(&db, &SiteConfig::default().site_report).unwrap();
+        assert_eq!(counted, others.len() as u64 + 1, "{order}");
+        for (name, html) in &every_page(&db, &period) {
+            assert_eq!(
+                html, &pages[name],
+                "{name} differs after a rebuild ({order})"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A half whose other half does not come is held (stored nowhere, counted nowhere) for the
+/// grace period, then stored as it is by the next ingest run, once; so is a half that pairs
+/// with nothing held (another application's).
+#[test]
+fn a_lone_half_is_stored_after_the_grace_period() {
+    let dir = temp_dir("lone-half");
+    let others: Vec<JobRecord> = varied_jobs(60, 4, NOVEMBER_START_MS, 29 * 86_400_000).collect();
+    let (abort, mut stopped) = halves_of_an_abort(&others[30]);
+    stopped.exe = "/home/someone/else".into();
+    let others = [&others[..30], &others[31..]].concat();
+    let wait = Duration::from_secs(100 * 365 * 86_400);
+    let halves = vec![abort.clone(), stopped.clone()];
+    let held = ingest_runs(&dir.join("held"), &[others.clone(), halves.clone()], wait);
+    assert_eq!(held.job_count().unwrap(), others.len() as u64);
+    let period = Period::month("2026-11").unwrap();
+    let none = ingest_runs(&dir.join("none"), std::slice::from_ref(&others), wait);
+    assert_eq!(every_page(&held, &period), every_page(&none, &period));
+    // The next run after the grace period stores them (and a later one nothing more), as if
+    // they had come alone.
+    let mut stored = ingest_runs(&dir.join("lone"), &[others.clone(), halves.clone()], wait);
+    let log = dir.join("lone").join("records.log");
+    for _ in 0..2 {
+        let options = Options {
+            accounts: Some(Arc::new(Table::new(
+                halves.iter().map(|r| (r.user.as_str(), r.uid)),
+            ))),
+            partial_grace: Duration::from_secs(600),
+            ..Options::from_site(vec![log.clone()], &SiteConfig::default())
+        };
+        run_once(&mut stored, &options, &mut Vec::new()).unwrap();
+        assert_eq!(stored.job_count().unwrap(), others.len() as u64 + 2);
+    }
+    assert_eq!(stored.job(&abort.key()).unwrap(), Some(abort.clone()));
+    assert_eq!(stored.job(&stopped.key()).unwrap(), Some(stopped.clone()));
+    let alone = ingest_runs(
+        &dir.join("alone"),
+        &[[&others[..], &halves[..]].concat()],
+        Duration::ZERO,
+    );
+    assert_eq!(every_page(&stored, &period), every_page(&alone, &period));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -261,6 +261,11 @@ pub struct IngestConfig {
     pub trusted_relays: Vec<String>,
     /// Seconds a job may wait for its missing parts before it is reported incomplete.
     pub grace_seconds: u64,
+    /// Seconds a partial record of a job on several nodes waits for the job's other partial
+    /// record (after `MPI_Abort` on another node than rank 0's, the aborting rank's and rank
+    /// 0's), counted from the record's end by the ingest run's clock: the two are stored as one
+    /// job; one still alone after this is stored alone by the next ingest run.
+    pub partial_grace_seconds: u64,
 }
 
 impl Default for IngestConfig {
@@ -270,6 +275,7 @@ impl Default for IngestConfig {
             check_user_names: true,
             trusted_relays: Vec::new(),
             grace_seconds: 300,
+            partial_grace_seconds: 600,
         }
     }
 }

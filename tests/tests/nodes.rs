@@ -247,9 +247,10 @@ fn traffic_on_one_node_stays_there(mpi) {
 /// `MPI_Abort` on a rank of node B: that rank writes its record (with the job's layout). Rank 0,
 /// on node A, is then stopped by its launcher exactly as when node B is lost, and nothing tells it
 /// about an abort on another node (claim.rs): it writes its own partial record too. Two records
-/// of the job, each saying what its rank saw.
+/// of the job, each saying what its rank saw; `mpistat ingest` stores them as one job: rank 0's
+/// record with the abort's reason and the aborting rank's host.
 #[test]
-fn mpi_abort_on_another_node_leaves_the_aborting_ranks_record_and_rank_0s() {
+fn mpi_abort_on_another_node_leaves_two_records_which_ingest_stores_as_one_job() {
     let _serial = serial();
     let syslogd = Syslogd::start();
     // abort.c: rank 1 (on nodeb here) aborts with code 3 while the others wait.
@@ -286,6 +287,22 @@ fn mpi_abort_on_another_node_leaves_the_aborting_ranks_record_and_rank_0s() {
     }
     assert_eq!(routine(aborting, "MPI_Send").calls.sum, 3);
     assert_eq!(stopped.routine("MPI_Send").map_or(0, |r| r.calls.sum), 0);
+
+    let dir = TempDir::new("nodes-abort-ingest");
+    let log = dir.path().join("records.log");
+    write_trusted_log(&syslogd, &log);
+    let db = dir.path().join("mpistat.db");
+    let site = syslogd.site_config_with(
+        "ingest.toml",
+        &format!("[database]\npath = {:?}\n", db.display().to_string()),
+    );
+    let ingest = mpistat(&["ingest", log.to_str().unwrap()], &site);
+    assert!(ingest.status.success(), "{ingest:?}");
+    let db = mpistat_digest::db::Database::open(&db).unwrap();
+    assert_eq!(db.job_count().unwrap(), 1);
+    let mut expected = stopped.clone();
+    expected.partial = Some("MPI_Abort (errorcode 3) on rank 1 on nodeb".into());
+    assert_eq!(db.job(&stopped.key()).unwrap(), Some(expected));
 }
 
 for_each_mpi! {

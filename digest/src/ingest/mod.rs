@@ -53,6 +53,7 @@
 //! transaction that stores it, so looking at the new jobs after a run reads only those few.
 
 pub mod accounts;
+pub mod partials;
 pub mod report;
 pub mod source;
 pub mod trust;
@@ -108,6 +109,10 @@ pub struct Options {
     pub accounts: Option<Arc<dyn accounts::Accounts>>,
     /// How long a job may wait for missing parts (site `ingest.grace_seconds`).
     pub grace: Duration,
+    /// How long a half of a job whose `MPI_Abort` ran on another node than rank 0 is held for
+    /// its other half before it is stored alone (site `ingest.partial_grace_seconds`,
+    /// [`partials`]).
+    pub partial_grace: Duration,
     /// The site's escalation rule: jobs that meet it (or are traced) are queued for it.
     pub escalation: EscalationConfig,
     /// The site's critical-job thresholds (site `[site_report]`), which the rollups' critical
@@ -130,6 +135,7 @@ impl Options {
                 .check_user_names
                 .then(|| Arc::new(accounts::System::default()) as Arc<dyn accounts::Accounts>),
             grace: Duration::from_secs(config.ingest.grace_seconds),
+            partial_grace: Duration::from_secs(config.ingest.partial_grace_seconds),
             escalation: config.escalation.clone(),
             critical: config.site_report.clone(),
             batch_lines: BATCH_LINES,
@@ -288,7 +294,14 @@ pub fn run_once(
         let committed = own_checkpoints.then(|| writer::Checkpoints::new(requests, dones));
         let (batches, inbox) = mpsc::sync_channel(WRITER_QUEUE);
         let writer = scope.spawn(move || {
-            writer::write(writer_db, inbox, incomplete, committed, &options.critical)
+            writer::write(
+                writer_db,
+                inbox,
+                incomplete,
+                committed,
+                &options.critical,
+                options.partial_grace,
+            )
         });
         // Reading and the decoders it starts run at the writer's priority: they also count the
         // records in the rollups, and a lower one left the writer waiting for them on a loaded

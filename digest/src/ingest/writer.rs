@@ -2,16 +2,20 @@
 //! makes (jobs, analyses, rejected entries, the position of every file, and the rollups of its
 //! jobs) is committed in one transaction, in the order the batches were made, while the next
 //! batch is being read. Nothing else about the crash-safety design changes: a batch is
-//! committed whole or not at all.
+//! committed whole or not at all. The two partial records of a job whose `MPI_Abort` ran on
+//! another node than rank 0 are stored as one job ([`partials`]).
 
 use crate::db::{
     inflated_record, save_position, Database, IngestBatch, JobRow, Position, Received, Rejected,
 };
+use crate::ingest::partials;
 use crate::rollup::{count_in_rebuild, Rollups, Tables};
 use mpistat_site::SiteReportConfig;
+use rusqlite::Transaction;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// What one transaction writes.
 pub struct Batch {
@@ -33,18 +37,17 @@ pub struct Batch {
 /// marked for the escalation rules ([`JobRow::look`]) are queued for them if they are new.
 /// `incomplete` is the set of keys the database reports as incomplete: inserting one of those
 /// jobs withdraws the report (a lookup here rather than a delete statement for every job).
-/// The batch's rollups are added to the stored ones in the same transaction when they count
-/// exactly its new jobs (the usual case); if some counted job was stored before (a file read
-/// again, a job sent twice) or was rejected ([`Batch::recount`]), the rollups of the new ones
-/// are made again from their deflated records (`critical`: the thresholds of the critical list).
-/// A rebuild of the rollups under way (or interrupted) gets the new jobs that ended before where
-/// it has got to ([`count_in_rebuild`]).
+/// The halves of a job whose `MPI_Abort` ran on another node than rank 0 are held and stored
+/// as one job ([`partials::sort_out`]); after the last batch, the halves held alone for longer
+/// than `partial_grace` are stored as they are ([`partials::lone`]). The jobs are stored and
+/// counted by [`store`].
 pub fn write(
     db: &mut Database,
     inbox: Receiver<Batch>,
     mut incomplete: HashSet<String>,
     mut checkpoints: Option<Checkpoints>,
     critical: &SiteReportConfig,
+    partial_grace: Duration,
 ) -> anyhow::Result<u64> {
     let mut new_jobs = 0;
     // Position rows made in this run, by file number.
@@ -54,8 +57,6 @@ pub fn write(
             checkpoints.before_transaction();
         }
         let tx = db.conn.transaction()?;
-        // Whether each job was new.
-        let mut new = Vec::with_capacity(batch.jobs.len());
         {
             let mut statements = IngestBatch::new(&tx)?;
             for rejected in &batch.rejected {
@@ -69,27 +70,14 @@ pub fn write(
             }
             for job in &batch.jobs {
                 // Mostly empty: then no job's key need be hashed.
-                let was_incomplete = !incomplete.is_empty() && incomplete.remove(&job.key);
-                new.push(statements.insert_job(job, was_incomplete)?);
+                if !incomplete.is_empty() && incomplete.remove(&job.key) {
+                    statements.clear_incomplete(&job.key)?;
+                }
             }
         }
-        new_jobs += new.iter().filter(|new| **new).count() as u64;
-        // The counted jobs, and whether each was new.
-        let counted = || batch.jobs.iter().zip(&new).filter(|(job, _)| job.counted);
-        if batch.recount || counted().any(|(_, new)| !new) {
-            let mut rollups = Rollups::new(critical);
-            for (job, _) in counted().filter(|(_, new)| **new) {
-                rollups.add(&inflated_record(&job.deflated)?);
-            }
-            rollups.save(&tx, Tables::Live)?;
-        } else {
-            batch.rollups.save(&tx, Tables::Live)?;
-        }
-        count_in_rebuild(
-            &tx,
-            counted().filter(|(_, new)| **new).map(|(job, _)| job),
-            critical,
-        )?;
+        let (jobs, sorted) = partials::sort_out(&tx, batch.jobs)?;
+        let rollups = (!batch.recount && !sorted).then_some(batch.rollups);
+        new_jobs += store(&tx, &jobs, rollups, critical)?;
         for (file, mut position, path) in batch.positions {
             if let Some(id) = ids.get(&file) {
                 position.id = *id;
@@ -101,7 +89,56 @@ pub fn write(
             checkpoints.committed();
         }
     }
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let tx = db.conn.transaction()?;
+    let lone = partials::lone(&tx, now_ms.saturating_sub(partial_grace.as_millis() as u64))?;
+    if !lone.is_empty() {
+        new_jobs += store(&tx, &lone, None, critical)?;
+        tx.commit()?;
+    }
     Ok(new_jobs)
+}
+
+/// Store `jobs` and count the new ones in the rollups; returns how many were new. `rollups`
+/// count every job of `jobs` whose record was read ([`JobRow::counted`]); they are added to the
+/// stored ones when those jobs are all new (the usual case). Otherwise (some counted job was
+/// stored before: a file read again, a job sent twice; or none given) the rollups of the new
+/// ones are made again from their deflated records (`critical`: the thresholds of the critical
+/// list). A rebuild of the rollups under way (or interrupted) gets the new jobs that ended
+/// before where it has got to ([`count_in_rebuild`]).
+fn store(
+    tx: &Transaction,
+    jobs: &[JobRow],
+    rollups: Option<Rollups>,
+    critical: &SiteReportConfig,
+) -> anyhow::Result<u64> {
+    // Whether each job was new.
+    let mut new = Vec::with_capacity(jobs.len());
+    let mut statements = IngestBatch::new(tx)?;
+    for job in jobs {
+        new.push(statements.insert_job(job)?);
+    }
+    drop(statements);
+    // The counted jobs, and whether each was new.
+    let counted = || jobs.iter().zip(&new).filter(|(job, _)| job.counted);
+    match rollups {
+        Some(rollups) if counted().all(|(_, new)| *new) => rollups.save(tx, Tables::Live)?,
+        _ => {
+            let mut rollups = Rollups::new(critical);
+            for (job, _) in counted().filter(|(_, new)| **new) {
+                rollups.add(&inflated_record(&job.deflated)?);
+            }
+            rollups.save(tx, Tables::Live)?;
+        }
+    }
+    count_in_rebuild(
+        tx,
+        counted().filter(|(_, new)| **new).map(|(job, _)| job),
+        critical,
+    )?;
+    Ok(new.iter().filter(|new| **new).count() as u64)
 }
 
 /// Commits between two waits for the checkpointer (see [`Checkpoints::before_transaction`]).
