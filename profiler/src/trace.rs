@@ -39,7 +39,7 @@ use mpistat_site::{escalation, SiteConfig, TraceConfig};
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_int, c_void};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// Tracing is on in this process (set at `MPI_Init`, cleared at `MPI_Finalize`).
@@ -822,12 +822,29 @@ pub fn enter(
     requests: *const MPI_Request,
     n: c_int,
 ) -> Option<Entered> {
-    let snapshot = !requests.is_null() && enter_completing(call, requests, n);
+    let snapshot =
+        !requests.is_null() && !one_null(requests, n) && enter_completing(call, requests, n);
     Some(Entered {
         id,
         start: call.start(),
         snapshot,
     })
+}
+
+/// `MPI_REQUEST_NULL`'s [`Handle::key`] (0 until a recorder knows it: the null handle, which
+/// [`Recorder::snapshot`] skips as well).
+static REQUEST_NULL: AtomicUsize = AtomicUsize::new(0);
+
+/// A completing call given one request, a null one (`MPI_Test`/`MPI_Wait` on
+/// `MPI_REQUEST_NULL`): it completes nothing, so [`enter_completing`] would keep nothing. Inline,
+/// so such calls skip the recorder's lookup (`Recorder::snapshot` skips the same requests).
+#[inline(always)]
+fn one_null(requests: *const MPI_Request, n: c_int) -> bool {
+    // SAFETY: the caller passes `n` requests (MPI's contract for the completing call).
+    n == 1 && {
+        let r = unsafe { *requests };
+        r.is_none() || r.key() == REQUEST_NULL.load(Relaxed)
+    }
 }
 
 /// [`enter`] of a completing call: keep its requests (out of line).
@@ -1110,13 +1127,15 @@ impl Recorder {
             }
             None => (0, 0),
         };
+        let request_null: MPI_Request =
+            crate::family::predefined(Predefined::RequestNull).unwrap_or(Handle::NONE);
+        REQUEST_NULL.store(request_null.key(), Relaxed);
         Recorder {
             config: config.clone(),
             reason: "",
             rank: 0,
             world_size: 0,
-            request_null: crate::family::predefined(Predefined::RequestNull)
-                .unwrap_or(Handle::NONE),
+            request_null,
             comm_null: crate::family::predefined(Predefined::CommNull).unwrap_or(Handle::NONE),
             skew: Skew::default(),
             skew_spec: std::env::var("MPISTAT_TRACE_TEST_SKEW").ok(),

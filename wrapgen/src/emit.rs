@@ -461,14 +461,48 @@ fn wrapper(
     let traced = format!("traced_{name}");
     writeln!(out, "#[cold]").unwrap();
     writeln!(out, "#[inline(never)]").unwrap();
-    writeln!(out, "unsafe fn {traced}(via_pmpi: bool{lead}) -> {ret} {{").unwrap();
+    // `via_pmpi` last: the exported wrapper's arguments stay in their registers on the jump.
+    let then = |last: &str| {
+        if params.is_empty() {
+            last.to_string()
+        } else {
+            format!("{names}, {last}")
+        }
+    };
+    writeln!(
+        out,
+        "unsafe extern \"C\" fn {traced}({}) -> {ret} {{",
+        if params.is_empty() {
+            "via_pmpi: bool".to_string()
+        } else {
+            format!("{decls}, via_pmpi: bool")
+        }
+    )
+    .unwrap();
     writeln!(out, "    {wrap}({})", args_after("via_pmpi, true")).unwrap();
     writeln!(out, "}}").unwrap();
-    for (export, via_pmpi) in [(name.to_string(), "false"), (pmpi_name(name), "true")] {
-        writeln!(out, "#[no_mangle]").unwrap();
+    // The exported wrapper only branches and tail-calls (no register saved before the branch):
+    // the counting copy `counted_X` is out of line too, one per exported name (`via_pmpi` a
+    // constant there, so both jumps keep the caller's arguments as they are).
+    let hot = |out: &mut String| {
         if row.semantics.hot {
             writeln!(out, "#[link_section = \".text.hot.mpistat\"]").unwrap();
         }
+    };
+    for (export, via_pmpi) in [(name.to_string(), "false"), (pmpi_name(name), "true")] {
+        let counted = format!("counted_{export}");
+        writeln!(out, "#[inline(never)]").unwrap();
+        hot(out);
+        writeln!(out, "unsafe extern \"C\" fn {counted}({decls}) -> {ret} {{").unwrap();
+        writeln!(
+            out,
+            "    {wrap}({})",
+            args_after(&format!("{via_pmpi}, false"))
+        )
+        .unwrap();
+        writeln!(out, "}}").unwrap();
+        writeln!(out, "#[no_mangle]").unwrap();
+        hot(out);
         writeln!(
             out,
             "pub unsafe extern \"C\" fn {export}({decls}) -> {ret} {{"
@@ -477,15 +511,10 @@ fn wrapper(
         writeln!(
             out,
             "    if trace::on() {{ return {traced}({}) }}",
-            args_after(via_pmpi)
+            then(via_pmpi)
         )
         .unwrap();
-        writeln!(
-            out,
-            "    {wrap}({})",
-            args_after(&format!("{via_pmpi}, false"))
-        )
-        .unwrap();
+        writeln!(out, "    {counted}({names})").unwrap();
         writeln!(out, "}}").unwrap();
     }
     writeln!(out).unwrap();

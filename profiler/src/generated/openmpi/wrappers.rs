@@ -32,18 +32,26 @@ unsafe fn wrap_MPI_Bsend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Bsend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Bsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Bsend(via_pmpi, true, buf, count, datatype, dest, tag, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Bsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Bsend(false, buf, count, datatype, dest, tag, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Bsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Bsend(false, false, buf, count, datatype, dest, tag, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Bsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Bsend(true, buf, count, datatype, dest, tag, comm) }
+pub unsafe extern "C" fn MPI_Bsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Bsend(buf, count, datatype, dest, tag, comm, false) }
+    counted_MPI_Bsend(buf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Bsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Bsend(true, false, buf, count, datatype, dest, tag, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Bsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Bsend(buf, count, datatype, dest, tag, comm, true) }
+    counted_PMPI_Bsend(buf, count, datatype, dest, tag, comm)
 }
 
 pub static NEXT_MPI_Bsend_init: Next = Next::new(c"PMPI_Bsend_init");
@@ -60,18 +68,26 @@ unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Bsend_init(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Bsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Bsend_init(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Bsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Bsend_init(false, buf, count, datatype, dest, tag, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Bsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Bsend_init(false, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Bsend_init(true, buf, count, datatype, dest, tag, comm, request) }
+pub unsafe extern "C" fn MPI_Bsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, false) }
+    counted_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Bsend_init(true, false, buf, count, datatype, dest, tag, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, true) }
+    counted_PMPI_Bsend_init(buf, count, datatype, dest, tag, comm, request)
 }
 
 pub static NEXT_MPI_Buffer_attach: Next = Next::new(c"PMPI_Buffer_attach");
@@ -88,18 +104,26 @@ unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, tracing: bool, buffer: *mut c_v
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Buffer_attach(via_pmpi: bool, buffer: *mut c_void, size: c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Buffer_attach(buffer: *mut c_void, size: c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Buffer_attach(via_pmpi, true, buffer, size)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Buffer_attach(false, buffer, size) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
     wrap_MPI_Buffer_attach(false, false, buffer, size)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Buffer_attach(true, buffer, size) }
+pub unsafe extern "C" fn MPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Buffer_attach(buffer, size, false) }
+    counted_MPI_Buffer_attach(buffer, size)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
     wrap_MPI_Buffer_attach(true, false, buffer, size)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Buffer_attach(buffer, size, true) }
+    counted_PMPI_Buffer_attach(buffer, size)
 }
 
 pub static NEXT_MPI_Buffer_detach: Next = Next::new(c"PMPI_Buffer_detach");
@@ -116,18 +140,26 @@ unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, tracing: bool, buffer: *mut c_v
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Buffer_detach(via_pmpi: bool, buffer: *mut c_void, size: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Buffer_detach(buffer: *mut c_void, size: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Buffer_detach(via_pmpi, true, buffer, size)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Buffer_detach(buffer: *mut c_void, size: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Buffer_detach(false, buffer, size) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Buffer_detach(buffer: *mut c_void, size: *mut c_int) -> c_int {
     wrap_MPI_Buffer_detach(false, false, buffer, size)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Buffer_detach(buffer: *mut c_void, size: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Buffer_detach(true, buffer, size) }
+pub unsafe extern "C" fn MPI_Buffer_detach(buffer: *mut c_void, size: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Buffer_detach(buffer, size, false) }
+    counted_MPI_Buffer_detach(buffer, size)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Buffer_detach(buffer: *mut c_void, size: *mut c_int) -> c_int {
     wrap_MPI_Buffer_detach(true, false, buffer, size)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Buffer_detach(buffer: *mut c_void, size: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Buffer_detach(buffer, size, true) }
+    counted_PMPI_Buffer_detach(buffer, size)
 }
 
 pub static NEXT_MPI_Cancel: Next = Next::new(c"PMPI_Cancel");
@@ -144,18 +176,26 @@ unsafe fn wrap_MPI_Cancel(via_pmpi: bool, tracing: bool, request: *mut MPI_Reque
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Cancel(via_pmpi: bool, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Cancel(request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Cancel(via_pmpi, true, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Cancel(request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Cancel(false, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Cancel(request: *mut MPI_Request) -> c_int {
     wrap_MPI_Cancel(false, false, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Cancel(request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Cancel(true, request) }
+pub unsafe extern "C" fn MPI_Cancel(request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Cancel(request, false) }
+    counted_MPI_Cancel(request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Cancel(request: *mut MPI_Request) -> c_int {
     wrap_MPI_Cancel(true, false, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Cancel(request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Cancel(request, true) }
+    counted_PMPI_Cancel(request)
 }
 
 pub static NEXT_MPI_Get_count: Next = Next::new(c"PMPI_Get_count");
@@ -172,20 +212,30 @@ unsafe fn wrap_MPI_Get_count(via_pmpi: bool, tracing: bool, status: *const MPI_S
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Get_count(via_pmpi: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Get_count(via_pmpi, true, status, datatype, count)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Get_count(false, status, datatype, count) }
+unsafe extern "C" fn counted_MPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
     wrap_MPI_Get_count(false, false, status, datatype, count)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Get_count(true, status, datatype, count) }
+pub unsafe extern "C" fn MPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Get_count(status, datatype, count, false) }
+    counted_MPI_Get_count(status, datatype, count)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
     wrap_MPI_Get_count(true, false, status, datatype, count)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Get_count(status, datatype, count, true) }
+    counted_PMPI_Get_count(status, datatype, count)
 }
 
 pub static NEXT_MPI_Get_elements: Next = Next::new(c"PMPI_Get_elements");
@@ -202,18 +252,26 @@ unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, tracing: bool, status: *const MP
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Get_elements(via_pmpi: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Get_elements(via_pmpi, true, status, datatype, count)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Get_elements(false, status, datatype, count) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
     wrap_MPI_Get_elements(false, false, status, datatype, count)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Get_elements(true, status, datatype, count) }
+pub unsafe extern "C" fn MPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Get_elements(status, datatype, count, false) }
+    counted_MPI_Get_elements(status, datatype, count)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
     wrap_MPI_Get_elements(true, false, status, datatype, count)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Get_elements(status, datatype, count, true) }
+    counted_PMPI_Get_elements(status, datatype, count)
 }
 
 pub static NEXT_MPI_Get_elements_x: Next = Next::new(c"PMPI_Get_elements_x");
@@ -230,18 +288,26 @@ unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, tracing: bool, status: *const 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Get_elements_x(via_pmpi: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
+unsafe extern "C" fn traced_MPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count, via_pmpi: bool) -> c_int {
     wrap_MPI_Get_elements_x(via_pmpi, true, status, datatype, count)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    if trace::on() { return traced_MPI_Get_elements_x(false, status, datatype, count) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
     wrap_MPI_Get_elements_x(false, false, status, datatype, count)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    if trace::on() { return traced_MPI_Get_elements_x(true, status, datatype, count) }
+pub unsafe extern "C" fn MPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
+    if trace::on() { return traced_MPI_Get_elements_x(status, datatype, count, false) }
+    counted_MPI_Get_elements_x(status, datatype, count)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
     wrap_MPI_Get_elements_x(true, false, status, datatype, count)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
+    if trace::on() { return traced_MPI_Get_elements_x(status, datatype, count, true) }
+    counted_PMPI_Get_elements_x(status, datatype, count)
 }
 
 pub static NEXT_MPI_Grequest_complete: Next = Next::new(c"PMPI_Grequest_complete");
@@ -258,18 +324,26 @@ unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, tracing: bool, request: MPI
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Grequest_complete(via_pmpi: bool, request: MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Grequest_complete(request: MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Grequest_complete(via_pmpi, true, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Grequest_complete(request: MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Grequest_complete(false, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Grequest_complete(request: MPI_Request) -> c_int {
     wrap_MPI_Grequest_complete(false, false, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Grequest_complete(request: MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Grequest_complete(true, request) }
+pub unsafe extern "C" fn MPI_Grequest_complete(request: MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Grequest_complete(request, false) }
+    counted_MPI_Grequest_complete(request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Grequest_complete(request: MPI_Request) -> c_int {
     wrap_MPI_Grequest_complete(true, false, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Grequest_complete(request: MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Grequest_complete(request, true) }
+    counted_PMPI_Grequest_complete(request)
 }
 
 pub static NEXT_MPI_Grequest_start: Next = Next::new(c"PMPI_Grequest_start");
@@ -286,18 +360,26 @@ unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, tracing: bool, query_fn: MPI_G
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Grequest_start(via_pmpi: bool, query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Grequest_start(query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Grequest_start(via_pmpi, true, query_fn, free_fn, cancel_fn, extra_state, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Grequest_start(query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Grequest_start(false, query_fn, free_fn, cancel_fn, extra_state, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Grequest_start(query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Grequest_start(false, false, query_fn, free_fn, cancel_fn, extra_state, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Grequest_start(query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Grequest_start(true, query_fn, free_fn, cancel_fn, extra_state, request) }
+pub unsafe extern "C" fn MPI_Grequest_start(query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, false) }
+    counted_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Grequest_start(query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Grequest_start(true, false, query_fn, free_fn, cancel_fn, extra_state, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Grequest_start(query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, true) }
+    counted_PMPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request)
 }
 
 pub static NEXT_MPI_Ibsend: Next = Next::new(c"PMPI_Ibsend");
@@ -314,18 +396,26 @@ unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ibsend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Ibsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ibsend(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Ibsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ibsend(false, buf, count, datatype, dest, tag, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Ibsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ibsend(false, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ibsend(true, buf, count, datatype, dest, tag, comm, request) }
+pub unsafe extern "C" fn MPI_Ibsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, false) }
+    counted_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ibsend(true, false, buf, count, datatype, dest, tag, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, true) }
+    counted_PMPI_Ibsend(buf, count, datatype, dest, tag, comm, request)
 }
 
 pub static NEXT_MPI_Improbe: Next = Next::new(c"PMPI_Improbe");
@@ -342,18 +432,26 @@ unsafe fn wrap_MPI_Improbe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Improbe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Improbe(via_pmpi, true, source, tag, comm, flag, message, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Improbe(false, source, tag, comm, flag, message, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Improbe(false, false, source, tag, comm, flag, message, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Improbe(true, source, tag, comm, flag, message, status) }
+pub unsafe extern "C" fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Improbe(source, tag, comm, flag, message, status, false) }
+    counted_MPI_Improbe(source, tag, comm, flag, message, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Improbe(true, false, source, tag, comm, flag, message, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Improbe(source, tag, comm, flag, message, status, true) }
+    counted_PMPI_Improbe(source, tag, comm, flag, message, status)
 }
 
 pub static NEXT_MPI_Imrecv: Next = Next::new(c"PMPI_Imrecv");
@@ -370,18 +468,26 @@ unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Imrecv(via_pmpi: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Imrecv(via_pmpi, true, buf, count, r#type, message, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Imrecv(false, buf, count, r#type, message, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Imrecv(false, false, buf, count, r#type, message, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Imrecv(true, buf, count, r#type, message, request) }
+pub unsafe extern "C" fn MPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Imrecv(buf, count, r#type, message, request, false) }
+    counted_MPI_Imrecv(buf, count, r#type, message, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Imrecv(true, false, buf, count, r#type, message, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Imrecv(buf, count, r#type, message, request, true) }
+    counted_PMPI_Imrecv(buf, count, r#type, message, request)
 }
 
 pub static NEXT_MPI_Iprobe: Next = Next::new(c"PMPI_Iprobe");
@@ -398,20 +504,30 @@ unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_i
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Iprobe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Iprobe(via_pmpi, true, source, tag, comm, flag, status)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Iprobe(false, source, tag, comm, flag, status) }
+unsafe extern "C" fn counted_MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Iprobe(false, false, source, tag, comm, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Iprobe(true, source, tag, comm, flag, status) }
+pub unsafe extern "C" fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Iprobe(source, tag, comm, flag, status, false) }
+    counted_MPI_Iprobe(source, tag, comm, flag, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Iprobe(true, false, source, tag, comm, flag, status)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Iprobe(source, tag, comm, flag, status, true) }
+    counted_PMPI_Iprobe(source, tag, comm, flag, status)
 }
 
 pub static NEXT_MPI_Irecv: Next = Next::new(c"PMPI_Irecv");
@@ -428,20 +544,30 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Irecv(via_pmpi: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Irecv(via_pmpi, true, buf, count, datatype, source, tag, comm, request)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Irecv(false, buf, count, datatype, source, tag, comm, request) }
+unsafe extern "C" fn counted_MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Irecv(false, false, buf, count, datatype, source, tag, comm, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Irecv(true, buf, count, datatype, source, tag, comm, request) }
+pub unsafe extern "C" fn MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Irecv(buf, count, datatype, source, tag, comm, request, false) }
+    counted_MPI_Irecv(buf, count, datatype, source, tag, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Irecv(true, false, buf, count, datatype, source, tag, comm, request)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Irecv(buf, count, datatype, source, tag, comm, request, true) }
+    counted_PMPI_Irecv(buf, count, datatype, source, tag, comm, request)
 }
 
 pub static NEXT_MPI_Irsend: Next = Next::new(c"PMPI_Irsend");
@@ -458,18 +584,26 @@ unsafe fn wrap_MPI_Irsend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Irsend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Irsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Irsend(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Irsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Irsend(false, buf, count, datatype, dest, tag, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Irsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Irsend(false, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Irsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Irsend(true, buf, count, datatype, dest, tag, comm, request) }
+pub unsafe extern "C" fn MPI_Irsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, false) }
+    counted_MPI_Irsend(buf, count, datatype, dest, tag, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Irsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Irsend(true, false, buf, count, datatype, dest, tag, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Irsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, true) }
+    counted_PMPI_Irsend(buf, count, datatype, dest, tag, comm, request)
 }
 
 pub static NEXT_MPI_Isend: Next = Next::new(c"PMPI_Isend");
@@ -486,20 +620,30 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Isend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Isend(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Isend(false, buf, count, datatype, dest, tag, comm, request) }
+unsafe extern "C" fn counted_MPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Isend(false, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Isend(true, buf, count, datatype, dest, tag, comm, request) }
+pub unsafe extern "C" fn MPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Isend(buf, count, datatype, dest, tag, comm, request, false) }
+    counted_MPI_Isend(buf, count, datatype, dest, tag, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Isend(true, false, buf, count, datatype, dest, tag, comm, request)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Isend(buf, count, datatype, dest, tag, comm, request, true) }
+    counted_PMPI_Isend(buf, count, datatype, dest, tag, comm, request)
 }
 
 pub static NEXT_MPI_Issend: Next = Next::new(c"PMPI_Issend");
@@ -516,18 +660,26 @@ unsafe fn wrap_MPI_Issend(via_pmpi: bool, tracing: bool, buf: *const c_void, cou
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Issend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Issend(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Issend(false, buf, count, datatype, dest, tag, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Issend(false, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Issend(true, buf, count, datatype, dest, tag, comm, request) }
+pub unsafe extern "C" fn MPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Issend(buf, count, datatype, dest, tag, comm, request, false) }
+    counted_MPI_Issend(buf, count, datatype, dest, tag, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Issend(true, false, buf, count, datatype, dest, tag, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Issend(buf, count, datatype, dest, tag, comm, request, true) }
+    counted_PMPI_Issend(buf, count, datatype, dest, tag, comm, request)
 }
 
 pub static NEXT_MPI_Mprobe: Next = Next::new(c"PMPI_Mprobe");
@@ -544,18 +696,26 @@ unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_i
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Mprobe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Mprobe(via_pmpi, true, source, tag, comm, message, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Mprobe(false, source, tag, comm, message, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Mprobe(false, false, source, tag, comm, message, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Mprobe(true, source, tag, comm, message, status) }
+pub unsafe extern "C" fn MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Mprobe(source, tag, comm, message, status, false) }
+    counted_MPI_Mprobe(source, tag, comm, message, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Mprobe(true, false, source, tag, comm, message, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Mprobe(source, tag, comm, message, status, true) }
+    counted_PMPI_Mprobe(source, tag, comm, message, status)
 }
 
 pub static NEXT_MPI_Mrecv: Next = Next::new(c"PMPI_Mrecv");
@@ -574,18 +734,26 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count:
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Mrecv(via_pmpi: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Mrecv(via_pmpi, true, buf, count, r#type, message, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Mrecv(false, buf, count, r#type, message, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Mrecv(false, false, buf, count, r#type, message, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Mrecv(true, buf, count, r#type, message, status) }
+pub unsafe extern "C" fn MPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Mrecv(buf, count, r#type, message, status, false) }
+    counted_MPI_Mrecv(buf, count, r#type, message, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Mrecv(true, false, buf, count, r#type, message, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Mrecv(buf, count, r#type, message, status, true) }
+    counted_PMPI_Mrecv(buf, count, r#type, message, status)
 }
 
 pub static NEXT_MPI_Probe: Next = Next::new(c"PMPI_Probe");
@@ -602,20 +770,30 @@ unsafe fn wrap_MPI_Probe(via_pmpi: bool, tracing: bool, source: c_int, tag: c_in
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Probe(via_pmpi: bool, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Probe(via_pmpi, true, source, tag, comm, status)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Probe(false, source, tag, comm, status) }
+unsafe extern "C" fn counted_MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Probe(false, false, source, tag, comm, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Probe(true, source, tag, comm, status) }
+pub unsafe extern "C" fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Probe(source, tag, comm, status, false) }
+    counted_MPI_Probe(source, tag, comm, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Probe(true, false, source, tag, comm, status)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Probe(source, tag, comm, status, true) }
+    counted_PMPI_Probe(source, tag, comm, status)
 }
 
 pub static NEXT_MPI_Recv_init: Next = Next::new(c"PMPI_Recv_init");
@@ -632,18 +810,26 @@ unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, tracing: bool, buf: *mut c_void, co
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Recv_init(via_pmpi: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Recv_init(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Recv_init(via_pmpi, true, buf, count, datatype, source, tag, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Recv_init(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Recv_init(false, buf, count, datatype, source, tag, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Recv_init(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Recv_init(false, false, buf, count, datatype, source, tag, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Recv_init(true, buf, count, datatype, source, tag, comm, request) }
+pub unsafe extern "C" fn MPI_Recv_init(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, false) }
+    counted_MPI_Recv_init(buf, count, datatype, source, tag, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Recv_init(true, false, buf, count, datatype, source, tag, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, true) }
+    counted_PMPI_Recv_init(buf, count, datatype, source, tag, comm, request)
 }
 
 pub static NEXT_MPI_Recv: Next = Next::new(c"PMPI_Recv");
@@ -662,20 +848,30 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, tracing: bool, buf: *mut c_void, count: 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Recv(via_pmpi: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Recv(via_pmpi, true, buf, count, datatype, source, tag, comm, status)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Recv(false, buf, count, datatype, source, tag, comm, status) }
+unsafe extern "C" fn counted_MPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Recv(false, false, buf, count, datatype, source, tag, comm, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Recv(true, buf, count, datatype, source, tag, comm, status) }
+pub unsafe extern "C" fn MPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Recv(buf, count, datatype, source, tag, comm, status, false) }
+    counted_MPI_Recv(buf, count, datatype, source, tag, comm, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Recv(true, false, buf, count, datatype, source, tag, comm, status)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Recv(buf, count, datatype, source, tag, comm, status, true) }
+    counted_PMPI_Recv(buf, count, datatype, source, tag, comm, status)
 }
 
 pub static NEXT_MPI_Request_free: Next = Next::new(c"PMPI_Request_free");
@@ -692,18 +888,26 @@ unsafe fn wrap_MPI_Request_free(via_pmpi: bool, tracing: bool, request: *mut MPI
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Request_free(via_pmpi: bool, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Request_free(request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Request_free(via_pmpi, true, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Request_free(request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Request_free(false, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Request_free(request: *mut MPI_Request) -> c_int {
     wrap_MPI_Request_free(false, false, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Request_free(request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Request_free(true, request) }
+pub unsafe extern "C" fn MPI_Request_free(request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Request_free(request, false) }
+    counted_MPI_Request_free(request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Request_free(request: *mut MPI_Request) -> c_int {
     wrap_MPI_Request_free(true, false, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Request_free(request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Request_free(request, true) }
+    counted_PMPI_Request_free(request)
 }
 
 pub static NEXT_MPI_Request_get_status: Next = Next::new(c"PMPI_Request_get_status");
@@ -720,18 +924,26 @@ unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, tracing: bool, request: MP
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Request_get_status(via_pmpi: bool, request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Request_get_status(via_pmpi, true, request, flag, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Request_get_status(false, request, flag, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Request_get_status(false, false, request, flag, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Request_get_status(true, request, flag, status) }
+pub unsafe extern "C" fn MPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Request_get_status(request, flag, status, false) }
+    counted_MPI_Request_get_status(request, flag, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Request_get_status(true, false, request, flag, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Request_get_status(request, flag, status, true) }
+    counted_PMPI_Request_get_status(request, flag, status)
 }
 
 pub static NEXT_MPI_Rsend: Next = Next::new(c"PMPI_Rsend");
@@ -748,18 +960,26 @@ unsafe fn wrap_MPI_Rsend(via_pmpi: bool, tracing: bool, ibuf: *const c_void, cou
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Rsend(via_pmpi: bool, ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Rsend(ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Rsend(via_pmpi, true, ibuf, count, datatype, dest, tag, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Rsend(ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Rsend(false, ibuf, count, datatype, dest, tag, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Rsend(ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Rsend(false, false, ibuf, count, datatype, dest, tag, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Rsend(ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Rsend(true, ibuf, count, datatype, dest, tag, comm) }
+pub unsafe extern "C" fn MPI_Rsend(ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, false) }
+    counted_MPI_Rsend(ibuf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Rsend(ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Rsend(true, false, ibuf, count, datatype, dest, tag, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Rsend(ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, true) }
+    counted_PMPI_Rsend(ibuf, count, datatype, dest, tag, comm)
 }
 
 pub static NEXT_MPI_Rsend_init: Next = Next::new(c"PMPI_Rsend_init");
@@ -776,18 +996,26 @@ unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Rsend_init(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Rsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Rsend_init(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Rsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Rsend_init(false, buf, count, datatype, dest, tag, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Rsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Rsend_init(false, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Rsend_init(true, buf, count, datatype, dest, tag, comm, request) }
+pub unsafe extern "C" fn MPI_Rsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, false) }
+    counted_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Rsend_init(true, false, buf, count, datatype, dest, tag, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, true) }
+    counted_PMPI_Rsend_init(buf, count, datatype, dest, tag, comm, request)
 }
 
 pub static NEXT_MPI_Send_init: Next = Next::new(c"PMPI_Send_init");
@@ -804,18 +1032,26 @@ unsafe fn wrap_MPI_Send_init(via_pmpi: bool, tracing: bool, buf: *const c_void, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Send_init(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Send_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Send_init(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Send_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Send_init(false, buf, count, datatype, dest, tag, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Send_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Send_init(false, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Send_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Send_init(true, buf, count, datatype, dest, tag, comm, request) }
+pub unsafe extern "C" fn MPI_Send_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, false) }
+    counted_MPI_Send_init(buf, count, datatype, dest, tag, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Send_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Send_init(true, false, buf, count, datatype, dest, tag, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Send_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, true) }
+    counted_PMPI_Send_init(buf, count, datatype, dest, tag, comm, request)
 }
 
 pub static NEXT_MPI_Send: Next = Next::new(c"PMPI_Send");
@@ -832,20 +1068,30 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, tracing: bool, buf: *const c_void, count
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Send(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Send(via_pmpi, true, buf, count, datatype, dest, tag, comm)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Send(false, buf, count, datatype, dest, tag, comm) }
+unsafe extern "C" fn counted_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Send(false, false, buf, count, datatype, dest, tag, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Send(true, buf, count, datatype, dest, tag, comm) }
+pub unsafe extern "C" fn MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Send(buf, count, datatype, dest, tag, comm, false) }
+    counted_MPI_Send(buf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Send(true, false, buf, count, datatype, dest, tag, comm)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Send(buf, count, datatype, dest, tag, comm, true) }
+    counted_PMPI_Send(buf, count, datatype, dest, tag, comm)
 }
 
 pub static NEXT_MPI_Sendrecv: Next = Next::new(c"PMPI_Sendrecv");
@@ -864,20 +1110,30 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Sendrecv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Sendrecv(via_pmpi, true, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Sendrecv(false, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) }
+unsafe extern "C" fn counted_MPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Sendrecv(false, false, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Sendrecv(true, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) }
+pub unsafe extern "C" fn MPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, false) }
+    counted_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Sendrecv(true, false, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, true) }
+    counted_PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 
 pub static NEXT_MPI_Sendrecv_replace: Next = Next::new(c"PMPI_Sendrecv_replace");
@@ -896,18 +1152,26 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, tracing: bool, buf: *mut c_v
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Sendrecv_replace(via_pmpi: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Sendrecv_replace(via_pmpi, true, buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Sendrecv_replace(false, buf, count, datatype, dest, sendtag, source, recvtag, comm, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Sendrecv_replace(false, false, buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Sendrecv_replace(true, buf, count, datatype, dest, sendtag, source, recvtag, comm, status) }
+pub unsafe extern "C" fn MPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, false) }
+    counted_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Sendrecv_replace(true, false, buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, true) }
+    counted_PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
 
 pub static NEXT_MPI_Ssend_init: Next = Next::new(c"PMPI_Ssend_init");
@@ -924,18 +1188,26 @@ unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, tracing: bool, buf: *const c_void,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ssend_init(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Ssend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ssend_init(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Ssend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ssend_init(false, buf, count, datatype, dest, tag, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Ssend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ssend_init(false, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ssend_init(true, buf, count, datatype, dest, tag, comm, request) }
+pub unsafe extern "C" fn MPI_Ssend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, false) }
+    counted_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ssend_init(true, false, buf, count, datatype, dest, tag, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, true) }
+    counted_PMPI_Ssend_init(buf, count, datatype, dest, tag, comm, request)
 }
 
 pub static NEXT_MPI_Ssend: Next = Next::new(c"PMPI_Ssend");
@@ -952,20 +1224,30 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, tracing: bool, buf: *const c_void, coun
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ssend(via_pmpi: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Ssend(via_pmpi, true, buf, count, datatype, dest, tag, comm)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Ssend(false, buf, count, datatype, dest, tag, comm) }
+unsafe extern "C" fn counted_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Ssend(false, false, buf, count, datatype, dest, tag, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Ssend(true, buf, count, datatype, dest, tag, comm) }
+pub unsafe extern "C" fn MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Ssend(buf, count, datatype, dest, tag, comm, false) }
+    counted_MPI_Ssend(buf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Ssend(true, false, buf, count, datatype, dest, tag, comm)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Ssend(buf, count, datatype, dest, tag, comm, true) }
+    counted_PMPI_Ssend(buf, count, datatype, dest, tag, comm)
 }
 
 pub static NEXT_MPI_Start: Next = Next::new(c"PMPI_Start");
@@ -982,20 +1264,30 @@ unsafe fn wrap_MPI_Start(via_pmpi: bool, tracing: bool, request: *mut MPI_Reques
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Start(via_pmpi: bool, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Start(request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Start(via_pmpi, true, request)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Start(request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Start(false, request) }
+unsafe extern "C" fn counted_MPI_Start(request: *mut MPI_Request) -> c_int {
     wrap_MPI_Start(false, false, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Start(request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Start(true, request) }
+pub unsafe extern "C" fn MPI_Start(request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Start(request, false) }
+    counted_MPI_Start(request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Start(request: *mut MPI_Request) -> c_int {
     wrap_MPI_Start(true, false, request)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Start(request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Start(request, true) }
+    counted_PMPI_Start(request)
 }
 
 pub static NEXT_MPI_Startall: Next = Next::new(c"PMPI_Startall");
@@ -1012,20 +1304,30 @@ unsafe fn wrap_MPI_Startall(via_pmpi: bool, tracing: bool, count: c_int, array_o
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Startall(via_pmpi: bool, count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Startall(count: c_int, array_of_requests: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Startall(via_pmpi, true, count, array_of_requests)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Startall(false, count, array_of_requests) }
+unsafe extern "C" fn counted_MPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
     wrap_MPI_Startall(false, false, count, array_of_requests)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Startall(true, count, array_of_requests) }
+pub unsafe extern "C" fn MPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Startall(count, array_of_requests, false) }
+    counted_MPI_Startall(count, array_of_requests)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
     wrap_MPI_Startall(true, false, count, array_of_requests)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Startall(count, array_of_requests, true) }
+    counted_PMPI_Startall(count, array_of_requests)
 }
 
 pub static NEXT_MPI_Status_set_cancelled: Next = Next::new(c"PMPI_Status_set_cancelled");
@@ -1042,18 +1344,26 @@ unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, tracing: bool, status: *
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Status_set_cancelled(via_pmpi: bool, status: *mut MPI_Status, flag: c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Status_set_cancelled(via_pmpi, true, status, flag)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Status_set_cancelled(false, status, flag) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) -> c_int {
     wrap_MPI_Status_set_cancelled(false, false, status, flag)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Status_set_cancelled(true, status, flag) }
+pub unsafe extern "C" fn MPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Status_set_cancelled(status, flag, false) }
+    counted_MPI_Status_set_cancelled(status, flag)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) -> c_int {
     wrap_MPI_Status_set_cancelled(true, false, status, flag)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Status_set_cancelled(status, flag, true) }
+    counted_PMPI_Status_set_cancelled(status, flag)
 }
 
 pub static NEXT_MPI_Status_set_elements: Next = Next::new(c"PMPI_Status_set_elements");
@@ -1070,18 +1380,26 @@ unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, tracing: bool, status: *m
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Status_set_elements(via_pmpi: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Status_set_elements(via_pmpi, true, status, datatype, count)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Status_set_elements(false, status, datatype, count) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
     wrap_MPI_Status_set_elements(false, false, status, datatype, count)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Status_set_elements(true, status, datatype, count) }
+pub unsafe extern "C" fn MPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Status_set_elements(status, datatype, count, false) }
+    counted_MPI_Status_set_elements(status, datatype, count)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
     wrap_MPI_Status_set_elements(true, false, status, datatype, count)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Status_set_elements(status, datatype, count, true) }
+    counted_PMPI_Status_set_elements(status, datatype, count)
 }
 
 pub static NEXT_MPI_Status_set_elements_x: Next = Next::new(c"PMPI_Status_set_elements_x");
@@ -1098,18 +1416,26 @@ unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, tracing: bool, status: 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Status_set_elements_x(via_pmpi: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
+unsafe extern "C" fn traced_MPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count, via_pmpi: bool) -> c_int {
     wrap_MPI_Status_set_elements_x(via_pmpi, true, status, datatype, count)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
-    if trace::on() { return traced_MPI_Status_set_elements_x(false, status, datatype, count) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
     wrap_MPI_Status_set_elements_x(false, false, status, datatype, count)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
-    if trace::on() { return traced_MPI_Status_set_elements_x(true, status, datatype, count) }
+pub unsafe extern "C" fn MPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
+    if trace::on() { return traced_MPI_Status_set_elements_x(status, datatype, count, false) }
+    counted_MPI_Status_set_elements_x(status, datatype, count)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
     wrap_MPI_Status_set_elements_x(true, false, status, datatype, count)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
+    if trace::on() { return traced_MPI_Status_set_elements_x(status, datatype, count, true) }
+    counted_PMPI_Status_set_elements_x(status, datatype, count)
 }
 
 pub static NEXT_MPI_Testall: Next = Next::new(c"PMPI_Testall");
@@ -1126,20 +1452,30 @@ unsafe fn wrap_MPI_Testall(via_pmpi: bool, tracing: bool, count: c_int, array_of
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Testall(via_pmpi: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Testall(via_pmpi, true, count, array_of_requests, flag, array_of_statuses)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Testall(false, count, array_of_requests, flag, array_of_statuses) }
+unsafe extern "C" fn counted_MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Testall(false, false, count, array_of_requests, flag, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Testall(true, count, array_of_requests, flag, array_of_statuses) }
+pub unsafe extern "C" fn MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Testall(count, array_of_requests, flag, array_of_statuses, false) }
+    counted_MPI_Testall(count, array_of_requests, flag, array_of_statuses)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Testall(true, false, count, array_of_requests, flag, array_of_statuses)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Testall(count, array_of_requests, flag, array_of_statuses, true) }
+    counted_PMPI_Testall(count, array_of_requests, flag, array_of_statuses)
 }
 
 pub static NEXT_MPI_Testany: Next = Next::new(c"PMPI_Testany");
@@ -1156,20 +1492,30 @@ unsafe fn wrap_MPI_Testany(via_pmpi: bool, tracing: bool, count: c_int, array_of
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Testany(via_pmpi: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Testany(via_pmpi, true, count, array_of_requests, index, flag, status)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Testany(false, count, array_of_requests, index, flag, status) }
+unsafe extern "C" fn counted_MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Testany(false, false, count, array_of_requests, index, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Testany(true, count, array_of_requests, index, flag, status) }
+pub unsafe extern "C" fn MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Testany(count, array_of_requests, index, flag, status, false) }
+    counted_MPI_Testany(count, array_of_requests, index, flag, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Testany(true, false, count, array_of_requests, index, flag, status)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Testany(count, array_of_requests, index, flag, status, true) }
+    counted_PMPI_Testany(count, array_of_requests, index, flag, status)
 }
 
 pub static NEXT_MPI_Test: Next = Next::new(c"PMPI_Test");
@@ -1186,20 +1532,30 @@ unsafe fn wrap_MPI_Test(via_pmpi: bool, tracing: bool, request: *mut MPI_Request
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Test(via_pmpi: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Test(via_pmpi, true, request, flag, status)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Test(false, request, flag, status) }
+unsafe extern "C" fn counted_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Test(false, false, request, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Test(true, request, flag, status) }
+pub unsafe extern "C" fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Test(request, flag, status, false) }
+    counted_MPI_Test(request, flag, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Test(true, false, request, flag, status)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Test(request, flag, status, true) }
+    counted_PMPI_Test(request, flag, status)
 }
 
 pub static NEXT_MPI_Test_cancelled: Next = Next::new(c"PMPI_Test_cancelled");
@@ -1216,18 +1572,26 @@ unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, tracing: bool, status: *const 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Test_cancelled(via_pmpi: bool, status: *const MPI_Status, flag: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Test_cancelled(via_pmpi, true, status, flag)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Test_cancelled(false, status, flag) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) -> c_int {
     wrap_MPI_Test_cancelled(false, false, status, flag)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Test_cancelled(true, status, flag) }
+pub unsafe extern "C" fn MPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Test_cancelled(status, flag, false) }
+    counted_MPI_Test_cancelled(status, flag)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) -> c_int {
     wrap_MPI_Test_cancelled(true, false, status, flag)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Test_cancelled(status, flag, true) }
+    counted_PMPI_Test_cancelled(status, flag)
 }
 
 pub static NEXT_MPI_Testsome: Next = Next::new(c"PMPI_Testsome");
@@ -1244,18 +1608,26 @@ unsafe fn wrap_MPI_Testsome(via_pmpi: bool, tracing: bool, incount: c_int, array
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Testsome(via_pmpi: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Testsome(via_pmpi, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Testsome(false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Testsome(false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Testsome(true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses) }
+pub unsafe extern "C" fn MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, false) }
+    counted_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Testsome(true, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, true) }
+    counted_PMPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 
 pub static NEXT_MPI_Waitall: Next = Next::new(c"PMPI_Waitall");
@@ -1272,20 +1644,30 @@ unsafe fn wrap_MPI_Waitall(via_pmpi: bool, tracing: bool, count: c_int, array_of
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Waitall(via_pmpi: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Waitall(via_pmpi, true, count, array_of_requests, array_of_statuses)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Waitall(false, count, array_of_requests, array_of_statuses) }
+unsafe extern "C" fn counted_MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Waitall(false, false, count, array_of_requests, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Waitall(true, count, array_of_requests, array_of_statuses) }
+pub unsafe extern "C" fn MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Waitall(count, array_of_requests, array_of_statuses, false) }
+    counted_MPI_Waitall(count, array_of_requests, array_of_statuses)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Waitall(true, false, count, array_of_requests, array_of_statuses)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Waitall(count, array_of_requests, array_of_statuses, true) }
+    counted_PMPI_Waitall(count, array_of_requests, array_of_statuses)
 }
 
 pub static NEXT_MPI_Waitany: Next = Next::new(c"PMPI_Waitany");
@@ -1302,20 +1684,30 @@ unsafe fn wrap_MPI_Waitany(via_pmpi: bool, tracing: bool, count: c_int, array_of
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Waitany(via_pmpi: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Waitany(via_pmpi, true, count, array_of_requests, index, status)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Waitany(false, count, array_of_requests, index, status) }
+unsafe extern "C" fn counted_MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Waitany(false, false, count, array_of_requests, index, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Waitany(true, count, array_of_requests, index, status) }
+pub unsafe extern "C" fn MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Waitany(count, array_of_requests, index, status, false) }
+    counted_MPI_Waitany(count, array_of_requests, index, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Waitany(true, false, count, array_of_requests, index, status)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Waitany(count, array_of_requests, index, status, true) }
+    counted_PMPI_Waitany(count, array_of_requests, index, status)
 }
 
 pub static NEXT_MPI_Wait: Next = Next::new(c"PMPI_Wait");
@@ -1332,20 +1724,30 @@ unsafe fn wrap_MPI_Wait(via_pmpi: bool, tracing: bool, request: *mut MPI_Request
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Wait(via_pmpi: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Wait(via_pmpi, true, request, status)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Wait(false, request, status) }
+unsafe extern "C" fn counted_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Wait(false, false, request, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Wait(true, request, status) }
+pub unsafe extern "C" fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Wait(request, status, false) }
+    counted_MPI_Wait(request, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Wait(true, false, request, status)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Wait(request, status, true) }
+    counted_PMPI_Wait(request, status)
 }
 
 pub static NEXT_MPI_Waitsome: Next = Next::new(c"PMPI_Waitsome");
@@ -1362,18 +1764,26 @@ unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, tracing: bool, incount: c_int, array
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Waitsome(via_pmpi: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Waitsome(via_pmpi, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Waitsome(false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Waitsome(false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_Waitsome(true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses) }
+pub unsafe extern "C" fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, false) }
+    counted_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Waitsome(true, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, true) }
+    counted_PMPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 
 pub static NEXT_MPI_Allgather: Next = Next::new(c"PMPI_Allgather");
@@ -1390,20 +1800,30 @@ unsafe fn wrap_MPI_Allgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Allgather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Allgather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Allgather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+unsafe extern "C" fn counted_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Allgather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Allgather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+pub unsafe extern "C" fn MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    counted_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Allgather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    counted_PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
 pub static NEXT_MPI_Iallgather: Next = Next::new(c"PMPI_Iallgather");
@@ -1420,18 +1840,26 @@ unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Iallgather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Iallgather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Iallgather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iallgather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Iallgather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+pub unsafe extern "C" fn MPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    counted_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iallgather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    counted_PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
 pub static NEXT_MPI_Allgatherv: Next = Next::new(c"PMPI_Allgatherv");
@@ -1448,20 +1876,30 @@ unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Allgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Allgatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Allgatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) }
+unsafe extern "C" fn counted_MPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Allgatherv(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Allgatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) }
+pub unsafe extern "C" fn MPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, false) }
+    counted_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Allgatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, true) }
+    counted_PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
 pub static NEXT_MPI_Iallgatherv: Next = Next::new(c"PMPI_Iallgatherv");
@@ -1478,18 +1916,26 @@ unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Iallgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Iallgatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Iallgatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iallgatherv(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Iallgatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) }
+pub unsafe extern "C" fn MPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, false) }
+    counted_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iallgatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, true) }
+    counted_PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
 pub static NEXT_MPI_Allreduce: Next = Next::new(c"PMPI_Allreduce");
@@ -1506,20 +1952,30 @@ unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Allreduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Allreduce(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, comm)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Allreduce(false, sendbuf, recvbuf, count, datatype, op, comm) }
+unsafe extern "C" fn counted_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Allreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Allreduce(true, sendbuf, recvbuf, count, datatype, op, comm) }
+pub unsafe extern "C" fn MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, false) }
+    counted_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Allreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, true) }
+    counted_PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
 pub static NEXT_MPI_Iallreduce: Next = Next::new(c"PMPI_Iallreduce");
@@ -1536,20 +1992,30 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Iallreduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Iallreduce(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Iallreduce(false, sendbuf, recvbuf, count, datatype, op, comm, request) }
+unsafe extern "C" fn counted_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iallreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Iallreduce(true, sendbuf, recvbuf, count, datatype, op, comm, request) }
+pub unsafe extern "C" fn MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
+    counted_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iallreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
+    counted_PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
 pub static NEXT_MPI_Alltoall: Next = Next::new(c"PMPI_Alltoall");
@@ -1566,20 +2032,30 @@ unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Alltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Alltoall(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Alltoall(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+unsafe extern "C" fn counted_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Alltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Alltoall(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+pub unsafe extern "C" fn MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    counted_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Alltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    counted_PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
 pub static NEXT_MPI_Ialltoall: Next = Next::new(c"PMPI_Ialltoall");
@@ -1596,20 +2072,30 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ialltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ialltoall(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ialltoall(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+unsafe extern "C" fn counted_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ialltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ialltoall(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+pub unsafe extern "C" fn MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    counted_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ialltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    counted_PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
 pub static NEXT_MPI_Alltoallv: Next = Next::new(c"PMPI_Alltoallv");
@@ -1626,20 +2112,30 @@ unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Alltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Alltoallv(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Alltoallv(false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) }
+unsafe extern "C" fn counted_MPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Alltoallv(false, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Alltoallv(true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) }
+pub unsafe extern "C" fn MPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, false) }
+    counted_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Alltoallv(true, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, true) }
+    counted_PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
 pub static NEXT_MPI_Ialltoallv: Next = Next::new(c"PMPI_Ialltoallv");
@@ -1656,18 +2152,26 @@ unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ialltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ialltoallv(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ialltoallv(false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ialltoallv(false, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ialltoallv(true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) }
+pub unsafe extern "C" fn MPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, false) }
+    counted_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ialltoallv(true, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, true) }
+    counted_PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
 pub static NEXT_MPI_Alltoallw: Next = Next::new(c"PMPI_Alltoallw");
@@ -1684,18 +2188,26 @@ unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Alltoallw(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Alltoallw(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Alltoallw(false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Alltoallw(false, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Alltoallw(true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) }
+pub unsafe extern "C" fn MPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false) }
+    counted_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Alltoallw(true, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true) }
+    counted_PMPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
 pub static NEXT_MPI_Ialltoallw: Next = Next::new(c"PMPI_Ialltoallw");
@@ -1712,18 +2224,26 @@ unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, tracing: bool, sendbuf: *const c_v
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ialltoallw(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ialltoallw(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ialltoallw(false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ialltoallw(false, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ialltoallw(true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) }
+pub unsafe extern "C" fn MPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, false) }
+    counted_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ialltoallw(true, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, true) }
+    counted_PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
 pub static NEXT_MPI_Barrier: Next = Next::new(c"PMPI_Barrier");
@@ -1740,20 +2260,30 @@ unsafe fn wrap_MPI_Barrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm) -> c_i
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Barrier(via_pmpi: bool, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Barrier(comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Barrier(via_pmpi, true, comm)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Barrier(false, comm) }
+unsafe extern "C" fn counted_MPI_Barrier(comm: MPI_Comm) -> c_int {
     wrap_MPI_Barrier(false, false, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Barrier(comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Barrier(true, comm) }
+pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Barrier(comm, false) }
+    counted_MPI_Barrier(comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Barrier(comm: MPI_Comm) -> c_int {
     wrap_MPI_Barrier(true, false, comm)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Barrier(comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Barrier(comm, true) }
+    counted_PMPI_Barrier(comm)
 }
 
 pub static NEXT_MPI_Ibarrier: Next = Next::new(c"PMPI_Ibarrier");
@@ -1770,20 +2300,30 @@ unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, tracing: bool, comm: MPI_Comm, reque
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ibarrier(via_pmpi: bool, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ibarrier(via_pmpi, true, comm, request)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ibarrier(false, comm, request) }
+unsafe extern "C" fn counted_MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ibarrier(false, false, comm, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ibarrier(true, comm, request) }
+pub unsafe extern "C" fn MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ibarrier(comm, request, false) }
+    counted_MPI_Ibarrier(comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ibarrier(true, false, comm, request)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ibarrier(comm, request, true) }
+    counted_PMPI_Ibarrier(comm, request)
 }
 
 pub static NEXT_MPI_Bcast: Next = Next::new(c"PMPI_Bcast");
@@ -1800,20 +2340,30 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, cou
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Bcast(via_pmpi: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Bcast(via_pmpi, true, buffer, count, datatype, root, comm)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Bcast(false, buffer, count, datatype, root, comm) }
+unsafe extern "C" fn counted_MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Bcast(false, false, buffer, count, datatype, root, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Bcast(true, buffer, count, datatype, root, comm) }
+pub unsafe extern "C" fn MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Bcast(buffer, count, datatype, root, comm, false) }
+    counted_MPI_Bcast(buffer, count, datatype, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Bcast(true, false, buffer, count, datatype, root, comm)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Bcast(buffer, count, datatype, root, comm, true) }
+    counted_PMPI_Bcast(buffer, count, datatype, root, comm)
 }
 
 pub static NEXT_MPI_Ibcast: Next = Next::new(c"PMPI_Ibcast");
@@ -1830,20 +2380,30 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, tracing: bool, buffer: *mut c_void, co
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ibcast(via_pmpi: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ibcast(via_pmpi, true, buffer, count, datatype, root, comm, request)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ibcast(false, buffer, count, datatype, root, comm, request) }
+unsafe extern "C" fn counted_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ibcast(false, false, buffer, count, datatype, root, comm, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ibcast(true, buffer, count, datatype, root, comm, request) }
+pub unsafe extern "C" fn MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ibcast(buffer, count, datatype, root, comm, request, false) }
+    counted_MPI_Ibcast(buffer, count, datatype, root, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ibcast(true, false, buffer, count, datatype, root, comm, request)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ibcast(buffer, count, datatype, root, comm, request, true) }
+    counted_PMPI_Ibcast(buffer, count, datatype, root, comm, request)
 }
 
 pub static NEXT_MPI_Exscan: Next = Next::new(c"PMPI_Exscan");
@@ -1860,18 +2420,26 @@ unsafe fn wrap_MPI_Exscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Exscan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Exscan(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Exscan(false, sendbuf, recvbuf, count, datatype, op, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Exscan(false, false, sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Exscan(true, sendbuf, recvbuf, count, datatype, op, comm) }
+pub unsafe extern "C" fn MPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, false) }
+    counted_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Exscan(true, false, sendbuf, recvbuf, count, datatype, op, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, true) }
+    counted_PMPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
 pub static NEXT_MPI_Iexscan: Next = Next::new(c"PMPI_Iexscan");
@@ -1888,18 +2456,26 @@ unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Iexscan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Iexscan(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Iexscan(false, sendbuf, recvbuf, count, datatype, op, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iexscan(false, false, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Iexscan(true, sendbuf, recvbuf, count, datatype, op, comm, request) }
+pub unsafe extern "C" fn MPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
+    counted_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iexscan(true, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
+    counted_PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
 pub static NEXT_MPI_Gather: Next = Next::new(c"PMPI_Gather");
@@ -1916,20 +2492,30 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Gather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Gather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Gather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) }
+unsafe extern "C" fn counted_MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Gather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) }
+pub unsafe extern "C" fn MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
+    counted_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
+    counted_PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
 pub static NEXT_MPI_Igather: Next = Next::new(c"PMPI_Igather");
@@ -1946,18 +2532,26 @@ unsafe fn wrap_MPI_Igather(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Igather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Igather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Igather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Igather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Igather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) }
+pub unsafe extern "C" fn MPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
+    counted_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Igather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
+    counted_PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
 pub static NEXT_MPI_Gatherv: Next = Next::new(c"PMPI_Gatherv");
@@ -1974,20 +2568,30 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Gatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Gatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Gatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) }
+unsafe extern "C" fn counted_MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gatherv(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Gatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) }
+pub unsafe extern "C" fn MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, false) }
+    counted_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, true) }
+    counted_PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 
 pub static NEXT_MPI_Igatherv: Next = Next::new(c"PMPI_Igatherv");
@@ -2004,18 +2608,26 @@ unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Igatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Igatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Igatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Igatherv(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Igatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) }
+pub unsafe extern "C" fn MPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, false) }
+    counted_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Igatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, true) }
+    counted_PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
 }
 
 pub static NEXT_MPI_Neighbor_allgather: Next = Next::new(c"PMPI_Neighbor_allgather");
@@ -2032,18 +2644,26 @@ unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *c
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Neighbor_allgather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Neighbor_allgather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Neighbor_allgather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Neighbor_allgather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Neighbor_allgather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+pub unsafe extern "C" fn MPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    counted_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Neighbor_allgather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    counted_PMPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
 pub static NEXT_MPI_Ineighbor_allgather: Next = Next::new(c"PMPI_Ineighbor_allgather");
@@ -2060,18 +2680,26 @@ unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, tracing: bool, sendbuf: *
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ineighbor_allgather(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ineighbor_allgather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ineighbor_allgather(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ineighbor_allgather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ineighbor_allgather(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+pub unsafe extern "C" fn MPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    counted_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ineighbor_allgather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    counted_PMPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
 pub static NEXT_MPI_Neighbor_allgatherv: Next = Next::new(c"PMPI_Neighbor_allgatherv");
@@ -2088,18 +2716,26 @@ unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: *
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Neighbor_allgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Neighbor_allgatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Neighbor_allgatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Neighbor_allgatherv(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Neighbor_allgatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) }
+pub unsafe extern "C" fn MPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, false) }
+    counted_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Neighbor_allgatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, true) }
+    counted_PMPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
 pub static NEXT_MPI_Ineighbor_allgatherv: Next = Next::new(c"PMPI_Ineighbor_allgatherv");
@@ -2116,18 +2752,26 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, tracing: bool, sendbuf: 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ineighbor_allgatherv(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ineighbor_allgatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ineighbor_allgatherv(false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ineighbor_allgatherv(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ineighbor_allgatherv(true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) }
+pub unsafe extern "C" fn MPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, false) }
+    counted_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ineighbor_allgatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, true) }
+    counted_PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
 pub static NEXT_MPI_Neighbor_alltoall: Next = Next::new(c"PMPI_Neighbor_alltoall");
@@ -2144,18 +2788,26 @@ unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *co
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Neighbor_alltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Neighbor_alltoall(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Neighbor_alltoall(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Neighbor_alltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Neighbor_alltoall(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
+pub unsafe extern "C" fn MPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    counted_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Neighbor_alltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    counted_PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
 pub static NEXT_MPI_Ineighbor_alltoall: Next = Next::new(c"PMPI_Ineighbor_alltoall");
@@ -2172,18 +2824,26 @@ unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, tracing: bool, sendbuf: *c
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ineighbor_alltoall(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ineighbor_alltoall(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ineighbor_alltoall(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ineighbor_alltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ineighbor_alltoall(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
+pub unsafe extern "C" fn MPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    counted_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ineighbor_alltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    counted_PMPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
 pub static NEXT_MPI_Neighbor_alltoallv: Next = Next::new(c"PMPI_Neighbor_alltoallv");
@@ -2200,18 +2860,26 @@ unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *c
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Neighbor_alltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Neighbor_alltoallv(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Neighbor_alltoallv(false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Neighbor_alltoallv(false, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Neighbor_alltoallv(true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) }
+pub unsafe extern "C" fn MPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, false) }
+    counted_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Neighbor_alltoallv(true, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, true) }
+    counted_PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
 pub static NEXT_MPI_Ineighbor_alltoallv: Next = Next::new(c"PMPI_Ineighbor_alltoallv");
@@ -2228,18 +2896,26 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, tracing: bool, sendbuf: *
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ineighbor_alltoallv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ineighbor_alltoallv(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ineighbor_alltoallv(false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ineighbor_alltoallv(false, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ineighbor_alltoallv(true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) }
+pub unsafe extern "C" fn MPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, false) }
+    counted_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ineighbor_alltoallv(true, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, true) }
+    counted_PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
 pub static NEXT_MPI_Neighbor_alltoallw: Next = Next::new(c"PMPI_Neighbor_alltoallw");
@@ -2256,18 +2932,26 @@ unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *c
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Neighbor_alltoallw(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Neighbor_alltoallw(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Neighbor_alltoallw(false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Neighbor_alltoallw(false, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Neighbor_alltoallw(true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) }
+pub unsafe extern "C" fn MPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false) }
+    counted_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Neighbor_alltoallw(true, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true) }
+    counted_PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
 pub static NEXT_MPI_Ineighbor_alltoallw: Next = Next::new(c"PMPI_Ineighbor_alltoallw");
@@ -2284,18 +2968,26 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, tracing: bool, sendbuf: *
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ineighbor_alltoallw(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ineighbor_alltoallw(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ineighbor_alltoallw(false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ineighbor_alltoallw(false, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ineighbor_alltoallw(true, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) }
+pub unsafe extern "C" fn MPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, false) }
+    counted_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ineighbor_alltoallw(true, false, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, true) }
+    counted_PMPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
 pub static NEXT_MPI_Reduce: Next = Next::new(c"PMPI_Reduce");
@@ -2312,20 +3004,30 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Reduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Reduce(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, root, comm)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Reduce(false, sendbuf, recvbuf, count, datatype, op, root, comm) }
+unsafe extern "C" fn counted_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Reduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Reduce(true, sendbuf, recvbuf, count, datatype, op, root, comm) }
+pub unsafe extern "C" fn MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, false) }
+    counted_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Reduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, true) }
+    counted_PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 
 pub static NEXT_MPI_Ireduce: Next = Next::new(c"PMPI_Ireduce");
@@ -2342,20 +3044,30 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ireduce(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ireduce(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ireduce(false, sendbuf, recvbuf, count, datatype, op, root, comm, request) }
+unsafe extern "C" fn counted_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ireduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ireduce(true, sendbuf, recvbuf, count, datatype, op, root, comm, request) }
+pub unsafe extern "C" fn MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, false) }
+    counted_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ireduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, true) }
+    counted_PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 
 pub static NEXT_MPI_Reduce_local: Next = Next::new(c"PMPI_Reduce_local");
@@ -2372,18 +3084,26 @@ unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, tracing: bool, inbuf: *const c_v
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Reduce_local(via_pmpi: bool, inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
+unsafe extern "C" fn traced_MPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, via_pmpi: bool) -> c_int {
     wrap_MPI_Reduce_local(via_pmpi, true, inbuf, inoutbuf, count, datatype, op)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    if trace::on() { return traced_MPI_Reduce_local(false, inbuf, inoutbuf, count, datatype, op) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
     wrap_MPI_Reduce_local(false, false, inbuf, inoutbuf, count, datatype, op)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    if trace::on() { return traced_MPI_Reduce_local(true, inbuf, inoutbuf, count, datatype, op) }
+pub unsafe extern "C" fn MPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
+    if trace::on() { return traced_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, false) }
+    counted_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
     wrap_MPI_Reduce_local(true, false, inbuf, inoutbuf, count, datatype, op)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
+    if trace::on() { return traced_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, true) }
+    counted_PMPI_Reduce_local(inbuf, inoutbuf, count, datatype, op)
 }
 
 pub static NEXT_MPI_Reduce_scatter: Next = Next::new(c"PMPI_Reduce_scatter");
@@ -2400,18 +3120,26 @@ unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *const
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Reduce_scatter(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Reduce_scatter(via_pmpi, true, sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Reduce_scatter(false, sendbuf, recvbuf, recvcounts, datatype, op, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Reduce_scatter(false, false, sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Reduce_scatter(true, sendbuf, recvbuf, recvcounts, datatype, op, comm) }
+pub unsafe extern "C" fn MPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, false) }
+    counted_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Reduce_scatter(true, false, sendbuf, recvbuf, recvcounts, datatype, op, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, true) }
+    counted_PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
 
 pub static NEXT_MPI_Ireduce_scatter: Next = Next::new(c"PMPI_Ireduce_scatter");
@@ -2428,18 +3156,26 @@ unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, tracing: bool, sendbuf: *cons
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ireduce_scatter(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ireduce_scatter(via_pmpi, true, sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ireduce_scatter(false, sendbuf, recvbuf, recvcounts, datatype, op, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ireduce_scatter(false, false, sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ireduce_scatter(true, sendbuf, recvbuf, recvcounts, datatype, op, comm, request) }
+pub unsafe extern "C" fn MPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, false) }
+    counted_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ireduce_scatter(true, false, sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, true) }
+    counted_PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
 }
 
 pub static NEXT_MPI_Reduce_scatter_block: Next = Next::new(c"PMPI_Reduce_scatter_block");
@@ -2456,18 +3192,26 @@ unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf: 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Reduce_scatter_block(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Reduce_scatter_block(via_pmpi, true, sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Reduce_scatter_block(false, sendbuf, recvbuf, recvcount, datatype, op, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Reduce_scatter_block(false, false, sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Reduce_scatter_block(true, sendbuf, recvbuf, recvcount, datatype, op, comm) }
+pub unsafe extern "C" fn MPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, false) }
+    counted_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Reduce_scatter_block(true, false, sendbuf, recvbuf, recvcount, datatype, op, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, true) }
+    counted_PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
 
 pub static NEXT_MPI_Ireduce_scatter_block: Next = Next::new(c"PMPI_Ireduce_scatter_block");
@@ -2484,18 +3228,26 @@ unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, tracing: bool, sendbuf:
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Ireduce_scatter_block(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ireduce_scatter_block(via_pmpi, true, sendbuf, recvbuf, recvcount, datatype, op, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ireduce_scatter_block(false, sendbuf, recvbuf, recvcount, datatype, op, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ireduce_scatter_block(false, false, sendbuf, recvbuf, recvcount, datatype, op, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Ireduce_scatter_block(true, sendbuf, recvbuf, recvcount, datatype, op, comm, request) }
+pub unsafe extern "C" fn MPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, false) }
+    counted_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ireduce_scatter_block(true, false, sendbuf, recvbuf, recvcount, datatype, op, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, true) }
+    counted_PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request)
 }
 
 pub static NEXT_MPI_Scan: Next = Next::new(c"PMPI_Scan");
@@ -2512,18 +3264,26 @@ unsafe fn wrap_MPI_Scan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, r
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Scan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Scan(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Scan(false, sendbuf, recvbuf, count, datatype, op, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Scan(false, false, sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Scan(true, sendbuf, recvbuf, count, datatype, op, comm) }
+pub unsafe extern "C" fn MPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, false) }
+    counted_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Scan(true, false, sendbuf, recvbuf, count, datatype, op, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, true) }
+    counted_PMPI_Scan(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
 pub static NEXT_MPI_Iscan: Next = Next::new(c"PMPI_Iscan");
@@ -2540,18 +3300,26 @@ unsafe fn wrap_MPI_Iscan(via_pmpi: bool, tracing: bool, sendbuf: *const c_void, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Iscan(via_pmpi: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Iscan(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Iscan(false, sendbuf, recvbuf, count, datatype, op, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iscan(false, false, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Iscan(true, sendbuf, recvbuf, count, datatype, op, comm, request) }
+pub unsafe extern "C" fn MPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
+    counted_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iscan(true, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
+    counted_PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
 pub static NEXT_MPI_Scatter: Next = Next::new(c"PMPI_Scatter");
@@ -2568,20 +3336,30 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_void
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Scatter(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Scatter(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Scatter(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) }
+unsafe extern "C" fn counted_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Scatter(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Scatter(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) }
+pub unsafe extern "C" fn MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
+    counted_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Scatter(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
+    counted_PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
 pub static NEXT_MPI_Iscatter: Next = Next::new(c"PMPI_Iscatter");
@@ -2598,18 +3376,26 @@ unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Iscatter(via_pmpi: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Iscatter(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Iscatter(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iscatter(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Iscatter(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) }
+pub unsafe extern "C" fn MPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
+    counted_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iscatter(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
+    counted_PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
 pub static NEXT_MPI_Scatterv: Next = Next::new(c"PMPI_Scatterv");
@@ -2626,18 +3412,26 @@ unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_voi
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Scatterv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Scatterv(via_pmpi, true, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Scatterv(false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Scatterv(false, false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Scatterv(true, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) }
+pub unsafe extern "C" fn MPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
+    counted_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Scatterv(true, false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
+    counted_PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
 pub static NEXT_MPI_Iscatterv: Next = Next::new(c"PMPI_Iscatterv");
@@ -2654,18 +3448,26 @@ unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, tracing: bool, sendbuf: *const c_vo
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Iscatterv(via_pmpi: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Iscatterv(via_pmpi, true, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Iscatterv(false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iscatterv(false, false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Iscatterv(true, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) }
+pub unsafe extern "C" fn MPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
+    counted_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iscatterv(true, false, sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
+    counted_PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
 pub static NEXT_MPI_Accumulate: Next = Next::new(c"PMPI_Accumulate");
@@ -2682,18 +3484,26 @@ unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, tracing: bool, origin_addr: *const
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Accumulate(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Accumulate(via_pmpi, true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Accumulate(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
     wrap_MPI_Accumulate(false, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Accumulate(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) }
+pub unsafe extern "C" fn MPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, false) }
+    counted_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
     wrap_MPI_Accumulate(true, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, true) }
+    counted_PMPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
 pub static NEXT_MPI_Compare_and_swap: Next = Next::new(c"PMPI_Compare_and_swap");
@@ -2710,18 +3520,26 @@ unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, tracing: bool, origin_addr: 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Compare_and_swap(via_pmpi: bool, origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Compare_and_swap(via_pmpi, true, origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Compare_and_swap(false, origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
     wrap_MPI_Compare_and_swap(false, false, origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Compare_and_swap(true, origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) }
+pub unsafe extern "C" fn MPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, false) }
+    counted_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
     wrap_MPI_Compare_and_swap(true, false, origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, true) }
+    counted_PMPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
 }
 
 pub static NEXT_MPI_Fetch_and_op: Next = Next::new(c"PMPI_Fetch_and_op");
@@ -2738,18 +3556,26 @@ unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, tracing: bool, origin_addr: *con
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Fetch_and_op(via_pmpi: bool, origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Fetch_and_op(via_pmpi, true, origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Fetch_and_op(false, origin_addr, result_addr, datatype, target_rank, target_disp, op, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
     wrap_MPI_Fetch_and_op(false, false, origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Fetch_and_op(true, origin_addr, result_addr, datatype, target_rank, target_disp, op, win) }
+pub unsafe extern "C" fn MPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, false) }
+    counted_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
     wrap_MPI_Fetch_and_op(true, false, origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, true) }
+    counted_PMPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
 }
 
 pub static NEXT_MPI_Get: Next = Next::new(c"PMPI_Get");
@@ -2766,20 +3592,30 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Get(via_pmpi: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Get(via_pmpi, true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Get(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) }
+unsafe extern "C" fn counted_MPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     wrap_MPI_Get(false, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Get(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) }
+pub unsafe extern "C" fn MPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, false) }
+    counted_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     wrap_MPI_Get(true, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
+    counted_PMPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
 pub static NEXT_MPI_Get_accumulate: Next = Next::new(c"PMPI_Get_accumulate");
@@ -2796,18 +3632,26 @@ unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *c
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Get_accumulate(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Get_accumulate(via_pmpi, true, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Get_accumulate(false, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
     wrap_MPI_Get_accumulate(false, false, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Get_accumulate(true, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) }
+pub unsafe extern "C" fn MPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, false) }
+    counted_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
     wrap_MPI_Get_accumulate(true, false, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, true) }
+    counted_PMPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
 pub static NEXT_MPI_Put: Next = Next::new(c"PMPI_Put");
@@ -2824,20 +3668,30 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, tracing: bool, origin_addr: *const c_void
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Put(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Put(via_pmpi, true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Put(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) }
+unsafe extern "C" fn counted_MPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     wrap_MPI_Put(false, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Put(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) }
+pub unsafe extern "C" fn MPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, false) }
+    counted_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     wrap_MPI_Put(true, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
+    counted_PMPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
 pub static NEXT_MPI_Raccumulate: Next = Next::new(c"PMPI_Raccumulate");
@@ -2854,18 +3708,26 @@ unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, tracing: bool, origin_addr: *cons
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Raccumulate(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Raccumulate(via_pmpi, true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Raccumulate(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Raccumulate(false, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Raccumulate(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) }
+pub unsafe extern "C" fn MPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, false) }
+    counted_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Raccumulate(true, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, true) }
+    counted_PMPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
 pub static NEXT_MPI_Rget: Next = Next::new(c"PMPI_Rget");
@@ -2882,18 +3744,26 @@ unsafe fn wrap_MPI_Rget(via_pmpi: bool, tracing: bool, origin_addr: *mut c_void,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Rget(via_pmpi: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Rget(via_pmpi, true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Rget(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Rget(false, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Rget(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) }
+pub unsafe extern "C" fn MPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, false) }
+    counted_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Rget(true, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, true) }
+    counted_PMPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 
 pub static NEXT_MPI_Rget_accumulate: Next = Next::new(c"PMPI_Rget_accumulate");
@@ -2910,18 +3780,26 @@ unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, tracing: bool, origin_addr: *
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Rget_accumulate(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Rget_accumulate(via_pmpi, true, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Rget_accumulate(false, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Rget_accumulate(false, false, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Rget_accumulate(true, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) }
+pub unsafe extern "C" fn MPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, false) }
+    counted_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Rget_accumulate(true, false, origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, true) }
+    counted_PMPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
 pub static NEXT_MPI_Rput: Next = Next::new(c"PMPI_Rput");
@@ -2938,18 +3816,26 @@ unsafe fn wrap_MPI_Rput(via_pmpi: bool, tracing: bool, origin_addr: *const c_voi
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Rput(via_pmpi: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Rput(via_pmpi, true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Rput(false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Rput(false, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Rput(true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) }
+pub unsafe extern "C" fn MPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, false) }
+    counted_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Rput(true, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, true) }
+    counted_PMPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
 }
 
 pub static NEXT_MPI_Win_allocate: Next = Next::new(c"PMPI_Win_allocate");
@@ -2966,18 +3852,26 @@ unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, tracing: bool, size: MPI_Aint, d
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_allocate(via_pmpi: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_allocate(via_pmpi, true, size, disp_unit, info, comm, baseptr, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_allocate(false, size, disp_unit, info, comm, baseptr, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
     wrap_MPI_Win_allocate(false, false, size, disp_unit, info, comm, baseptr, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_allocate(true, size, disp_unit, info, comm, baseptr, win) }
+pub unsafe extern "C" fn MPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, false) }
+    counted_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
     wrap_MPI_Win_allocate(true, false, size, disp_unit, info, comm, baseptr, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, true) }
+    counted_PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win)
 }
 
 pub static NEXT_MPI_Win_allocate_shared: Next = Next::new(c"PMPI_Win_allocate_shared");
@@ -2994,18 +3888,26 @@ unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, tracing: bool, size: MPI_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_allocate_shared(via_pmpi: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_allocate_shared(via_pmpi, true, size, disp_unit, info, comm, baseptr, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_allocate_shared(false, size, disp_unit, info, comm, baseptr, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
     wrap_MPI_Win_allocate_shared(false, false, size, disp_unit, info, comm, baseptr, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_allocate_shared(true, size, disp_unit, info, comm, baseptr, win) }
+pub unsafe extern "C" fn MPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, false) }
+    counted_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
     wrap_MPI_Win_allocate_shared(true, false, size, disp_unit, info, comm, baseptr, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, true) }
+    counted_PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win)
 }
 
 pub static NEXT_MPI_Win_attach: Next = Next::new(c"PMPI_Win_attach");
@@ -3022,18 +3924,26 @@ unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, tracing: bool, win: MPI_Win, base:
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_attach(via_pmpi: bool, win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_attach(via_pmpi, true, win, base, size)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
-    if trace::on() { return traced_MPI_Win_attach(false, win, base, size) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
     wrap_MPI_Win_attach(false, false, win, base, size)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
-    if trace::on() { return traced_MPI_Win_attach(true, win, base, size) }
+pub unsafe extern "C" fn MPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
+    if trace::on() { return traced_MPI_Win_attach(win, base, size, false) }
+    counted_MPI_Win_attach(win, base, size)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
     wrap_MPI_Win_attach(true, false, win, base, size)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
+    if trace::on() { return traced_MPI_Win_attach(win, base, size, true) }
+    counted_PMPI_Win_attach(win, base, size)
 }
 
 pub static NEXT_MPI_Win_call_errhandler: Next = Next::new(c"PMPI_Win_call_errhandler");
@@ -3050,18 +3960,26 @@ unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, tracing: bool, win: MPI_W
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_call_errhandler(via_pmpi: bool, win: MPI_Win, errorcode: c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_call_errhandler(via_pmpi, true, win, errorcode)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Win_call_errhandler(false, win, errorcode) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int) -> c_int {
     wrap_MPI_Win_call_errhandler(false, false, win, errorcode)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Win_call_errhandler(true, win, errorcode) }
+pub unsafe extern "C" fn MPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Win_call_errhandler(win, errorcode, false) }
+    counted_MPI_Win_call_errhandler(win, errorcode)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int) -> c_int {
     wrap_MPI_Win_call_errhandler(true, false, win, errorcode)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Win_call_errhandler(win, errorcode, true) }
+    counted_PMPI_Win_call_errhandler(win, errorcode)
 }
 
 pub static NEXT_MPI_Win_complete: Next = Next::new(c"PMPI_Win_complete");
@@ -3078,18 +3996,26 @@ unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, tracing: bool, win: MPI_Win) -> 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_complete(via_pmpi: bool, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_complete(win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_complete(via_pmpi, true, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_complete(win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_complete(false, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_complete(win: MPI_Win) -> c_int {
     wrap_MPI_Win_complete(false, false, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_complete(win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_complete(true, win) }
+pub unsafe extern "C" fn MPI_Win_complete(win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_complete(win, false) }
+    counted_MPI_Win_complete(win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_complete(win: MPI_Win) -> c_int {
     wrap_MPI_Win_complete(true, false, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_complete(win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_complete(win, true) }
+    counted_PMPI_Win_complete(win)
 }
 
 pub static NEXT_MPI_Win_create: Next = Next::new(c"PMPI_Win_create");
@@ -3106,18 +4032,26 @@ unsafe fn wrap_MPI_Win_create(via_pmpi: bool, tracing: bool, base: *mut c_void, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_create(via_pmpi: bool, base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_create(via_pmpi, true, base, size, disp_unit, info, comm, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_create(false, base, size, disp_unit, info, comm, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
     wrap_MPI_Win_create(false, false, base, size, disp_unit, info, comm, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_create(true, base, size, disp_unit, info, comm, win) }
+pub unsafe extern "C" fn MPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_create(base, size, disp_unit, info, comm, win, false) }
+    counted_MPI_Win_create(base, size, disp_unit, info, comm, win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
     wrap_MPI_Win_create(true, false, base, size, disp_unit, info, comm, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_create(base, size, disp_unit, info, comm, win, true) }
+    counted_PMPI_Win_create(base, size, disp_unit, info, comm, win)
 }
 
 pub static NEXT_MPI_Win_create_dynamic: Next = Next::new(c"PMPI_Win_create_dynamic");
@@ -3134,18 +4068,26 @@ unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, tracing: bool, info: MPI_I
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_create_dynamic(via_pmpi: bool, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_create_dynamic(via_pmpi, true, info, comm, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_create_dynamic(false, info, comm, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
     wrap_MPI_Win_create_dynamic(false, false, info, comm, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_create_dynamic(true, info, comm, win) }
+pub unsafe extern "C" fn MPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_create_dynamic(info, comm, win, false) }
+    counted_MPI_Win_create_dynamic(info, comm, win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
     wrap_MPI_Win_create_dynamic(true, false, info, comm, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_create_dynamic(info, comm, win, true) }
+    counted_PMPI_Win_create_dynamic(info, comm, win)
 }
 
 pub static NEXT_MPI_Win_create_errhandler: Next = Next::new(c"PMPI_Win_create_errhandler");
@@ -3162,18 +4104,26 @@ unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, tracing: bool, function
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_create_errhandler(via_pmpi: bool, function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_create_errhandler(function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_create_errhandler(via_pmpi, true, function, errhandler)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_create_errhandler(function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_Win_create_errhandler(false, function, errhandler) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_create_errhandler(function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
     wrap_MPI_Win_create_errhandler(false, false, function, errhandler)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_create_errhandler(function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_Win_create_errhandler(true, function, errhandler) }
+pub unsafe extern "C" fn MPI_Win_create_errhandler(function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_Win_create_errhandler(function, errhandler, false) }
+    counted_MPI_Win_create_errhandler(function, errhandler)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_create_errhandler(function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
     wrap_MPI_Win_create_errhandler(true, false, function, errhandler)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_create_errhandler(function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_Win_create_errhandler(function, errhandler, true) }
+    counted_PMPI_Win_create_errhandler(function, errhandler)
 }
 
 pub static NEXT_MPI_Win_create_keyval: Next = Next::new(c"PMPI_Win_create_keyval");
@@ -3190,18 +4140,26 @@ unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, tracing: bool, win_copy_att
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_create_keyval(via_pmpi: bool, win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_create_keyval(via_pmpi, true, win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Win_create_keyval(false, win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     wrap_MPI_Win_create_keyval(false, false, win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Win_create_keyval(true, win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) }
+pub unsafe extern "C" fn MPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, false) }
+    counted_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     wrap_MPI_Win_create_keyval(true, false, win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, true) }
+    counted_PMPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
 }
 
 pub static NEXT_MPI_Win_delete_attr: Next = Next::new(c"PMPI_Win_delete_attr");
@@ -3218,18 +4176,26 @@ unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_delete_attr(via_pmpi: bool, win: MPI_Win, win_keyval: c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_delete_attr(via_pmpi, true, win, win_keyval)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Win_delete_attr(false, win, win_keyval) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -> c_int {
     wrap_MPI_Win_delete_attr(false, false, win, win_keyval)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Win_delete_attr(true, win, win_keyval) }
+pub unsafe extern "C" fn MPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Win_delete_attr(win, win_keyval, false) }
+    counted_MPI_Win_delete_attr(win, win_keyval)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -> c_int {
     wrap_MPI_Win_delete_attr(true, false, win, win_keyval)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Win_delete_attr(win, win_keyval, true) }
+    counted_PMPI_Win_delete_attr(win, win_keyval)
 }
 
 pub static NEXT_MPI_Win_detach: Next = Next::new(c"PMPI_Win_detach");
@@ -3246,18 +4212,26 @@ unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, tracing: bool, win: MPI_Win, base:
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_detach(via_pmpi: bool, win: MPI_Win, base: *const c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_detach(win: MPI_Win, base: *const c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_detach(via_pmpi, true, win, base)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_detach(win: MPI_Win, base: *const c_void) -> c_int {
-    if trace::on() { return traced_MPI_Win_detach(false, win, base) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_detach(win: MPI_Win, base: *const c_void) -> c_int {
     wrap_MPI_Win_detach(false, false, win, base)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_detach(win: MPI_Win, base: *const c_void) -> c_int {
-    if trace::on() { return traced_MPI_Win_detach(true, win, base) }
+pub unsafe extern "C" fn MPI_Win_detach(win: MPI_Win, base: *const c_void) -> c_int {
+    if trace::on() { return traced_MPI_Win_detach(win, base, false) }
+    counted_MPI_Win_detach(win, base)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_detach(win: MPI_Win, base: *const c_void) -> c_int {
     wrap_MPI_Win_detach(true, false, win, base)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_detach(win: MPI_Win, base: *const c_void) -> c_int {
+    if trace::on() { return traced_MPI_Win_detach(win, base, true) }
+    counted_PMPI_Win_detach(win, base)
 }
 
 pub static NEXT_MPI_Win_fence: Next = Next::new(c"PMPI_Win_fence");
@@ -3274,20 +4248,30 @@ unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, tracing: bool, assert: c_int, win: 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_fence(via_pmpi: bool, assert: c_int, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_fence(assert: c_int, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_fence(via_pmpi, true, assert, win)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_fence(false, assert, win) }
+unsafe extern "C" fn counted_MPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_fence(false, false, assert, win)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_fence(true, assert, win) }
+pub unsafe extern "C" fn MPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_fence(assert, win, false) }
+    counted_MPI_Win_fence(assert, win)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_fence(true, false, assert, win)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_fence(assert, win, true) }
+    counted_PMPI_Win_fence(assert, win)
 }
 
 pub static NEXT_MPI_Win_flush: Next = Next::new(c"PMPI_Win_flush");
@@ -3304,20 +4288,30 @@ unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, tracing: bool, rank: c_int, win: MP
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_flush(via_pmpi: bool, rank: c_int, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_flush(rank: c_int, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_flush(via_pmpi, true, rank, win)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_flush(false, rank, win) }
+unsafe extern "C" fn counted_MPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_flush(false, false, rank, win)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_flush(true, rank, win) }
+pub unsafe extern "C" fn MPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_flush(rank, win, false) }
+    counted_MPI_Win_flush(rank, win)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_flush(true, false, rank, win)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_flush(rank, win, true) }
+    counted_PMPI_Win_flush(rank, win)
 }
 
 pub static NEXT_MPI_Win_flush_all: Next = Next::new(c"PMPI_Win_flush_all");
@@ -3334,18 +4328,26 @@ unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, tracing: bool, win: MPI_Win) ->
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_flush_all(via_pmpi: bool, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_flush_all(win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_flush_all(via_pmpi, true, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_flush_all(win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_flush_all(false, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_flush_all(win: MPI_Win) -> c_int {
     wrap_MPI_Win_flush_all(false, false, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_flush_all(win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_flush_all(true, win) }
+pub unsafe extern "C" fn MPI_Win_flush_all(win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_flush_all(win, false) }
+    counted_MPI_Win_flush_all(win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_flush_all(win: MPI_Win) -> c_int {
     wrap_MPI_Win_flush_all(true, false, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_flush_all(win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_flush_all(win, true) }
+    counted_PMPI_Win_flush_all(win)
 }
 
 pub static NEXT_MPI_Win_flush_local: Next = Next::new(c"PMPI_Win_flush_local");
@@ -3362,18 +4364,26 @@ unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, tracing: bool, rank: c_int, w
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_flush_local(via_pmpi: bool, rank: c_int, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_flush_local(rank: c_int, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_flush_local(via_pmpi, true, rank, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_flush_local(false, rank, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_flush_local(false, false, rank, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_flush_local(true, rank, win) }
+pub unsafe extern "C" fn MPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_flush_local(rank, win, false) }
+    counted_MPI_Win_flush_local(rank, win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_flush_local(true, false, rank, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_flush_local(rank, win, true) }
+    counted_PMPI_Win_flush_local(rank, win)
 }
 
 pub static NEXT_MPI_Win_flush_local_all: Next = Next::new(c"PMPI_Win_flush_local_all");
@@ -3390,18 +4400,26 @@ unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, tracing: bool, win: MPI_W
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_flush_local_all(via_pmpi: bool, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_flush_local_all(win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_flush_local_all(via_pmpi, true, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_flush_local_all(win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_flush_local_all(false, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_flush_local_all(win: MPI_Win) -> c_int {
     wrap_MPI_Win_flush_local_all(false, false, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_flush_local_all(win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_flush_local_all(true, win) }
+pub unsafe extern "C" fn MPI_Win_flush_local_all(win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_flush_local_all(win, false) }
+    counted_MPI_Win_flush_local_all(win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_flush_local_all(win: MPI_Win) -> c_int {
     wrap_MPI_Win_flush_local_all(true, false, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_flush_local_all(win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_flush_local_all(win, true) }
+    counted_PMPI_Win_flush_local_all(win)
 }
 
 pub static NEXT_MPI_Win_free: Next = Next::new(c"PMPI_Win_free");
@@ -3418,18 +4436,26 @@ unsafe fn wrap_MPI_Win_free(via_pmpi: bool, tracing: bool, win: *mut MPI_Win) ->
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_free(via_pmpi: bool, win: *mut MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_free(win: *mut MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_free(via_pmpi, true, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_free(win: *mut MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_free(false, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_free(win: *mut MPI_Win) -> c_int {
     wrap_MPI_Win_free(false, false, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_free(win: *mut MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_free(true, win) }
+pub unsafe extern "C" fn MPI_Win_free(win: *mut MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_free(win, false) }
+    counted_MPI_Win_free(win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_free(win: *mut MPI_Win) -> c_int {
     wrap_MPI_Win_free(true, false, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_free(win: *mut MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_free(win, true) }
+    counted_PMPI_Win_free(win)
 }
 
 pub static NEXT_MPI_Win_free_keyval: Next = Next::new(c"PMPI_Win_free_keyval");
@@ -3446,18 +4472,26 @@ unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, tracing: bool, win_keyval: *m
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_free_keyval(via_pmpi: bool, win_keyval: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_free_keyval(win_keyval: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_free_keyval(via_pmpi, true, win_keyval)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Win_free_keyval(false, win_keyval) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
     wrap_MPI_Win_free_keyval(false, false, win_keyval)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Win_free_keyval(true, win_keyval) }
+pub unsafe extern "C" fn MPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Win_free_keyval(win_keyval, false) }
+    counted_MPI_Win_free_keyval(win_keyval)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
     wrap_MPI_Win_free_keyval(true, false, win_keyval)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Win_free_keyval(win_keyval, true) }
+    counted_PMPI_Win_free_keyval(win_keyval)
 }
 
 pub static NEXT_MPI_Win_get_attr: Next = Next::new(c"PMPI_Win_get_attr");
@@ -3474,18 +4508,26 @@ unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_get_attr(via_pmpi: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_get_attr(via_pmpi, true, win, win_keyval, attribute_val, flag)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Win_get_attr(false, win, win_keyval, attribute_val, flag) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     wrap_MPI_Win_get_attr(false, false, win, win_keyval, attribute_val, flag)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Win_get_attr(true, win, win_keyval, attribute_val, flag) }
+pub unsafe extern "C" fn MPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, false) }
+    counted_MPI_Win_get_attr(win, win_keyval, attribute_val, flag)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     wrap_MPI_Win_get_attr(true, false, win, win_keyval, attribute_val, flag)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, true) }
+    counted_PMPI_Win_get_attr(win, win_keyval, attribute_val, flag)
 }
 
 pub static NEXT_MPI_Win_get_errhandler: Next = Next::new(c"PMPI_Win_get_errhandler");
@@ -3502,18 +4544,26 @@ unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Wi
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_get_errhandler(via_pmpi: bool, win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut MPI_Errhandler, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_get_errhandler(via_pmpi, true, win, errhandler)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_Win_get_errhandler(false, win, errhandler) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
     wrap_MPI_Win_get_errhandler(false, false, win, errhandler)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_Win_get_errhandler(true, win, errhandler) }
+pub unsafe extern "C" fn MPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_Win_get_errhandler(win, errhandler, false) }
+    counted_MPI_Win_get_errhandler(win, errhandler)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
     wrap_MPI_Win_get_errhandler(true, false, win, errhandler)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_Win_get_errhandler(win, errhandler, true) }
+    counted_PMPI_Win_get_errhandler(win, errhandler)
 }
 
 pub static NEXT_MPI_Win_get_group: Next = Next::new(c"PMPI_Win_get_group");
@@ -3530,18 +4580,26 @@ unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, tracing: bool, win: MPI_Win, gr
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_get_group(via_pmpi: bool, win: MPI_Win, group: *mut MPI_Group) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_get_group(via_pmpi, true, win, group)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Win_get_group(false, win, group) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group) -> c_int {
     wrap_MPI_Win_get_group(false, false, win, group)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Win_get_group(true, win, group) }
+pub unsafe extern "C" fn MPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Win_get_group(win, group, false) }
+    counted_MPI_Win_get_group(win, group)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group) -> c_int {
     wrap_MPI_Win_get_group(true, false, win, group)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Win_get_group(win, group, true) }
+    counted_PMPI_Win_get_group(win, group)
 }
 
 pub static NEXT_MPI_Win_get_info: Next = Next::new(c"PMPI_Win_get_info");
@@ -3558,18 +4616,26 @@ unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, tracing: bool, win: MPI_Win, inf
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_get_info(via_pmpi: bool, win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_get_info(via_pmpi, true, win, info_used)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_Win_get_info(false, win, info_used) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
     wrap_MPI_Win_get_info(false, false, win, info_used)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_Win_get_info(true, win, info_used) }
+pub unsafe extern "C" fn MPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_Win_get_info(win, info_used, false) }
+    counted_MPI_Win_get_info(win, info_used)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
     wrap_MPI_Win_get_info(true, false, win, info_used)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_Win_get_info(win, info_used, true) }
+    counted_PMPI_Win_get_info(win, info_used)
 }
 
 pub static NEXT_MPI_Win_get_name: Next = Next::new(c"PMPI_Win_get_name");
@@ -3586,18 +4652,26 @@ unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_get_name(via_pmpi: bool, win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_get_name(via_pmpi, true, win, win_name, resultlen)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Win_get_name(false, win, win_name, resultlen) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
     wrap_MPI_Win_get_name(false, false, win, win_name, resultlen)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Win_get_name(true, win, win_name, resultlen) }
+pub unsafe extern "C" fn MPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Win_get_name(win, win_name, resultlen, false) }
+    counted_MPI_Win_get_name(win, win_name, resultlen)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
     wrap_MPI_Win_get_name(true, false, win, win_name, resultlen)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Win_get_name(win, win_name, resultlen, true) }
+    counted_PMPI_Win_get_name(win, win_name, resultlen)
 }
 
 pub static NEXT_MPI_Win_lock: Next = Next::new(c"PMPI_Win_lock");
@@ -3614,20 +4688,30 @@ unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, tracing: bool, lock_type: c_int, ran
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_lock(via_pmpi: bool, lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_lock(via_pmpi, true, lock_type, rank, assert, win)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_lock(false, lock_type, rank, assert, win) }
+unsafe extern "C" fn counted_MPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_lock(false, false, lock_type, rank, assert, win)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_lock(true, lock_type, rank, assert, win) }
+pub unsafe extern "C" fn MPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_lock(lock_type, rank, assert, win, false) }
+    counted_MPI_Win_lock(lock_type, rank, assert, win)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_lock(true, false, lock_type, rank, assert, win)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_lock(lock_type, rank, assert, win, true) }
+    counted_PMPI_Win_lock(lock_type, rank, assert, win)
 }
 
 pub static NEXT_MPI_Win_lock_all: Next = Next::new(c"PMPI_Win_lock_all");
@@ -3644,18 +4728,26 @@ unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, tracing: bool, assert: c_int, wi
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_lock_all(via_pmpi: bool, assert: c_int, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_lock_all(assert: c_int, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_lock_all(via_pmpi, true, assert, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_lock_all(false, assert, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_lock_all(false, false, assert, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_lock_all(true, assert, win) }
+pub unsafe extern "C" fn MPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_lock_all(assert, win, false) }
+    counted_MPI_Win_lock_all(assert, win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_lock_all(true, false, assert, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_lock_all(assert, win, true) }
+    counted_PMPI_Win_lock_all(assert, win)
 }
 
 pub static NEXT_MPI_Win_post: Next = Next::new(c"PMPI_Win_post");
@@ -3672,18 +4764,26 @@ unsafe fn wrap_MPI_Win_post(via_pmpi: bool, tracing: bool, group: MPI_Group, ass
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_post(via_pmpi: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_post(via_pmpi, true, group, assert, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_post(false, group, assert, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_post(false, false, group, assert, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_post(true, group, assert, win) }
+pub unsafe extern "C" fn MPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_post(group, assert, win, false) }
+    counted_MPI_Win_post(group, assert, win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_post(true, false, group, assert, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_post(group, assert, win, true) }
+    counted_PMPI_Win_post(group, assert, win)
 }
 
 pub static NEXT_MPI_Win_set_attr: Next = Next::new(c"PMPI_Win_set_attr");
@@ -3700,18 +4800,26 @@ unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, tracing: bool, win: MPI_Win, win
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_set_attr(via_pmpi: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_set_attr(via_pmpi, true, win, win_keyval, attribute_val)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Win_set_attr(false, win, win_keyval, attribute_val) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
     wrap_MPI_Win_set_attr(false, false, win, win_keyval, attribute_val)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Win_set_attr(true, win, win_keyval, attribute_val) }
+pub unsafe extern "C" fn MPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Win_set_attr(win, win_keyval, attribute_val, false) }
+    counted_MPI_Win_set_attr(win, win_keyval, attribute_val)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
     wrap_MPI_Win_set_attr(true, false, win, win_keyval, attribute_val)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Win_set_attr(win, win_keyval, attribute_val, true) }
+    counted_PMPI_Win_set_attr(win, win_keyval, attribute_val)
 }
 
 pub static NEXT_MPI_Win_set_errhandler: Next = Next::new(c"PMPI_Win_set_errhandler");
@@ -3728,18 +4836,26 @@ unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, tracing: bool, win: MPI_Wi
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_set_errhandler(via_pmpi: bool, win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_set_errhandler(via_pmpi, true, win, errhandler)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_Win_set_errhandler(false, win, errhandler) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
     wrap_MPI_Win_set_errhandler(false, false, win, errhandler)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_Win_set_errhandler(true, win, errhandler) }
+pub unsafe extern "C" fn MPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_Win_set_errhandler(win, errhandler, false) }
+    counted_MPI_Win_set_errhandler(win, errhandler)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
     wrap_MPI_Win_set_errhandler(true, false, win, errhandler)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_Win_set_errhandler(win, errhandler, true) }
+    counted_PMPI_Win_set_errhandler(win, errhandler)
 }
 
 pub static NEXT_MPI_Win_set_info: Next = Next::new(c"PMPI_Win_set_info");
@@ -3756,18 +4872,26 @@ unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, tracing: bool, win: MPI_Win, inf
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_set_info(via_pmpi: bool, win: MPI_Win, info: MPI_Info) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_set_info(win: MPI_Win, info: MPI_Info, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_set_info(via_pmpi, true, win, info)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_Win_set_info(false, win, info) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_int {
     wrap_MPI_Win_set_info(false, false, win, info)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_Win_set_info(true, win, info) }
+pub unsafe extern "C" fn MPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_Win_set_info(win, info, false) }
+    counted_MPI_Win_set_info(win, info)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_int {
     wrap_MPI_Win_set_info(true, false, win, info)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_Win_set_info(win, info, true) }
+    counted_PMPI_Win_set_info(win, info)
 }
 
 pub static NEXT_MPI_Win_set_name: Next = Next::new(c"PMPI_Win_set_name");
@@ -3784,18 +4908,26 @@ unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, tracing: bool, win: MPI_Win, win
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_set_name(via_pmpi: bool, win: MPI_Win, win_name: *const c_char) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_set_name(win: MPI_Win, win_name: *const c_char, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_set_name(via_pmpi, true, win, win_name)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_set_name(win: MPI_Win, win_name: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Win_set_name(false, win, win_name) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_set_name(win: MPI_Win, win_name: *const c_char) -> c_int {
     wrap_MPI_Win_set_name(false, false, win, win_name)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Win_set_name(true, win, win_name) }
+pub unsafe extern "C" fn MPI_Win_set_name(win: MPI_Win, win_name: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Win_set_name(win, win_name, false) }
+    counted_MPI_Win_set_name(win, win_name)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char) -> c_int {
     wrap_MPI_Win_set_name(true, false, win, win_name)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Win_set_name(win, win_name, true) }
+    counted_PMPI_Win_set_name(win, win_name)
 }
 
 pub static NEXT_MPI_Win_shared_query: Next = Next::new(c"PMPI_Win_shared_query");
@@ -3812,18 +4944,26 @@ unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, tracing: bool, win: MPI_Win,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_shared_query(via_pmpi: bool, win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_shared_query(win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_shared_query(via_pmpi, true, win, rank, size, disp_unit, baseptr)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_shared_query(win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Win_shared_query(false, win, rank, size, disp_unit, baseptr) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_shared_query(win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
     wrap_MPI_Win_shared_query(false, false, win, rank, size, disp_unit, baseptr)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_shared_query(win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Win_shared_query(true, win, rank, size, disp_unit, baseptr) }
+pub unsafe extern "C" fn MPI_Win_shared_query(win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, false) }
+    counted_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_shared_query(win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
     wrap_MPI_Win_shared_query(true, false, win, rank, size, disp_unit, baseptr)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_shared_query(win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, true) }
+    counted_PMPI_Win_shared_query(win, rank, size, disp_unit, baseptr)
 }
 
 pub static NEXT_MPI_Win_start: Next = Next::new(c"PMPI_Win_start");
@@ -3840,18 +4980,26 @@ unsafe fn wrap_MPI_Win_start(via_pmpi: bool, tracing: bool, group: MPI_Group, as
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_start(via_pmpi: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_start(via_pmpi, true, group, assert, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_start(false, group, assert, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_start(false, false, group, assert, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_start(true, group, assert, win) }
+pub unsafe extern "C" fn MPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_start(group, assert, win, false) }
+    counted_MPI_Win_start(group, assert, win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_start(true, false, group, assert, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_start(group, assert, win, true) }
+    counted_PMPI_Win_start(group, assert, win)
 }
 
 pub static NEXT_MPI_Win_sync: Next = Next::new(c"PMPI_Win_sync");
@@ -3868,18 +5016,26 @@ unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_in
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_sync(via_pmpi: bool, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_sync(win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_sync(via_pmpi, true, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_sync(win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_sync(false, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_sync(win: MPI_Win) -> c_int {
     wrap_MPI_Win_sync(false, false, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_sync(win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_sync(true, win) }
+pub unsafe extern "C" fn MPI_Win_sync(win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_sync(win, false) }
+    counted_MPI_Win_sync(win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_sync(win: MPI_Win) -> c_int {
     wrap_MPI_Win_sync(true, false, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_sync(win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_sync(win, true) }
+    counted_PMPI_Win_sync(win)
 }
 
 pub static NEXT_MPI_Win_test: Next = Next::new(c"PMPI_Win_test");
@@ -3896,18 +5052,26 @@ unsafe fn wrap_MPI_Win_test(via_pmpi: bool, tracing: bool, win: MPI_Win, flag: *
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_test(via_pmpi: bool, win: MPI_Win, flag: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_test(win: MPI_Win, flag: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_test(via_pmpi, true, win, flag)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Win_test(false, win, flag) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int {
     wrap_MPI_Win_test(false, false, win, flag)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Win_test(true, win, flag) }
+pub unsafe extern "C" fn MPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Win_test(win, flag, false) }
+    counted_MPI_Win_test(win, flag)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int {
     wrap_MPI_Win_test(true, false, win, flag)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Win_test(win, flag, true) }
+    counted_PMPI_Win_test(win, flag)
 }
 
 pub static NEXT_MPI_Win_unlock: Next = Next::new(c"PMPI_Win_unlock");
@@ -3924,20 +5088,30 @@ unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, tracing: bool, rank: c_int, win: M
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_unlock(via_pmpi: bool, rank: c_int, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_unlock(rank: c_int, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_unlock(via_pmpi, true, rank, win)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_unlock(false, rank, win) }
+unsafe extern "C" fn counted_MPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_unlock(false, false, rank, win)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_unlock(true, rank, win) }
+pub unsafe extern "C" fn MPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_unlock(rank, win, false) }
+    counted_MPI_Win_unlock(rank, win)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_unlock(true, false, rank, win)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_unlock(rank, win, true) }
+    counted_PMPI_Win_unlock(rank, win)
 }
 
 pub static NEXT_MPI_Win_unlock_all: Next = Next::new(c"PMPI_Win_unlock_all");
@@ -3954,18 +5128,26 @@ unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, tracing: bool, win: MPI_Win) -
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_unlock_all(via_pmpi: bool, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_unlock_all(win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_unlock_all(via_pmpi, true, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_unlock_all(win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_unlock_all(false, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_unlock_all(win: MPI_Win) -> c_int {
     wrap_MPI_Win_unlock_all(false, false, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_unlock_all(win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_unlock_all(true, win) }
+pub unsafe extern "C" fn MPI_Win_unlock_all(win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_unlock_all(win, false) }
+    counted_MPI_Win_unlock_all(win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_unlock_all(win: MPI_Win) -> c_int {
     wrap_MPI_Win_unlock_all(true, false, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_unlock_all(win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_unlock_all(win, true) }
+    counted_PMPI_Win_unlock_all(win)
 }
 
 pub static NEXT_MPI_Win_wait: Next = Next::new(c"PMPI_Win_wait");
@@ -3982,18 +5164,26 @@ unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, tracing: bool, win: MPI_Win) -> c_in
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Win_wait(via_pmpi: bool, win: MPI_Win) -> c_int {
+unsafe extern "C" fn traced_MPI_Win_wait(win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_wait(via_pmpi, true, win)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Win_wait(win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_wait(false, win) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Win_wait(win: MPI_Win) -> c_int {
     wrap_MPI_Win_wait(false, false, win)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Win_wait(win: MPI_Win) -> c_int {
-    if trace::on() { return traced_MPI_Win_wait(true, win) }
+pub unsafe extern "C" fn MPI_Win_wait(win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_wait(win, false) }
+    counted_MPI_Win_wait(win)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Win_wait(win: MPI_Win) -> c_int {
     wrap_MPI_Win_wait(true, false, win)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_wait(win: MPI_Win) -> c_int {
+    if trace::on() { return traced_MPI_Win_wait(win, true) }
+    counted_PMPI_Win_wait(win)
 }
 
 pub static NEXT_MPI_File_call_errhandler: Next = Next::new(c"PMPI_File_call_errhandler");
@@ -4010,18 +5200,26 @@ unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, tracing: bool, fh: MPI_F
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_call_errhandler(via_pmpi: bool, fh: MPI_File, errorcode: c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_File_call_errhandler(fh: MPI_File, errorcode: c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_File_call_errhandler(via_pmpi, true, fh, errorcode)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_call_errhandler(fh: MPI_File, errorcode: c_int) -> c_int {
-    if trace::on() { return traced_MPI_File_call_errhandler(false, fh, errorcode) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_call_errhandler(fh: MPI_File, errorcode: c_int) -> c_int {
     wrap_MPI_File_call_errhandler(false, false, fh, errorcode)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_call_errhandler(fh: MPI_File, errorcode: c_int) -> c_int {
-    if trace::on() { return traced_MPI_File_call_errhandler(true, fh, errorcode) }
+pub unsafe extern "C" fn MPI_File_call_errhandler(fh: MPI_File, errorcode: c_int) -> c_int {
+    if trace::on() { return traced_MPI_File_call_errhandler(fh, errorcode, false) }
+    counted_MPI_File_call_errhandler(fh, errorcode)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_call_errhandler(fh: MPI_File, errorcode: c_int) -> c_int {
     wrap_MPI_File_call_errhandler(true, false, fh, errorcode)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_call_errhandler(fh: MPI_File, errorcode: c_int) -> c_int {
+    if trace::on() { return traced_MPI_File_call_errhandler(fh, errorcode, true) }
+    counted_PMPI_File_call_errhandler(fh, errorcode)
 }
 
 pub static NEXT_MPI_File_create_errhandler: Next = Next::new(c"PMPI_File_create_errhandler");
@@ -4038,18 +5236,26 @@ unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, tracing: bool, functio
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_create_errhandler(via_pmpi: bool, function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
+unsafe extern "C" fn traced_MPI_File_create_errhandler(function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler, via_pmpi: bool) -> c_int {
     wrap_MPI_File_create_errhandler(via_pmpi, true, function, errhandler)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_create_errhandler(function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_File_create_errhandler(false, function, errhandler) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_create_errhandler(function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
     wrap_MPI_File_create_errhandler(false, false, function, errhandler)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_create_errhandler(function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_File_create_errhandler(true, function, errhandler) }
+pub unsafe extern "C" fn MPI_File_create_errhandler(function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_File_create_errhandler(function, errhandler, false) }
+    counted_MPI_File_create_errhandler(function, errhandler)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_create_errhandler(function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
     wrap_MPI_File_create_errhandler(true, false, function, errhandler)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_create_errhandler(function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_File_create_errhandler(function, errhandler, true) }
+    counted_PMPI_File_create_errhandler(function, errhandler)
 }
 
 pub static NEXT_MPI_File_set_errhandler: Next = Next::new(c"PMPI_File_set_errhandler");
@@ -4066,18 +5272,26 @@ unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, tracing: bool, file: MPI_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_set_errhandler(via_pmpi: bool, file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
+unsafe extern "C" fn traced_MPI_File_set_errhandler(file: MPI_File, errhandler: MPI_Errhandler, via_pmpi: bool) -> c_int {
     wrap_MPI_File_set_errhandler(via_pmpi, true, file, errhandler)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_set_errhandler(file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_File_set_errhandler(false, file, errhandler) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_set_errhandler(file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
     wrap_MPI_File_set_errhandler(false, false, file, errhandler)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_set_errhandler(file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_File_set_errhandler(true, file, errhandler) }
+pub unsafe extern "C" fn MPI_File_set_errhandler(file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_File_set_errhandler(file, errhandler, false) }
+    counted_MPI_File_set_errhandler(file, errhandler)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_set_errhandler(file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
     wrap_MPI_File_set_errhandler(true, false, file, errhandler)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_set_errhandler(file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_File_set_errhandler(file, errhandler, true) }
+    counted_PMPI_File_set_errhandler(file, errhandler)
 }
 
 pub static NEXT_MPI_File_get_errhandler: Next = Next::new(c"PMPI_File_get_errhandler");
@@ -4094,18 +5308,26 @@ unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, tracing: bool, file: MPI_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_get_errhandler(via_pmpi: bool, file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
+unsafe extern "C" fn traced_MPI_File_get_errhandler(file: MPI_File, errhandler: *mut MPI_Errhandler, via_pmpi: bool) -> c_int {
     wrap_MPI_File_get_errhandler(via_pmpi, true, file, errhandler)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_get_errhandler(file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_File_get_errhandler(false, file, errhandler) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_get_errhandler(file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
     wrap_MPI_File_get_errhandler(false, false, file, errhandler)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_get_errhandler(file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_File_get_errhandler(true, file, errhandler) }
+pub unsafe extern "C" fn MPI_File_get_errhandler(file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_File_get_errhandler(file, errhandler, false) }
+    counted_MPI_File_get_errhandler(file, errhandler)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_get_errhandler(file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
     wrap_MPI_File_get_errhandler(true, false, file, errhandler)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_errhandler(file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_File_get_errhandler(file, errhandler, true) }
+    counted_PMPI_File_get_errhandler(file, errhandler)
 }
 
 pub static NEXT_MPI_File_open: Next = Next::new(c"PMPI_File_open");
@@ -4122,18 +5344,26 @@ unsafe fn wrap_MPI_File_open(via_pmpi: bool, tracing: bool, comm: MPI_Comm, file
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_open(via_pmpi: bool, comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
+unsafe extern "C" fn traced_MPI_File_open(comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File, via_pmpi: bool) -> c_int {
     wrap_MPI_File_open(via_pmpi, true, comm, filename, amode, info, fh)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_open(comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
-    if trace::on() { return traced_MPI_File_open(false, comm, filename, amode, info, fh) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_open(comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
     wrap_MPI_File_open(false, false, comm, filename, amode, info, fh)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_open(comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
-    if trace::on() { return traced_MPI_File_open(true, comm, filename, amode, info, fh) }
+pub unsafe extern "C" fn MPI_File_open(comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
+    if trace::on() { return traced_MPI_File_open(comm, filename, amode, info, fh, false) }
+    counted_MPI_File_open(comm, filename, amode, info, fh)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_open(comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
     wrap_MPI_File_open(true, false, comm, filename, amode, info, fh)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_open(comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
+    if trace::on() { return traced_MPI_File_open(comm, filename, amode, info, fh, true) }
+    counted_PMPI_File_open(comm, filename, amode, info, fh)
 }
 
 pub static NEXT_MPI_File_close: Next = Next::new(c"PMPI_File_close");
@@ -4150,18 +5380,26 @@ unsafe fn wrap_MPI_File_close(via_pmpi: bool, tracing: bool, fh: *mut MPI_File) 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_close(via_pmpi: bool, fh: *mut MPI_File) -> c_int {
+unsafe extern "C" fn traced_MPI_File_close(fh: *mut MPI_File, via_pmpi: bool) -> c_int {
     wrap_MPI_File_close(via_pmpi, true, fh)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_close(fh: *mut MPI_File) -> c_int {
-    if trace::on() { return traced_MPI_File_close(false, fh) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_close(fh: *mut MPI_File) -> c_int {
     wrap_MPI_File_close(false, false, fh)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_close(fh: *mut MPI_File) -> c_int {
-    if trace::on() { return traced_MPI_File_close(true, fh) }
+pub unsafe extern "C" fn MPI_File_close(fh: *mut MPI_File) -> c_int {
+    if trace::on() { return traced_MPI_File_close(fh, false) }
+    counted_MPI_File_close(fh)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_close(fh: *mut MPI_File) -> c_int {
     wrap_MPI_File_close(true, false, fh)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_close(fh: *mut MPI_File) -> c_int {
+    if trace::on() { return traced_MPI_File_close(fh, true) }
+    counted_PMPI_File_close(fh)
 }
 
 pub static NEXT_MPI_File_delete: Next = Next::new(c"PMPI_File_delete");
@@ -4178,18 +5416,26 @@ unsafe fn wrap_MPI_File_delete(via_pmpi: bool, tracing: bool, filename: *const c
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_delete(via_pmpi: bool, filename: *const c_char, info: MPI_Info) -> c_int {
+unsafe extern "C" fn traced_MPI_File_delete(filename: *const c_char, info: MPI_Info, via_pmpi: bool) -> c_int {
     wrap_MPI_File_delete(via_pmpi, true, filename, info)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_delete(filename: *const c_char, info: MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_File_delete(false, filename, info) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_delete(filename: *const c_char, info: MPI_Info) -> c_int {
     wrap_MPI_File_delete(false, false, filename, info)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_delete(filename: *const c_char, info: MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_File_delete(true, filename, info) }
+pub unsafe extern "C" fn MPI_File_delete(filename: *const c_char, info: MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_File_delete(filename, info, false) }
+    counted_MPI_File_delete(filename, info)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_delete(filename: *const c_char, info: MPI_Info) -> c_int {
     wrap_MPI_File_delete(true, false, filename, info)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_delete(filename: *const c_char, info: MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_File_delete(filename, info, true) }
+    counted_PMPI_File_delete(filename, info)
 }
 
 pub static NEXT_MPI_File_set_size: Next = Next::new(c"PMPI_File_set_size");
@@ -4206,18 +5452,26 @@ unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, tracing: bool, fh: MPI_File, si
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_set_size(via_pmpi: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
+unsafe extern "C" fn traced_MPI_File_set_size(fh: MPI_File, size: MPI_Offset, via_pmpi: bool) -> c_int {
     wrap_MPI_File_set_size(via_pmpi, true, fh, size)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c_int {
-    if trace::on() { return traced_MPI_File_set_size(false, fh, size) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c_int {
     wrap_MPI_File_set_size(false, false, fh, size)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c_int {
-    if trace::on() { return traced_MPI_File_set_size(true, fh, size) }
+pub unsafe extern "C" fn MPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c_int {
+    if trace::on() { return traced_MPI_File_set_size(fh, size, false) }
+    counted_MPI_File_set_size(fh, size)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c_int {
     wrap_MPI_File_set_size(true, false, fh, size)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c_int {
+    if trace::on() { return traced_MPI_File_set_size(fh, size, true) }
+    counted_PMPI_File_set_size(fh, size)
 }
 
 pub static NEXT_MPI_File_preallocate: Next = Next::new(c"PMPI_File_preallocate");
@@ -4234,18 +5488,26 @@ unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, tracing: bool, fh: MPI_File,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_preallocate(via_pmpi: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
+unsafe extern "C" fn traced_MPI_File_preallocate(fh: MPI_File, size: MPI_Offset, via_pmpi: bool) -> c_int {
     wrap_MPI_File_preallocate(via_pmpi, true, fh, size)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -> c_int {
-    if trace::on() { return traced_MPI_File_preallocate(false, fh, size) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -> c_int {
     wrap_MPI_File_preallocate(false, false, fh, size)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -> c_int {
-    if trace::on() { return traced_MPI_File_preallocate(true, fh, size) }
+pub unsafe extern "C" fn MPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -> c_int {
+    if trace::on() { return traced_MPI_File_preallocate(fh, size, false) }
+    counted_MPI_File_preallocate(fh, size)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -> c_int {
     wrap_MPI_File_preallocate(true, false, fh, size)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -> c_int {
+    if trace::on() { return traced_MPI_File_preallocate(fh, size, true) }
+    counted_PMPI_File_preallocate(fh, size)
 }
 
 pub static NEXT_MPI_File_get_size: Next = Next::new(c"PMPI_File_get_size");
@@ -4262,18 +5524,26 @@ unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, tracing: bool, fh: MPI_File, si
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_get_size(via_pmpi: bool, fh: MPI_File, size: *mut MPI_Offset) -> c_int {
+unsafe extern "C" fn traced_MPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset, via_pmpi: bool) -> c_int {
     wrap_MPI_File_get_size(via_pmpi, true, fh, size)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset) -> c_int {
-    if trace::on() { return traced_MPI_File_get_size(false, fh, size) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset) -> c_int {
     wrap_MPI_File_get_size(false, false, fh, size)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset) -> c_int {
-    if trace::on() { return traced_MPI_File_get_size(true, fh, size) }
+pub unsafe extern "C" fn MPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset) -> c_int {
+    if trace::on() { return traced_MPI_File_get_size(fh, size, false) }
+    counted_MPI_File_get_size(fh, size)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset) -> c_int {
     wrap_MPI_File_get_size(true, false, fh, size)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset) -> c_int {
+    if trace::on() { return traced_MPI_File_get_size(fh, size, true) }
+    counted_PMPI_File_get_size(fh, size)
 }
 
 pub static NEXT_MPI_File_get_group: Next = Next::new(c"PMPI_File_get_group");
@@ -4290,18 +5560,26 @@ unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, tracing: bool, fh: MPI_File, g
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_get_group(via_pmpi: bool, fh: MPI_File, group: *mut MPI_Group) -> c_int {
+unsafe extern "C" fn traced_MPI_File_get_group(fh: MPI_File, group: *mut MPI_Group, via_pmpi: bool) -> c_int {
     wrap_MPI_File_get_group(via_pmpi, true, fh, group)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_get_group(fh: MPI_File, group: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_File_get_group(false, fh, group) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_get_group(fh: MPI_File, group: *mut MPI_Group) -> c_int {
     wrap_MPI_File_get_group(false, false, fh, group)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_get_group(fh: MPI_File, group: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_File_get_group(true, fh, group) }
+pub unsafe extern "C" fn MPI_File_get_group(fh: MPI_File, group: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_File_get_group(fh, group, false) }
+    counted_MPI_File_get_group(fh, group)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_get_group(fh: MPI_File, group: *mut MPI_Group) -> c_int {
     wrap_MPI_File_get_group(true, false, fh, group)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_group(fh: MPI_File, group: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_File_get_group(fh, group, true) }
+    counted_PMPI_File_get_group(fh, group)
 }
 
 pub static NEXT_MPI_File_get_amode: Next = Next::new(c"PMPI_File_get_amode");
@@ -4318,18 +5596,26 @@ unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, tracing: bool, fh: MPI_File, a
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_get_amode(via_pmpi: bool, fh: MPI_File, amode: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_File_get_amode(fh: MPI_File, amode: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_File_get_amode(via_pmpi, true, fh, amode)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_get_amode(fh: MPI_File, amode: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_File_get_amode(false, fh, amode) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_get_amode(fh: MPI_File, amode: *mut c_int) -> c_int {
     wrap_MPI_File_get_amode(false, false, fh, amode)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_get_amode(fh: MPI_File, amode: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_File_get_amode(true, fh, amode) }
+pub unsafe extern "C" fn MPI_File_get_amode(fh: MPI_File, amode: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_File_get_amode(fh, amode, false) }
+    counted_MPI_File_get_amode(fh, amode)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_get_amode(fh: MPI_File, amode: *mut c_int) -> c_int {
     wrap_MPI_File_get_amode(true, false, fh, amode)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_amode(fh: MPI_File, amode: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_File_get_amode(fh, amode, true) }
+    counted_PMPI_File_get_amode(fh, amode)
 }
 
 pub static NEXT_MPI_File_set_info: Next = Next::new(c"PMPI_File_set_info");
@@ -4346,18 +5632,26 @@ unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, tracing: bool, fh: MPI_File, in
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_set_info(via_pmpi: bool, fh: MPI_File, info: MPI_Info) -> c_int {
+unsafe extern "C" fn traced_MPI_File_set_info(fh: MPI_File, info: MPI_Info, via_pmpi: bool) -> c_int {
     wrap_MPI_File_set_info(via_pmpi, true, fh, info)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_File_set_info(false, fh, info) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_int {
     wrap_MPI_File_set_info(false, false, fh, info)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_File_set_info(true, fh, info) }
+pub unsafe extern "C" fn MPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_File_set_info(fh, info, false) }
+    counted_MPI_File_set_info(fh, info)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_int {
     wrap_MPI_File_set_info(true, false, fh, info)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_File_set_info(fh, info, true) }
+    counted_PMPI_File_set_info(fh, info)
 }
 
 pub static NEXT_MPI_File_get_info: Next = Next::new(c"PMPI_File_get_info");
@@ -4374,18 +5668,26 @@ unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, tracing: bool, fh: MPI_File, in
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_get_info(via_pmpi: bool, fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
+unsafe extern "C" fn traced_MPI_File_get_info(fh: MPI_File, info_used: *mut MPI_Info, via_pmpi: bool) -> c_int {
     wrap_MPI_File_get_info(via_pmpi, true, fh, info_used)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_get_info(fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_File_get_info(false, fh, info_used) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_get_info(fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
     wrap_MPI_File_get_info(false, false, fh, info_used)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_get_info(fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_File_get_info(true, fh, info_used) }
+pub unsafe extern "C" fn MPI_File_get_info(fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_File_get_info(fh, info_used, false) }
+    counted_MPI_File_get_info(fh, info_used)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_get_info(fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
     wrap_MPI_File_get_info(true, false, fh, info_used)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_info(fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_File_get_info(fh, info_used, true) }
+    counted_PMPI_File_get_info(fh, info_used)
 }
 
 pub static NEXT_MPI_File_set_view: Next = Next::new(c"PMPI_File_set_view");
@@ -4402,18 +5704,26 @@ unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, tracing: bool, fh: MPI_File, di
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_set_view(via_pmpi: bool, fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
+unsafe extern "C" fn traced_MPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info, via_pmpi: bool) -> c_int {
     wrap_MPI_File_set_view(via_pmpi, true, fh, disp, etype, filetype, datarep, info)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_File_set_view(false, fh, disp, etype, filetype, datarep, info) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
     wrap_MPI_File_set_view(false, false, fh, disp, etype, filetype, datarep, info)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_File_set_view(true, fh, disp, etype, filetype, datarep, info) }
+pub unsafe extern "C" fn MPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, false) }
+    counted_MPI_File_set_view(fh, disp, etype, filetype, datarep, info)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
     wrap_MPI_File_set_view(true, false, fh, disp, etype, filetype, datarep, info)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, true) }
+    counted_PMPI_File_set_view(fh, disp, etype, filetype, datarep, info)
 }
 
 pub static NEXT_MPI_File_get_view: Next = Next::new(c"PMPI_File_get_view");
@@ -4430,18 +5740,26 @@ unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, tracing: bool, fh: MPI_File, di
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_get_view(via_pmpi: bool, fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
+unsafe extern "C" fn traced_MPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char, via_pmpi: bool) -> c_int {
     wrap_MPI_File_get_view(via_pmpi, true, fh, disp, etype, filetype, datarep)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
-    if trace::on() { return traced_MPI_File_get_view(false, fh, disp, etype, filetype, datarep) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
     wrap_MPI_File_get_view(false, false, fh, disp, etype, filetype, datarep)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
-    if trace::on() { return traced_MPI_File_get_view(true, fh, disp, etype, filetype, datarep) }
+pub unsafe extern "C" fn MPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
+    if trace::on() { return traced_MPI_File_get_view(fh, disp, etype, filetype, datarep, false) }
+    counted_MPI_File_get_view(fh, disp, etype, filetype, datarep)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
     wrap_MPI_File_get_view(true, false, fh, disp, etype, filetype, datarep)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
+    if trace::on() { return traced_MPI_File_get_view(fh, disp, etype, filetype, datarep, true) }
+    counted_PMPI_File_get_view(fh, disp, etype, filetype, datarep)
 }
 
 pub static NEXT_MPI_File_read_at: Next = Next::new(c"PMPI_File_read_at");
@@ -4460,18 +5778,26 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, tracing: bool, fh: MPI_File, off
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_read_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_read_at(via_pmpi, true, fh, offset, buf, count, datatype, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_at(false, fh, offset, buf, count, datatype, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_at(false, false, fh, offset, buf, count, datatype, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_at(true, fh, offset, buf, count, datatype, status) }
+pub unsafe extern "C" fn MPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_at(fh, offset, buf, count, datatype, status, false) }
+    counted_MPI_File_read_at(fh, offset, buf, count, datatype, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_at(true, false, fh, offset, buf, count, datatype, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_at(fh, offset, buf, count, datatype, status, true) }
+    counted_PMPI_File_read_at(fh, offset, buf, count, datatype, status)
 }
 
 pub static NEXT_MPI_File_read_at_all: Next = Next::new(c"PMPI_File_read_at_all");
@@ -4490,18 +5816,26 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_read_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_read_at_all(via_pmpi, true, fh, offset, buf, count, datatype, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_at_all(false, fh, offset, buf, count, datatype, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_at_all(false, false, fh, offset, buf, count, datatype, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_at_all(true, fh, offset, buf, count, datatype, status) }
+pub unsafe extern "C" fn MPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, false) }
+    counted_MPI_File_read_at_all(fh, offset, buf, count, datatype, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_at_all(true, false, fh, offset, buf, count, datatype, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, true) }
+    counted_PMPI_File_read_at_all(fh, offset, buf, count, datatype, status)
 }
 
 pub static NEXT_MPI_File_write_at: Next = Next::new(c"PMPI_File_write_at");
@@ -4518,18 +5852,26 @@ unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_write_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_write_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_write_at(via_pmpi, true, fh, offset, buf, count, datatype, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_write_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_at(false, fh, offset, buf, count, datatype, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_write_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_at(false, false, fh, offset, buf, count, datatype, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_write_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_at(true, fh, offset, buf, count, datatype, status) }
+pub unsafe extern "C" fn MPI_File_write_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_at(fh, offset, buf, count, datatype, status, false) }
+    counted_MPI_File_write_at(fh, offset, buf, count, datatype, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_write_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_at(true, false, fh, offset, buf, count, datatype, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_at(fh, offset, buf, count, datatype, status, true) }
+    counted_PMPI_File_write_at(fh, offset, buf, count, datatype, status)
 }
 
 pub static NEXT_MPI_File_write_at_all: Next = Next::new(c"PMPI_File_write_at_all");
@@ -4546,18 +5888,26 @@ unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_write_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_write_at_all(via_pmpi, true, fh, offset, buf, count, datatype, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_at_all(false, fh, offset, buf, count, datatype, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_at_all(false, false, fh, offset, buf, count, datatype, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_at_all(true, fh, offset, buf, count, datatype, status) }
+pub unsafe extern "C" fn MPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, false) }
+    counted_MPI_File_write_at_all(fh, offset, buf, count, datatype, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_at_all(true, false, fh, offset, buf, count, datatype, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, true) }
+    counted_PMPI_File_write_at_all(fh, offset, buf, count, datatype, status)
 }
 
 pub static NEXT_MPI_File_iread_at: Next = Next::new(c"PMPI_File_iread_at");
@@ -4574,18 +5924,26 @@ unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, tracing: bool, fh: MPI_File, of
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_iread_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_File_iread_at(via_pmpi, true, fh, offset, buf, count, datatype, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iread_at(false, fh, offset, buf, count, datatype, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iread_at(false, false, fh, offset, buf, count, datatype, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iread_at(true, fh, offset, buf, count, datatype, request) }
+pub unsafe extern "C" fn MPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iread_at(fh, offset, buf, count, datatype, request, false) }
+    counted_MPI_File_iread_at(fh, offset, buf, count, datatype, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iread_at(true, false, fh, offset, buf, count, datatype, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iread_at(fh, offset, buf, count, datatype, request, true) }
+    counted_PMPI_File_iread_at(fh, offset, buf, count, datatype, request)
 }
 
 pub static NEXT_MPI_File_iwrite_at: Next = Next::new(c"PMPI_File_iwrite_at");
@@ -4602,18 +5960,26 @@ unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, tracing: bool, fh: MPI_File, o
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_iwrite_at(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_File_iwrite_at(via_pmpi, true, fh, offset, buf, count, datatype, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iwrite_at(false, fh, offset, buf, count, datatype, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iwrite_at(false, false, fh, offset, buf, count, datatype, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iwrite_at(true, fh, offset, buf, count, datatype, request) }
+pub unsafe extern "C" fn MPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, false) }
+    counted_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iwrite_at(true, false, fh, offset, buf, count, datatype, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, true) }
+    counted_PMPI_File_iwrite_at(fh, offset, buf, count, datatype, request)
 }
 
 pub static NEXT_MPI_File_iread_at_all: Next = Next::new(c"PMPI_File_iread_at_all");
@@ -4630,18 +5996,26 @@ unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, tracing: bool, fh: MPI_File
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_iread_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_File_iread_at_all(via_pmpi, true, fh, offset, buf, count, datatype, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iread_at_all(false, fh, offset, buf, count, datatype, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iread_at_all(false, false, fh, offset, buf, count, datatype, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iread_at_all(true, fh, offset, buf, count, datatype, request) }
+pub unsafe extern "C" fn MPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, false) }
+    counted_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iread_at_all(true, false, fh, offset, buf, count, datatype, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, true) }
+    counted_PMPI_File_iread_at_all(fh, offset, buf, count, datatype, request)
 }
 
 pub static NEXT_MPI_File_iwrite_at_all: Next = Next::new(c"PMPI_File_iwrite_at_all");
@@ -4658,18 +6032,26 @@ unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, tracing: bool, fh: MPI_Fil
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_iwrite_at_all(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_File_iwrite_at_all(via_pmpi, true, fh, offset, buf, count, datatype, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iwrite_at_all(false, fh, offset, buf, count, datatype, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iwrite_at_all(false, false, fh, offset, buf, count, datatype, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iwrite_at_all(true, fh, offset, buf, count, datatype, request) }
+pub unsafe extern "C" fn MPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, false) }
+    counted_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iwrite_at_all(true, false, fh, offset, buf, count, datatype, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, true) }
+    counted_PMPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request)
 }
 
 pub static NEXT_MPI_File_read: Next = Next::new(c"PMPI_File_read");
@@ -4688,18 +6070,26 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: *
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_read(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_read(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_read(via_pmpi, true, fh, buf, count, datatype, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_read(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read(false, fh, buf, count, datatype, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_read(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_read(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read(true, fh, buf, count, datatype, status) }
+pub unsafe extern "C" fn MPI_File_read(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read(fh, buf, count, datatype, status, false) }
+    counted_MPI_File_read(fh, buf, count, datatype, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_read(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read(true, false, fh, buf, count, datatype, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read(fh, buf, count, datatype, status, true) }
+    counted_PMPI_File_read(fh, buf, count, datatype, status)
 }
 
 pub static NEXT_MPI_File_read_all: Next = Next::new(c"PMPI_File_read_all");
@@ -4718,18 +6108,26 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, tracing: bool, fh: MPI_File, bu
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_read_all(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_read_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_read_all(via_pmpi, true, fh, buf, count, datatype, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_read_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_all(false, fh, buf, count, datatype, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_read_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_all(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_read_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_all(true, fh, buf, count, datatype, status) }
+pub unsafe extern "C" fn MPI_File_read_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_all(fh, buf, count, datatype, status, false) }
+    counted_MPI_File_read_all(fh, buf, count, datatype, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_read_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_all(true, false, fh, buf, count, datatype, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_all(fh, buf, count, datatype, status, true) }
+    counted_PMPI_File_read_all(fh, buf, count, datatype, status)
 }
 
 pub static NEXT_MPI_File_write: Next = Next::new(c"PMPI_File_write");
@@ -4746,18 +6144,26 @@ unsafe fn wrap_MPI_File_write(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_write(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_write(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_write(via_pmpi, true, fh, buf, count, datatype, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_write(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write(false, fh, buf, count, datatype, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_write(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_write(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write(true, fh, buf, count, datatype, status) }
+pub unsafe extern "C" fn MPI_File_write(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write(fh, buf, count, datatype, status, false) }
+    counted_MPI_File_write(fh, buf, count, datatype, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_write(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write(true, false, fh, buf, count, datatype, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write(fh, buf, count, datatype, status, true) }
+    counted_PMPI_File_write(fh, buf, count, datatype, status)
 }
 
 pub static NEXT_MPI_File_write_all: Next = Next::new(c"PMPI_File_write_all");
@@ -4774,18 +6180,26 @@ unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_write_all(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_write_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_write_all(via_pmpi, true, fh, buf, count, datatype, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_write_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_all(false, fh, buf, count, datatype, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_write_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_all(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_write_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_all(true, fh, buf, count, datatype, status) }
+pub unsafe extern "C" fn MPI_File_write_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_all(fh, buf, count, datatype, status, false) }
+    counted_MPI_File_write_all(fh, buf, count, datatype, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_write_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_all(true, false, fh, buf, count, datatype, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_all(fh, buf, count, datatype, status, true) }
+    counted_PMPI_File_write_all(fh, buf, count, datatype, status)
 }
 
 pub static NEXT_MPI_File_iread: Next = Next::new(c"PMPI_File_iread");
@@ -4802,18 +6216,26 @@ unsafe fn wrap_MPI_File_iread(via_pmpi: bool, tracing: bool, fh: MPI_File, buf: 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_iread(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_File_iread(via_pmpi, true, fh, buf, count, datatype, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iread(false, fh, buf, count, datatype, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iread(false, false, fh, buf, count, datatype, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iread(true, fh, buf, count, datatype, request) }
+pub unsafe extern "C" fn MPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iread(fh, buf, count, datatype, request, false) }
+    counted_MPI_File_iread(fh, buf, count, datatype, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iread(true, false, fh, buf, count, datatype, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iread(fh, buf, count, datatype, request, true) }
+    counted_PMPI_File_iread(fh, buf, count, datatype, request)
 }
 
 pub static NEXT_MPI_File_iwrite: Next = Next::new(c"PMPI_File_iwrite");
@@ -4830,18 +6252,26 @@ unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, tracing: bool, fh: MPI_File, buf:
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_iwrite(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_File_iwrite(via_pmpi, true, fh, buf, count, datatype, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iwrite(false, fh, buf, count, datatype, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iwrite(false, false, fh, buf, count, datatype, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iwrite(true, fh, buf, count, datatype, request) }
+pub unsafe extern "C" fn MPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iwrite(fh, buf, count, datatype, request, false) }
+    counted_MPI_File_iwrite(fh, buf, count, datatype, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iwrite(true, false, fh, buf, count, datatype, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iwrite(fh, buf, count, datatype, request, true) }
+    counted_PMPI_File_iwrite(fh, buf, count, datatype, request)
 }
 
 pub static NEXT_MPI_File_iread_all: Next = Next::new(c"PMPI_File_iread_all");
@@ -4858,18 +6288,26 @@ unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, tracing: bool, fh: MPI_File, b
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_iread_all(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_File_iread_all(via_pmpi, true, fh, buf, count, datatype, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iread_all(false, fh, buf, count, datatype, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iread_all(false, false, fh, buf, count, datatype, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iread_all(true, fh, buf, count, datatype, request) }
+pub unsafe extern "C" fn MPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iread_all(fh, buf, count, datatype, request, false) }
+    counted_MPI_File_iread_all(fh, buf, count, datatype, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iread_all(true, false, fh, buf, count, datatype, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iread_all(fh, buf, count, datatype, request, true) }
+    counted_PMPI_File_iread_all(fh, buf, count, datatype, request)
 }
 
 pub static NEXT_MPI_File_iwrite_all: Next = Next::new(c"PMPI_File_iwrite_all");
@@ -4886,18 +6324,26 @@ unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, tracing: bool, fh: MPI_File, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_iwrite_all(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_File_iwrite_all(via_pmpi, true, fh, buf, count, datatype, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iwrite_all(false, fh, buf, count, datatype, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iwrite_all(false, false, fh, buf, count, datatype, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iwrite_all(true, fh, buf, count, datatype, request) }
+pub unsafe extern "C" fn MPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iwrite_all(fh, buf, count, datatype, request, false) }
+    counted_MPI_File_iwrite_all(fh, buf, count, datatype, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iwrite_all(true, false, fh, buf, count, datatype, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iwrite_all(fh, buf, count, datatype, request, true) }
+    counted_PMPI_File_iwrite_all(fh, buf, count, datatype, request)
 }
 
 pub static NEXT_MPI_File_seek: Next = Next::new(c"PMPI_File_seek");
@@ -4914,18 +6360,26 @@ unsafe fn wrap_MPI_File_seek(via_pmpi: bool, tracing: bool, fh: MPI_File, offset
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_seek(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence: c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_File_seek(via_pmpi, true, fh, offset, whence)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    if trace::on() { return traced_MPI_File_seek(false, fh, offset, whence) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
     wrap_MPI_File_seek(false, false, fh, offset, whence)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    if trace::on() { return traced_MPI_File_seek(true, fh, offset, whence) }
+pub unsafe extern "C" fn MPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
+    if trace::on() { return traced_MPI_File_seek(fh, offset, whence, false) }
+    counted_MPI_File_seek(fh, offset, whence)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
     wrap_MPI_File_seek(true, false, fh, offset, whence)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
+    if trace::on() { return traced_MPI_File_seek(fh, offset, whence, true) }
+    counted_PMPI_File_seek(fh, offset, whence)
 }
 
 pub static NEXT_MPI_File_get_position: Next = Next::new(c"PMPI_File_get_position");
@@ -4942,18 +6396,26 @@ unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, tracing: bool, fh: MPI_File
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_get_position(via_pmpi: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
+unsafe extern "C" fn traced_MPI_File_get_position(fh: MPI_File, offset: *mut MPI_Offset, via_pmpi: bool) -> c_int {
     wrap_MPI_File_get_position(via_pmpi, true, fh, offset)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_get_position(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    if trace::on() { return traced_MPI_File_get_position(false, fh, offset) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_get_position(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
     wrap_MPI_File_get_position(false, false, fh, offset)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_get_position(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    if trace::on() { return traced_MPI_File_get_position(true, fh, offset) }
+pub unsafe extern "C" fn MPI_File_get_position(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
+    if trace::on() { return traced_MPI_File_get_position(fh, offset, false) }
+    counted_MPI_File_get_position(fh, offset)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_get_position(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
     wrap_MPI_File_get_position(true, false, fh, offset)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_position(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
+    if trace::on() { return traced_MPI_File_get_position(fh, offset, true) }
+    counted_PMPI_File_get_position(fh, offset)
 }
 
 pub static NEXT_MPI_File_get_byte_offset: Next = Next::new(c"PMPI_File_get_byte_offset");
@@ -4970,18 +6432,26 @@ unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, tracing: bool, fh: MPI_F
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_get_byte_offset(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
+unsafe extern "C" fn traced_MPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset, via_pmpi: bool) -> c_int {
     wrap_MPI_File_get_byte_offset(via_pmpi, true, fh, offset, disp)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    if trace::on() { return traced_MPI_File_get_byte_offset(false, fh, offset, disp) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
     wrap_MPI_File_get_byte_offset(false, false, fh, offset, disp)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    if trace::on() { return traced_MPI_File_get_byte_offset(true, fh, offset, disp) }
+pub unsafe extern "C" fn MPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
+    if trace::on() { return traced_MPI_File_get_byte_offset(fh, offset, disp, false) }
+    counted_MPI_File_get_byte_offset(fh, offset, disp)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
     wrap_MPI_File_get_byte_offset(true, false, fh, offset, disp)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
+    if trace::on() { return traced_MPI_File_get_byte_offset(fh, offset, disp, true) }
+    counted_PMPI_File_get_byte_offset(fh, offset, disp)
 }
 
 pub static NEXT_MPI_File_read_shared: Next = Next::new(c"PMPI_File_read_shared");
@@ -5000,18 +6470,26 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_read_shared(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_read_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_read_shared(via_pmpi, true, fh, buf, count, datatype, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_read_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_shared(false, fh, buf, count, datatype, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_read_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_shared(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_read_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_shared(true, fh, buf, count, datatype, status) }
+pub unsafe extern "C" fn MPI_File_read_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_shared(fh, buf, count, datatype, status, false) }
+    counted_MPI_File_read_shared(fh, buf, count, datatype, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_read_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_shared(true, false, fh, buf, count, datatype, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_shared(fh, buf, count, datatype, status, true) }
+    counted_PMPI_File_read_shared(fh, buf, count, datatype, status)
 }
 
 pub static NEXT_MPI_File_write_shared: Next = Next::new(c"PMPI_File_write_shared");
@@ -5028,18 +6506,26 @@ unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_write_shared(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_write_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_write_shared(via_pmpi, true, fh, buf, count, datatype, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_write_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_shared(false, fh, buf, count, datatype, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_write_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_shared(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_write_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_shared(true, fh, buf, count, datatype, status) }
+pub unsafe extern "C" fn MPI_File_write_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_shared(fh, buf, count, datatype, status, false) }
+    counted_MPI_File_write_shared(fh, buf, count, datatype, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_write_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_shared(true, false, fh, buf, count, datatype, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_shared(fh, buf, count, datatype, status, true) }
+    counted_PMPI_File_write_shared(fh, buf, count, datatype, status)
 }
 
 pub static NEXT_MPI_File_iread_shared: Next = Next::new(c"PMPI_File_iread_shared");
@@ -5056,18 +6542,26 @@ unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, tracing: bool, fh: MPI_File
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_iread_shared(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_File_iread_shared(via_pmpi, true, fh, buf, count, datatype, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iread_shared(false, fh, buf, count, datatype, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iread_shared(false, false, fh, buf, count, datatype, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iread_shared(true, fh, buf, count, datatype, request) }
+pub unsafe extern "C" fn MPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iread_shared(fh, buf, count, datatype, request, false) }
+    counted_MPI_File_iread_shared(fh, buf, count, datatype, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iread_shared(true, false, fh, buf, count, datatype, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iread_shared(fh, buf, count, datatype, request, true) }
+    counted_PMPI_File_iread_shared(fh, buf, count, datatype, request)
 }
 
 pub static NEXT_MPI_File_iwrite_shared: Next = Next::new(c"PMPI_File_iwrite_shared");
@@ -5084,18 +6578,26 @@ unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, tracing: bool, fh: MPI_Fil
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_iwrite_shared(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_File_iwrite_shared(via_pmpi, true, fh, buf, count, datatype, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iwrite_shared(false, fh, buf, count, datatype, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iwrite_shared(false, false, fh, buf, count, datatype, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_File_iwrite_shared(true, fh, buf, count, datatype, request) }
+pub unsafe extern "C" fn MPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iwrite_shared(fh, buf, count, datatype, request, false) }
+    counted_MPI_File_iwrite_shared(fh, buf, count, datatype, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
     wrap_MPI_File_iwrite_shared(true, false, fh, buf, count, datatype, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_File_iwrite_shared(fh, buf, count, datatype, request, true) }
+    counted_PMPI_File_iwrite_shared(fh, buf, count, datatype, request)
 }
 
 pub static NEXT_MPI_File_read_ordered: Next = Next::new(c"PMPI_File_read_ordered");
@@ -5114,18 +6616,26 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, tracing: bool, fh: MPI_File
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_read_ordered(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_read_ordered(via_pmpi, true, fh, buf, count, datatype, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_ordered(false, fh, buf, count, datatype, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_ordered(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_ordered(true, fh, buf, count, datatype, status) }
+pub unsafe extern "C" fn MPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_ordered(fh, buf, count, datatype, status, false) }
+    counted_MPI_File_read_ordered(fh, buf, count, datatype, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_ordered(true, false, fh, buf, count, datatype, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_ordered(fh, buf, count, datatype, status, true) }
+    counted_PMPI_File_read_ordered(fh, buf, count, datatype, status)
 }
 
 pub static NEXT_MPI_File_write_ordered: Next = Next::new(c"PMPI_File_write_ordered");
@@ -5142,18 +6652,26 @@ unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, tracing: bool, fh: MPI_Fil
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_write_ordered(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_write_ordered(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_write_ordered(via_pmpi, true, fh, buf, count, datatype, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_write_ordered(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_ordered(false, fh, buf, count, datatype, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_write_ordered(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_ordered(false, false, fh, buf, count, datatype, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_write_ordered(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_ordered(true, fh, buf, count, datatype, status) }
+pub unsafe extern "C" fn MPI_File_write_ordered(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_ordered(fh, buf, count, datatype, status, false) }
+    counted_MPI_File_write_ordered(fh, buf, count, datatype, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_write_ordered(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_ordered(true, false, fh, buf, count, datatype, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_ordered(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_ordered(fh, buf, count, datatype, status, true) }
+    counted_PMPI_File_write_ordered(fh, buf, count, datatype, status)
 }
 
 pub static NEXT_MPI_File_seek_shared: Next = Next::new(c"PMPI_File_seek_shared");
@@ -5170,18 +6688,26 @@ unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, tracing: bool, fh: MPI_File,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_seek_shared(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset, whence: c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_File_seek_shared(via_pmpi, true, fh, offset, whence)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    if trace::on() { return traced_MPI_File_seek_shared(false, fh, offset, whence) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
     wrap_MPI_File_seek_shared(false, false, fh, offset, whence)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    if trace::on() { return traced_MPI_File_seek_shared(true, fh, offset, whence) }
+pub unsafe extern "C" fn MPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
+    if trace::on() { return traced_MPI_File_seek_shared(fh, offset, whence, false) }
+    counted_MPI_File_seek_shared(fh, offset, whence)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
     wrap_MPI_File_seek_shared(true, false, fh, offset, whence)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
+    if trace::on() { return traced_MPI_File_seek_shared(fh, offset, whence, true) }
+    counted_PMPI_File_seek_shared(fh, offset, whence)
 }
 
 pub static NEXT_MPI_File_get_position_shared: Next = Next::new(c"PMPI_File_get_position_shared");
@@ -5198,18 +6724,26 @@ unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, tracing: bool, fh: M
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_get_position_shared(via_pmpi: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
+unsafe extern "C" fn traced_MPI_File_get_position_shared(fh: MPI_File, offset: *mut MPI_Offset, via_pmpi: bool) -> c_int {
     wrap_MPI_File_get_position_shared(via_pmpi, true, fh, offset)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_get_position_shared(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    if trace::on() { return traced_MPI_File_get_position_shared(false, fh, offset) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_get_position_shared(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
     wrap_MPI_File_get_position_shared(false, false, fh, offset)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_get_position_shared(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    if trace::on() { return traced_MPI_File_get_position_shared(true, fh, offset) }
+pub unsafe extern "C" fn MPI_File_get_position_shared(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
+    if trace::on() { return traced_MPI_File_get_position_shared(fh, offset, false) }
+    counted_MPI_File_get_position_shared(fh, offset)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_get_position_shared(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
     wrap_MPI_File_get_position_shared(true, false, fh, offset)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_position_shared(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
+    if trace::on() { return traced_MPI_File_get_position_shared(fh, offset, true) }
+    counted_PMPI_File_get_position_shared(fh, offset)
 }
 
 pub static NEXT_MPI_File_read_at_all_begin: Next = Next::new(c"PMPI_File_read_at_all_begin");
@@ -5226,18 +6760,26 @@ unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, tracing: bool, fh: MPI
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_read_at_all_begin(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_File_read_at_all_begin(via_pmpi, true, fh, offset, buf, count, datatype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_File_read_at_all_begin(false, fh, offset, buf, count, datatype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     wrap_MPI_File_read_at_all_begin(false, false, fh, offset, buf, count, datatype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_File_read_at_all_begin(true, fh, offset, buf, count, datatype) }
+pub unsafe extern "C" fn MPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, false) }
+    counted_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     wrap_MPI_File_read_at_all_begin(true, false, fh, offset, buf, count, datatype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, true) }
+    counted_PMPI_File_read_at_all_begin(fh, offset, buf, count, datatype)
 }
 
 pub static NEXT_MPI_File_read_at_all_end: Next = Next::new(c"PMPI_File_read_at_all_end");
@@ -5254,18 +6796,26 @@ unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_F
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_read_at_all_end(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_read_at_all_end(via_pmpi, true, fh, buf, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_at_all_end(false, fh, buf, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_at_all_end(false, false, fh, buf, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_at_all_end(true, fh, buf, status) }
+pub unsafe extern "C" fn MPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_at_all_end(fh, buf, status, false) }
+    counted_MPI_File_read_at_all_end(fh, buf, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_at_all_end(true, false, fh, buf, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_at_all_end(fh, buf, status, true) }
+    counted_PMPI_File_read_at_all_end(fh, buf, status)
 }
 
 pub static NEXT_MPI_File_write_at_all_begin: Next = Next::new(c"PMPI_File_write_at_all_begin");
@@ -5282,18 +6832,26 @@ unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, tracing: bool, fh: MP
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_write_at_all_begin(via_pmpi: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_File_write_at_all_begin(via_pmpi, true, fh, offset, buf, count, datatype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_File_write_at_all_begin(false, fh, offset, buf, count, datatype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     wrap_MPI_File_write_at_all_begin(false, false, fh, offset, buf, count, datatype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_File_write_at_all_begin(true, fh, offset, buf, count, datatype) }
+pub unsafe extern "C" fn MPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, false) }
+    counted_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     wrap_MPI_File_write_at_all_begin(true, false, fh, offset, buf, count, datatype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, true) }
+    counted_PMPI_File_write_at_all_begin(fh, offset, buf, count, datatype)
 }
 
 pub static NEXT_MPI_File_write_at_all_end: Next = Next::new(c"PMPI_File_write_at_all_end");
@@ -5310,18 +6868,26 @@ unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, tracing: bool, fh: MPI_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_write_at_all_end(via_pmpi: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_write_at_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_write_at_all_end(via_pmpi, true, fh, buf, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_write_at_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_at_all_end(false, fh, buf, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_write_at_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_at_all_end(false, false, fh, buf, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_write_at_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_at_all_end(true, fh, buf, status) }
+pub unsafe extern "C" fn MPI_File_write_at_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_at_all_end(fh, buf, status, false) }
+    counted_MPI_File_write_at_all_end(fh, buf, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_write_at_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_at_all_end(true, false, fh, buf, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_at_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_at_all_end(fh, buf, status, true) }
+    counted_PMPI_File_write_at_all_end(fh, buf, status)
 }
 
 pub static NEXT_MPI_File_read_all_begin: Next = Next::new(c"PMPI_File_read_all_begin");
@@ -5338,18 +6904,26 @@ unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_Fi
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_read_all_begin(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_File_read_all_begin(via_pmpi, true, fh, buf, count, datatype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_File_read_all_begin(false, fh, buf, count, datatype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     wrap_MPI_File_read_all_begin(false, false, fh, buf, count, datatype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_File_read_all_begin(true, fh, buf, count, datatype) }
+pub unsafe extern "C" fn MPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_File_read_all_begin(fh, buf, count, datatype, false) }
+    counted_MPI_File_read_all_begin(fh, buf, count, datatype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     wrap_MPI_File_read_all_begin(true, false, fh, buf, count, datatype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_File_read_all_begin(fh, buf, count, datatype, true) }
+    counted_PMPI_File_read_all_begin(fh, buf, count, datatype)
 }
 
 pub static NEXT_MPI_File_read_all_end: Next = Next::new(c"PMPI_File_read_all_end");
@@ -5366,18 +6940,26 @@ unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, tracing: bool, fh: MPI_File
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_read_all_end(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_read_all_end(via_pmpi, true, fh, buf, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_all_end(false, fh, buf, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_all_end(false, false, fh, buf, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_all_end(true, fh, buf, status) }
+pub unsafe extern "C" fn MPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_all_end(fh, buf, status, false) }
+    counted_MPI_File_read_all_end(fh, buf, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_all_end(true, false, fh, buf, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_all_end(fh, buf, status, true) }
+    counted_PMPI_File_read_all_end(fh, buf, status)
 }
 
 pub static NEXT_MPI_File_write_all_begin: Next = Next::new(c"PMPI_File_write_all_begin");
@@ -5394,18 +6976,26 @@ unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, tracing: bool, fh: MPI_F
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_write_all_begin(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_File_write_all_begin(via_pmpi, true, fh, buf, count, datatype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_File_write_all_begin(false, fh, buf, count, datatype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     wrap_MPI_File_write_all_begin(false, false, fh, buf, count, datatype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_File_write_all_begin(true, fh, buf, count, datatype) }
+pub unsafe extern "C" fn MPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_File_write_all_begin(fh, buf, count, datatype, false) }
+    counted_MPI_File_write_all_begin(fh, buf, count, datatype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     wrap_MPI_File_write_all_begin(true, false, fh, buf, count, datatype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_File_write_all_begin(fh, buf, count, datatype, true) }
+    counted_PMPI_File_write_all_begin(fh, buf, count, datatype)
 }
 
 pub static NEXT_MPI_File_write_all_end: Next = Next::new(c"PMPI_File_write_all_end");
@@ -5422,18 +7012,26 @@ unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, tracing: bool, fh: MPI_Fil
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_write_all_end(via_pmpi: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_write_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_write_all_end(via_pmpi, true, fh, buf, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_write_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_all_end(false, fh, buf, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_write_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_all_end(false, false, fh, buf, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_write_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_all_end(true, fh, buf, status) }
+pub unsafe extern "C" fn MPI_File_write_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_all_end(fh, buf, status, false) }
+    counted_MPI_File_write_all_end(fh, buf, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_write_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_all_end(true, false, fh, buf, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_all_end(fh, buf, status, true) }
+    counted_PMPI_File_write_all_end(fh, buf, status)
 }
 
 pub static NEXT_MPI_File_read_ordered_begin: Next = Next::new(c"PMPI_File_read_ordered_begin");
@@ -5450,18 +7048,26 @@ unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, tracing: bool, fh: MP
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_read_ordered_begin(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_File_read_ordered_begin(via_pmpi, true, fh, buf, count, datatype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_File_read_ordered_begin(false, fh, buf, count, datatype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     wrap_MPI_File_read_ordered_begin(false, false, fh, buf, count, datatype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_File_read_ordered_begin(true, fh, buf, count, datatype) }
+pub unsafe extern "C" fn MPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_File_read_ordered_begin(fh, buf, count, datatype, false) }
+    counted_MPI_File_read_ordered_begin(fh, buf, count, datatype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     wrap_MPI_File_read_ordered_begin(true, false, fh, buf, count, datatype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_File_read_ordered_begin(fh, buf, count, datatype, true) }
+    counted_PMPI_File_read_ordered_begin(fh, buf, count, datatype)
 }
 
 pub static NEXT_MPI_File_read_ordered_end: Next = Next::new(c"PMPI_File_read_ordered_end");
@@ -5478,18 +7084,26 @@ unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_read_ordered_end(via_pmpi: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_read_ordered_end(via_pmpi, true, fh, buf, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_ordered_end(false, fh, buf, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_ordered_end(false, false, fh, buf, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_read_ordered_end(true, fh, buf, status) }
+pub unsafe extern "C" fn MPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_ordered_end(fh, buf, status, false) }
+    counted_MPI_File_read_ordered_end(fh, buf, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_read_ordered_end(true, false, fh, buf, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_read_ordered_end(fh, buf, status, true) }
+    counted_PMPI_File_read_ordered_end(fh, buf, status)
 }
 
 pub static NEXT_MPI_File_write_ordered_begin: Next = Next::new(c"PMPI_File_write_ordered_begin");
@@ -5506,18 +7120,26 @@ unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, tracing: bool, fh: M
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_write_ordered_begin(via_pmpi: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_File_write_ordered_begin(via_pmpi, true, fh, buf, count, datatype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_File_write_ordered_begin(false, fh, buf, count, datatype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     wrap_MPI_File_write_ordered_begin(false, false, fh, buf, count, datatype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_File_write_ordered_begin(true, fh, buf, count, datatype) }
+pub unsafe extern "C" fn MPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_File_write_ordered_begin(fh, buf, count, datatype, false) }
+    counted_MPI_File_write_ordered_begin(fh, buf, count, datatype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
     wrap_MPI_File_write_ordered_begin(true, false, fh, buf, count, datatype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_File_write_ordered_begin(fh, buf, count, datatype, true) }
+    counted_PMPI_File_write_ordered_begin(fh, buf, count, datatype)
 }
 
 pub static NEXT_MPI_File_write_ordered_end: Next = Next::new(c"PMPI_File_write_ordered_end");
@@ -5534,18 +7156,26 @@ unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, tracing: bool, fh: MPI
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_write_ordered_end(via_pmpi: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
+unsafe extern "C" fn traced_MPI_File_write_ordered_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_File_write_ordered_end(via_pmpi, true, fh, buf, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_write_ordered_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_ordered_end(false, fh, buf, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_write_ordered_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_ordered_end(false, false, fh, buf, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_write_ordered_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if trace::on() { return traced_MPI_File_write_ordered_end(true, fh, buf, status) }
+pub unsafe extern "C" fn MPI_File_write_ordered_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_ordered_end(fh, buf, status, false) }
+    counted_MPI_File_write_ordered_end(fh, buf, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_write_ordered_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
     wrap_MPI_File_write_ordered_end(true, false, fh, buf, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_write_ordered_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
+    if trace::on() { return traced_MPI_File_write_ordered_end(fh, buf, status, true) }
+    counted_PMPI_File_write_ordered_end(fh, buf, status)
 }
 
 pub static NEXT_MPI_File_get_type_extent: Next = Next::new(c"PMPI_File_get_type_extent");
@@ -5562,18 +7192,26 @@ unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, tracing: bool, fh: MPI_F
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_get_type_extent(via_pmpi: bool, fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
+unsafe extern "C" fn traced_MPI_File_get_type_extent(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint, via_pmpi: bool) -> c_int {
     wrap_MPI_File_get_type_extent(via_pmpi, true, fh, datatype, extent)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_get_type_extent(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    if trace::on() { return traced_MPI_File_get_type_extent(false, fh, datatype, extent) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_get_type_extent(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
     wrap_MPI_File_get_type_extent(false, false, fh, datatype, extent)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_get_type_extent(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    if trace::on() { return traced_MPI_File_get_type_extent(true, fh, datatype, extent) }
+pub unsafe extern "C" fn MPI_File_get_type_extent(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
+    if trace::on() { return traced_MPI_File_get_type_extent(fh, datatype, extent, false) }
+    counted_MPI_File_get_type_extent(fh, datatype, extent)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_get_type_extent(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
     wrap_MPI_File_get_type_extent(true, false, fh, datatype, extent)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_type_extent(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
+    if trace::on() { return traced_MPI_File_get_type_extent(fh, datatype, extent, true) }
+    counted_PMPI_File_get_type_extent(fh, datatype, extent)
 }
 
 pub static NEXT_MPI_File_set_atomicity: Next = Next::new(c"PMPI_File_set_atomicity");
@@ -5590,18 +7228,26 @@ unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_Fil
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_set_atomicity(via_pmpi: bool, fh: MPI_File, flag: c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_File_set_atomicity(fh: MPI_File, flag: c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_File_set_atomicity(via_pmpi, true, fh, flag)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c_int {
-    if trace::on() { return traced_MPI_File_set_atomicity(false, fh, flag) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c_int {
     wrap_MPI_File_set_atomicity(false, false, fh, flag)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c_int {
-    if trace::on() { return traced_MPI_File_set_atomicity(true, fh, flag) }
+pub unsafe extern "C" fn MPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c_int {
+    if trace::on() { return traced_MPI_File_set_atomicity(fh, flag, false) }
+    counted_MPI_File_set_atomicity(fh, flag)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c_int {
     wrap_MPI_File_set_atomicity(true, false, fh, flag)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c_int {
+    if trace::on() { return traced_MPI_File_set_atomicity(fh, flag, true) }
+    counted_PMPI_File_set_atomicity(fh, flag)
 }
 
 pub static NEXT_MPI_File_get_atomicity: Next = Next::new(c"PMPI_File_get_atomicity");
@@ -5618,18 +7264,26 @@ unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, tracing: bool, fh: MPI_Fil
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_get_atomicity(via_pmpi: bool, fh: MPI_File, flag: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_File_get_atomicity(via_pmpi, true, fh, flag)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_File_get_atomicity(false, fh, flag) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int) -> c_int {
     wrap_MPI_File_get_atomicity(false, false, fh, flag)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_File_get_atomicity(true, fh, flag) }
+pub unsafe extern "C" fn MPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_File_get_atomicity(fh, flag, false) }
+    counted_MPI_File_get_atomicity(fh, flag)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int) -> c_int {
     wrap_MPI_File_get_atomicity(true, false, fh, flag)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_File_get_atomicity(fh, flag, true) }
+    counted_PMPI_File_get_atomicity(fh, flag)
 }
 
 pub static NEXT_MPI_File_sync: Next = Next::new(c"PMPI_File_sync");
@@ -5646,18 +7300,26 @@ unsafe fn wrap_MPI_File_sync(via_pmpi: bool, tracing: bool, fh: MPI_File) -> c_i
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_File_sync(via_pmpi: bool, fh: MPI_File) -> c_int {
+unsafe extern "C" fn traced_MPI_File_sync(fh: MPI_File, via_pmpi: bool) -> c_int {
     wrap_MPI_File_sync(via_pmpi, true, fh)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_File_sync(fh: MPI_File) -> c_int {
-    if trace::on() { return traced_MPI_File_sync(false, fh) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_File_sync(fh: MPI_File) -> c_int {
     wrap_MPI_File_sync(false, false, fh)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_File_sync(fh: MPI_File) -> c_int {
-    if trace::on() { return traced_MPI_File_sync(true, fh) }
+pub unsafe extern "C" fn MPI_File_sync(fh: MPI_File) -> c_int {
+    if trace::on() { return traced_MPI_File_sync(fh, false) }
+    counted_MPI_File_sync(fh)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_File_sync(fh: MPI_File) -> c_int {
     wrap_MPI_File_sync(true, false, fh)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_File_sync(fh: MPI_File) -> c_int {
+    if trace::on() { return traced_MPI_File_sync(fh, true) }
+    counted_PMPI_File_sync(fh)
 }
 
 pub static NEXT_MPI_Register_datarep: Next = Next::new(c"PMPI_Register_datarep");
@@ -5674,18 +7336,26 @@ unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, tracing: bool, datarep: *con
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Register_datarep(via_pmpi: bool, datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_Register_datarep(datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_Register_datarep(via_pmpi, true, datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Register_datarep(datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Register_datarep(false, datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Register_datarep(datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
     wrap_MPI_Register_datarep(false, false, datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Register_datarep(true, datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) }
+pub unsafe extern "C" fn MPI_Register_datarep(datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, false) }
+    counted_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
     wrap_MPI_Register_datarep(true, false, datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, true) }
+    counted_PMPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
 }
 
 pub static NEXT_MPI_Get_address: Next = Next::new(c"PMPI_Get_address");
@@ -5702,18 +7372,26 @@ unsafe fn wrap_MPI_Get_address(via_pmpi: bool, tracing: bool, location: *const c
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Get_address(via_pmpi: bool, location: *const c_void, address: *mut MPI_Aint) -> c_int {
+unsafe extern "C" fn traced_MPI_Get_address(location: *const c_void, address: *mut MPI_Aint, via_pmpi: bool) -> c_int {
     wrap_MPI_Get_address(via_pmpi, true, location, address)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Get_address(location: *const c_void, address: *mut MPI_Aint) -> c_int {
-    if trace::on() { return traced_MPI_Get_address(false, location, address) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Get_address(location: *const c_void, address: *mut MPI_Aint) -> c_int {
     wrap_MPI_Get_address(false, false, location, address)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_address(location: *const c_void, address: *mut MPI_Aint) -> c_int {
-    if trace::on() { return traced_MPI_Get_address(true, location, address) }
+pub unsafe extern "C" fn MPI_Get_address(location: *const c_void, address: *mut MPI_Aint) -> c_int {
+    if trace::on() { return traced_MPI_Get_address(location, address, false) }
+    counted_MPI_Get_address(location, address)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Get_address(location: *const c_void, address: *mut MPI_Aint) -> c_int {
     wrap_MPI_Get_address(true, false, location, address)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_address(location: *const c_void, address: *mut MPI_Aint) -> c_int {
+    if trace::on() { return traced_MPI_Get_address(location, address, true) }
+    counted_PMPI_Get_address(location, address)
 }
 
 pub static NEXT_MPI_Pack_external: Next = Next::new(c"PMPI_Pack_external");
@@ -5730,18 +7408,26 @@ unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, tracing: bool, datarep: *const 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Pack_external(via_pmpi: bool, datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
+unsafe extern "C" fn traced_MPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint, via_pmpi: bool) -> c_int {
     wrap_MPI_Pack_external(via_pmpi, true, datarep, inbuf, incount, datatype, outbuf, outsize, position)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
-    if trace::on() { return traced_MPI_Pack_external(false, datarep, inbuf, incount, datatype, outbuf, outsize, position) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
     wrap_MPI_Pack_external(false, false, datarep, inbuf, incount, datatype, outbuf, outsize, position)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
-    if trace::on() { return traced_MPI_Pack_external(true, datarep, inbuf, incount, datatype, outbuf, outsize, position) }
+pub unsafe extern "C" fn MPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
+    if trace::on() { return traced_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, false) }
+    counted_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
     wrap_MPI_Pack_external(true, false, datarep, inbuf, incount, datatype, outbuf, outsize, position)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
+    if trace::on() { return traced_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, true) }
+    counted_PMPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position)
 }
 
 pub static NEXT_MPI_Pack_external_size: Next = Next::new(c"PMPI_Pack_external_size");
@@ -5758,18 +7444,26 @@ unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, tracing: bool, datarep: *c
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Pack_external_size(via_pmpi: bool, datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
+unsafe extern "C" fn traced_MPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint, via_pmpi: bool) -> c_int {
     wrap_MPI_Pack_external_size(via_pmpi, true, datarep, incount, datatype, size)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
-    if trace::on() { return traced_MPI_Pack_external_size(false, datarep, incount, datatype, size) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
     wrap_MPI_Pack_external_size(false, false, datarep, incount, datatype, size)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
-    if trace::on() { return traced_MPI_Pack_external_size(true, datarep, incount, datatype, size) }
+pub unsafe extern "C" fn MPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
+    if trace::on() { return traced_MPI_Pack_external_size(datarep, incount, datatype, size, false) }
+    counted_MPI_Pack_external_size(datarep, incount, datatype, size)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
     wrap_MPI_Pack_external_size(true, false, datarep, incount, datatype, size)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
+    if trace::on() { return traced_MPI_Pack_external_size(datarep, incount, datatype, size, true) }
+    counted_PMPI_Pack_external_size(datarep, incount, datatype, size)
 }
 
 pub static NEXT_MPI_Pack: Next = Next::new(c"PMPI_Pack");
@@ -5786,18 +7480,26 @@ unsafe fn wrap_MPI_Pack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, inc
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Pack(via_pmpi: bool, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Pack(inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Pack(via_pmpi, true, inbuf, incount, datatype, outbuf, outsize, position, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Pack(inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Pack(false, inbuf, incount, datatype, outbuf, outsize, position, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Pack(inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Pack(false, false, inbuf, incount, datatype, outbuf, outsize, position, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Pack(true, inbuf, incount, datatype, outbuf, outsize, position, comm) }
+pub unsafe extern "C" fn MPI_Pack(inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, false) }
+    counted_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Pack(true, false, inbuf, incount, datatype, outbuf, outsize, position, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, true) }
+    counted_PMPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm)
 }
 
 pub static NEXT_MPI_Pack_size: Next = Next::new(c"PMPI_Pack_size");
@@ -5814,18 +7516,26 @@ unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, tracing: bool, incount: c_int, data
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Pack_size(via_pmpi: bool, incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Pack_size(incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Pack_size(via_pmpi, true, incount, datatype, comm, size)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Pack_size(incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Pack_size(false, incount, datatype, comm, size) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Pack_size(incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
     wrap_MPI_Pack_size(false, false, incount, datatype, comm, size)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Pack_size(incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Pack_size(true, incount, datatype, comm, size) }
+pub unsafe extern "C" fn MPI_Pack_size(incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Pack_size(incount, datatype, comm, size, false) }
+    counted_MPI_Pack_size(incount, datatype, comm, size)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Pack_size(incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
     wrap_MPI_Pack_size(true, false, incount, datatype, comm, size)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Pack_size(incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Pack_size(incount, datatype, comm, size, true) }
+    counted_PMPI_Pack_size(incount, datatype, comm, size)
 }
 
 pub static NEXT_MPI_Type_commit: Next = Next::new(c"PMPI_Type_commit");
@@ -5842,18 +7552,26 @@ unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, tracing: bool, r#type: *mut MPI_D
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_commit(via_pmpi: bool, r#type: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_commit(r#type: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_commit(via_pmpi, true, r#type)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_commit(false, r#type) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_commit(false, false, r#type)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_commit(true, r#type) }
+pub unsafe extern "C" fn MPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_commit(r#type, false) }
+    counted_MPI_Type_commit(r#type)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_commit(true, false, r#type)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_commit(r#type, true) }
+    counted_PMPI_Type_commit(r#type)
 }
 
 pub static NEXT_MPI_Type_contiguous: Next = Next::new(c"PMPI_Type_contiguous");
@@ -5870,18 +7588,26 @@ unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, tracing: bool, count: c_int, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_contiguous(via_pmpi: bool, count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_contiguous(via_pmpi, true, count, oldtype, newtype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_contiguous(false, count, oldtype, newtype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_contiguous(false, false, count, oldtype, newtype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_contiguous(true, count, oldtype, newtype) }
+pub unsafe extern "C" fn MPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_contiguous(count, oldtype, newtype, false) }
+    counted_MPI_Type_contiguous(count, oldtype, newtype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_contiguous(true, false, count, oldtype, newtype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_contiguous(count, oldtype, newtype, true) }
+    counted_PMPI_Type_contiguous(count, oldtype, newtype)
 }
 
 pub static NEXT_MPI_Type_create_darray: Next = Next::new(c"PMPI_Type_create_darray");
@@ -5898,18 +7624,26 @@ unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, tracing: bool, size: c_int
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_create_darray(via_pmpi: bool, size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_create_darray(via_pmpi, true, size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_darray(false, size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_darray(false, false, size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_darray(true, size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype) }
+pub unsafe extern "C" fn MPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, false) }
+    counted_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_darray(true, false, size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, true) }
+    counted_PMPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
 }
 
 pub static NEXT_MPI_Type_create_f90_complex: Next = Next::new(c"PMPI_Type_create_f90_complex");
@@ -5926,18 +7660,26 @@ unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, tracing: bool, p: c_i
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_create_f90_complex(via_pmpi: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_create_f90_complex(via_pmpi, true, p, r, newtype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_f90_complex(false, p, r, newtype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_f90_complex(false, false, p, r, newtype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_f90_complex(true, p, r, newtype) }
+pub unsafe extern "C" fn MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_f90_complex(p, r, newtype, false) }
+    counted_MPI_Type_create_f90_complex(p, r, newtype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_f90_complex(true, false, p, r, newtype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_f90_complex(p, r, newtype, true) }
+    counted_PMPI_Type_create_f90_complex(p, r, newtype)
 }
 
 pub static NEXT_MPI_Type_create_f90_integer: Next = Next::new(c"PMPI_Type_create_f90_integer");
@@ -5954,18 +7696,26 @@ unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, tracing: bool, r: c_i
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_create_f90_integer(via_pmpi: bool, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_create_f90_integer(via_pmpi, true, r, newtype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_f90_integer(false, r, newtype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_f90_integer(false, false, r, newtype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_f90_integer(true, r, newtype) }
+pub unsafe extern "C" fn MPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_f90_integer(r, newtype, false) }
+    counted_MPI_Type_create_f90_integer(r, newtype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_f90_integer(true, false, r, newtype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_f90_integer(r, newtype, true) }
+    counted_PMPI_Type_create_f90_integer(r, newtype)
 }
 
 pub static NEXT_MPI_Type_create_f90_real: Next = Next::new(c"PMPI_Type_create_f90_real");
@@ -5982,18 +7732,26 @@ unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, tracing: bool, p: c_int,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_create_f90_real(via_pmpi: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_create_f90_real(via_pmpi, true, p, r, newtype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_f90_real(false, p, r, newtype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_f90_real(false, false, p, r, newtype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_f90_real(true, p, r, newtype) }
+pub unsafe extern "C" fn MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_f90_real(p, r, newtype, false) }
+    counted_MPI_Type_create_f90_real(p, r, newtype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_f90_real(true, false, p, r, newtype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_f90_real(p, r, newtype, true) }
+    counted_PMPI_Type_create_f90_real(p, r, newtype)
 }
 
 pub static NEXT_MPI_Type_create_hindexed_block: Next = Next::new(c"PMPI_Type_create_hindexed_block");
@@ -6010,18 +7768,26 @@ unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, tracing: bool, cou
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_create_hindexed_block(via_pmpi: bool, count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_create_hindexed_block(via_pmpi, true, count, blocklength, array_of_displacements, oldtype, newtype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_hindexed_block(false, count, blocklength, array_of_displacements, oldtype, newtype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_hindexed_block(false, false, count, blocklength, array_of_displacements, oldtype, newtype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_hindexed_block(true, count, blocklength, array_of_displacements, oldtype, newtype) }
+pub unsafe extern "C" fn MPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, false) }
+    counted_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_hindexed_block(true, false, count, blocklength, array_of_displacements, oldtype, newtype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, true) }
+    counted_PMPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
 pub static NEXT_MPI_Type_create_hindexed: Next = Next::new(c"PMPI_Type_create_hindexed");
@@ -6038,18 +7804,26 @@ unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, tracing: bool, count: c_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_create_hindexed(via_pmpi: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_create_hindexed(via_pmpi, true, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_hindexed(false, count, array_of_blocklengths, array_of_displacements, oldtype, newtype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_hindexed(false, false, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_hindexed(true, count, array_of_blocklengths, array_of_displacements, oldtype, newtype) }
+pub unsafe extern "C" fn MPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
+    counted_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_hindexed(true, false, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
+    counted_PMPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
 pub static NEXT_MPI_Type_create_hvector: Next = Next::new(c"PMPI_Type_create_hvector");
@@ -6066,18 +7840,26 @@ unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, tracing: bool, count: c_i
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_create_hvector(via_pmpi: bool, count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_create_hvector(via_pmpi, true, count, blocklength, stride, oldtype, newtype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_hvector(false, count, blocklength, stride, oldtype, newtype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_hvector(false, false, count, blocklength, stride, oldtype, newtype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_hvector(true, count, blocklength, stride, oldtype, newtype) }
+pub unsafe extern "C" fn MPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, false) }
+    counted_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_hvector(true, false, count, blocklength, stride, oldtype, newtype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, true) }
+    counted_PMPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype)
 }
 
 pub static NEXT_MPI_Type_create_keyval: Next = Next::new(c"PMPI_Type_create_keyval");
@@ -6094,18 +7876,26 @@ unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, tracing: bool, type_copy_a
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_create_keyval(via_pmpi: bool, type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_create_keyval(via_pmpi, true, type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_keyval(false, type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     wrap_MPI_Type_create_keyval(false, false, type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_keyval(true, type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) }
+pub unsafe extern "C" fn MPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, false) }
+    counted_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     wrap_MPI_Type_create_keyval(true, false, type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, true) }
+    counted_PMPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
 }
 
 pub static NEXT_MPI_Type_create_indexed_block: Next = Next::new(c"PMPI_Type_create_indexed_block");
@@ -6122,18 +7912,26 @@ unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, tracing: bool, coun
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_create_indexed_block(via_pmpi: bool, count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_create_indexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_create_indexed_block(via_pmpi, true, count, blocklength, array_of_displacements, oldtype, newtype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_create_indexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_indexed_block(false, count, blocklength, array_of_displacements, oldtype, newtype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_create_indexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_indexed_block(false, false, count, blocklength, array_of_displacements, oldtype, newtype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_create_indexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_indexed_block(true, count, blocklength, array_of_displacements, oldtype, newtype) }
+pub unsafe extern "C" fn MPI_Type_create_indexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, false) }
+    counted_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_create_indexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_indexed_block(true, false, count, blocklength, array_of_displacements, oldtype, newtype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_indexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, true) }
+    counted_PMPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
 pub static NEXT_MPI_Type_create_struct: Next = Next::new(c"PMPI_Type_create_struct");
@@ -6150,18 +7948,26 @@ unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, tracing: bool, count: c_in
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_create_struct(via_pmpi: bool, count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_create_struct(count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_create_struct(via_pmpi, true, count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_create_struct(count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_struct(false, count, array_of_block_lengths, array_of_displacements, array_of_types, newtype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_create_struct(count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_struct(false, false, count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_create_struct(count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_struct(true, count, array_of_block_lengths, array_of_displacements, array_of_types, newtype) }
+pub unsafe extern "C" fn MPI_Type_create_struct(count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, false) }
+    counted_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_create_struct(count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_struct(true, false, count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_struct(count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, true) }
+    counted_PMPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
 }
 
 pub static NEXT_MPI_Type_create_subarray: Next = Next::new(c"PMPI_Type_create_subarray");
@@ -6178,18 +7984,26 @@ unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, tracing: bool, ndims: c_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_create_subarray(via_pmpi: bool, ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_create_subarray(ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_create_subarray(via_pmpi, true, ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_create_subarray(ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_subarray(false, ndims, size_array, subsize_array, start_array, order, oldtype, newtype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_create_subarray(ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_subarray(false, false, ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_create_subarray(ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_subarray(true, ndims, size_array, subsize_array, start_array, order, oldtype, newtype) }
+pub unsafe extern "C" fn MPI_Type_create_subarray(ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, false) }
+    counted_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_create_subarray(ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_subarray(true, false, ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_subarray(ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, true) }
+    counted_PMPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
 }
 
 pub static NEXT_MPI_Type_create_resized: Next = Next::new(c"PMPI_Type_create_resized");
@@ -6206,18 +8020,26 @@ unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, tracing: bool, oldtype: M
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_create_resized(via_pmpi: bool, oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_create_resized(via_pmpi, true, oldtype, lb, extent, newtype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_resized(false, oldtype, lb, extent, newtype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_resized(false, false, oldtype, lb, extent, newtype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_create_resized(true, oldtype, lb, extent, newtype) }
+pub unsafe extern "C" fn MPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_resized(oldtype, lb, extent, newtype, false) }
+    counted_MPI_Type_create_resized(oldtype, lb, extent, newtype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_create_resized(true, false, oldtype, lb, extent, newtype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_create_resized(oldtype, lb, extent, newtype, true) }
+    counted_PMPI_Type_create_resized(oldtype, lb, extent, newtype)
 }
 
 pub static NEXT_MPI_Type_delete_attr: Next = Next::new(c"PMPI_Type_delete_attr");
@@ -6234,18 +8056,26 @@ unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, tracing: bool, r#type: MPI_D
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_delete_attr(via_pmpi: bool, r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval: c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_delete_attr(via_pmpi, true, r#type, type_keyval)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Type_delete_attr(false, r#type, type_keyval) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
     wrap_MPI_Type_delete_attr(false, false, r#type, type_keyval)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Type_delete_attr(true, r#type, type_keyval) }
+pub unsafe extern "C" fn MPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Type_delete_attr(r#type, type_keyval, false) }
+    counted_MPI_Type_delete_attr(r#type, type_keyval)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
     wrap_MPI_Type_delete_attr(true, false, r#type, type_keyval)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Type_delete_attr(r#type, type_keyval, true) }
+    counted_PMPI_Type_delete_attr(r#type, type_keyval)
 }
 
 pub static NEXT_MPI_Type_dup: Next = Next::new(c"PMPI_Type_dup");
@@ -6262,18 +8092,26 @@ unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_dup(via_pmpi: bool, r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_dup(via_pmpi, true, r#type, newtype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_dup(false, r#type, newtype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_dup(false, false, r#type, newtype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_dup(true, r#type, newtype) }
+pub unsafe extern "C" fn MPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_dup(r#type, newtype, false) }
+    counted_MPI_Type_dup(r#type, newtype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_dup(true, false, r#type, newtype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_dup(r#type, newtype, true) }
+    counted_PMPI_Type_dup(r#type, newtype)
 }
 
 pub static NEXT_MPI_Type_free: Next = Next::new(c"PMPI_Type_free");
@@ -6295,18 +8133,26 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, tracing: bool, r#type: *mut MPI_Dat
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_free(via_pmpi: bool, r#type: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_free(r#type: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_free(via_pmpi, true, r#type)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_free(false, r#type) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_free(false, false, r#type)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_free(true, r#type) }
+pub unsafe extern "C" fn MPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_free(r#type, false) }
+    counted_MPI_Type_free(r#type)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_free(true, false, r#type)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_free(r#type, true) }
+    counted_PMPI_Type_free(r#type)
 }
 
 pub static NEXT_MPI_Type_free_keyval: Next = Next::new(c"PMPI_Type_free_keyval");
@@ -6323,18 +8169,26 @@ unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, tracing: bool, type_keyval: 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_free_keyval(via_pmpi: bool, type_keyval: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_free_keyval(type_keyval: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_free_keyval(via_pmpi, true, type_keyval)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Type_free_keyval(false, type_keyval) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int {
     wrap_MPI_Type_free_keyval(false, false, type_keyval)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Type_free_keyval(true, type_keyval) }
+pub unsafe extern "C" fn MPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Type_free_keyval(type_keyval, false) }
+    counted_MPI_Type_free_keyval(type_keyval)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int {
     wrap_MPI_Type_free_keyval(true, false, type_keyval)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Type_free_keyval(type_keyval, true) }
+    counted_PMPI_Type_free_keyval(type_keyval)
 }
 
 pub static NEXT_MPI_Type_get_attr: Next = Next::new(c"PMPI_Type_get_attr");
@@ -6351,18 +8205,26 @@ unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Data
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_get_attr(via_pmpi: bool, r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_get_attr(via_pmpi, true, r#type, type_keyval, attribute_val, flag)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_attr(false, r#type, type_keyval, attribute_val, flag) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     wrap_MPI_Type_get_attr(false, false, r#type, type_keyval, attribute_val, flag)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_attr(true, r#type, type_keyval, attribute_val, flag) }
+pub unsafe extern "C" fn MPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, false) }
+    counted_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     wrap_MPI_Type_get_attr(true, false, r#type, type_keyval, attribute_val, flag)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, true) }
+    counted_PMPI_Type_get_attr(r#type, type_keyval, attribute_val, flag)
 }
 
 pub static NEXT_MPI_Type_get_contents: Next = Next::new(c"PMPI_Type_get_contents");
@@ -6379,18 +8241,26 @@ unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, tracing: bool, mtype: MPI_D
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_get_contents(via_pmpi: bool, mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_get_contents(mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_get_contents(via_pmpi, true, mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_get_contents(mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_contents(false, mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_get_contents(mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_get_contents(false, false, mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_get_contents(mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_contents(true, mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes) }
+pub unsafe extern "C" fn MPI_Type_get_contents(mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, false) }
+    counted_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_get_contents(mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_get_contents(true, false, mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_get_contents(mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, true) }
+    counted_PMPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
 }
 
 pub static NEXT_MPI_Type_get_envelope: Next = Next::new(c"PMPI_Type_get_envelope");
@@ -6407,18 +8277,26 @@ unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, tracing: bool, r#type: MPI_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_get_envelope(via_pmpi: bool, r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_get_envelope(r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_get_envelope(via_pmpi, true, r#type, num_integers, num_addresses, num_datatypes, combiner)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_get_envelope(r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_envelope(false, r#type, num_integers, num_addresses, num_datatypes, combiner) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_get_envelope(r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
     wrap_MPI_Type_get_envelope(false, false, r#type, num_integers, num_addresses, num_datatypes, combiner)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_get_envelope(r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_envelope(true, r#type, num_integers, num_addresses, num_datatypes, combiner) }
+pub unsafe extern "C" fn MPI_Type_get_envelope(r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, false) }
+    counted_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_get_envelope(r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
     wrap_MPI_Type_get_envelope(true, false, r#type, num_integers, num_addresses, num_datatypes, combiner)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_get_envelope(r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, true) }
+    counted_PMPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner)
 }
 
 pub static NEXT_MPI_Type_get_extent: Next = Next::new(c"PMPI_Type_get_extent");
@@ -6435,18 +8313,26 @@ unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, tracing: bool, r#type: MPI_Da
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_get_extent(via_pmpi: bool, r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_get_extent(via_pmpi, true, r#type, lb, extent)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_extent(false, r#type, lb, extent) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
     wrap_MPI_Type_get_extent(false, false, r#type, lb, extent)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_extent(true, r#type, lb, extent) }
+pub unsafe extern "C" fn MPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_extent(r#type, lb, extent, false) }
+    counted_MPI_Type_get_extent(r#type, lb, extent)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
     wrap_MPI_Type_get_extent(true, false, r#type, lb, extent)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_extent(r#type, lb, extent, true) }
+    counted_PMPI_Type_get_extent(r#type, lb, extent)
 }
 
 pub static NEXT_MPI_Type_get_extent_x: Next = Next::new(c"PMPI_Type_get_extent_x");
@@ -6463,18 +8349,26 @@ unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, tracing: bool, r#type: MPI_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_get_extent_x(via_pmpi: bool, r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_get_extent_x(via_pmpi, true, r#type, lb, extent)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_extent_x(false, r#type, lb, extent) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
     wrap_MPI_Type_get_extent_x(false, false, r#type, lb, extent)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_extent_x(true, r#type, lb, extent) }
+pub unsafe extern "C" fn MPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_extent_x(r#type, lb, extent, false) }
+    counted_MPI_Type_get_extent_x(r#type, lb, extent)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
     wrap_MPI_Type_get_extent_x(true, false, r#type, lb, extent)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_extent_x(r#type, lb, extent, true) }
+    counted_PMPI_Type_get_extent_x(r#type, lb, extent)
 }
 
 pub static NEXT_MPI_Type_get_name: Next = Next::new(c"PMPI_Type_get_name");
@@ -6491,18 +8385,26 @@ unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, tracing: bool, r#type: MPI_Data
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_get_name(via_pmpi: bool, r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_get_name(r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_get_name(via_pmpi, true, r#type, type_name, resultlen)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_get_name(r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_name(false, r#type, type_name, resultlen) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_get_name(r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
     wrap_MPI_Type_get_name(false, false, r#type, type_name, resultlen)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_get_name(r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_name(true, r#type, type_name, resultlen) }
+pub unsafe extern "C" fn MPI_Type_get_name(r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_name(r#type, type_name, resultlen, false) }
+    counted_MPI_Type_get_name(r#type, type_name, resultlen)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_get_name(r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
     wrap_MPI_Type_get_name(true, false, r#type, type_name, resultlen)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_get_name(r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_name(r#type, type_name, resultlen, true) }
+    counted_PMPI_Type_get_name(r#type, type_name, resultlen)
 }
 
 pub static NEXT_MPI_Type_get_true_extent: Next = Next::new(c"PMPI_Type_get_true_extent");
@@ -6519,18 +8421,26 @@ unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, tracing: bool, datatype:
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_get_true_extent(via_pmpi: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_get_true_extent(via_pmpi, true, datatype, true_lb, true_extent)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_true_extent(false, datatype, true_lb, true_extent) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
     wrap_MPI_Type_get_true_extent(false, false, datatype, true_lb, true_extent)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_true_extent(true, datatype, true_lb, true_extent) }
+pub unsafe extern "C" fn MPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_true_extent(datatype, true_lb, true_extent, false) }
+    counted_MPI_Type_get_true_extent(datatype, true_lb, true_extent)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
     wrap_MPI_Type_get_true_extent(true, false, datatype, true_lb, true_extent)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_true_extent(datatype, true_lb, true_extent, true) }
+    counted_PMPI_Type_get_true_extent(datatype, true_lb, true_extent)
 }
 
 pub static NEXT_MPI_Type_get_true_extent_x: Next = Next::new(c"PMPI_Type_get_true_extent_x");
@@ -6547,18 +8457,26 @@ unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, tracing: bool, datatyp
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_get_true_extent_x(via_pmpi: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_get_true_extent_x(via_pmpi, true, datatype, true_lb, true_extent)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_true_extent_x(false, datatype, true_lb, true_extent) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
     wrap_MPI_Type_get_true_extent_x(false, false, datatype, true_lb, true_extent)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    if trace::on() { return traced_MPI_Type_get_true_extent_x(true, datatype, true_lb, true_extent) }
+pub unsafe extern "C" fn MPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, false) }
+    counted_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
     wrap_MPI_Type_get_true_extent_x(true, false, datatype, true_lb, true_extent)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
+    if trace::on() { return traced_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, true) }
+    counted_PMPI_Type_get_true_extent_x(datatype, true_lb, true_extent)
 }
 
 pub static NEXT_MPI_Type_indexed: Next = Next::new(c"PMPI_Type_indexed");
@@ -6575,18 +8493,26 @@ unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, tracing: bool, count: c_int, arr
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_indexed(via_pmpi: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_indexed(via_pmpi, true, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_indexed(false, count, array_of_blocklengths, array_of_displacements, oldtype, newtype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_indexed(false, false, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_indexed(true, count, array_of_blocklengths, array_of_displacements, oldtype, newtype) }
+pub unsafe extern "C" fn MPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
+    counted_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_indexed(true, false, count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
+    counted_PMPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
 pub static NEXT_MPI_Type_match_size: Next = Next::new(c"PMPI_Type_match_size");
@@ -6603,18 +8529,26 @@ unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, tracing: bool, typeclass: c_i
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_match_size(via_pmpi: bool, typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_match_size(typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_match_size(via_pmpi, true, typeclass, size, r#type)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_match_size(typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_match_size(false, typeclass, size, r#type) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_match_size(typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_match_size(false, false, typeclass, size, r#type)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_match_size(typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_match_size(true, typeclass, size, r#type) }
+pub unsafe extern "C" fn MPI_Type_match_size(typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_match_size(typeclass, size, r#type, false) }
+    counted_MPI_Type_match_size(typeclass, size, r#type)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_match_size(typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_match_size(true, false, typeclass, size, r#type)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_match_size(typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_match_size(typeclass, size, r#type, true) }
+    counted_PMPI_Type_match_size(typeclass, size, r#type)
 }
 
 pub static NEXT_MPI_Type_set_attr: Next = Next::new(c"PMPI_Type_set_attr");
@@ -6631,18 +8565,26 @@ unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, tracing: bool, r#type: MPI_Data
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_set_attr(via_pmpi: bool, r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_set_attr(via_pmpi, true, r#type, type_keyval, attr_val)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Type_set_attr(false, r#type, type_keyval, attr_val) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
     wrap_MPI_Type_set_attr(false, false, r#type, type_keyval, attr_val)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Type_set_attr(true, r#type, type_keyval, attr_val) }
+pub unsafe extern "C" fn MPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Type_set_attr(r#type, type_keyval, attr_val, false) }
+    counted_MPI_Type_set_attr(r#type, type_keyval, attr_val)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
     wrap_MPI_Type_set_attr(true, false, r#type, type_keyval, attr_val)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Type_set_attr(r#type, type_keyval, attr_val, true) }
+    counted_PMPI_Type_set_attr(r#type, type_keyval, attr_val)
 }
 
 pub static NEXT_MPI_Type_set_name: Next = Next::new(c"PMPI_Type_set_name");
@@ -6659,18 +8601,26 @@ unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, tracing: bool, r#type: MPI_Data
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_set_name(via_pmpi: bool, r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_set_name(r#type: MPI_Datatype, type_name: *const c_char, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_set_name(via_pmpi, true, r#type, type_name)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_set_name(r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Type_set_name(false, r#type, type_name) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_set_name(r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
     wrap_MPI_Type_set_name(false, false, r#type, type_name)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_set_name(r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Type_set_name(true, r#type, type_name) }
+pub unsafe extern "C" fn MPI_Type_set_name(r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Type_set_name(r#type, type_name, false) }
+    counted_MPI_Type_set_name(r#type, type_name)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_set_name(r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
     wrap_MPI_Type_set_name(true, false, r#type, type_name)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_set_name(r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Type_set_name(r#type, type_name, true) }
+    counted_PMPI_Type_set_name(r#type, type_name)
 }
 
 pub static NEXT_MPI_Type_size: Next = Next::new(c"PMPI_Type_size");
@@ -6687,18 +8637,26 @@ unsafe fn wrap_MPI_Type_size(via_pmpi: bool, tracing: bool, r#type: MPI_Datatype
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_size(via_pmpi: bool, r#type: MPI_Datatype, size: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_size(r#type: MPI_Datatype, size: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_size(via_pmpi, true, r#type, size)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Type_size(false, r#type, size) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) -> c_int {
     wrap_MPI_Type_size(false, false, r#type, size)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Type_size(true, r#type, size) }
+pub unsafe extern "C" fn MPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Type_size(r#type, size, false) }
+    counted_MPI_Type_size(r#type, size)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) -> c_int {
     wrap_MPI_Type_size(true, false, r#type, size)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Type_size(r#type, size, true) }
+    counted_PMPI_Type_size(r#type, size)
 }
 
 pub static NEXT_MPI_Type_size_x: Next = Next::new(c"PMPI_Type_size_x");
@@ -6715,18 +8673,26 @@ unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, tracing: bool, r#type: MPI_Dataty
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_size_x(via_pmpi: bool, r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_Count, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_size_x(via_pmpi, true, r#type, size)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    if trace::on() { return traced_MPI_Type_size_x(false, r#type, size) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
     wrap_MPI_Type_size_x(false, false, r#type, size)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    if trace::on() { return traced_MPI_Type_size_x(true, r#type, size) }
+pub unsafe extern "C" fn MPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
+    if trace::on() { return traced_MPI_Type_size_x(r#type, size, false) }
+    counted_MPI_Type_size_x(r#type, size)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
     wrap_MPI_Type_size_x(true, false, r#type, size)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
+    if trace::on() { return traced_MPI_Type_size_x(r#type, size, true) }
+    counted_PMPI_Type_size_x(r#type, size)
 }
 
 pub static NEXT_MPI_Type_vector: Next = Next::new(c"PMPI_Type_vector");
@@ -6743,18 +8709,26 @@ unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, tracing: bool, count: c_int, bloc
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Type_vector(via_pmpi: bool, count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Type_vector(via_pmpi, true, count, blocklength, stride, oldtype, newtype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_vector(false, count, blocklength, stride, oldtype, newtype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_vector(false, false, count, blocklength, stride, oldtype, newtype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Type_vector(true, count, blocklength, stride, oldtype, newtype) }
+pub unsafe extern "C" fn MPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, false) }
+    counted_MPI_Type_vector(count, blocklength, stride, oldtype, newtype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
     wrap_MPI_Type_vector(true, false, count, blocklength, stride, oldtype, newtype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, true) }
+    counted_PMPI_Type_vector(count, blocklength, stride, oldtype, newtype)
 }
 
 pub static NEXT_MPI_Unpack: Next = Next::new(c"PMPI_Unpack");
@@ -6771,18 +8745,26 @@ unsafe fn wrap_MPI_Unpack(via_pmpi: bool, tracing: bool, inbuf: *const c_void, i
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Unpack(via_pmpi: bool, inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Unpack(via_pmpi, true, inbuf, insize, position, outbuf, outcount, datatype, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Unpack(false, inbuf, insize, position, outbuf, outcount, datatype, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Unpack(false, false, inbuf, insize, position, outbuf, outcount, datatype, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Unpack(true, inbuf, insize, position, outbuf, outcount, datatype, comm) }
+pub unsafe extern "C" fn MPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, false) }
+    counted_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Unpack(true, false, inbuf, insize, position, outbuf, outcount, datatype, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, true) }
+    counted_PMPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm)
 }
 
 pub static NEXT_MPI_Unpack_external: Next = Next::new(c"PMPI_Unpack_external");
@@ -6799,18 +8781,26 @@ unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, tracing: bool, datarep: *cons
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Unpack_external(via_pmpi: bool, datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
+unsafe extern "C" fn traced_MPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, via_pmpi: bool) -> c_int {
     wrap_MPI_Unpack_external(via_pmpi, true, datarep, inbuf, insize, position, outbuf, outcount, datatype)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Unpack_external(false, datarep, inbuf, insize, position, outbuf, outcount, datatype) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
     wrap_MPI_Unpack_external(false, false, datarep, inbuf, insize, position, outbuf, outcount, datatype)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
-    if trace::on() { return traced_MPI_Unpack_external(true, datarep, inbuf, insize, position, outbuf, outcount, datatype) }
+pub unsafe extern "C" fn MPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, false) }
+    counted_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
     wrap_MPI_Unpack_external(true, false, datarep, inbuf, insize, position, outbuf, outcount, datatype)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
+    if trace::on() { return traced_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, true) }
+    counted_PMPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype)
 }
 
 pub static NEXT_MPI_Close_port: Next = Next::new(c"PMPI_Close_port");
@@ -6827,18 +8817,26 @@ unsafe fn wrap_MPI_Close_port(via_pmpi: bool, tracing: bool, port_name: *const c
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Close_port(via_pmpi: bool, port_name: *const c_char) -> c_int {
+unsafe extern "C" fn traced_MPI_Close_port(port_name: *const c_char, via_pmpi: bool) -> c_int {
     wrap_MPI_Close_port(via_pmpi, true, port_name)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Close_port(port_name: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Close_port(false, port_name) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Close_port(port_name: *const c_char) -> c_int {
     wrap_MPI_Close_port(false, false, port_name)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Close_port(port_name: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Close_port(true, port_name) }
+pub unsafe extern "C" fn MPI_Close_port(port_name: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Close_port(port_name, false) }
+    counted_MPI_Close_port(port_name)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Close_port(port_name: *const c_char) -> c_int {
     wrap_MPI_Close_port(true, false, port_name)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Close_port(port_name: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Close_port(port_name, true) }
+    counted_PMPI_Close_port(port_name)
 }
 
 pub static NEXT_MPI_Comm_accept: Next = Next::new(c"PMPI_Comm_accept");
@@ -6855,18 +8853,26 @@ unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, tracing: bool, port_name: *const 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_accept(via_pmpi: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_accept(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_accept(via_pmpi, true, port_name, info, root, comm, newcomm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_accept(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_accept(false, port_name, info, root, comm, newcomm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_accept(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_accept(false, false, port_name, info, root, comm, newcomm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_accept(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_accept(true, port_name, info, root, comm, newcomm) }
+pub unsafe extern "C" fn MPI_Comm_accept(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_accept(port_name, info, root, comm, newcomm, false) }
+    counted_MPI_Comm_accept(port_name, info, root, comm, newcomm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_accept(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_accept(true, false, port_name, info, root, comm, newcomm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_accept(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_accept(port_name, info, root, comm, newcomm, true) }
+    counted_PMPI_Comm_accept(port_name, info, root, comm, newcomm)
 }
 
 pub static NEXT_MPI_Comm_call_errhandler: Next = Next::new(c"PMPI_Comm_call_errhandler");
@@ -6883,18 +8889,26 @@ unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, tracing: bool, comm: MPI
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_call_errhandler(via_pmpi: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_call_errhandler(via_pmpi, true, comm, errorcode)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_call_errhandler(false, comm, errorcode) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) -> c_int {
     wrap_MPI_Comm_call_errhandler(false, false, comm, errorcode)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_call_errhandler(true, comm, errorcode) }
+pub unsafe extern "C" fn MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_call_errhandler(comm, errorcode, false) }
+    counted_MPI_Comm_call_errhandler(comm, errorcode)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) -> c_int {
     wrap_MPI_Comm_call_errhandler(true, false, comm, errorcode)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_call_errhandler(comm, errorcode, true) }
+    counted_PMPI_Comm_call_errhandler(comm, errorcode)
 }
 
 pub static NEXT_MPI_Comm_compare: Next = Next::new(c"PMPI_Comm_compare");
@@ -6911,18 +8925,26 @@ unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, tracing: bool, comm1: MPI_Comm, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_compare(via_pmpi: bool, comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_compare(via_pmpi, true, comm1, comm2, result)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_compare(false, comm1, comm2, result) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
     wrap_MPI_Comm_compare(false, false, comm1, comm2, result)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_compare(true, comm1, comm2, result) }
+pub unsafe extern "C" fn MPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_compare(comm1, comm2, result, false) }
+    counted_MPI_Comm_compare(comm1, comm2, result)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
     wrap_MPI_Comm_compare(true, false, comm1, comm2, result)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_compare(comm1, comm2, result, true) }
+    counted_PMPI_Comm_compare(comm1, comm2, result)
 }
 
 pub static NEXT_MPI_Comm_connect: Next = Next::new(c"PMPI_Comm_connect");
@@ -6939,18 +8961,26 @@ unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, tracing: bool, port_name: *const
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_connect(via_pmpi: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_connect(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_connect(via_pmpi, true, port_name, info, root, comm, newcomm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_connect(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_connect(false, port_name, info, root, comm, newcomm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_connect(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_connect(false, false, port_name, info, root, comm, newcomm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_connect(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_connect(true, port_name, info, root, comm, newcomm) }
+pub unsafe extern "C" fn MPI_Comm_connect(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_connect(port_name, info, root, comm, newcomm, false) }
+    counted_MPI_Comm_connect(port_name, info, root, comm, newcomm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_connect(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_connect(true, false, port_name, info, root, comm, newcomm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_connect(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_connect(port_name, info, root, comm, newcomm, true) }
+    counted_PMPI_Comm_connect(port_name, info, root, comm, newcomm)
 }
 
 pub static NEXT_MPI_Comm_create_errhandler: Next = Next::new(c"PMPI_Comm_create_errhandler");
@@ -6967,18 +8997,26 @@ unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, tracing: bool, functio
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_create_errhandler(via_pmpi: bool, function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_create_errhandler(function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_create_errhandler(via_pmpi, true, function, errhandler)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_create_errhandler(function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_Comm_create_errhandler(false, function, errhandler) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_create_errhandler(function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
     wrap_MPI_Comm_create_errhandler(false, false, function, errhandler)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_create_errhandler(function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_Comm_create_errhandler(true, function, errhandler) }
+pub unsafe extern "C" fn MPI_Comm_create_errhandler(function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_Comm_create_errhandler(function, errhandler, false) }
+    counted_MPI_Comm_create_errhandler(function, errhandler)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_create_errhandler(function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
     wrap_MPI_Comm_create_errhandler(true, false, function, errhandler)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_create_errhandler(function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_Comm_create_errhandler(function, errhandler, true) }
+    counted_PMPI_Comm_create_errhandler(function, errhandler)
 }
 
 pub static NEXT_MPI_Comm_create_keyval: Next = Next::new(c"PMPI_Comm_create_keyval");
@@ -6995,18 +9033,26 @@ unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, tracing: bool, comm_copy_a
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_create_keyval(via_pmpi: bool, comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_create_keyval(via_pmpi, true, comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Comm_create_keyval(false, comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     wrap_MPI_Comm_create_keyval(false, false, comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Comm_create_keyval(true, comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state) }
+pub unsafe extern "C" fn MPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, false) }
+    counted_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     wrap_MPI_Comm_create_keyval(true, false, comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, true) }
+    counted_PMPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
 }
 
 pub static NEXT_MPI_Comm_create_group: Next = Next::new(c"PMPI_Comm_create_group");
@@ -7023,18 +9069,26 @@ unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, tracing: bool, comm: MPI_Co
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_create_group(via_pmpi: bool, comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_create_group(via_pmpi, true, comm, group, tag, newcomm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_create_group(false, comm, group, tag, newcomm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_create_group(false, false, comm, group, tag, newcomm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_create_group(true, comm, group, tag, newcomm) }
+pub unsafe extern "C" fn MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_create_group(comm, group, tag, newcomm, false) }
+    counted_MPI_Comm_create_group(comm, group, tag, newcomm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_create_group(true, false, comm, group, tag, newcomm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_create_group(comm, group, tag, newcomm, true) }
+    counted_PMPI_Comm_create_group(comm, group, tag, newcomm)
 }
 
 pub static NEXT_MPI_Comm_create: Next = Next::new(c"PMPI_Comm_create");
@@ -7051,18 +9105,26 @@ unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, tracing: bool, comm: MPI_Comm, gr
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_create(via_pmpi: bool, comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_create(via_pmpi, true, comm, group, newcomm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_create(false, comm, group, newcomm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_create(false, false, comm, group, newcomm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_create(true, comm, group, newcomm) }
+pub unsafe extern "C" fn MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_create(comm, group, newcomm, false) }
+    counted_MPI_Comm_create(comm, group, newcomm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_create(true, false, comm, group, newcomm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_create(comm, group, newcomm, true) }
+    counted_PMPI_Comm_create(comm, group, newcomm)
 }
 
 pub static NEXT_MPI_Comm_delete_attr: Next = Next::new(c"PMPI_Comm_delete_attr");
@@ -7079,18 +9141,26 @@ unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, tracing: bool, comm: MPI_Com
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_delete_attr(via_pmpi: bool, comm: MPI_Comm, comm_keyval: c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_delete_attr(via_pmpi, true, comm, comm_keyval)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_delete_attr(false, comm, comm_keyval) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_int) -> c_int {
     wrap_MPI_Comm_delete_attr(false, false, comm, comm_keyval)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_delete_attr(true, comm, comm_keyval) }
+pub unsafe extern "C" fn MPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_delete_attr(comm, comm_keyval, false) }
+    counted_MPI_Comm_delete_attr(comm, comm_keyval)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_int) -> c_int {
     wrap_MPI_Comm_delete_attr(true, false, comm, comm_keyval)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_delete_attr(comm, comm_keyval, true) }
+    counted_PMPI_Comm_delete_attr(comm, comm_keyval)
 }
 
 pub static NEXT_MPI_Comm_disconnect: Next = Next::new(c"PMPI_Comm_disconnect");
@@ -7112,18 +9182,26 @@ unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, tracing: bool, comm: *mut MPI
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_disconnect(via_pmpi: bool, comm: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_disconnect(comm: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_disconnect(via_pmpi, true, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_disconnect(false, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_disconnect(false, false, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_disconnect(true, comm) }
+pub unsafe extern "C" fn MPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_disconnect(comm, false) }
+    counted_MPI_Comm_disconnect(comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_disconnect(true, false, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_disconnect(comm, true) }
+    counted_PMPI_Comm_disconnect(comm)
 }
 
 pub static NEXT_MPI_Comm_dup: Next = Next::new(c"PMPI_Comm_dup");
@@ -7140,18 +9218,26 @@ unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newco
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_dup(via_pmpi: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_dup(via_pmpi, true, comm, newcomm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_dup(false, comm, newcomm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_dup(false, false, comm, newcomm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_dup(true, comm, newcomm) }
+pub unsafe extern "C" fn MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_dup(comm, newcomm, false) }
+    counted_MPI_Comm_dup(comm, newcomm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_dup(true, false, comm, newcomm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_dup(comm, newcomm, true) }
+    counted_PMPI_Comm_dup(comm, newcomm)
 }
 
 pub static NEXT_MPI_Comm_idup: Next = Next::new(c"PMPI_Comm_idup");
@@ -7168,18 +9254,26 @@ unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, tracing: bool, comm: MPI_Comm, newc
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_idup(via_pmpi: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_idup(via_pmpi, true, comm, newcomm, request)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Comm_idup(false, comm, newcomm, request) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Comm_idup(false, false, comm, newcomm, request)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if trace::on() { return traced_MPI_Comm_idup(true, comm, newcomm, request) }
+pub unsafe extern "C" fn MPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Comm_idup(comm, newcomm, request, false) }
+    counted_MPI_Comm_idup(comm, newcomm, request)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Comm_idup(true, false, comm, newcomm, request)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if trace::on() { return traced_MPI_Comm_idup(comm, newcomm, request, true) }
+    counted_PMPI_Comm_idup(comm, newcomm, request)
 }
 
 pub static NEXT_MPI_Comm_dup_with_info: Next = Next::new(c"PMPI_Comm_dup_with_info");
@@ -7196,18 +9290,26 @@ unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, tracing: bool, comm: MPI_C
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_dup_with_info(via_pmpi: bool, comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_dup_with_info(via_pmpi, true, comm, info, newcomm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_dup_with_info(false, comm, info, newcomm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_dup_with_info(false, false, comm, info, newcomm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_dup_with_info(true, comm, info, newcomm) }
+pub unsafe extern "C" fn MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_dup_with_info(comm, info, newcomm, false) }
+    counted_MPI_Comm_dup_with_info(comm, info, newcomm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_dup_with_info(true, false, comm, info, newcomm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_dup_with_info(comm, info, newcomm, true) }
+    counted_PMPI_Comm_dup_with_info(comm, info, newcomm)
 }
 
 pub static NEXT_MPI_Comm_free_keyval: Next = Next::new(c"PMPI_Comm_free_keyval");
@@ -7224,18 +9326,26 @@ unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, tracing: bool, comm_keyval: 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_free_keyval(via_pmpi: bool, comm_keyval: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_free_keyval(comm_keyval: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_free_keyval(via_pmpi, true, comm_keyval)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_free_keyval(false, comm_keyval) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int {
     wrap_MPI_Comm_free_keyval(false, false, comm_keyval)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_free_keyval(true, comm_keyval) }
+pub unsafe extern "C" fn MPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_free_keyval(comm_keyval, false) }
+    counted_MPI_Comm_free_keyval(comm_keyval)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int {
     wrap_MPI_Comm_free_keyval(true, false, comm_keyval)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_free_keyval(comm_keyval, true) }
+    counted_PMPI_Comm_free_keyval(comm_keyval)
 }
 
 pub static NEXT_MPI_Comm_free: Next = Next::new(c"PMPI_Comm_free");
@@ -7257,18 +9367,26 @@ unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, tracing: bool, comm: *mut MPI_Comm)
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_free(via_pmpi: bool, comm: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_free(comm: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_free(via_pmpi, true, comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_free(false, comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_free(false, false, comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_free(true, comm) }
+pub unsafe extern "C" fn MPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_free(comm, false) }
+    counted_MPI_Comm_free(comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_free(true, false, comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_free(comm, true) }
+    counted_PMPI_Comm_free(comm)
 }
 
 pub static NEXT_MPI_Comm_get_attr: Next = Next::new(c"PMPI_Comm_get_attr");
@@ -7285,18 +9403,26 @@ unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_get_attr(via_pmpi: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_get_attr(via_pmpi, true, comm, comm_keyval, attribute_val, flag)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_get_attr(false, comm, comm_keyval, attribute_val, flag) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     wrap_MPI_Comm_get_attr(false, false, comm, comm_keyval, attribute_val, flag)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_get_attr(true, comm, comm_keyval, attribute_val, flag) }
+pub unsafe extern "C" fn MPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, false) }
+    counted_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     wrap_MPI_Comm_get_attr(true, false, comm, comm_keyval, attribute_val, flag)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, true) }
+    counted_PMPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag)
 }
 
 pub static NEXT_MPI_Comm_get_errhandler: Next = Next::new(c"PMPI_Comm_get_errhandler");
@@ -7313,18 +9439,26 @@ unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_get_errhandler(via_pmpi: bool, comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mut MPI_Errhandler, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_get_errhandler(via_pmpi, true, comm, erhandler)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_Comm_get_errhandler(false, comm, erhandler) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
     wrap_MPI_Comm_get_errhandler(false, false, comm, erhandler)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_Comm_get_errhandler(true, comm, erhandler) }
+pub unsafe extern "C" fn MPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_Comm_get_errhandler(comm, erhandler, false) }
+    counted_MPI_Comm_get_errhandler(comm, erhandler)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
     wrap_MPI_Comm_get_errhandler(true, false, comm, erhandler)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_Comm_get_errhandler(comm, erhandler, true) }
+    counted_PMPI_Comm_get_errhandler(comm, erhandler)
 }
 
 pub static NEXT_MPI_Comm_get_info: Next = Next::new(c"PMPI_Comm_get_info");
@@ -7341,18 +9475,26 @@ unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_get_info(via_pmpi: bool, comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_get_info(via_pmpi, true, comm, info_used)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_Comm_get_info(false, comm, info_used) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
     wrap_MPI_Comm_get_info(false, false, comm, info_used)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_Comm_get_info(true, comm, info_used) }
+pub unsafe extern "C" fn MPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_Comm_get_info(comm, info_used, false) }
+    counted_MPI_Comm_get_info(comm, info_used)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
     wrap_MPI_Comm_get_info(true, false, comm, info_used)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_Comm_get_info(comm, info_used, true) }
+    counted_PMPI_Comm_get_info(comm, info_used)
 }
 
 pub static NEXT_MPI_Comm_get_name: Next = Next::new(c"PMPI_Comm_get_name");
@@ -7369,18 +9511,26 @@ unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_get_name(via_pmpi: bool, comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_get_name(via_pmpi, true, comm, comm_name, resultlen)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_get_name(false, comm, comm_name, resultlen) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
     wrap_MPI_Comm_get_name(false, false, comm, comm_name, resultlen)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_get_name(true, comm, comm_name, resultlen) }
+pub unsafe extern "C" fn MPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_get_name(comm, comm_name, resultlen, false) }
+    counted_MPI_Comm_get_name(comm, comm_name, resultlen)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
     wrap_MPI_Comm_get_name(true, false, comm, comm_name, resultlen)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_get_name(comm, comm_name, resultlen, true) }
+    counted_PMPI_Comm_get_name(comm, comm_name, resultlen)
 }
 
 pub static NEXT_MPI_Comm_get_parent: Next = Next::new(c"PMPI_Comm_get_parent");
@@ -7397,18 +9547,26 @@ unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, tracing: bool, parent: *mut M
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_get_parent(via_pmpi: bool, parent: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_get_parent(parent: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_get_parent(via_pmpi, true, parent)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_get_parent(false, parent) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_get_parent(false, false, parent)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_get_parent(true, parent) }
+pub unsafe extern "C" fn MPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_get_parent(parent, false) }
+    counted_MPI_Comm_get_parent(parent)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_get_parent(true, false, parent)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_get_parent(parent, true) }
+    counted_PMPI_Comm_get_parent(parent)
 }
 
 pub static NEXT_MPI_Comm_group: Next = Next::new(c"PMPI_Comm_group");
@@ -7425,18 +9583,26 @@ unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, tracing: bool, comm: MPI_Comm, gro
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_group(via_pmpi: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_group(via_pmpi, true, comm, group)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Comm_group(false, comm, group) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
     wrap_MPI_Comm_group(false, false, comm, group)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Comm_group(true, comm, group) }
+pub unsafe extern "C" fn MPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Comm_group(comm, group, false) }
+    counted_MPI_Comm_group(comm, group)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
     wrap_MPI_Comm_group(true, false, comm, group)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Comm_group(comm, group, true) }
+    counted_PMPI_Comm_group(comm, group)
 }
 
 pub static NEXT_MPI_Comm_join: Next = Next::new(c"PMPI_Comm_join");
@@ -7453,18 +9619,26 @@ unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, tracing: bool, fd: c_int, intercomm
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_join(via_pmpi: bool, fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_join(via_pmpi, true, fd, intercomm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_join(false, fd, intercomm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_join(false, false, fd, intercomm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_join(true, fd, intercomm) }
+pub unsafe extern "C" fn MPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_join(fd, intercomm, false) }
+    counted_MPI_Comm_join(fd, intercomm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_join(true, false, fd, intercomm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_join(fd, intercomm, true) }
+    counted_PMPI_Comm_join(fd, intercomm)
 }
 
 pub static NEXT_MPI_Comm_rank: Next = Next::new(c"PMPI_Comm_rank");
@@ -7481,20 +9655,30 @@ unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, rank
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_rank(via_pmpi: bool, comm: MPI_Comm, rank: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_rank(via_pmpi, true, comm, rank)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_rank(false, comm, rank) }
+unsafe extern "C" fn counted_MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
     wrap_MPI_Comm_rank(false, false, comm, rank)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_rank(true, comm, rank) }
+pub unsafe extern "C" fn MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_rank(comm, rank, false) }
+    counted_MPI_Comm_rank(comm, rank)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
     wrap_MPI_Comm_rank(true, false, comm, rank)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_rank(comm, rank, true) }
+    counted_PMPI_Comm_rank(comm, rank)
 }
 
 pub static NEXT_MPI_Comm_remote_group: Next = Next::new(c"PMPI_Comm_remote_group");
@@ -7511,18 +9695,26 @@ unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, tracing: bool, comm: MPI_Co
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_remote_group(via_pmpi: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_remote_group(via_pmpi, true, comm, group)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Comm_remote_group(false, comm, group) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
     wrap_MPI_Comm_remote_group(false, false, comm, group)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Comm_remote_group(true, comm, group) }
+pub unsafe extern "C" fn MPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Comm_remote_group(comm, group, false) }
+    counted_MPI_Comm_remote_group(comm, group)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
     wrap_MPI_Comm_remote_group(true, false, comm, group)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Comm_remote_group(comm, group, true) }
+    counted_PMPI_Comm_remote_group(comm, group)
 }
 
 pub static NEXT_MPI_Comm_remote_size: Next = Next::new(c"PMPI_Comm_remote_size");
@@ -7539,18 +9731,26 @@ unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, tracing: bool, comm: MPI_Com
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_remote_size(via_pmpi: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_remote_size(via_pmpi, true, comm, size)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_remote_size(false, comm, size) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
     wrap_MPI_Comm_remote_size(false, false, comm, size)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_remote_size(true, comm, size) }
+pub unsafe extern "C" fn MPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_remote_size(comm, size, false) }
+    counted_MPI_Comm_remote_size(comm, size)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
     wrap_MPI_Comm_remote_size(true, false, comm, size)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_remote_size(comm, size, true) }
+    counted_PMPI_Comm_remote_size(comm, size)
 }
 
 pub static NEXT_MPI_Comm_set_attr: Next = Next::new(c"PMPI_Comm_set_attr");
@@ -7567,18 +9767,26 @@ unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_set_attr(via_pmpi: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_set_attr(via_pmpi, true, comm, comm_keyval, attribute_val)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Comm_set_attr(false, comm, comm_keyval, attribute_val) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
     wrap_MPI_Comm_set_attr(false, false, comm, comm_keyval, attribute_val)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Comm_set_attr(true, comm, comm_keyval, attribute_val) }
+pub unsafe extern "C" fn MPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, false) }
+    counted_MPI_Comm_set_attr(comm, comm_keyval, attribute_val)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
     wrap_MPI_Comm_set_attr(true, false, comm, comm_keyval, attribute_val)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, true) }
+    counted_PMPI_Comm_set_attr(comm, comm_keyval, attribute_val)
 }
 
 pub static NEXT_MPI_Comm_set_errhandler: Next = Next::new(c"PMPI_Comm_set_errhandler");
@@ -7595,18 +9803,26 @@ unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, tracing: bool, comm: MPI_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_set_errhandler(via_pmpi: bool, comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_set_errhandler(via_pmpi, true, comm, errhandler)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_Comm_set_errhandler(false, comm, errhandler) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
     wrap_MPI_Comm_set_errhandler(false, false, comm, errhandler)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_Comm_set_errhandler(true, comm, errhandler) }
+pub unsafe extern "C" fn MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_Comm_set_errhandler(comm, errhandler, false) }
+    counted_MPI_Comm_set_errhandler(comm, errhandler)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
     wrap_MPI_Comm_set_errhandler(true, false, comm, errhandler)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_Comm_set_errhandler(comm, errhandler, true) }
+    counted_PMPI_Comm_set_errhandler(comm, errhandler)
 }
 
 pub static NEXT_MPI_Comm_set_info: Next = Next::new(c"PMPI_Comm_set_info");
@@ -7623,18 +9839,26 @@ unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_set_info(via_pmpi: bool, comm: MPI_Comm, info: MPI_Info) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_set_info(via_pmpi, true, comm, info)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_Comm_set_info(false, comm, info) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c_int {
     wrap_MPI_Comm_set_info(false, false, comm, info)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_Comm_set_info(true, comm, info) }
+pub unsafe extern "C" fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_Comm_set_info(comm, info, false) }
+    counted_MPI_Comm_set_info(comm, info)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c_int {
     wrap_MPI_Comm_set_info(true, false, comm, info)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_Comm_set_info(comm, info, true) }
+    counted_PMPI_Comm_set_info(comm, info)
 }
 
 pub static NEXT_MPI_Comm_set_name: Next = Next::new(c"PMPI_Comm_set_name");
@@ -7651,18 +9875,26 @@ unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_set_name(via_pmpi: bool, comm: MPI_Comm, comm_name: *const c_char) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_char, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_set_name(via_pmpi, true, comm, comm_name)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Comm_set_name(false, comm, comm_name) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_char) -> c_int {
     wrap_MPI_Comm_set_name(false, false, comm, comm_name)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Comm_set_name(true, comm, comm_name) }
+pub unsafe extern "C" fn MPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Comm_set_name(comm, comm_name, false) }
+    counted_MPI_Comm_set_name(comm, comm_name)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_char) -> c_int {
     wrap_MPI_Comm_set_name(true, false, comm, comm_name)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Comm_set_name(comm, comm_name, true) }
+    counted_PMPI_Comm_set_name(comm, comm_name)
 }
 
 pub static NEXT_MPI_Comm_size: Next = Next::new(c"PMPI_Comm_size");
@@ -7679,20 +9911,30 @@ unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, tracing: bool, comm: MPI_Comm, size
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_size(via_pmpi: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_size(comm: MPI_Comm, size: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_size(via_pmpi, true, comm, size)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_size(false, comm, size) }
+unsafe extern "C" fn counted_MPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
     wrap_MPI_Comm_size(false, false, comm, size)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_size(true, comm, size) }
+pub unsafe extern "C" fn MPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_size(comm, size, false) }
+    counted_MPI_Comm_size(comm, size)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
     wrap_MPI_Comm_size(true, false, comm, size)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_size(comm, size, true) }
+    counted_PMPI_Comm_size(comm, size)
 }
 
 pub static NEXT_MPI_Comm_spawn: Next = Next::new(c"PMPI_Comm_spawn");
@@ -7709,18 +9951,26 @@ unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, tracing: bool, command: *const c_c
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_spawn(via_pmpi: bool, command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_spawn(via_pmpi, true, command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_spawn(false, command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
     wrap_MPI_Comm_spawn(false, false, command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_spawn(true, command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) }
+pub unsafe extern "C" fn MPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, false) }
+    counted_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
     wrap_MPI_Comm_spawn(true, false, command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, true) }
+    counted_PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
 }
 
 pub static NEXT_MPI_Comm_spawn_multiple: Next = Next::new(c"PMPI_Comm_spawn_multiple");
@@ -7737,18 +9987,26 @@ unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, tracing: bool, count: c_i
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_spawn_multiple(via_pmpi: bool, count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_spawn_multiple(via_pmpi, true, count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_spawn_multiple(false, count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
     wrap_MPI_Comm_spawn_multiple(false, false, count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_spawn_multiple(true, count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) }
+pub unsafe extern "C" fn MPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, false) }
+    counted_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
     wrap_MPI_Comm_spawn_multiple(true, false, count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, true) }
+    counted_PMPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
 }
 
 pub static NEXT_MPI_Comm_split: Next = Next::new(c"PMPI_Comm_split");
@@ -7765,18 +10023,26 @@ unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, tracing: bool, comm: MPI_Comm, col
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_split(via_pmpi: bool, comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_split(via_pmpi, true, comm, color, key, newcomm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_split(false, comm, color, key, newcomm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_split(false, false, comm, color, key, newcomm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_split(true, comm, color, key, newcomm) }
+pub unsafe extern "C" fn MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_split(comm, color, key, newcomm, false) }
+    counted_MPI_Comm_split(comm, color, key, newcomm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_split(true, false, comm, color, key, newcomm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_split(comm, color, key, newcomm, true) }
+    counted_PMPI_Comm_split(comm, color, key, newcomm)
 }
 
 pub static NEXT_MPI_Comm_split_type: Next = Next::new(c"PMPI_Comm_split_type");
@@ -7793,18 +10059,26 @@ unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, tracing: bool, comm: MPI_Comm
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_split_type(via_pmpi: bool, comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_split_type(via_pmpi, true, comm, split_type, key, info, newcomm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_split_type(false, comm, split_type, key, info, newcomm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_split_type(false, false, comm, split_type, key, info, newcomm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Comm_split_type(true, comm, split_type, key, info, newcomm) }
+pub unsafe extern "C" fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_split_type(comm, split_type, key, info, newcomm, false) }
+    counted_MPI_Comm_split_type(comm, split_type, key, info, newcomm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Comm_split_type(true, false, comm, split_type, key, info, newcomm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Comm_split_type(comm, split_type, key, info, newcomm, true) }
+    counted_PMPI_Comm_split_type(comm, split_type, key, info, newcomm)
 }
 
 pub static NEXT_MPI_Comm_test_inter: Next = Next::new(c"PMPI_Comm_test_inter");
@@ -7821,18 +10095,26 @@ unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, tracing: bool, comm: MPI_Comm
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Comm_test_inter(via_pmpi: bool, comm: MPI_Comm, flag: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_test_inter(via_pmpi, true, comm, flag)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_test_inter(false, comm, flag) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) -> c_int {
     wrap_MPI_Comm_test_inter(false, false, comm, flag)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Comm_test_inter(true, comm, flag) }
+pub unsafe extern "C" fn MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_test_inter(comm, flag, false) }
+    counted_MPI_Comm_test_inter(comm, flag)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) -> c_int {
     wrap_MPI_Comm_test_inter(true, false, comm, flag)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Comm_test_inter(comm, flag, true) }
+    counted_PMPI_Comm_test_inter(comm, flag)
 }
 
 pub static NEXT_MPI_Errhandler_free: Next = Next::new(c"PMPI_Errhandler_free");
@@ -7849,18 +10131,26 @@ unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, tracing: bool, errhandler: *m
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Errhandler_free(via_pmpi: bool, errhandler: *mut MPI_Errhandler) -> c_int {
+unsafe extern "C" fn traced_MPI_Errhandler_free(errhandler: *mut MPI_Errhandler, via_pmpi: bool) -> c_int {
     wrap_MPI_Errhandler_free(via_pmpi, true, errhandler)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_Errhandler_free(false, errhandler) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -> c_int {
     wrap_MPI_Errhandler_free(false, false, errhandler)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -> c_int {
-    if trace::on() { return traced_MPI_Errhandler_free(true, errhandler) }
+pub unsafe extern "C" fn MPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_Errhandler_free(errhandler, false) }
+    counted_MPI_Errhandler_free(errhandler)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -> c_int {
     wrap_MPI_Errhandler_free(true, false, errhandler)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -> c_int {
+    if trace::on() { return traced_MPI_Errhandler_free(errhandler, true) }
+    counted_PMPI_Errhandler_free(errhandler)
 }
 
 pub static NEXT_MPI_Group_compare: Next = Next::new(c"PMPI_Group_compare");
@@ -7877,18 +10167,26 @@ unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, tracing: bool, group1: MPI_Grou
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Group_compare(via_pmpi: bool, group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Group_compare(via_pmpi, true, group1, group2, result)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Group_compare(false, group1, group2, result) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
     wrap_MPI_Group_compare(false, false, group1, group2, result)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Group_compare(true, group1, group2, result) }
+pub unsafe extern "C" fn MPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Group_compare(group1, group2, result, false) }
+    counted_MPI_Group_compare(group1, group2, result)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
     wrap_MPI_Group_compare(true, false, group1, group2, result)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Group_compare(group1, group2, result, true) }
+    counted_PMPI_Group_compare(group1, group2, result)
 }
 
 pub static NEXT_MPI_Group_difference: Next = Next::new(c"PMPI_Group_difference");
@@ -7905,18 +10203,26 @@ unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, tracing: bool, group1: MPI_G
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Group_difference(via_pmpi: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
+unsafe extern "C" fn traced_MPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group, via_pmpi: bool) -> c_int {
     wrap_MPI_Group_difference(via_pmpi, true, group1, group2, newgroup)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_difference(false, group1, group2, newgroup) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_difference(false, false, group1, group2, newgroup)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_difference(true, group1, group2, newgroup) }
+pub unsafe extern "C" fn MPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_difference(group1, group2, newgroup, false) }
+    counted_MPI_Group_difference(group1, group2, newgroup)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_difference(true, false, group1, group2, newgroup)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_difference(group1, group2, newgroup, true) }
+    counted_PMPI_Group_difference(group1, group2, newgroup)
 }
 
 pub static NEXT_MPI_Group_excl: Next = Next::new(c"PMPI_Group_excl");
@@ -7933,18 +10239,26 @@ unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, tracing: bool, group: MPI_Group, n
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Group_excl(via_pmpi: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
+unsafe extern "C" fn traced_MPI_Group_excl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group, via_pmpi: bool) -> c_int {
     wrap_MPI_Group_excl(via_pmpi, true, group, n, ranks, newgroup)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_excl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_excl(false, group, n, ranks, newgroup) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Group_excl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_excl(false, false, group, n, ranks, newgroup)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_excl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_excl(true, group, n, ranks, newgroup) }
+pub unsafe extern "C" fn MPI_Group_excl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_excl(group, n, ranks, newgroup, false) }
+    counted_MPI_Group_excl(group, n, ranks, newgroup)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Group_excl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_excl(true, false, group, n, ranks, newgroup)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_excl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_excl(group, n, ranks, newgroup, true) }
+    counted_PMPI_Group_excl(group, n, ranks, newgroup)
 }
 
 pub static NEXT_MPI_Group_free: Next = Next::new(c"PMPI_Group_free");
@@ -7961,18 +10275,26 @@ unsafe fn wrap_MPI_Group_free(via_pmpi: bool, tracing: bool, group: *mut MPI_Gro
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Group_free(via_pmpi: bool, group: *mut MPI_Group) -> c_int {
+unsafe extern "C" fn traced_MPI_Group_free(group: *mut MPI_Group, via_pmpi: bool) -> c_int {
     wrap_MPI_Group_free(via_pmpi, true, group)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_free(group: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_free(false, group) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Group_free(group: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_free(false, false, group)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_free(group: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_free(true, group) }
+pub unsafe extern "C" fn MPI_Group_free(group: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_free(group, false) }
+    counted_MPI_Group_free(group)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Group_free(group: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_free(true, false, group)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_free(group: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_free(group, true) }
+    counted_PMPI_Group_free(group)
 }
 
 pub static NEXT_MPI_Group_incl: Next = Next::new(c"PMPI_Group_incl");
@@ -7989,18 +10311,26 @@ unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, tracing: bool, group: MPI_Group, n
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Group_incl(via_pmpi: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
+unsafe extern "C" fn traced_MPI_Group_incl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group, via_pmpi: bool) -> c_int {
     wrap_MPI_Group_incl(via_pmpi, true, group, n, ranks, newgroup)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_incl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_incl(false, group, n, ranks, newgroup) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Group_incl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_incl(false, false, group, n, ranks, newgroup)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_incl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_incl(true, group, n, ranks, newgroup) }
+pub unsafe extern "C" fn MPI_Group_incl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_incl(group, n, ranks, newgroup, false) }
+    counted_MPI_Group_incl(group, n, ranks, newgroup)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Group_incl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_incl(true, false, group, n, ranks, newgroup)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_incl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_incl(group, n, ranks, newgroup, true) }
+    counted_PMPI_Group_incl(group, n, ranks, newgroup)
 }
 
 pub static NEXT_MPI_Group_intersection: Next = Next::new(c"PMPI_Group_intersection");
@@ -8017,18 +10347,26 @@ unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, tracing: bool, group1: MPI
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Group_intersection(via_pmpi: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
+unsafe extern "C" fn traced_MPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group, via_pmpi: bool) -> c_int {
     wrap_MPI_Group_intersection(via_pmpi, true, group1, group2, newgroup)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_intersection(false, group1, group2, newgroup) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_intersection(false, false, group1, group2, newgroup)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_intersection(true, group1, group2, newgroup) }
+pub unsafe extern "C" fn MPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_intersection(group1, group2, newgroup, false) }
+    counted_MPI_Group_intersection(group1, group2, newgroup)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_intersection(true, false, group1, group2, newgroup)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_intersection(group1, group2, newgroup, true) }
+    counted_PMPI_Group_intersection(group1, group2, newgroup)
 }
 
 pub static NEXT_MPI_Group_range_excl: Next = Next::new(c"PMPI_Group_range_excl");
@@ -8045,18 +10383,26 @@ unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, tracing: bool, group: MPI_Gr
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Group_range_excl(via_pmpi: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
+unsafe extern "C" fn traced_MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group, via_pmpi: bool) -> c_int {
     wrap_MPI_Group_range_excl(via_pmpi, true, group, n, ranges, newgroup)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_range_excl(false, group, n, ranges, newgroup) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_range_excl(false, false, group, n, ranges, newgroup)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_range_excl(true, group, n, ranges, newgroup) }
+pub unsafe extern "C" fn MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_range_excl(group, n, ranges, newgroup, false) }
+    counted_MPI_Group_range_excl(group, n, ranges, newgroup)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_range_excl(true, false, group, n, ranges, newgroup)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_range_excl(group, n, ranges, newgroup, true) }
+    counted_PMPI_Group_range_excl(group, n, ranges, newgroup)
 }
 
 pub static NEXT_MPI_Group_range_incl: Next = Next::new(c"PMPI_Group_range_incl");
@@ -8073,18 +10419,26 @@ unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, tracing: bool, group: MPI_Gr
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Group_range_incl(via_pmpi: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
+unsafe extern "C" fn traced_MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group, via_pmpi: bool) -> c_int {
     wrap_MPI_Group_range_incl(via_pmpi, true, group, n, ranges, newgroup)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_range_incl(false, group, n, ranges, newgroup) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_range_incl(false, false, group, n, ranges, newgroup)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_range_incl(true, group, n, ranges, newgroup) }
+pub unsafe extern "C" fn MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_range_incl(group, n, ranges, newgroup, false) }
+    counted_MPI_Group_range_incl(group, n, ranges, newgroup)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_range_incl(true, false, group, n, ranges, newgroup)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_range_incl(group, n, ranges, newgroup, true) }
+    counted_PMPI_Group_range_incl(group, n, ranges, newgroup)
 }
 
 pub static NEXT_MPI_Group_rank: Next = Next::new(c"PMPI_Group_rank");
@@ -8101,18 +10455,26 @@ unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, tracing: bool, group: MPI_Group, r
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Group_rank(via_pmpi: bool, group: MPI_Group, rank: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Group_rank(group: MPI_Group, rank: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Group_rank(via_pmpi, true, group, rank)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Group_rank(false, group, rank) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> c_int {
     wrap_MPI_Group_rank(false, false, group, rank)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Group_rank(true, group, rank) }
+pub unsafe extern "C" fn MPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Group_rank(group, rank, false) }
+    counted_MPI_Group_rank(group, rank)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> c_int {
     wrap_MPI_Group_rank(true, false, group, rank)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Group_rank(group, rank, true) }
+    counted_PMPI_Group_rank(group, rank)
 }
 
 pub static NEXT_MPI_Group_size: Next = Next::new(c"PMPI_Group_size");
@@ -8129,18 +10491,26 @@ unsafe fn wrap_MPI_Group_size(via_pmpi: bool, tracing: bool, group: MPI_Group, s
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Group_size(via_pmpi: bool, group: MPI_Group, size: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Group_size(group: MPI_Group, size: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Group_size(via_pmpi, true, group, size)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_size(group: MPI_Group, size: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Group_size(false, group, size) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Group_size(group: MPI_Group, size: *mut c_int) -> c_int {
     wrap_MPI_Group_size(false, false, group, size)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_size(group: MPI_Group, size: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Group_size(true, group, size) }
+pub unsafe extern "C" fn MPI_Group_size(group: MPI_Group, size: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Group_size(group, size, false) }
+    counted_MPI_Group_size(group, size)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Group_size(group: MPI_Group, size: *mut c_int) -> c_int {
     wrap_MPI_Group_size(true, false, group, size)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_size(group: MPI_Group, size: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Group_size(group, size, true) }
+    counted_PMPI_Group_size(group, size)
 }
 
 pub static NEXT_MPI_Group_translate_ranks: Next = Next::new(c"PMPI_Group_translate_ranks");
@@ -8157,18 +10527,26 @@ unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, tracing: bool, group1: 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Group_translate_ranks(via_pmpi: bool, group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Group_translate_ranks(via_pmpi, true, group1, n, ranks1, group2, ranks2)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Group_translate_ranks(false, group1, n, ranks1, group2, ranks2) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
     wrap_MPI_Group_translate_ranks(false, false, group1, n, ranks1, group2, ranks2)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Group_translate_ranks(true, group1, n, ranks1, group2, ranks2) }
+pub unsafe extern "C" fn MPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, false) }
+    counted_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
     wrap_MPI_Group_translate_ranks(true, false, group1, n, ranks1, group2, ranks2)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, true) }
+    counted_PMPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2)
 }
 
 pub static NEXT_MPI_Group_union: Next = Next::new(c"PMPI_Group_union");
@@ -8185,18 +10563,26 @@ unsafe fn wrap_MPI_Group_union(via_pmpi: bool, tracing: bool, group1: MPI_Group,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Group_union(via_pmpi: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
+unsafe extern "C" fn traced_MPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group, via_pmpi: bool) -> c_int {
     wrap_MPI_Group_union(via_pmpi, true, group1, group2, newgroup)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_union(false, group1, group2, newgroup) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_union(false, false, group1, group2, newgroup)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if trace::on() { return traced_MPI_Group_union(true, group1, group2, newgroup) }
+pub unsafe extern "C" fn MPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_union(group1, group2, newgroup, false) }
+    counted_MPI_Group_union(group1, group2, newgroup)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
     wrap_MPI_Group_union(true, false, group1, group2, newgroup)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
+    if trace::on() { return traced_MPI_Group_union(group1, group2, newgroup, true) }
+    counted_PMPI_Group_union(group1, group2, newgroup)
 }
 
 pub static NEXT_MPI_Intercomm_create: Next = Next::new(c"PMPI_Intercomm_create");
@@ -8213,18 +10599,26 @@ unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, tracing: bool, local_comm: M
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Intercomm_create(via_pmpi: bool, local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Intercomm_create(via_pmpi, true, local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Intercomm_create(false, local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Intercomm_create(false, false, local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Intercomm_create(true, local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm) }
+pub unsafe extern "C" fn MPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, false) }
+    counted_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Intercomm_create(true, false, local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, true) }
+    counted_PMPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
 }
 
 pub static NEXT_MPI_Intercomm_merge: Next = Next::new(c"PMPI_Intercomm_merge");
@@ -8241,18 +10635,26 @@ unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, tracing: bool, intercomm: MPI
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Intercomm_merge(via_pmpi: bool, intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Intercomm_merge(via_pmpi, true, intercomm, high, newintercomm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Intercomm_merge(false, intercomm, high, newintercomm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Intercomm_merge(false, false, intercomm, high, newintercomm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Intercomm_merge(true, intercomm, high, newintercomm) }
+pub unsafe extern "C" fn MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Intercomm_merge(intercomm, high, newintercomm, false) }
+    counted_MPI_Intercomm_merge(intercomm, high, newintercomm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Intercomm_merge(true, false, intercomm, high, newintercomm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Intercomm_merge(intercomm, high, newintercomm, true) }
+    counted_PMPI_Intercomm_merge(intercomm, high, newintercomm)
 }
 
 pub static NEXT_MPI_Lookup_name: Next = Next::new(c"PMPI_Lookup_name");
@@ -8269,18 +10671,26 @@ unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, tracing: bool, service_name: *con
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Lookup_name(via_pmpi: bool, service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
+unsafe extern "C" fn traced_MPI_Lookup_name(service_name: *const c_char, info: MPI_Info, port_name: *mut c_char, via_pmpi: bool) -> c_int {
     wrap_MPI_Lookup_name(via_pmpi, true, service_name, info, port_name)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Lookup_name(service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    if trace::on() { return traced_MPI_Lookup_name(false, service_name, info, port_name) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Lookup_name(service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
     wrap_MPI_Lookup_name(false, false, service_name, info, port_name)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Lookup_name(service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    if trace::on() { return traced_MPI_Lookup_name(true, service_name, info, port_name) }
+pub unsafe extern "C" fn MPI_Lookup_name(service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
+    if trace::on() { return traced_MPI_Lookup_name(service_name, info, port_name, false) }
+    counted_MPI_Lookup_name(service_name, info, port_name)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Lookup_name(service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
     wrap_MPI_Lookup_name(true, false, service_name, info, port_name)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Lookup_name(service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
+    if trace::on() { return traced_MPI_Lookup_name(service_name, info, port_name, true) }
+    counted_PMPI_Lookup_name(service_name, info, port_name)
 }
 
 pub static NEXT_MPI_Open_port: Next = Next::new(c"PMPI_Open_port");
@@ -8297,18 +10707,26 @@ unsafe fn wrap_MPI_Open_port(via_pmpi: bool, tracing: bool, info: MPI_Info, port
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Open_port(via_pmpi: bool, info: MPI_Info, port_name: *mut c_char) -> c_int {
+unsafe extern "C" fn traced_MPI_Open_port(info: MPI_Info, port_name: *mut c_char, via_pmpi: bool) -> c_int {
     wrap_MPI_Open_port(via_pmpi, true, info, port_name)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Open_port(info: MPI_Info, port_name: *mut c_char) -> c_int {
-    if trace::on() { return traced_MPI_Open_port(false, info, port_name) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Open_port(info: MPI_Info, port_name: *mut c_char) -> c_int {
     wrap_MPI_Open_port(false, false, info, port_name)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Open_port(info: MPI_Info, port_name: *mut c_char) -> c_int {
-    if trace::on() { return traced_MPI_Open_port(true, info, port_name) }
+pub unsafe extern "C" fn MPI_Open_port(info: MPI_Info, port_name: *mut c_char) -> c_int {
+    if trace::on() { return traced_MPI_Open_port(info, port_name, false) }
+    counted_MPI_Open_port(info, port_name)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Open_port(info: MPI_Info, port_name: *mut c_char) -> c_int {
     wrap_MPI_Open_port(true, false, info, port_name)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Open_port(info: MPI_Info, port_name: *mut c_char) -> c_int {
+    if trace::on() { return traced_MPI_Open_port(info, port_name, true) }
+    counted_PMPI_Open_port(info, port_name)
 }
 
 pub static NEXT_MPI_Publish_name: Next = Next::new(c"PMPI_Publish_name");
@@ -8325,18 +10743,26 @@ unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, tracing: bool, service_name: *co
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Publish_name(via_pmpi: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
+unsafe extern "C" fn traced_MPI_Publish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char, via_pmpi: bool) -> c_int {
     wrap_MPI_Publish_name(via_pmpi, true, service_name, info, port_name)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Publish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Publish_name(false, service_name, info, port_name) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Publish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
     wrap_MPI_Publish_name(false, false, service_name, info, port_name)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Publish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Publish_name(true, service_name, info, port_name) }
+pub unsafe extern "C" fn MPI_Publish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Publish_name(service_name, info, port_name, false) }
+    counted_MPI_Publish_name(service_name, info, port_name)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Publish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
     wrap_MPI_Publish_name(true, false, service_name, info, port_name)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Publish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Publish_name(service_name, info, port_name, true) }
+    counted_PMPI_Publish_name(service_name, info, port_name)
 }
 
 pub static NEXT_MPI_Unpublish_name: Next = Next::new(c"PMPI_Unpublish_name");
@@ -8353,18 +10779,26 @@ unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, tracing: bool, service_name: *
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Unpublish_name(via_pmpi: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
+unsafe extern "C" fn traced_MPI_Unpublish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char, via_pmpi: bool) -> c_int {
     wrap_MPI_Unpublish_name(via_pmpi, true, service_name, info, port_name)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Unpublish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Unpublish_name(false, service_name, info, port_name) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Unpublish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
     wrap_MPI_Unpublish_name(false, false, service_name, info, port_name)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Unpublish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Unpublish_name(true, service_name, info, port_name) }
+pub unsafe extern "C" fn MPI_Unpublish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Unpublish_name(service_name, info, port_name, false) }
+    counted_MPI_Unpublish_name(service_name, info, port_name)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Unpublish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
     wrap_MPI_Unpublish_name(true, false, service_name, info, port_name)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Unpublish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Unpublish_name(service_name, info, port_name, true) }
+    counted_PMPI_Unpublish_name(service_name, info, port_name)
 }
 
 pub static NEXT_MPI_Attr_delete: Next = Next::new(c"PMPI_Attr_delete");
@@ -8381,18 +10815,26 @@ unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ke
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Attr_delete(via_pmpi: bool, comm: MPI_Comm, keyval: c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Attr_delete(comm: MPI_Comm, keyval: c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Attr_delete(via_pmpi, true, comm, keyval)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Attr_delete(false, comm, keyval) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_int {
     wrap_MPI_Attr_delete(false, false, comm, keyval)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Attr_delete(true, comm, keyval) }
+pub unsafe extern "C" fn MPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Attr_delete(comm, keyval, false) }
+    counted_MPI_Attr_delete(comm, keyval)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_int {
     wrap_MPI_Attr_delete(true, false, comm, keyval)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Attr_delete(comm, keyval, true) }
+    counted_PMPI_Attr_delete(comm, keyval)
 }
 
 pub static NEXT_MPI_Attr_get: Next = Next::new(c"PMPI_Attr_get");
@@ -8409,18 +10851,26 @@ unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyva
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Attr_get(via_pmpi: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Attr_get(via_pmpi, true, comm, keyval, attribute_val, flag)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Attr_get(false, comm, keyval, attribute_val, flag) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     wrap_MPI_Attr_get(false, false, comm, keyval, attribute_val, flag)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Attr_get(true, comm, keyval, attribute_val, flag) }
+pub unsafe extern "C" fn MPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Attr_get(comm, keyval, attribute_val, flag, false) }
+    counted_MPI_Attr_get(comm, keyval, attribute_val, flag)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
     wrap_MPI_Attr_get(true, false, comm, keyval, attribute_val, flag)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Attr_get(comm, keyval, attribute_val, flag, true) }
+    counted_PMPI_Attr_get(comm, keyval, attribute_val, flag)
 }
 
 pub static NEXT_MPI_Attr_put: Next = Next::new(c"PMPI_Attr_put");
@@ -8437,18 +10887,26 @@ unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, tracing: bool, comm: MPI_Comm, keyva
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Attr_put(via_pmpi: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_Attr_put(via_pmpi, true, comm, keyval, attribute_val)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Attr_put(false, comm, keyval, attribute_val) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
     wrap_MPI_Attr_put(false, false, comm, keyval, attribute_val)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Attr_put(true, comm, keyval, attribute_val) }
+pub unsafe extern "C" fn MPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Attr_put(comm, keyval, attribute_val, false) }
+    counted_MPI_Attr_put(comm, keyval, attribute_val)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
     wrap_MPI_Attr_put(true, false, comm, keyval, attribute_val)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Attr_put(comm, keyval, attribute_val, true) }
+    counted_PMPI_Attr_put(comm, keyval, attribute_val)
 }
 
 pub static NEXT_MPI_Keyval_create: Next = Next::new(c"PMPI_Keyval_create");
@@ -8465,18 +10923,26 @@ unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, tracing: bool, copy_fn: MPI_Cop
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Keyval_create(via_pmpi: bool, copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_Keyval_create(copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_Keyval_create(via_pmpi, true, copy_fn, delete_fn, keyval, extra_state)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Keyval_create(copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Keyval_create(false, copy_fn, delete_fn, keyval, extra_state) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Keyval_create(copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     wrap_MPI_Keyval_create(false, false, copy_fn, delete_fn, keyval, extra_state)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Keyval_create(copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Keyval_create(true, copy_fn, delete_fn, keyval, extra_state) }
+pub unsafe extern "C" fn MPI_Keyval_create(copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, false) }
+    counted_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Keyval_create(copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
     wrap_MPI_Keyval_create(true, false, copy_fn, delete_fn, keyval, extra_state)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Keyval_create(copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, true) }
+    counted_PMPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state)
 }
 
 pub static NEXT_MPI_Keyval_free: Next = Next::new(c"PMPI_Keyval_free");
@@ -8493,18 +10959,26 @@ unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, tracing: bool, keyval: *mut c_int
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Keyval_free(via_pmpi: bool, keyval: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Keyval_free(keyval: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Keyval_free(via_pmpi, true, keyval)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Keyval_free(keyval: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Keyval_free(false, keyval) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Keyval_free(keyval: *mut c_int) -> c_int {
     wrap_MPI_Keyval_free(false, false, keyval)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Keyval_free(true, keyval) }
+pub unsafe extern "C" fn MPI_Keyval_free(keyval: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Keyval_free(keyval, false) }
+    counted_MPI_Keyval_free(keyval)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
     wrap_MPI_Keyval_free(true, false, keyval)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Keyval_free(keyval, true) }
+    counted_PMPI_Keyval_free(keyval)
 }
 
 pub static NEXT_MPI_Cart_coords: Next = Next::new(c"PMPI_Cart_coords");
@@ -8521,18 +10995,26 @@ unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ra
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Cart_coords(via_pmpi: bool, comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Cart_coords(via_pmpi, true, comm, rank, maxdims, coords)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Cart_coords(false, comm, rank, maxdims, coords) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
     wrap_MPI_Cart_coords(false, false, comm, rank, maxdims, coords)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Cart_coords(true, comm, rank, maxdims, coords) }
+pub unsafe extern "C" fn MPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Cart_coords(comm, rank, maxdims, coords, false) }
+    counted_MPI_Cart_coords(comm, rank, maxdims, coords)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
     wrap_MPI_Cart_coords(true, false, comm, rank, maxdims, coords)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Cart_coords(comm, rank, maxdims, coords, true) }
+    counted_PMPI_Cart_coords(comm, rank, maxdims, coords)
 }
 
 pub static NEXT_MPI_Cart_create: Next = Next::new(c"PMPI_Cart_create");
@@ -8549,18 +11031,26 @@ unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, tracing: bool, old_comm: MPI_Comm
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Cart_create(via_pmpi: bool, old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Cart_create(via_pmpi, true, old_comm, ndims, dims, periods, reorder, comm_cart)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Cart_create(false, old_comm, ndims, dims, periods, reorder, comm_cart) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
     wrap_MPI_Cart_create(false, false, old_comm, ndims, dims, periods, reorder, comm_cart)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Cart_create(true, old_comm, ndims, dims, periods, reorder, comm_cart) }
+pub unsafe extern "C" fn MPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, false) }
+    counted_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
     wrap_MPI_Cart_create(true, false, old_comm, ndims, dims, periods, reorder, comm_cart)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, true) }
+    counted_PMPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart)
 }
 
 pub static NEXT_MPI_Cart_get: Next = Next::new(c"PMPI_Cart_get");
@@ -8577,18 +11067,26 @@ unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxdi
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Cart_get(via_pmpi: bool, comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Cart_get(via_pmpi, true, comm, maxdims, dims, periods, coords)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Cart_get(false, comm, maxdims, dims, periods, coords) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
     wrap_MPI_Cart_get(false, false, comm, maxdims, dims, periods, coords)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Cart_get(true, comm, maxdims, dims, periods, coords) }
+pub unsafe extern "C" fn MPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Cart_get(comm, maxdims, dims, periods, coords, false) }
+    counted_MPI_Cart_get(comm, maxdims, dims, periods, coords)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
     wrap_MPI_Cart_get(true, false, comm, maxdims, dims, periods, coords)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Cart_get(comm, maxdims, dims, periods, coords, true) }
+    counted_PMPI_Cart_get(comm, maxdims, dims, periods, coords)
 }
 
 pub static NEXT_MPI_Cart_map: Next = Next::new(c"PMPI_Cart_map");
@@ -8605,18 +11103,26 @@ unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, ndims
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Cart_map(via_pmpi: bool, comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Cart_map(via_pmpi, true, comm, ndims, dims, periods, newrank)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Cart_map(false, comm, ndims, dims, periods, newrank) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
     wrap_MPI_Cart_map(false, false, comm, ndims, dims, periods, newrank)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Cart_map(true, comm, ndims, dims, periods, newrank) }
+pub unsafe extern "C" fn MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Cart_map(comm, ndims, dims, periods, newrank, false) }
+    counted_MPI_Cart_map(comm, ndims, dims, periods, newrank)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
     wrap_MPI_Cart_map(true, false, comm, ndims, dims, periods, newrank)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Cart_map(comm, ndims, dims, periods, newrank, true) }
+    counted_PMPI_Cart_map(comm, ndims, dims, periods, newrank)
 }
 
 pub static NEXT_MPI_Cart_rank: Next = Next::new(c"PMPI_Cart_rank");
@@ -8633,18 +11139,26 @@ unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, tracing: bool, comm: MPI_Comm, coor
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Cart_rank(via_pmpi: bool, comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, rank: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Cart_rank(via_pmpi, true, comm, coords, rank)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Cart_rank(false, comm, coords, rank) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
     wrap_MPI_Cart_rank(false, false, comm, coords, rank)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Cart_rank(true, comm, coords, rank) }
+pub unsafe extern "C" fn MPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Cart_rank(comm, coords, rank, false) }
+    counted_MPI_Cart_rank(comm, coords, rank)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
     wrap_MPI_Cart_rank(true, false, comm, coords, rank)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Cart_rank(comm, coords, rank, true) }
+    counted_PMPI_Cart_rank(comm, coords, rank)
 }
 
 pub static NEXT_MPI_Cart_shift: Next = Next::new(c"PMPI_Cart_shift");
@@ -8661,18 +11175,26 @@ unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, tracing: bool, comm: MPI_Comm, dir
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Cart_shift(via_pmpi: bool, comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Cart_shift(via_pmpi, true, comm, direction, disp, rank_source, rank_dest)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Cart_shift(false, comm, direction, disp, rank_source, rank_dest) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
     wrap_MPI_Cart_shift(false, false, comm, direction, disp, rank_source, rank_dest)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Cart_shift(true, comm, direction, disp, rank_source, rank_dest) }
+pub unsafe extern "C" fn MPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, false) }
+    counted_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
     wrap_MPI_Cart_shift(true, false, comm, direction, disp, rank_source, rank_dest)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, true) }
+    counted_PMPI_Cart_shift(comm, direction, disp, rank_source, rank_dest)
 }
 
 pub static NEXT_MPI_Cart_sub: Next = Next::new(c"PMPI_Cart_sub");
@@ -8689,18 +11211,26 @@ unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, tracing: bool, comm: MPI_Comm, remai
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Cart_sub(via_pmpi: bool, comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Cart_sub(via_pmpi, true, comm, remain_dims, new_comm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Cart_sub(false, comm, remain_dims, new_comm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Cart_sub(false, false, comm, remain_dims, new_comm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Cart_sub(true, comm, remain_dims, new_comm) }
+pub unsafe extern "C" fn MPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Cart_sub(comm, remain_dims, new_comm, false) }
+    counted_MPI_Cart_sub(comm, remain_dims, new_comm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Cart_sub(true, false, comm, remain_dims, new_comm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Cart_sub(comm, remain_dims, new_comm, true) }
+    counted_PMPI_Cart_sub(comm, remain_dims, new_comm)
 }
 
 pub static NEXT_MPI_Cartdim_get: Next = Next::new(c"PMPI_Cartdim_get");
@@ -8717,18 +11247,26 @@ unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nd
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Cartdim_get(via_pmpi: bool, comm: MPI_Comm, ndims: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Cartdim_get(via_pmpi, true, comm, ndims)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Cartdim_get(false, comm, ndims) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> c_int {
     wrap_MPI_Cartdim_get(false, false, comm, ndims)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Cartdim_get(true, comm, ndims) }
+pub unsafe extern "C" fn MPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Cartdim_get(comm, ndims, false) }
+    counted_MPI_Cartdim_get(comm, ndims)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> c_int {
     wrap_MPI_Cartdim_get(true, false, comm, ndims)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Cartdim_get(comm, ndims, true) }
+    counted_PMPI_Cartdim_get(comm, ndims)
 }
 
 pub static NEXT_MPI_Dist_graph_create: Next = Next::new(c"PMPI_Dist_graph_create");
@@ -8745,18 +11283,26 @@ unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, tracing: bool, comm_old: MP
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Dist_graph_create(via_pmpi: bool, comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Dist_graph_create(via_pmpi, true, comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Dist_graph_create(false, comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Dist_graph_create(false, false, comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Dist_graph_create(true, comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm) }
+pub unsafe extern "C" fn MPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, false) }
+    counted_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
     wrap_MPI_Dist_graph_create(true, false, comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, true) }
+    counted_PMPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
 }
 
 pub static NEXT_MPI_Dist_graph_create_adjacent: Next = Next::new(c"PMPI_Dist_graph_create_adjacent");
@@ -8773,18 +11319,26 @@ unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, tracing: bool, com
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Dist_graph_create_adjacent(via_pmpi: bool, comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Dist_graph_create_adjacent(via_pmpi, true, comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Dist_graph_create_adjacent(false, comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
     wrap_MPI_Dist_graph_create_adjacent(false, false, comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Dist_graph_create_adjacent(true, comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) }
+pub unsafe extern "C" fn MPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, false) }
+    counted_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
     wrap_MPI_Dist_graph_create_adjacent(true, false, comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, true) }
+    counted_PMPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
 }
 
 pub static NEXT_MPI_Dist_graph_neighbors: Next = Next::new(c"PMPI_Dist_graph_neighbors");
@@ -8801,18 +11355,26 @@ unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Dist_graph_neighbors(via_pmpi: bool, comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Dist_graph_neighbors(via_pmpi, true, comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Dist_graph_neighbors(false, comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
     wrap_MPI_Dist_graph_neighbors(false, false, comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Dist_graph_neighbors(true, comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) }
+pub unsafe extern "C" fn MPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, false) }
+    counted_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
     wrap_MPI_Dist_graph_neighbors(true, false, comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, true) }
+    counted_PMPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
 }
 
 pub static NEXT_MPI_Dist_graph_neighbors_count: Next = Next::new(c"PMPI_Dist_graph_neighbors_count");
@@ -8829,18 +11391,26 @@ unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, tracing: bool, com
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Dist_graph_neighbors_count(via_pmpi: bool, comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Dist_graph_neighbors_count(via_pmpi, true, comm, inneighbors, outneighbors, weighted)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Dist_graph_neighbors_count(false, comm, inneighbors, outneighbors, weighted) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
     wrap_MPI_Dist_graph_neighbors_count(false, false, comm, inneighbors, outneighbors, weighted)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Dist_graph_neighbors_count(true, comm, inneighbors, outneighbors, weighted) }
+pub unsafe extern "C" fn MPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, false) }
+    counted_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
     wrap_MPI_Dist_graph_neighbors_count(true, false, comm, inneighbors, outneighbors, weighted)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, true) }
+    counted_PMPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted)
 }
 
 pub static NEXT_MPI_Dims_create: Next = Next::new(c"PMPI_Dims_create");
@@ -8857,18 +11427,26 @@ unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, tracing: bool, nnodes: c_int, ndi
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Dims_create(via_pmpi: bool, nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Dims_create(via_pmpi, true, nnodes, ndims, dims)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Dims_create(false, nnodes, ndims, dims) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
     wrap_MPI_Dims_create(false, false, nnodes, ndims, dims)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Dims_create(true, nnodes, ndims, dims) }
+pub unsafe extern "C" fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Dims_create(nnodes, ndims, dims, false) }
+    counted_MPI_Dims_create(nnodes, ndims, dims)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
     wrap_MPI_Dims_create(true, false, nnodes, ndims, dims)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Dims_create(nnodes, ndims, dims, true) }
+    counted_PMPI_Dims_create(nnodes, ndims, dims)
 }
 
 pub static NEXT_MPI_Graph_create: Next = Next::new(c"PMPI_Graph_create");
@@ -8885,18 +11463,26 @@ unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, tracing: bool, comm_old: MPI_Com
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Graph_create(via_pmpi: bool, comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
+unsafe extern "C" fn traced_MPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Graph_create(via_pmpi, true, comm_old, nnodes, index, edges, reorder, comm_graph)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Graph_create(false, comm_old, nnodes, index, edges, reorder, comm_graph) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
     wrap_MPI_Graph_create(false, false, comm_old, nnodes, index, edges, reorder, comm_graph)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
-    if trace::on() { return traced_MPI_Graph_create(true, comm_old, nnodes, index, edges, reorder, comm_graph) }
+pub unsafe extern "C" fn MPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, false) }
+    counted_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
     wrap_MPI_Graph_create(true, false, comm_old, nnodes, index, edges, reorder, comm_graph)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
+    if trace::on() { return traced_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, true) }
+    counted_PMPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph)
 }
 
 pub static NEXT_MPI_Graph_get: Next = Next::new(c"PMPI_Graph_get");
@@ -8913,18 +11499,26 @@ unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, maxi
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Graph_get(via_pmpi: bool, comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Graph_get(via_pmpi, true, comm, maxindex, maxedges, index, edges)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Graph_get(false, comm, maxindex, maxedges, index, edges) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
     wrap_MPI_Graph_get(false, false, comm, maxindex, maxedges, index, edges)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Graph_get(true, comm, maxindex, maxedges, index, edges) }
+pub unsafe extern "C" fn MPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Graph_get(comm, maxindex, maxedges, index, edges, false) }
+    counted_MPI_Graph_get(comm, maxindex, maxedges, index, edges)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
     wrap_MPI_Graph_get(true, false, comm, maxindex, maxedges, index, edges)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Graph_get(comm, maxindex, maxedges, index, edges, true) }
+    counted_PMPI_Graph_get(comm, maxindex, maxedges, index, edges)
 }
 
 pub static NEXT_MPI_Graph_map: Next = Next::new(c"PMPI_Graph_map");
@@ -8941,18 +11535,26 @@ unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, tracing: bool, comm: MPI_Comm, nnod
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Graph_map(via_pmpi: bool, comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Graph_map(via_pmpi, true, comm, nnodes, index, edges, newrank)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Graph_map(false, comm, nnodes, index, edges, newrank) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
     wrap_MPI_Graph_map(false, false, comm, nnodes, index, edges, newrank)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Graph_map(true, comm, nnodes, index, edges, newrank) }
+pub unsafe extern "C" fn MPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Graph_map(comm, nnodes, index, edges, newrank, false) }
+    counted_MPI_Graph_map(comm, nnodes, index, edges, newrank)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
     wrap_MPI_Graph_map(true, false, comm, nnodes, index, edges, newrank)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Graph_map(comm, nnodes, index, edges, newrank, true) }
+    counted_PMPI_Graph_map(comm, nnodes, index, edges, newrank)
 }
 
 pub static NEXT_MPI_Graph_neighbors_count: Next = Next::new(c"PMPI_Graph_neighbors_count");
@@ -8969,18 +11571,26 @@ unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, tracing: bool, comm: MP
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Graph_neighbors_count(via_pmpi: bool, comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Graph_neighbors_count(via_pmpi, true, comm, rank, nneighbors)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Graph_neighbors_count(false, comm, rank, nneighbors) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
     wrap_MPI_Graph_neighbors_count(false, false, comm, rank, nneighbors)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Graph_neighbors_count(true, comm, rank, nneighbors) }
+pub unsafe extern "C" fn MPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Graph_neighbors_count(comm, rank, nneighbors, false) }
+    counted_MPI_Graph_neighbors_count(comm, rank, nneighbors)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
     wrap_MPI_Graph_neighbors_count(true, false, comm, rank, nneighbors)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Graph_neighbors_count(comm, rank, nneighbors, true) }
+    counted_PMPI_Graph_neighbors_count(comm, rank, nneighbors)
 }
 
 pub static NEXT_MPI_Graph_neighbors: Next = Next::new(c"PMPI_Graph_neighbors");
@@ -8997,18 +11607,26 @@ unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, tracing: bool, comm: MPI_Comm
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Graph_neighbors(via_pmpi: bool, comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Graph_neighbors(via_pmpi, true, comm, rank, maxneighbors, neighbors)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Graph_neighbors(false, comm, rank, maxneighbors, neighbors) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
     wrap_MPI_Graph_neighbors(false, false, comm, rank, maxneighbors, neighbors)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Graph_neighbors(true, comm, rank, maxneighbors, neighbors) }
+pub unsafe extern "C" fn MPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, false) }
+    counted_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
     wrap_MPI_Graph_neighbors(true, false, comm, rank, maxneighbors, neighbors)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, true) }
+    counted_PMPI_Graph_neighbors(comm, rank, maxneighbors, neighbors)
 }
 
 pub static NEXT_MPI_Graphdims_get: Next = Next::new(c"PMPI_Graphdims_get");
@@ -9025,18 +11643,26 @@ unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, tracing: bool, comm: MPI_Comm, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Graphdims_get(via_pmpi: bool, comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Graphdims_get(via_pmpi, true, comm, nnodes, nedges)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Graphdims_get(false, comm, nnodes, nedges) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
     wrap_MPI_Graphdims_get(false, false, comm, nnodes, nedges)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Graphdims_get(true, comm, nnodes, nedges) }
+pub unsafe extern "C" fn MPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Graphdims_get(comm, nnodes, nedges, false) }
+    counted_MPI_Graphdims_get(comm, nnodes, nedges)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
     wrap_MPI_Graphdims_get(true, false, comm, nnodes, nedges)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Graphdims_get(comm, nnodes, nedges, true) }
+    counted_PMPI_Graphdims_get(comm, nnodes, nedges)
 }
 
 pub static NEXT_MPI_Topo_test: Next = Next::new(c"PMPI_Topo_test");
@@ -9053,18 +11679,26 @@ unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, tracing: bool, comm: MPI_Comm, stat
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Topo_test(via_pmpi: bool, comm: MPI_Comm, status: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Topo_test(comm: MPI_Comm, status: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Topo_test(via_pmpi, true, comm, status)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Topo_test(false, comm, status) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c_int {
     wrap_MPI_Topo_test(false, false, comm, status)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Topo_test(true, comm, status) }
+pub unsafe extern "C" fn MPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Topo_test(comm, status, false) }
+    counted_MPI_Topo_test(comm, status)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c_int {
     wrap_MPI_Topo_test(true, false, comm, status)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Topo_test(comm, status, true) }
+    counted_PMPI_Topo_test(comm, status)
 }
 
 pub static NEXT_MPI_Abort: Next = Next::new(c"PMPI_Abort");
@@ -9082,18 +11716,26 @@ unsafe fn wrap_MPI_Abort(via_pmpi: bool, tracing: bool, comm: MPI_Comm, errorcod
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Abort(via_pmpi: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Abort(comm: MPI_Comm, errorcode: c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Abort(via_pmpi, true, comm, errorcode)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Abort(false, comm, errorcode) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
     wrap_MPI_Abort(false, false, comm, errorcode)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    if trace::on() { return traced_MPI_Abort(true, comm, errorcode) }
+pub unsafe extern "C" fn MPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Abort(comm, errorcode, false) }
+    counted_MPI_Abort(comm, errorcode)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
     wrap_MPI_Abort(true, false, comm, errorcode)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
+    if trace::on() { return traced_MPI_Abort(comm, errorcode, true) }
+    counted_PMPI_Abort(comm, errorcode)
 }
 
 pub static NEXT_MPI_Add_error_class: Next = Next::new(c"PMPI_Add_error_class");
@@ -9110,18 +11752,26 @@ unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, tracing: bool, errorclass: *m
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Add_error_class(via_pmpi: bool, errorclass: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Add_error_class(errorclass: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Add_error_class(via_pmpi, true, errorclass)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Add_error_class(errorclass: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Add_error_class(false, errorclass) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Add_error_class(errorclass: *mut c_int) -> c_int {
     wrap_MPI_Add_error_class(false, false, errorclass)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Add_error_class(errorclass: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Add_error_class(true, errorclass) }
+pub unsafe extern "C" fn MPI_Add_error_class(errorclass: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Add_error_class(errorclass, false) }
+    counted_MPI_Add_error_class(errorclass)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Add_error_class(errorclass: *mut c_int) -> c_int {
     wrap_MPI_Add_error_class(true, false, errorclass)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Add_error_class(errorclass: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Add_error_class(errorclass, true) }
+    counted_PMPI_Add_error_class(errorclass)
 }
 
 pub static NEXT_MPI_Add_error_code: Next = Next::new(c"PMPI_Add_error_code");
@@ -9138,18 +11788,26 @@ unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, tracing: bool, errorclass: c_i
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Add_error_code(via_pmpi: bool, errorclass: c_int, errorcode: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Add_error_code(via_pmpi, true, errorclass, errorcode)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Add_error_code(false, errorclass, errorcode) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) -> c_int {
     wrap_MPI_Add_error_code(false, false, errorclass, errorcode)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Add_error_code(true, errorclass, errorcode) }
+pub unsafe extern "C" fn MPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Add_error_code(errorclass, errorcode, false) }
+    counted_MPI_Add_error_code(errorclass, errorcode)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) -> c_int {
     wrap_MPI_Add_error_code(true, false, errorclass, errorcode)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Add_error_code(errorclass, errorcode, true) }
+    counted_PMPI_Add_error_code(errorclass, errorcode)
 }
 
 pub static NEXT_MPI_Add_error_string: Next = Next::new(c"PMPI_Add_error_string");
@@ -9166,18 +11824,26 @@ unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, tracing: bool, errorcode: c_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Add_error_string(via_pmpi: bool, errorcode: c_int, string: *const c_char) -> c_int {
+unsafe extern "C" fn traced_MPI_Add_error_string(errorcode: c_int, string: *const c_char, via_pmpi: bool) -> c_int {
     wrap_MPI_Add_error_string(via_pmpi, true, errorcode, string)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Add_error_string(errorcode: c_int, string: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Add_error_string(false, errorcode, string) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Add_error_string(errorcode: c_int, string: *const c_char) -> c_int {
     wrap_MPI_Add_error_string(false, false, errorcode, string)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Add_error_string(errorcode: c_int, string: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Add_error_string(true, errorcode, string) }
+pub unsafe extern "C" fn MPI_Add_error_string(errorcode: c_int, string: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Add_error_string(errorcode, string, false) }
+    counted_MPI_Add_error_string(errorcode, string)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Add_error_string(errorcode: c_int, string: *const c_char) -> c_int {
     wrap_MPI_Add_error_string(true, false, errorcode, string)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Add_error_string(errorcode: c_int, string: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Add_error_string(errorcode, string, true) }
+    counted_PMPI_Add_error_string(errorcode, string)
 }
 
 pub static NEXT_MPI_Alloc_mem: Next = Next::new(c"PMPI_Alloc_mem");
@@ -9194,18 +11860,26 @@ unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, tracing: bool, size: MPI_Aint, info
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Alloc_mem(via_pmpi: bool, size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_Alloc_mem(via_pmpi, true, size, info, baseptr)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Alloc_mem(false, size, info, baseptr) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
     wrap_MPI_Alloc_mem(false, false, size, info, baseptr)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Alloc_mem(true, size, info, baseptr) }
+pub unsafe extern "C" fn MPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Alloc_mem(size, info, baseptr, false) }
+    counted_MPI_Alloc_mem(size, info, baseptr)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
     wrap_MPI_Alloc_mem(true, false, size, info, baseptr)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Alloc_mem(size, info, baseptr, true) }
+    counted_PMPI_Alloc_mem(size, info, baseptr)
 }
 
 pub static NEXT_MPI_Error_class: Next = Next::new(c"PMPI_Error_class");
@@ -9222,18 +11896,26 @@ unsafe fn wrap_MPI_Error_class(via_pmpi: bool, tracing: bool, errorcode: c_int, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Error_class(via_pmpi: bool, errorcode: c_int, errorclass: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Error_class(errorcode: c_int, errorclass: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Error_class(via_pmpi, true, errorcode, errorclass)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Error_class(false, errorcode, errorclass) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {
     wrap_MPI_Error_class(false, false, errorcode, errorclass)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Error_class(true, errorcode, errorclass) }
+pub unsafe extern "C" fn MPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Error_class(errorcode, errorclass, false) }
+    counted_MPI_Error_class(errorcode, errorclass)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {
     wrap_MPI_Error_class(true, false, errorcode, errorclass)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Error_class(errorcode, errorclass, true) }
+    counted_PMPI_Error_class(errorcode, errorclass)
 }
 
 pub static NEXT_MPI_Error_string: Next = Next::new(c"PMPI_Error_string");
@@ -9250,18 +11932,26 @@ unsafe fn wrap_MPI_Error_string(via_pmpi: bool, tracing: bool, errorcode: c_int,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Error_string(via_pmpi: bool, errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Error_string(via_pmpi, true, errorcode, string, resultlen)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Error_string(false, errorcode, string, resultlen) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
     wrap_MPI_Error_string(false, false, errorcode, string, resultlen)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Error_string(true, errorcode, string, resultlen) }
+pub unsafe extern "C" fn MPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Error_string(errorcode, string, resultlen, false) }
+    counted_MPI_Error_string(errorcode, string, resultlen)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
     wrap_MPI_Error_string(true, false, errorcode, string, resultlen)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Error_string(errorcode, string, resultlen, true) }
+    counted_PMPI_Error_string(errorcode, string, resultlen)
 }
 
 pub static NEXT_MPI_Finalize: Next = Next::new(c"PMPI_Finalize");
@@ -9279,18 +11969,26 @@ unsafe fn wrap_MPI_Finalize(via_pmpi: bool, tracing: bool) -> c_int {
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Finalize(via_pmpi: bool) -> c_int {
+unsafe extern "C" fn traced_MPI_Finalize(via_pmpi: bool) -> c_int {
     wrap_MPI_Finalize(via_pmpi, true)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Finalize() -> c_int {
+    wrap_MPI_Finalize(false, false)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Finalize() -> c_int {
     if trace::on() { return traced_MPI_Finalize(false) }
-    wrap_MPI_Finalize(false, false)
+    counted_MPI_Finalize()
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Finalize() -> c_int {
+    wrap_MPI_Finalize(true, false)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
     if trace::on() { return traced_MPI_Finalize(true) }
-    wrap_MPI_Finalize(true, false)
+    counted_PMPI_Finalize()
 }
 
 pub static NEXT_MPI_Finalized: Next = Next::new(c"PMPI_Finalized");
@@ -9307,18 +12005,26 @@ unsafe fn wrap_MPI_Finalized(via_pmpi: bool, tracing: bool, flag: *mut c_int) ->
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Finalized(via_pmpi: bool, flag: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Finalized(flag: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Finalized(via_pmpi, true, flag)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Finalized(flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Finalized(false, flag) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Finalized(flag: *mut c_int) -> c_int {
     wrap_MPI_Finalized(false, false, flag)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Finalized(flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Finalized(true, flag) }
+pub unsafe extern "C" fn MPI_Finalized(flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Finalized(flag, false) }
+    counted_MPI_Finalized(flag)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Finalized(flag: *mut c_int) -> c_int {
     wrap_MPI_Finalized(true, false, flag)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Finalized(flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Finalized(flag, true) }
+    counted_PMPI_Finalized(flag)
 }
 
 pub static NEXT_MPI_Free_mem: Next = Next::new(c"PMPI_Free_mem");
@@ -9335,18 +12041,26 @@ unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, tracing: bool, base: *mut c_void) ->
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Free_mem(via_pmpi: bool, base: *mut c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_Free_mem(base: *mut c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_Free_mem(via_pmpi, true, base)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Free_mem(base: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Free_mem(false, base) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Free_mem(base: *mut c_void) -> c_int {
     wrap_MPI_Free_mem(false, false, base)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Free_mem(base: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_Free_mem(true, base) }
+pub unsafe extern "C" fn MPI_Free_mem(base: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Free_mem(base, false) }
+    counted_MPI_Free_mem(base)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Free_mem(base: *mut c_void) -> c_int {
     wrap_MPI_Free_mem(true, false, base)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Free_mem(base: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_Free_mem(base, true) }
+    counted_PMPI_Free_mem(base)
 }
 
 pub static NEXT_MPI_Get_library_version: Next = Next::new(c"PMPI_Get_library_version");
@@ -9363,18 +12077,26 @@ unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, tracing: bool, version: *
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Get_library_version(via_pmpi: bool, version: *mut c_char, resultlen: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Get_library_version(via_pmpi, true, version, resultlen)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Get_library_version(false, version, resultlen) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
     wrap_MPI_Get_library_version(false, false, version, resultlen)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Get_library_version(true, version, resultlen) }
+pub unsafe extern "C" fn MPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Get_library_version(version, resultlen, false) }
+    counted_MPI_Get_library_version(version, resultlen)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
     wrap_MPI_Get_library_version(true, false, version, resultlen)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Get_library_version(version, resultlen, true) }
+    counted_PMPI_Get_library_version(version, resultlen)
 }
 
 pub static NEXT_MPI_Get_processor_name: Next = Next::new(c"PMPI_Get_processor_name");
@@ -9391,18 +12113,26 @@ unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, tracing: bool, name: *mut 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Get_processor_name(via_pmpi: bool, name: *mut c_char, resultlen: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Get_processor_name(via_pmpi, true, name, resultlen)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Get_processor_name(false, name, resultlen) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
     wrap_MPI_Get_processor_name(false, false, name, resultlen)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Get_processor_name(true, name, resultlen) }
+pub unsafe extern "C" fn MPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Get_processor_name(name, resultlen, false) }
+    counted_MPI_Get_processor_name(name, resultlen)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
     wrap_MPI_Get_processor_name(true, false, name, resultlen)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Get_processor_name(name, resultlen, true) }
+    counted_PMPI_Get_processor_name(name, resultlen)
 }
 
 pub static NEXT_MPI_Get_version: Next = Next::new(c"PMPI_Get_version");
@@ -9419,18 +12149,26 @@ unsafe fn wrap_MPI_Get_version(via_pmpi: bool, tracing: bool, version: *mut c_in
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Get_version(via_pmpi: bool, version: *mut c_int, subversion: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Get_version(version: *mut c_int, subversion: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Get_version(via_pmpi, true, version, subversion)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Get_version(false, version, subversion) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
     wrap_MPI_Get_version(false, false, version, subversion)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Get_version(true, version, subversion) }
+pub unsafe extern "C" fn MPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Get_version(version, subversion, false) }
+    counted_MPI_Get_version(version, subversion)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
     wrap_MPI_Get_version(true, false, version, subversion)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Get_version(version, subversion, true) }
+    counted_PMPI_Get_version(version, subversion)
 }
 
 pub static NEXT_MPI_Info_create: Next = Next::new(c"PMPI_Info_create");
@@ -9447,18 +12185,26 @@ unsafe fn wrap_MPI_Info_create(via_pmpi: bool, tracing: bool, info: *mut MPI_Inf
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Info_create(via_pmpi: bool, info: *mut MPI_Info) -> c_int {
+unsafe extern "C" fn traced_MPI_Info_create(info: *mut MPI_Info, via_pmpi: bool) -> c_int {
     wrap_MPI_Info_create(via_pmpi, true, info)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Info_create(info: *mut MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_Info_create(false, info) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Info_create(info: *mut MPI_Info) -> c_int {
     wrap_MPI_Info_create(false, false, info)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Info_create(info: *mut MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_Info_create(true, info) }
+pub unsafe extern "C" fn MPI_Info_create(info: *mut MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_Info_create(info, false) }
+    counted_MPI_Info_create(info)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Info_create(info: *mut MPI_Info) -> c_int {
     wrap_MPI_Info_create(true, false, info)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Info_create(info: *mut MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_Info_create(info, true) }
+    counted_PMPI_Info_create(info)
 }
 
 pub static NEXT_MPI_Info_delete: Next = Next::new(c"PMPI_Info_delete");
@@ -9475,18 +12221,26 @@ unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, tracing: bool, info: MPI_Info, ke
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Info_delete(via_pmpi: bool, info: MPI_Info, key: *const c_char) -> c_int {
+unsafe extern "C" fn traced_MPI_Info_delete(info: MPI_Info, key: *const c_char, via_pmpi: bool) -> c_int {
     wrap_MPI_Info_delete(via_pmpi, true, info, key)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Info_delete(info: MPI_Info, key: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Info_delete(false, info, key) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Info_delete(info: MPI_Info, key: *const c_char) -> c_int {
     wrap_MPI_Info_delete(false, false, info, key)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Info_delete(info: MPI_Info, key: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Info_delete(true, info, key) }
+pub unsafe extern "C" fn MPI_Info_delete(info: MPI_Info, key: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Info_delete(info, key, false) }
+    counted_MPI_Info_delete(info, key)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Info_delete(info: MPI_Info, key: *const c_char) -> c_int {
     wrap_MPI_Info_delete(true, false, info, key)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Info_delete(info: MPI_Info, key: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Info_delete(info, key, true) }
+    counted_PMPI_Info_delete(info, key)
 }
 
 pub static NEXT_MPI_Info_dup: Next = Next::new(c"PMPI_Info_dup");
@@ -9503,18 +12257,26 @@ unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, tracing: bool, info: MPI_Info, newin
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Info_dup(via_pmpi: bool, info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
+unsafe extern "C" fn traced_MPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info, via_pmpi: bool) -> c_int {
     wrap_MPI_Info_dup(via_pmpi, true, info, newinfo)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_Info_dup(false, info, newinfo) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
     wrap_MPI_Info_dup(false, false, info, newinfo)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_Info_dup(true, info, newinfo) }
+pub unsafe extern "C" fn MPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_Info_dup(info, newinfo, false) }
+    counted_MPI_Info_dup(info, newinfo)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
     wrap_MPI_Info_dup(true, false, info, newinfo)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_Info_dup(info, newinfo, true) }
+    counted_PMPI_Info_dup(info, newinfo)
 }
 
 pub static NEXT_MPI_Info_free: Next = Next::new(c"PMPI_Info_free");
@@ -9531,18 +12293,26 @@ unsafe fn wrap_MPI_Info_free(via_pmpi: bool, tracing: bool, info: *mut MPI_Info)
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Info_free(via_pmpi: bool, info: *mut MPI_Info) -> c_int {
+unsafe extern "C" fn traced_MPI_Info_free(info: *mut MPI_Info, via_pmpi: bool) -> c_int {
     wrap_MPI_Info_free(via_pmpi, true, info)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Info_free(info: *mut MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_Info_free(false, info) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Info_free(info: *mut MPI_Info) -> c_int {
     wrap_MPI_Info_free(false, false, info)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Info_free(info: *mut MPI_Info) -> c_int {
-    if trace::on() { return traced_MPI_Info_free(true, info) }
+pub unsafe extern "C" fn MPI_Info_free(info: *mut MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_Info_free(info, false) }
+    counted_MPI_Info_free(info)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Info_free(info: *mut MPI_Info) -> c_int {
     wrap_MPI_Info_free(true, false, info)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Info_free(info: *mut MPI_Info) -> c_int {
+    if trace::on() { return traced_MPI_Info_free(info, true) }
+    counted_PMPI_Info_free(info)
 }
 
 pub static NEXT_MPI_Info_get: Next = Next::new(c"PMPI_Info_get");
@@ -9559,18 +12329,26 @@ unsafe fn wrap_MPI_Info_get(via_pmpi: bool, tracing: bool, info: MPI_Info, key: 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Info_get(via_pmpi: bool, info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Info_get(via_pmpi, true, info, key, valuelen, value, flag)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Info_get(false, info, key, valuelen, value, flag) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
     wrap_MPI_Info_get(false, false, info, key, valuelen, value, flag)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Info_get(true, info, key, valuelen, value, flag) }
+pub unsafe extern "C" fn MPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Info_get(info, key, valuelen, value, flag, false) }
+    counted_MPI_Info_get(info, key, valuelen, value, flag)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
     wrap_MPI_Info_get(true, false, info, key, valuelen, value, flag)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Info_get(info, key, valuelen, value, flag, true) }
+    counted_PMPI_Info_get(info, key, valuelen, value, flag)
 }
 
 pub static NEXT_MPI_Info_get_nkeys: Next = Next::new(c"PMPI_Info_get_nkeys");
@@ -9587,18 +12365,26 @@ unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, tracing: bool, info: MPI_Info,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Info_get_nkeys(via_pmpi: bool, info: MPI_Info, nkeys: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Info_get_nkeys(via_pmpi, true, info, nkeys)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Info_get_nkeys(false, info, nkeys) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) -> c_int {
     wrap_MPI_Info_get_nkeys(false, false, info, nkeys)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Info_get_nkeys(true, info, nkeys) }
+pub unsafe extern "C" fn MPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Info_get_nkeys(info, nkeys, false) }
+    counted_MPI_Info_get_nkeys(info, nkeys)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) -> c_int {
     wrap_MPI_Info_get_nkeys(true, false, info, nkeys)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Info_get_nkeys(info, nkeys, true) }
+    counted_PMPI_Info_get_nkeys(info, nkeys)
 }
 
 pub static NEXT_MPI_Info_get_nthkey: Next = Next::new(c"PMPI_Info_get_nthkey");
@@ -9615,18 +12401,26 @@ unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, tracing: bool, info: MPI_Info
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Info_get_nthkey(via_pmpi: bool, info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
+unsafe extern "C" fn traced_MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char, via_pmpi: bool) -> c_int {
     wrap_MPI_Info_get_nthkey(via_pmpi, true, info, n, key)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
-    if trace::on() { return traced_MPI_Info_get_nthkey(false, info, n, key) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
     wrap_MPI_Info_get_nthkey(false, false, info, n, key)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
-    if trace::on() { return traced_MPI_Info_get_nthkey(true, info, n, key) }
+pub unsafe extern "C" fn MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
+    if trace::on() { return traced_MPI_Info_get_nthkey(info, n, key, false) }
+    counted_MPI_Info_get_nthkey(info, n, key)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
     wrap_MPI_Info_get_nthkey(true, false, info, n, key)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
+    if trace::on() { return traced_MPI_Info_get_nthkey(info, n, key, true) }
+    counted_PMPI_Info_get_nthkey(info, n, key)
 }
 
 pub static NEXT_MPI_Info_get_valuelen: Next = Next::new(c"PMPI_Info_get_valuelen");
@@ -9643,18 +12437,26 @@ unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, tracing: bool, info: MPI_In
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Info_get_valuelen(via_pmpi: bool, info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Info_get_valuelen(via_pmpi, true, info, key, valuelen, flag)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Info_get_valuelen(false, info, key, valuelen, flag) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
     wrap_MPI_Info_get_valuelen(false, false, info, key, valuelen, flag)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Info_get_valuelen(true, info, key, valuelen, flag) }
+pub unsafe extern "C" fn MPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Info_get_valuelen(info, key, valuelen, flag, false) }
+    counted_MPI_Info_get_valuelen(info, key, valuelen, flag)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
     wrap_MPI_Info_get_valuelen(true, false, info, key, valuelen, flag)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Info_get_valuelen(info, key, valuelen, flag, true) }
+    counted_PMPI_Info_get_valuelen(info, key, valuelen, flag)
 }
 
 pub static NEXT_MPI_Info_set: Next = Next::new(c"PMPI_Info_set");
@@ -9671,18 +12473,26 @@ unsafe fn wrap_MPI_Info_set(via_pmpi: bool, tracing: bool, info: MPI_Info, key: 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Info_set(via_pmpi: bool, info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
+unsafe extern "C" fn traced_MPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char, via_pmpi: bool) -> c_int {
     wrap_MPI_Info_set(via_pmpi, true, info, key, value)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Info_set(false, info, key, value) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
     wrap_MPI_Info_set(false, false, info, key, value)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
-    if trace::on() { return traced_MPI_Info_set(true, info, key, value) }
+pub unsafe extern "C" fn MPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Info_set(info, key, value, false) }
+    counted_MPI_Info_set(info, key, value)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
     wrap_MPI_Info_set(true, false, info, key, value)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
+    if trace::on() { return traced_MPI_Info_set(info, key, value, true) }
+    counted_PMPI_Info_set(info, key, value)
 }
 
 pub static NEXT_MPI_Init: Next = Next::new(c"PMPI_Init");
@@ -9705,20 +12515,30 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, tracing: bool, argc: *mut c_int, argv: *
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Init(via_pmpi: bool, argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
+unsafe extern "C" fn traced_MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char, via_pmpi: bool) -> c_int {
     wrap_MPI_Init(via_pmpi, true, argc, argv)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    if trace::on() { return traced_MPI_Init(false, argc, argv) }
+unsafe extern "C" fn counted_MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
     wrap_MPI_Init(false, false, argc, argv)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    if trace::on() { return traced_MPI_Init(true, argc, argv) }
+pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
+    if trace::on() { return traced_MPI_Init(argc, argv, false) }
+    counted_MPI_Init(argc, argv)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
     wrap_MPI_Init(true, false, argc, argv)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
+    if trace::on() { return traced_MPI_Init(argc, argv, true) }
+    counted_PMPI_Init(argc, argv)
 }
 
 pub static NEXT_MPI_Initialized: Next = Next::new(c"PMPI_Initialized");
@@ -9735,18 +12555,26 @@ unsafe fn wrap_MPI_Initialized(via_pmpi: bool, tracing: bool, flag: *mut c_int) 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Initialized(via_pmpi: bool, flag: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Initialized(flag: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Initialized(via_pmpi, true, flag)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Initialized(flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Initialized(false, flag) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Initialized(flag: *mut c_int) -> c_int {
     wrap_MPI_Initialized(false, false, flag)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Initialized(flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Initialized(true, flag) }
+pub unsafe extern "C" fn MPI_Initialized(flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Initialized(flag, false) }
+    counted_MPI_Initialized(flag)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Initialized(flag: *mut c_int) -> c_int {
     wrap_MPI_Initialized(true, false, flag)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Initialized(flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Initialized(flag, true) }
+    counted_PMPI_Initialized(flag)
 }
 
 pub static NEXT_MPI_Init_thread: Next = Next::new(c"PMPI_Init_thread");
@@ -9771,20 +12599,30 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, tracing: bool, argc: *mut c_int, 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Init_thread(via_pmpi: bool, argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Init_thread(via_pmpi, true, argc, argv, required, provided)
 }
-#[no_mangle]
+#[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Init_thread(false, argc, argv, required, provided) }
+unsafe extern "C" fn counted_MPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
     wrap_MPI_Init_thread(false, false, argc, argv, required, provided)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Init_thread(true, argc, argv, required, provided) }
+pub unsafe extern "C" fn MPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Init_thread(argc, argv, required, provided, false) }
+    counted_MPI_Init_thread(argc, argv, required, provided)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
     wrap_MPI_Init_thread(true, false, argc, argv, required, provided)
+}
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub unsafe extern "C" fn PMPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Init_thread(argc, argv, required, provided, true) }
+    counted_PMPI_Init_thread(argc, argv, required, provided)
 }
 
 pub static NEXT_MPI_Is_thread_main: Next = Next::new(c"PMPI_Is_thread_main");
@@ -9801,18 +12639,26 @@ unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, tracing: bool, flag: *mut c_in
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Is_thread_main(via_pmpi: bool, flag: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Is_thread_main(flag: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Is_thread_main(via_pmpi, true, flag)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Is_thread_main(flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Is_thread_main(false, flag) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Is_thread_main(flag: *mut c_int) -> c_int {
     wrap_MPI_Is_thread_main(false, false, flag)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Is_thread_main(true, flag) }
+pub unsafe extern "C" fn MPI_Is_thread_main(flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Is_thread_main(flag, false) }
+    counted_MPI_Is_thread_main(flag)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
     wrap_MPI_Is_thread_main(true, false, flag)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Is_thread_main(flag, true) }
+    counted_PMPI_Is_thread_main(flag)
 }
 
 pub static NEXT_MPI_Op_commutative: Next = Next::new(c"PMPI_Op_commutative");
@@ -9829,18 +12675,26 @@ unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, tracing: bool, op: MPI_Op, com
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Op_commutative(via_pmpi: bool, op: MPI_Op, commute: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Op_commutative(op: MPI_Op, commute: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Op_commutative(via_pmpi, true, op, commute)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Op_commutative(op: MPI_Op, commute: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Op_commutative(false, op, commute) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Op_commutative(op: MPI_Op, commute: *mut c_int) -> c_int {
     wrap_MPI_Op_commutative(false, false, op, commute)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Op_commutative(op: MPI_Op, commute: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Op_commutative(true, op, commute) }
+pub unsafe extern "C" fn MPI_Op_commutative(op: MPI_Op, commute: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Op_commutative(op, commute, false) }
+    counted_MPI_Op_commutative(op, commute)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Op_commutative(op: MPI_Op, commute: *mut c_int) -> c_int {
     wrap_MPI_Op_commutative(true, false, op, commute)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Op_commutative(op: MPI_Op, commute: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Op_commutative(op, commute, true) }
+    counted_PMPI_Op_commutative(op, commute)
 }
 
 pub static NEXT_MPI_Op_create: Next = Next::new(c"PMPI_Op_create");
@@ -9857,18 +12711,26 @@ unsafe fn wrap_MPI_Op_create(via_pmpi: bool, tracing: bool, function: MPI_User_f
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Op_create(via_pmpi: bool, function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
+unsafe extern "C" fn traced_MPI_Op_create(function: MPI_User_function, commute: c_int, op: *mut MPI_Op, via_pmpi: bool) -> c_int {
     wrap_MPI_Op_create(via_pmpi, true, function, commute, op)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Op_create(function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
-    if trace::on() { return traced_MPI_Op_create(false, function, commute, op) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Op_create(function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
     wrap_MPI_Op_create(false, false, function, commute, op)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Op_create(function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
-    if trace::on() { return traced_MPI_Op_create(true, function, commute, op) }
+pub unsafe extern "C" fn MPI_Op_create(function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
+    if trace::on() { return traced_MPI_Op_create(function, commute, op, false) }
+    counted_MPI_Op_create(function, commute, op)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Op_create(function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
     wrap_MPI_Op_create(true, false, function, commute, op)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Op_create(function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
+    if trace::on() { return traced_MPI_Op_create(function, commute, op, true) }
+    counted_PMPI_Op_create(function, commute, op)
 }
 
 pub static NEXT_MPI_Op_free: Next = Next::new(c"PMPI_Op_free");
@@ -9885,18 +12747,26 @@ unsafe fn wrap_MPI_Op_free(via_pmpi: bool, tracing: bool, op: *mut MPI_Op) -> c_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Op_free(via_pmpi: bool, op: *mut MPI_Op) -> c_int {
+unsafe extern "C" fn traced_MPI_Op_free(op: *mut MPI_Op, via_pmpi: bool) -> c_int {
     wrap_MPI_Op_free(via_pmpi, true, op)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Op_free(op: *mut MPI_Op) -> c_int {
-    if trace::on() { return traced_MPI_Op_free(false, op) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Op_free(op: *mut MPI_Op) -> c_int {
     wrap_MPI_Op_free(false, false, op)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Op_free(op: *mut MPI_Op) -> c_int {
-    if trace::on() { return traced_MPI_Op_free(true, op) }
+pub unsafe extern "C" fn MPI_Op_free(op: *mut MPI_Op) -> c_int {
+    if trace::on() { return traced_MPI_Op_free(op, false) }
+    counted_MPI_Op_free(op)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Op_free(op: *mut MPI_Op) -> c_int {
     wrap_MPI_Op_free(true, false, op)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Op_free(op: *mut MPI_Op) -> c_int {
+    if trace::on() { return traced_MPI_Op_free(op, true) }
+    counted_PMPI_Op_free(op)
 }
 
 pub static NEXT_MPI_Query_thread: Next = Next::new(c"PMPI_Query_thread");
@@ -9913,18 +12783,26 @@ unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, tracing: bool, provided: *mut c_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Query_thread(via_pmpi: bool, provided: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_Query_thread(provided: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Query_thread(via_pmpi, true, provided)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Query_thread(provided: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Query_thread(false, provided) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Query_thread(provided: *mut c_int) -> c_int {
     wrap_MPI_Query_thread(false, false, provided)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_Query_thread(true, provided) }
+pub unsafe extern "C" fn MPI_Query_thread(provided: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Query_thread(provided, false) }
+    counted_MPI_Query_thread(provided)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Query_thread(provided: *mut c_int) -> c_int {
     wrap_MPI_Query_thread(true, false, provided)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_Query_thread(provided, true) }
+    counted_PMPI_Query_thread(provided)
 }
 
 pub static NEXT_MPI_Wtick: Next = Next::new(c"PMPI_Wtick");
@@ -9941,18 +12819,26 @@ unsafe fn wrap_MPI_Wtick(via_pmpi: bool, tracing: bool) -> f64 {
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Wtick(via_pmpi: bool) -> f64 {
+unsafe extern "C" fn traced_MPI_Wtick(via_pmpi: bool) -> f64 {
     wrap_MPI_Wtick(via_pmpi, true)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_Wtick() -> f64 {
+    wrap_MPI_Wtick(false, false)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Wtick() -> f64 {
     if trace::on() { return traced_MPI_Wtick(false) }
-    wrap_MPI_Wtick(false, false)
+    counted_MPI_Wtick()
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_Wtick() -> f64 {
+    wrap_MPI_Wtick(true, false)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Wtick() -> f64 {
     if trace::on() { return traced_MPI_Wtick(true) }
-    wrap_MPI_Wtick(true, false)
+    counted_PMPI_Wtick()
 }
 
 pub static NEXT_MPI_Wtime: Next = Next::new(c"PMPI_Wtime");
@@ -9969,20 +12855,30 @@ unsafe fn wrap_MPI_Wtime(via_pmpi: bool, tracing: bool) -> f64 {
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_Wtime(via_pmpi: bool) -> f64 {
+unsafe extern "C" fn traced_MPI_Wtime(via_pmpi: bool) -> f64 {
     wrap_MPI_Wtime(via_pmpi, true)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_MPI_Wtime() -> f64 {
+    wrap_MPI_Wtime(false, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Wtime() -> f64 {
     if trace::on() { return traced_MPI_Wtime(false) }
-    wrap_MPI_Wtime(false, false)
+    counted_MPI_Wtime()
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_PMPI_Wtime() -> f64 {
+    wrap_MPI_Wtime(true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Wtime() -> f64 {
     if trace::on() { return traced_MPI_Wtime(true) }
-    wrap_MPI_Wtime(true, false)
+    counted_PMPI_Wtime()
 }
 
 pub static NEXT_MPI_T_init_thread: Next = Next::new(c"PMPI_T_init_thread");
@@ -9999,18 +12895,26 @@ unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, tracing: bool, required: c_int,
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_init_thread(via_pmpi: bool, required: c_int, provided: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_init_thread(required: c_int, provided: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_init_thread(via_pmpi, true, required, provided)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_init_thread(required: c_int, provided: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_init_thread(false, required, provided) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_init_thread(required: c_int, provided: *mut c_int) -> c_int {
     wrap_MPI_T_init_thread(false, false, required, provided)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_init_thread(required: c_int, provided: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_init_thread(true, required, provided) }
+pub unsafe extern "C" fn MPI_T_init_thread(required: c_int, provided: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_init_thread(required, provided, false) }
+    counted_MPI_T_init_thread(required, provided)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_init_thread(required: c_int, provided: *mut c_int) -> c_int {
     wrap_MPI_T_init_thread(true, false, required, provided)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_init_thread(required: c_int, provided: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_init_thread(required, provided, true) }
+    counted_PMPI_T_init_thread(required, provided)
 }
 
 pub static NEXT_MPI_T_finalize: Next = Next::new(c"PMPI_T_finalize");
@@ -10027,18 +12931,26 @@ unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, tracing: bool) -> c_int {
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_finalize(via_pmpi: bool) -> c_int {
+unsafe extern "C" fn traced_MPI_T_finalize(via_pmpi: bool) -> c_int {
     wrap_MPI_T_finalize(via_pmpi, true)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_finalize() -> c_int {
+    wrap_MPI_T_finalize(false, false)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_finalize() -> c_int {
     if trace::on() { return traced_MPI_T_finalize(false) }
-    wrap_MPI_T_finalize(false, false)
+    counted_MPI_T_finalize()
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_finalize() -> c_int {
+    wrap_MPI_T_finalize(true, false)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_finalize() -> c_int {
     if trace::on() { return traced_MPI_T_finalize(true) }
-    wrap_MPI_T_finalize(true, false)
+    counted_PMPI_T_finalize()
 }
 
 pub static NEXT_MPI_T_cvar_get_num: Next = Next::new(c"PMPI_T_cvar_get_num");
@@ -10055,18 +12967,26 @@ unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, tracing: bool, num_cvar: *mut 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_cvar_get_num(via_pmpi: bool, num_cvar: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_cvar_get_num(num_cvar: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_cvar_get_num(via_pmpi, true, num_cvar)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_cvar_get_num(false, num_cvar) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
     wrap_MPI_T_cvar_get_num(false, false, num_cvar)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_cvar_get_num(true, num_cvar) }
+pub unsafe extern "C" fn MPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_cvar_get_num(num_cvar, false) }
+    counted_MPI_T_cvar_get_num(num_cvar)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
     wrap_MPI_T_cvar_get_num(true, false, num_cvar)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_cvar_get_num(num_cvar, true) }
+    counted_PMPI_T_cvar_get_num(num_cvar)
 }
 
 pub static NEXT_MPI_T_cvar_get_info: Next = Next::new(c"PMPI_T_cvar_get_info");
@@ -10083,18 +13003,26 @@ unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, tracing: bool, cvar_index: c_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_cvar_get_info(via_pmpi: bool, cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_cvar_get_info(via_pmpi, true, cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_cvar_get_info(false, cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
     wrap_MPI_T_cvar_get_info(false, false, cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_cvar_get_info(true, cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope) }
+pub unsafe extern "C" fn MPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, false) }
+    counted_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
     wrap_MPI_T_cvar_get_info(true, false, cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, true) }
+    counted_PMPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
 }
 
 pub static NEXT_MPI_T_cvar_get_index: Next = Next::new(c"PMPI_T_cvar_get_index");
@@ -10111,18 +13039,26 @@ unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, tracing: bool, name: *const 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_cvar_get_index(via_pmpi: bool, name: *const c_char, cvar_index: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_cvar_get_index(via_pmpi, true, name, cvar_index)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_cvar_get_index(false, name, cvar_index) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) -> c_int {
     wrap_MPI_T_cvar_get_index(false, false, name, cvar_index)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_cvar_get_index(true, name, cvar_index) }
+pub unsafe extern "C" fn MPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_cvar_get_index(name, cvar_index, false) }
+    counted_MPI_T_cvar_get_index(name, cvar_index)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) -> c_int {
     wrap_MPI_T_cvar_get_index(true, false, name, cvar_index)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_cvar_get_index(name, cvar_index, true) }
+    counted_PMPI_T_cvar_get_index(name, cvar_index)
 }
 
 pub static NEXT_MPI_T_cvar_handle_alloc: Next = Next::new(c"PMPI_T_cvar_handle_alloc");
@@ -10139,18 +13075,26 @@ unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, tracing: bool, cvar_index
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_cvar_handle_alloc(via_pmpi: bool, cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_cvar_handle_alloc(via_pmpi, true, cvar_index, obj_handle, handle, count)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_cvar_handle_alloc(false, cvar_index, obj_handle, handle, count) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
     wrap_MPI_T_cvar_handle_alloc(false, false, cvar_index, obj_handle, handle, count)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_cvar_handle_alloc(true, cvar_index, obj_handle, handle, count) }
+pub unsafe extern "C" fn MPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, false) }
+    counted_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
     wrap_MPI_T_cvar_handle_alloc(true, false, cvar_index, obj_handle, handle, count)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, true) }
+    counted_PMPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count)
 }
 
 pub static NEXT_MPI_T_cvar_handle_free: Next = Next::new(c"PMPI_T_cvar_handle_free");
@@ -10167,18 +13111,26 @@ unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, tracing: bool, handle: *mu
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_cvar_handle_free(via_pmpi: bool, handle: *mut MPI_T_cvar_handle) -> c_int {
+unsafe extern "C" fn traced_MPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle, via_pmpi: bool) -> c_int {
     wrap_MPI_T_cvar_handle_free(via_pmpi, true, handle)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle) -> c_int {
-    if trace::on() { return traced_MPI_T_cvar_handle_free(false, handle) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle) -> c_int {
     wrap_MPI_T_cvar_handle_free(false, false, handle)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle) -> c_int {
-    if trace::on() { return traced_MPI_T_cvar_handle_free(true, handle) }
+pub unsafe extern "C" fn MPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle) -> c_int {
+    if trace::on() { return traced_MPI_T_cvar_handle_free(handle, false) }
+    counted_MPI_T_cvar_handle_free(handle)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle) -> c_int {
     wrap_MPI_T_cvar_handle_free(true, false, handle)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle) -> c_int {
+    if trace::on() { return traced_MPI_T_cvar_handle_free(handle, true) }
+    counted_PMPI_T_cvar_handle_free(handle)
 }
 
 pub static NEXT_MPI_T_cvar_read: Next = Next::new(c"PMPI_T_cvar_read");
@@ -10195,18 +13147,26 @@ unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, tracing: bool, handle: MPI_T_cvar
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_cvar_read(via_pmpi: bool, handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_T_cvar_read(via_pmpi, true, handle, buf)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_T_cvar_read(false, handle, buf) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
     wrap_MPI_T_cvar_read(false, false, handle, buf)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_T_cvar_read(true, handle, buf) }
+pub unsafe extern "C" fn MPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_T_cvar_read(handle, buf, false) }
+    counted_MPI_T_cvar_read(handle, buf)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
     wrap_MPI_T_cvar_read(true, false, handle, buf)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_T_cvar_read(handle, buf, true) }
+    counted_PMPI_T_cvar_read(handle, buf)
 }
 
 pub static NEXT_MPI_T_cvar_write: Next = Next::new(c"PMPI_T_cvar_write");
@@ -10223,18 +13183,26 @@ unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, tracing: bool, handle: MPI_T_cva
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_cvar_write(via_pmpi: bool, handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *const c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_T_cvar_write(via_pmpi, true, handle, buf)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
-    if trace::on() { return traced_MPI_T_cvar_write(false, handle, buf) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
     wrap_MPI_T_cvar_write(false, false, handle, buf)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
-    if trace::on() { return traced_MPI_T_cvar_write(true, handle, buf) }
+pub unsafe extern "C" fn MPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
+    if trace::on() { return traced_MPI_T_cvar_write(handle, buf, false) }
+    counted_MPI_T_cvar_write(handle, buf)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
     wrap_MPI_T_cvar_write(true, false, handle, buf)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
+    if trace::on() { return traced_MPI_T_cvar_write(handle, buf, true) }
+    counted_PMPI_T_cvar_write(handle, buf)
 }
 
 pub static NEXT_MPI_T_category_get_num: Next = Next::new(c"PMPI_T_category_get_num");
@@ -10251,18 +13219,26 @@ unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, tracing: bool, num_cat: *m
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_category_get_num(via_pmpi: bool, num_cat: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_category_get_num(num_cat: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_category_get_num(via_pmpi, true, num_cat)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_category_get_num(false, num_cat) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
     wrap_MPI_T_category_get_num(false, false, num_cat)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_category_get_num(true, num_cat) }
+pub unsafe extern "C" fn MPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_category_get_num(num_cat, false) }
+    counted_MPI_T_category_get_num(num_cat)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
     wrap_MPI_T_category_get_num(true, false, num_cat)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_category_get_num(num_cat, true) }
+    counted_PMPI_T_category_get_num(num_cat)
 }
 
 pub static NEXT_MPI_T_category_get_info: Next = Next::new(c"PMPI_T_category_get_info");
@@ -10279,18 +13255,26 @@ unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, tracing: bool, cat_index:
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_category_get_info(via_pmpi: bool, cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_category_get_info(via_pmpi, true, cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_category_get_info(false, cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
     wrap_MPI_T_category_get_info(false, false, cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_category_get_info(true, cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories) }
+pub unsafe extern "C" fn MPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, false) }
+    counted_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
     wrap_MPI_T_category_get_info(true, false, cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, true) }
+    counted_PMPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
 }
 
 pub static NEXT_MPI_T_category_get_index: Next = Next::new(c"PMPI_T_category_get_index");
@@ -10307,18 +13291,26 @@ unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, tracing: bool, name: *co
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_category_get_index(via_pmpi: bool, name: *const c_char, category_index: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_category_get_index(name: *const c_char, category_index: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_category_get_index(via_pmpi, true, name, category_index)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_category_get_index(name: *const c_char, category_index: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_category_get_index(false, name, category_index) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_category_get_index(name: *const c_char, category_index: *mut c_int) -> c_int {
     wrap_MPI_T_category_get_index(false, false, name, category_index)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_category_get_index(name: *const c_char, category_index: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_category_get_index(true, name, category_index) }
+pub unsafe extern "C" fn MPI_T_category_get_index(name: *const c_char, category_index: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_category_get_index(name, category_index, false) }
+    counted_MPI_T_category_get_index(name, category_index)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_category_get_index(name: *const c_char, category_index: *mut c_int) -> c_int {
     wrap_MPI_T_category_get_index(true, false, name, category_index)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_category_get_index(name: *const c_char, category_index: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_category_get_index(name, category_index, true) }
+    counted_PMPI_T_category_get_index(name, category_index)
 }
 
 pub static NEXT_MPI_T_category_get_cvars: Next = Next::new(c"PMPI_T_category_get_cvars");
@@ -10335,18 +13327,26 @@ unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, tracing: bool, cat_index
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_category_get_cvars(via_pmpi: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_category_get_cvars(via_pmpi, true, cat_index, len, indices)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_category_get_cvars(false, cat_index, len, indices) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
     wrap_MPI_T_category_get_cvars(false, false, cat_index, len, indices)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_category_get_cvars(true, cat_index, len, indices) }
+pub unsafe extern "C" fn MPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_category_get_cvars(cat_index, len, indices, false) }
+    counted_MPI_T_category_get_cvars(cat_index, len, indices)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
     wrap_MPI_T_category_get_cvars(true, false, cat_index, len, indices)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_category_get_cvars(cat_index, len, indices, true) }
+    counted_PMPI_T_category_get_cvars(cat_index, len, indices)
 }
 
 pub static NEXT_MPI_T_category_get_pvars: Next = Next::new(c"PMPI_T_category_get_pvars");
@@ -10363,18 +13363,26 @@ unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, tracing: bool, cat_index
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_category_get_pvars(via_pmpi: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_category_get_pvars(via_pmpi, true, cat_index, len, indices)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_category_get_pvars(false, cat_index, len, indices) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
     wrap_MPI_T_category_get_pvars(false, false, cat_index, len, indices)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_category_get_pvars(true, cat_index, len, indices) }
+pub unsafe extern "C" fn MPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_category_get_pvars(cat_index, len, indices, false) }
+    counted_MPI_T_category_get_pvars(cat_index, len, indices)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
     wrap_MPI_T_category_get_pvars(true, false, cat_index, len, indices)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_category_get_pvars(cat_index, len, indices, true) }
+    counted_PMPI_T_category_get_pvars(cat_index, len, indices)
 }
 
 pub static NEXT_MPI_T_category_get_categories: Next = Next::new(c"PMPI_T_category_get_categories");
@@ -10391,18 +13399,26 @@ unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, tracing: bool, cat_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_category_get_categories(via_pmpi: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_category_get_categories(via_pmpi, true, cat_index, len, indices)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_category_get_categories(false, cat_index, len, indices) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
     wrap_MPI_T_category_get_categories(false, false, cat_index, len, indices)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_category_get_categories(true, cat_index, len, indices) }
+pub unsafe extern "C" fn MPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_category_get_categories(cat_index, len, indices, false) }
+    counted_MPI_T_category_get_categories(cat_index, len, indices)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
     wrap_MPI_T_category_get_categories(true, false, cat_index, len, indices)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_category_get_categories(cat_index, len, indices, true) }
+    counted_PMPI_T_category_get_categories(cat_index, len, indices)
 }
 
 pub static NEXT_MPI_T_category_changed: Next = Next::new(c"PMPI_T_category_changed");
@@ -10419,18 +13435,26 @@ unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, tracing: bool, stamp: *mut
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_category_changed(via_pmpi: bool, stamp: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_category_changed(stamp: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_category_changed(via_pmpi, true, stamp)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_category_changed(stamp: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_category_changed(false, stamp) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_category_changed(stamp: *mut c_int) -> c_int {
     wrap_MPI_T_category_changed(false, false, stamp)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_category_changed(stamp: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_category_changed(true, stamp) }
+pub unsafe extern "C" fn MPI_T_category_changed(stamp: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_category_changed(stamp, false) }
+    counted_MPI_T_category_changed(stamp)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_category_changed(stamp: *mut c_int) -> c_int {
     wrap_MPI_T_category_changed(true, false, stamp)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_category_changed(stamp: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_category_changed(stamp, true) }
+    counted_PMPI_T_category_changed(stamp)
 }
 
 pub static NEXT_MPI_T_pvar_get_num: Next = Next::new(c"PMPI_T_pvar_get_num");
@@ -10447,18 +13471,26 @@ unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, tracing: bool, num_pvar: *mut 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_pvar_get_num(via_pmpi: bool, num_pvar: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_pvar_get_num(num_pvar: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_pvar_get_num(via_pmpi, true, num_pvar)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_get_num(false, num_pvar) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
     wrap_MPI_T_pvar_get_num(false, false, num_pvar)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_get_num(true, num_pvar) }
+pub unsafe extern "C" fn MPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_get_num(num_pvar, false) }
+    counted_MPI_T_pvar_get_num(num_pvar)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
     wrap_MPI_T_pvar_get_num(true, false, num_pvar)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_get_num(num_pvar, true) }
+    counted_PMPI_T_pvar_get_num(num_pvar)
 }
 
 pub static NEXT_MPI_T_pvar_get_info: Next = Next::new(c"PMPI_T_pvar_get_info");
@@ -10475,18 +13507,26 @@ unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, tracing: bool, pvar_index: c_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_pvar_get_info(via_pmpi: bool, pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_pvar_get_info(via_pmpi, true, pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_get_info(false, pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
     wrap_MPI_T_pvar_get_info(false, false, pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_get_info(true, pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic) }
+pub unsafe extern "C" fn MPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, false) }
+    counted_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
     wrap_MPI_T_pvar_get_info(true, false, pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, true) }
+    counted_PMPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
 }
 
 pub static NEXT_MPI_T_pvar_get_index: Next = Next::new(c"PMPI_T_pvar_get_index");
@@ -10503,18 +13543,26 @@ unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, tracing: bool, name: *const 
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_pvar_get_index(via_pmpi: bool, name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_pvar_get_index(via_pmpi, true, name, var_class, pvar_index)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_get_index(false, name, var_class, pvar_index) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
     wrap_MPI_T_pvar_get_index(false, false, name, var_class, pvar_index)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_get_index(true, name, var_class, pvar_index) }
+pub unsafe extern "C" fn MPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_get_index(name, var_class, pvar_index, false) }
+    counted_MPI_T_pvar_get_index(name, var_class, pvar_index)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
     wrap_MPI_T_pvar_get_index(true, false, name, var_class, pvar_index)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_get_index(name, var_class, pvar_index, true) }
+    counted_PMPI_T_pvar_get_index(name, var_class, pvar_index)
 }
 
 pub static NEXT_MPI_T_pvar_session_create: Next = Next::new(c"PMPI_T_pvar_session_create");
@@ -10531,18 +13579,26 @@ unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, tracing: bool, session:
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_pvar_session_create(via_pmpi: bool, session: *mut MPI_T_pvar_session) -> c_int {
+unsafe extern "C" fn traced_MPI_T_pvar_session_create(session: *mut MPI_T_pvar_session, via_pmpi: bool) -> c_int {
     wrap_MPI_T_pvar_session_create(via_pmpi, true, session)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_pvar_session_create(session: *mut MPI_T_pvar_session) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_session_create(false, session) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_pvar_session_create(session: *mut MPI_T_pvar_session) -> c_int {
     wrap_MPI_T_pvar_session_create(false, false, session)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_pvar_session_create(session: *mut MPI_T_pvar_session) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_session_create(true, session) }
+pub unsafe extern "C" fn MPI_T_pvar_session_create(session: *mut MPI_T_pvar_session) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_session_create(session, false) }
+    counted_MPI_T_pvar_session_create(session)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_pvar_session_create(session: *mut MPI_T_pvar_session) -> c_int {
     wrap_MPI_T_pvar_session_create(true, false, session)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_pvar_session_create(session: *mut MPI_T_pvar_session) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_session_create(session, true) }
+    counted_PMPI_T_pvar_session_create(session)
 }
 
 pub static NEXT_MPI_T_pvar_session_free: Next = Next::new(c"PMPI_T_pvar_session_free");
@@ -10559,18 +13615,26 @@ unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, tracing: bool, session: *
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_pvar_session_free(via_pmpi: bool, session: *mut MPI_T_pvar_session) -> c_int {
+unsafe extern "C" fn traced_MPI_T_pvar_session_free(session: *mut MPI_T_pvar_session, via_pmpi: bool) -> c_int {
     wrap_MPI_T_pvar_session_free(via_pmpi, true, session)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_pvar_session_free(session: *mut MPI_T_pvar_session) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_session_free(false, session) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_pvar_session_free(session: *mut MPI_T_pvar_session) -> c_int {
     wrap_MPI_T_pvar_session_free(false, false, session)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_pvar_session_free(session: *mut MPI_T_pvar_session) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_session_free(true, session) }
+pub unsafe extern "C" fn MPI_T_pvar_session_free(session: *mut MPI_T_pvar_session) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_session_free(session, false) }
+    counted_MPI_T_pvar_session_free(session)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_pvar_session_free(session: *mut MPI_T_pvar_session) -> c_int {
     wrap_MPI_T_pvar_session_free(true, false, session)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_pvar_session_free(session: *mut MPI_T_pvar_session) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_session_free(session, true) }
+    counted_PMPI_T_pvar_session_free(session)
 }
 
 pub static NEXT_MPI_T_pvar_handle_alloc: Next = Next::new(c"PMPI_T_pvar_handle_alloc");
@@ -10587,18 +13651,26 @@ unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, tracing: bool, session: M
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_pvar_handle_alloc(via_pmpi: bool, session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_pvar_handle_alloc(via_pmpi, true, session, pvar_index, obj_handle, handle, count)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_handle_alloc(false, session, pvar_index, obj_handle, handle, count) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
     wrap_MPI_T_pvar_handle_alloc(false, false, session, pvar_index, obj_handle, handle, count)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_handle_alloc(true, session, pvar_index, obj_handle, handle, count) }
+pub unsafe extern "C" fn MPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, false) }
+    counted_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
     wrap_MPI_T_pvar_handle_alloc(true, false, session, pvar_index, obj_handle, handle, count)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, true) }
+    counted_PMPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count)
 }
 
 pub static NEXT_MPI_T_pvar_handle_free: Next = Next::new(c"PMPI_T_pvar_handle_free");
@@ -10615,18 +13687,26 @@ unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, tracing: bool, session: MP
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_pvar_handle_free(via_pmpi: bool, session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
+unsafe extern "C" fn traced_MPI_T_pvar_handle_free(session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle, via_pmpi: bool) -> c_int {
     wrap_MPI_T_pvar_handle_free(via_pmpi, true, session, handle)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_pvar_handle_free(session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_handle_free(false, session, handle) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_pvar_handle_free(session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
     wrap_MPI_T_pvar_handle_free(false, false, session, handle)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_pvar_handle_free(session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_handle_free(true, session, handle) }
+pub unsafe extern "C" fn MPI_T_pvar_handle_free(session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_handle_free(session, handle, false) }
+    counted_MPI_T_pvar_handle_free(session, handle)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_pvar_handle_free(session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
     wrap_MPI_T_pvar_handle_free(true, false, session, handle)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_pvar_handle_free(session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_handle_free(session, handle, true) }
+    counted_PMPI_T_pvar_handle_free(session, handle)
 }
 
 pub static NEXT_MPI_T_pvar_start: Next = Next::new(c"PMPI_T_pvar_start");
@@ -10643,18 +13723,26 @@ unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, tracing: bool, session: MPI_T_pv
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_pvar_start(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
+unsafe extern "C" fn traced_MPI_T_pvar_start(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, via_pmpi: bool) -> c_int {
     wrap_MPI_T_pvar_start(via_pmpi, true, session, handle)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_pvar_start(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_start(false, session, handle) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_pvar_start(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
     wrap_MPI_T_pvar_start(false, false, session, handle)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_pvar_start(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_start(true, session, handle) }
+pub unsafe extern "C" fn MPI_T_pvar_start(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_start(session, handle, false) }
+    counted_MPI_T_pvar_start(session, handle)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_pvar_start(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
     wrap_MPI_T_pvar_start(true, false, session, handle)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_pvar_start(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_start(session, handle, true) }
+    counted_PMPI_T_pvar_start(session, handle)
 }
 
 pub static NEXT_MPI_T_pvar_stop: Next = Next::new(c"PMPI_T_pvar_stop");
@@ -10671,18 +13759,26 @@ unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, tracing: bool, session: MPI_T_pva
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_pvar_stop(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
+unsafe extern "C" fn traced_MPI_T_pvar_stop(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, via_pmpi: bool) -> c_int {
     wrap_MPI_T_pvar_stop(via_pmpi, true, session, handle)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_pvar_stop(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_stop(false, session, handle) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_pvar_stop(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
     wrap_MPI_T_pvar_stop(false, false, session, handle)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_pvar_stop(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_stop(true, session, handle) }
+pub unsafe extern "C" fn MPI_T_pvar_stop(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_stop(session, handle, false) }
+    counted_MPI_T_pvar_stop(session, handle)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_pvar_stop(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
     wrap_MPI_T_pvar_stop(true, false, session, handle)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_pvar_stop(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_stop(session, handle, true) }
+    counted_PMPI_T_pvar_stop(session, handle)
 }
 
 pub static NEXT_MPI_T_pvar_read: Next = Next::new(c"PMPI_T_pvar_read");
@@ -10699,18 +13795,26 @@ unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, tracing: bool, session: MPI_T_pva
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_pvar_read(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_T_pvar_read(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_T_pvar_read(via_pmpi, true, session, handle, buf)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_pvar_read(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_read(false, session, handle, buf) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_pvar_read(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
     wrap_MPI_T_pvar_read(false, false, session, handle, buf)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_pvar_read(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_read(true, session, handle, buf) }
+pub unsafe extern "C" fn MPI_T_pvar_read(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_read(session, handle, buf, false) }
+    counted_MPI_T_pvar_read(session, handle, buf)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_pvar_read(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
     wrap_MPI_T_pvar_read(true, false, session, handle, buf)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_pvar_read(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_read(session, handle, buf, true) }
+    counted_PMPI_T_pvar_read(session, handle, buf)
 }
 
 pub static NEXT_MPI_T_pvar_write: Next = Next::new(c"PMPI_T_pvar_write");
@@ -10727,18 +13831,26 @@ unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, tracing: bool, session: MPI_T_pv
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_pvar_write(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_T_pvar_write(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_T_pvar_write(via_pmpi, true, session, handle, buf)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_pvar_write(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_write(false, session, handle, buf) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_pvar_write(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
     wrap_MPI_T_pvar_write(false, false, session, handle, buf)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_pvar_write(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_write(true, session, handle, buf) }
+pub unsafe extern "C" fn MPI_T_pvar_write(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_write(session, handle, buf, false) }
+    counted_MPI_T_pvar_write(session, handle, buf)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_pvar_write(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
     wrap_MPI_T_pvar_write(true, false, session, handle, buf)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_pvar_write(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_write(session, handle, buf, true) }
+    counted_PMPI_T_pvar_write(session, handle, buf)
 }
 
 pub static NEXT_MPI_T_pvar_reset: Next = Next::new(c"PMPI_T_pvar_reset");
@@ -10755,18 +13867,26 @@ unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, tracing: bool, session: MPI_T_pv
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_pvar_reset(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
+unsafe extern "C" fn traced_MPI_T_pvar_reset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, via_pmpi: bool) -> c_int {
     wrap_MPI_T_pvar_reset(via_pmpi, true, session, handle)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_pvar_reset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_reset(false, session, handle) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_pvar_reset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
     wrap_MPI_T_pvar_reset(false, false, session, handle)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_pvar_reset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_reset(true, session, handle) }
+pub unsafe extern "C" fn MPI_T_pvar_reset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_reset(session, handle, false) }
+    counted_MPI_T_pvar_reset(session, handle)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_pvar_reset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
     wrap_MPI_T_pvar_reset(true, false, session, handle)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_pvar_reset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_reset(session, handle, true) }
+    counted_PMPI_T_pvar_reset(session, handle)
 }
 
 pub static NEXT_MPI_T_pvar_readreset: Next = Next::new(c"PMPI_T_pvar_readreset");
@@ -10783,18 +13903,26 @@ unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, tracing: bool, session: MPI_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_pvar_readreset(via_pmpi: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
+unsafe extern "C" fn traced_MPI_T_pvar_readreset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void, via_pmpi: bool) -> c_int {
     wrap_MPI_T_pvar_readreset(via_pmpi, true, session, handle, buf)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_pvar_readreset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_readreset(false, session, handle, buf) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_pvar_readreset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
     wrap_MPI_T_pvar_readreset(false, false, session, handle, buf)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_pvar_readreset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    if trace::on() { return traced_MPI_T_pvar_readreset(true, session, handle, buf) }
+pub unsafe extern "C" fn MPI_T_pvar_readreset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_readreset(session, handle, buf, false) }
+    counted_MPI_T_pvar_readreset(session, handle, buf)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_pvar_readreset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
     wrap_MPI_T_pvar_readreset(true, false, session, handle, buf)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_pvar_readreset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
+    if trace::on() { return traced_MPI_T_pvar_readreset(session, handle, buf, true) }
+    counted_PMPI_T_pvar_readreset(session, handle, buf)
 }
 
 pub static NEXT_MPI_T_enum_get_info: Next = Next::new(c"PMPI_T_enum_get_info");
@@ -10811,18 +13939,26 @@ unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, tracing: bool, enumtype: MPI_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_enum_get_info(via_pmpi: bool, enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_enum_get_info(via_pmpi, true, enumtype, num, name, name_len)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_enum_get_info(false, enumtype, num, name, name_len) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
     wrap_MPI_T_enum_get_info(false, false, enumtype, num, name, name_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_enum_get_info(true, enumtype, num, name, name_len) }
+pub unsafe extern "C" fn MPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_enum_get_info(enumtype, num, name, name_len, false) }
+    counted_MPI_T_enum_get_info(enumtype, num, name, name_len)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
     wrap_MPI_T_enum_get_info(true, false, enumtype, num, name, name_len)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_enum_get_info(enumtype, num, name, name_len, true) }
+    counted_PMPI_T_enum_get_info(enumtype, num, name, name_len)
 }
 
 pub static NEXT_MPI_T_enum_get_item: Next = Next::new(c"PMPI_T_enum_get_item");
@@ -10839,18 +13975,26 @@ unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, tracing: bool, enumtype: MPI_
 }
 #[cold]
 #[inline(never)]
-unsafe fn traced_MPI_T_enum_get_item(via_pmpi: bool, enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
+unsafe extern "C" fn traced_MPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_T_enum_get_item(via_pmpi, true, enumtype, index, value, name, name_len)
 }
-#[no_mangle]
-pub unsafe extern "C" fn MPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_enum_get_item(false, enumtype, index, value, name, name_len) }
+#[inline(never)]
+unsafe extern "C" fn counted_MPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
     wrap_MPI_T_enum_get_item(false, false, enumtype, index, value, name, name_len)
 }
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    if trace::on() { return traced_MPI_T_enum_get_item(true, enumtype, index, value, name, name_len) }
+pub unsafe extern "C" fn MPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_enum_get_item(enumtype, index, value, name, name_len, false) }
+    counted_MPI_T_enum_get_item(enumtype, index, value, name, name_len)
+}
+#[inline(never)]
+unsafe extern "C" fn counted_PMPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
     wrap_MPI_T_enum_get_item(true, false, enumtype, index, value, name, name_len)
+}
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
+    if trace::on() { return traced_MPI_T_enum_get_item(enumtype, index, value, name, name_len, true) }
+    counted_PMPI_T_enum_get_item(enumtype, index, value, name, name_len)
 }
 
 /// Look up every wrapper's real routine now (at the end of `MPI_Init`), see
