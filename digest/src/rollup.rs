@@ -136,7 +136,7 @@ impl DayRollup {
         for group in groups {
             let entry = self.groups.entry(group.to_string()).or_default();
             entry.0 += 1;
-            entry.1 += job.wall_ns.sum;
+            entry.1 = entry.1.saturating_add(job.wall_ns.sum);
         }
         self.routines[language].entry(low).or_default().add(job);
         let imbalance = imbalance_percent(job);
@@ -387,8 +387,8 @@ impl Rollups {
                 day,
                 user,
                 week.totals.jobs as u64,
-                week.totals.wall_ns,
-                week.totals.mpi_ns,
+                sql_ns(week.totals.wall_ns),
+                sql_ns(week.totals.mpi_ns),
                 serde_json::to_string(&week.totals)?,
                 serde_json::to_string(&week)?
             ])?;
@@ -416,8 +416,8 @@ impl Rollups {
                 month,
                 user,
                 totals.jobs as u64,
-                totals.wall_ns,
-                totals.mpi_ns,
+                sql_ns(totals.wall_ns),
+                sql_ns(totals.mpi_ns),
                 serde_json::to_string(&totals)?
             ])?;
         }
@@ -433,7 +433,13 @@ impl Rollups {
              VALUES (?1, ?2, ?3, ?4, ?5)"
         ))?;
         for c in self.critical {
-            put_critical.execute(params![c.end_ms, c.key, c.user, c.wall_ns, c.reasons])?;
+            put_critical.execute(params![
+                c.end_ms,
+                c.key,
+                c.user,
+                sql_ns(c.wall_ns),
+                c.reasons
+            ])?;
         }
         Ok(())
     }
@@ -541,6 +547,14 @@ pub fn rebuild_in_steps(
 /// Jobs read in one step of a rebuild ([`rebuild_in_steps`]): about 2-3 s of reading, and one
 /// short write transaction.
 const REBUILD_STEP_JOBS: u64 = 50_000;
+
+/// A sum of rank-nanoseconds as SQLite stores it in the rollups' sortable columns: a real
+/// number, since SQLite's integers end at `i64::MAX` ns (292 rank-years), which one heavy user's
+/// month passes at a large centre (about 3,500 cores busy all month); the exact sum is in the
+/// row's JSON. Readers add these columns with `total()`, a real number too.
+fn sql_ns(ns: u64) -> f64 {
+    ns as f64
+}
 
 /// The rollup tables, in the order [`Rollups::save`] names them.
 const TABLES: [&str; 5] = [

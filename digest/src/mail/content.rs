@@ -274,8 +274,9 @@ impl Totals {
             self.node_bytes.on_node += b.on_node;
             self.node_bytes.off_node += b.off_node;
         }
-        self.wall_ns += job.wall_ns.sum;
-        self.mpi_ns += job.mpi_ns.sum;
+        // Saturating: a site-wide sum of rank-ns can pass u64 (584 rank-years).
+        self.wall_ns = self.wall_ns.saturating_add(job.wall_ns.sum);
+        self.mpi_ns = self.mpi_ns.saturating_add(job.mpi_ns.sum);
         let weight = job.wall_ns.sum as f64;
         self.balance_weighted += load_balance(job) * weight;
         if superstep_figures(job).is_none() {
@@ -348,8 +349,8 @@ impl Totals {
         };
         self.ranks_max = self.ranks_max.max(other.ranks_max);
         self.jobs += other.jobs;
-        self.wall_ns += other.wall_ns;
-        self.mpi_ns += other.mpi_ns;
+        self.wall_ns = self.wall_ns.saturating_add(other.wall_ns);
+        self.mpi_ns = self.mpi_ns.saturating_add(other.mpi_ns);
         self.balance_weighted += other.balance_weighted;
         self.balance_estimated += other.balance_estimated;
         self.imbalance_weighted += other.imbalance_weighted;
