@@ -433,13 +433,7 @@ impl Rollups {
              VALUES (?1, ?2, ?3, ?4, ?5)"
         ))?;
         for c in self.critical {
-            put_critical.execute(params![
-                c.end_ms,
-                c.key,
-                c.user,
-                sql_ns(c.wall_ns),
-                c.reasons
-            ])?;
+            put_critical.execute(params![c.end_ms, c.key, c.user, c.wall_ns, c.reasons])?;
         }
         Ok(())
     }
