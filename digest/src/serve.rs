@@ -424,7 +424,7 @@ impl Pages {
             "charts.html" => pages::charts(&s, top),
             "tables.html" => pages::tables(&s, top),
             "critical.html" => {
-                let jobs = summary::critical_page(db, &period, &listing)?;
+                let jobs = summary::critical_page(db, &period, &listing, s.critical_jobs)?;
                 let (traced, count) = summary::traced_jobs(db, &period)?;
                 pages::critical(&s, config, &jobs, (&traced, count), &listing, top)
             }

@@ -130,7 +130,7 @@ fn every_page(db: &Database, period: &Period) -> BTreeMap<String, String> {
                 sort: sort.into(),
                 from,
             };
-            let jobs = summary::critical_page(db, period, &listing).unwrap();
+            let jobs = summary::critical_page(db, period, &listing, s.critical_jobs).unwrap();
             let html = pages::critical(&s, &config, &jobs, (&traced.0, traced.1), &listing, live);
             pages.insert(format!("critical {sort} {from}"), html);
         }

@@ -54,7 +54,7 @@ pub fn write_site(
         std::fs::write(path, html).with_context(|| format!("cannot write {}", path.display()))
     };
     let first = Listing::default();
-    let critical = summary::critical_page(db, period, &first)?;
+    let critical = summary::critical_page(db, period, &first, summary.critical_jobs)?;
     let (traced, traced_count) = summary::traced_jobs(db, period)?;
     let mut asked = Vec::new();
     for key in also {

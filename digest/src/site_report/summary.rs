@@ -354,28 +354,20 @@ pub fn summarise(db: &Database, period: &Period, config: &SiteConfig) -> anyhow:
     })
 }
 
-/// The page of the critical list of `period` that `listing` says (by CPU time, or by end).
+/// Up to this many critical jobs in an interval are sorted by CPU time as read; more are read
+/// in the order of `critical_jobs_by_cpu`, skipping those of other intervals.
+const CRITICAL_SORTED_AS_READ: usize = 10_000;
+
+/// The page of the critical list of `period` that `listing` says (by CPU time, or by end);
+/// `count`: how many critical jobs `period` has.
 pub fn critical_page(
     db: &Database,
     period: &Period,
     listing: &Listing,
+    count: usize,
 ) -> anyhow::Result<Vec<CriticalJob>> {
-    let order = match listing.sort_among(&CRITICAL_SORTS) {
-        "end" => "end_ms, key",
-        _ => "wall_ns DESC, key",
-    };
-    let mut stmt = db.conn.prepare(&format!(
-        "SELECT end_ms, key, reasons FROM critical_jobs WHERE end_ms >= ?1 AND end_ms < ?2
-         ORDER BY {order} LIMIT ?3 OFFSET ?4"
-    ))?;
-    let rows: Vec<(u64, String, String)> = stmt
-        .query_map(
-            rusqlite::params![period.from_ms, period.to_ms, PAGE_ROWS, listing.from],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-        )?
-        .collect::<Result<_, _>>()?;
     let mut jobs = Vec::new();
-    for (end_ms, key, reasons) in rows {
+    for (end_ms, key, reasons) in critical_rows(&db.conn, period, listing, count)? {
         if let Some(job) = db.job_ended_at(end_ms, &key)? {
             jobs.push(CriticalJob {
                 job,
@@ -384,6 +376,33 @@ pub fn critical_page(
         }
     }
     Ok(jobs)
+}
+
+/// The rows of `critical_jobs` on the page [`critical_page`] shows: end time, key, reasons.
+/// By CPU time, an interval with many critical jobs reads the CPU index from the top (among
+/// all intervals' jobs: it stops at the page's last row, after about page end × all / the
+/// interval's jobs entries), one with few sorts its own (a few entries, where the index could
+/// be read to its end for them).
+fn critical_rows(
+    conn: &rusqlite::Connection,
+    period: &Period,
+    listing: &Listing,
+    count: usize,
+) -> anyhow::Result<Vec<(u64, String, String)>> {
+    let (index, order) = match listing.sort_among(&CRITICAL_SORTS) {
+        "end" => ("", "end_ms, key"),
+        _ if count <= CRITICAL_SORTED_AS_READ => ("", "wall_ns DESC, key"),
+        _ => ("INDEXED BY critical_jobs_by_cpu", "wall_ns DESC, key"),
+    };
+    let mut stmt = conn.prepare(&format!(
+        "SELECT end_ms, key, reasons FROM critical_jobs {index}
+         WHERE end_ms >= ?1 AND end_ms < ?2 ORDER BY {order} LIMIT ?3 OFFSET ?4"
+    ))?;
+    let rows = stmt.query_map(
+        rusqlite::params![period.from_ms, period.to_ms, PAGE_ROWS, listing.from],
+        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+    )?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 /// The traced jobs of `period` (the first [`PAGE_ROWS`], in end order) and how many there are.
@@ -502,6 +521,69 @@ fn slurm_groups(groups: &BTreeMap<String, SlurmSums>) -> Vec<SlurmGroup> {
 mod tests {
     use super::*;
     use mpistat_record::model::SlurmFacts;
+
+    /// Both ways of reading the critical list by CPU time give the same pages, and the index
+    /// way sorts nothing.
+    #[test]
+    fn the_critical_list_by_cpu_reads_the_same_rows_from_its_index() {
+        let db = Database::open(std::path::Path::new(":memory:")).unwrap();
+        let november = Period::month("2026-11").unwrap();
+        let october = Period::month("2026-10").unwrap();
+        let mut put = db
+            .conn
+            .prepare(
+                "INSERT INTO critical_jobs (end_ms, key, user, wall_ns, reasons)
+                 VALUES (?1, ?2, 'u', ?3, 'r')",
+            )
+            .unwrap();
+        let mut wanted = Vec::new();
+        for n in 0..CRITICAL_SORTED_AS_READ as u64 + 500 {
+            // Ties on CPU time (n % 997) are broken by key; October's rows are read past.
+            for (period, month) in [(&november, "nov"), (&october, "oct")] {
+                let end_ms = period.from_ms + n * 7_919 % 2_000_000_000;
+                let key = format!("{month}{:05}", n * 31 % 10_007);
+                put.execute(rusqlite::params![end_ms, key, n % 997])
+                    .unwrap();
+                if month == "nov" {
+                    wanted.push((n % 997, key, end_ms));
+                }
+            }
+        }
+        wanted.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        for from in [0, 50, CRITICAL_SORTED_AS_READ + 470] {
+            let listing = Listing {
+                sort: "cpu".into(),
+                from,
+            };
+            let page: Vec<(u64, String)> = wanted
+                .iter()
+                .skip(from)
+                .take(PAGE_ROWS)
+                .map(|(_, key, end_ms)| (*end_ms, key.clone()))
+                .collect();
+            for count in [wanted.len(), 1] {
+                let rows = critical_rows(&db.conn, &november, &listing, count).unwrap();
+                let rows: Vec<(u64, String)> = rows.into_iter().map(|r| (r.0, r.1)).collect();
+                assert_eq!(rows, page, "from {from}, count {count}");
+            }
+        }
+        let plan: Vec<String> = db
+            .conn
+            .prepare(
+                "EXPLAIN QUERY PLAN SELECT end_ms, key, reasons FROM critical_jobs
+                 INDEXED BY critical_jobs_by_cpu WHERE end_ms >= 0 AND end_ms < 9
+                 ORDER BY wall_ns DESC, key LIMIT 50 OFFSET 0",
+            )
+            .unwrap()
+            .query_map([], |row| row.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(
+            !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+            "{plan:?}"
+        );
+    }
 
     #[test]
     fn slurm_jobs_group_by_account_and_partition() {
