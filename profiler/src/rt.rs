@@ -175,40 +175,7 @@ pub fn leave(
     traffic: Traffic,
     comm: MPI_Comm,
 ) {
-    let _ = leave_at(&call, traced, id, rc, traffic, comm);
-    call.thread().depth.set(0);
-}
-
-/// [`leave`] up to the point where the thread is still marked inside MPI; returns the end time
-/// and the thread's table.
-#[inline(always)]
-fn leave_at(
-    call: &Call,
-    traced: Option<crate::trace::Leaving>,
-    id: RoutineId,
-    rc: c_int,
-    traffic: Traffic,
-    comm: MPI_Comm,
-) -> (u64, &'static ThreadTable) {
-    let t1 = ticks();
-    let table = table_of(call.thread());
-    let c = &table.routines[id];
-    let dt = t1.wrapping_sub(call.t0);
-    bump(&c.calls, 1);
-    bump(&c.ticks, dt);
-    bump(&table.mpi_ticks, dt);
-    let measured = if rc == 0 && !traffic.is_none() {
-        crate::traffic::record(table, id, traffic, comm)
-    } else {
-        Measured::default()
-    };
-    if let Some(leaving) = traced {
-        crate::trace::leave(call, leaving, t1, rc, traffic, measured);
-    }
-    if crate::counters::PER_CALL.load(Relaxed) {
-        crate::counters::after_call(id);
-    }
-    (t1, table)
+    leave_as(call, traced, id, rc, traffic, comm, false);
 }
 
 /// [`leave`] for a synchronising collective (spec term `superstep`) on `comm`: if it succeeded
@@ -222,9 +189,47 @@ pub fn leave_superstep(
     traffic: Traffic,
     comm: MPI_Comm,
 ) {
-    let (t1, table) = leave_at(&call, traced, id, rc, traffic, comm);
+    leave_as(call, traced, id, rc, traffic, comm, true);
+}
+
+/// [`leave`], and if `superstep` (a constant in each wrapper) [`leave_superstep`]'s boundary,
+/// while the thread is still marked inside MPI (a panic there stays silent, see `guard`).
+#[inline(always)]
+fn leave_as(
+    call: Call,
+    traced: Option<crate::trace::Leaving>,
+    id: RoutineId,
+    rc: c_int,
+    traffic: Traffic,
+    comm: MPI_Comm,
+    superstep: bool,
+) {
+    let t1 = ticks();
+    let table = table_of(call.thread());
+    let c = &table.routines[id];
+    let dt = t1.wrapping_sub(call.t0);
+    bump(&c.calls, 1);
+    bump(&c.ticks, dt);
+    bump(&table.mpi_ticks, dt);
+    // One test of the return code for both (bytes only from successful calls).
     if rc == 0 {
-        crate::superstep::boundary(call.t0, t1, table, id, comm);
+        if !traffic.is_none() {
+            crate::traffic::record(table, id, traffic, comm);
+        }
+        if superstep {
+            crate::superstep::boundary(call.t0, t1, table, id, comm);
+        }
+    }
+    if let Some(leaving) = traced {
+        let measured = if rc == 0 && !traffic.is_none() {
+            crate::traffic::measured(table, id)
+        } else {
+            Measured::default()
+        };
+        crate::trace::leave(&call, leaving, t1, rc, traffic, measured);
+    }
+    if crate::counters::PER_CALL.load(Relaxed) {
+        crate::counters::after_call(id);
     }
     call.thread().depth.set(0);
 }
