@@ -190,6 +190,24 @@ struct State {
 }
 
 impl State {
+    /// No buffer (capacity 0: a superstep pushed is dropped).
+    const NONE: State = State {
+        steps: Steps {
+            cap: 0,
+            factor: 1,
+            in_last: 0,
+            raw: 0,
+            slots: Vec::new(),
+        },
+        start: 0,
+        mpi_at_start: 0,
+    };
+
+    /// Whether this holds a buffer.
+    fn kept(&self) -> bool {
+        self.steps.cap > 0
+    }
+
     /// End the current superstep: a global collective of routine `id` ran from `t0` to `t1` on
     /// a thread whose MPI ticks are `mpi_now` (this collective's own included).
     #[inline(always)]
@@ -212,12 +230,16 @@ static WORLD_SIZE: AtomicU32 = AtomicU32::new(0);
 /// 0 (no handle's key) until [`start`].
 static WORLD: AtomicUsize = AtomicUsize::new(0);
 /// Threads may end supersteps at the same time: the thread level is `MPI_THREAD_MULTIPLE`, and
-/// [`boundary`] takes [`STATE`]'s lock. Below it, MPI's rule that one thread at a time calls MPI
+/// a boundary takes [`STATE`]'s lock. Below it, MPI's rule that one thread at a time calls MPI
 /// (which the program keeps by ordering its threads' calls) orders every use of [`STATE`], all
-/// of which run inside MPI calls: [`boundary`] then uses it without the lock (no atomic
+/// of which run inside MPI calls: a boundary then uses it without the lock (no atomic
 /// read-modify-write per global collective).
 static SHARED: AtomicBool = AtomicBool::new(true);
-static STATE: SpinLock<Option<State>> = SpinLock::new(None);
+/// [`WORLD`] while supersteps are kept without the lock (from [`start`] to [`finish`], below
+/// `MPI_THREAD_MULTIPLE`), else 0: [`boundary`]'s one test on its common path.
+static WORLD_UNLOCKED: AtomicUsize = AtomicUsize::new(0);
+/// Supersteps kept from [`prepare`] (or [`start`]) to [`finish`]; [`State::NONE`] otherwise.
+static STATE: SpinLock<State> = SpinLock::new(State::NONE);
 
 /// A lock for [`STATE`], which one thread takes for a few nanoseconds per global collective, so
 /// waiting is rare and short. Taking it is one atomic swap and releasing it a plain store, where
@@ -290,11 +312,11 @@ impl<T> Drop for SpinGuard<'_, T> {
 /// Before the real `MPI_Init`: the buffer of `bytes`, allocated while start-up's pages are mapped
 /// anyway (footprint.rs).
 pub fn prepare(bytes: usize) {
-    *STATE.lock() = Some(State {
+    *STATE.lock() = State {
         steps: Steps::new(bytes),
         start: 0,
         mpi_at_start: 0,
-    });
+    };
 }
 
 /// At the end of `MPI_Init`: the first superstep starts at `now` (ticks), in the buffer
@@ -307,20 +329,21 @@ pub fn start(bytes: usize, world_size: u32, world: MPI_Comm, now: u64, shared: b
     WORLD.store(world.key(), Relaxed);
     let mpi_at_start = crate::rt::thread_mpi_ticks();
     let mut state = STATE.lock();
-    match state.as_mut() {
-        Some(st) => {
-            st.start = now;
-            st.mpi_at_start = mpi_at_start;
-        }
-        None => {
-            *state = Some(State {
-                steps: Steps::new(bytes),
-                start: now,
-                mpi_at_start,
-            })
-        }
+    if state.kept() {
+        state.start = now;
+        state.mpi_at_start = mpi_at_start;
+    } else {
+        *state = State {
+            steps: Steps::new(bytes),
+            start: now,
+            mpi_at_start,
+        };
     }
+    drop(state);
     ON.store(true, Relaxed);
+    if !shared {
+        WORLD_UNLOCKED.store(world.key(), Relaxed);
+    }
 }
 
 /// One thread's last communicator other than `MPI_COMM_WORLD` that a global collective ran on,
@@ -366,26 +389,25 @@ fn asks_spans_world(comm: MPI_Comm) -> bool {
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 pub fn boundary(t0: u64, t1: u64, table: &ThreadTable, id: usize, comm: MPI_Comm) {
-    // Before `start` no handle matches: the other path finds counting of supersteps off.
-    if comm.key() != WORLD.load(Relaxed) {
+    // Another communicator, supersteps not kept yet or any more, or `MPI_THREAD_MULTIPLE`.
+    if comm.key() != WORLD_UNLOCKED.load(Relaxed) {
         return boundary_elsewhere(t0, t1, table, id, comm);
     }
-    end_superstep(t0, t1, table.mpi_ticks.load(Relaxed), id);
+    // SAFETY: as in `boundary_elsewhere` (`WORLD_UNLOCKED` is set only below
+    // `MPI_THREAD_MULTIPLE`).
+    unsafe { STATE.unlocked() }.end(t0, t1, table.mpi_ticks.load(Relaxed), id);
 }
 
-/// [`boundary`] on a communicator other than `MPI_COMM_WORLD`'s handle.
+/// [`boundary`] on a communicator other than `MPI_COMM_WORLD`, or at `MPI_THREAD_MULTIPLE`.
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 fn boundary_elsewhere(t0: u64, t1: u64, table: &ThreadTable, id: usize, comm: MPI_Comm) {
-    if ON.load(Relaxed) && spans_world(comm, &table.last_spans) {
-        end_superstep(t0, t1, table.mpi_ticks.load(Relaxed), id);
+    if !ON.load(Relaxed)
+        || comm.key() != WORLD.load(Relaxed) && !spans_world(comm, &table.last_spans)
+    {
+        return;
     }
-}
-
-/// End the current superstep (see [`State::end`]), if supersteps are being kept (from
-/// [`prepare`] to [`finish`]).
-#[inline(always)]
-fn end_superstep(t0: u64, t1: u64, mpi_now: u64, id: usize) {
+    let mpi_now = table.mpi_ticks.load(Relaxed);
     if SHARED.load(Relaxed) {
         return end_superstep_locked(t0, t1, mpi_now, id);
     }
@@ -393,24 +415,24 @@ fn end_superstep(t0: u64, t1: u64, mpi_now: u64, id: usize) {
     // and this runs inside a global collective; every other use of `STATE` runs inside an MPI
     // call too (`prepare`, `start`: `MPI_Init`; `finish`: `MPI_Finalize`), so none overlaps and
     // the program's ordering of its MPI calls orders them.
-    if let Some(st) = unsafe { STATE.unlocked() } {
-        st.end(t0, t1, mpi_now, id);
-    }
+    unsafe { STATE.unlocked() }.end(t0, t1, mpi_now, id);
 }
 
-/// [`end_superstep`] at `MPI_THREAD_MULTIPLE`: with the lock.
+/// [`State::end`] at `MPI_THREAD_MULTIPLE`: with the lock.
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 fn end_superstep_locked(t0: u64, t1: u64, mpi_now: u64, id: usize) {
-    if let Some(st) = STATE.lock().as_mut() {
-        st.end(t0, t1, mpi_now, id);
-    }
+    STATE.lock().end(t0, t1, mpi_now, id);
 }
 
 /// At `MPI_Finalize` (entered at `now`): close the last superstep and take the buffer.
 pub fn finish(now: u64) -> Option<Steps> {
     ON.store(false, Relaxed);
-    let mut st = STATE.lock().take()?;
+    WORLD_UNLOCKED.store(0, Relaxed);
+    let mut st = std::mem::replace(&mut *STATE.lock(), State::NONE);
+    if !st.kept() {
+        return None;
+    }
     let mpi_now = crate::rt::thread_mpi_ticks();
     let d = now.saturating_sub(st.start);
     let other = mpi_now.saturating_sub(st.mpi_at_start).min(d);

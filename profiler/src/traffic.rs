@@ -92,9 +92,19 @@ type CommIntFn = unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int;
 /// as a different type, so sizes cached before are no longer trusted.
 static TYPES_FREED: AtomicU64 = AtomicU64::new(0);
 
-/// After `MPI_Type_free`: forget every thread's cached type size.
+/// After `MPI_Type_free`: forget every thread's cached type size, and every [`Memo`].
 pub fn forget_type_sizes() {
     TYPES_FREED.fetch_add(1, Relaxed);
+    forget_memos();
+}
+
+/// The [`Memo`]s' generation: bumped whenever a memo's answers may have changed (a datatype or a
+/// communicator was freed, the node map was learned). Starts at 1: 0 marks an empty memo.
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// Forget every thread's [`Memo`]s (their answers may have changed).
+pub fn forget_memos() {
+    GENERATION.fetch_add(1, Relaxed);
 }
 
 /// One thread's last (datatype, size) pair, so that a loop sending the same type asks MPI once.
@@ -292,9 +302,8 @@ fn sum_counts<C: Copy + Into<MPI_Count>>(counts: *const C, n: usize) -> u64 {
 /// One routine's last call on one thread: its [`Traffic::Elements`] arguments (the key) and
 /// what the call came to. What a call adds is a function of the key while no datatype nor
 /// communicator was freed (a freed handle can come back as another type or group) and the node
-/// map did not change ([`crate::places::comms_freed`] counts that too): so a call with the same
-/// key adds the same, unmeasured. The key holds only while `generation` is the current
-/// [`generation`], which is never 0: all-zero bytes are a valid empty memo, and a call of
+/// map did not change: so a call with the same key adds the same, unmeasured. The key holds only
+/// while `generation` is the current [`GENERATION`], which is never 0: all-zero bytes are a valid empty memo, and a call of
 /// another kind, or one whose size MPI could not tell, leaves `generation` 0. Whatever the
 /// kind, the memo holds what the routine's last recorded call on the thread came to
 /// ([`measured`]). Written only by its thread (part of its `rt::ThreadTable`).
@@ -318,14 +327,10 @@ pub struct Memo {
     off_node: AtomicU64,
 }
 
-/// Changes whenever a memo's answers may have: both counts only grow (from 1: 0 marks an
-/// empty [`Memo`]).
+/// The current [`GENERATION`] (never 0).
 #[inline(always)]
 fn generation() -> u64 {
-    TYPES_FREED
-        .load(Relaxed)
-        .wrapping_add(crate::places::comms_freed())
-        .wrapping_add(1)
+    GENERATION.load(Relaxed)
 }
 
 /// Add a successful call on `comm` (null if none)'s count, bytes, message size, and bytes on
