@@ -17,6 +17,11 @@
 //! `PMPI_Comm_size` / `PMPI_Comm_test_inter` calls. A freed communicator's handle can be reused
 //! for a different group, so the answer is kept only while no communicator was freed
 //! ([`crate::places::comms_freed`]).
+//!
+//! The rank's supersteps are one state per process. Below `MPI_THREAD_MULTIPLE` a boundary uses
+//! it without a lock (MPI lets one thread at a time in, and every use of the state is inside an
+//! MPI call), so on `MPI_COMM_WORLD` it costs a compare and plain loads and stores; at
+//! `MPI_THREAD_MULTIPLE` it takes a spin lock ([`SHARED`]).
 
 use crate::family::Handle;
 use crate::ffi::MPI_Comm;

@@ -1,8 +1,9 @@
 //! What data a call moved: the spec table's semantics turned into counts and bytes.
 //!
 //! Wrappers describe their arguments with a [`Traffic`] value (cheap: it only holds the
-//! arguments); [`record`] runs out of line, after the call's end time was taken, and only for
-//! calls that succeeded, so every handle it looks at is valid. A call with the same count,
+//! arguments); [`record`] runs after the call's end time was taken (out of line, but for the
+//! choice of the path, inlined: `record_elements` gets a routine's count, datatype and peer in
+//! registers), and only for calls that succeeded, so every handle it looks at is valid. A call with the same count,
 //! datatype, peer and communicator as its routine's last one on the thread (a loop's
 //! collective, a halo exchange) adds what that one measured ([`Memo`]): measuring and placing
 //! the bytes was most of a collective's added time (issue 18).
