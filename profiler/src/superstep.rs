@@ -21,7 +21,7 @@
 //! The rank's supersteps are one state per process. Below `MPI_THREAD_MULTIPLE` a boundary uses
 //! it without a lock (MPI lets one thread at a time in, and every use of the state is inside an
 //! MPI call), so on `MPI_COMM_WORLD` it costs a compare and plain loads and stores; at
-//! `MPI_THREAD_MULTIPLE` it takes a spin lock ([`SHARED`]).
+//! `MPI_THREAD_MULTIPLE` it takes a spin lock (`SHARED`).
 
 use crate::family::Handle;
 use crate::ffi::MPI_Comm;
@@ -83,7 +83,7 @@ impl Steps {
 
     /// Add one superstep. Cannot panic, so the hot path runs it unguarded: no index, no
     /// `expect`, wrapping sums, no growth (a full buffer is merged first, out of line, in a tail
-    /// call), and [`Steps::merge_pairs`] cannot panic either.
+    /// call), and `Steps::merge_pairs` cannot panic either.
     #[inline]
     pub fn push(&mut self, d: u64, other_mpi: u64, routine: u32) {
         self.raw = self.raw.wrapping_add(1);
@@ -326,7 +326,7 @@ pub fn prepare(bytes: usize) {
 
 /// At the end of `MPI_Init`: the first superstep starts at `now` (ticks), in the buffer
 /// [`prepare`]d (else a new one of `bytes`); `world` is `MPI_COMM_WORLD`'s handle; `shared`:
-/// the thread level is `MPI_THREAD_MULTIPLE` ([`SHARED`]).
+/// the thread level is `MPI_THREAD_MULTIPLE` (`SHARED`).
 #[link_section = ".text.init.mpistat"]
 pub fn start(bytes: usize, world_size: u32, world: MPI_Comm, now: u64, shared: bool) {
     SHARED.store(shared, Relaxed);

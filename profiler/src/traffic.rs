@@ -304,7 +304,7 @@ fn sum_counts<C: Copy + Into<MPI_Count>>(counts: *const C, n: usize) -> u64 {
 /// what the call came to. What a call adds is a function of the key while no datatype nor
 /// communicator was freed (a freed handle can come back as another type or group) and the node
 /// map did not change: so a call with the same key adds the same, unmeasured. The key holds only
-/// while `generation` is the current [`GENERATION`], which is never 0: all-zero bytes are a valid empty memo, and a call of
+/// while `generation` is the current `GENERATION`, which is never 0: all-zero bytes are a valid empty memo, and a call of
 /// another kind, or one whose size MPI could not tell, leaves `generation` 0. Whatever the
 /// kind, the memo holds what the routine's last recorded call on the thread came to
 /// ([`measured`]). Written only by its thread (part of its `rt::ThreadTable`).
@@ -337,7 +337,7 @@ fn generation() -> u64 {
 /// Add a successful call on `comm` (null if none)'s count, bytes, message size, and bytes on
 /// and off this node ([`crate::places`]) to this thread's table ([`measured`] then tells what
 /// it came to). Inlined into the wrappers, where the kind of `traffic` is a constant: a
-/// routine with [`Traffic::Elements`] passes its arguments in registers to [`record_elements`].
+/// routine with [`Traffic::Elements`] passes its arguments in registers to `record_elements`.
 #[inline(always)]
 pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     match traffic {
