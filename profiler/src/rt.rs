@@ -37,6 +37,14 @@ pub struct Counters {
     pub off_node: AtomicU64,
 }
 
+/// One routine's counters, message-size histogram and last call ([`crate::traffic::Memo`]) in
+/// one thread: together, so that the hot path reaches all three from one address.
+pub struct Routine {
+    pub counters: Counters,
+    pub hist: [AtomicU64; HIST_BUCKETS],
+    pub memo: crate::traffic::Memo,
+}
+
 /// One thread's counters for every routine.
 pub struct ThreadTable {
     /// Ticks inside all outermost MPI calls of this thread (the supersteps' split of their time
@@ -47,11 +55,7 @@ pub struct ThreadTable {
     /// Whether the last communicator of a global collective on this thread spans
     /// `MPI_COMM_WORLD` (see `superstep::SpansCache`).
     pub last_spans: crate::superstep::SpansCache,
-    pub routines: [Counters; N_ROUTINES],
-    pub hist: [[AtomicU64; HIST_BUCKETS]; N_ROUTINES],
-    /// Per routine, its last call's data arguments and what they came to (see
-    /// `traffic::Memo`).
-    pub memo: [crate::traffic::Memo; N_ROUTINES],
+    pub routines: [Routine; N_ROUTINES],
 }
 
 /// Every thread's table, for the readers. Tables are never freed: a thread that ended still counts.
@@ -206,7 +210,7 @@ fn leave_as(
 ) {
     let t1 = ticks();
     let table = table_of(call.thread());
-    let c = &table.routines[id];
+    let c = &table.routines[id].counters;
     let dt = t1.wrapping_sub(call.t0);
     bump(&c.calls, 1);
     bump(&c.ticks, dt);

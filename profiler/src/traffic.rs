@@ -15,7 +15,7 @@ use crate::generated::wrappers::{
     NEXT_MPI_Comm_remote_size as COMM_REMOTE_SIZE, NEXT_MPI_Comm_size as COMM_SIZE,
     NEXT_MPI_Comm_test_inter as COMM_TEST_INTER, NEXT_MPI_Type_size as TYPE_SIZE,
 };
-use crate::rt::{bump, RoutineId, ThreadTable};
+use crate::rt::{bump, Routine, RoutineId, ThreadTable};
 use mpistat_record::model::{hist_bucket, HIST_BUCKETS};
 use std::ffi::{c_int, c_void};
 use std::mem::transmute;
@@ -363,7 +363,8 @@ fn record_elements(
     peer: c_int,
     comm: MPI_Comm,
 ) {
-    let memo = &table.memo[id];
+    let routine = &table.routines[id];
+    let memo = &routine.memo;
     if memo.datatype.load(Relaxed) != datatype.key()
         || memo.count.load(Relaxed) != count
         || memo.peer.load(Relaxed) != peer
@@ -372,7 +373,7 @@ fn record_elements(
     {
         return measure_elements(table, id, count, datatype, peer, comm);
     }
-    add_memo(table, id, memo);
+    add_memo(routine);
 }
 
 /// [`record_elements`] of a call that is not its routine's last key: its arguments stay in
@@ -395,13 +396,13 @@ fn measure_elements(
     record_measured(table, id, traffic, comm);
 }
 
-/// Add what `memo` holds to routine `id`'s counters.
+/// Add what a routine's memo holds to its counters.
 #[inline(always)]
-fn add_memo(table: &ThreadTable, id: RoutineId, memo: &Memo) {
-    let c = &table.routines[id];
+fn add_memo(routine: &Routine) {
+    let (c, memo) = (&routine.counters, &routine.memo);
     bump(&c.count, memo.elements.load(Relaxed));
     bump(&c.bytes, memo.bytes.load(Relaxed));
-    if let Some(bucket) = table.hist[id].get(memo.bucket.load(Relaxed)) {
+    if let Some(bucket) = routine.hist.get(memo.bucket.load(Relaxed)) {
         bump(bucket, 1);
     }
     bump(&c.on_node, memo.on_node.load(Relaxed));
@@ -413,7 +414,8 @@ fn add_memo(table: &ThreadTable, id: RoutineId, memo: &Memo) {
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 fn record_measured(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
-    let memo = &table.memo[id];
+    let routine = &table.routines[id];
+    let memo = &routine.memo;
     let (count, datatype, peer, generation) = match traffic {
         Traffic::Elements {
             count,
@@ -448,14 +450,14 @@ fn record_measured(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: M
     let (on, off) = placed.unwrap_or_default();
     memo.on_node.store(on, Relaxed);
     memo.off_node.store(off, Relaxed);
-    add_memo(table, id, memo);
+    add_memo(routine);
 }
 
 /// What the last call of routine `id` that [`record`] added on this thread came to (trace mode
 /// reads it right after, [`crate::trace::leave`]).
 #[inline(always)]
 pub fn measured(table: &ThreadTable, id: RoutineId) -> Measured {
-    let memo = &table.memo[id];
+    let memo = &table.routines[id].memo;
     Measured {
         count: memo.elements.load(Relaxed),
         bytes: memo.bytes.load(Relaxed),
