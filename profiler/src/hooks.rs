@@ -11,7 +11,7 @@ use crate::family::{Built, Family};
 use crate::generated::routines::id;
 use crate::guard::quietly;
 use crate::job::{build_record, unix_ms_now, InitFacts};
-use crate::mpi::{comm_rank, comm_size, comm_world, library_version, OwnComm};
+use crate::mpi::{comm_rank, comm_size, comm_world, library_version, query_thread, OwnComm};
 use crate::next::Next;
 use crate::peers::Peers;
 use crate::rt::{self, bump, Counters, ACTIVE, ENTERED_VIA_PMPI};
@@ -273,11 +273,17 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
         // The first superstep starts when MPI_Init returns to the program: the trace agreement
         // (an allreduce where PMIx cannot tell, as under MPICH) and the clock ping-pongs above
         // are the profiler's time, not the program's work.
+        // Whether threads may end supersteps at once: `MPI_Init` says nothing of the level
+        // (MPI may give `MPI_THREAD_MULTIPLE` anyway: Open MPI's `OMPI_MPI_THREAD_LEVEL`,
+        // MPICH's `MPIR_CVAR_DEFAULT_THREAD_LEVEL`), so MPI is asked; unknown counts as shared.
+        let multiple = crate::ffi::MPI_THREAD_MULTIPLE as c_int;
+        let shared = provided >= multiple || query_thread().map_or(true, |l| l >= multiple);
         crate::superstep::start(
             job.config.profiler.superstep_buffer_bytes,
             size as u32,
             world,
             ticks(),
+            shared,
         );
         let on_sigterm = job.init.rank == job.peers.lead && job.config.profiler.record_on_sigterm;
         *JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);

@@ -16,8 +16,8 @@ use crate::generated::wrappers::{
     NEXT_MPI_Comm_test_inter as COMM_TEST_INTER, NEXT_MPI_Get_library_version as LIBRARY_VERSION,
     NEXT_MPI_Group_free as GROUP_FREE, NEXT_MPI_Group_size as GROUP_SIZE,
     NEXT_MPI_Group_translate_ranks as GROUP_TRANSLATE_RANKS, NEXT_MPI_Iprobe as IPROBE,
-    NEXT_MPI_Recv as RECV, NEXT_MPI_Reduce as REDUCE, NEXT_MPI_Send as SEND,
-    NEXT_MPI_Topo_test as TOPO_TEST,
+    NEXT_MPI_Query_thread as QUERY_THREAD, NEXT_MPI_Recv as RECV, NEXT_MPI_Reduce as REDUCE,
+    NEXT_MPI_Send as SEND, NEXT_MPI_Topo_test as TOPO_TEST,
 };
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::mem::transmute;
@@ -63,6 +63,7 @@ type AllreduceFn = unsafe extern "C" fn(
     MPI_Comm,
 ) -> c_int;
 type CommGetAttrFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int;
+type QueryThreadFn = unsafe extern "C" fn(*mut c_int) -> c_int;
 type LibraryVersionFn = unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int;
 
 pub fn comm_rank(comm: MPI_Comm) -> MpiResult<c_int> {
@@ -85,6 +86,15 @@ pub fn comm_is_inter(comm: MPI_Comm) -> MpiResult<bool> {
     // SAFETY: as in comm_rank.
     check(unsafe { transmute::<*mut c_void, CommIntFn>(COMM_TEST_INTER.get())(comm, &mut flag) })?;
     Ok(flag != 0)
+}
+
+/// The thread level MPI provides (`MPI_THREAD_*`). Inlined: it runs from `.text.init`.
+#[inline(always)]
+pub fn query_thread() -> MpiResult<c_int> {
+    let mut level = 0;
+    // SAFETY: the real routine, a valid out pointer.
+    check(unsafe { transmute::<*mut c_void, QueryThreadFn>(QUERY_THREAD.get())(&mut level) })?;
+    Ok(level)
 }
 
 /// This process's `MPI_APPNUM` (its application context in an MPMD launch), 0 if MPI has none.

@@ -83,6 +83,7 @@ pub fn learn(world: MPI_Comm, size: u32, rank: u32) {
     MAP.store(map, Release);
     // Answers kept before (`traffic::Memo`: placed as unknown) are stale now.
     FREED.fetch_add(1, Relaxed);
+    crate::traffic::forget_memos();
 }
 
 /// A [`NodeMap`] of `size` world ranks (this one `rank`) from PMIx's list of the ranks on this
@@ -201,7 +202,8 @@ thread_local! {
 
 /// How many times communicators were freed (or the node map was learned) so far: a handle seen
 /// before and this value unchanged is the same communicator with the same placement (caches
-/// keyed by handle check it, as [`crate::superstep`] and `traffic::Memo`).
+/// keyed by handle check it, as [`crate::superstep`]; `traffic::Memo` has a generation of its
+/// own, bumped with it).
 #[inline(always)]
 pub fn comms_freed() -> u64 {
     FREED.load(Relaxed)
@@ -210,6 +212,7 @@ pub fn comms_freed() -> u64 {
 /// After `MPI_Comm_free` or `MPI_Comm_disconnect`: forget every communicator's members.
 pub fn forget_comms() {
     FREED.fetch_add(1, Relaxed);
+    crate::traffic::forget_memos();
     if let Some(cache) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
         cache.clear();
     }

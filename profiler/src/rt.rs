@@ -37,6 +37,14 @@ pub struct Counters {
     pub off_node: AtomicU64,
 }
 
+/// One routine's counters, message-size histogram and last call ([`crate::traffic::Memo`]) in
+/// one thread: together, so that the hot path reaches all three from one address.
+pub struct Routine {
+    pub counters: Counters,
+    pub hist: [AtomicU64; HIST_BUCKETS],
+    pub memo: crate::traffic::Memo,
+}
+
 /// One thread's counters for every routine.
 pub struct ThreadTable {
     /// Ticks inside all outermost MPI calls of this thread (the supersteps' split of their time
@@ -47,11 +55,7 @@ pub struct ThreadTable {
     /// Whether the last communicator of a global collective on this thread spans
     /// `MPI_COMM_WORLD` (see `superstep::SpansCache`).
     pub last_spans: crate::superstep::SpansCache,
-    pub routines: [Counters; N_ROUTINES],
-    pub hist: [[AtomicU64; HIST_BUCKETS]; N_ROUTINES],
-    /// Per routine, its last call's data arguments and what they came to (see
-    /// `traffic::Memo`).
-    pub memo: [crate::traffic::Memo; N_ROUTINES],
+    pub routines: [Routine; N_ROUTINES],
 }
 
 /// Every thread's table, for the readers. Tables are never freed: a thread that ended still counts.
@@ -175,40 +179,7 @@ pub fn leave(
     traffic: Traffic,
     comm: MPI_Comm,
 ) {
-    let _ = leave_at(&call, traced, id, rc, traffic, comm);
-    call.thread().depth.set(0);
-}
-
-/// [`leave`] up to the point where the thread is still marked inside MPI; returns the end time
-/// and the thread's table.
-#[inline(always)]
-fn leave_at(
-    call: &Call,
-    traced: Option<crate::trace::Leaving>,
-    id: RoutineId,
-    rc: c_int,
-    traffic: Traffic,
-    comm: MPI_Comm,
-) -> (u64, &'static ThreadTable) {
-    let t1 = ticks();
-    let table = table_of(call.thread());
-    let c = &table.routines[id];
-    let dt = t1.wrapping_sub(call.t0);
-    bump(&c.calls, 1);
-    bump(&c.ticks, dt);
-    bump(&table.mpi_ticks, dt);
-    let measured = if rc == 0 && !traffic.is_none() {
-        crate::traffic::record(table, id, traffic, comm)
-    } else {
-        Measured::default()
-    };
-    if let Some(leaving) = traced {
-        crate::trace::leave(call, leaving, t1, rc, traffic, measured);
-    }
-    if crate::counters::PER_CALL.load(Relaxed) {
-        crate::counters::after_call(id);
-    }
-    (t1, table)
+    leave_as(call, traced, id, rc, traffic, comm, false);
 }
 
 /// [`leave`] for a synchronising collective (spec term `superstep`) on `comm`: if it succeeded
@@ -222,9 +193,47 @@ pub fn leave_superstep(
     traffic: Traffic,
     comm: MPI_Comm,
 ) {
-    let (t1, table) = leave_at(&call, traced, id, rc, traffic, comm);
+    leave_as(call, traced, id, rc, traffic, comm, true);
+}
+
+/// [`leave`], and if `superstep` (a constant in each wrapper) [`leave_superstep`]'s boundary,
+/// while the thread is still marked inside MPI (a panic there stays silent, see `guard`).
+#[inline(always)]
+fn leave_as(
+    call: Call,
+    traced: Option<crate::trace::Leaving>,
+    id: RoutineId,
+    rc: c_int,
+    traffic: Traffic,
+    comm: MPI_Comm,
+    superstep: bool,
+) {
+    let t1 = ticks();
+    let table = table_of(call.thread());
+    let c = &table.routines[id].counters;
+    let dt = t1.wrapping_sub(call.t0);
+    bump(&c.calls, 1);
+    bump(&c.ticks, dt);
+    bump(&table.mpi_ticks, dt);
+    // One test of the return code for both (bytes only from successful calls).
     if rc == 0 {
-        crate::superstep::boundary(call.t0, t1, table, id, comm);
+        if !traffic.is_none() {
+            crate::traffic::record(table, id, traffic, comm);
+        }
+        if superstep {
+            crate::superstep::boundary(call.t0, t1, table, id, comm);
+        }
+    }
+    if let Some(leaving) = traced {
+        let measured = if rc == 0 && !traffic.is_none() {
+            crate::traffic::measured(table, id)
+        } else {
+            Measured::default()
+        };
+        crate::trace::leave(&call, leaving, t1, rc, traffic, measured);
+    }
+    if crate::counters::PER_CALL.load(Relaxed) {
+        crate::counters::after_call(id);
     }
     call.thread().depth.set(0);
 }

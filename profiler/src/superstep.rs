@@ -17,6 +17,11 @@
 //! `PMPI_Comm_size` / `PMPI_Comm_test_inter` calls. A freed communicator's handle can be reused
 //! for a different group, so the answer is kept only while no communicator was freed
 //! ([`crate::places::comms_freed`]).
+//!
+//! The rank's supersteps are one state per process. Below `MPI_THREAD_MULTIPLE` a boundary uses
+//! it without a lock (MPI lets one thread at a time in, and every use of the state is inside an
+//! MPI call), so on `MPI_COMM_WORLD` it costs a compare and plain loads and stores; at
+//! `MPI_THREAD_MULTIPLE` it takes a spin lock (`SHARED`).
 
 use crate::family::Handle;
 use crate::ffi::MPI_Comm;
@@ -76,56 +81,89 @@ impl Steps {
         }
     }
 
-    /// Add one superstep.
+    /// Add one superstep. Cannot panic, so the hot path runs it unguarded: no index, no
+    /// `expect`, wrapping sums, no growth (a full buffer is merged first, out of line, in a tail
+    /// call), and `Steps::merge_pairs` cannot panic either.
     #[inline]
     pub fn push(&mut self, d: u64, other_mpi: u64, routine: u32) {
-        self.raw += 1;
+        self.raw = self.raw.wrapping_add(1);
         if self.in_last > 0 && self.in_last < self.factor {
-            let last = self.slots.last_mut().expect("in_last > 0 means a slot");
-            last.d += d;
-            last.other_mpi += other_mpi;
-            last.routine = routine;
-            self.in_last += 1;
-            return;
+            if let Some(last) = self.slots.last_mut() {
+                last.d = last.d.wrapping_add(d);
+                last.other_mpi = last.other_mpi.wrapping_add(other_mpi);
+                last.routine = routine;
+                self.in_last = self.in_last.wrapping_add(1);
+                return;
+            }
         }
-        if self.slots.len() == self.cap {
-            self.merge_pairs();
+        if !self.push_slot(d, other_mpi, routine) {
+            self.merge_and_push(d, other_mpi, routine);
         }
-        self.slots.push(Slot {
-            d,
-            other_mpi,
-            routine,
-        });
-        self.in_last = 1;
     }
 
-    /// Merge slots 2i and 2i+1 into slot i; the factor doubles. Rare, but every long job runs
-    /// it: it sits with the hot code so as not to map another chunk (footprint.rs).
+    /// Add a slot if the buffer has room (never growing it); returns whether it had.
+    #[inline(always)]
+    fn push_slot(&mut self, d: u64, other_mpi: u64, routine: u32) -> bool {
+        let len = self.slots.len();
+        match self.slots.spare_capacity_mut().first_mut() {
+            Some(free) if len < self.cap => {
+                free.write(Slot {
+                    d,
+                    other_mpi,
+                    routine,
+                });
+                // SAFETY: the slot at `len` was just written, and is within the capacity.
+                unsafe { self.slots.set_len(len + 1) };
+                self.in_last = 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// [`Steps::push`] into a full buffer: merging pairs leaves room. Rare, but every long job
+    /// runs it: it sits with the hot code so as not to map another chunk (footprint.rs).
+    #[cold]
+    #[inline(never)]
+    #[link_section = ".text.hot.mpistat"]
+    fn merge_and_push(&mut self, d: u64, other_mpi: u64, routine: u32) {
+        self.merge_pairs();
+        self.push_slot(d, other_mpi, routine);
+    }
+
+    /// Merge slots 2i and 2i+1 into slot i; the factor doubles. Cannot panic (no index, wrapping
+    /// sums), as [`Steps::push`], which runs it. With the hot code, as [`Steps::merge_and_push`].
     #[cold]
     #[inline(never)]
     #[link_section = ".text.hot.mpistat"]
     fn merge_pairs(&mut self) {
         let n = self.slots.len();
-        let last_alone = n % 2 == 1;
         for i in 0..n / 2 {
-            let (a, b) = (self.slots[2 * i], self.slots[2 * i + 1]);
-            self.slots[i] = Slot {
-                d: a.d + b.d,
-                other_mpi: a.other_mpi + b.other_mpi,
-                routine: b.routine,
-            };
+            let pair = (self.slots.get(2 * i), self.slots.get(2 * i + 1));
+            if let (Some(&a), Some(&b)) = pair {
+                if let Some(slot) = self.slots.get_mut(i) {
+                    *slot = Slot {
+                        d: a.d.wrapping_add(b.d),
+                        other_mpi: a.other_mpi.wrapping_add(b.other_mpi),
+                        routine: b.routine,
+                    };
+                }
+            }
         }
+        let last_alone = n % 2 == 1;
         if last_alone {
-            self.slots[n / 2] = self.slots[n - 1];
+            if let Some(&last) = self.slots.last() {
+                if let Some(slot) = self.slots.get_mut(n / 2) {
+                    *slot = last;
+                }
+            }
         }
         self.slots.truncate(n.div_ceil(2));
         // The last slot holds the old last slot's steps, plus a full old slot before it if paired.
-        self.in_last = if last_alone {
-            self.in_last
-        } else {
-            self.factor + self.in_last
-        };
-        self.factor *= 2;
+        if !last_alone {
+            self.in_last = self.factor.wrapping_add(self.in_last);
+        }
+        self.factor = self.factor.wrapping_mul(2);
     }
 
     /// Merge until the factor is at least `factor` (a power of two), as a rank with more merges did.
@@ -156,11 +194,57 @@ struct State {
     mpi_at_start: u64,
 }
 
+impl State {
+    /// No buffer (capacity 0: a superstep pushed is dropped).
+    const NONE: State = State {
+        steps: Steps {
+            cap: 0,
+            factor: 1,
+            in_last: 0,
+            raw: 0,
+            slots: Vec::new(),
+        },
+        start: 0,
+        mpi_at_start: 0,
+    };
+
+    /// Whether this holds a buffer.
+    fn kept(&self) -> bool {
+        self.steps.cap > 0
+    }
+
+    /// End the current superstep: a global collective of routine `id` ran from `t0` to `t1` on
+    /// a thread whose MPI ticks are `mpi_now` (this collective's own included).
+    #[inline(always)]
+    fn end(&mut self, t0: u64, t1: u64, mpi_now: u64, id: usize) {
+        let d = t0.saturating_sub(self.start);
+        let other = mpi_now
+            .saturating_sub(t1.wrapping_sub(t0))
+            .saturating_sub(self.mpi_at_start)
+            .min(d);
+        self.start = t1;
+        self.mpi_at_start = mpi_now;
+        // Last, so that a merge is a tail call (no registers to keep across it).
+        self.steps.push(d, other, id as u32);
+    }
+}
+
 static ON: AtomicBool = AtomicBool::new(false);
 static WORLD_SIZE: AtomicU32 = AtomicU32::new(0);
-/// `MPI_COMM_WORLD`'s handle ([`Handle::key`]), looked up once (a `dlsym` costs about 100 ns).
+/// `MPI_COMM_WORLD`'s handle ([`Handle::key`]), looked up once (a `dlsym` costs about 100 ns);
+/// 0 (no handle's key) until [`start`].
 static WORLD: AtomicUsize = AtomicUsize::new(0);
-static STATE: SpinLock<Option<State>> = SpinLock::new(None);
+/// Threads may end supersteps at the same time: the thread level is `MPI_THREAD_MULTIPLE`, and
+/// a boundary takes [`STATE`]'s lock. Below it, MPI's rule that one thread at a time calls MPI
+/// (which the program keeps by ordering its threads' calls) orders every use of [`STATE`], all
+/// of which run inside MPI calls: a boundary then uses it without the lock (no atomic
+/// read-modify-write per global collective).
+static SHARED: AtomicBool = AtomicBool::new(true);
+/// [`WORLD`] while supersteps are kept without the lock (from [`start`] to [`finish`], below
+/// `MPI_THREAD_MULTIPLE`), else 0: [`boundary`]'s one test on its common path.
+static WORLD_UNLOCKED: AtomicUsize = AtomicUsize::new(0);
+/// Supersteps kept from [`prepare`] (or [`start`]) to [`finish`]; [`State::NONE`] otherwise.
+static STATE: SpinLock<State> = SpinLock::new(State::NONE);
 
 /// A lock for [`STATE`], which one thread takes for a few nanoseconds per global collective, so
 /// waiting is rare and short. Taking it is one atomic swap and releasing it a plain store, where
@@ -170,7 +254,8 @@ struct SpinLock<T> {
     value: UnsafeCell<T>,
 }
 
-// SAFETY: the value is reached only through a `SpinGuard`, which exists for one thread at a time.
+// SAFETY: the value is reached only through a `SpinGuard`, which exists for one thread at a time,
+// or through `unlocked`, whose callers guarantee the same.
 unsafe impl<T: Send> Sync for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
@@ -188,6 +273,18 @@ impl<T> SpinLock<T> {
             }
         }
         SpinGuard { lock: self }
+    }
+
+    /// The value without taking the lock.
+    ///
+    /// # Safety
+    /// No other thread uses the value, with the lock or without, while the reference lives, and
+    /// its last use happened before this one (no data race).
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    unsafe fn unlocked(&self) -> &mut T {
+        // SAFETY: the caller's.
+        unsafe { &mut *self.value.get() }
     }
 }
 
@@ -220,35 +317,38 @@ impl<T> Drop for SpinGuard<'_, T> {
 /// Before the real `MPI_Init`: the buffer of `bytes`, allocated while start-up's pages are mapped
 /// anyway (footprint.rs).
 pub fn prepare(bytes: usize) {
-    *STATE.lock() = Some(State {
+    *STATE.lock() = State {
         steps: Steps::new(bytes),
         start: 0,
         mpi_at_start: 0,
-    });
+    };
 }
 
 /// At the end of `MPI_Init`: the first superstep starts at `now` (ticks), in the buffer
-/// [`prepare`]d (else a new one of `bytes`); `world` is `MPI_COMM_WORLD`'s handle.
+/// [`prepare`]d (else a new one of `bytes`); `world` is `MPI_COMM_WORLD`'s handle; `shared`:
+/// the thread level is `MPI_THREAD_MULTIPLE` (`SHARED`).
 #[link_section = ".text.init.mpistat"]
-pub fn start(bytes: usize, world_size: u32, world: MPI_Comm, now: u64) {
+pub fn start(bytes: usize, world_size: u32, world: MPI_Comm, now: u64, shared: bool) {
+    SHARED.store(shared, Relaxed);
     WORLD_SIZE.store(world_size, Relaxed);
     WORLD.store(world.key(), Relaxed);
     let mpi_at_start = crate::rt::thread_mpi_ticks();
     let mut state = STATE.lock();
-    match state.as_mut() {
-        Some(st) => {
-            st.start = now;
-            st.mpi_at_start = mpi_at_start;
-        }
-        None => {
-            *state = Some(State {
-                steps: Steps::new(bytes),
-                start: now,
-                mpi_at_start,
-            })
-        }
+    if state.kept() {
+        state.start = now;
+        state.mpi_at_start = mpi_at_start;
+    } else {
+        *state = State {
+            steps: Steps::new(bytes),
+            start: now,
+            mpi_at_start,
+        };
     }
+    drop(state);
     ON.store(true, Relaxed);
+    if !shared {
+        WORLD_UNLOCKED.store(world.key(), Relaxed);
+    }
 }
 
 /// One thread's last communicator other than `MPI_COMM_WORLD` that a global collective ran on,
@@ -263,14 +363,11 @@ pub struct SpansCache {
     spans: AtomicBool,
 }
 
-/// Whether `comm` spans `MPI_COMM_WORLD` (an intracommunicator with as many ranks), from the
-/// thread's `cache` when it holds the answer.
-#[link_section = ".text.hot.mpistat"]
+/// Whether `comm`, not `MPI_COMM_WORLD`'s handle, spans `MPI_COMM_WORLD` (an intracommunicator
+/// with as many ranks), from the thread's `cache` when it holds the answer.
+#[inline(always)]
 fn spans_world(comm: MPI_Comm, cache: &SpansCache) -> bool {
     let key = comm.key();
-    if key == WORLD.load(Relaxed) {
-        return true;
-    }
     let freed = crate::places::comms_freed();
     if cache.comm.load(Relaxed) == key && cache.freed.load(Relaxed) == freed {
         return cache.spans.load(Relaxed);
@@ -292,32 +389,55 @@ fn asks_spans_world(comm: MPI_Comm) -> bool {
 
 /// A successful synchronising collective of routine `id` on `comm` ran from `t0` to `t1` on the
 /// thread whose table is `table` (called while the thread is still marked inside that call).
+/// On `MPI_COMM_WORLD` below `MPI_THREAD_MULTIPLE`: a compare, the superstep's sums and a few
+/// plain stores, with no frame, no lock and no panic guard ([`Steps::push`] cannot panic).
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 pub fn boundary(t0: u64, t1: u64, table: &ThreadTable, id: usize, comm: MPI_Comm) {
-    if !ON.load(Relaxed) || !spans_world(comm, &table.last_spans) {
+    // Another communicator, supersteps not kept yet or any more, or `MPI_THREAD_MULTIPLE`.
+    if comm.key() != WORLD_UNLOCKED.load(Relaxed) {
+        return boundary_elsewhere(t0, t1, table, id, comm);
+    }
+    // SAFETY: as in `boundary_elsewhere` (`WORLD_UNLOCKED` is set only below
+    // `MPI_THREAD_MULTIPLE`).
+    unsafe { STATE.unlocked() }.end(t0, t1, table.mpi_ticks.load(Relaxed), id);
+}
+
+/// [`boundary`] on a communicator other than `MPI_COMM_WORLD`, or at `MPI_THREAD_MULTIPLE`.
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+fn boundary_elsewhere(t0: u64, t1: u64, table: &ThreadTable, id: usize, comm: MPI_Comm) {
+    if !ON.load(Relaxed)
+        || comm.key() != WORLD.load(Relaxed) && !spans_world(comm, &table.last_spans)
+    {
         return;
     }
     let mpi_now = table.mpi_ticks.load(Relaxed);
-    crate::guard::contained(|| {
-        let mut guard = STATE.lock();
-        let Some(st) = guard.as_mut() else { return };
-        let d = t0.saturating_sub(st.start);
-        // The thread's MPI ticks include this collective's own (t1 - t0) already.
-        let other = mpi_now
-            .saturating_sub(t1.wrapping_sub(t0))
-            .saturating_sub(st.mpi_at_start)
-            .min(d);
-        st.steps.push(d, other, id as u32);
-        st.start = t1;
-        st.mpi_at_start = mpi_now;
-    });
+    if SHARED.load(Relaxed) {
+        return end_superstep_locked(t0, t1, mpi_now, id);
+    }
+    // SAFETY: below `MPI_THREAD_MULTIPLE` ([`SHARED`]) only one thread at a time is inside MPI,
+    // and this runs inside a global collective; every other use of `STATE` runs inside an MPI
+    // call too (`prepare`, `start`: `MPI_Init`; `finish`: `MPI_Finalize`), so none overlaps and
+    // the program's ordering of its MPI calls orders them.
+    unsafe { STATE.unlocked() }.end(t0, t1, mpi_now, id);
+}
+
+/// [`State::end`] at `MPI_THREAD_MULTIPLE`: with the lock.
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+fn end_superstep_locked(t0: u64, t1: u64, mpi_now: u64, id: usize) {
+    STATE.lock().end(t0, t1, mpi_now, id);
 }
 
 /// At `MPI_Finalize` (entered at `now`): close the last superstep and take the buffer.
 pub fn finish(now: u64) -> Option<Steps> {
     ON.store(false, Relaxed);
-    let mut st = STATE.lock().take()?;
+    WORLD_UNLOCKED.store(0, Relaxed);
+    let mut st = std::mem::replace(&mut *STATE.lock(), State::NONE);
+    if !st.kept() {
+        return None;
+    }
     let mpi_now = crate::rt::thread_mpi_ticks();
     let d = now.saturating_sub(st.start);
     let other = mpi_now.saturating_sub(st.mpi_at_start).min(d);

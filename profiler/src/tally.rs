@@ -47,7 +47,8 @@ impl RankTotals {
         let mut ticks = [0u64; N_ROUTINES];
         let tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
         for table in tables.iter() {
-            for (id, c) in table.routines.iter().enumerate() {
+            for (id, routine) in table.routines.iter().enumerate() {
+                let c = &routine.counters;
                 let v = &mut values[id * PER_ROUTINE..(id + 1) * PER_ROUTINE];
                 v[CALLS] += c.calls.load(Relaxed);
                 v[COUNT] += c.count.load(Relaxed);
@@ -55,9 +56,7 @@ impl RankTotals {
                 ticks[id] += c.ticks.load(Relaxed);
                 node_bytes[id * 2] += c.on_node.load(Relaxed);
                 node_bytes[id * 2 + 1] += c.off_node.load(Relaxed);
-            }
-            for (id, buckets) in table.hist.iter().enumerate() {
-                for (b, n) in buckets.iter().enumerate() {
+                for (b, n) in routine.hist.iter().enumerate() {
                     hist[id * HIST_BUCKETS + b] += n.load(Relaxed);
                 }
             }

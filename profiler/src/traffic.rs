@@ -1,8 +1,9 @@
 //! What data a call moved: the spec table's semantics turned into counts and bytes.
 //!
 //! Wrappers describe their arguments with a [`Traffic`] value (cheap: it only holds the
-//! arguments); [`record`] runs out of line, after the call's end time was taken, and only for
-//! calls that succeeded, so every handle it looks at is valid. A call with the same count,
+//! arguments); [`record`] runs after the call's end time was taken (out of line, but for the
+//! choice of the path, inlined: `record_elements` gets a routine's count, datatype and peer in
+//! registers), and only for calls that succeeded, so every handle it looks at is valid. A call with the same count,
 //! datatype, peer and communicator as its routine's last one on the thread (a loop's
 //! collective, a halo exchange) adds what that one measured ([`Memo`]): measuring and placing
 //! the bytes was most of a collective's added time (issue 18).
@@ -14,13 +15,11 @@ use crate::generated::wrappers::{
     NEXT_MPI_Comm_remote_size as COMM_REMOTE_SIZE, NEXT_MPI_Comm_size as COMM_SIZE,
     NEXT_MPI_Comm_test_inter as COMM_TEST_INTER, NEXT_MPI_Type_size as TYPE_SIZE,
 };
-use crate::rt::{bump, RoutineId, ThreadTable};
+use crate::rt::{bump, Routine, RoutineId, ThreadTable};
 use mpistat_record::model::{hist_bucket, HIST_BUCKETS};
 use std::ffi::{c_int, c_void};
 use std::mem::transmute;
-use std::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed,
-};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 pub use crate::family::{IN_PLACE, PROC_NULL, STATUS_IGNORE};
 /// Peer value for collectives without a single peer: no rank and no special rank of any family
@@ -94,9 +93,19 @@ type CommIntFn = unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int;
 /// as a different type, so sizes cached before are no longer trusted.
 static TYPES_FREED: AtomicU64 = AtomicU64::new(0);
 
-/// After `MPI_Type_free`: forget every thread's cached type size.
+/// After `MPI_Type_free`: forget every thread's cached type size, and every [`Memo`].
 pub fn forget_type_sizes() {
     TYPES_FREED.fetch_add(1, Relaxed);
+    forget_memos();
+}
+
+/// The [`Memo`]s' generation: bumped whenever a memo's answers may have changed (a datatype or a
+/// communicator was freed, the node map was learned). Starts at 1: 0 marks an empty memo.
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// Forget every thread's [`Memo`]s (their answers may have changed).
+pub fn forget_memos() {
+    GENERATION.fetch_add(1, Relaxed);
 }
 
 /// One thread's last (datatype, size) pair, so that a loop sending the same type asks MPI once.
@@ -294,102 +303,166 @@ fn sum_counts<C: Copy + Into<MPI_Count>>(counts: *const C, n: usize) -> u64 {
 /// One routine's last call on one thread: its [`Traffic::Elements`] arguments (the key) and
 /// what the call came to. What a call adds is a function of the key while no datatype nor
 /// communicator was freed (a freed handle can come back as another type or group) and the node
-/// map did not change ([`crate::places::comms_freed`] counts that too): so a call with the same
-/// key adds the same, unmeasured. All-zero bytes are a valid empty memo (no datatype handle
-/// has key 0, [`Handle::NONE`]); a call of another kind leaves the key empty. Written only by
-/// its thread (part of its `rt::ThreadTable`).
+/// map did not change: so a call with the same key adds the same, unmeasured. The key holds only
+/// while `generation` is the current `GENERATION`, which is never 0: all-zero bytes are a valid empty memo, and a call of
+/// another kind, or one whose size MPI could not tell, leaves `generation` 0. Whatever the
+/// kind, the memo holds what the routine's last recorded call on the thread came to
+/// ([`measured`]). Written only by its thread (part of its `rt::ThreadTable`).
 #[derive(Default)]
 pub struct Memo {
     count: AtomicI64,
-    /// The datatype's [`Handle::key`]; 0: the memo holds no key.
+    /// The datatype's [`Handle::key`].
     datatype: AtomicUsize,
     comm: AtomicUsize,
     peer: AtomicI32,
-    /// [`generation`] when the key was stored.
+    /// [`generation`] when the key was stored; 0: the memo holds no key.
     generation: AtomicU64,
     elements: AtomicU64,
     bytes: AtomicU64,
     sent: AtomicU64,
+    /// The message-size histogram's bucket of `bytes` (below `HIST_BUCKETS`).
     bucket: AtomicUsize,
-    /// The bytes were placed on or off this node (else unknown).
-    placed: AtomicBool,
+    /// Of `bytes`, those placed on and off this node (both 0 when not placed: adding them is
+    /// then adding nothing, so the hit path needs no test).
     on_node: AtomicU64,
     off_node: AtomicU64,
 }
 
-/// Changes whenever a memo's answers may have: both counts only grow.
+/// The current [`GENERATION`] (never 0).
 #[inline(always)]
 fn generation() -> u64 {
-    TYPES_FREED
-        .load(Relaxed)
-        .wrapping_add(crate::places::comms_freed())
+    GENERATION.load(Relaxed)
 }
 
 /// Add a successful call on `comm` (null if none)'s count, bytes, message size, and bytes on
-/// and off this node ([`crate::places`]) to this thread's table; returns what it measured (for
-/// trace mode, [`crate::trace::leave`]).
-#[inline(never)]
-#[link_section = ".text.hot.mpistat"]
-pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) -> Measured {
-    let memo = &table.memo[id];
-    let generation = generation();
-    let empty = MPI_Datatype::NONE.key();
-    let key = match traffic {
+/// and off this node ([`crate::places`]) to this thread's table ([`measured`] then tells what
+/// it came to). Inlined into the wrappers, where the kind of `traffic` is a constant: a
+/// routine with [`Traffic::Elements`] passes its arguments in registers to `record_elements`.
+#[inline(always)]
+pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
+    match traffic {
         Traffic::Elements {
             count,
             datatype,
             peer,
-        } => (count, datatype.key(), peer),
-        _ => (0, empty, 0),
-    };
-    let repeated = key.1 != empty
-        && memo.datatype.load(Relaxed) == key.1
-        && memo.count.load(Relaxed) == key.0
-        && memo.peer.load(Relaxed) == key.2
-        && memo.comm.load(Relaxed) == comm.key()
-        && memo.generation.load(Relaxed) == generation;
-    if !repeated {
-        // A bug here must not unwind into the user's program: swallow it, lose this call's bytes.
-        let Some((m, placed)) =
-            crate::guard::contained(move || measure_and_place(table, id, traffic, comm))
-        else {
-            memo.datatype.store(empty, Relaxed);
-            return Measured::default();
-        };
-        // A size MPI could not tell (0 bytes of a non-empty count) is asked again next time.
-        let keep = if m.bytes > 0 { key.1 } else { empty };
-        memo.datatype.store(keep, Relaxed);
-        memo.count.store(key.0, Relaxed);
-        memo.peer.store(key.2, Relaxed);
-        memo.comm.store(comm.key(), Relaxed);
-        memo.generation.store(generation, Relaxed);
-        memo.elements.store(m.count, Relaxed);
-        memo.bytes.store(m.bytes, Relaxed);
-        memo.sent.store(m.sent, Relaxed);
-        memo.bucket
-            .store(hist_bucket(m.bytes).min(HIST_BUCKETS - 1), Relaxed);
-        memo.placed.store(placed.is_some(), Relaxed);
-        let (on, off) = placed.unwrap_or_default();
-        memo.on_node.store(on, Relaxed);
-        memo.off_node.store(off, Relaxed);
+        } => record_elements(table, id, count, datatype, peer, comm),
+        _ => record_measured(table, id, traffic, comm),
     }
-    let m = Measured {
+}
+
+/// [`record`] of `count` elements of `datatype` to or from `peer`: a call with its routine's
+/// last key on the thread ([`Memo`]) adds what that one measured, with no call, no test of
+/// whether it was placed and no frame; another is measured ([`measure_elements`], a tail call).
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+fn record_elements(
+    table: &ThreadTable,
+    id: RoutineId,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    peer: c_int,
+    comm: MPI_Comm,
+) {
+    let routine = &table.routines[id];
+    let memo = &routine.memo;
+    if memo.datatype.load(Relaxed) != datatype.key()
+        || memo.count.load(Relaxed) != count
+        || memo.peer.load(Relaxed) != peer
+        || memo.comm.load(Relaxed) != comm.key()
+        || memo.generation.load(Relaxed) != generation()
+    {
+        return measure_elements(table, id, count, datatype, peer, comm);
+    }
+    add_memo(routine);
+}
+
+/// [`record_elements`] of a call that is not its routine's last key: its arguments stay in
+/// registers up to here.
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+fn measure_elements(
+    table: &ThreadTable,
+    id: RoutineId,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    peer: c_int,
+    comm: MPI_Comm,
+) {
+    let traffic = Traffic::Elements {
+        count,
+        datatype,
+        peer,
+    };
+    record_measured(table, id, traffic, comm);
+}
+
+/// Add what a routine's memo holds to its counters.
+#[inline(always)]
+fn add_memo(routine: &Routine) {
+    let (c, memo) = (&routine.counters, &routine.memo);
+    bump(&c.count, memo.elements.load(Relaxed));
+    bump(&c.bytes, memo.bytes.load(Relaxed));
+    if let Some(bucket) = routine.hist.get(memo.bucket.load(Relaxed)) {
+        bump(bucket, 1);
+    }
+    bump(&c.on_node, memo.on_node.load(Relaxed));
+    bump(&c.off_node, memo.off_node.load(Relaxed));
+}
+
+/// [`record`] of a call that is not its routine's last key on the thread: measure and place
+/// its bytes, keep them in the routine's [`Memo`] (with the key if it has one) and add them.
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+fn record_measured(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
+    let routine = &table.routines[id];
+    let memo = &routine.memo;
+    let (count, datatype, peer, generation) = match traffic {
+        Traffic::Elements {
+            count,
+            datatype,
+            peer,
+        } => (count, datatype.key(), peer, generation()),
+        _ => (0, 0, 0, 0),
+    };
+    // A bug here must not unwind into the user's program: swallow it, lose this call's bytes
+    // (and tell trace mode it measured none).
+    let Some((m, placed)) =
+        crate::guard::contained(move || measure_and_place(table, id, traffic, comm))
+    else {
+        memo.generation.store(0, Relaxed);
+        memo.elements.store(0, Relaxed);
+        memo.bytes.store(0, Relaxed);
+        memo.sent.store(0, Relaxed);
+        return;
+    };
+    // A size MPI could not tell (0 bytes of a non-empty count) is asked again next time.
+    let generation = if m.bytes > 0 { generation } else { 0 };
+    memo.datatype.store(datatype, Relaxed);
+    memo.count.store(count, Relaxed);
+    memo.peer.store(peer, Relaxed);
+    memo.comm.store(comm.key(), Relaxed);
+    memo.generation.store(generation, Relaxed);
+    memo.elements.store(m.count, Relaxed);
+    memo.bytes.store(m.bytes, Relaxed);
+    memo.sent.store(m.sent, Relaxed);
+    memo.bucket
+        .store(hist_bucket(m.bytes).min(HIST_BUCKETS - 1), Relaxed);
+    let (on, off) = placed.unwrap_or_default();
+    memo.on_node.store(on, Relaxed);
+    memo.off_node.store(off, Relaxed);
+    add_memo(routine);
+}
+
+/// What the last call of routine `id` that [`record`] added on this thread came to (trace mode
+/// reads it right after, [`crate::trace::leave`]).
+#[inline(always)]
+pub fn measured(table: &ThreadTable, id: RoutineId) -> Measured {
+    let memo = &table.routines[id].memo;
+    Measured {
         count: memo.elements.load(Relaxed),
         bytes: memo.bytes.load(Relaxed),
         sent: memo.sent.load(Relaxed),
-    };
-    let c = &table.routines[id];
-    bump(&c.count, m.count);
-    bump(&c.bytes, m.bytes);
-    bump(
-        &table.hist[id][memo.bucket.load(Relaxed).min(HIST_BUCKETS - 1)],
-        1,
-    );
-    if memo.placed.load(Relaxed) {
-        bump(&c.on_node, memo.on_node.load(Relaxed));
-        bump(&c.off_node, memo.off_node.load(Relaxed));
     }
-    m
 }
 
 /// A call's count and bytes, and its bytes on and off this node if known. A function of its own
