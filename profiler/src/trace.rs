@@ -3,9 +3,10 @@
 //! `mpistat-analysis`'s model, written per rank at `MPI_Finalize` with its writer.
 //!
 //! Off (the normal case) it costs the wrappers one relaxed load of [`ON`] and a predictable branch;
-//! everything else is out of line. On, [`leave`] records the whole call at its end, in one
-//! out-of-line step: its start (the counting path's start time), its call site (the first
-//! return address outside this library and libmpi, see `callsite.rs`) and its events; [`enter`]
+//! everything else is in the traced wrappers, out of line. On, [`leave`] records the whole call
+//! at its end: its start (the counting path's start time), its call site (the first return
+//! address outside this library and libmpi, see `callsite.rs`) and its events, the common case
+//! inlined in the traced wrapper ([`Recorder::leave_fast`]), the rest out of line; [`enter`]
 //! does something only for completing calls (keeps their requests). Events go into
 //! a buffer sized by the site's budget; when it is full, or the window of supersteps ends,
 //! recording stops. At `MPI_Finalize` [`finish`] measures the clock offsets again, cuts every
