@@ -23,8 +23,10 @@
  *   bench_ab NAME paused_ns=F counted_ns=F added_ns=F ratio=F calls_per_iter=N block_iters=N pairs=N
  *       (ns per iteration: medians over the pairs; added and ratio: medians of the pairs' own)
  *   mem vmrss_kb_max=N vmrss_kb_mean=F vmhwm_kb_max=N vmhwm_kb_mean=F rssanon_kb_max=N rssanon_kb_mean=F
- *       pss_kb_max=N pss_kb_mean=F inithwm_kb_max=N inithwm_kb_mean=F
- * (inithwm: the peak resident set right after MPI_Init, where a profiler sets itself up)
+ *       pss_kb_max=N pss_kb_mean=F inithwm_kb_max=N inithwm_kb_mean=F msghwm_kb_max=N msghwm_kb_mean=F
+ * (inithwm: the peak resident set right after MPI_Init, where a profiler sets itself up; msghwm:
+ * right after the job's first messages, a 0-byte ping-pong and an MPI_Iprobe, which map MPI's
+ * point-to-point code: a job that communicates has that in its peak whatever runs at MPI_Init)
  *   finalize ms=F
  * calls_per_iter counts the wrapped calls on the timed path (a ping-pong round trip is four:
  * Send and Recv on each rank).
@@ -205,6 +207,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "overhead: needs at least 2 ranks\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
+    {
+        int flag;
+        MPI_Iprobe(MPI_ANY_SOURCE, 4711, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        loop_pingpong(1);
+    }
+    long msg_hwm = proc_kb("/proc/self/status", "VmHWM");
 
     static const struct bench benches[] = {
         {"comm_rank", loop_comm_rank, 10, 1, 0},
@@ -222,15 +230,17 @@ int main(int argc, char **argv)
     /* RssAnon is the rank's private memory; VmRSS also counts code pages that all ranks of a
      * node share (most of what a preloaded library adds); Pss divides each shared page among
      * the processes that map it. */
-    enum { NREAD = 4, NMEM = NREAD + 1 };
+    enum { NREAD = 4, NMEM = NREAD + 2 };
     static const char *const mem_files[NREAD] = {"/proc/self/status", "/proc/self/status",
                                                  "/proc/self/status", "/proc/self/smaps_rollup"};
     static const char *const mem_keys[NREAD] = {"VmRSS", "VmHWM", "RssAnon", "Pss"};
-    static const char *const mem_names[NMEM] = {"vmrss", "vmhwm", "rssanon", "pss", "inithwm"};
+    static const char *const mem_names[NMEM] = {"vmrss", "vmhwm", "rssanon", "pss", "inithwm",
+                                                "msghwm"};
     long mem[NMEM];
     for (int k = 0; k < NREAD; k++)
         mem[k] = proc_kb(mem_files[k], mem_keys[k]);
     mem[NREAD] = init_hwm;
+    mem[NREAD + 1] = msg_hwm;
     long *all = malloc(NMEM * (size_t)size * sizeof *all);
     if (!all)
         MPI_Abort(MPI_COMM_WORLD, 1);

@@ -32,9 +32,9 @@ pub struct CallSites {
     stack_end: usize,
 }
 
-/// The stack pointer of the caller's frame (not inlined, so always measured at the same depth
-/// below the caller).
-#[inline(never)]
+/// The stack pointer of the calling function's frame (inlined: read in the traced wrapper,
+/// whose frame is the same for every call of its routine, so the remembered distances hold).
+#[inline(always)]
 pub fn stack_pointer() -> usize {
     let sp: usize;
     #[cfg(target_arch = "x86_64")]
@@ -147,8 +147,8 @@ impl CallSites {
     }
 
     /// The user's return address for a call of routine `id` (0 if none was found), `sp` being
-    /// [`stack_pointer`] read by the tracing code's one frame that calls this (the same for
-    /// every routine and call: the remembered distances are from it).
+    /// [`stack_pointer`] read in the routine's traced wrapper (the same for every call of the
+    /// routine: the remembered distances are from it).
     #[inline(always)]
     pub fn find(&mut self, id: usize, sp: usize) -> usize {
         match self.cached(id, sp) {
@@ -161,12 +161,22 @@ impl CallSites {
     /// stack slot holds the routine's last call site, a stack read and a comparison; `None`
     /// otherwise.
     #[inline(always)]
-    pub fn cached(&self, id: usize, sp: usize) -> Option<usize> {
+    fn cached(&self, id: usize, sp: usize) -> Option<usize> {
         let (offset, last) = (*self.offsets.get(id)?)?;
         // SAFETY: sp + offset is below the stack's end (checked when it was learned), in this
         // thread's own stack.
         let value = unsafe { *((sp + offset) as *const usize) };
         (value == last).then_some(value)
+    }
+
+    /// The distance above `sp` where routine `id`'s return address lies, once known (trace
+    /// mode's fast path checks that slot itself).
+    pub fn offset(&self, id: usize) -> Option<usize> {
+        self.offsets
+            .get(id)
+            .copied()
+            .flatten()
+            .map(|(offset, _)| offset)
     }
 
     /// [`CallSites::find`] when the slot does not hold the last call site: check the new value,

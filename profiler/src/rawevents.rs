@@ -1,11 +1,13 @@
 //! Trace mode's event buffer: events as the traced thread records them, packed into 8-byte
-//! words (an `Enter` or `Exit` takes two, the analysis' `Event` 40 bytes), turned into
-//! `mpistat-analysis` events only at `MPI_Finalize`.
+//! words (an `Enter` or `Exit` takes two, a call with no other events two for both, the
+//! analysis' `Event` 40 bytes), turned into `mpistat-analysis` events only at `MPI_Finalize`.
 //!
 //! Every byte recorded is memory the kernel zeroes on first touch; in trace mode that zeroing
 //! was half of the cost of a call (perf, a loop of traced `MPI_Comm_rank` calls), so the record
 //! of a call is kept as small as a fixed layout allows. A record is a header word (kind in the
-//! low 3 bits, a small payload above), the time, and for some kinds more words.
+//! low 3 bits, a small payload above), the time, and for some kinds more words. The most common
+//! record, a call with no other events, is one [`CALL`] record: its region and duration in the
+//! header, its start as the time (an `Enter` and an `Exit` in 16 bytes instead of 32).
 
 use mpistat_analysis::model::{Event, EventKind};
 
@@ -16,6 +18,8 @@ const RECV: u64 = 3;
 const POST: u64 = 4;
 const COMPLETE: u64 = 5;
 const COLLECTIVE: u64 = 6;
+/// An `Enter` and its `Exit`: region in bits 3-31 of the header, duration (ticks) in bits 32-63.
+const CALL: u64 = 7;
 
 /// The most words one event takes (a collective exit).
 pub const MAX_WORDS: usize = 5;
@@ -23,6 +27,57 @@ pub const MAX_WORDS: usize = 5;
 /// Recorded events, oldest first. `len` and `truncate` count words.
 pub struct RawEvents {
     words: Vec<u64>,
+}
+
+/// The header of a [`CALL`] record of `region` ([`RawEvents::push_call`]), 0 when the region
+/// does not fit one (29 bits).
+pub fn call_header(region: u32) -> u64 {
+    if region >> 29 == 0 {
+        CALL | u64::from(region) << 3
+    } else {
+        0
+    }
+}
+
+/// The words of `kind` at `time`: the first `n` of the array.
+#[inline(always)]
+fn encode(time: u64, kind: EventKind) -> ([u64; MAX_WORDS], usize) {
+    let (words, n) = match kind {
+        EventKind::Enter { region } => ([ENTER | u64::from(region) << 3, time, 0, 0, 0], 2),
+        EventKind::Exit => ([EXIT, time, 0, 0, 0], 2),
+        EventKind::Send {
+            peer,
+            tag,
+            comm,
+            bytes,
+            synchronous,
+        } => {
+            let head = SEND | u64::from(synchronous) << 3 | u64::from(comm) << 4;
+            ([head, time, pair(peer, tag), bytes, 0], 4)
+        }
+        EventKind::Recv {
+            peer,
+            tag,
+            comm,
+            bytes,
+        } => {
+            let head = RECV | u64::from(comm) << 3;
+            ([head, time, pair(peer, tag), bytes, 0], 4)
+        }
+        EventKind::RequestPost { request } => ([POST, time, request, 0, 0], 3),
+        EventKind::RequestComplete { request } => ([COMPLETE, time, request, 0, 0], 3),
+        EventKind::CollectiveExit {
+            comm,
+            root,
+            sent,
+            received,
+        } => {
+            let head = COLLECTIVE | u64::from(root.is_some()) << 3 | u64::from(comm) << 4;
+            let root = u64::from(root.unwrap_or(0));
+            ([head, time, root, sent, received], 5)
+        }
+    };
+    (words, n)
 }
 
 /// A rank and a tag in one word.
@@ -57,64 +112,63 @@ impl RawEvents {
     /// Record `kind` at `time`.
     #[inline(always)]
     pub fn push(&mut self, time: u64, kind: EventKind) {
-        let w = &mut self.words;
-        match kind {
-            EventKind::Enter { region } => {
-                w.extend_from_slice(&[ENTER | u64::from(region) << 3, time])
-            }
-            EventKind::Exit => w.extend_from_slice(&[EXIT, time]),
-            EventKind::Send {
-                peer,
-                tag,
-                comm,
-                bytes,
-                synchronous,
-            } => w.extend_from_slice(&[
-                SEND | u64::from(synchronous) << 3 | u64::from(comm) << 4,
-                time,
-                pair(peer, tag),
-                bytes,
-            ]),
-            EventKind::Recv {
-                peer,
-                tag,
-                comm,
-                bytes,
-            } => w.extend_from_slice(&[RECV | u64::from(comm) << 3, time, pair(peer, tag), bytes]),
-            EventKind::RequestPost { request } => w.extend_from_slice(&[POST, time, request]),
-            EventKind::RequestComplete { request } => {
-                w.extend_from_slice(&[COMPLETE, time, request])
-            }
-            EventKind::CollectiveExit {
-                comm,
-                root,
-                sent,
-                received,
-            } => w.extend_from_slice(&[
-                COLLECTIVE | u64::from(root.is_some()) << 3 | u64::from(comm) << 4,
-                time,
-                u64::from(root.unwrap_or(0)),
-                sent,
-                received,
-            ]),
-        }
+        let (words, n) = encode(time, kind);
+        self.push_words(&words[..n]);
     }
 
     /// Record a call with no other events: its `Enter` of `region` at `start` and its `Exit`
-    /// at `end`, written at once (trace mode's most common record).
+    /// at `end`, written at once (trace mode's most common record). `header` is
+    /// [`call_header`]`(region)`: one [`CALL`] record when it and the duration fit, else the
+    /// two events.
     #[inline(always)]
-    pub fn push_call(&mut self, region: u32, start: u64, end: u64) {
-        let words = [ENTER | u64::from(region) << 3, start, EXIT, end];
+    pub fn push_call(&mut self, header: u64, region: u32, start: u64, end: u64) {
+        let duration = end.wrapping_sub(start);
+        if header != 0 && duration >> 32 == 0 {
+            self.push_words(&[header | duration << 32, start]);
+        } else {
+            self.push_words(&[ENTER | u64::from(region) << 3, start, EXIT, end]);
+        }
+    }
+
+    /// Record a call with one other event, `event` at `at` (a message; or a collective's
+    /// exit, which ends the call): its `Enter` of `region` at `start`, that event, and its `Exit`
+    /// at `exit` if some, written at once.
+    #[inline(always)]
+    pub fn push_call_with(
+        &mut self,
+        region: u32,
+        start: u64,
+        (at, event): (u64, EventKind),
+        exit: Option<u64>,
+    ) {
+        let (words, n) = encode(at, event);
+        let mut all = [0; MAX_WORDS + 4];
+        all[0] = ENTER | u64::from(region) << 3;
+        all[1] = start;
+        all[2..2 + n].copy_from_slice(&words[..n]);
+        let len = match exit {
+            Some(end) => {
+                all[2 + n] = EXIT;
+                all[3 + n] = end;
+                n + 4
+            }
+            None => n + 2,
+        };
+        self.push_words(&all[..len]);
+    }
+
+    #[inline(always)]
+    fn push_words(&mut self, words: &[u64]) {
         let len = self.words.len();
         match self.words.spare_capacity_mut().get_mut(..words.len()) {
             Some(room) => {
                 for (slot, word) in room.iter_mut().zip(words) {
-                    slot.write(word);
+                    slot.write(*word);
                 }
                 // SAFETY: the words after `len` were just written, within the capacity.
                 unsafe { self.words.set_len(len + words.len()) };
             }
-            None => self.words.extend_from_slice(&words),
+            None => self.words.extend_from_slice(words),
         }
     }
 
@@ -125,6 +179,20 @@ impl RawEvents {
         while let [head, t, rest @ ..] = w {
             let payload = head >> 3;
             let (kind, used) = match head & 7 {
+                CALL => {
+                    out.push(Event {
+                        time: time(*t),
+                        kind: EventKind::Enter {
+                            region: (payload & 0x1FFF_FFFF) as u32,
+                        },
+                    });
+                    out.push(Event {
+                        time: time(t.wrapping_add(head >> 32)),
+                        kind: EventKind::Exit,
+                    });
+                    w = rest;
+                    continue;
+                }
                 ENTER => (
                     EventKind::Enter {
                         region: payload as u32,
@@ -268,14 +336,19 @@ mod tests {
         }
 
         /// A call written at once reads back as its enter and exit pushed one by one, after
-        /// any events, whether the buffer has room reserved or must grow.
+        /// any events, whether the buffer has room reserved or must grow; it takes two words
+        /// when its region and duration fit a `CALL` record, else four. A call with one other
+        /// event reads back as its events.
         #[test]
         fn a_call_is_its_enter_and_exit(
             events in prop::collection::vec((any::<u32>(), kind()), 0..20),
-            region in any::<u32>(),
-            (start, end) in (any::<u64>(), any::<u64>()),
+            region in prop_oneof![0..1000u32, any::<u32>()],
+            start in any::<u64>(),
+            duration in prop_oneof![0..1u64 << 33, any::<u64>()],
             reserved in any::<bool>(),
+            message in kind(),
         ) {
+            let end = start.wrapping_add(duration);
             let words = if reserved { Vec::with_capacity(1000) } else { Vec::new() };
             let (mut at_once, mut one_by_one) =
                 (RawEvents::with_capacity(words), RawEvents::with_capacity(Vec::new()));
@@ -283,11 +356,29 @@ mod tests {
                 at_once.push(u64::from(*t), *k);
                 one_by_one.push(u64::from(*t), *k);
             }
-            at_once.push_call(region, start, end);
+            let before = at_once.len();
+            at_once.push_call(call_header(region), region, start, end);
             one_by_one.push(start, EventKind::Enter { region });
             one_by_one.push(end, EventKind::Exit);
             prop_assert_eq!(at_once.decode(|t| t), one_by_one.decode(|t| t));
-            prop_assert_eq!(at_once.len(), one_by_one.len());
+            let compact = region < 1 << 29 && duration < 1 << 32;
+            // With one other event, and an exit or none.
+            let (mut with_event, mut its_events) =
+                (RawEvents::with_capacity(Vec::new()), RawEvents::with_capacity(Vec::new()));
+            let exit = (duration % 2 == 0).then_some(end);
+            with_event.push_call_with(region, start, (start ^ end, message), exit);
+            its_events.push(start, EventKind::Enter { region });
+            its_events.push(start ^ end, message);
+            if let Some(end) = exit {
+                its_events.push(end, EventKind::Exit);
+            }
+            prop_assert_eq!(with_event.decode(|t| t), its_events.decode(|t| t));
+            prop_assert_eq!(with_event.len(), its_events.len());
+            prop_assert_eq!(at_once.len() - before, if compact { 2 } else { 4 });
+            // A cut right after the call keeps it whole.
+            at_once.push(0, EventKind::Exit);
+            at_once.truncate(before + if compact { 2 } else { 4 });
+            prop_assert_eq!(at_once.decode(|t| t), one_by_one.decode(|t| t));
         }
     }
 }

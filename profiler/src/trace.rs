@@ -3,9 +3,10 @@
 //! `mpistat-analysis`'s model, written per rank at `MPI_Finalize` with its writer.
 //!
 //! Off (the normal case) it costs the wrappers one relaxed load of [`ON`] and a predictable branch;
-//! everything else is out of line. On, [`leave`] records the whole call at its end, in one
-//! out-of-line step: its start (the counting path's start time), its call site (the first
-//! return address outside this library and libmpi, see `callsite.rs`) and its events; [`enter`]
+//! everything else is in the traced wrappers, out of line. On, [`leave`] records the whole call
+//! at its end: its start (the counting path's start time), its call site (the first return
+//! address outside this library and libmpi, see `callsite.rs`) and its events, the common case
+//! inlined in the traced wrapper ([`Recorder::leave_fast`]), the rest out of line; [`enter`]
 //! does something only for completing calls (keeps their requests). Events go into
 //! a buffer sized by the site's budget; when it is full, or the window of supersteps ends,
 //! recording stops. At `MPI_Finalize` [`finish`] measures the clock offsets again, cuts every
@@ -108,13 +109,13 @@ enum State {
 /// the call succeeded, so that no byte is counted twice), its trace arguments, and the stack
 /// pointer the call sites are found from (`sp`, see [`leave`]).
 #[derive(Clone, Copy)]
-struct Ended<'a> {
+struct Ended {
     entered: Entered,
     end: u64,
     rc: c_int,
     traffic: Traffic,
     measured: Measured,
-    args: &'a Args,
+    args: Args,
     sp: usize,
 }
 
@@ -147,13 +148,18 @@ struct Recorder {
     skew: Skew,
     /// `MPISTAT_TRACE_TEST_SKEW`, read when the recorder was built.
     skew_spec: Option<String>,
+    /// Changed only by [`Recorder::set_state`] (which keeps `limit` with it).
     state: State,
     /// Packed events ([`RawEvents`]); `capacity` and the lengths below count its words.
     events: RawEvents,
     capacity: usize,
+    /// The fast path records a call while `events` is shorter: recording, with room for the
+    /// most a call adds; 0 otherwise (one comparison for both).
+    limit: usize,
     regions: FastMap<(RoutineId, usize), u32>,
-    /// Per routine: the call site of its last call and that site's region (most calls repeat).
-    last_region: Vec<(usize, u32)>,
+    /// Per routine: its last call's site, where that lies on the stack, and its region (most
+    /// calls repeat): the fast path's look-up ([`Recorder::leave_fast`]).
+    fast: Vec<FastSite>,
     /// What the recording needs to know of every routine (by id), worked out at `start` so
     /// that no call looks at a routine's name.
     facts: Vec<Facts>,
@@ -181,6 +187,34 @@ struct Recorder {
     /// (a clock read costs ~10 ns in a VM: two more per call were a fifth of trace mode's cost).
     overhead_ticks: u64,
     traced_calls: u64,
+}
+
+/// A routine's call site as the fast path looks it up ([`Recorder::leave_fast`]): one slot per
+/// routine, set by the slow path ([`Recorder::region`]).
+#[derive(Clone, Copy)]
+struct FastSite {
+    /// The user's return address of the routine's last call (0: none known where the fast path
+    /// could check it) and its distance above the traced wrapper's stack pointer
+    /// ([`crate::callsite::stack_pointer`]).
+    site: usize,
+    offset: usize,
+    /// The site's region and its [`rawevents::call_header`].
+    region: u32,
+    header: u64,
+    /// The routine's class ([`MpiClass::PointToPoint`] for local calls too: no collective exit),
+    /// and whether it sends synchronously.
+    class: MpiClass,
+    synchronous: bool,
+}
+
+/// What [`Recorder::leave_fast`] did with a call.
+enum Fast {
+    /// Recorded it.
+    Done,
+    /// Recorded it, but the superstep it ended is left to [`superstep_left`].
+    Superstep,
+    /// Nothing: the slow path records it.
+    Slow,
 }
 
 /// What the recording needs to know of a routine.
@@ -373,6 +407,7 @@ impl Recorder {
     }
 
     /// World rank of rank `peer` of local communicator `comm`.
+    #[inline]
     fn world_rank(&self, comm: u32, peer: c_int) -> Option<u32> {
         let members = &self.communicators.get(comm as usize)?.members;
         members.get(usize::try_from(peer).ok()?).copied()
@@ -386,21 +421,23 @@ impl Recorder {
 
     /// The region of routine `id` called from the first return address outside the profiler
     /// and libmpi (`sp`: see [`leave`]).
+    /// Also sets the routine's [`FastSite`], so that its next call from the same site takes the
+    /// fast path.
     fn region(&mut self, id: RoutineId, sp: usize) -> u32 {
         let site = self.sites.find(id, sp);
-        match self.last_region.get(id) {
-            Some(&(last, region)) if last == site => region,
+        let region = match self.fast.get(id) {
+            Some(fast) if fast.site == site && site != 0 => fast.region,
             _ => self.region_of_site(id, site),
+        };
+        if let Some(fast) = self.fast.get_mut(id) {
+            // Only a site found where the stack slot says (else the fast path never matches it).
+            let known = self.sites.offset(id).filter(|_| site != 0);
+            fast.site = known.map_or(0, |_| site);
+            fast.offset = known.unwrap_or(0);
+            fast.region = region;
+            fast.header = rawevents::call_header(region);
         }
-    }
-
-    /// [`Recorder::region`] when the call comes from the routine's last call site and that
-    /// site's slot on the stack is where it was (the common case: a loop); else `None`.
-    #[inline(always)]
-    fn cached_region(&self, id: RoutineId, sp: usize) -> Option<u32> {
-        let site = self.sites.cached(id, sp)?;
-        let &(last, region) = self.last_region.get(id)?;
-        (last == site).then_some(region)
+        region
     }
 
     /// [`Recorder::region`] of a call site that is not the routine's last one.
@@ -408,7 +445,7 @@ impl Recorder {
     #[inline(never)]
     fn region_of_site(&mut self, id: RoutineId, site: usize) -> u32 {
         let key = (id, site);
-        let r = match self.regions.get(&key) {
+        match self.regions.get(&key) {
             Some(&r) => r,
             None => {
                 self.region_keys.push(key);
@@ -416,9 +453,34 @@ impl Recorder {
                 self.regions.insert(key, r);
                 r
             }
+        }
+    }
+
+    /// Change the recording state, and the fast path's `limit` with it.
+    fn set_state(&mut self, state: State) {
+        self.state = state;
+        self.limit = match state {
+            State::Recording => self.capacity.saturating_sub(4 * rawevents::MAX_WORDS),
+            _ => 0,
         };
-        self.last_region[id] = (site, r);
-        r
+    }
+
+    /// [`Recorder::superstep_done`] while recording, when the superstep neither ends the
+    /// window nor needs more room for its cut (nothing here can panic); else false, and
+    /// nothing done.
+    #[inline(always)]
+    fn superstep_quickly(&mut self) -> bool {
+        let recorded = (self.supersteps + 1).saturating_sub(self.config.skip_supersteps);
+        let window = self.config.record_supersteps;
+        if self.state != State::Recording
+            || self.cuts.len() == self.cuts.capacity()
+            || (window > 0 && recorded >= window)
+        {
+            return false;
+        }
+        self.supersteps += 1;
+        self.cuts.push(self.events.len());
+        true
     }
 
     /// End of a synchronising collective on a communicator spanning the world: a superstep.
@@ -429,7 +491,7 @@ impl Recorder {
                 self.cuts.push(self.events.len());
                 let recorded = self.supersteps - self.config.skip_supersteps;
                 if self.config.record_supersteps > 0 && recorded >= self.config.record_supersteps {
-                    self.state = State::Stopped;
+                    self.set_state(State::Stopped);
                     self.stop_note = Some(format!(
                         "the window of supersteps ended: supersteps {} to {} recorded",
                         self.config.skip_supersteps + 1,
@@ -438,78 +500,97 @@ impl Recorder {
                 }
             }
             State::Skipping if self.supersteps >= self.config.skip_supersteps => {
-                self.state = State::Recording;
+                self.set_state(State::Recording);
             }
             _ => {}
         }
     }
 
-    /// Record a call that ended ([`Ended`]). The common case is short and inlined there: a call while recording, with
-    /// room in the budget, from its routine's last call site, on no communicator or the one of
-    /// the call before, completing no request and making no communicator (its events: an
-    /// `Enter`, what it sent or received, an `Exit` or a collective's exit). Everything else,
-    /// and the events of a call that moved data or of a collective, is out of line.
+    /// The common case of recording a call that ended ([`Ended`]), inlined in the traced
+    /// wrapper (its arguments' checks mostly constant there): a call while recording, with room
+    /// in the budget, from its routine's last call site (that site's stack slot holds it), on no
+    /// communicator or the one of the call before, completing no request and making no
+    /// communicator. It records a call with no other events ([`RawEvents::push_call`]), a
+    /// blocking send or receive, and a collective (its exit and, unless it ends the window of
+    /// supersteps or needs room, the superstep it ended); everything else is the slow path's
+    /// ([`Recorder::leave_slowly`]). Nothing here can panic or call out, so it needs no panic
+    /// guard.
     #[inline(always)]
-    fn leave(&mut self, ended: Ended) {
+    fn leave_fast(&mut self, ended: Ended) -> Fast {
         let (entered, args) = (ended.entered, ended.args);
-        let comm = if args.comm.is_none() {
-            Some(None)
-        } else {
-            (args.comm.key() == self.last_comm.0).then_some(Some(self.last_comm.1))
-        };
-        let facts = self.facts.get(entered.id).copied();
-        if let (State::Recording, false, true, Some(comm), Some(facts)) = (
-            self.state,
-            entered.snapshot,
-            args.newcomm.is_null(),
-            comm,
-            facts,
-        ) {
-            // The slow path's budget check for a call without requests.
-            let room = self.events.len() + 4 * rawevents::MAX_WORDS <= self.capacity;
-            if room {
-                if let Some(region) = self.cached_region(entered.id, ended.sp) {
-                    self.traced_calls += 1;
-                    let start = entered.start;
-                    match (facts.role, comm) {
-                        (RegionRole::Mpi(c), Some(comm)) if c != MpiClass::PointToPoint => {
-                            self.push(start, EventKind::Enter { region });
-                            self.collective_exit(c, comm, ended);
-                        }
-                        _ if ended.rc == 0 && !ended.traffic.is_none() => {
-                            self.push(start, EventKind::Enter { region });
-                            let p2p = facts.role == RegionRole::Mpi(MpiClass::PointToPoint);
-                            match (comm, ended.traffic) {
-                                // A blocking send or receive here, the rest out of line.
-                                (Some(comm), Traffic::Elements { peer, .. })
-                                    if p2p && args.request.is_null() =>
-                                {
-                                    let (tag, sync) = (args.tag, facts.synchronous);
-                                    self.send(start, comm, peer, tag, ended.measured.bytes, sync)
-                                }
-                                (Some(comm), Traffic::Received { status, .. }) if p2p => {
-                                    self.recv(ended.end, comm, status)
-                                }
-                                _ => self.communication(facts, comm, ended),
-                            }
-                            self.push(ended.end, EventKind::Exit);
-                        }
-                        _ => self.events.push_call(region, start, ended.end),
-                    }
-                    if self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE) {
-                        self.overhead_ticks += ticks().saturating_sub(ended.end) * OVERHEAD_SAMPLE;
-                    }
-                    return;
-                }
-            }
+        if entered.snapshot || !args.newcomm.is_null() || self.events.len() >= self.limit {
+            return Fast::Slow;
         }
-        self.leave_slowly(ended);
+        let Some(&fast) = self.fast.get(entered.id) else {
+            return Fast::Slow;
+        };
+        let comm = if args.comm.is_none() {
+            None
+        } else if args.comm.key() == self.last_comm.0 {
+            Some(self.last_comm.1)
+        } else {
+            return Fast::Slow;
+        };
+        // SAFETY: as in `CallSites::cached`: the offset was learned from this wrapper's stack
+        // pointer, below the stack's end, on this thread's own stack.
+        if fast.site == 0 || unsafe { *((ended.sp + fast.offset) as *const usize) } != fast.site {
+            return Fast::Slow;
+        }
+        let (start, end) = (entered.start, ended.end);
+        if fast.class != MpiClass::PointToPoint {
+            let Some(comm) = comm else {
+                return Fast::Slow;
+            };
+            // Its collective exit is its end (no `Exit`).
+            let exit = self.collective_exit_event(comm, &ended);
+            self.events
+                .push_call_with(fast.region, start, (end, exit), None);
+            let superstep = self.ends_superstep(fast.class, comm, ended.rc);
+            self.count_traced(end);
+            return if superstep && !self.superstep_quickly() {
+                Fast::Superstep
+            } else {
+                Fast::Done
+            };
+        }
+        // The call's message, sent at its start or received at its end.
+        let message = if ended.rc != 0 || ended.traffic.is_none() {
+            None
+        } else {
+            match (comm, ended.traffic) {
+                (Some(comm), Traffic::Elements { peer, .. }) if args.request.is_null() => {
+                    let (tag, sync) = (args.tag, fast.synchronous);
+                    let bytes = ended.measured.bytes;
+                    self.sent(comm, peer, tag, bytes, sync).map(|m| (start, m))
+                }
+                (Some(comm), Traffic::Received { status, .. }) => {
+                    self.received(comm, status).map(|m| (end, m))
+                }
+                _ => return Fast::Slow,
+            }
+        };
+        match message {
+            Some(message) => self
+                .events
+                .push_call_with(fast.region, start, message, Some(end)),
+            None => self.events.push_call(fast.header, fast.region, start, end),
+        }
+        self.count_traced(end);
+        Fast::Done
     }
 
-    /// [`Recorder::leave`] beyond its common case.
-    #[cold]
-    #[inline(never)]
-    fn leave_slowly(&mut self, ended: Ended) {
+    /// Count a recorded call, and on every [`OVERHEAD_SAMPLE`]th measure the recording's own
+    /// time (since `end`, the call's end).
+    #[inline(always)]
+    fn count_traced(&mut self, end: u64) {
+        self.traced_calls += 1;
+        if self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE) {
+            self.overhead_ticks += ticks().saturating_sub(end) * OVERHEAD_SAMPLE;
+        }
+    }
+
+    /// Record a call that ended beyond [`Recorder::leave_fast`]'s common case.
+    fn leave_slowly(&mut self, ended: &Ended) {
         let Ended {
             entered,
             end,
@@ -517,7 +598,7 @@ impl Recorder {
             args,
             sp,
             ..
-        } = ended;
+        } = *ended;
         // Its events are recorded (else, before the window, only supersteps and new
         // communicators are followed).
         let recording = match self.state {
@@ -532,7 +613,7 @@ impl Recorder {
                 // A call adds at most an enter, a send, a receive, an exit and two events per
                 // request (words).
                 if self.events.len() + (4 + 2 * n) * rawevents::MAX_WORDS > self.capacity {
-                    self.state = State::Stopped;
+                    self.set_state(State::Stopped);
                     self.stopped_by_budget = true;
                     return;
                 }
@@ -582,17 +663,19 @@ impl Recorder {
 
     /// The exit of a collective of class `class` on `comm` (with its root and bytes), and the
     /// end of a superstep if it synchronised the world.
-    #[inline(never)]
-    fn collective_exit(&mut self, class: MpiClass, comm: u32, ended: Ended) {
-        let Ended {
-            end,
-            rc,
-            traffic,
-            measured,
-            ..
-        } = ended;
-        let bytes = measured.bytes;
-        let root = match traffic {
+    fn collective_exit(&mut self, class: MpiClass, comm: u32, ended: &Ended) {
+        let exit = self.collective_exit_event(comm, ended);
+        self.push(ended.end, exit);
+        if self.ends_superstep(class, comm, ended.rc) {
+            self.superstep_done();
+        }
+    }
+
+    /// The exit event of a collective on `comm`: its root and bytes.
+    #[inline(always)]
+    fn collective_exit_event(&self, comm: u32, ended: &Ended) -> EventKind {
+        let bytes = ended.measured.bytes;
+        let root = match ended.traffic {
             Traffic::Elements { peer, .. } | Traffic::SendReceived { peer, .. }
                 if peer != NO_PEER =>
             {
@@ -600,27 +683,24 @@ impl Recorder {
             }
             _ => None,
         };
-        self.push(
-            end,
-            EventKind::CollectiveExit {
-                comm,
-                root,
-                sent: bytes,
-                received: bytes,
-            },
-        );
-        if rc == 0
-            && matches!(class, MpiClass::Barrier | MpiClass::AllToAll)
-            && self.spans_world(comm)
-        {
-            self.superstep_done();
+        EventKind::CollectiveExit {
+            comm,
+            root,
+            sent: bytes,
+            received: bytes,
         }
+    }
+
+    /// A collective of class `class` on `comm` that returned `rc` ends a superstep: it
+    /// succeeded, synchronises, and spans the world.
+    #[inline(always)]
+    fn ends_superstep(&self, class: MpiClass, comm: u32, rc: c_int) -> bool {
+        rc == 0 && matches!(class, MpiClass::Barrier | MpiClass::AllToAll) && self.spans_world(comm)
     }
 
     /// The messages and requests of a successful call (`measured`: its bytes, from the counting
     /// path).
-    #[inline(never)]
-    fn communication(&mut self, facts: Facts, comm: Option<u32>, ended: Ended) {
+    fn communication(&mut self, facts: Facts, comm: Option<u32>, ended: &Ended) {
         let Ended {
             entered,
             end,
@@ -628,7 +708,7 @@ impl Recorder {
             measured,
             args,
             ..
-        } = ended;
+        } = *ended;
         let synchronous = facts.synchronous;
         if let Some(comm) = comm {
             if facts.role == RegionRole::Mpi(MpiClass::PointToPoint) {
@@ -671,32 +751,51 @@ impl Recorder {
             }
         }
         if entered.snapshot {
-            self.completions(end, args);
+            self.completions(end, &args);
         }
     }
 
     /// A send of `bytes` to `peer` of `comm` (none to `MPI_PROC_NULL`).
     fn send(&mut self, at: u64, comm: u32, peer: c_int, tag: c_int, bytes: u64, sync: bool) {
-        if peer == PROC_NULL {
-            return;
-        }
-        if let Some(peer) = self.world_rank(comm, peer) {
-            self.push(
-                at,
-                EventKind::Send {
-                    peer,
-                    tag,
-                    comm,
-                    bytes,
-                    synchronous: sync,
-                },
-            );
+        if let Some(send) = self.sent(comm, peer, tag, bytes, sync) {
+            self.push(at, send);
         }
     }
 
+    /// The event of a send of `bytes` to `peer` of `comm` (none to `MPI_PROC_NULL`).
+    #[inline(always)]
+    fn sent(
+        &self,
+        comm: u32,
+        peer: c_int,
+        tag: c_int,
+        bytes: u64,
+        sync: bool,
+    ) -> Option<EventKind> {
+        if peer == PROC_NULL {
+            return None;
+        }
+        Some(EventKind::Send {
+            peer: self.world_rank(comm, peer)?,
+            tag,
+            comm,
+            bytes,
+            synchronous: sync,
+        })
+    }
+
     fn recv(&mut self, at: u64, comm: u32, status: *const MPI_Status) {
+        if let Some(recv) = self.received(comm, status) {
+            self.push(at, recv);
+        }
+    }
+
+    /// The event of a receive on `comm` that filled `status` (none from `MPI_PROC_NULL`, or
+    /// without a status).
+    #[inline(always)]
+    fn received(&self, comm: u32, status: *const MPI_Status) -> Option<EventKind> {
         if crate::family::no_status(status) {
-            return;
+            return None;
         }
         // SAFETY: the successful call filled the status (the wrapper substitutes its own when
         // the caller passed MPI_STATUS_IGNORE).
@@ -708,19 +807,14 @@ impl Recorder {
             )
         };
         if source == PROC_NULL {
-            return;
+            return None;
         }
-        if let Some(peer) = self.world_rank(comm, source) {
-            self.push(
-                at,
-                EventKind::Recv {
-                    peer,
-                    tag,
-                    comm,
-                    bytes,
-                },
-            );
-        }
+        Some(EventKind::Recv {
+            peer: self.world_rank(comm, source)?,
+            tag,
+            comm,
+            bytes,
+        })
     }
 
     /// Requests of the snapshot that the call completed (their slot became `MPI_REQUEST_NULL`).
@@ -863,9 +957,10 @@ pub struct Leaving {
     pub args: Args,
 }
 
-/// End of a traced call that returned `rc` at `end` (out of line, from the counting path, with
-/// what it measured of `traffic`): records the whole call.
-#[inline(never)]
+/// End of a traced call that returned `rc` at `end` (from the counting path, with what it
+/// measured of `traffic`): records the whole call. Inlined in the traced wrapper, where most of
+/// [`Recorder::leave_fast`]'s checks fold away; what it leaves is out of line.
+#[inline(always)]
 pub fn leave(
     call: &crate::rt::Call,
     leaving: Leaving,
@@ -874,20 +969,53 @@ pub fn leave(
     traffic: Traffic,
     measured: Measured,
 ) {
-    // Where the call sites' stack slots are measured from: this frame's stack pointer, the
-    // same for every call (see `callsite.rs`).
-    let sp = crate::callsite::stack_pointer();
-    with_recorder_if(call.on_traced_thread(), |r| {
+    if !call.on_traced_thread() {
+        return;
+    }
+    // Made where it is used: built once before the branches, it was stored on the stack for
+    // the slow path's sake on every call.
+    let ended = || Ended {
+        entered: leaving.entered,
+        end,
+        rc,
+        traffic,
+        measured,
+        args: leaving.args,
+        // Where the call sites' stack slots are measured from: the traced wrapper's stack
+        // pointer, the same for every call of the routine and at every point of its body (a
+        // fixed frame: see `callsite.rs`), read here in each branch (read once before them,
+        // the compiler built `Ended` there too).
+        sp: crate::callsite::stack_pointer(),
+    };
+    if !RECORDER.busy.get() {
+        // SAFETY: on the traced thread, with no use of the recorder in progress (busy), as in
+        // `with_recorder_if`; the fast path calls nothing that could start one, and a signal
+        // handler's MPI call is not traced (it is not the thread's outermost call).
+        if let Some(r) = unsafe { &mut *RECORDER.recorder.get() } {
+            match r.leave_fast(ended()) {
+                Fast::Done => return,
+                Fast::Superstep => return superstep_left(),
+                Fast::Slow => {}
+            }
+        }
+    }
+    left_slowly(ended());
+}
+
+/// [`leave`] of a collective that [`Recorder::leave_fast`] recorded but for the end of the
+/// superstep (out of line, under the panic guard: it may allocate).
+#[inline(never)]
+fn superstep_left() {
+    with_recorder_if(true, |r| r.as_mut().map(Recorder::superstep_done));
+}
+
+/// [`leave`] beyond the fast path (out of line, under the panic guard).
+#[cold]
+#[inline(never)]
+fn left_slowly(ended: Ended) {
+    with_recorder_if(true, |r| {
         if let Some(r) = r.as_mut() {
-            r.leave(Ended {
-                entered: leaving.entered,
-                end,
-                rc,
-                traffic,
-                measured,
-                args: &leaving.args,
-                sp,
-            });
+            r.leave_slowly(&ended);
         }
     });
 }
@@ -1130,7 +1258,22 @@ impl Recorder {
         let request_null: MPI_Request =
             crate::family::predefined(Predefined::RequestNull).unwrap_or(Handle::NONE);
         REQUEST_NULL.store(request_null.key(), Relaxed);
-        Recorder {
+        let facts: Vec<Facts> = ROUTINES.iter().map(|r| Facts::of(r.name())).collect();
+        let fast = facts
+            .iter()
+            .map(|f| FastSite {
+                site: 0,
+                offset: 0,
+                region: 0,
+                header: 0,
+                class: match f.role {
+                    RegionRole::Mpi(class) => class,
+                    RegionRole::User => MpiClass::PointToPoint,
+                },
+                synchronous: f.synchronous,
+            })
+            .collect();
+        let mut recorder = Recorder {
             config: config.clone(),
             reason: "",
             rank: 0,
@@ -1139,15 +1282,13 @@ impl Recorder {
             comm_null: crate::family::predefined(Predefined::CommNull).unwrap_or(Handle::NONE),
             skew: Skew::default(),
             skew_spec: std::env::var("MPISTAT_TRACE_TEST_SKEW").ok(),
-            state: if config.skip_supersteps == 0 {
-                State::Recording
-            } else {
-                State::Skipping
-            },
+            state: State::Stopped,
             events: RawEvents::with_capacity(event_buffer(capacity)),
             capacity,
+            limit: 0,
             regions: FastMap::default(),
-            facts: ROUTINES.iter().map(|r| Facts::of(r.name())).collect(),
+            fast,
+            facts,
             region_keys: Vec::new(),
             sites: CallSites::default(),
             comms,
@@ -1169,9 +1310,14 @@ impl Recorder {
             anchor: Anchor::now(),
             overhead_ticks: 0,
             traced_calls: 0,
-            last_region: vec![(usize::MAX, 0); ROUTINES.len()],
             last_comm,
-        }
+        };
+        recorder.set_state(if config.skip_supersteps == 0 {
+            State::Recording
+        } else {
+            State::Skipping
+        });
+        recorder
     }
 }
 
