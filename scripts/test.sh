@@ -56,6 +56,7 @@ cargo test --release --workspace --no-fail-fast 2>&1 | tee "$test_log"
 section "benchmark (small)"
 bash bench/run.sh --small
 bash bench/nodes.sh --small
+bash bench/scale.sh --small
 
 section "done in $((SECONDS - start)) s"
 awk '/^test result:/ { for (i = 2; i <= NF; i++) {
