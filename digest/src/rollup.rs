@@ -475,7 +475,7 @@ pub fn rebuild(db: &Database, thresholds: &SiteReportConfig) -> anyhow::Result<u
 /// rollups and, if it ended before `rebuild_to`, to the rebuilt ones too ([`count_in_rebuild`]),
 /// so each job is counted there exactly once: by the step that reads it or by ingest, whichever
 /// commits last. The step that reaches the newest job swaps the rebuilt tables in, in the same
-/// transaction (renames and the one secondary index: the pages see either all the old rollups
+/// transaction (renames and the secondary indexes made again: the pages see either all the old rollups
 /// or all the new ones), and the old ones are dropped after.
 ///
 /// An interrupted rebuild leaves the live rollups as they were, kept by ingest, and the

@@ -56,7 +56,7 @@ pub fn write(
         if let Some(checkpoints) = &mut checkpoints {
             checkpoints.before_transaction();
         }
-        let tx = db.conn.transaction()?;
+        let tx = write_transaction(db)?;
         {
             let mut statements = IngestBatch::new(&tx)?;
             for rejected in &batch.rejected {
@@ -92,13 +92,22 @@ pub fn write(
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let tx = db.conn.transaction()?;
+    let tx = write_transaction(db)?;
     let lone = partials::lone(&tx, now_ms.saturating_sub(partial_grace.as_millis() as u64))?;
     if !lone.is_empty() {
         new_jobs += store(&tx, &lone, None, critical)?;
         tx.commit()?;
     }
     Ok(new_jobs)
+}
+
+/// A transaction that holds the write lock from its start (waiting for it up to the busy
+/// timeout): a batch may read before it writes (the partial inbox, a rebuild's progress), and a
+/// deferred transaction that read fails at once, without waiting, when another process (a
+/// rollup rebuild's step) committed in between (WAL snapshot conflict).
+fn write_transaction(db: &mut Database) -> rusqlite::Result<Transaction<'_>> {
+    db.conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
 }
 
 /// Store `jobs` and count the new ones in the rollups; returns how many were new. `rollups`
