@@ -588,7 +588,8 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         assert!(
-            plan.iter().any(|step| step.contains("critical_jobs_by_cpu"))
+            plan.iter()
+                .any(|step| step.contains("critical_jobs_by_cpu"))
                 && !plan.iter().any(|step| step.contains("TEMP B-TREE")),
             "{plan:?}"
         );
