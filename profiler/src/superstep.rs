@@ -213,10 +213,11 @@ impl State {
         self.steps.cap > 0
     }
 
-    /// End the current superstep: a global collective of routine `id` ran from `t0` to `t1` on
-    /// a thread whose MPI ticks are `mpi_now` (this collective's own included).
+    /// End the current superstep: a global collective of routine `routine` ran from `t0` to `t1`
+    /// on a thread whose MPI ticks are `mpi_now` (this collective's own included); at
+    /// `MPI_Finalize`, `t0` = `t1` and `routine` [`TAIL`].
     #[inline(always)]
-    fn end(&mut self, t0: u64, t1: u64, mpi_now: u64, id: usize) {
+    fn end(&mut self, t0: u64, t1: u64, mpi_now: u64, routine: u32) {
         let d = t0.saturating_sub(self.start);
         let other = mpi_now
             .saturating_sub(t1.wrapping_sub(t0))
@@ -225,7 +226,7 @@ impl State {
         self.start = t1;
         self.mpi_at_start = mpi_now;
         // Last, so that a merge is a tail call (no registers to keep across it).
-        self.steps.push(d, other, id as u32);
+        self.steps.push(d, other, routine);
     }
 }
 
@@ -400,7 +401,7 @@ pub fn boundary(t0: u64, t1: u64, table: &ThreadTable, id: usize, comm: MPI_Comm
     }
     // SAFETY: as in `boundary_elsewhere` (`WORLD_UNLOCKED` is set only below
     // `MPI_THREAD_MULTIPLE`).
-    unsafe { STATE.unlocked() }.end(t0, t1, table.mpi_ticks.load(Relaxed), id);
+    unsafe { STATE.unlocked() }.end(t0, t1, table.mpi_ticks.load(Relaxed), id as u32);
 }
 
 /// [`boundary`] on a communicator other than `MPI_COMM_WORLD`, or at `MPI_THREAD_MULTIPLE`.
@@ -420,14 +421,14 @@ fn boundary_elsewhere(t0: u64, t1: u64, table: &ThreadTable, id: usize, comm: MP
     // and this runs inside a global collective; every other use of `STATE` runs inside an MPI
     // call too (`prepare`, `start`: `MPI_Init`; `finish`: `MPI_Finalize`), so none overlaps and
     // the program's ordering of its MPI calls orders them.
-    unsafe { STATE.unlocked() }.end(t0, t1, mpi_now, id);
+    unsafe { STATE.unlocked() }.end(t0, t1, mpi_now, id as u32);
 }
 
 /// [`State::end`] at `MPI_THREAD_MULTIPLE`: with the lock.
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 fn end_superstep_locked(t0: u64, t1: u64, mpi_now: u64, id: usize) {
-    STATE.lock().end(t0, t1, mpi_now, id);
+    STATE.lock().end(t0, t1, mpi_now, id as u32);
 }
 
 /// At `MPI_Finalize` (entered at `now`): close the last superstep and take the buffer.
@@ -438,10 +439,7 @@ pub fn finish(now: u64) -> Option<Steps> {
     if !st.kept() {
         return None;
     }
-    let mpi_now = crate::rt::thread_mpi_ticks();
-    let d = now.saturating_sub(st.start);
-    let other = mpi_now.saturating_sub(st.mpi_at_start).min(d);
-    st.steps.push(d, other, TAIL);
+    st.end(now, now, crate::rt::thread_mpi_ticks(), TAIL);
     Some(st.steps)
 }
 
