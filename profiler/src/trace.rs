@@ -620,10 +620,6 @@ impl Recorder {
                 true
             }
         };
-        let sampled = recording && {
-            self.traced_calls += 1;
-            self.traced_calls.is_multiple_of(OVERHEAD_SAMPLE)
-        };
         let facts = self.facts[entered.id];
         let class = facts.role;
         if recording {
@@ -636,10 +632,7 @@ impl Recorder {
         }
         match (class, comm) {
             (RegionRole::Mpi(c), Some(comm)) if !recording => {
-                if rc == 0
-                    && matches!(c, MpiClass::Barrier | MpiClass::AllToAll)
-                    && self.spans_world(comm)
-                {
+                if self.ends_superstep(c, comm, rc) {
                     self.superstep_done();
                 }
             }
@@ -656,8 +649,8 @@ impl Recorder {
                 self.register_comm(new);
             }
         }
-        if sampled {
-            self.overhead_ticks += ticks().saturating_sub(end) * OVERHEAD_SAMPLE;
+        if recording {
+            self.count_traced(end);
         }
     }
 
