@@ -72,6 +72,9 @@ pub fn after_init(rc: c_int, provided: c_int, via_pmpi: bool, argc: *const c_int
     }
     start_job(provided, via_pmpi, argc);
     crate::footprint::release_init_pages();
+    // Giving pages back can take a while under load; it is the profiler's time, not the
+    // program's first superstep.
+    crate::superstep::restart(ticks());
 }
 
 /// What start-up finds out without MPI when the process's MPI is recognised (before its

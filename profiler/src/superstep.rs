@@ -352,6 +352,15 @@ pub fn start(bytes: usize, world_size: u32, world: MPI_Comm, now: u64, shared: b
     }
 }
 
+/// At the very end of `MPI_Init`, after the profiler's own start-up work: the first superstep
+/// starts again at `now` (ticks), where the program's work begins.
+#[link_section = ".text.hot.mpistat"]
+pub fn restart(now: u64) {
+    if ON.load(Relaxed) {
+        STATE.lock().start = now;
+    }
+}
+
 /// One thread's last communicator other than `MPI_COMM_WORLD` that a global collective ran on,
 /// and whether it spans `MPI_COMM_WORLD`. All-zero bytes are a valid empty cache (no handle has
 /// key 0). Written only by its thread (part of its `rt::ThreadTable`).
