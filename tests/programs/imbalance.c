@@ -14,9 +14,10 @@
  * Prints "imbalance rank R done" per rank. With IMBALANCE_GAPS_DIR set, rank R also writes
  * DIR/gaps.R: one line per superstep k, the microseconds it spent outside MPI_Allreduce before
  * the k-th one (the seed's d(k), measured by the program itself), the last line from the last
- * one to MPI_Finalize. Tests compare the profiler's estimates with these gaps: on an
- * oversubscribed machine sleeps overshoot by a millisecond or more, differently per MPI. (A file,
- * not stdout: mpiexec.mpich forwards output in chunks that can cut long lines.) */
+ * one to MPI_Finalize. The file is written after MPI_Finalize, so that writing it is in no
+ * superstep. Tests compare the profiler's estimates with these gaps: on an oversubscribed
+ * machine sleeps overshoot by a millisecond or more, differently per MPI. (A file, not stdout:
+ * mpiexec.mpich forwards output in chunks that can cut long lines.) */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,18 +71,23 @@ int main(int argc, char **argv) {
         MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         left = now_us();
     }
+    printf("imbalance rank %d done\n", rank);
+    fflush(stdout);
+    /* The last gap ends where MPI_Finalize is called, and the file is written after it: writing
+     * it takes milliseconds on a busy machine, which would be the profiler's last superstep
+     * and not the program's. */
     gaps[iters] = now_us() - left;
+    MPI_Finalize();
+    int rc = 0;
     const char *dir = getenv("IMBALANCE_GAPS_DIR");
     if (dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/gaps.%d", dir, rank);
         FILE *f = fopen(path, "w");
-        if (!f) MPI_Abort(MPI_COMM_WORLD, 4);
+        if (!f) return 4;
         for (int k = 0; k <= iters; k++) fprintf(f, "%.0f\n", gaps[k]);
-        fclose(f);
+        if (fclose(f) != 0) rc = 4;
     }
-    printf("imbalance rank %d done\n", rank);
     free(gaps);
-    MPI_Finalize();
-    return 0;
+    return rc;
 }

@@ -9,7 +9,7 @@ use mpistat_record::model::Imbalance;
 use std::path::Path;
 
 /// The figures computed from the program's own gaps, in nanoseconds.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MeasuredImbalance {
     /// iota: sum over supersteps of (max - average) of the gaps.
     pub critical_path_ns: f64,
@@ -20,6 +20,10 @@ pub struct MeasuredImbalance {
     /// Waiting time in the collectives, rank-ns: sum over supersteps ending in a collective of
     /// (ranks x max - sum) of the gaps (the last superstep ends at `MPI_Finalize`, not counted).
     pub collective_wait_ns: f64,
+    /// Per superstep, max - average of the gaps (what `critical_path_ns` sums).
+    pub per_step_ns: Vec<f64>,
+    /// Per rank, the summed gaps.
+    pub totals_ns: Vec<f64>,
 }
 
 impl MeasuredImbalance {
@@ -55,10 +59,12 @@ impl MeasuredImbalance {
         assert!(gaps.iter().all(|g| g.len() == steps), "ranks disagree");
         let mut critical_path_ns = 0.0;
         let mut collective_wait_ns = 0.0;
+        let mut per_step_ns = Vec::with_capacity(steps);
         for k in 0..steps {
             let max = gaps.iter().map(|g| g[k]).fold(0.0, f64::max);
             let sum: f64 = gaps.iter().map(|g| g[k]).sum();
             critical_path_ns += max - sum / p;
+            per_step_ns.push(max - sum / p);
             if k + 1 < steps {
                 collective_wait_ns += p * max - sum;
             }
@@ -70,6 +76,8 @@ impl MeasuredImbalance {
             profile_ns: totals.iter().copied().fold(0.0, f64::max) - work_avg_ns,
             work_avg_ns,
             collective_wait_ns,
+            per_step_ns,
+            totals_ns: totals,
         }
     }
 
@@ -87,10 +95,12 @@ impl MeasuredImbalance {
             assert!(
                 (estimated - measured).abs() <= 0.01 * scale,
                 "{what}: estimated {:.3} ms, measured by the program {:.3} ms (tolerance {:.3} \
-                 ms); measured {self:?}, estimated {estimates:?}",
+                 ms); where the series differ by over 0.5 ms: {}; measured {self:?}, estimated \
+                 {estimates:?}",
                 estimated * 1e-6,
                 measured * 1e-6,
-                0.01 * scale * 1e-6
+                0.01 * scale * 1e-6,
+                self.series_differences(estimates, 0.5e6)
             );
         };
         let work = self.work_avg_ns;
@@ -107,6 +117,30 @@ impl MeasuredImbalance {
             self.profile_ns,
             work,
         );
+    }
+
+    /// The points of the record's imbalance series that differ from the program's by more than
+    /// `over_ns`, as `point: estimated/measured ms` (to tell a few preempted supersteps from a
+    /// bias spread over all of them).
+    pub fn series_differences(&self, estimates: &Imbalance, over_ns: f64) -> String {
+        let factor = estimates.series_factor.max(1) as usize;
+        let measured = self
+            .per_step_ns
+            .chunks(factor)
+            .map(|c| c.iter().sum::<f64>());
+        let differences: Vec<String> = estimates
+            .series_ns
+            .iter()
+            .zip(measured)
+            .enumerate()
+            .filter(|(_, (&e, m))| (e as f64 - m).abs() > over_ns)
+            .map(|(i, (&e, m))| format!("{i}: {:.2}/{:.2}", e as f64 * 1e-6, m * 1e-6))
+            .collect();
+        if differences.is_empty() {
+            "none".to_string()
+        } else {
+            differences.join(", ")
+        }
     }
 }
 
