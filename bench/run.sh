@@ -18,6 +18,8 @@
 #   bench/run.sh --with ipm=/opt/ipm/lib/libipm.so,IPM_REPORT=none --with mpip=/opt/lib/libmpiP.so
 #                          also run under other profiling libraries (NAME=LIB[,VAR=VALUE...]:
 #                          LIB preloaded with those variables set), for a side-by-side table
+#   bench/run.sh --floor   also the floor: bench/floor.c preloaded, a wrapper that only reads the
+#                          clock twice per call (what any per-call timing costs on this machine)
 #   MPISTAT_BENCH_COUNTERS=per-call bench/run.sh   with software counters read around each call
 #   bench/run.sh --layouts 2,2m --rounds 3
 #                          only these layouts, this many interleaved rounds (a busy machine:
@@ -26,12 +28,13 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-small=0
+small=0 floor=0
 others=() # NAME=LIB[,VAR=VALUE...]
 only_layouts= only_rounds=
 while (($#)); do
     case $1 in
         --small) small=1 ;;
+        --floor) floor=1 ;;
         --layouts)
             [[ ${2:-} =~ ^(2|4o|2m)(,(2|4o|2m))*$ ]] || { echo "$0: --layouts 2,4o,2m (any of them)" >&2; exit 2; }
             only_layouts=${2//,/ }
@@ -47,7 +50,7 @@ while (($#)); do
             others+=("$2")
             shift
             ;;
-        *) echo "usage: $0 [--small] [--layouts L,...] [--rounds N] [--with NAME=LIB[,VAR=VALUE...]]..." >&2; exit 2 ;;
+        *) echo "usage: $0 [--small] [--floor] [--layouts L,...] [--rounds N] [--with NAME=LIB[,VAR=VALUE...]]..." >&2; exit 2 ;;
     esac
     shift
 done
@@ -83,6 +86,12 @@ mpich=0
 if command -v mpicc.mpich >/dev/null && command -v mpiexec.mpich >/dev/null; then
     mpicc.mpich -O2 -Wall -Wextra -Werror -o "$work/overhead-mpich" bench/overhead.c
     mpich=1
+fi
+if ((floor)); then
+    mpicc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$work/libfloor.so" bench/floor.c
+    if ((mpich)); then
+        mpicc.mpich -O2 -Wall -Wextra -Werror -shared -fPIC -o "$work/libfloor-mpich.so" bench/floor.c
+    fi
 fi
 
 # A syslog socket that drains and discards, so the preloaded MPI_Finalize pays for a real send
@@ -142,6 +151,7 @@ if [[ -n $only_layouts ]]; then
 fi
 
 modes=(bare mpistat direct trace)
+((floor)) && modes+=(floor)
 declare -A other_env=() # mode: "-x LD_PRELOAD=LIB -x VAR=VALUE ..." for mpirun
 for spec in "${others[@]}"; do
     name=${spec%%=*}
@@ -156,7 +166,7 @@ raw=$work/raw.txt
 run_overhead() { # LAYOUT MODE
     local layout=$1 mode=$2 extra=() n=$iters launcher program=$work/overhead
     if [[ $layout == 2m ]]; then
-        # MPICH: bare, the MPICH build preloaded, and trace mode (no --with libraries).
+        # MPICH: bare, the MPICH build preloaded, trace mode and the floor (no --with libraries).
         case $mode in
             bare) ;;
             mpistat) extra=(-genv LD_PRELOAD "$lib" -genv MPISTAT_CONFIG "$work/site-mpich.toml") ;;
@@ -164,6 +174,7 @@ run_overhead() { # LAYOUT MODE
                 extra=(-genv LD_PRELOAD "$lib" -genv MPISTAT_CONFIG "$work/site-trace-mpich.toml" -genv MPISTAT_TRACE 1)
                 n=$((iters / 10))
                 ;;
+            floor) extra=(-genv LD_PRELOAD "$work/libfloor-mpich.so") ;;
             *) return ;;
         esac
         program=$work/overhead-mpich
@@ -176,6 +187,7 @@ run_overhead() { # LAYOUT MODE
                 extra=(-x "LD_PRELOAD=$lib" -x "MPISTAT_CONFIG=$work/site-trace.toml" -x MPISTAT_TRACE=1)
                 n=$((iters / 10))
                 ;;
+            floor) extra=(-x "LD_PRELOAD=$work/libfloor.so") ;;
             *) read -r -a extra <<<"${other_env[$mode]}" ;;
         esac
     fi
