@@ -548,15 +548,47 @@ impl Database {
         &self,
         from_ms: u64,
         to_ms: u64,
+        each: impl FnMut(&FiledJob, JobRecord),
+    ) -> anyhow::Result<()> {
+        self.each_filed_job(
+            &format!(
+                "SELECT {INDEX_COLUMNS}, record FROM jobs WHERE end_ms >= ?1 AND end_ms < ?2
+                 ORDER BY end_ms, key"
+            ),
+            params![from_ms, to_ms],
+            each,
+        )
+    }
+
+    /// The jobs of the rows `ids` (those that are stored), in end order, as
+    /// [`Database::each_filed_job_ended_between`].
+    pub fn each_filed_job_of_rows(
+        &self,
+        ids: &[i64],
+        each: impl FnMut(&FiledJob, JobRecord),
+    ) -> anyhow::Result<()> {
+        self.each_filed_job(
+            &format!(
+                "SELECT {INDEX_COLUMNS}, record FROM jobs
+                 WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY end_ms, key"
+            ),
+            params![serde_json::to_string(ids)?],
+            each,
+        )
+    }
+
+    /// Each usable record that `sql` (index columns, then the record) selects, decoded in
+    /// parallel and handed over in order; the unusable ones are quarantined after.
+    fn each_filed_job(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
         mut each: impl FnMut(&FiledJob, JobRecord),
     ) -> anyhow::Result<()> {
         let mut unusable = Vec::new();
         {
-            let mut stmt = self.conn.prepare(&format!(
-                "SELECT {INDEX_COLUMNS}, record FROM jobs WHERE end_ms >= ?1 AND end_ms < ?2
-                 ORDER BY end_ms, key"
-            ))?;
-            let mut rows = stmt.query(params![from_ms, to_ms])?;
+            let mut stmt = self.conn.prepare(sql)?;
+            let mut rows = stmt.query(params)?;
             let mut decoders = OrderedPool::new(|(filed, stored): (FiledJob, Value)| {
                 let record = checked_record(&filed, stored);
                 (filed, record)

@@ -469,8 +469,9 @@ pub fn rebuild(db: &Database, thresholds: &SiteReportConfig) -> anyhow::Result<u
 /// long: into tables of their own (`rebuilt_<table>`, [`Tables::Rebuilt`]), in end order, a
 /// step of `step_jobs` jobs at a time. Each step reads its jobs' records (ended in
 /// `[from, to)`, `from` being where the last step ended) with no lock, then in one short write
-/// transaction checks that the step's jobs are still those it read (else reads them again
-/// there: a job that came late), adds their rollups to the rebuilt tables and moves
+/// transaction checks that the step's jobs are still those it read (else reads there the jobs
+/// that came into the step late, or the whole step again if one went away), adds their
+/// rollups to the rebuilt tables and moves
 /// `rebuild_to` (in `rollup_state`) to `to`. Meanwhile ingest adds every new job to the live
 /// rollups and, if it ended before `rebuild_to`, to the rebuilt ones too ([`count_in_rebuild`]),
 /// so each job is counted there exactly once: by the step that reads it or by ingest, whichever
@@ -481,13 +482,14 @@ pub fn rebuild(db: &Database, thresholds: &SiteReportConfig) -> anyhow::Result<u
 /// An interrupted rebuild leaves the live rollups as they were, kept by ingest, and the
 /// rebuilt ones as far as they got (also kept by ingest): the next rebuild with the same
 /// thresholds goes on from there, one with others starts again. `after_step` is called after
-/// each committed step that did not finish (with its `to`); `Break` stops the rebuild there as
-/// an interruption would. Returns how many jobs the new rollups count, `None` if stopped.
+/// each step's reading, before its write transaction ([`Progress::Read`]), and after each
+/// committed step that did not finish ([`Progress::Committed`]); `Break` stops the rebuild there
+/// as an interruption would. Returns how many jobs the new rollups count, `None` if stopped.
 pub fn rebuild_in_steps(
     db: &Database,
     thresholds: &SiteReportConfig,
     step_jobs: u64,
-    mut after_step: impl FnMut(u64) -> std::ops::ControlFlow<()>,
+    mut progress: impl FnMut(Progress) -> std::ops::ControlFlow<()>,
 ) -> anyhow::Result<Option<u64>> {
     let key = thresholds_key(thresholds);
     in_write_transaction(&db.conn, |conn| start_rebuild(conn, &key))?;
@@ -496,7 +498,10 @@ pub fn rebuild_in_steps(
             anyhow::bail!("another rebuild of the rollups finished this one");
         };
         let to = step_end(&db.conn, from, step_jobs)?;
-        let read = read_step(db, thresholds, from, to)?;
+        let (mut rollups, read) = read_step(db, thresholds, from, to)?;
+        if progress(Progress::Read { from, to }).is_break() {
+            return Ok(None);
+        }
         let finished = in_write_transaction(&db.conn, |conn| -> anyhow::Result<Option<bool>> {
             if rebuilt_to(conn)? != Some(from)
                 || state(conn, "rebuild_critical")? != Some(key.clone())
@@ -504,11 +509,13 @@ pub fn rebuild_in_steps(
                 // Another rebuild moved on meanwhile: look again.
                 return Ok(None);
             }
-            let (rollups, _) = if step_ids(conn, from, to)? == read.1 {
-                read
-            } else {
-                read_step(db, thresholds, from, to)?
-            };
+            // Jobs that came late, into the step's interval, after it was read: only those are
+            // read here, under the write lock (all of the step again only if one went away).
+            match added_rows(&read, &step_ids(conn, from, to)?) {
+                Some(added) if added.is_empty() => {}
+                Some(added) => db.each_filed_job_of_rows(&added, |_, job| rollups.add(&job))?,
+                None => rollups = read_step(db, thresholds, from, to)?.0,
+            }
             rollups.save(conn, Tables::Rebuilt)?;
             set_state(conn, "rebuild_to", &to.to_string())?;
             let newer: bool = conn.query_row(
@@ -532,10 +539,37 @@ pub fn rebuild_in_steps(
                         })?;
                 return Ok(Some(counted as u64));
             }
-            Some(false) if after_step(to).is_break() => return Ok(None),
+            Some(false) if progress(Progress::Committed { to }).is_break() => return Ok(None),
             Some(false) | None => {}
         }
     }
+}
+
+/// Where a rebuild in steps is ([`rebuild_in_steps`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// A step read the jobs that ended in `[from, to)`, outside any transaction; its write
+    /// transaction comes next.
+    Read { from: u64, to: u64 },
+    /// A step was committed: the rebuilt rollups count every job that ended before `to`.
+    Committed { to: u64 },
+}
+
+/// The rows in `now` that are not in `read` (both sorted), or `None` if a row of `read` is no
+/// longer in `now`.
+fn added_rows(read: &[i64], now: &[i64]) -> Option<Vec<i64>> {
+    let mut added = Vec::new();
+    let mut read = read.iter().peekable();
+    for &id in now {
+        match read.peek() {
+            Some(&&r) if r == id => {
+                read.next();
+            }
+            Some(&&r) if r < id => return None,
+            _ => added.push(id),
+        }
+    }
+    read.peek().is_none().then_some(added)
 }
 
 /// Jobs read in one step of a rebuild ([`rebuild_in_steps`]): about 2-3 s of reading, and one
@@ -961,6 +995,19 @@ pub fn totals_of_period(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_added_to_a_step_after_it_was_read() {
+        assert_eq!(added_rows(&[1, 3, 5], &[1, 3, 5]), Some(vec![]));
+        assert_eq!(
+            added_rows(&[1, 3, 5], &[0, 1, 2, 3, 5, 9]),
+            Some(vec![0, 2, 9])
+        );
+        assert_eq!(added_rows(&[], &[4]), Some(vec![4]));
+        // A row read is gone (quarantined meanwhile): the step is read again.
+        assert_eq!(added_rows(&[1, 3, 5], &[1, 5, 7]), None);
+        assert_eq!(added_rows(&[1, 3, 5], &[1, 3]), None);
+    }
 
     /// Day number of a date.
     fn day(text: &str) -> u64 {

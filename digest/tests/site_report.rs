@@ -14,7 +14,7 @@ use common::{append_log, varied_jobs, week_of_jobs, WEEK_47_START_MS};
 use mpistat_digest::db::Database;
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
-use mpistat_digest::rollup::{ensure_built, rebuild, rebuild_in_steps};
+use mpistat_digest::rollup::{ensure_built, rebuild, rebuild_in_steps, Progress};
 use mpistat_digest::site_report::pages::{self, Listing, Place, StaticJobs};
 use mpistat_digest::site_report::period::Period;
 use mpistat_digest::site_report::summary::{self, summarise};
@@ -439,7 +439,10 @@ fn rollups_rebuilt_in_steps_while_ingest_commits() {
     let period = Period::month("2026-11").unwrap();
     let before = every_page(&db, &period);
     let (mut steps, mut rebuilt_to) = (0, 0);
-    let stopped = rebuild_in_steps(&db, &thresholds, 100, |to| {
+    let stopped = rebuild_in_steps(&db, &thresholds, 100, |progress| {
+        let Progress::Committed { to } = progress else {
+            return ControlFlow::Continue(());
+        };
         steps += 1;
         rebuilt_to = to;
         if steps < 3 {
@@ -455,18 +458,34 @@ fn rollups_rebuilt_in_steps_while_ingest_commits() {
         every_page(&db, &period),
         "a stopped rebuild changes no page"
     );
-    // Stopped, then run again (it goes on where it was).
+    // Stopped, then run again (it goes on where it was). Jobs come after each commit and
+    // between a step's reading and its write, some of them into the step just read.
     late.ingest_next(rebuilt_to);
-    let counted = rebuild_in_steps(&db, &thresholds, 100, |to| {
-        assert!(
-            to > rebuilt_to,
-            "steps go on from where the stopped rebuild was"
-        );
-        rebuilt_to = to;
-        late.ingest_next(to);
+    let mut into_a_read_step = 0;
+    let counted = rebuild_in_steps(&db, &thresholds, 100, |progress| {
+        match progress {
+            Progress::Read { from, to } => {
+                if let Some(slice) = late.slices.last() {
+                    into_a_read_step += slice
+                        .iter()
+                        .filter(|r| (from..to).contains(&r.end_unix_ms))
+                        .count();
+                }
+                late.ingest_next(from);
+            }
+            Progress::Committed { to } => {
+                assert!(
+                    to > rebuilt_to,
+                    "steps go on from where the stopped rebuild was"
+                );
+                rebuilt_to = to;
+                late.ingest_next(to);
+            }
+        }
         ControlFlow::Continue(())
     })
     .unwrap();
+    assert!(into_a_read_step > 0, "no job came into a step already read");
     let left: usize = late.slices.iter().map(Vec::len).sum();
     assert_eq!(
         counted,
@@ -504,8 +523,10 @@ fn rollups_rebuilt_while_ingest_runs() {
     let ingest = std::thread::spawn(move || while late.ingest_next(0) {});
     let mut steps = 0;
     while !ingest.is_finished() {
-        rebuild_in_steps(&db, &thresholds, 50, |_| {
-            steps += 1;
+        rebuild_in_steps(&db, &thresholds, 50, |progress| {
+            if let Progress::Committed { .. } = progress {
+                steps += 1;
+            }
             ControlFlow::Continue(())
         })
         .unwrap();
