@@ -655,6 +655,25 @@ fn rebuilt_to(conn: &Connection) -> anyhow::Result<Option<u64>> {
     Ok(state(conn, "rebuild_to")?.and_then(|to| to.parse().ok()))
 }
 
+/// `base` with the critical-job thresholds of `key` ([`thresholds_key`]'s text), if it is one.
+fn thresholds_of_key(key: &str, base: &SiteReportConfig) -> Option<SiteReportConfig> {
+    let mut numbers = key.split(' ').map(|n| n.parse::<f64>().ok());
+    let (Some(Some(mpi)), Some(Some(imbalance)), Some(Some(cpu_hours)), None) = (
+        numbers.next(),
+        numbers.next(),
+        numbers.next(),
+        numbers.next(),
+    ) else {
+        return None;
+    };
+    Some(SiteReportConfig {
+        critical_mpi_percent: mpi,
+        critical_imbalance_percent: imbalance,
+        critical_min_cpu_hours: cpu_hours,
+        ..base.clone()
+    })
+}
+
 /// Go on with the rebuild under way if it was started with the same thresholds (`key`), else
 /// start one: empty `rebuilt_` tables made as the live ones are (without their secondary
 /// indexes, made when swapped in), and `rebuild_to` at the beginning of time.
@@ -769,6 +788,8 @@ fn swap_in_rebuilt(conn: &Connection, key: &str) -> anyhow::Result<()> {
 /// Count the jobs ingest stores as new (`jobs`: their rows) in the rollups a rebuild is making,
 /// if one is under way or was interrupted: those that ended before where it has got to (it
 /// reads the others itself). In the transaction that stores them (see [`rebuild_in_steps`]).
+/// Its critical list takes the rebuild's thresholds, not ingest's (`thresholds`, the rest of
+/// the settings): an ingest daemon started before the site changed them keeps the old ones.
 pub fn count_in_rebuild<'a>(
     conn: &Connection,
     jobs: impl Iterator<Item = &'a crate::db::JobRow>,
@@ -777,7 +798,9 @@ pub fn count_in_rebuild<'a>(
     let Some(to) = rebuilt_to(conn)? else {
         return Ok(());
     };
-    let mut rollups = Rollups::new(thresholds);
+    let rebuilds =
+        state(conn, "rebuild_critical")?.and_then(|key| thresholds_of_key(&key, thresholds));
+    let mut rollups = Rollups::new(rebuilds.as_ref().unwrap_or(thresholds));
     for job in jobs.filter(|job| job.index.end_unix_ms < to) {
         rollups.add(&crate::db::inflated_record(&job.deflated)?);
     }
@@ -995,6 +1018,26 @@ pub fn totals_of_period(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thresholds_come_back_from_their_key() {
+        let base = SiteReportConfig::default();
+        let other = SiteReportConfig {
+            critical_mpi_percent: 33.3,
+            critical_imbalance_percent: 0.1 + 0.2,
+            critical_min_cpu_hours: 1e-3,
+            ..base.clone()
+        };
+        for t in [&base, &other] {
+            assert_eq!(
+                thresholds_of_key(&thresholds_key(t), &base).as_ref(),
+                Some(t)
+            );
+        }
+        assert_eq!(thresholds_of_key("1 2", &base), None);
+        assert_eq!(thresholds_of_key("1 2 3 4", &base), None);
+        assert_eq!(thresholds_of_key("1 x 3", &base), None);
+    }
 
     #[test]
     fn rows_added_to_a_step_after_it_was_read() {

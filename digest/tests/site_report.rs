@@ -20,7 +20,7 @@ use mpistat_digest::site_report::period::Period;
 use mpistat_digest::site_report::summary::{self, summarise};
 use mpistat_digest::site_report::write_site;
 use mpistat_record::{AnalysisRecord, JobIndex, JobRecord};
-use mpistat_site::SiteConfig;
+use mpistat_site::{SiteConfig, SiteReportConfig};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -506,6 +506,55 @@ fn rollups_rebuilt_in_steps_while_ingest_commits() {
     assert_eq!(rebuild(&db, &thresholds).unwrap(), all as u64);
     assert_eq!(
         stepped,
+        every_page(&db, &period),
+        "equal to a fresh rebuild"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A rebuild with other critical-job thresholds than ingest's (the site changed them; the
+/// ingest daemon still runs with the old ones): the jobs ingest counts in the rebuilt rollups
+/// are judged by the rebuild's thresholds, so its critical list equals a fresh rebuild's.
+#[test]
+fn rollups_rebuilt_with_other_thresholds_than_ingests() {
+    let dir = temp_dir("rebuild-thresholds");
+    let (first, rest, all) = month_in_two();
+    let (mut late, db) = LateJobs::new(&dir, &first, &rest, 150);
+    let ingests = SiteConfig::default().site_report;
+    let other = SiteReportConfig {
+        critical_mpi_percent: ingests.critical_mpi_percent * 2.0,
+        critical_imbalance_percent: ingests.critical_imbalance_percent / 2.0,
+        ..ingests.clone()
+    };
+    let counted = rebuild_in_steps(&db, &other, 100, |progress| {
+        if let Progress::Committed { to } = progress {
+            late.ingest_next(to);
+        }
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert!(
+        late.behind > 100,
+        "{} jobs counted in the rebuild",
+        late.behind
+    );
+    let period = Period::month("2026-11").unwrap();
+    let critical = |db: &Database| {
+        summarise(db, &period, &SiteConfig::default())
+            .unwrap()
+            .critical_jobs
+    };
+    let stepped = (counted, critical(&db), every_page(&db, &period));
+    let left: usize = late.slices.iter().map(Vec::len).sum();
+    assert_eq!(stepped.0, Some((all - left) as u64));
+    assert_eq!(rebuild(&db, &other).unwrap(), (all - left) as u64);
+    assert_eq!(
+        stepped.1,
+        critical(&db),
+        "critical jobs as a fresh rebuild counts them"
+    );
+    assert_eq!(
+        stepped.2,
         every_page(&db, &period),
         "equal to a fresh rebuild"
     );
