@@ -1406,105 +1406,100 @@ fn site_grace_long_after(halves: &[&JobRecord]) -> Duration {
     grace
 }
 
+/// Ingest `others` and the half `first` of a job (a half waits `grace` in that run), then its
+/// other half `second`, then both again (these runs' grace is zero: they come after any grace).
+/// After each of the last two runs the database lists `others` and `listed` (neither half under
+/// another key), counts them once (the pages of a database that got these records, also after
+/// a rebuild), and its partial inbox holds `first` and `second` as they came, in `states`.
+fn read_in_runs(
+    dir: &Path,
+    others: &[JobRecord],
+    [first, second]: [&JobRecord; 2],
+    grace: Duration,
+    listed: &JobRecord,
+    states: [&str; 2],
+) {
+    let what = format!("{}'s half first", first.host);
+    let period = Period::month("2026-11").unwrap();
+    let listing = [others, std::slice::from_ref(listed)].concat();
+    let pages = every_page(
+        &ingest_runs(&dir.join("listed"), &[listing], Duration::ZERO),
+        &period,
+    );
+    let late = dir.join("late");
+    let with_first = [others, std::slice::from_ref(first)].concat();
+    let mut db = ingest_runs(&late, &[with_first], grace);
+    for (run, records) in [
+        ("the other half", vec![second.clone()]),
+        ("again", vec![first.clone(), second.clone()]),
+    ] {
+        ingest_run(&mut db, &late, &records, Duration::ZERO);
+        let what = format!("{what}, {run}");
+        assert_eq!(db.job_count().unwrap(), others.len() as u64 + 1, "{what}");
+        assert_eq!(
+            db.job(&listed.key()).unwrap().as_ref(),
+            Some(listed),
+            "{what}"
+        );
+        for half in [first, second]
+            .into_iter()
+            .filter(|h| h.key() != listed.key())
+        {
+            assert_eq!(db.job(&half.key()).unwrap(), None, "{what}");
+        }
+        assert_same_pages(&every_page(&db, &period), &pages, &what);
+        assert_eq!(
+            inbox(&db),
+            BTreeMap::from([
+                (first.key(), (states[0].to_string(), first.clone())),
+                (second.key(), (states[1].to_string(), second.clone())),
+            ]),
+            "{what}"
+        );
+    }
+    let counted = rebuild(&db, &SiteConfig::default().site_report).unwrap();
+    assert_eq!(counted, others.len() as u64 + 1, "{what}");
+    assert_same_pages(&every_page(&db, &period), &pages, &what);
+}
+
+/// 59 jobs of November's first 20 days, and the two halves of a 60th ([`halves_of_an_abort`]):
+/// (the jobs, the aborting rank's half, rank 0's).
+fn an_abort_among_others() -> (Vec<JobRecord>, JobRecord, JobRecord) {
+    let others: Vec<JobRecord> = varied_jobs(60, 4, NOVEMBER_START_MS, 20 * DAY_MS).collect();
+    let (abort, stopped) = halves_of_an_abort(&others[20]);
+    ([&others[..20], &others[21..]].concat(), abort, stopped)
+}
+
 /// An ingest running late (a syslog backlog, a stopped daemon, an old file) reads both halves of
 /// a job long after its end, here in two runs further apart than the grace (the first run's is
 /// the site's; the second's is zero, so every hold is past it when that run ends): a half waits
 /// from when it was held, not from its job's end, so the two are still one job, rank 0's record
-/// with the abort's reason, in either order, counted once (the pages of a database that got
-/// that one record, also after a rebuild). Reading both again changes nothing.
+/// with the abort's reason, in either order, counted once. Reading both again changes nothing.
 #[test]
 fn halves_read_long_after_their_job_in_runs_further_apart_than_the_grace_are_one_job() {
     let dir = temp_dir("late-ingest");
-    let others: Vec<JobRecord> = varied_jobs(60, 4, NOVEMBER_START_MS, 20 * DAY_MS).collect();
-    let (abort, stopped) = halves_of_an_abort(&others[20]);
-    let others = [&others[..20], &others[21..]].concat();
+    let (others, abort, stopped) = an_abort_among_others();
     let grace = site_grace_long_after(&[&abort, &stopped]);
     let mut expected = stopped.clone();
     expected.partial = Some("MPI_Abort (errorcode 3) on rank 1 on nodeb".into());
-    let period = Period::month("2026-11").unwrap();
-    let one = ingest_runs(
-        &dir.join("one"),
-        &[[others.clone(), vec![expected.clone()]].concat()],
-        Duration::ZERO,
-    );
-    let pages = every_page(&one, &period);
-    for (order, first, second) in [
-        ("abort first", &abort, &stopped),
-        ("rank 0 first", &stopped, &abort),
-    ] {
-        let late = dir.join("late");
-        let mut db = ingest_runs(&late, &[[&others[..], &[first.clone()]].concat()], grace);
-        assert_eq!(
-            db.job_count().unwrap(),
-            others.len() as u64,
-            "{order}: held"
-        );
-        for (run, records) in [
-            ("the other half", vec![second.clone()]),
-            ("again", vec![abort.clone(), stopped.clone()]),
-        ] {
-            ingest_run(&mut db, &late, &records, Duration::ZERO);
-            let what = format!("{order}, {run}");
-            assert_eq!(db.job_count().unwrap(), others.len() as u64 + 1, "{what}");
-            assert_eq!(
-                db.job(&stopped.key()).unwrap(),
-                Some(expected.clone()),
-                "{what}"
-            );
-            assert_eq!(db.job(&abort.key()).unwrap(), None, "{what}");
-            assert_same_pages(&every_page(&db, &period), &pages, &what);
-        }
-        let counted = rebuild(&db, &SiteConfig::default().site_report).unwrap();
-        assert_eq!(counted, others.len() as u64 + 1, "{order}");
-        assert_same_pages(&every_page(&db, &period), &pages, order);
+    for halves in [[&abort, &stopped], [&stopped, &abort]] {
+        let merged = ["merged"; 2];
+        read_in_runs(&dir, &others, halves, grace, &expected, merged);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A half stored alone (no other half came within the grace), then its other half: that one is
 /// late. The job stays listed once, as the half stored (rank 0's or the aborting rank's, as
-/// stored, not rewritten), and counted once (the pages of a database that got that half alone,
-/// also after a rebuild); the late record is kept in the partial inbox as it came, marked
-/// `late`. Reading both again stores nothing more.
+/// stored, not rewritten), and counted once; the late record is kept in the partial inbox as it
+/// came, marked `late`. Reading both again stores nothing more.
 #[test]
 fn the_other_half_of_a_half_stored_alone_is_kept_late_not_stored() {
     let dir = temp_dir("late-half");
-    let others: Vec<JobRecord> = varied_jobs(60, 4, NOVEMBER_START_MS, 20 * DAY_MS).collect();
-    let (abort, stopped) = halves_of_an_abort(&others[20]);
-    let others = [&others[..20], &others[21..]].concat();
-    let period = Period::month("2026-11").unwrap();
-    for (order, first, second) in [
-        ("abort stored", &abort, &stopped),
-        ("rank 0 stored", &stopped, &abort),
-    ] {
-        let with_first = [&others[..], &[first.clone()]].concat();
-        let alone = ingest_runs(&dir.join("alone"), &[with_first.clone()], Duration::ZERO);
-        let pages = every_page(&alone, &period);
-        let late = dir.join("late");
-        let mut db = ingest_runs(&late, &[with_first], Duration::ZERO);
-        assert_eq!(db.job_count().unwrap(), others.len() as u64 + 1, "{order}");
-        for (run, records) in [
-            ("the other half", vec![second.clone()]),
-            ("again", vec![abort.clone(), stopped.clone()]),
-        ] {
-            ingest_run(&mut db, &late, &records, Duration::ZERO);
-            let what = format!("{order}, {run}");
-            assert_eq!(db.job_count().unwrap(), others.len() as u64 + 1, "{what}");
-            assert_eq!(db.job(&first.key()).unwrap(), Some(first.clone()), "{what}");
-            assert_eq!(db.job(&second.key()).unwrap(), None, "{what}");
-            assert_same_pages(&every_page(&db, &period), &pages, &what);
-            assert_eq!(
-                inbox(&db),
-                BTreeMap::from([
-                    (first.key(), ("stored".to_string(), first.clone())),
-                    (second.key(), ("late".to_string(), second.clone())),
-                ]),
-                "{what}"
-            );
-        }
-        let counted = rebuild(&db, &SiteConfig::default().site_report).unwrap();
-        assert_eq!(counted, others.len() as u64 + 1, "{order}");
-        assert_same_pages(&every_page(&db, &period), &pages, order);
+    let (others, abort, stopped) = an_abort_among_others();
+    for halves in [[&abort, &stopped], [&stopped, &abort]] {
+        let states = ["stored", "late"];
+        read_in_runs(&dir, &others, halves, Duration::ZERO, halves[0], states);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
