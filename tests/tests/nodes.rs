@@ -248,7 +248,8 @@ fn traffic_on_one_node_stays_there(mpi) {
 /// on node A, is then stopped by its launcher exactly as when node B is lost, and nothing tells it
 /// about an abort on another node (claim.rs): it writes its own partial record too. Two records
 /// of the job, each saying what its rank saw; `mpistat ingest` stores them as one job: rank 0's
-/// record with the abort's reason and the aborting rank's host.
+/// record with the abort's reason and the aborting rank's host. Rank 0's read after the aborting
+/// rank's was stored alone is late: not stored, the job stays one.
 #[test]
 fn mpi_abort_on_another_node_leaves_two_records_which_ingest_stores_as_one_job() {
     let _serial = serial();
