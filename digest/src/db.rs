@@ -31,7 +31,9 @@
 //!   `analyses`: the trace analyses of traced jobs, from the analysis records their users sent
 //!   (`analysis_inbox`: filed by ingest, waiting to be matched to their jobs).
 //! * `partial_inbox`: the partial records of a job on several nodes that ingest holds until
-//!   their other half comes ([`crate::ingest::partials`]).
+//!   their other half comes, with when it held them (`held_ms`), and keeps afterwards (stored
+//!   as one job with their twin, alone, or not at all: their twin was stored alone before they
+//!   came) ([`crate::ingest::partials`]).
 
 use crate::pool::OrderedPool;
 use crate::rollup::Rollups;
@@ -316,6 +318,31 @@ pub const MIGRATIONS: &[&str] = &[
     -- critical job of the interval (1.7 s a request at 10M jobs a month). The order's ties are
     -- broken by key as before; the primary key's end_ms completes the entry.
     CREATE INDEX critical_jobs_by_cpu ON critical_jobs (wall_ns DESC, key);
+",
+    "
+    -- A held partial record waits for its other half from when ingest held it (`held_ms`, by
+    -- the ingest run's clock), no longer from its job's end: an ingest running late (a syslog
+    -- backlog, a stopped daemon, an old file) stored every half alone at the end of the run
+    -- that held it, though its twin came in the next. Rows held before wait from their end, as
+    -- they did. A half whose twin was stored alone before it came is kept as `late`: not stored
+    -- (the twin counts the job), not lost (crate::ingest::partials). SQLite cannot change a
+    -- CHECK: the table is made again.
+    CREATE TABLE partial_inbox_held_ms (
+        end_ms INTEGER NOT NULL,
+        key TEXT NOT NULL,
+        half TEXT NOT NULL CHECK (half IN ('abort', 'stopped')),
+        uid INTEGER NOT NULL,
+        look INTEGER NOT NULL,
+        record BLOB NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('held', 'merged', 'stored', 'late')),
+        held_ms INTEGER NOT NULL,
+        PRIMARY KEY (end_ms, key)
+    ) WITHOUT ROWID;
+    INSERT INTO partial_inbox_held_ms (end_ms, key, half, uid, look, record, state, held_ms)
+        SELECT end_ms, key, half, uid, look, record, state, end_ms FROM partial_inbox;
+    DROP TABLE partial_inbox;
+    ALTER TABLE partial_inbox_held_ms RENAME TO partial_inbox;
+    CREATE INDEX partial_inbox_held ON partial_inbox (state, uid, end_ms);
 ",
 ];
 

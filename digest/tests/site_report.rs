@@ -11,7 +11,7 @@
 mod common;
 
 use common::{append_log, varied_jobs, week_of_jobs, WEEK_47_START_MS};
-use mpistat_digest::db::Database;
+use mpistat_digest::db::{inflated_record, Database};
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
 use mpistat_digest::rollup::{ensure_built, rebuild, rebuild_in_steps, Progress};
@@ -29,7 +29,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const XSS: &str = "<script>alert(1)</script>";
 const DAY_MS: u64 = 86_400_000;
@@ -1295,23 +1295,29 @@ fn halves_of_an_abort(job: &JobRecord) -> (JobRecord, JobRecord) {
 fn ingest_runs(dir: &Path, logs: &[Vec<JobRecord>], partial_grace: Duration) -> Database {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).unwrap();
-    let log = dir.join("records.log");
     let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
     for records in logs {
-        append_log(&log, records);
-        let options = Options {
-            accounts: Some(Arc::new(Table::new(
-                records.iter().map(|r| (r.user.as_str(), r.uid)),
-            ))),
-            batch_lines: 500,
-            partial_grace,
-            ..Options::from_site(vec![log.clone()], &SiteConfig::default())
-        };
-        let mut err = Vec::new();
-        run_once(&mut db, &options, &mut err).unwrap();
-        assert!(err.is_empty(), "{}", String::from_utf8_lossy(&err));
+        ingest_run(&mut db, dir, records, partial_grace);
     }
     db
+}
+
+/// One ingest run into `db` of `dir`'s log, to which `records` are appended first; a half
+/// waits `partial_grace` (since it was held) for its other half.
+fn ingest_run(db: &mut Database, dir: &Path, records: &[JobRecord], partial_grace: Duration) {
+    let log = dir.join("records.log");
+    append_log(&log, records);
+    let options = Options {
+        accounts: Some(Arc::new(Table::new(
+            records.iter().map(|r| (r.user.as_str(), r.uid)),
+        ))),
+        batch_lines: 500,
+        partial_grace,
+        ..Options::from_site(vec![log], &SiteConfig::default())
+    };
+    let mut err = Vec::new();
+    run_once(db, &options, &mut err).unwrap();
+    assert!(err.is_empty(), "{}", String::from_utf8_lossy(&err));
 }
 
 /// After `MPI_Abort` on another node than rank 0's, the job's two partial records are stored as
@@ -1408,19 +1414,11 @@ fn a_lone_half_is_stored_after_the_grace_period() {
     let period = Period::month("2026-11").unwrap();
     let none = ingest_runs(&dir.join("none"), std::slice::from_ref(&others), wait);
     assert_eq!(every_page(&held, &period), every_page(&none, &period));
-    // The next run after the grace period stores them (and a later one nothing more), as if
-    // they had come alone.
+    // The next run after the grace period (since they were held; a zero grace: any run after)
+    // stores them, and a later one nothing more, as if they had come alone.
     let mut stored = ingest_runs(&dir.join("lone"), &[others.clone(), halves.clone()], wait);
-    let log = dir.join("lone").join("records.log");
     for _ in 0..2 {
-        let options = Options {
-            accounts: Some(Arc::new(Table::new(
-                halves.iter().map(|r| (r.user.as_str(), r.uid)),
-            ))),
-            partial_grace: Duration::from_secs(600),
-            ..Options::from_site(vec![log.clone()], &SiteConfig::default())
-        };
-        run_once(&mut stored, &options, &mut Vec::new()).unwrap();
+        ingest_run(&mut stored, &dir.join("lone"), &[], Duration::ZERO);
         assert_eq!(stored.job_count().unwrap(), others.len() as u64 + 2);
     }
     assert_eq!(stored.job(&abort.key()).unwrap(), Some(abort.clone()));
@@ -1431,5 +1429,208 @@ fn a_lone_half_is_stored_after_the_grace_period() {
         Duration::ZERO,
     );
     assert_eq!(every_page(&stored, &period), every_page(&alone, &period));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `got` and `want` are the same pages (`what`: of which case).
+fn assert_same_pages(got: &BTreeMap<String, String>, want: &BTreeMap<String, String>, what: &str) {
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "{what}"
+    );
+    for (name, html) in want {
+        assert_eq!(html, &got[name], "{name} differs ({what})");
+    }
+}
+
+/// The rows of the partial inbox by key: state and record.
+fn inbox(db: &Database) -> BTreeMap<String, (String, JobRecord)> {
+    let mut stmt = db
+        .conn
+        .prepare("SELECT key, state, record FROM partial_inbox")
+        .unwrap();
+    let rows = stmt
+        .query_map([], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get::<_, Vec<u8>>(2)?))
+        })
+        .unwrap();
+    rows.map(|row| {
+        let (key, state, deflated) = row.unwrap();
+        (key, (state, inflated_record(&deflated).unwrap()))
+    })
+    .collect()
+}
+
+/// The site's grace for a half (`ingest.partial_grace_seconds`), and a check that `halves`
+/// ended more than that before now: read now, they are read long after their job.
+fn site_grace_long_after(halves: &[&JobRecord]) -> Duration {
+    let grace = Duration::from_secs(SiteConfig::default().ingest.partial_grace_seconds);
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    for half in halves {
+        assert!(
+            Duration::from_millis(half.end_unix_ms) + grace < now,
+            "the job is to have ended long before this test: {half:?}"
+        );
+    }
+    grace
+}
+
+/// Ingest `others` and the half `first` of a job (a half waits `grace` in that run), then its
+/// other half `second`, then both again (these runs' grace is zero: they come after any grace).
+/// After each of the last two runs the database lists `others` and `listed` (neither half under
+/// another key), counts them once (the pages of a database that got these records, also after
+/// a rebuild), and its partial inbox holds `first` and `second` as they came, in `states`.
+fn read_in_runs(
+    dir: &Path,
+    others: &[JobRecord],
+    [first, second]: [&JobRecord; 2],
+    grace: Duration,
+    listed: &JobRecord,
+    states: [&str; 2],
+) {
+    let what = format!("{}'s half first", first.host);
+    let period = Period::month("2026-11").unwrap();
+    let listing = [others, std::slice::from_ref(listed)].concat();
+    let pages = every_page(
+        &ingest_runs(&dir.join("listed"), &[listing], Duration::ZERO),
+        &period,
+    );
+    let late = dir.join("late");
+    let with_first = [others, std::slice::from_ref(first)].concat();
+    let mut db = ingest_runs(&late, &[with_first], grace);
+    for (run, records) in [
+        ("the other half", vec![second.clone()]),
+        ("again", vec![first.clone(), second.clone()]),
+    ] {
+        ingest_run(&mut db, &late, &records, Duration::ZERO);
+        let what = format!("{what}, {run}");
+        assert_eq!(db.job_count().unwrap(), others.len() as u64 + 1, "{what}");
+        assert_eq!(
+            db.job(&listed.key()).unwrap().as_ref(),
+            Some(listed),
+            "{what}"
+        );
+        for half in [first, second]
+            .into_iter()
+            .filter(|h| h.key() != listed.key())
+        {
+            assert_eq!(db.job(&half.key()).unwrap(), None, "{what}");
+        }
+        assert_same_pages(&every_page(&db, &period), &pages, &what);
+        assert_eq!(
+            inbox(&db),
+            BTreeMap::from([
+                (first.key(), (states[0].to_string(), first.clone())),
+                (second.key(), (states[1].to_string(), second.clone())),
+            ]),
+            "{what}"
+        );
+    }
+    let counted = rebuild(&db, &SiteConfig::default().site_report).unwrap();
+    assert_eq!(counted, others.len() as u64 + 1, "{what}");
+    assert_same_pages(&every_page(&db, &period), &pages, &what);
+}
+
+/// 59 jobs of November's first 20 days, and the two halves of a 60th ([`halves_of_an_abort`]):
+/// (the jobs, the aborting rank's half, rank 0's).
+fn an_abort_among_others() -> (Vec<JobRecord>, JobRecord, JobRecord) {
+    let others: Vec<JobRecord> = varied_jobs(60, 4, NOVEMBER_START_MS, 20 * DAY_MS).collect();
+    let (abort, stopped) = halves_of_an_abort(&others[20]);
+    ([&others[..20], &others[21..]].concat(), abort, stopped)
+}
+
+/// An ingest running late (a syslog backlog, a stopped daemon, an old file) reads both halves of
+/// a job long after its end, here in two runs further apart than the grace (the first run's is
+/// the site's; the second's is zero, so every hold is past it when that run ends): a half waits
+/// from when it was held, not from its job's end, so the two are still one job, rank 0's record
+/// with the abort's reason, in either order, counted once. Reading both again changes nothing.
+#[test]
+fn halves_read_long_after_their_job_in_runs_further_apart_than_the_grace_are_one_job() {
+    let dir = temp_dir("late-ingest");
+    let (others, abort, stopped) = an_abort_among_others();
+    let grace = site_grace_long_after(&[&abort, &stopped]);
+    let mut expected = stopped.clone();
+    expected.partial = Some("MPI_Abort (errorcode 3) on rank 1 on nodeb".into());
+    for halves in [[&abort, &stopped], [&stopped, &abort]] {
+        let merged = ["merged"; 2];
+        read_in_runs(&dir, &others, halves, grace, &expected, merged);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A half stored alone (no other half came within the grace), then its other half: that one is
+/// late. The job stays listed once, as the half stored (rank 0's or the aborting rank's, as
+/// stored, not rewritten), and counted once; the late record is kept in the partial inbox as it
+/// came, marked `late`. Reading both again stores nothing more.
+#[test]
+fn the_other_half_of_a_half_stored_alone_is_kept_late_not_stored() {
+    let dir = temp_dir("late-half");
+    let (others, abort, stopped) = an_abort_among_others();
+    for halves in [[&abort, &stopped], [&stopped, &abort]] {
+        let states = ["stored", "late"];
+        read_in_runs(&dir, &others, halves, Duration::ZERO, halves[0], states);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A database of the schema before halves noted when they were held: a half held there waits
+/// from its job's end, as it did (stored alone by the next run, its job having ended long
+/// ago), and a half held after the upgrade from when it was held (that run keeps it).
+#[test]
+fn a_half_held_before_the_upgrade_waits_from_its_end() {
+    use mpistat_digest::db::MIGRATIONS;
+    let dir = temp_dir("held-upgrade");
+    let jobs: Vec<JobRecord> = varied_jobs(10, 2, NOVEMBER_START_MS, 20 * DAY_MS).collect();
+    let (abort, mut stopped) = halves_of_an_abort(&jobs[3]);
+    stopped.exe = "/home/someone/else".into(); // pairs with nothing
+    let grace = site_grace_long_after(&[&abort, &stopped]);
+    let current = ingest_runs(
+        &dir.join("current"),
+        &[vec![abort.clone()]],
+        Duration::from_secs(100 * 365 * 86_400),
+    );
+    drop(current);
+    // The held half copied into a database of the schema before (as an older mpistat left it).
+    let old_dir = dir.join("old");
+    std::fs::create_dir_all(&old_dir).unwrap();
+    let before = MIGRATIONS.len() - 1;
+    let old = rusqlite::Connection::open(old_dir.join("db.sqlite")).unwrap();
+    old.execute_batch(&MIGRATIONS[..before].concat()).unwrap();
+    old.pragma_update(None, "user_version", before).unwrap();
+    old.execute(
+        "ATTACH ?1 AS current",
+        [dir.join("current/db.sqlite").to_str().unwrap()],
+    )
+    .unwrap();
+    let copied = old
+        .execute(
+            "INSERT INTO main.partial_inbox (end_ms, key, half, uid, look, record, state)
+             SELECT end_ms, key, half, uid, look, record, state FROM current.partial_inbox",
+            [],
+        )
+        .unwrap();
+    assert_eq!(copied, 1);
+    drop(old);
+    let mut db = Database::open(&old_dir.join("db.sqlite")).unwrap();
+    let held_ms: u64 = db
+        .conn
+        .query_row("SELECT held_ms FROM partial_inbox", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(held_ms, abort.end_unix_ms);
+    ingest_run(&mut db, &old_dir, std::slice::from_ref(&stopped), grace);
+    assert_eq!(db.job_count().unwrap(), 1);
+    assert_eq!(db.job(&abort.key()).unwrap(), Some(abort.clone()));
+    let states: BTreeMap<String, String> = inbox(&db)
+        .into_iter()
+        .map(|(key, (state, _))| (key, state))
+        .collect();
+    assert_eq!(
+        states,
+        BTreeMap::from([
+            (abort.key(), "stored".to_string()),
+            (stopped.key(), "held".to_string())
+        ])
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

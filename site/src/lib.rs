@@ -263,8 +263,9 @@ pub struct IngestConfig {
     pub grace_seconds: u64,
     /// Seconds a partial record of a job on several nodes waits for the job's other partial
     /// record (after `MPI_Abort` on another node than rank 0's, the aborting rank's and rank
-    /// 0's), counted from the record's end by the ingest run's clock: the two are stored as one
-    /// job; one still alone after this is stored alone by the next ingest run.
+    /// 0's), counted from when ingest held it (not from the job's end) by the ingest run's
+    /// clock: the two are stored as one job; one still alone after this is stored alone by the
+    /// next ingest run (and its other half, if it comes later, is kept unstored).
     pub partial_grace_seconds: u64,
 }
 

@@ -248,7 +248,8 @@ fn traffic_on_one_node_stays_there(mpi) {
 /// on node A, is then stopped by its launcher exactly as when node B is lost, and nothing tells it
 /// about an abort on another node (claim.rs): it writes its own partial record too. Two records
 /// of the job, each saying what its rank saw; `mpistat ingest` stores them as one job: rank 0's
-/// record with the abort's reason and the aborting rank's host.
+/// record with the abort's reason and the aborting rank's host. Rank 0's read after the aborting
+/// rank's was stored alone is late: not stored, the job stays one.
 #[test]
 fn mpi_abort_on_another_node_leaves_two_records_which_ingest_stores_as_one_job() {
     let _serial = serial();
@@ -303,6 +304,37 @@ fn mpi_abort_on_another_node_leaves_two_records_which_ingest_stores_as_one_job()
     let mut expected = stopped.clone();
     expected.partial = Some("MPI_Abort (errorcode 3) on rank 1 on nodeb".into());
     assert_eq!(db.job(&stopped.key()).unwrap(), Some(expected));
+
+    // The aborting rank's record read alone and stored alone (its grace over: zero), rank 0's
+    // read by a later run: that one is late, not stored; the job is listed once, as stored.
+    let late_db = dir.path().join("late.db");
+    let site = syslogd.site_config_with(
+        "late.toml",
+        &format!(
+            "[database]\npath = {:?}\n[ingest]\npartial_grace_seconds = 0\n",
+            late_db.display().to_string()
+        ),
+    );
+    let aborting_pid = format!(" pid={} ", aborting.pid);
+    let (abort_lines, other_lines): (Vec<String>, Vec<String>) = syslogd
+        .trusted_lines()
+        .into_iter()
+        .partition(|l| l.contains(&aborting_pid));
+    let late_log = dir.path().join("late.log");
+    for lines in [abort_lines, other_lines] {
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&late_log)
+            .unwrap();
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::io::Write::write_all(&mut log, text.as_bytes()).unwrap();
+        let ingest = mpistat(&["ingest", late_log.to_str().unwrap()], &site);
+        assert!(ingest.status.success(), "{ingest:?}");
+        let db = mpistat_digest::db::Database::open(&late_db).unwrap();
+        assert_eq!(db.job_count().unwrap(), 1);
+        assert_eq!(db.job(&aborting.key()).unwrap().as_ref(), Some(aborting));
+    }
 }
 
 for_each_mpi! {

@@ -3,12 +3,27 @@
 //! own ("SIGTERM from the launcher ..."), under different keys (and outside Slurm different job
 //! ids). Counted, the job would be two; rollups cannot take a job back, so the two are made one
 //! before either is stored. The writer holds every such record of a job on several nodes in
-//! `partial_inbox` ([`sort_out`]) and, in the same transaction, looks for its other half there:
-//! when it is there, the two are stored as one job, rank 0's record with the abort's reason
-//! ([`merged`]), whichever came first. A half still alone after the site's
-//! `ingest.partial_grace_seconds` (by the ingest run's clock, against the record's end) is stored
-//! as it is at the end of an ingest run ([`lone`]). Held rows stay, marked `merged` or `stored`,
-//! so that reading a record again stores nothing.
+//! `partial_inbox` ([`sort_out`]), noting when (`held_ms`, by the ingest run's clock), and, in
+//! the same transaction, looks for its other half there: when it is held there, the two are
+//! stored as one job, rank 0's record with the abort's reason ([`merged`]), whichever came
+//! first. A half held for the site's `ingest.partial_grace_seconds` and still alone is stored as
+//! it is at the end of an ingest run ([`lone`]). The grace counts from the hold, not from the
+//! job's end: an ingest running late (a syslog backlog, a stopped daemon, `mpistat ingest` of
+//! an old file) reads both halves long after the job ended, possibly in two runs, and they
+//! still meet. (Rows held by a schema before `held_ms` wait from their end, as they did.)
+//!
+//! A half whose other half was stored alone before it came (its run came more than the grace
+//! after the twin's) is *late*: it is not stored (the twin already counts the job, in the jobs
+//! and the rollups, which cannot take a job back) and its row stays in `partial_inbox` as
+//! `late`, the record as it came, so nothing is lost. The stored job stays as it was stored:
+//! the aborting rank's record (its key, figures and reason, "MPI_Abort ... on rank R", without
+//! the host) when the abort came first, rank 0's ("SIGTERM from the launcher ...") when rank
+//! 0's did; no job row nor rollup is rewritten, and the late half's escalation flag is not
+//! looked at (the stored half's was). A held twin is preferred to a stored one. A stored half
+//! may take several late ones (two ranks that aborted on two nodes).
+//!
+//! Held rows stay, marked `merged`, `stored` or `late`, so that reading a record again stores
+//! nothing.
 
 use crate::db::{deflated_record, inflated_record, JobRow};
 use mpistat_record::{JobIndex, JobRecord};
@@ -109,10 +124,17 @@ fn merged(abort: &JobRecord, stopped: &JobRecord, look: bool) -> JobRow {
 
 /// The jobs of a batch to store now, in their order: every job that is no half of a job on
 /// several nodes as it is, and for a half whose other half is held, the two as one; the other
-/// halves are held (a half read before is dropped). Also whether any job was held or merged
+/// halves are held (a half read before is dropped, a late one kept unstored). Also whether any job was held or merged
 /// (then the batch's rollups do not count what is stored). Every job here was decoded (its
 /// record is the one filed).
-pub fn sort_out(tx: &Transaction, jobs: Vec<JobRow>) -> anyhow::Result<(Vec<JobRow>, bool)> {
+///
+/// A held row notes `now_ms` (the ingest run's clock) as when it was held; a half whose other
+/// half was stored alone is kept as `late` instead (module doc).
+pub fn sort_out(
+    tx: &Transaction,
+    jobs: Vec<JobRow>,
+    now_ms: u64,
+) -> anyhow::Result<(Vec<JobRow>, bool)> {
     let mut store = Vec::with_capacity(jobs.len());
     let mut sorted = false;
     for job in jobs {
@@ -127,43 +149,58 @@ pub fn sort_out(tx: &Transaction, jobs: Vec<JobRow>) -> anyhow::Result<(Vec<JobR
         }
         sorted = true;
         let held = tx.execute(
-            "INSERT OR IGNORE INTO partial_inbox (end_ms, key, half, uid, look, record, state)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'held')",
+            "INSERT OR IGNORE INTO partial_inbox
+                 (end_ms, key, half, uid, look, record, state, held_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'held', ?7)",
             params![
                 record.end_unix_ms,
                 job.key,
                 half.name(),
                 record.uid,
                 job.look,
-                job.deflated
+                job.deflated,
+                now_ms
             ],
         )?;
         if held == 0 {
             continue; // read before
         }
-        if let Some((end_ms, key, other, look)) = other_half(tx, half, &record)? {
+        if let Some((end_ms, key, other, look)) = other_half(tx, half, &record, "held")? {
             for (end_ms, key) in [(record.end_unix_ms, &job.key), (end_ms, &key)] {
-                tx.execute(
-                    "UPDATE partial_inbox SET state = 'merged' WHERE end_ms = ?1 AND key = ?2",
-                    params![end_ms, key],
-                )?;
+                mark(tx, end_ms, key, "merged")?;
             }
             let look = look || job.look;
             store.push(match half {
                 Half::Abort => merged(&record, &other, look),
                 Half::Stopped => merged(&other, &record, look),
             });
+        } else if other_half(tx, half, &record, "stored")?.is_some() {
+            mark(tx, record.end_unix_ms, &job.key, "late")?;
         }
     }
     Ok((store, sorted))
 }
 
-/// The held other half of `record` (a `half`): its end, key, record and whether it is to be
-/// looked at; the first to end of those that [`pair`] with it.
+/// Mark the row (`end_ms`, `key`) of `partial_inbox` as in `state`.
+fn mark(tx: &Transaction, end_ms: u64, key: &str, state: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE partial_inbox SET state = ?3 WHERE end_ms = ?1 AND key = ?2")?
+        .execute(params![end_ms, key, state])?;
+    Ok(())
+}
+
+/// [`other_half`]'s statement (by the index `partial_inbox_held`, in its order).
+const OTHER_HALF: &str = "SELECT end_ms, key, record, look FROM partial_inbox
+     WHERE state = ?5 AND uid = ?1 AND half = ?2 AND end_ms BETWEEN ?3 AND ?4
+     ORDER BY end_ms, key";
+
+/// The other half of `record` (a `half`) among the rows in `state` (`held`, or `stored`
+/// alone): its end, key, record and whether it is to be looked at; the first to end of those
+/// that [`pair`] with it.
 fn other_half(
     tx: &Transaction,
     half: Half,
     record: &JobRecord,
+    state: &str,
 ) -> anyhow::Result<Option<(u64, String, JobRecord, bool)>> {
     let end = record.end_unix_ms;
     let (from, to) = match half {
@@ -176,12 +213,8 @@ fn other_half(
             end + STOPPED_BEFORE_MS,
         ),
     };
-    let mut stmt = tx.prepare_cached(
-        "SELECT end_ms, key, record, look FROM partial_inbox
-         WHERE state = 'held' AND uid = ?1 AND half = ?2 AND end_ms BETWEEN ?3 AND ?4
-         ORDER BY end_ms, key",
-    )?;
-    let mut rows = stmt.query(params![record.uid, half.other().name(), from, to])?;
+    let mut stmt = tx.prepare_cached(OTHER_HALF)?;
+    let mut rows = stmt.query(params![record.uid, half.other().name(), from, to, state])?;
     while let Some(row) = rows.next()? {
         let deflated: Vec<u8> = row.get(2)?;
         let other = inflated_record(&deflated)?;
@@ -196,14 +229,17 @@ fn other_half(
     Ok(None)
 }
 
-/// The held halves that ended before `before_ms` (still alone after the grace period), marked
-/// stored, as jobs to store alone.
-pub fn lone(tx: &Transaction, before_ms: u64) -> anyhow::Result<Vec<JobRow>> {
-    let mut stmt = tx.prepare(
-        "UPDATE partial_inbox SET state = 'stored' WHERE state = 'held' AND end_ms < ?1
-         RETURNING key, record, look",
-    )?;
-    let rows = stmt.query_map([before_ms], |row| {
+/// [`lone`]'s statement: the held rows only (by the index `partial_inbox_held`: the other
+/// states are kept for good, and only grow).
+const LONE: &str =
+    "UPDATE partial_inbox SET state = 'stored' WHERE state = 'held' AND held_ms <= ?1
+     RETURNING key, record, look";
+
+/// The held halves that were held at `held_to_ms` or before (still alone after the grace
+/// period), marked stored, as jobs to store alone.
+pub fn lone(tx: &Transaction, held_to_ms: u64) -> anyhow::Result<Vec<JobRow>> {
+    let mut stmt = tx.prepare(LONE)?;
+    let rows = stmt.query_map([held_to_ms], |row| {
         Ok((row.get::<_, String>(0)?, row.get(1)?, row.get(2)?))
     })?;
     let mut jobs = Vec::new();
@@ -227,6 +263,36 @@ pub fn lone(tx: &Transaction, before_ms: u64) -> anyhow::Result<Vec<JobRow>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::Database;
+
+    /// The inbox is looked up by its index `partial_inbox_held`, never read whole (its merged,
+    /// stored and late rows are kept for good), and a half's candidates come in the index's
+    /// order.
+    #[test]
+    fn the_inbox_is_read_by_its_index() {
+        let db = Database::open(std::path::Path::new(":memory:")).unwrap();
+        let plan = |query: &str, params: &[&dyn rusqlite::ToSql]| -> Vec<String> {
+            let mut stmt = db
+                .conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {query}"))
+                .unwrap();
+            let rows = stmt.query_map(params, |row| row.get(3)).unwrap();
+            rows.collect::<Result<_, _>>().unwrap()
+        };
+        let lone = plan(LONE, &[&0]);
+        assert!(
+            lone.iter()
+                .any(|step| step.contains("USING INDEX partial_inbox_held (state=?)")),
+            "{lone:?}"
+        );
+        let other = plan(OTHER_HALF, &[&0, &"abort", &0, &0, &"stored"]);
+        assert!(
+            other.iter().any(|step| step.contains(
+                "USING INDEX partial_inbox_held (state=? AND uid=? AND end_ms>? AND end_ms<?)"
+            )) && !other.iter().any(|step| step.contains("TEMP B-TREE")),
+            "{other:?}"
+        );
+    }
 
     #[test]
     fn halves_are_known_by_their_reasons() {

@@ -38,8 +38,9 @@ pub struct Batch {
 /// `incomplete` is the set of keys the database reports as incomplete: inserting one of those
 /// jobs withdraws the report (a lookup here rather than a delete statement for every job).
 /// The halves of a job whose `MPI_Abort` ran on another node than rank 0 are held and stored
-/// as one job ([`partials::sort_out`]); after the last batch, the halves held alone for longer
-/// than `partial_grace` are stored as they are ([`partials::lone`]). The jobs are stored and
+/// as one job ([`partials::sort_out`]); after the last batch, the halves held alone for
+/// `partial_grace` or longer (since they were held, by this clock) are stored as they are
+/// ([`partials::lone`]). The jobs are stored and
 /// counted by [`store`].
 pub fn write(
     db: &mut Database,
@@ -75,7 +76,7 @@ pub fn write(
                 }
             }
         }
-        let (jobs, sorted) = partials::sort_out(&tx, batch.jobs)?;
+        let (jobs, sorted) = partials::sort_out(&tx, batch.jobs, now_ms())?;
         let rollups = (!batch.recount && !sorted).then_some(batch.rollups);
         new_jobs += store(&tx, &jobs, rollups, critical)?;
         for (file, mut position, path) in batch.positions {
@@ -89,16 +90,21 @@ pub fn write(
             checkpoints.committed();
         }
     }
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
     let tx = write_transaction(db)?;
-    let lone = partials::lone(&tx, now_ms.saturating_sub(partial_grace.as_millis() as u64))?;
+    let held_to_ms = now_ms().saturating_sub(partial_grace.as_millis() as u64);
+    let lone = partials::lone(&tx, held_to_ms)?;
     if !lone.is_empty() {
         new_jobs += store(&tx, &lone, None, critical)?;
         tx.commit()?;
     }
     Ok(new_jobs)
+}
+
+/// The ingest run's clock, in milliseconds since the epoch: when the partial inbox held a row.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// A transaction that holds the write lock from its start (waiting for it up to the busy
