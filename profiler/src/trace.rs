@@ -154,7 +154,9 @@ struct Recorder {
     events: RawEvents,
     capacity: usize,
     /// The fast path records a call while `events` is shorter: recording, with room for the
-    /// most a call adds; 0 otherwise (one comparison for both).
+    /// most a call adds (the slow path's budget check for a call without requests), which is
+    /// more than it writes without growing the buffer ([`rawevents::MAX_CALL_WORDS`]); 0
+    /// otherwise (one comparison for both). Set only by [`Recorder::set_state`].
     limit: usize,
     regions: FastMap<(RoutineId, usize), u32>,
     /// Per routine: its last call's site, where that lies on the stack, and its region (most
@@ -456,11 +458,15 @@ impl Recorder {
         }
     }
 
-    /// Change the recording state, and the fast path's `limit` with it.
+    /// Change the recording state, and the fast path's `limit` with it: below it the buffer
+    /// has room for what the fast path writes without growing (at least
+    /// [`rawevents::MAX_CALL_WORDS`] words of its capacity unused; it never shrinks).
     fn set_state(&mut self, state: State) {
+        const { assert!(4 * rawevents::MAX_WORDS >= rawevents::MAX_CALL_WORDS) };
         self.state = state;
+        let room = self.capacity.min(self.events.capacity());
         self.limit = match state {
-            State::Recording => self.capacity.saturating_sub(4 * rawevents::MAX_WORDS),
+            State::Recording => room.saturating_sub(4 * rawevents::MAX_WORDS),
             _ => 0,
         };
     }
@@ -543,8 +549,11 @@ impl Recorder {
             };
             // Its collective exit is its end (no `Exit`).
             let exit = self.collective_exit_event(comm, &ended);
-            self.events
-                .push_call_with(fast.region, start, (end, exit), None);
+            // SAFETY: below `limit` (checked above) the buffer has the room.
+            unsafe {
+                self.events
+                    .push_call_with(fast.region, start, (end, exit), None)
+            };
             let superstep = self.ends_superstep(fast.class, comm, ended.rc);
             self.count_traced(end);
             return if superstep && !self.superstep_quickly() {
@@ -569,11 +578,14 @@ impl Recorder {
                 _ => return Fast::Slow,
             }
         };
-        match message {
-            Some(message) => self
-                .events
-                .push_call_with(fast.region, start, message, Some(end)),
-            None => self.events.push_call(fast.header, fast.region, start, end),
+        // SAFETY: below `limit` (checked above) the buffer has the room.
+        unsafe {
+            match message {
+                Some(message) => self
+                    .events
+                    .push_call_with(fast.region, start, message, Some(end)),
+                None => self.events.push_call(fast.header, fast.region, start, end),
+            }
         }
         self.count_traced(end);
         Fast::Done
