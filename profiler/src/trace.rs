@@ -19,7 +19,7 @@
 //! a wildcard `MPI_Irecv` completed with `MPI_STATUS(ES)_IGNORE` records no receive (its source
 //! or tag is unknown; a non-wildcard one records the posted source, tag and size). A job that ends without `MPI_Finalize` writes no trace.
 
-use crate::callsite::CallSites;
+use crate::callsite::{CallSites, Slot};
 use crate::clock::{monotonic_ns, ticks, Anchor};
 use crate::family::Handle;
 use crate::family::{Built, Family, Predefined};
@@ -143,7 +143,6 @@ struct Recorder {
     reason: &'static str,
     rank: u32,
     world_size: u32,
-    request_null: MPI_Request,
     comm_null: MPI_Comm,
     skew: Skew,
     /// `MPISTAT_TRACE_TEST_SKEW`, read when the recorder was built.
@@ -160,7 +159,8 @@ struct Recorder {
     limit: usize,
     regions: FastMap<(RoutineId, usize), u32>,
     /// Per routine: its last call's site, where that lies on the stack, and its region (most
-    /// calls repeat): the fast path's look-up ([`Recorder::leave_fast`]).
+    /// calls repeat): the fast path's look-up ([`Recorder::leave_fast`]), and the slots
+    /// [`CallSites`] finds sites with.
     fast: Vec<FastSite>,
     /// What the recording needs to know of every routine (by id), worked out at `start` so
     /// that no call looks at a routine's name.
@@ -195,11 +195,10 @@ struct Recorder {
 /// routine, set by the slow path ([`Recorder::region`]).
 #[derive(Clone, Copy)]
 struct FastSite {
-    /// The user's return address of the routine's last call (0: none known where the fast path
-    /// could check it) and its distance above the traced wrapper's stack pointer
+    /// The user's return address of the routine's last call, where the fast path can check it:
+    /// its stack slot above the traced wrapper's stack pointer
     /// ([`crate::callsite::stack_pointer`]).
-    site: usize,
-    offset: usize,
+    slot: Slot,
     /// The site's region and its [`rawevents::call_header`].
     region: u32,
     header: u64,
@@ -426,16 +425,19 @@ impl Recorder {
     /// Also sets the routine's [`FastSite`], so that its next call from the same site takes the
     /// fast path.
     fn region(&mut self, id: RoutineId, sp: usize) -> u32 {
-        let site = self.sites.find(id, sp);
-        let region = match self.fast.get(id) {
-            Some(fast) if fast.site == site && site != 0 => fast.region,
-            _ => self.region_of_site(id, site),
+        let (mut slot, last_region) = self
+            .fast
+            .get(id)
+            .map_or((Slot::default(), 0), |fast| (fast.slot, fast.region));
+        let last = slot.site();
+        let site = self.sites.find(&mut slot, sp);
+        let region = if site == last && site != 0 {
+            last_region
+        } else {
+            self.region_of_site(id, site)
         };
         if let Some(fast) = self.fast.get_mut(id) {
-            // Only a site found where the stack slot says (else the fast path never matches it).
-            let known = self.sites.offset(id).filter(|_| site != 0);
-            fast.site = known.map_or(0, |_| site);
-            fast.offset = known.unwrap_or(0);
+            fast.slot = slot;
             fast.region = region;
             fast.header = rawevents::call_header(region);
         }
@@ -537,9 +539,7 @@ impl Recorder {
         } else {
             return Fast::Slow;
         };
-        // SAFETY: as in `CallSites::cached`: the offset was learned from this wrapper's stack
-        // pointer, below the stack's end, on this thread's own stack.
-        if fast.site == 0 || unsafe { *((ended.sp + fast.offset) as *const usize) } != fast.site {
+        if fast.slot.cached(ended.sp).is_none() {
             return Fast::Slow;
         }
         let (start, end) = (entered.start, ended.end);
@@ -827,12 +827,12 @@ impl Recorder {
         let snapshot = std::mem::take(&mut self.snapshot);
         let requests = self.completing;
         for (i, &before) in snapshot.iter().enumerate() {
-            if before.is_none() || before == self.request_null {
+            if completes_nothing(before) {
                 continue;
             }
             // SAFETY: the caller's request array has snapshot.len() entries.
             let after = unsafe { *requests.add(i) };
-            if after != self.request_null {
+            if after.key() != REQUEST_NULL.load(Relaxed) {
                 continue;
             }
             self.push(
@@ -901,8 +901,7 @@ impl Recorder {
         let requests = unsafe { std::slice::from_raw_parts(requests, n.max(0) as usize) };
         // Null requests complete nothing (`completions` skips them): a call given only those
         // needs no snapshot, and is recorded as any other call.
-        let null = self.request_null;
-        if requests.iter().all(|r| r.is_none() || *r == null) {
+        if requests.iter().all(|&r| completes_nothing(r)) {
             return false;
         }
         self.completing = requests.as_ptr();
@@ -930,9 +929,15 @@ pub fn enter(
     })
 }
 
-/// `MPI_REQUEST_NULL`'s [`Handle::key`] (0 until a recorder knows it: the null handle, which
-/// [`Recorder::snapshot`] skips as well).
+/// `MPI_REQUEST_NULL`'s [`Handle::key`], set when a recorder is built (0 until then: the null
+/// handle's): read by [`one_null`] before any recorder is looked up, and by the recorder.
 static REQUEST_NULL: AtomicUsize = AtomicUsize::new(0);
+
+/// A request that no call can complete: the null handle, or `MPI_REQUEST_NULL`.
+#[inline(always)]
+fn completes_nothing(request: MPI_Request) -> bool {
+    request.is_none() || request.key() == REQUEST_NULL.load(Relaxed)
+}
 
 /// A completing call given one request, a null one (`MPI_Test`/`MPI_Wait` on
 /// `MPI_REQUEST_NULL`): it completes nothing, so [`enter_completing`] would keep nothing. Inline,
@@ -940,10 +945,7 @@ static REQUEST_NULL: AtomicUsize = AtomicUsize::new(0);
 #[inline(always)]
 fn one_null(requests: *const MPI_Request, n: c_int) -> bool {
     // SAFETY: the caller passes `n` requests (MPI's contract for the completing call).
-    n == 1 && {
-        let r = unsafe { *requests };
-        r.is_none() || r.key() == REQUEST_NULL.load(Relaxed)
-    }
+    n == 1 && completes_nothing(unsafe { *requests })
 }
 
 /// [`enter`] of a completing call: keep its requests (out of line).
@@ -1267,8 +1269,7 @@ impl Recorder {
         let fast = facts
             .iter()
             .map(|f| FastSite {
-                site: 0,
-                offset: 0,
+                slot: Slot::default(),
                 region: 0,
                 header: 0,
                 class: match f.role {
@@ -1283,7 +1284,6 @@ impl Recorder {
             reason: "",
             rank: 0,
             world_size: 0,
-            request_null,
             comm_null: crate::family::predefined(Predefined::CommNull).unwrap_or(Handle::NONE),
             skew: Skew::default(),
             skew_spec: std::env::var("MPISTAT_TRACE_TEST_SKEW").ok(),
