@@ -158,13 +158,10 @@ struct Recorder {
     /// otherwise (one comparison for both). Set only by [`Recorder::set_state`].
     limit: usize,
     regions: FastMap<(RoutineId, usize), u32>,
-    /// Per routine: its last call's site, where that lies on the stack, and its region (most
-    /// calls repeat): the fast path's look-up ([`Recorder::leave_fast`]), and the slots
-    /// [`CallSites`] finds sites with.
+    /// Per routine (by id): its last call's site, where that lies on the stack, and its region
+    /// (most calls repeat): the fast path's look-up ([`Recorder::leave_fast`]), and the slots
+    /// [`CallSites`] finds sites with; and its [`Facts`].
     fast: Vec<FastSite>,
-    /// What the recording needs to know of every routine (by id), worked out at `start` so
-    /// that no call looks at a routine's name.
-    facts: Vec<Facts>,
     region_keys: Vec<(RoutineId, usize)>,
     sites: CallSites,
     comms: FastMap<usize, u32>,
@@ -202,10 +199,7 @@ struct FastSite {
     /// The site's region and its [`rawevents::call_header`].
     region: u32,
     header: u64,
-    /// The routine's class ([`MpiClass::PointToPoint`] for local calls too: no collective exit),
-    /// and whether it sends synchronously.
-    class: MpiClass,
-    synchronous: bool,
+    facts: Facts,
 }
 
 /// What [`Recorder::leave_fast`] did with a call.
@@ -218,11 +212,13 @@ enum Fast {
     Slow,
 }
 
-/// What the recording needs to know of a routine.
+/// What the recording needs to know of a routine, worked out when the recorder is built so that
+/// no call looks at a routine's name.
 #[derive(Clone, Copy)]
 struct Facts {
-    /// The analysis' class.
-    role: RegionRole,
+    /// The analysis' class ([`MpiClass::PointToPoint`] for local calls too: no collective exit;
+    /// every routine is an MPI one, [`RegionRole::Mpi`]).
+    class: MpiClass,
     /// A synchronous send (`MPI_Ssend`, `MPI_Issend`).
     synchronous: bool,
     /// A request-posting call that receives (`MPI_Irecv`, ...), not one that sends.
@@ -232,7 +228,7 @@ struct Facts {
 impl Facts {
     fn of(routine: &str) -> Facts {
         Facts {
-            role: role_of(routine),
+            class: class_of(routine),
             synchronous: matches!(routine, "MPI_Ssend" | "MPI_Issend"),
             receives: routine.contains("recv"),
         }
@@ -543,7 +539,7 @@ impl Recorder {
             return Fast::Slow;
         }
         let (start, end) = (entered.start, ended.end);
-        if fast.class != MpiClass::PointToPoint {
+        if fast.facts.class != MpiClass::PointToPoint {
             let Some(comm) = comm else {
                 return Fast::Slow;
             };
@@ -554,7 +550,7 @@ impl Recorder {
                 self.events
                     .push_call_with(fast.region, start, (end, exit), None)
             };
-            let superstep = self.ends_superstep(fast.class, comm, ended.rc);
+            let superstep = self.ends_superstep(fast.facts.class, comm, ended.rc);
             self.count_traced(end);
             return if superstep && !self.superstep_quickly() {
                 Fast::Superstep
@@ -568,7 +564,7 @@ impl Recorder {
         } else {
             match (comm, ended.traffic) {
                 (Some(comm), Traffic::Elements { peer, .. }) if args.request.is_null() => {
-                    let (tag, sync) = (args.tag, fast.synchronous);
+                    let (tag, sync) = (args.tag, fast.facts.synchronous);
                     let bytes = ended.measured.bytes;
                     self.sent(comm, peer, tag, bytes, sync).map(|m| (start, m))
                 }
@@ -632,8 +628,8 @@ impl Recorder {
                 true
             }
         };
-        let facts = self.facts[entered.id];
-        let class = facts.role;
+        let facts = self.fast[entered.id].facts;
+        let class = facts.class;
         if recording {
             let region = self.region(entered.id, sp);
             self.push(entered.start, EventKind::Enter { region });
@@ -642,15 +638,15 @@ impl Recorder {
         if rc == 0 && recording {
             self.communication(facts, comm, ended);
         }
-        match (class, comm) {
-            (RegionRole::Mpi(c), Some(comm)) if !recording => {
-                if self.ends_superstep(c, comm, rc) {
+        match comm {
+            Some(comm) if !recording => {
+                if self.ends_superstep(class, comm, rc) {
                     self.superstep_done();
                 }
             }
             _ if !recording => {}
-            (RegionRole::Mpi(c), Some(comm)) if c != MpiClass::PointToPoint => {
-                self.collective_exit(c, comm, ended)
+            Some(comm) if class != MpiClass::PointToPoint => {
+                self.collective_exit(class, comm, ended)
             }
             _ => self.push(end, EventKind::Exit),
         }
@@ -716,7 +712,7 @@ impl Recorder {
         } = *ended;
         let synchronous = facts.synchronous;
         if let Some(comm) = comm {
-            if facts.role == RegionRole::Mpi(MpiClass::PointToPoint) {
+            if facts.class == MpiClass::PointToPoint {
                 match traffic {
                     Traffic::Elements { peer, .. } if !args.request.is_null() => {
                         let sends = !facts.receives;
@@ -1029,12 +1025,12 @@ fn left_slowly(ended: Ended) {
 
 /// The analysis' class of a routine; nonblocking collectives synchronise in their completion,
 /// so their start is not a collective.
-fn role_of(routine: &str) -> RegionRole {
+fn class_of(routine: &str) -> MpiClass {
     let class = MpiClass::of_routine(routine);
     if class != MpiClass::PointToPoint && routine.starts_with("MPI_I") {
-        RegionRole::Mpi(MpiClass::PointToPoint)
+        MpiClass::PointToPoint
     } else {
-        RegionRole::Mpi(class)
+        class
     }
 }
 
@@ -1138,7 +1134,7 @@ fn site_names(keys: &[(RoutineId, usize)]) -> (Vec<Region>, Vec<Module>) {
             Region {
                 name: routine.to_string(),
                 site,
-                role: role_of(routine),
+                role: RegionRole::Mpi(class_of(routine)),
             }
         })
         .collect();
@@ -1265,18 +1261,13 @@ impl Recorder {
         let request_null: MPI_Request =
             crate::family::predefined(Predefined::RequestNull).unwrap_or(Handle::NONE);
         REQUEST_NULL.store(request_null.key(), Relaxed);
-        let facts: Vec<Facts> = ROUTINES.iter().map(|r| Facts::of(r.name())).collect();
-        let fast = facts
+        let fast = ROUTINES
             .iter()
-            .map(|f| FastSite {
+            .map(|r| FastSite {
                 slot: Slot::default(),
                 region: 0,
                 header: 0,
-                class: match f.role {
-                    RegionRole::Mpi(class) => class,
-                    RegionRole::User => MpiClass::PointToPoint,
-                },
-                synchronous: f.synchronous,
+                facts: Facts::of(r.name()),
             })
             .collect();
         let mut recorder = Recorder {
@@ -1293,7 +1284,6 @@ impl Recorder {
             limit: 0,
             regions: FastMap::default(),
             fast,
-            facts,
             region_keys: Vec::new(),
             sites: CallSites::default(),
             comms,
