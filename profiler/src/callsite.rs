@@ -53,6 +53,15 @@ impl Slot {
     }
 }
 
+#[cfg(test)]
+impl Slot {
+    /// A slot `offset` bytes above the stack pointers the test passes, holding `site` (the test
+    /// owns that memory).
+    pub fn learned(offset: usize, site: usize) -> Slot {
+        Slot { offset, site }
+    }
+}
+
 /// What finding call sites needs to know: the loaded objects' code and the thread's stack.
 pub struct CallSites {
     texts: Vec<Text>,

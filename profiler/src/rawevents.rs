@@ -113,6 +113,12 @@ impl RawEvents {
         self.words.is_empty()
     }
 
+    /// A copy of the first `len` words (a length this buffer had after some event).
+    #[cfg(test)]
+    pub fn first(&self, len: usize) -> RawEvents {
+        RawEvents::with_capacity(self.words[..len].to_vec())
+    }
+
     /// Keep the first `len` words (a length this buffer had after some event).
     pub fn truncate(&mut self, len: usize) {
         self.words.truncate(len);
