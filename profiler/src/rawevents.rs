@@ -360,6 +360,92 @@ mod tests {
         ]
     }
 
+    /// What the recorder writes: one event, a call with no other events, or a call with one.
+    #[derive(Clone, Debug)]
+    enum Record {
+        Event(u64, EventKind),
+        Call {
+            region: u32,
+            start: u64,
+            duration: u64,
+        },
+        CallWith {
+            region: u32,
+            start: u64,
+            event: (u64, EventKind),
+            exit: Option<u64>,
+        },
+    }
+
+    fn record() -> impl Strategy<Value = Record> {
+        let region = prop_oneof![0..1000u32, any::<u32>()];
+        prop_oneof![
+            (any::<u64>(), kind()).prop_map(|(t, k)| Record::Event(t, k)),
+            (
+                region.clone(),
+                any::<u64>(),
+                prop_oneof![0..1u64 << 33, any::<u64>()]
+            )
+                .prop_map(|(region, start, duration)| Record::Call {
+                    region,
+                    start,
+                    duration
+                }),
+            (
+                region,
+                any::<u64>(),
+                any::<u64>(),
+                kind(),
+                any::<Option<u64>>()
+            )
+                .prop_map(|(region, start, at, event, exit)| Record::CallWith {
+                    region,
+                    start,
+                    event: (at, event),
+                    exit
+                }),
+        ]
+    }
+
+    impl Record {
+        /// Write it into `raw` (which has room for it); the events it stands for.
+        fn write(&self, raw: &mut RawEvents) -> Vec<Event> {
+            let event = |time, kind| Event { time, kind };
+            match *self {
+                Record::Event(t, k) => {
+                    raw.push(t, k);
+                    vec![event(t, k)]
+                }
+                Record::Call {
+                    region,
+                    start,
+                    duration,
+                } => {
+                    let end = start.wrapping_add(duration);
+                    // SAFETY: the caller's room.
+                    unsafe { raw.push_call(call_header(region), region, start, end) };
+                    vec![
+                        event(start, EventKind::Enter { region }),
+                        event(end, EventKind::Exit),
+                    ]
+                }
+                Record::CallWith {
+                    region,
+                    start,
+                    event: (at, kind),
+                    exit,
+                } => {
+                    // SAFETY: the caller's room.
+                    unsafe { raw.push_call_with(region, start, (at, kind), exit) };
+                    let mut events =
+                        vec![event(start, EventKind::Enter { region }), event(at, kind)];
+                    events.extend(exit.map(|end| event(end, EventKind::Exit)));
+                    events
+                }
+            }
+        }
+    }
+
     proptest! {
         /// Every event comes back as it was recorded, in order, with its time mapped, and takes
         /// at most `MAX_WORDS` words.
@@ -431,10 +517,27 @@ mod tests {
             prop_assert_eq!(with_event.decode(|t| t), its_events.decode(|t| t));
             prop_assert_eq!(with_event.len(), its_events.len());
             prop_assert_eq!(at_once.len() - before, if compact { 2 } else { 4 });
-            // A cut right after the call keeps it whole.
-            at_once.push(0, EventKind::Exit);
-            at_once.truncate(before + if compact { 2 } else { 4 });
-            prop_assert_eq!(at_once.decode(|t| t), one_by_one.decode(|t| t));
+        }
+
+        /// A cut where the buffer ended after any record (as the recorder's cuts at supersteps)
+        /// keeps exactly the events of the records before it, whatever records follow: events,
+        /// calls written at once (compact or not) and calls with one other event.
+        #[test]
+        fn a_cut_keeps_the_records_before_it(
+            records in prop::collection::vec(record(), 1..40),
+            at in any::<prop::sample::Index>(),
+        ) {
+            let room = records.len() * MAX_CALL_WORDS;
+            let mut raw = RawEvents::with_capacity(Vec::with_capacity(room));
+            let mut ends = Vec::new();
+            let mut want = Vec::new();
+            for record in &records {
+                want.push(record.write(&mut raw));
+                ends.push(raw.len());
+            }
+            let i = at.index(records.len());
+            raw.truncate(ends[i]);
+            prop_assert_eq!(raw.decode(|t| t), want[..=i].concat());
         }
     }
 }
