@@ -23,10 +23,47 @@ struct Text {
     internal: bool,
 }
 
+/// Where on the stack a routine's calls hold the user's return address, and the address last
+/// found there: one per routine, kept in trace mode's per-routine table (whose fast path reads
+/// it inline, [`Slot::cached`]) and set by [`CallSites::find`].
+#[derive(Clone, Copy, Default)]
+pub struct Slot {
+    /// Distance from the traced wrapper's stack pointer to the stack slot (learned only within
+    /// this thread's stack).
+    offset: usize,
+    /// The address last found there; 0: no slot known.
+    site: usize,
+}
+
+impl Slot {
+    /// The address last found in the slot (0: none known).
+    pub fn site(&self) -> usize {
+        self.site
+    }
+
+    /// The common case of [`CallSites::find`] (most calls come from a loop): the slot holds
+    /// the routine's last call site again, a stack read and a comparison; `None` otherwise.
+    /// `sp` is [`stack_pointer`] read in the routine's traced wrapper.
+    #[inline(always)]
+    pub fn cached(&self, sp: usize) -> Option<usize> {
+        // SAFETY: a known slot's sp + offset is below the stack's end (checked when it was
+        // learned), in this thread's own stack.
+        (self.site != 0 && unsafe { *((sp + self.offset) as *const usize) } == self.site)
+            .then_some(self.site)
+    }
+}
+
+#[cfg(test)]
+impl Slot {
+    /// A slot `offset` bytes above the stack pointers the test passes, holding `site` (the test
+    /// owns that memory).
+    pub fn learned(offset: usize, site: usize) -> Slot {
+        Slot { offset, site }
+    }
+}
+
+/// What finding call sites needs to know: the loaded objects' code and the thread's stack.
 pub struct CallSites {
-    /// Per routine id: distance from our stack pointer to the slot holding the return address,
-    /// and the address last found there.
-    offsets: Vec<Option<(usize, usize)>>,
     texts: Vec<Text>,
     /// One past the highest address of this thread's stack.
     stack_end: usize,
@@ -119,7 +156,6 @@ impl Default for CallSites {
     /// For the calling thread's stack and the objects loaded now.
     fn default() -> CallSites {
         CallSites {
-            offsets: vec![None; crate::generated::routines::N_ROUTINES],
             texts: texts(),
             stack_end: stack_end(),
         }
@@ -146,55 +182,34 @@ impl CallSites {
         bytes[1] == 0xE8 || (bytes[0] == 0xFF && bytes[1] == 0x15)
     }
 
-    /// The user's return address for a call of routine `id` (0 if none was found), `sp` being
-    /// [`stack_pointer`] read in the routine's traced wrapper (the same for every call of the
-    /// routine: the remembered distances are from it).
+    /// The user's return address for a call of a routine whose [`Slot`] is `slot` (0 if none
+    /// was found), `sp` being [`stack_pointer`] read in the routine's traced wrapper (the same
+    /// for every call of the routine: the remembered distances are from it).
     #[inline(always)]
-    pub fn find(&mut self, id: usize, sp: usize) -> usize {
-        match self.cached(id, sp) {
+    pub fn find(&mut self, slot: &mut Slot, sp: usize) -> usize {
+        match slot.cached(sp) {
             Some(site) => site,
-            None => self.find_again(id, sp),
+            None => self.find_again(slot, sp),
         }
-    }
-
-    /// The common case of [`CallSites::find`] (most calls come from a loop): the remembered
-    /// stack slot holds the routine's last call site, a stack read and a comparison; `None`
-    /// otherwise.
-    #[inline(always)]
-    fn cached(&self, id: usize, sp: usize) -> Option<usize> {
-        let (offset, last) = (*self.offsets.get(id)?)?;
-        // SAFETY: sp + offset is below the stack's end (checked when it was learned), in this
-        // thread's own stack.
-        let value = unsafe { *((sp + offset) as *const usize) };
-        (value == last).then_some(value)
-    }
-
-    /// The distance above `sp` where routine `id`'s return address lies, once known (trace
-    /// mode's fast path checks that slot itself).
-    pub fn offset(&self, id: usize) -> Option<usize> {
-        self.offsets
-            .get(id)
-            .copied()
-            .flatten()
-            .map(|(offset, _)| offset)
     }
 
     /// [`CallSites::find`] when the slot does not hold the last call site: check the new value,
     /// else unwind and learn where the return address lies.
     #[cold]
     #[inline(never)]
-    fn find_again(&mut self, id: usize, sp: usize) -> usize {
-        if let Some((offset, _)) = self.offsets[id] {
-            // SAFETY: as in `find`.
-            let value = unsafe { *((sp + offset) as *const usize) };
+    fn find_again(&mut self, slot: &mut Slot, sp: usize) -> usize {
+        if slot.site != 0 {
+            // SAFETY: as in `Slot::cached`.
+            let value = unsafe { *((sp + slot.offset) as *const usize) };
             if self.plausible(value) {
-                self.offsets[id] = Some((offset, value));
+                slot.site = value;
                 return value;
             }
         }
         let site = self.unwind();
-        self.offsets[id] = self.learn(sp, site).map(|offset| (offset, site));
-
+        *slot = self
+            .learn(sp, site)
+            .map_or_else(Slot::default, |offset| Slot { offset, site });
         site
     }
 

@@ -24,6 +24,10 @@ const CALL: u64 = 7;
 /// The most words one event takes (a collective exit).
 pub const MAX_WORDS: usize = 5;
 
+/// The most words a call written at once takes ([`RawEvents::push_call_with`]: an enter, the
+/// largest event, an exit): the room its callers leave.
+pub const MAX_CALL_WORDS: usize = MAX_WORDS + 4;
+
 /// Recorded events, oldest first. `len` and `truncate` count words.
 pub struct RawEvents {
     words: Vec<u64>,
@@ -100,8 +104,19 @@ impl RawEvents {
         self.words.len()
     }
 
+    /// Words the buffer holds without growing (it never shrinks).
+    pub fn capacity(&self) -> usize {
+        self.words.capacity()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
+    }
+
+    /// A copy of the first `len` words (a length this buffer had after some event).
+    #[cfg(test)]
+    pub fn first(&self, len: usize) -> RawEvents {
+        RawEvents::with_capacity(self.words[..len].to_vec())
     }
 
     /// Keep the first `len` words (a length this buffer had after some event).
@@ -117,24 +132,34 @@ impl RawEvents {
     }
 
     /// Record a call with no other events: its `Enter` of `region` at `start` and its `Exit`
-    /// at `end`, written at once (trace mode's most common record). `header` is
+    /// at `end`, written at once into room known to be there (trace mode's most common record,
+    /// on its fast path: no growth, no check, nothing that can panic or call out). `header` is
     /// [`call_header`]`(region)`: one [`CALL`] record when it and the duration fit, else the
     /// two events.
+    ///
+    /// # Safety
+    /// At least [`MAX_CALL_WORDS`] words of the buffer's capacity are unused.
     #[inline(always)]
-    pub fn push_call(&mut self, header: u64, region: u32, start: u64, end: u64) {
+    pub unsafe fn push_call(&mut self, header: u64, region: u32, start: u64, end: u64) {
         let duration = end.wrapping_sub(start);
+        // SAFETY: (both) the caller leaves MAX_CALL_WORDS words of room, more than 4.
         if header != 0 && duration >> 32 == 0 {
-            self.push_words(&[header | duration << 32, start]);
+            unsafe { self.write_within([header | duration << 32, start], 2) };
         } else {
-            self.push_words(&[ENTER | u64::from(region) << 3, start, EXIT, end]);
+            let enter = ENTER | u64::from(region) << 3;
+            unsafe { self.write_within([enter, start, EXIT, end], 4) };
         }
     }
 
     /// Record a call with one other event, `event` at `at` (a message; or a collective's
     /// exit, which ends the call): its `Enter` of `region` at `start`, that event, and its `Exit`
-    /// at `exit` if some, written at once.
+    /// at `exit` if some, written at once into room known to be there (as
+    /// [`RawEvents::push_call`]).
+    ///
+    /// # Safety
+    /// At least [`MAX_CALL_WORDS`] words of the buffer's capacity are unused.
     #[inline(always)]
-    pub fn push_call_with(
+    pub unsafe fn push_call_with(
         &mut self,
         region: u32,
         start: u64,
@@ -142,10 +167,12 @@ impl RawEvents {
         exit: Option<u64>,
     ) {
         let (words, n) = encode(at, event);
-        let mut all = [0; MAX_WORDS + 4];
+        // (It is: so the compiler sees the indices below in bounds, wherever this is inlined.)
+        let n = n.min(MAX_WORDS);
+        let mut all = [0; MAX_CALL_WORDS];
         all[0] = ENTER | u64::from(region) << 3;
         all[1] = start;
-        all[2..2 + n].copy_from_slice(&words[..n]);
+        all[2..2 + MAX_WORDS].copy_from_slice(&words);
         let len = match exit {
             Some(end) => {
                 all[2 + n] = EXIT;
@@ -154,9 +181,32 @@ impl RawEvents {
             }
             None => n + 2,
         };
-        self.push_words(&all[..len]);
+        // SAFETY: the caller leaves MAX_CALL_WORDS words of room.
+        unsafe { self.write_within(all, len) };
     }
 
+    /// Append the first `n` of `words` (all `N` are written, into the buffer's unused room; the
+    /// words past `n` are overwritten by the next record).
+    ///
+    /// # Safety
+    /// At least `N` words of the buffer's capacity are unused, and `n <= N`.
+    #[inline(always)]
+    unsafe fn write_within<const N: usize>(&mut self, words: [u64; N], n: usize) {
+        debug_assert!(n <= N && self.words.capacity() - self.words.len() >= N);
+        let len = self.words.len();
+        // SAFETY: the caller's room: N words after `len`, within the capacity (an array of u64
+        // has u64's alignment); of them the first n <= N were written.
+        unsafe {
+            self.words
+                .as_mut_ptr()
+                .add(len)
+                .cast::<[u64; N]>()
+                .write(words);
+            self.words.set_len(len + n);
+        }
+    }
+
+    /// Append `words`, growing the buffer if it must (the slow path's [`RawEvents::push`]).
     #[inline(always)]
     fn push_words(&mut self, words: &[u64]) {
         let len = self.words.len();
@@ -310,6 +360,92 @@ mod tests {
         ]
     }
 
+    /// What the recorder writes: one event, a call with no other events, or a call with one.
+    #[derive(Clone, Debug)]
+    enum Record {
+        Event(u64, EventKind),
+        Call {
+            region: u32,
+            start: u64,
+            duration: u64,
+        },
+        CallWith {
+            region: u32,
+            start: u64,
+            event: (u64, EventKind),
+            exit: Option<u64>,
+        },
+    }
+
+    fn record() -> impl Strategy<Value = Record> {
+        let region = prop_oneof![0..1000u32, any::<u32>()];
+        prop_oneof![
+            (any::<u64>(), kind()).prop_map(|(t, k)| Record::Event(t, k)),
+            (
+                region.clone(),
+                any::<u64>(),
+                prop_oneof![0..1u64 << 33, any::<u64>()]
+            )
+                .prop_map(|(region, start, duration)| Record::Call {
+                    region,
+                    start,
+                    duration
+                }),
+            (
+                region,
+                any::<u64>(),
+                any::<u64>(),
+                kind(),
+                any::<Option<u64>>()
+            )
+                .prop_map(|(region, start, at, event, exit)| Record::CallWith {
+                    region,
+                    start,
+                    event: (at, event),
+                    exit
+                }),
+        ]
+    }
+
+    impl Record {
+        /// Write it into `raw` (which has room for it); the events it stands for.
+        fn write(&self, raw: &mut RawEvents) -> Vec<Event> {
+            let event = |time, kind| Event { time, kind };
+            match *self {
+                Record::Event(t, k) => {
+                    raw.push(t, k);
+                    vec![event(t, k)]
+                }
+                Record::Call {
+                    region,
+                    start,
+                    duration,
+                } => {
+                    let end = start.wrapping_add(duration);
+                    // SAFETY: the caller's room.
+                    unsafe { raw.push_call(call_header(region), region, start, end) };
+                    vec![
+                        event(start, EventKind::Enter { region }),
+                        event(end, EventKind::Exit),
+                    ]
+                }
+                Record::CallWith {
+                    region,
+                    start,
+                    event: (at, kind),
+                    exit,
+                } => {
+                    // SAFETY: the caller's room.
+                    unsafe { raw.push_call_with(region, start, (at, kind), exit) };
+                    let mut events =
+                        vec![event(start, EventKind::Enter { region }), event(at, kind)];
+                    events.extend(exit.map(|end| event(end, EventKind::Exit)));
+                    events
+                }
+            }
+        }
+    }
+
     proptest! {
         /// Every event comes back as it was recorded, in order, with its time mapped, and takes
         /// at most `MAX_WORDS` words.
@@ -336,9 +472,9 @@ mod tests {
         }
 
         /// A call written at once reads back as its enter and exit pushed one by one, after
-        /// any events, whether the buffer has room reserved or must grow; it takes two words
-        /// when its region and duration fit a `CALL` record, else four. A call with one other
-        /// event reads back as its events.
+        /// any events, whether the buffer has much room or just the room it needs; it takes two
+        /// words when its region and duration fit a `CALL` record, else four. A call with one
+        /// other event reads back as its events.
         #[test]
         fn a_call_is_its_enter_and_exit(
             events in prop::collection::vec((any::<u32>(), kind()), 0..20),
@@ -349,24 +485,30 @@ mod tests {
             message in kind(),
         ) {
             let end = start.wrapping_add(duration);
-            let words = if reserved { Vec::with_capacity(1000) } else { Vec::new() };
-            let (mut at_once, mut one_by_one) =
-                (RawEvents::with_capacity(words), RawEvents::with_capacity(Vec::new()));
+            let room = if reserved { 1000 } else { events.len() * MAX_WORDS + MAX_CALL_WORDS };
+            let (mut at_once, mut one_by_one) = (
+                RawEvents::with_capacity(Vec::with_capacity(room)),
+                RawEvents::with_capacity(Vec::new()),
+            );
             for (t, k) in &events {
                 at_once.push(u64::from(*t), *k);
                 one_by_one.push(u64::from(*t), *k);
             }
             let before = at_once.len();
-            at_once.push_call(call_header(region), region, start, end);
+            // SAFETY: the events took at most MAX_WORDS words each.
+            unsafe { at_once.push_call(call_header(region), region, start, end) };
             one_by_one.push(start, EventKind::Enter { region });
             one_by_one.push(end, EventKind::Exit);
             prop_assert_eq!(at_once.decode(|t| t), one_by_one.decode(|t| t));
             let compact = region < 1 << 29 && duration < 1 << 32;
             // With one other event, and an exit or none.
-            let (mut with_event, mut its_events) =
-                (RawEvents::with_capacity(Vec::new()), RawEvents::with_capacity(Vec::new()));
+            let (mut with_event, mut its_events) = (
+                RawEvents::with_capacity(Vec::with_capacity(MAX_CALL_WORDS)),
+                RawEvents::with_capacity(Vec::new()),
+            );
             let exit = (duration % 2 == 0).then_some(end);
-            with_event.push_call_with(region, start, (start ^ end, message), exit);
+            // SAFETY: room for MAX_CALL_WORDS words reserved.
+            unsafe { with_event.push_call_with(region, start, (start ^ end, message), exit) };
             its_events.push(start, EventKind::Enter { region });
             its_events.push(start ^ end, message);
             if let Some(end) = exit {
@@ -375,10 +517,27 @@ mod tests {
             prop_assert_eq!(with_event.decode(|t| t), its_events.decode(|t| t));
             prop_assert_eq!(with_event.len(), its_events.len());
             prop_assert_eq!(at_once.len() - before, if compact { 2 } else { 4 });
-            // A cut right after the call keeps it whole.
-            at_once.push(0, EventKind::Exit);
-            at_once.truncate(before + if compact { 2 } else { 4 });
-            prop_assert_eq!(at_once.decode(|t| t), one_by_one.decode(|t| t));
+        }
+
+        /// A cut where the buffer ended after any record (as the recorder's cuts at supersteps)
+        /// keeps exactly the events of the records before it, whatever records follow: events,
+        /// calls written at once (compact or not) and calls with one other event.
+        #[test]
+        fn a_cut_keeps_the_records_before_it(
+            records in prop::collection::vec(record(), 1..40),
+            at in any::<prop::sample::Index>(),
+        ) {
+            let room = records.len() * MAX_CALL_WORDS;
+            let mut raw = RawEvents::with_capacity(Vec::with_capacity(room));
+            let mut ends = Vec::new();
+            let mut want = Vec::new();
+            for record in &records {
+                want.push(record.write(&mut raw));
+                ends.push(raw.len());
+            }
+            let i = at.index(records.len());
+            raw.truncate(ends[i]);
+            prop_assert_eq!(raw.decode(|t| t), want[..=i].concat());
         }
     }
 }

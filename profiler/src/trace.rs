@@ -19,7 +19,7 @@
 //! a wildcard `MPI_Irecv` completed with `MPI_STATUS(ES)_IGNORE` records no receive (its source
 //! or tag is unknown; a non-wildcard one records the posted source, tag and size). A job that ends without `MPI_Finalize` writes no trace.
 
-use crate::callsite::CallSites;
+use crate::callsite::{CallSites, Slot};
 use crate::clock::{monotonic_ns, ticks, Anchor};
 use crate::family::Handle;
 use crate::family::{Built, Family, Predefined};
@@ -143,7 +143,6 @@ struct Recorder {
     reason: &'static str,
     rank: u32,
     world_size: u32,
-    request_null: MPI_Request,
     comm_null: MPI_Comm,
     skew: Skew,
     /// `MPISTAT_TRACE_TEST_SKEW`, read when the recorder was built.
@@ -154,15 +153,15 @@ struct Recorder {
     events: RawEvents,
     capacity: usize,
     /// The fast path records a call while `events` is shorter: recording, with room for the
-    /// most a call adds; 0 otherwise (one comparison for both).
+    /// most a call adds (the slow path's budget check for a call without requests), which is
+    /// more than it writes without growing the buffer ([`rawevents::MAX_CALL_WORDS`]); 0
+    /// otherwise (one comparison for both). Set only by [`Recorder::set_state`].
     limit: usize,
     regions: FastMap<(RoutineId, usize), u32>,
-    /// Per routine: its last call's site, where that lies on the stack, and its region (most
-    /// calls repeat): the fast path's look-up ([`Recorder::leave_fast`]).
+    /// Per routine (by id): its last call's site, where that lies on the stack, and its region
+    /// (most calls repeat): the fast path's look-up ([`Recorder::leave_fast`]), and the slots
+    /// [`CallSites`] finds sites with; and its [`Facts`].
     fast: Vec<FastSite>,
-    /// What the recording needs to know of every routine (by id), worked out at `start` so
-    /// that no call looks at a routine's name.
-    facts: Vec<Facts>,
     region_keys: Vec<(RoutineId, usize)>,
     sites: CallSites,
     comms: FastMap<usize, u32>,
@@ -193,18 +192,14 @@ struct Recorder {
 /// routine, set by the slow path ([`Recorder::region`]).
 #[derive(Clone, Copy)]
 struct FastSite {
-    /// The user's return address of the routine's last call (0: none known where the fast path
-    /// could check it) and its distance above the traced wrapper's stack pointer
+    /// The user's return address of the routine's last call, where the fast path can check it:
+    /// its stack slot above the traced wrapper's stack pointer
     /// ([`crate::callsite::stack_pointer`]).
-    site: usize,
-    offset: usize,
+    slot: Slot,
     /// The site's region and its [`rawevents::call_header`].
     region: u32,
     header: u64,
-    /// The routine's class ([`MpiClass::PointToPoint`] for local calls too: no collective exit),
-    /// and whether it sends synchronously.
-    class: MpiClass,
-    synchronous: bool,
+    facts: Facts,
 }
 
 /// What [`Recorder::leave_fast`] did with a call.
@@ -217,11 +212,13 @@ enum Fast {
     Slow,
 }
 
-/// What the recording needs to know of a routine.
+/// What the recording needs to know of a routine, worked out when the recorder is built so that
+/// no call looks at a routine's name.
 #[derive(Clone, Copy)]
 struct Facts {
-    /// The analysis' class.
-    role: RegionRole,
+    /// The analysis' class ([`MpiClass::PointToPoint`] for local calls too: no collective exit;
+    /// every routine is an MPI one, [`RegionRole::Mpi`]).
+    class: MpiClass,
     /// A synchronous send (`MPI_Ssend`, `MPI_Issend`).
     synchronous: bool,
     /// A request-posting call that receives (`MPI_Irecv`, ...), not one that sends.
@@ -231,7 +228,7 @@ struct Facts {
 impl Facts {
     fn of(routine: &str) -> Facts {
         Facts {
-            role: role_of(routine),
+            class: class_of(routine),
             synchronous: matches!(routine, "MPI_Ssend" | "MPI_Issend"),
             receives: routine.contains("recv"),
         }
@@ -424,16 +421,19 @@ impl Recorder {
     /// Also sets the routine's [`FastSite`], so that its next call from the same site takes the
     /// fast path.
     fn region(&mut self, id: RoutineId, sp: usize) -> u32 {
-        let site = self.sites.find(id, sp);
-        let region = match self.fast.get(id) {
-            Some(fast) if fast.site == site && site != 0 => fast.region,
-            _ => self.region_of_site(id, site),
+        let (mut slot, last_region) = self
+            .fast
+            .get(id)
+            .map_or((Slot::default(), 0), |fast| (fast.slot, fast.region));
+        let last = slot.site();
+        let site = self.sites.find(&mut slot, sp);
+        let region = if site == last && site != 0 {
+            last_region
+        } else {
+            self.region_of_site(id, site)
         };
         if let Some(fast) = self.fast.get_mut(id) {
-            // Only a site found where the stack slot says (else the fast path never matches it).
-            let known = self.sites.offset(id).filter(|_| site != 0);
-            fast.site = known.map_or(0, |_| site);
-            fast.offset = known.unwrap_or(0);
+            fast.slot = slot;
             fast.region = region;
             fast.header = rawevents::call_header(region);
         }
@@ -456,11 +456,15 @@ impl Recorder {
         }
     }
 
-    /// Change the recording state, and the fast path's `limit` with it.
+    /// Change the recording state, and the fast path's `limit` with it: below it the buffer
+    /// has room for what the fast path writes without growing (at least
+    /// [`rawevents::MAX_CALL_WORDS`] words of its capacity unused; it never shrinks).
     fn set_state(&mut self, state: State) {
+        const { assert!(4 * rawevents::MAX_WORDS >= rawevents::MAX_CALL_WORDS) };
         self.state = state;
+        let room = self.capacity.min(self.events.capacity());
         self.limit = match state {
-            State::Recording => self.capacity.saturating_sub(4 * rawevents::MAX_WORDS),
+            State::Recording => room.saturating_sub(4 * rawevents::MAX_WORDS),
             _ => 0,
         };
     }
@@ -531,21 +535,22 @@ impl Recorder {
         } else {
             return Fast::Slow;
         };
-        // SAFETY: as in `CallSites::cached`: the offset was learned from this wrapper's stack
-        // pointer, below the stack's end, on this thread's own stack.
-        if fast.site == 0 || unsafe { *((ended.sp + fast.offset) as *const usize) } != fast.site {
+        if fast.slot.cached(ended.sp).is_none() {
             return Fast::Slow;
         }
         let (start, end) = (entered.start, ended.end);
-        if fast.class != MpiClass::PointToPoint {
+        if fast.facts.class != MpiClass::PointToPoint {
             let Some(comm) = comm else {
                 return Fast::Slow;
             };
             // Its collective exit is its end (no `Exit`).
             let exit = self.collective_exit_event(comm, &ended);
-            self.events
-                .push_call_with(fast.region, start, (end, exit), None);
-            let superstep = self.ends_superstep(fast.class, comm, ended.rc);
+            // SAFETY: below `limit` (checked above) the buffer has the room.
+            unsafe {
+                self.events
+                    .push_call_with(fast.region, start, (end, exit), None)
+            };
+            let superstep = self.ends_superstep(fast.facts.class, comm, ended.rc);
             self.count_traced(end);
             return if superstep && !self.superstep_quickly() {
                 Fast::Superstep
@@ -559,7 +564,7 @@ impl Recorder {
         } else {
             match (comm, ended.traffic) {
                 (Some(comm), Traffic::Elements { peer, .. }) if args.request.is_null() => {
-                    let (tag, sync) = (args.tag, fast.synchronous);
+                    let (tag, sync) = (args.tag, fast.facts.synchronous);
                     let bytes = ended.measured.bytes;
                     self.sent(comm, peer, tag, bytes, sync).map(|m| (start, m))
                 }
@@ -569,11 +574,14 @@ impl Recorder {
                 _ => return Fast::Slow,
             }
         };
-        match message {
-            Some(message) => self
-                .events
-                .push_call_with(fast.region, start, message, Some(end)),
-            None => self.events.push_call(fast.header, fast.region, start, end),
+        // SAFETY: below `limit` (checked above) the buffer has the room.
+        unsafe {
+            match message {
+                Some(message) => self
+                    .events
+                    .push_call_with(fast.region, start, message, Some(end)),
+                None => self.events.push_call(fast.header, fast.region, start, end),
+            }
         }
         self.count_traced(end);
         Fast::Done
@@ -620,8 +628,8 @@ impl Recorder {
                 true
             }
         };
-        let facts = self.facts[entered.id];
-        let class = facts.role;
+        let facts = self.fast[entered.id].facts;
+        let class = facts.class;
         if recording {
             let region = self.region(entered.id, sp);
             self.push(entered.start, EventKind::Enter { region });
@@ -630,15 +638,15 @@ impl Recorder {
         if rc == 0 && recording {
             self.communication(facts, comm, ended);
         }
-        match (class, comm) {
-            (RegionRole::Mpi(c), Some(comm)) if !recording => {
-                if self.ends_superstep(c, comm, rc) {
+        match comm {
+            Some(comm) if !recording => {
+                if self.ends_superstep(class, comm, rc) {
                     self.superstep_done();
                 }
             }
             _ if !recording => {}
-            (RegionRole::Mpi(c), Some(comm)) if c != MpiClass::PointToPoint => {
-                self.collective_exit(c, comm, ended)
+            Some(comm) if class != MpiClass::PointToPoint => {
+                self.collective_exit(class, comm, ended)
             }
             _ => self.push(end, EventKind::Exit),
         }
@@ -704,7 +712,7 @@ impl Recorder {
         } = *ended;
         let synchronous = facts.synchronous;
         if let Some(comm) = comm {
-            if facts.role == RegionRole::Mpi(MpiClass::PointToPoint) {
+            if facts.class == MpiClass::PointToPoint {
                 match traffic {
                     Traffic::Elements { peer, .. } if !args.request.is_null() => {
                         let sends = !facts.receives;
@@ -815,12 +823,12 @@ impl Recorder {
         let snapshot = std::mem::take(&mut self.snapshot);
         let requests = self.completing;
         for (i, &before) in snapshot.iter().enumerate() {
-            if before.is_none() || before == self.request_null {
+            if completes_nothing(before) {
                 continue;
             }
             // SAFETY: the caller's request array has snapshot.len() entries.
             let after = unsafe { *requests.add(i) };
-            if after != self.request_null {
+            if after.key() != REQUEST_NULL.load(Relaxed) {
                 continue;
             }
             self.push(
@@ -889,8 +897,7 @@ impl Recorder {
         let requests = unsafe { std::slice::from_raw_parts(requests, n.max(0) as usize) };
         // Null requests complete nothing (`completions` skips them): a call given only those
         // needs no snapshot, and is recorded as any other call.
-        let null = self.request_null;
-        if requests.iter().all(|r| r.is_none() || *r == null) {
+        if requests.iter().all(|&r| completes_nothing(r)) {
             return false;
         }
         self.completing = requests.as_ptr();
@@ -918,9 +925,15 @@ pub fn enter(
     })
 }
 
-/// `MPI_REQUEST_NULL`'s [`Handle::key`] (0 until a recorder knows it: the null handle, which
-/// [`Recorder::snapshot`] skips as well).
+/// `MPI_REQUEST_NULL`'s [`Handle::key`], set when a recorder is built (0 until then: the null
+/// handle's): read by [`one_null`] before any recorder is looked up, and by the recorder.
 static REQUEST_NULL: AtomicUsize = AtomicUsize::new(0);
+
+/// A request that no call can complete: the null handle, or `MPI_REQUEST_NULL`.
+#[inline(always)]
+fn completes_nothing(request: MPI_Request) -> bool {
+    request.is_none() || request.key() == REQUEST_NULL.load(Relaxed)
+}
 
 /// A completing call given one request, a null one (`MPI_Test`/`MPI_Wait` on
 /// `MPI_REQUEST_NULL`): it completes nothing, so [`enter_completing`] would keep nothing. Inline,
@@ -928,10 +941,7 @@ static REQUEST_NULL: AtomicUsize = AtomicUsize::new(0);
 #[inline(always)]
 fn one_null(requests: *const MPI_Request, n: c_int) -> bool {
     // SAFETY: the caller passes `n` requests (MPI's contract for the completing call).
-    n == 1 && {
-        let r = unsafe { *requests };
-        r.is_none() || r.key() == REQUEST_NULL.load(Relaxed)
-    }
+    n == 1 && completes_nothing(unsafe { *requests })
 }
 
 /// [`enter`] of a completing call: keep its requests (out of line).
@@ -1015,12 +1025,12 @@ fn left_slowly(ended: Ended) {
 
 /// The analysis' class of a routine; nonblocking collectives synchronise in their completion,
 /// so their start is not a collective.
-fn role_of(routine: &str) -> RegionRole {
+fn class_of(routine: &str) -> MpiClass {
     let class = MpiClass::of_routine(routine);
     if class != MpiClass::PointToPoint && routine.starts_with("MPI_I") {
-        RegionRole::Mpi(MpiClass::PointToPoint)
+        MpiClass::PointToPoint
     } else {
-        RegionRole::Mpi(class)
+        class
     }
 }
 
@@ -1124,7 +1134,7 @@ fn site_names(keys: &[(RoutineId, usize)]) -> (Vec<Region>, Vec<Module>) {
             Region {
                 name: routine.to_string(),
                 site,
-                role: role_of(routine),
+                role: RegionRole::Mpi(class_of(routine)),
             }
         })
         .collect();
@@ -1251,19 +1261,13 @@ impl Recorder {
         let request_null: MPI_Request =
             crate::family::predefined(Predefined::RequestNull).unwrap_or(Handle::NONE);
         REQUEST_NULL.store(request_null.key(), Relaxed);
-        let facts: Vec<Facts> = ROUTINES.iter().map(|r| Facts::of(r.name())).collect();
-        let fast = facts
+        let fast = ROUTINES
             .iter()
-            .map(|f| FastSite {
-                site: 0,
-                offset: 0,
+            .map(|r| FastSite {
+                slot: Slot::default(),
                 region: 0,
                 header: 0,
-                class: match f.role {
-                    RegionRole::Mpi(class) => class,
-                    RegionRole::User => MpiClass::PointToPoint,
-                },
-                synchronous: f.synchronous,
+                facts: Facts::of(r.name()),
             })
             .collect();
         let mut recorder = Recorder {
@@ -1271,7 +1275,6 @@ impl Recorder {
             reason: "",
             rank: 0,
             world_size: 0,
-            request_null,
             comm_null: crate::family::predefined(Predefined::CommNull).unwrap_or(Handle::NONE),
             skew: Skew::default(),
             skew_spec: std::env::var("MPISTAT_TRACE_TEST_SKEW").ok(),
@@ -1281,7 +1284,6 @@ impl Recorder {
             limit: 0,
             regions: FastMap::default(),
             fast,
-            facts,
             region_keys: Vec::new(),
             sites: CallSites::default(),
             comms,
@@ -1529,5 +1531,297 @@ pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
             stopped: note,
             overhead_ns: sum[2],
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::MPI_Count;
+    use proptest::prelude::*;
+
+    /// The user's return address the test's calls come from, and where it lies above their
+    /// stack pointer.
+    const SITE: usize = 0x5173;
+    const OFFSET: usize = std::mem::size_of::<usize>();
+
+    /// `MPI_COMM_WORLD` (this rank's communicator 0) and one of rank 1 alone (1), as handles.
+    fn world() -> MPI_Comm {
+        Handle::from_key(0x1000)
+    }
+    fn sub() -> MPI_Comm {
+        Handle::from_key(0x2000)
+    }
+
+    fn routine(name: &str) -> RoutineId {
+        ROUTINES.iter().position(|r| r.name() == name).unwrap()
+    }
+
+    /// The routines of the test's calls.
+    const ROUTINE_NAMES: [&str; 10] = [
+        "MPI_Comm_rank",
+        "MPI_Send",
+        "MPI_Ssend",
+        "MPI_Recv",
+        "MPI_Allreduce",
+        "MPI_Barrier",
+        "MPI_Bcast",
+        "MPI_Isend",
+        "MPI_Irecv",
+        "MPI_Sendrecv",
+    ];
+
+    /// Rank 0's recorder of a 2-rank job, built as at `MPI_Init` but for what needs MPI, with
+    /// every routine's last call site known (in its stack slot, region `region + id`).
+    fn recorder(budget_words: usize, skip: u64, window: u64, region: u32) -> Recorder {
+        let config = TraceConfig {
+            budget_bytes: budget_words * std::mem::size_of::<u64>(),
+            skip_supersteps: skip,
+            record_supersteps: window,
+            ..TraceConfig::default()
+        };
+        let mut r = Recorder::new(&config);
+        r.world_size = 2;
+        r.communicators[0].members = vec![0, 1];
+        r.communicators.push(Communicator { members: vec![1] });
+        r.comms.insert(world().key(), 0);
+        r.comms.insert(sub().key(), 1);
+        r.last_comm = (world().key(), 0);
+        for (id, fast) in r.fast.iter_mut().enumerate() {
+            fast.slot = Slot::learned(OFFSET, SITE);
+            fast.region = region.wrapping_add(id as u32);
+            fast.header = rawevents::call_header(fast.region);
+        }
+        r
+    }
+
+    /// A status of a receive from `source` with `tag` of `bytes` bytes.
+    fn status(source: c_int, tag: c_int, bytes: u32) -> MPI_Status {
+        // SAFETY: MPI_Status is plain integers.
+        let mut s: MPI_Status = unsafe { std::mem::zeroed() };
+        s.MPI_SOURCE = source;
+        s.MPI_TAG = tag;
+        #[cfg(mpistat_family = "openmpi")]
+        {
+            s._ucount = bytes as _;
+        }
+        #[cfg(mpistat_family = "mpich")]
+        {
+            s.count_lo = bytes as _;
+        }
+        s
+    }
+
+    /// One traced call, as the test describes it.
+    #[derive(Clone, Debug)]
+    struct Call {
+        routine: usize,
+        /// None, the world, the other communicator.
+        comm: u8,
+        rc: c_int,
+        peer: c_int,
+        tag: c_int,
+        bytes: u32,
+        start: u64,
+        duration: u64,
+    }
+
+    fn call() -> impl Strategy<Value = Call> {
+        let peer = prop_oneof![Just(0), Just(1), Just(PROC_NULL), Just(NO_PEER), Just(7)];
+        (
+            0..ROUTINE_NAMES.len(),
+            prop_oneof![Just(1u8), Just(1), Just(0), Just(2)],
+            prop_oneof![Just(0), Just(0), Just(0), Just(1)],
+            peer,
+            -1..3,
+            0..100_000u32,
+            0..1u64 << 40,
+            prop_oneof![0..1000u64, Just(1 << 32), 0..1u64 << 40],
+        )
+            .prop_map(
+                |(routine, comm, rc, peer, tag, bytes, start, duration)| Call {
+                    routine,
+                    comm,
+                    rc,
+                    peer,
+                    tag,
+                    bytes,
+                    start,
+                    duration,
+                },
+            )
+    }
+
+    /// Record `call` with `record` (the stack the call sites are read from: `stack`).
+    fn with_ended(call: &Call, stack: &[usize; 2], record: impl FnOnce(Ended)) {
+        let name = ROUTINE_NAMES[call.routine];
+        let comm = [MPI_Comm::NONE, world(), sub()][usize::from(call.comm)];
+        let datatype = Handle::from_key(0x3000);
+        let count = MPI_Count::from(call.bytes);
+        let mut received = status(call.peer, call.tag, call.bytes);
+        let status_ptr: *mut MPI_Status = &mut received;
+        let mut request: MPI_Request = Handle::from_key(0x4000 + call.routine);
+        let request_ptr: *mut MPI_Request = &mut request;
+        let measured = Measured {
+            count: u64::from(call.bytes),
+            bytes: u64::from(call.bytes),
+            sent: u64::from(call.bytes / 2),
+        };
+        let elements = Traffic::Elements {
+            count,
+            datatype,
+            peer: call.peer,
+        };
+        let (traffic, request) = match name {
+            "MPI_Comm_rank" | "MPI_Barrier" => (Traffic::None, std::ptr::null_mut()),
+            "MPI_Recv" => {
+                let traffic = Traffic::Received {
+                    count,
+                    datatype,
+                    status: status_ptr,
+                };
+                (traffic, std::ptr::null_mut())
+            }
+            "MPI_Allreduce" => {
+                let traffic = Traffic::Elements {
+                    count,
+                    datatype,
+                    peer: NO_PEER,
+                };
+                (traffic, std::ptr::null_mut())
+            }
+            "MPI_Isend" | "MPI_Irecv" => (elements, request_ptr),
+            "MPI_Sendrecv" => {
+                let traffic = Traffic::SendReceived {
+                    count,
+                    datatype,
+                    peer: call.peer,
+                    recv_count: count,
+                    recv_datatype: datatype,
+                    status: status_ptr,
+                };
+                (traffic, std::ptr::null_mut())
+            }
+            _ => (elements, std::ptr::null_mut()),
+        };
+        let ok = call.rc == 0;
+        record(Ended {
+            entered: Entered {
+                id: routine(name),
+                start: call.start,
+                snapshot: false,
+            },
+            end: call.start.wrapping_add(call.duration),
+            rc: call.rc,
+            traffic,
+            measured: if ok { measured } else { Measured::default() },
+            args: Args {
+                comm,
+                tag: call.tag,
+                request,
+                ..Args::NONE
+            },
+            sp: stack.as_ptr() as usize,
+        });
+    }
+
+    /// [`leave`]'s choice: the fast path, else the slow one.
+    fn leave_as_traced(r: &mut Recorder, ended: Ended) -> bool {
+        match r.leave_fast(ended) {
+            Fast::Done => true,
+            Fast::Superstep => {
+                r.superstep_done();
+                true
+            }
+            Fast::Slow => {
+                r.leave_slowly(&ended);
+                false
+            }
+        }
+    }
+
+    /// What a recorder recorded (its cuts as the events before them: the paths' records of a
+    /// call may differ in size), and where it stands.
+    fn outcome(r: &Recorder) -> impl PartialEq + std::fmt::Debug {
+        let events_before = |&cut: &usize| r.events.first(cut).decode(|t| t).len();
+        (
+            r.events.decode(|t| t),
+            r.cuts.iter().map(events_before).collect::<Vec<_>>(),
+            r.supersteps,
+            r.state,
+            r.stopped_by_budget,
+            r.stop_note.clone(),
+            r.traced_calls,
+        )
+    }
+
+    proptest! {
+        /// The same calls give the same events, cuts, supersteps and state whether each is
+        /// recorded as trace mode does (`leave_fast`, and `leave_slowly` when it declines) or
+        /// only by `leave_slowly`: calls with and without messages, failed ones, collectives
+        /// ending supersteps, calls on other communicators, calls that post requests, calls
+        /// too long or of a region too high for a `CALL` record, near the end of the window of
+        /// supersteps. Near the end of the budget too, until the slow path alone stops: the
+        /// fast path's `CALL` records take half the words, so it goes on after, its events
+        /// continuing the slow path's.
+        #[test]
+        fn the_fast_path_records_what_the_slow_path_records(
+            calls in prop::collection::vec(call(), 1..40),
+            budget_words in prop_oneof![40..200usize, Just(1 << 16)],
+            skip in prop_oneof![Just(0u64), 0..3u64],
+            window in prop_oneof![Just(0u64), 1..4u64],
+            region in prop_oneof![Just(0u32), Just((1 << 29) - 4)],
+        ) {
+            let stack = [0, SITE];
+            let mut traced = recorder(budget_words, skip, window, region);
+            let mut slowly = recorder(budget_words, skip, window, region);
+            for call in &calls {
+                with_ended(call, &stack, |ended| {
+                    leave_as_traced(&mut traced, ended);
+                    slowly.leave_slowly(&ended);
+                });
+                if slowly.stopped_by_budget {
+                    let (more, fewer) = (traced.events.decode(|t| t), slowly.events.decode(|t| t));
+                    prop_assert!(more.starts_with(&fewer));
+                    prop_assert!(traced.traced_calls >= slowly.traced_calls);
+                } else {
+                    prop_assert_eq!(outcome(&traced), outcome(&slowly));
+                }
+            }
+        }
+    }
+
+    /// The common calls take the fast path (so that the property above compares it).
+    #[test]
+    fn common_calls_take_the_fast_path() {
+        let stack = [0, SITE];
+        let mut r = recorder(1 << 16, 0, 0, 0);
+        for (name, peer) in [
+            ("MPI_Comm_rank", 0),
+            ("MPI_Send", 1),
+            ("MPI_Ssend", 1),
+            ("MPI_Recv", 1),
+            ("MPI_Allreduce", 0),
+            ("MPI_Barrier", 0),
+            ("MPI_Bcast", 0),
+            ("MPI_Send", PROC_NULL),
+        ] {
+            let routine = ROUTINE_NAMES.iter().position(|&n| n == name).unwrap();
+            let call = Call {
+                routine,
+                comm: 1,
+                rc: 0,
+                peer,
+                tag: 5,
+                bytes: 8,
+                start: 1000,
+                duration: 50,
+            };
+            let before = r.events.len();
+            with_ended(&call, &stack, |ended| {
+                assert!(leave_as_traced(&mut r, ended), "{name} to {peer}");
+            });
+            assert!(r.events.len() > before, "{name} to {peer} recorded nothing");
+        }
     }
 }

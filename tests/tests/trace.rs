@@ -561,3 +561,55 @@ fn window_records_the_chosen_supersteps(mpi) {
     );
 }
 }
+
+/// The traced wrappers record the common call without a panic guard (`Recorder::leave_fast`,
+/// inlined there, writing into room its budget check proved is there): nothing compiled into
+/// them may allocate, grow a buffer or panic (the slow path's such code is out of line, under
+/// the guard: `left_slowly`, `superstep_left`). Their disassembly names no such function (a
+/// growing fallback the fast path could not reach once left 764 calls of `reserve` there).
+#[test]
+fn traced_wrappers_neither_allocate_nor_panic() {
+    const FORBIDDEN: [&str; 5] = [
+        "panic",
+        "_ZN5alloc",
+        "__rust_alloc",
+        "__rust_realloc",
+        "malloc",
+    ];
+    for family in ["openmpi", "mpich"] {
+        let lib = implementation(family);
+        let out = Command::new("objdump")
+            .args(["-d", "--no-show-raw-insn"])
+            .arg(&lib)
+            .output()
+            .expect("objdump (binutils) runs");
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let (mut wrappers, mut current, mut found) = (0, None, Vec::new());
+        for line in text.lines() {
+            // `0000000000abcd00 <symbol>:` starts a function.
+            if let Some((_, name)) = line.strip_suffix(">:").and_then(|l| l.split_once(" <")) {
+                current = name.contains("traced_MPI_").then_some(name);
+                wrappers += usize::from(current.is_some());
+                continue;
+            }
+            let Some(wrapper) = current else { continue };
+            let called = line
+                .split_once("\tcall")
+                .or_else(|| line.split_once("\tjmp"))
+                .and_then(|(_, rest)| rest.split_once('<'))
+                .map(|(_, target)| target.trim_end_matches('>'));
+            if let Some(target) = called.filter(|t| !t.starts_with(wrapper)) {
+                if FORBIDDEN.iter().any(|f| target.contains(f)) {
+                    found.push(format!("{wrapper} -> {target}"));
+                }
+            }
+        }
+        assert!(
+            wrappers > 300,
+            "{}: {wrappers} traced wrappers",
+            lib.display()
+        );
+        assert!(found.is_empty(), "{}:\n{}", lib.display(), found.join("\n"));
+    }
+}
