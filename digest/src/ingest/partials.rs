@@ -124,9 +124,9 @@ fn merged(abort: &JobRecord, stopped: &JobRecord, look: bool) -> JobRow {
 
 /// The jobs of a batch to store now, in their order: every job that is no half of a job on
 /// several nodes as it is, and for a half whose other half is held, the two as one; the other
-/// halves are held (a half read before is dropped, a late one kept unstored). Also whether any job was held or merged
-/// (then the batch's rollups do not count what is stored). Every job here was decoded (its
-/// record is the one filed).
+/// halves are held (a half read before is dropped, a late one kept unstored). Also whether any
+/// job was held or merged (then the batch's rollups do not count what is stored). Every job
+/// here was decoded (its record is the one filed).
 ///
 /// A held row notes `now_ms` (the ingest run's clock) as when it was held; a half whose other
 /// half was stored alone is kept as `late` instead (module doc).
