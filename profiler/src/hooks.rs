@@ -130,6 +130,7 @@ fn set_up_before_init() {
     quietly(|| {
         crate::generated::wrappers::prefetch_all();
         PCONTROL.prefetch();
+        crate::rt::claim_main_thread();
         // This thread's table, which the end of MPI_Init's call would allocate.
         let _ = crate::rt::thread_table();
         let mut prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner());

@@ -12,7 +12,7 @@ use crate::traffic::{Measured, Traffic};
 use mpistat_record::model::HIST_BUCKETS;
 use std::cell::Cell;
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// Index of a routine in [`crate::generated::routines::ROUTINES`].
@@ -79,10 +79,75 @@ thread_local! {
     };
 }
 
-/// This thread's state. One thread-local lookup (`__tls_get_addr` in a shared library) per
-/// counted call: the pointer travels in [`Call`] from `enter` to `leave`.
+/// The thread that called `MPI_Init` (its thread pointer, see [`thread_pointer`]; 0: none) and
+/// its state. That thread makes nearly every MPI call of a job, and finds its state with one
+/// compare instead of the thread-local lookup, a call into ld.so (`__tls_get_addr`, which a
+/// library loaded with `dlopen` must use) and its cache lines. Only that thread stores either
+/// ([`claim_main_thread`], [`MainThreadExit`]), and only a thread with its thread pointer reads
+/// `MAIN_STATE`, so relaxed order is enough: the program order of one thread.
+static MAIN_THREAD: AtomicUsize = AtomicUsize::new(0);
+static MAIN_STATE: AtomicPtr<ThreadState> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Forgets the main thread when it ends: its thread-local block is freed, and a later thread may
+/// get the same thread pointer (glibc reuses thread descriptors). Registered on the main thread
+/// by [`claim_main_thread`]; its destructor runs at that thread's exit, `exit()` included.
+struct MainThreadExit;
+
+impl Drop for MainThreadExit {
+    fn drop(&mut self) {
+        if thread_pointer() == MAIN_THREAD.load(Relaxed) {
+            MAIN_THREAD.store(0, Relaxed);
+        }
+    }
+}
+
+thread_local! {
+    static MAIN_THREAD_EXIT: MainThreadExit = const { MainThreadExit };
+}
+
+/// The calling thread's thread pointer (the address `%fs:0` holds on x86-64, `tpidr_el0` on
+/// AArch64): unique among live threads, and never 0.
+#[inline(always)]
+fn thread_pointer() -> usize {
+    let tp: usize;
+    // SAFETY: reads the thread register (x86-64: the TCB's self pointer at %fs:0, which the
+    // psABI's TLS model guarantees), no side effect.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, preserves_flags, readonly, pure));
+    }
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nomem, nostack, preserves_flags, pure));
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        tp = usize::MAX; // no fast path: `claim_main_thread` claims nothing
+    }
+    tp
+}
+
+/// Make the calling thread (the one calling `MPI_Init`, before the real call) the one that
+/// finds its state without the thread-local lookup ([`MAIN_THREAD`]).
+pub fn claim_main_thread() {
+    let tp = thread_pointer();
+    if tp == usize::MAX || tp == 0 {
+        return;
+    }
+    // Registers the destructor that un-claims the thread when it ends.
+    MAIN_THREAD_EXIT.with(|_| ());
+    MAIN_STATE.store(THREAD.with(|t| t as *const ThreadState).cast_mut(), Relaxed);
+    MAIN_THREAD.store(tp, Relaxed);
+}
+
+/// This thread's state: for the thread that called `MPI_Init` a compare and a load, for others
+/// one thread-local lookup (`__tls_get_addr` in a shared library). Once per counted call: the
+/// pointer travels in [`Call`] from `enter` to `leave`.
 #[inline(always)]
 fn this_thread() -> *const ThreadState {
+    if thread_pointer() == MAIN_THREAD.load(Relaxed) {
+        return MAIN_STATE.load(Relaxed);
+    }
     THREAD.with(|t| t as *const ThreadState)
 }
 
