@@ -349,3 +349,33 @@ pub fn inside_mpi() -> bool {
     // SAFETY: as in `Call::thread`.
     unsafe { (*this_thread()).depth.get() != 0 }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn own_state() -> *const ThreadState {
+        THREAD.with(|t| t as *const ThreadState)
+    }
+
+    #[test]
+    fn the_claiming_thread_alone_finds_its_state_by_its_thread_pointer_until_it_ends() {
+        let (claimed_tx, claimed_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let main = std::thread::spawn(move || {
+            claim_main_thread();
+            let fast_path = MAIN_THREAD.load(Relaxed) == thread_pointer();
+            claimed_tx.send((fast_path, this_thread() == own_state())).unwrap();
+            done_rx.recv().unwrap();
+        });
+        assert_eq!(claimed_rx.recv().unwrap(), (true, true));
+        // Another thread, while that one holds the claim: its own state, not the claimed one.
+        let other = std::thread::spawn(|| this_thread() == own_state()).join().unwrap();
+        assert!(other);
+        assert_ne!(MAIN_THREAD.load(Relaxed), 0);
+        done_tx.send(()).unwrap();
+        main.join().unwrap();
+        // Its thread-local block is gone: a thread that gets its thread pointer must not use it.
+        assert_eq!(MAIN_THREAD.load(Relaxed), 0);
+    }
+}
