@@ -300,12 +300,15 @@ fn sum_counts<C: Copy + Into<MPI_Count>>(counts: *const C, n: usize) -> u64 {
         .sum()
 }
 
-/// One routine's last call on one thread: its [`Traffic::Elements`] arguments (the key) and
-/// what the call came to. What a call adds is a function of the key while no datatype nor
-/// communicator was freed (a freed handle can come back as another type or group) and the node
-/// map did not change: so a call with the same key adds the same, unmeasured. The key holds only
-/// while `generation` is the current `GENERATION`, which is never 0: all-zero bytes are a valid empty memo, and a call of
-/// another kind, or one whose size MPI could not tell, leaves `generation` 0. Whatever the
+/// One routine's last call on one thread: its [`Traffic::Elements`] arguments, or a
+/// [`Traffic::Received`]'s posted count and type and its status's source (the key), and what the
+/// call came to. What a call adds is a function of the key (and, for a receive, of the bytes its
+/// status says arrived, compared too) while no datatype nor communicator was freed (a freed
+/// handle can come back as another type or group) and the node map did not change: so a call
+/// with the same key adds the same, unmeasured. The key holds only while `generation` is the
+/// current `GENERATION`, which is never 0: all-zero bytes are a valid empty memo, and a call of
+/// another kind, a receive whose status was ignored, or one whose size MPI could not tell (no
+/// bytes for a non-empty count) leaves `generation` 0. Whatever the
 /// kind, the memo holds what the routine's last recorded call on the thread came to
 /// ([`measured`]). Written only by its thread (part of its `rt::ThreadTable`).
 #[derive(Default)]
@@ -346,8 +349,62 @@ pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Co
             datatype,
             peer,
         } => record_elements(table, id, count, datatype, peer, comm),
+        Traffic::Received {
+            count,
+            datatype,
+            status,
+        } => record_received(table, id, count, datatype, status, comm),
         _ => record_measured(table, id, traffic, comm),
     }
+}
+
+/// [`record`] of a completed receive: one with its routine's last key on the thread, and with
+/// the same source and size in its status, adds what that one measured ([`record_elements`]);
+/// another is measured.
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+fn record_received(
+    table: &ThreadTable,
+    id: RoutineId,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    status: *const MPI_Status,
+    comm: MPI_Comm,
+) {
+    let routine = &table.routines[id];
+    let memo = &routine.memo;
+    if let Some((source, bytes)) = status_of_receive(status) {
+        if memo.datatype.load(Relaxed) == datatype.key()
+            && memo.count.load(Relaxed) == count
+            && memo.peer.load(Relaxed) == source
+            && memo.bytes.load(Relaxed) == bytes
+            && memo.comm.load(Relaxed) == comm.key()
+            && memo.generation.load(Relaxed) == generation()
+        {
+            return add_memo(routine);
+        }
+    }
+    let traffic = Traffic::Received {
+        count,
+        datatype,
+        status,
+    };
+    record_measured(table, id, traffic, comm);
+}
+
+/// The source and the bytes received of a successful receive's status, unless ignored.
+#[inline(always)]
+fn status_of_receive(status: *const MPI_Status) -> Option<(c_int, u64)> {
+    if crate::family::no_status(status) {
+        return None;
+    }
+    // SAFETY: filled by the successful call that just returned.
+    Some(unsafe {
+        (
+            <crate::family::Built as crate::family::Family>::status_source(status),
+            <crate::family::Built as crate::family::Family>::received_bytes(status),
+        )
+    })
 }
 
 /// [`record`] of `count` elements of `datatype` to or from `peer`: a call with its routine's
@@ -416,13 +473,29 @@ fn add_memo(routine: &Routine) {
 fn record_measured(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     let routine = &table.routines[id];
     let memo = &routine.memo;
-    let (count, datatype, peer, generation) = match traffic {
+    // The key, and whether a call without a size is final (nothing to send, or a receive's
+    // status, which says what arrived) rather than one MPI could not size.
+    let (count, datatype, peer, generation, empty_is_final) = match traffic {
         Traffic::Elements {
             count,
             datatype,
             peer,
-        } => (count, datatype.key(), peer, generation()),
-        _ => (0, 0, 0, 0),
+        } => (
+            count,
+            datatype.key(),
+            peer,
+            generation(),
+            count == 0 || peer == PROC_NULL,
+        ),
+        Traffic::Received {
+            count,
+            datatype,
+            status,
+        } => match status_of_receive(status) {
+            Some((source, _)) => (count, datatype.key(), source, generation(), true),
+            None => (0, 0, 0, 0, false),
+        },
+        _ => (0, 0, 0, 0, false),
     };
     // A bug here must not unwind into the user's program: swallow it, lose this call's bytes
     // (and tell trace mode it measured none).
@@ -436,7 +509,11 @@ fn record_measured(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: M
         return;
     };
     // A size MPI could not tell (0 bytes of a non-empty count) is asked again next time.
-    let generation = if m.bytes > 0 { generation } else { 0 };
+    let generation = if m.bytes > 0 || empty_is_final {
+        generation
+    } else {
+        0
+    };
     memo.datatype.store(datatype, Relaxed);
     memo.count.store(count, Relaxed);
     memo.peer.store(peer, Relaxed);
@@ -479,4 +556,105 @@ fn measure_and_place(
     let m = measure(table, traffic);
     let placed = crate::places::split(id, &traffic, comm, m.bytes, m.sent);
     (m, placed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generated::routines::id;
+
+    /// A thread table of its own (leaked, as the profiler's are).
+    fn table() -> &'static ThreadTable {
+        let layout = std::alloc::Layout::new::<ThreadTable>();
+        // SAFETY: all-zero bytes are a valid table (atomics only), as in `rt::new_thread_table`.
+        unsafe { &*(std::alloc::alloc_zeroed(layout) as *const ThreadTable) }
+    }
+
+    /// A receive's status: from `source`, `bytes` arrived.
+    fn status(source: c_int, bytes: u64) -> MPI_Status {
+        // SAFETY: MPI_Status is plain integers.
+        let mut s: MPI_Status = unsafe { std::mem::zeroed() };
+        s.MPI_SOURCE = source;
+        #[cfg(mpistat_family = "openmpi")]
+        {
+            s._ucount = bytes as _;
+        }
+        #[cfg(mpistat_family = "mpich")]
+        {
+            s.count_lo = bytes as u32 as c_int;
+            s.count_hi_and_cancelled = ((bytes >> 32) << 1) as c_int;
+        }
+        s
+    }
+
+    fn receive(table: &ThreadTable, status: &MPI_Status) {
+        let traffic = Traffic::Received {
+            count: 100,
+            datatype: MPI_Datatype::from_key(0x5000),
+            status,
+        };
+        record(table, id::MPI_Recv, traffic, MPI_Comm::from_key(0x7000));
+    }
+
+    #[test]
+    fn receives_like_the_last_add_what_it_came_to_and_other_sizes_or_sources_are_measured() {
+        let table = table();
+        let routine = &table.routines[id::MPI_Recv];
+        let arrivals = [
+            (1, 8),
+            (1, 8),
+            (1, 8),
+            (1, 24),
+            (2, 24),
+            (2, 0),
+            (2, 0),
+            (1, 8),
+        ];
+        for (source, bytes) in arrivals {
+            receive(table, &status(source, bytes));
+        }
+        // Keyed after a receive (the next like it adds the memo, unmeasured).
+        assert_eq!(routine.memo.generation.load(Relaxed), generation());
+        assert_eq!(routine.memo.peer.load(Relaxed), 1);
+        let c = &routine.counters;
+        assert_eq!(c.count.load(Relaxed), 8 * 100);
+        assert_eq!(c.bytes.load(Relaxed), 4 * 8 + 2 * 24);
+        let hist = |bytes| routine.hist[hist_bucket(bytes)].load(Relaxed);
+        assert_eq!((hist(8), hist(24), hist(0)), (4, 2, 2));
+    }
+
+    #[test]
+    fn a_receive_whose_status_was_ignored_keys_no_memo() {
+        let table = table();
+        receive(table, &status(1, 8));
+        let traffic = Traffic::Received {
+            count: 100,
+            datatype: MPI_Datatype::from_key(0x5000),
+            status: std::ptr::null(),
+        };
+        record(table, id::MPI_Recv, traffic, MPI_Comm::from_key(0x7000));
+        let routine = &table.routines[id::MPI_Recv];
+        assert_eq!(routine.memo.generation.load(Relaxed), 0);
+        assert_eq!(routine.counters.bytes.load(Relaxed), 8);
+        assert_eq!(routine.counters.count.load(Relaxed), 200);
+    }
+
+    #[test]
+    fn empty_sends_keep_their_key() {
+        let table = table();
+        let send = |count, peer| {
+            let traffic = Traffic::Elements {
+                count,
+                datatype: MPI_Datatype::from_key(0x5000),
+                peer,
+            };
+            record(table, id::MPI_Send, traffic, MPI_Comm::from_key(0x7000));
+        };
+        let memo = &table.routines[id::MPI_Send].memo;
+        send(0, 1);
+        assert_eq!(memo.generation.load(Relaxed), generation());
+        send(5, PROC_NULL);
+        assert_eq!(memo.generation.load(Relaxed), generation());
+        assert_eq!(table.routines[id::MPI_Send].counters.bytes.load(Relaxed), 0);
+    }
 }
