@@ -365,12 +365,16 @@ mod tests {
         let main = std::thread::spawn(move || {
             claim_main_thread();
             let fast_path = MAIN_THREAD.load(Relaxed) == thread_pointer();
-            claimed_tx.send((fast_path, this_thread() == own_state())).unwrap();
+            claimed_tx
+                .send((fast_path, this_thread() == own_state()))
+                .unwrap();
             done_rx.recv().unwrap();
         });
         assert_eq!(claimed_rx.recv().unwrap(), (true, true));
         // Another thread, while that one holds the claim: its own state, not the claimed one.
-        let other = std::thread::spawn(|| this_thread() == own_state()).join().unwrap();
+        let other = std::thread::spawn(|| this_thread() == own_state())
+            .join()
+            .unwrap();
         assert!(other);
         assert_ne!(MAIN_THREAD.load(Relaxed), 0);
         done_tx.send(()).unwrap();

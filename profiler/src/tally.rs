@@ -50,14 +50,15 @@ impl RankTotals {
             for (id, routine) in table.routines.iter().enumerate() {
                 let c = &routine.counters;
                 let v = &mut values[id * PER_ROUTINE..(id + 1) * PER_ROUTINE];
+                let traffic = crate::traffic::settled(routine);
                 v[CALLS] += c.calls.load(Relaxed);
-                v[COUNT] += c.count.load(Relaxed);
-                v[BYTES] += c.bytes.load(Relaxed);
+                v[COUNT] += traffic.count;
+                v[BYTES] += traffic.bytes;
                 ticks[id] += c.ticks.load(Relaxed);
-                node_bytes[id * 2] += c.on_node.load(Relaxed);
-                node_bytes[id * 2 + 1] += c.off_node.load(Relaxed);
-                for (b, n) in routine.hist.iter().enumerate() {
-                    hist[id * HIST_BUCKETS + b] += n.load(Relaxed);
+                node_bytes[id * 2] += traffic.on_node;
+                node_bytes[id * 2 + 1] += traffic.off_node;
+                for (b, n) in traffic.hist.iter().enumerate() {
+                    hist[id * HIST_BUCKETS + b] += n;
                 }
             }
         }

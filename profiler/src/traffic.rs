@@ -329,6 +329,9 @@ pub struct Memo {
     /// then adding nothing, so the hit path needs no test).
     on_node: AtomicU64,
     off_node: AtomicU64,
+    /// Calls that came to what the memo holds and are not in the routine's counters yet
+    /// ([`settle`]): a call like the last adds one here, not five counters and a bucket.
+    hits: AtomicU64,
 }
 
 /// The current [`GENERATION`] (never 0).
@@ -453,17 +456,72 @@ fn measure_elements(
     record_measured(table, id, traffic, comm);
 }
 
-/// Add what a routine's memo holds to its counters.
+/// Add what a routine's memo holds: one more call of it ([`Memo::hits`]; the counters get its
+/// values times the hits when the memo changes, [`settle`], or is read, [`settled`]).
 #[inline(always)]
 fn add_memo(routine: &Routine) {
+    bump(&routine.memo.hits, 1);
+}
+
+/// Move the memo's hits into its routine's counters (its thread, before the memo changes).
+#[inline(always)]
+fn settle(routine: &Routine) {
     let (c, memo) = (&routine.counters, &routine.memo);
-    bump(&c.count, memo.elements.load(Relaxed));
-    bump(&c.bytes, memo.bytes.load(Relaxed));
-    if let Some(bucket) = routine.hist.get(memo.bucket.load(Relaxed)) {
-        bump(bucket, 1);
+    let hits = memo.hits.load(Relaxed);
+    if hits == 0 {
+        return;
     }
-    bump(&c.on_node, memo.on_node.load(Relaxed));
-    bump(&c.off_node, memo.off_node.load(Relaxed));
+    let unsettled = unsettled(routine, hits);
+    bump(&c.count, unsettled.count);
+    bump(&c.bytes, unsettled.bytes);
+    bump(&c.on_node, unsettled.on_node);
+    bump(&c.off_node, unsettled.off_node);
+    if let Some(bucket) = routine.hist.get(memo.bucket.load(Relaxed)) {
+        bump(bucket, hits);
+    }
+    memo.hits.store(0, Relaxed);
+}
+
+/// A routine's traffic counters on one thread, its memo's unsettled hits included.
+pub struct Settled {
+    pub count: u64,
+    pub bytes: u64,
+    pub on_node: u64,
+    pub off_node: u64,
+    pub hist: [u64; HIST_BUCKETS],
+}
+
+/// What `hits` calls of the routine's memo come to.
+fn unsettled(routine: &Routine, hits: u64) -> Settled {
+    let memo = &routine.memo;
+    let mut hist = [0; HIST_BUCKETS];
+    if let Some(bucket) = hist.get_mut(memo.bucket.load(Relaxed)) {
+        *bucket = hits;
+    }
+    Settled {
+        count: memo.elements.load(Relaxed).wrapping_mul(hits),
+        bytes: memo.bytes.load(Relaxed).wrapping_mul(hits),
+        on_node: memo.on_node.load(Relaxed).wrapping_mul(hits),
+        off_node: memo.off_node.load(Relaxed).wrapping_mul(hits),
+        hist,
+    }
+}
+
+/// A routine's traffic on one thread so far (for the readers, `tally`): its counters plus its
+/// memo's unsettled hits. Read from another thread while the owner counts, the sum may miss or
+/// repeat the calls of one memo change (a subtotal of `MPI_Pcontrol`); at `MPI_Finalize` no
+/// other thread is inside MPI.
+pub fn settled(routine: &Routine) -> Settled {
+    let c = &routine.counters;
+    let mut s = unsettled(routine, routine.memo.hits.load(Relaxed));
+    s.count = s.count.wrapping_add(c.count.load(Relaxed));
+    s.bytes = s.bytes.wrapping_add(c.bytes.load(Relaxed));
+    s.on_node = s.on_node.wrapping_add(c.on_node.load(Relaxed));
+    s.off_node = s.off_node.wrapping_add(c.off_node.load(Relaxed));
+    for (sum, n) in s.hist.iter_mut().zip(&routine.hist) {
+        *sum = sum.wrapping_add(n.load(Relaxed));
+    }
+    s
 }
 
 /// [`record`] of a call that is not its routine's last key on the thread: measure and place
@@ -473,6 +531,7 @@ fn add_memo(routine: &Routine) {
 fn record_measured(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     let routine = &table.routines[id];
     let memo = &routine.memo;
+    settle(routine);
     // The key, and whether a call without a size is final (nothing to send, or a receive's
     // status, which says what arrived) rather than one MPI could not size.
     let (count, datatype, peer, generation, empty_is_final) = match traffic {
@@ -616,11 +675,12 @@ mod tests {
         // Keyed after a receive (the next like it adds the memo, unmeasured).
         assert_eq!(routine.memo.generation.load(Relaxed), generation());
         assert_eq!(routine.memo.peer.load(Relaxed), 1);
-        let c = &routine.counters;
-        assert_eq!(c.count.load(Relaxed), 8 * 100);
-        assert_eq!(c.bytes.load(Relaxed), 4 * 8 + 2 * 24);
-        let hist = |bytes| routine.hist[hist_bucket(bytes)].load(Relaxed);
+        let s = settled(routine);
+        assert_eq!((s.count, s.bytes), (8 * 100, 4 * 8 + 2 * 24));
+        let hist = |bytes| s.hist[hist_bucket(bytes)];
         assert_eq!((hist(8), hist(24), hist(0)), (4, 2, 2));
+        // What the counters hold already and what the memo still holds add up to the same.
+        assert_eq!(routine.memo.hits.load(Relaxed), 1);
     }
 
     #[test]
@@ -635,8 +695,8 @@ mod tests {
         record(table, id::MPI_Recv, traffic, MPI_Comm::from_key(0x7000));
         let routine = &table.routines[id::MPI_Recv];
         assert_eq!(routine.memo.generation.load(Relaxed), 0);
-        assert_eq!(routine.counters.bytes.load(Relaxed), 8);
-        assert_eq!(routine.counters.count.load(Relaxed), 200);
+        let s = settled(routine);
+        assert_eq!((s.count, s.bytes), (200, 8));
     }
 
     #[test]
@@ -655,6 +715,6 @@ mod tests {
         assert_eq!(memo.generation.load(Relaxed), generation());
         send(5, PROC_NULL);
         assert_eq!(memo.generation.load(Relaxed), generation());
-        assert_eq!(table.routines[id::MPI_Send].counters.bytes.load(Relaxed), 0);
+        assert_eq!(settled(&table.routines[id::MPI_Send]).bytes, 0);
     }
 }
