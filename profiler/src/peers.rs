@@ -550,6 +550,26 @@ fn learn_over_pmi1(size: u32) -> Option<Peers> {
     })
 }
 
+/// Which node each rank runs on, as Hydra tells it (`PMI_process_mapping`, a local look-up),
+/// when this rank talks PMI-1 ([`announce_before_init`]); `None` otherwise or at any surprise.
+#[link_section = ".text.init.mpistat"]
+pub fn pmi1_mapping() -> Option<crate::node::Mapping> {
+    if !ANNOUNCED_PMI1.load(Relaxed) {
+        return None;
+    }
+    let pmi = pmi1::Client::from_env().ok()?;
+    let mut kvs = pmi1::Line::new();
+    pmi.kvsname(&mut kvs).ok()?;
+    let mut value = pmi1::Line::new();
+    if !pmi
+        .get(kvs.as_bytes(), b"PMI_process_mapping", &mut value)
+        .ok()?
+    {
+        return None;
+    }
+    crate::node::Mapping::parse(value.as_bytes())
+}
+
 /// Rank `rank`'s trace wish if it put its key into `kvs`, `Some(None)` if it did not, `None` if
 /// PMI-1 did not answer as verified. (A named function: a closure called twice is compiled out
 /// of line, outside `.text.init`.)
