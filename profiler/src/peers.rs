@@ -324,13 +324,16 @@ impl Getter {
     /// For this process's namespace (`PMIX_NAMESPACE`), if PMIx is loaded.
     #[link_section = ".text.init.mpistat"]
     fn new() -> Option<Getter> {
-        let get = GET.get()?;
         // getenv, not std::env: this runs inside MPI_Init and allocates nothing (footprint.rs).
+        // The namespace first: without PMIx (MPICH's Hydra) looking for `PMIx_Get` searched
+        // every loaded object's symbols, and `known::in_loaded` in `.text`, at the end of
+        // `MPI_Init` (two more chunks in its peak).
         // SAFETY: getenv with a NUL-terminated name; the value is read at once.
         let nspace = unsafe { libc::getenv(c"PMIX_NAMESPACE".as_ptr()) };
         if nspace.is_null() {
             return None;
         }
+        let get = GET.get()?;
         // SAFETY: getenv returned a NUL-terminated string.
         let nspace = unsafe { CStr::from_ptr(nspace) }.to_bytes();
         if nspace.len() >= 256 {
