@@ -553,7 +553,7 @@ fn learn_over_pmi1(size: u32) -> Option<Peers> {
     })
 }
 
-/// Which node each rank runs on, as Hydra tells it (`PMI_process_mapping`, a local look-up),
+/// Which node each rank runs on, as Hydra tells it (`PMI_process_mapping`, which MPICH reads too),
 /// when this rank talks PMI-1 ([`announce_before_init`]); `None` otherwise or at any surprise.
 #[link_section = ".text.init.mpistat"]
 pub fn pmi1_mapping() -> Option<crate::node::Mapping> {
