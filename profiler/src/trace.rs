@@ -149,9 +149,10 @@ impl Skew {
     }
 }
 
-/// What a rank knows of where the ranks run, for the clock samples ([`measure_offset`]).
-/// Unboxed: boxing the mapping would allocate at the end of `MPI_Init`, whose allocator code
-/// lies elsewhere in `.text` (footprint.rs); a recorder is made once.
+/// What a rank knows of where the ranks run, for the clock samples ([`measure_offset`]). The
+/// recorder holds it boxed (out of the way of the fields every call uses), the box made with
+/// the recorder before `MPI_Init` and filled at its end without allocating (footprint.rs):
+/// hence the mapping is not boxed itself.
 #[allow(clippy::large_enum_variant)]
 enum Nodes {
     Unknown,
@@ -174,7 +175,7 @@ struct Recorder {
     /// `MPISTAT_TRACE_TEST_SKEW`, read when the recorder was built.
     skew_spec: Option<String>,
     /// Which ranks share a node, learned at the end of `MPI_Init`.
-    nodes: Nodes,
+    nodes: Box<Nodes>,
     /// Changed only by [`Recorder::set_state`] (which keeps `limit` with it).
     state: State,
     /// Packed events ([`RawEvents`]); `capacity` and the lengths below count its words.
@@ -389,7 +390,7 @@ impl Recorder {
     /// Whether world rank `other` runs on this rank's node (false if unknown).
     #[link_section = ".text.init.mpistat"]
     fn shares_node(&self, other: u32) -> bool {
-        match &self.nodes {
+        match &*self.nodes {
             Nodes::Unknown => false,
             Nodes::Pmix => crate::places::shares_node(other) == Some(true),
             Nodes::Hydra(m) => match (m.node_of(self.rank), m.node_of(other)) {
@@ -1340,7 +1341,7 @@ impl Recorder {
             skew: Skew::default(),
             rank0_skew: Skew::default(),
             skew_spec: std::env::var("MPISTAT_TRACE_TEST_SKEW").ok(),
-            nodes: Nodes::Unknown,
+            nodes: Box::new(Nodes::Unknown),
             state: State::Stopped,
             events: RawEvents::with_capacity(event_buffer(capacity)),
             capacity,
@@ -1400,7 +1401,7 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         recorder.skew = test_skew(spec, rank);
         recorder.rank0_skew = test_skew(spec, 0);
     }
-    recorder.nodes = if crate::places::known() {
+    *recorder.nodes = if crate::places::known() {
         Nodes::Pmix
     } else {
         match crate::peers::pmi1_mapping() {
@@ -1902,13 +1903,13 @@ mod tests {
         let mapping = crate::node::Mapping::parse(b"(vector,(0,1,2),(1,1,1))").unwrap();
         let mut r = recorder(1 << 10, 0, 0, 0);
         r.world_size = 3;
-        r.nodes = Nodes::Hydra(mapping);
+        *r.nodes = Nodes::Hydra(mapping);
         r.rank = 1;
         assert!(r.shares_node(0));
         assert!(!r.shares_node(2));
         r.rank = 0;
         assert!((r.shares_node(1), r.shares_node(2)) == (true, false));
-        r.nodes = Nodes::Unknown;
+        *r.nodes = Nodes::Unknown;
         assert!(
             !r.shares_node(1),
             "unknown: every rank takes the ping-pongs"
