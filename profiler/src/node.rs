@@ -1,7 +1,8 @@
 //! What this rank shares its node with: how many ranks of the job run here (from the launcher's
 //! environment) and how many CPUs the job may use here (its cgroup's cpuset, else the online
 //! CPUs). Used to notice an oversubscribed node, where every extra kernel object a rank holds
-//! (an open perf event costs work at each context switch) slows every rank's collectives.
+//! (an open perf event costs work at each context switch) slows every rank's collectives. And
+//! which node each rank runs on as MPICH's Hydra describes it ([`Mapping`]).
 
 use std::path::Path;
 
@@ -109,9 +110,228 @@ pub fn oversubscribed(ranks_here: Option<u32>, cpus: Option<u32>) -> Option<Stri
     })
 }
 
+/// Most blocks of a [`Mapping`] kept (Hydra's values are at most 1024 bytes: fewer blocks).
+const MAX_BLOCKS: usize = 128;
+
+/// Which node each rank of the job runs on, as Hydra's `PMI_process_mapping` says:
+/// `(vector,(S,N,P),...)`, blocks of `N` nodes numbered from `S` with `P` ranks each, dealt out in
+/// rank order (`P` consecutive ranks on node `S`, the next `P` on `S + 1`, ...). When the
+/// blocks end before the ranks do, the dealing starts again, as MPICH reads it: at the first
+/// block that starts at node 0 if one did, else at the first (`-np 2` on one host is
+/// `(vector,(0,1,1))`: both ranks on node 0). Parsed without allocating: it is read at the end
+/// of `MPI_Init` (footprint.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    /// (first node, nodes, ranks per node).
+    blocks: [(u32, u32, u32); MAX_BLOCKS],
+    n: usize,
+}
+
+impl Mapping {
+    /// The mapping in `text`, or `None` if it is not a vector of blocks as above (an empty one
+    /// means the process manager could not tell), has more than [`MAX_BLOCKS`] or deals out
+    /// no rank.
+    #[link_section = ".text.init.mpistat"]
+    pub fn parse(text: &[u8]) -> Option<Mapping> {
+        let mut m = Mapping {
+            blocks: [(0, 0, 0); MAX_BLOCKS],
+            n: 0,
+        };
+        let mut rest = skip_blanks(text).strip_prefix(b"(")?;
+        rest = skip_blanks(rest).strip_prefix(b"vector")?;
+        loop {
+            rest = skip_blanks(rest);
+            if let Some(end) = rest.strip_prefix(b")") {
+                if !skip_blanks(end).is_empty() || m.ranks_from(0) == 0 {
+                    return None;
+                }
+                return Some(m);
+            }
+            rest = skip_blanks(rest.strip_prefix(b",")?);
+            rest = rest.strip_prefix(b"(")?;
+            let mut block = [0u32; 3];
+            let mut i = 0;
+            while i < 3 {
+                if i > 0 {
+                    rest = skip_blanks(rest).strip_prefix(b",")?;
+                }
+                let (number, after) = leading_number(skip_blanks(rest))?;
+                block[i] = number;
+                rest = after;
+                i += 1;
+            }
+            rest = skip_blanks(rest).strip_prefix(b")")?;
+            if m.n == MAX_BLOCKS {
+                return None;
+            }
+            m.blocks[m.n] = (block[0], block[1], block[2]);
+            m.n += 1;
+        }
+    }
+
+    /// The node world rank `rank` runs on.
+    #[link_section = ".text.init.mpistat"]
+    pub fn node_of(&self, rank: u32) -> Option<u32> {
+        let first_pass = self.ranks_from(0);
+        if u64::from(rank) < first_pass {
+            return self.walk(0, u64::from(rank));
+        }
+        // Later passes start at the first block starting at node 0, if any.
+        let mut again = 0;
+        while again < self.n && self.blocks[again].0 != 0 {
+            again += 1;
+        }
+        if again == self.n {
+            again = 0;
+        }
+        let pass = self.ranks_from(again);
+        if pass == 0 {
+            return None;
+        }
+        self.walk(again, (u64::from(rank) - first_pass) % pass)
+    }
+
+    /// Ranks dealt out by the blocks from number `from` on.
+    #[link_section = ".text.init.mpistat"]
+    fn ranks_from(&self, from: usize) -> u64 {
+        let mut sum = 0u64;
+        let mut i = from;
+        while i < self.n {
+            let (_, nodes, per_node) = self.blocks[i];
+            sum += u64::from(nodes) * u64::from(per_node);
+            i += 1;
+        }
+        sum
+    }
+
+    /// The node of the `index`th rank dealt out from block `from` on.
+    #[link_section = ".text.init.mpistat"]
+    fn walk(&self, from: usize, mut index: u64) -> Option<u32> {
+        let mut i = from;
+        while i < self.n {
+            let (start, nodes, per_node) = self.blocks[i];
+            let span = u64::from(nodes) * u64::from(per_node);
+            if index < span {
+                return u32::try_from(u64::from(start) + index / u64::from(per_node)).ok();
+            }
+            index -= span;
+            i += 1;
+        }
+        None
+    }
+}
+
+#[link_section = ".text.init.mpistat"]
+fn skip_blanks(mut bytes: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = bytes {
+        bytes = rest;
+    }
+    bytes
+}
+
+/// A decimal number at the start of `bytes` (at most `u32`'s range), and what follows it.
+#[link_section = ".text.init.mpistat"]
+fn leading_number(bytes: &[u8]) -> Option<(u32, &[u8])> {
+    let mut n = 0u32;
+    let mut i = 0;
+    while i < bytes.len() && bytes[i].is_ascii_digit() {
+        n = n.checked_mul(10)?.checked_add(u32::from(bytes[i] - b'0'))?;
+        i += 1;
+    }
+    if i == 0 {
+        return None;
+    }
+    Some((n, &bytes[i..]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The nodes of ranks `0..size` by dealing the blocks out one rank at a time, as MPICH does.
+    fn dealt(blocks: &[(u32, u32, u32)], size: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut wrapped = false;
+        while (out.len() as u32) < size {
+            let mut b = 0;
+            while wrapped && blocks[b].0 != 0 {
+                b += 1;
+            }
+            for &(start, nodes, per_node) in &blocks[b..] {
+                wrapped |= start == 0;
+                for node in 0..nodes {
+                    for _ in 0..per_node {
+                        if (out.len() as u32) < size {
+                            out.push(start + node);
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn text(blocks: &[(u32, u32, u32)]) -> String {
+        let mut s = "(vector".to_string();
+        for (a, b, c) in blocks {
+            s += &format!(",({a},{b},{c})");
+        }
+        s + ")"
+    }
+
+    #[test]
+    fn hydra_mappings() {
+        // `mpiexec -np 2` on one host, and two hosts of two ranks each.
+        let one = Mapping::parse(b"(vector,(0,1,1))").unwrap();
+        assert_eq!((one.node_of(0), one.node_of(1)), (Some(0), Some(0)));
+        let two = Mapping::parse(b"(vector,(0,2,2))").unwrap();
+        let nodes: Vec<_> = (0..4).map(|r| two.node_of(r).unwrap()).collect();
+        assert_eq!(nodes, [0, 0, 1, 1]);
+        let spaced = Mapping::parse(b" ( vector , ( 0 , 2 , 2 ) , (2, 1, 3) ) ").unwrap();
+        assert_eq!(spaced.node_of(6), Some(2));
+        for bad in [
+            &b""[..],
+            b"(vector)",
+            b"(vector,(0,0,4))",
+            b"(block,(0,1,1))",
+            b"(vector,(0,1))",
+            b"(vector,(0,1,1)",
+            b"(vector,(0,1,1))x",
+            b"(vector,(0,1,-1))",
+            b"(vector,(0,1,99999999999))",
+        ] {
+            assert_eq!(
+                Mapping::parse(bad),
+                None,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let many = text(&[(0, 1, 1); MAX_BLOCKS + 1]);
+        assert_eq!(Mapping::parse(many.as_bytes()), None);
+    }
+
+    proptest! {
+        /// Every rank's node is the one dealing the blocks out rank by rank gives.
+        #[test]
+        fn node_of_matches_dealing_out(
+            blocks in proptest::collection::vec((0u32..6, 0u32..4, 0u32..4), 1..6),
+            size in 1u32..80,
+        ) {
+            let m = Mapping::parse(text(&blocks).as_bytes());
+            let total: u32 = blocks.iter().map(|(_, n, p)| n * p).sum();
+            prop_assume!(total > 0);
+            let m = m.unwrap();
+            let first_zero = blocks.iter().position(|b| b.0 == 0).unwrap_or(0);
+            let again: u32 = blocks[first_zero..].iter().map(|(_, n, p)| n * p).sum();
+            prop_assume!(again > 0 || size <= total);
+            let want = dealt(&blocks, size);
+            for rank in 0..size {
+                prop_assert_eq!(m.node_of(rank), Some(want[rank as usize]), "rank {}", rank);
+            }
+        }
+    }
 
     fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |name| {

@@ -324,13 +324,16 @@ impl Getter {
     /// For this process's namespace (`PMIX_NAMESPACE`), if PMIx is loaded.
     #[link_section = ".text.init.mpistat"]
     fn new() -> Option<Getter> {
-        let get = GET.get()?;
         // getenv, not std::env: this runs inside MPI_Init and allocates nothing (footprint.rs).
+        // The namespace first: without PMIx (MPICH's Hydra) looking for `PMIx_Get` searched
+        // every loaded object's symbols, and `known::in_loaded` in `.text`, at the end of
+        // `MPI_Init` (two more chunks in its peak).
         // SAFETY: getenv with a NUL-terminated name; the value is read at once.
         let nspace = unsafe { libc::getenv(c"PMIX_NAMESPACE".as_ptr()) };
         if nspace.is_null() {
             return None;
         }
+        let get = GET.get()?;
         // SAFETY: getenv returned a NUL-terminated string.
         let nspace = unsafe { CStr::from_ptr(nspace) }.to_bytes();
         if nspace.len() >= 256 {
@@ -548,6 +551,26 @@ fn learn_over_pmi1(size: u32) -> Option<Peers> {
     tally(size, Some(pmi.rank), |rank| {
         pmi1_wish(&pmi, kvs.as_bytes(), rank)
     })
+}
+
+/// Which node each rank runs on, as Hydra tells it (`PMI_process_mapping`, which MPICH reads too),
+/// when this rank talks PMI-1 ([`announce_before_init`]); `None` otherwise or at any surprise.
+#[link_section = ".text.init.mpistat"]
+pub fn pmi1_mapping() -> Option<crate::node::Mapping> {
+    if !ANNOUNCED_PMI1.load(Relaxed) {
+        return None;
+    }
+    let pmi = pmi1::Client::from_env().ok()?;
+    let mut kvs = pmi1::Line::new();
+    pmi.kvsname(&mut kvs).ok()?;
+    let mut value = pmi1::Line::new();
+    if !pmi
+        .get(kvs.as_bytes(), b"PMI_process_mapping", &mut value)
+        .ok()?
+    {
+        return None;
+    }
+    crate::node::Mapping::parse(value.as_bytes())
 }
 
 /// Rank `rank`'s trace wish if it put its key into `kvs`, `Some(None)` if it did not, `None` if

@@ -169,11 +169,13 @@ impl Drop for Words {
 }
 
 /// Whether this rank knows which ranks share its node.
+#[inline]
 pub fn known() -> bool {
     map().is_some()
 }
 
 /// Whether world rank `world_rank` runs on this node, if known.
+#[inline]
 pub fn shares_node(world_rank: u32) -> Option<bool> {
     map()?.is_local(world_rank)
 }

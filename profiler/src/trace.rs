@@ -137,6 +137,31 @@ struct Skew {
     origin: u64,
 }
 
+impl Skew {
+    /// Monotonic nanoseconds `t` on the skewed clock.
+    #[inline]
+    fn apply(&self, t: u64) -> u64 {
+        if self.offset_ns == 0 && self.drift_ppm == 0.0 {
+            return t;
+        }
+        let since = t.saturating_sub(self.origin) as f64;
+        (t as i64 + self.offset_ns + (since * self.drift_ppm * 1e-6) as i64).max(0) as u64
+    }
+}
+
+/// What a rank knows of where the ranks run, for the clock samples ([`measure_offset`]). The
+/// recorder holds it boxed (out of the way of the fields every call uses), the box made with
+/// the recorder before `MPI_Init` and filled at its end without allocating (footprint.rs):
+/// hence the mapping is not boxed itself.
+#[allow(clippy::large_enum_variant)]
+enum Nodes {
+    Unknown,
+    /// PMIx's local peers ([`crate::places`]).
+    Pmix,
+    /// Hydra's process mapping.
+    Hydra(crate::node::Mapping),
+}
+
 /// One rank's recording.
 struct Recorder {
     config: TraceConfig,
@@ -145,8 +170,12 @@ struct Recorder {
     world_size: u32,
     comm_null: MPI_Comm,
     skew: Skew,
+    /// Rank 0's [`Skew`] (for the clock samples of the ranks on its node).
+    rank0_skew: Skew,
     /// `MPISTAT_TRACE_TEST_SKEW`, read when the recorder was built.
     skew_spec: Option<String>,
+    /// Which ranks share a node, learned at the end of `MPI_Init`.
+    nodes: Box<Nodes>,
     /// Changed only by [`Recorder::set_state`] (which keeps `limit` with it).
     state: State,
     /// Packed events ([`RawEvents`]); `capacity` and the lengths below count its words.
@@ -355,11 +384,32 @@ impl Recorder {
 
     /// Monotonic nanoseconds `t` on this rank's trace clock (the test knob's skew applied).
     fn skewed(&self, t: u64) -> u64 {
-        if self.skew.offset_ns == 0 && self.skew.drift_ppm == 0.0 {
-            return t;
+        self.skew.apply(t)
+    }
+
+    /// Whether world rank `other` runs on this rank's node (false if unknown).
+    #[link_section = ".text.init.mpistat"]
+    fn shares_node(&self, other: u32) -> bool {
+        match &*self.nodes {
+            Nodes::Unknown => false,
+            Nodes::Pmix => crate::places::shares_node(other) == Some(true),
+            Nodes::Hydra(m) => match (m.node_of(self.rank), m.node_of(other)) {
+                (Some(mine), Some(theirs)) => mine == theirs,
+                _ => false,
+            },
         }
-        let since = t.saturating_sub(self.skew.origin) as f64;
-        (t as i64 + self.skew.offset_ns + (since * self.skew.drift_ppm * 1e-6) as i64).max(0) as u64
+    }
+
+    /// This rank's clock sample when it runs on rank 0's node: one kernel, one monotonic clock,
+    /// so the offset is exactly the difference of the test knob's skews (0 without).
+    #[link_section = ".text.init.mpistat"]
+    fn sample_beside_rank0(&self) -> ClockSample {
+        let t = monotonic_ns();
+        let local = self.skewed(t);
+        ClockSample {
+            local,
+            offset: self.rank0_skew.apply(t) as i64 - local as i64,
+        }
     }
 
     /// The events, their times from ticks to nanoseconds of the trace clock, with the tick rate
@@ -1179,17 +1229,26 @@ const QUICK_NS: u64 = 20_000;
 const PING: u64 = 0;
 const RESULT: u64 = 1;
 
-/// This rank's clock offset to rank 0 (rank 0's clock minus ours), by ping-pongs with rank 0
-/// over `comm` (every receive names its source and tag), keeping the one with the shortest round trip (collective over `comm`): its
-/// offset is right within half that round trip whatever delayed one direction, and every slower
-/// exchange is left out. The peer's sample is at its own time of that exchange. The waits yield
-/// the processor ([`mpi::recv_u64s_yielding`]), so that on an oversubscribed node the ranks
-/// waiting for their turn leave the cores to the two exchanging. In `.text.init` with [`start`].
+/// This rank's clock offset to rank 0 (rank 0's clock minus ours), collective over `comm` (its
+/// ranks are the world's). A rank on rank 0's node reads the one monotonic clock of their
+/// kernel: its offset is exactly 0 (or what the test knob's skews make it), no message is
+/// sent, and so `MPI_Init` maps none of MPI's point-to-point code and buffers for it
+/// (footprint.rs). Both sides know it from the same source ([`Nodes`]: PMIx's local peers of
+/// their node, Hydra's process mapping of the job); where it is unknown every rank takes the
+/// ping-pongs. Each other rank ping-pongs with rank 0 over `comm` (every receive names its
+/// source and tag), keeping the exchange with the shortest round trip: its offset is right
+/// within half that round trip whatever delayed one direction, and every slower exchange is
+/// left out. The peer's sample is at its own time of that exchange. The waits yield the
+/// processor ([`mpi::recv_u64s_yielding`]), so that on an oversubscribed node the ranks waiting
+/// for their turn leave the cores to the two exchanging. In `.text.init` with [`start`].
 #[inline(never)]
 #[link_section = ".text.init.mpistat"]
 fn measure_offset(recorder: &Recorder, comm: MPI_Comm) -> Option<ClockSample> {
     let rank = recorder.rank as c_int;
     if rank != 0 {
+        if recorder.shares_node(0) {
+            return Some(recorder.sample_beside_rank0());
+        }
         loop {
             let [kind, offset, local, _] = mpi::recv_u64s_yielding::<4>(0, CLOCK_TAG, comm).ok()?;
             if kind == RESULT {
@@ -1203,6 +1262,9 @@ fn measure_offset(recorder: &Recorder, comm: MPI_Comm) -> Option<ClockSample> {
     }
     let mut shortest: Option<u64> = None;
     for peer in 1..recorder.world_size as c_int {
+        if recorder.shares_node(peer as u32) {
+            continue;
+        }
         let quick = shortest.map_or(QUICK_NS, |s| (2 * s).max(QUICK_NS));
         // (round trip, offset, the peer's time) of the quickest exchange so far.
         let mut best = (u64::MAX, 0i64, 0u64);
@@ -1277,7 +1339,9 @@ impl Recorder {
             world_size: 0,
             comm_null: crate::family::predefined(Predefined::CommNull).unwrap_or(Handle::NONE),
             skew: Skew::default(),
+            rank0_skew: Skew::default(),
             skew_spec: std::env::var("MPISTAT_TRACE_TEST_SKEW").ok(),
+            nodes: Box::new(Nodes::Unknown),
             state: State::Stopped,
             events: RawEvents::with_capacity(event_buffer(capacity)),
             capacity,
@@ -1333,10 +1397,18 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
     recorder.reason = reason;
     recorder.rank = rank;
     recorder.world_size = world_size;
-    recorder.skew = recorder
-        .skew_spec
-        .as_deref()
-        .map_or_else(Skew::default, |spec| test_skew(spec, rank));
+    if let Some(spec) = recorder.skew_spec.as_deref() {
+        recorder.skew = test_skew(spec, rank);
+        recorder.rank0_skew = test_skew(spec, 0);
+    }
+    *recorder.nodes = if crate::places::known() {
+        Nodes::Pmix
+    } else {
+        match crate::peers::pmi1_mapping() {
+            Some(m) => Nodes::Hydra(m),
+            None => Nodes::Unknown,
+        }
+    };
     // The world's entry (made by `Recorder::new`): its members, in the room reserved there.
     if let Some(world) = recorder.communicators.first_mut() {
         world.members.clear();
@@ -1823,5 +1895,32 @@ mod tests {
             });
             assert!(r.events.len() > before, "{name} to {peer} recorded nothing");
         }
+    }
+
+    #[test]
+    fn ranks_on_rank_0s_node_take_its_clock_without_messages() {
+        // Hydra's mapping of ranks 0, 1 on node 0 and rank 2 on node 1.
+        let mapping = crate::node::Mapping::parse(b"(vector,(0,1,2),(1,1,1))").unwrap();
+        let mut r = recorder(1 << 10, 0, 0, 0);
+        r.world_size = 3;
+        *r.nodes = Nodes::Hydra(mapping);
+        r.rank = 1;
+        assert!(r.shares_node(0));
+        assert!(!r.shares_node(2));
+        r.rank = 0;
+        assert!((r.shares_node(1), r.shares_node(2)) == (true, false));
+        *r.nodes = Nodes::Unknown;
+        assert!(
+            !r.shares_node(1),
+            "unknown: every rank takes the ping-pongs"
+        );
+        // The sample of rank 1, whose test clock runs 3 s ahead of rank 0's (which runs 1 s
+        // behind the true one): offset exactly -4 s (no drift).
+        r.rank = 1;
+        r.skew = test_skew("1:3000000000:0,0:-1000000000:0", 1);
+        r.rank0_skew = test_skew("1:3000000000:0,0:-1000000000:0", 0);
+        let sample = r.sample_beside_rank0();
+        assert_eq!(sample.offset, -4_000_000_000);
+        assert!(sample.local > 3_000_000_000);
     }
 }

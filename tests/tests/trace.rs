@@ -292,6 +292,21 @@ fn delay_pattern_is_found_in_the_trace(mpi) {
         .expect("the executable is among the modules");
     assert_eq!(exe.build_id.len(), 40, "a GNU build-id (sha1): {exe:?}");
     assert_eq!(local.clock.len(), 2, "clock measured at Init and Finalize");
+    // On one node every rank reads the one monotonic clock: its offsets are exactly 0, with no
+    // ping-pong (whose offset is right within half a round trip, practically never exactly 0),
+    // so `MPI_Init` sends nothing (profiler/src/footprint.rs).
+    for rank in 0..RANKS {
+        let local = decode_local(
+            &std::fs::read(t.dir.join(local_file_name(rank))).unwrap(),
+            "local",
+        )
+        .unwrap();
+        assert!(
+            local.clock.iter().all(|s| s.offset == 0),
+            "rank {rank}: {:?}",
+            local.clock
+        );
+    }
     let _ = &t.problems;
     assert_analyze_report(&t);
 }
@@ -422,6 +437,13 @@ fn clocks_of_another_node_are_corrected(mpi) {
         // this loaded machine that took up to a few ms (an offset 2.02 ms off was seen).
         assert_within("offset at Init", -local.clock[0].offset as f64, 2e9, 0.005);
     }
+    // Rank 1 shares rank 0's node, and so its clock: no ping-pong, an offset of exactly 0.
+    let local = decode_local(
+        &std::fs::read(t.dir.join(local_file_name(1))).unwrap(),
+        "local",
+    )
+    .unwrap();
+    assert!(local.clock.iter().all(|s| s.offset == 0), "{:?}", local.clock);
     assert_pattern(&t);
 }
 }

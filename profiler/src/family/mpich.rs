@@ -7,6 +7,7 @@
 use super::{Family, Predefined, Probe};
 use crate::ffi::MPI_Status;
 use std::ffi::{c_int, c_void, CStr};
+use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
 /// The major version whose ABI the wrappers were generated for (`mpi.h` of MPICH 4.0).
 const MAJOR: &str = "4.";
@@ -27,6 +28,11 @@ const HANDLES: [(Predefined, u32); 10] = [
 
 pub struct Mpich;
 
+/// `MPIR_F_NeedInit` (null: not in the process, as in a C program without libmpichfort), looked
+/// up when the library is recognised, before `MPI_Init`: at its end the look-up (every loaded
+/// object's symbols, the front's code) added two chunks to `MPI_Init`'s peak (footprint.rs).
+static NEED_INIT: AtomicPtr<c_int> = AtomicPtr::new(std::ptr::null_mut());
+
 impl Family for Mpich {
     const NAME: &'static str = super::known::MPICH.name;
     const LIBRARIES: &'static [&'static CStr] = super::known::MPICH.libraries;
@@ -42,14 +48,20 @@ impl Family for Mpich {
     fn recognise(probe: &Probe) -> Result<(), String> {
         super::only(Self::NAME, probe)?;
         // The MPI library is MPICH's: MPI_Get_library_version may be called before MPI_Init.
-        known_version(&crate::mpi::library_version())
+        known_version(&crate::mpi::library_version())?;
+        NEED_INIT.store(
+            crate::next::mpi_object(c"MPIR_F_NeedInit").cast::<c_int>(),
+            Relaxed,
+        );
+        Ok(())
     }
 
     // MPICH's `mpif.h`/`use mpi` MPI_INIT (libmpichfort) first runs `mpirinitf_`, which clears
     // `MPIR_F_NeedInit`, then calls MPI_Init(NULL, NULL); `use mpi_f08`'s calls PMPI_Init(NULL,
-    // NULL). A C program never clears that flag (and rarely has libmpichfort at all).
+    // NULL). A C program never clears that flag (and rarely has libmpichfort at all). The flag
+    // was found at the process's first MPI call (`recognise`): MPI_INIT's, in a Fortran program.
     unsafe fn fortran_init(via_pmpi: bool, argc: *const c_int) -> bool {
-        let need_init = crate::next::mpi_object(c"MPIR_F_NeedInit").cast::<c_int>();
+        let need_init = NEED_INIT.load(Relaxed);
         if need_init.is_null() {
             return false;
         }
