@@ -174,7 +174,7 @@ struct Recorder {
     rank0_skew: Skew,
     /// `MPISTAT_TRACE_TEST_SKEW`, read when the recorder was built.
     skew_spec: Option<String>,
-    /// Which ranks share a node, learned at the end of `MPI_Init`.
+    /// Which ranks share a node, learned at the end of `MPI_Init` (rank 0 only).
     nodes: Box<Nodes>,
     /// Changed only by [`Recorder::set_state`] (which keeps `limit` with it).
     state: State,
@@ -1224,45 +1224,49 @@ const MAX_PING_PONG_NS: u64 = 20_000_000;
 /// network between nodes needs) ends a rank's ping-pongs after [`PING_PONGS`]: its offset is
 /// then right within half of it.
 const QUICK_NS: u64 = 20_000;
-/// The first word of rank 0's messages: a ping, or the result (offset, the peer's time of the
-/// exchange it came from, its round trip).
+/// The first word of rank 0's messages: a ping, the result (offset, the peer's time of the
+/// exchange it came from, its round trip), or [`SAME_NODE`].
 const PING: u64 = 0;
 const RESULT: u64 = 1;
+/// Rank 0's only message to a rank on its node: take the offset of one clock.
+const SAME_NODE: u64 = 2;
 
 /// This rank's clock offset to rank 0 (rank 0's clock minus ours), collective over `comm` (its
-/// ranks are the world's). A rank on rank 0's node reads the one monotonic clock of their
-/// kernel: its offset is exactly 0 (or what the test knob's skews make it), no message is
-/// sent, and so `MPI_Init` maps none of MPI's point-to-point code and buffers for it
-/// (footprint.rs). Both sides know it from the same source ([`Nodes`]: PMIx's local peers of
-/// their node, Hydra's process mapping of the job); where it is unknown every rank takes the
-/// ping-pongs. Each other rank ping-pongs with rank 0 over `comm` (every receive names its
-/// source and tag), keeping the exchange with the shortest round trip: its offset is right
-/// within half that round trip whatever delayed one direction, and every slower exchange is
-/// left out. The peer's sample is at its own time of that exchange. The waits yield the
-/// processor ([`mpi::recv_u64s_yielding`]), so that on an oversubscribed node the ranks waiting
-/// for their turn leave the cores to the two exchanging. In `.text.init` with [`start`].
+/// ranks are the world's). Rank 0 tells each rank how: a rank on its node ([`Nodes`]: PMIx's
+/// local peers, Hydra's process mapping) gets one message, [`SAME_NODE`], and reads the one
+/// monotonic clock of their kernel: its offset is exactly 0 (or what the test knob's skews make
+/// it), and neither side runs the ping-pongs' MPI code at `MPI_Init` (rank 0 sends, the rank
+/// receives, once: footprint.rs). Only rank 0's knowledge decides, so a rank that knows less of
+/// the nodes (a failed PMIx query) cannot wait for a message that never comes. Each other rank
+/// ping-pongs with rank 0 over `comm` (every receive names its source and tag), keeping the
+/// exchange with the shortest round trip: its offset is right within half that round trip
+/// whatever delayed one direction, and every slower exchange is left out. The peer's sample is
+/// at its own time of that exchange. The waits yield the processor
+/// ([`mpi::recv_u64s_yielding`]), so that on an oversubscribed node the ranks waiting for their
+/// turn leave the cores to the two exchanging. In `.text.init` with [`start`].
 #[inline(never)]
 #[link_section = ".text.init.mpistat"]
 fn measure_offset(recorder: &Recorder, comm: MPI_Comm) -> Option<ClockSample> {
     let rank = recorder.rank as c_int;
     if rank != 0 {
-        if recorder.shares_node(0) {
-            return Some(recorder.sample_beside_rank0());
-        }
         loop {
             let [kind, offset, local, _] = mpi::recv_u64s_yielding::<4>(0, CLOCK_TAG, comm).ok()?;
-            if kind == RESULT {
-                return Some(ClockSample {
-                    local,
-                    offset: offset as i64,
-                });
+            match kind {
+                RESULT => {
+                    return Some(ClockSample {
+                        local,
+                        offset: offset as i64,
+                    })
+                }
+                SAME_NODE => return Some(recorder.sample_beside_rank0()),
+                _ => mpi::send_u64s(&[recorder.now()], 0, CLOCK_TAG, comm).ok()?,
             }
-            mpi::send_u64s(&[recorder.now()], 0, CLOCK_TAG, comm).ok()?;
         }
     }
     let mut shortest: Option<u64> = None;
     for peer in 1..recorder.world_size as c_int {
         if recorder.shares_node(peer as u32) {
+            mpi::send_u64s(&[SAME_NODE, 0, 0, 0], peer, CLOCK_TAG, comm).ok()?;
             continue;
         }
         let quick = shortest.map_or(QUICK_NS, |s| (2 * s).max(QUICK_NS));
@@ -1401,7 +1405,10 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         recorder.skew = test_skew(spec, rank);
         recorder.rank0_skew = test_skew(spec, 0);
     }
-    *recorder.nodes = if crate::places::known() {
+    // Only rank 0 decides whose clock is its own ([`measure_offset`]).
+    *recorder.nodes = if rank != 0 {
+        Nodes::Unknown
+    } else if crate::places::known() {
         Nodes::Pmix
     } else {
         match crate::peers::pmi1_mapping() {
