@@ -334,6 +334,18 @@ pub struct Memo {
     hits: AtomicU64,
 }
 
+impl Memo {
+    /// Whether the memo holds this key, and still may (its generation is the current one).
+    #[inline(always)]
+    fn holds(&self, count: MPI_Count, datatype: MPI_Datatype, peer: c_int, comm: MPI_Comm) -> bool {
+        self.datatype.load(Relaxed) == datatype.key()
+            && self.count.load(Relaxed) == count
+            && self.peer.load(Relaxed) == peer
+            && self.comm.load(Relaxed) == comm.key()
+            && self.generation.load(Relaxed) == generation()
+    }
+}
+
 /// The current [`GENERATION`] (never 0).
 #[inline(always)]
 fn generation() -> u64 {
@@ -377,13 +389,7 @@ fn record_received(
     let routine = &table.routines[id];
     let memo = &routine.memo;
     if let Some((source, bytes)) = status_of_receive(status) {
-        if memo.datatype.load(Relaxed) == datatype.key()
-            && memo.count.load(Relaxed) == count
-            && memo.peer.load(Relaxed) == source
-            && memo.bytes.load(Relaxed) == bytes
-            && memo.comm.load(Relaxed) == comm.key()
-            && memo.generation.load(Relaxed) == generation()
-        {
+        if memo.holds(count, datatype, source, comm) && memo.bytes.load(Relaxed) == bytes {
             return add_memo(routine);
         }
     }
@@ -425,12 +431,7 @@ fn record_elements(
 ) {
     let routine = &table.routines[id];
     let memo = &routine.memo;
-    if memo.datatype.load(Relaxed) != datatype.key()
-        || memo.count.load(Relaxed) != count
-        || memo.peer.load(Relaxed) != peer
-        || memo.comm.load(Relaxed) != comm.key()
-        || memo.generation.load(Relaxed) != generation()
-    {
+    if !memo.holds(count, datatype, peer, comm) {
         return measure_elements(table, id, count, datatype, peer, comm);
     }
     add_memo(routine);
