@@ -293,8 +293,8 @@ fn delay_pattern_is_found_in_the_trace(mpi) {
     assert_eq!(exe.build_id.len(), 40, "a GNU build-id (sha1): {exe:?}");
     assert_eq!(local.clock.len(), 2, "clock measured at Init and Finalize");
     // On one node every rank reads the one monotonic clock: its offsets are exactly 0, with no
-    // ping-pong (whose offset is right within half a round trip, practically never exactly 0),
-    // so `MPI_Init` sends nothing (profiler/src/footprint.rs).
+    // ping-pong (whose offset is right within half a round trip, practically never exactly 0):
+    // rank 0 sends each rank one message at `MPI_Init` (profiler/src/footprint.rs).
     for rank in 0..RANKS {
         let local = decode_local(
             &std::fs::read(t.dir.join(local_file_name(rank))).unwrap(),
