@@ -448,7 +448,16 @@ fn check_killed_record(mpi: Mpi, syslogd: &Syslogd, slurm: &Slurm, id: &str) -> 
         syslogd.decoded().records.first()?;
     }
     let record = syslogd.single_record();
-    assert_eq!(record.partial.as_deref(), Some("SIGTERM"), "{record:#?}");
+    // Slurm signals every process of the job, `mpirun` too, which passes a SIGTERM on to its
+    // ranks: rank 0 names the sender of the one that reached it first (a second SIGTERM while
+    // the first is pending is merged into it). Under a loaded CI machine `mpirun`'s came first
+    // once (stop 27). Either says the job was stopped from outside.
+    let reason = record.partial.as_deref().unwrap_or_default();
+    assert!(
+        reason == "SIGTERM"
+            || mpi == Mpi::OpenMpi && reason.starts_with("SIGTERM from the launcher"),
+        "{record:#?}"
+    );
     assert_eq!(record.ranks, RANKS);
     let barrier = routine(&record, "MPI_Barrier");
     assert!(barrier.calls.sum >= 1, "{barrier:?}");
