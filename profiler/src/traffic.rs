@@ -464,19 +464,34 @@ fn add_memo(routine: &Routine) {
     bump(&routine.memo.hits, 1);
 }
 
+/// A routine's traffic counters, in the order of [`Memo::per_call`].
+#[inline(always)]
+fn traffic_counters(c: &crate::rt::Counters) -> [&AtomicU64; 4] {
+    [&c.count, &c.bytes, &c.on_node, &c.off_node]
+}
+
+impl Memo {
+    /// What one call like the memo's adds to [`traffic_counters`] (its histogram bucket aside).
+    #[inline(always)]
+    fn per_call(&self) -> [u64; 4] {
+        [&self.elements, &self.bytes, &self.on_node, &self.off_node].map(|v| v.load(Relaxed))
+    }
+}
+
 /// Move the memo's hits into its routine's counters (its thread, before the memo changes).
 #[inline(always)]
 fn settle(routine: &Routine) {
-    let (c, memo) = (&routine.counters, &routine.memo);
+    let memo = &routine.memo;
     let hits = memo.hits.load(Relaxed);
     if hits == 0 {
         return;
     }
-    let unsettled = unsettled(routine, hits);
-    bump(&c.count, unsettled.count);
-    bump(&c.bytes, unsettled.bytes);
-    bump(&c.on_node, unsettled.on_node);
-    bump(&c.off_node, unsettled.off_node);
+    for (counter, v) in traffic_counters(&routine.counters)
+        .into_iter()
+        .zip(memo.per_call())
+    {
+        bump(counter, v.wrapping_mul(hits));
+    }
     if let Some(bucket) = routine.hist.get(memo.bucket.load(Relaxed)) {
         bump(bucket, hits);
     }
@@ -492,37 +507,30 @@ pub struct Settled {
     pub hist: [u64; HIST_BUCKETS],
 }
 
-/// What `hits` calls of the routine's memo come to.
-fn unsettled(routine: &Routine, hits: u64) -> Settled {
-    let memo = &routine.memo;
-    let mut hist = [0; HIST_BUCKETS];
-    if let Some(bucket) = hist.get_mut(memo.bucket.load(Relaxed)) {
-        *bucket = hits;
-    }
-    Settled {
-        count: memo.elements.load(Relaxed).wrapping_mul(hits),
-        bytes: memo.bytes.load(Relaxed).wrapping_mul(hits),
-        on_node: memo.on_node.load(Relaxed).wrapping_mul(hits),
-        off_node: memo.off_node.load(Relaxed).wrapping_mul(hits),
-        hist,
-    }
-}
-
 /// A routine's traffic on one thread so far (for the readers, `tally`): its counters plus its
 /// memo's unsettled hits. Read from another thread while the owner counts, the sum may miss or
 /// repeat the calls of one memo change (a subtotal of `MPI_Pcontrol`); at `MPI_Finalize` no
 /// other thread is inside MPI.
 pub fn settled(routine: &Routine) -> Settled {
-    let c = &routine.counters;
-    let mut s = unsettled(routine, routine.memo.hits.load(Relaxed));
-    s.count = s.count.wrapping_add(c.count.load(Relaxed));
-    s.bytes = s.bytes.wrapping_add(c.bytes.load(Relaxed));
-    s.on_node = s.on_node.wrapping_add(c.on_node.load(Relaxed));
-    s.off_node = s.off_node.wrapping_add(c.off_node.load(Relaxed));
-    for (sum, n) in s.hist.iter_mut().zip(&routine.hist) {
-        *sum = sum.wrapping_add(n.load(Relaxed));
+    let memo = &routine.memo;
+    let hits = memo.hits.load(Relaxed);
+    let (counters, per_call) = (traffic_counters(&routine.counters), memo.per_call());
+    let [count, bytes, on_node, off_node] = std::array::from_fn(|i| {
+        counters[i]
+            .load(Relaxed)
+            .wrapping_add(per_call[i].wrapping_mul(hits))
+    });
+    let mut hist = std::array::from_fn(|b| routine.hist[b].load(Relaxed));
+    if let Some(bucket) = hist.get_mut(memo.bucket.load(Relaxed)) {
+        *bucket = bucket.wrapping_add(hits);
     }
-    s
+    Settled {
+        count,
+        bytes,
+        on_node,
+        off_node,
+        hist,
+    }
 }
 
 /// [`record`] of a call that is not its routine's last key on the thread: measure and place
