@@ -1905,15 +1905,12 @@ mod tests {
     }
 
     #[test]
-    fn ranks_on_rank_0s_node_take_its_clock_without_messages() {
-        // Hydra's mapping of ranks 0, 1 on node 0 and rank 2 on node 1.
+    fn rank_0_knows_which_ranks_share_its_clock() {
+        // Hydra's mapping of ranks 0, 1 on node 0 and rank 2 on node 1 (only rank 0 holds one).
         let mapping = crate::node::Mapping::parse(b"(vector,(0,1,2),(1,1,1))").unwrap();
         let mut r = recorder(1 << 10, 0, 0, 0);
         r.world_size = 3;
         *r.nodes = Nodes::Hydra(mapping);
-        r.rank = 1;
-        assert!(r.shares_node(0));
-        assert!(!r.shares_node(2));
         r.rank = 0;
         assert!((r.shares_node(1), r.shares_node(2)) == (true, false));
         *r.nodes = Nodes::Unknown;
