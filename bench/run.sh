@@ -9,7 +9,10 @@
 # "direct" preloads the Open MPI implementation (libmpistat_openmpi.so) itself instead of the front
 # (libmpistat.so): the difference is what the front's trampolines add per call. Plus
 # process start-up cost. Prints tables with the budgets beside the numbers
-# (bench/overhead_table.py). Speed is measured, not asserted: this fails only if something
+# (bench/overhead_table.py). Then the in-job A/B comparisons alone (overhead ... ab), in many
+# short jobs of the 2-rank layouts, every mode interleaved: one job's A/B moves by ~15 ns, so a
+# median over a few rounds is too coarse for a 30 ns budget, and the table's verdicts for the
+# 2-rank layouts come from these medians. Speed is measured, not asserted: this fails only if something
 # crashes. Then the trace analysis benchmark (bench/analysis.rs): bytes per event of the trace
 # format, wall and CPU time per pass, events per second, and a scaling series.
 #
@@ -21,16 +24,17 @@
 #   bench/run.sh --floor   also the floor: bench/floor.c preloaded, a wrapper that only reads the
 #                          clock twice per call (what any per-call timing costs on this machine)
 #   MPISTAT_BENCH_COUNTERS=per-call bench/run.sh   with software counters read around each call
-#   bench/run.sh --layouts 2,2m --rounds 3
-#                          only these layouts, this many interleaved rounds (a busy machine:
-#                          Open MPI's and MPICH's 2-rank rows side by side in less time)
+#   bench/run.sh --layouts 2,2m --rounds 3 --ab-jobs 20
+#                          only these layouts, this many interleaved rounds and A/B-only jobs
+#                          per mode and 2-rank layout (a busy machine: Open MPI's and MPICH's
+#                          2-rank rows side by side in less time)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 small=0 floor=0
 others=() # NAME=LIB[,VAR=VALUE...]
-only_layouts= only_rounds=
+only_layouts= only_rounds= only_ab_jobs=
 while (($#)); do
     case $1 in
         --small) small=1 ;;
@@ -45,24 +49,30 @@ while (($#)); do
             only_rounds=$2
             shift
             ;;
+        --ab-jobs)
+            [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "$0: --ab-jobs N" >&2; exit 2; }
+            only_ab_jobs=$2
+            shift
+            ;;
         --with)
             [[ ${2:-} == ?*=?* ]] || { echo "$0: --with NAME=LIB[,VAR=VALUE...]" >&2; exit 2; }
             others+=("$2")
             shift
             ;;
-        *) echo "usage: $0 [--small] [--floor] [--layouts L,...] [--rounds N] [--with NAME=LIB[,VAR=VALUE...]]..." >&2; exit 2 ;;
+        *) echo "usage: $0 [--small] [--floor] [--layouts L,...] [--rounds N] [--ab-jobs N] [--with NAME=LIB[,VAR=VALUE...]]..." >&2; exit 2 ;;
     esac
     shift
 done
 
 if [[ $small == 1 ]]; then
-    iters=10000 reps=3 rounds=2 starts=10
+    iters=10000 reps=3 rounds=2 starts=10 ab_jobs=2
     analysis_size=(64 200000 2) # ranks, events, repetitions
 else
-    iters=100000 reps=5 rounds=5 starts=50
+    iters=100000 reps=5 rounds=5 starts=50 ab_jobs=12
     analysis_size=(64 10000000 5)
 fi
 rounds=${only_rounds:-$rounds}
+ab_jobs=${only_ab_jobs:-$ab_jobs}
 
 # shellcheck source=scripts/prereqs.sh
 source scripts/prereqs.sh
@@ -163,8 +173,8 @@ for spec in "${others[@]}"; do
 done
 
 raw=$work/raw.txt
-run_overhead() { # LAYOUT MODE
-    local layout=$1 mode=$2 extra=() n=$iters launcher program=$work/overhead
+run_overhead() { # LAYOUT MODE [ab]
+    local layout=$1 mode=$2 only=${3:-} extra=() n=$iters launcher program=$work/overhead
     if [[ $layout == 2m ]]; then
         # MPICH: bare, the MPICH build preloaded, trace mode and the floor (no --with libraries).
         case $mode in
@@ -192,7 +202,7 @@ run_overhead() { # LAYOUT MODE
         esac
     fi
     read -r -a launcher <<<"$(layout_command "$layout")"
-    "${launcher[@]}" "${extra[@]}" "$program" "$n" "$reps" </dev/null |
+    "${launcher[@]}" "${extra[@]}" "$program" "$n" "$reps" ${only:+"$only"} </dev/null |
         sed "s/^/$layout $mode /" >>"$raw"
     rm -rf "$work/traces"
 }
@@ -229,6 +239,22 @@ for ((round = 1; round <= rounds; round++)); do
     for mode in bare mpistat; do
         run_startup "$mode" "bash -c true" bash -c true
         run_startup "$mode" "python3 -c pass" "$python_bin" -c pass
+    done
+done
+
+# The A/B comparisons alone, in short jobs of the 2-rank layouts (see the top).
+ab_layouts=()
+for layout in "${layouts[@]}"; do [[ $layout == 4o ]] || ab_layouts+=("$layout"); done
+if ((ab_jobs > 0 && ${#ab_layouts[@]} > 0)); then
+    echo "bench: $ab_jobs A/B-only jobs x layouts (${ab_layouts[*]}) x modes (${modes[*]})"
+fi
+for ((job = 1; job <= ab_jobs && ${#ab_layouts[@]} > 0; job++)); do
+    first=$((job % ${#modes[@]}))
+    order=("${modes[@]:first}" "${modes[@]:0:first}")
+    for layout in "${ab_layouts[@]}"; do
+        for mode in "${order[@]}"; do
+            run_overhead "$layout" "$mode" ab
+        done
     done
 done
 
