@@ -286,7 +286,6 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             job.config.profiler.superstep_buffer_bytes,
             size as u32,
             world,
-            ticks(),
             shared,
         );
         let on_sigterm = job.init.rank == job.peers.lead && job.config.profiler.record_on_sigterm;

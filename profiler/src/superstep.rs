@@ -325,23 +325,23 @@ pub fn prepare(bytes: usize) {
     };
 }
 
-/// At the end of `MPI_Init`: the first superstep starts at `now` (ticks), in the buffer
-/// [`prepare`]d (else a new one of `bytes`); `world` is `MPI_COMM_WORLD`'s handle; `shared`:
-/// the thread level is `MPI_THREAD_MULTIPLE` (`SHARED`).
+/// At the end of `MPI_Init`: supersteps are kept from now on, in the buffer [`prepare`]d (else a
+/// new one of `bytes`); `world` is `MPI_COMM_WORLD`'s handle; `shared`: the thread level is
+/// `MPI_THREAD_MULTIPLE` (`SHARED`). The first superstep's start is set by [`restart`], the last
+/// thing `MPI_Init` runs.
 #[link_section = ".text.init.mpistat"]
-pub fn start(bytes: usize, world_size: u32, world: MPI_Comm, now: u64, shared: bool) {
+pub fn start(bytes: usize, world_size: u32, world: MPI_Comm, shared: bool) {
     SHARED.store(shared, Relaxed);
     WORLD_SIZE.store(world_size, Relaxed);
     WORLD.store(world.key(), Relaxed);
     let mpi_at_start = crate::rt::thread_mpi_ticks();
     let mut state = STATE.lock();
     if state.kept() {
-        state.start = now;
         state.mpi_at_start = mpi_at_start;
     } else {
         *state = State {
             steps: Steps::new(bytes),
-            start: now,
+            start: 0,
             mpi_at_start,
         };
     }
@@ -353,7 +353,7 @@ pub fn start(bytes: usize, world_size: u32, world: MPI_Comm, now: u64, shared: b
 }
 
 /// At the very end of `MPI_Init`, after the profiler's own start-up work: the first superstep
-/// starts again at `now` (ticks), where the program's work begins.
+/// starts at `now` (ticks), where the program's work begins.
 #[link_section = ".text.hot.mpistat"]
 pub fn restart(now: u64) {
     if ON.load(Relaxed) {
