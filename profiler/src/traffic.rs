@@ -429,6 +429,35 @@ fn record_elements(
     peer: c_int,
     comm: MPI_Comm,
 ) {
+    record_elements_inline(table, id, count, datatype, peer, comm)
+}
+
+/// [`record`] with the memo's test of [`record_elements`] inlined, for the wrappers of
+/// synchronising collectives, which inline the superstep boundary too (`rt::leave_superstep`):
+/// no call on their common path.
+#[inline(always)]
+pub fn record_inline(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
+    match traffic {
+        Traffic::None => {}
+        Traffic::Elements {
+            count,
+            datatype,
+            peer,
+        } => record_elements_inline(table, id, count, datatype, peer, comm),
+        _ => record(table, id, traffic, comm),
+    }
+}
+
+/// [`record_elements`]'s body.
+#[inline(always)]
+fn record_elements_inline(
+    table: &ThreadTable,
+    id: RoutineId,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    peer: c_int,
+    comm: MPI_Comm,
+) {
     let routine = &table.routines[id];
     let memo = &routine.memo;
     if !memo.holds(count, datatype, peer, comm) {
