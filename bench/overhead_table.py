@@ -92,8 +92,9 @@ def budget(layout, name, mode, per_call, ratio):
 def paused_path(layout, mode):
     """ns a paused call costs over a bare one in `layout` (the wrapper's entry, its flag test and
     the real call: what the in-job A/B cannot see), or None: the paused MPI_Comm_rank's time in
-    `mode`'s jobs over the bare jobs' ([`central_mean`]). MPI_Comm_rank's own time varies little between
-    jobs, unlike a communicating call's; the paused path is the same code for every routine."""
+    `mode`'s jobs over the bare jobs' ([`central_mean`]). MPI_Comm_rank's own time varies little
+    between jobs, unlike a communicating call's; the paused path is the same code for every
+    routine."""
     d = ab.get(layout, {}).get("comm_rank", {})
     if mode == "bare" or not d.get(mode) or not d.get("bare"):
         return None
