@@ -22,7 +22,7 @@
  * nothing, so there the difference is the method's own error. Paused is not bare: a paused
  * call still passes through the wrapper (its entry, the counting flag's test and the real call:
  * ~6 ns here), which the A/B cannot see; bench/overhead_table.py adds it back, measured as the
- * paused MPI_Comm_rank's time over the bare job's (a call whose own time does not vary between
+ * paused MPI_Comm_rank's time over the bare jobs' (a call whose own time varies least between
  * jobs).
  *
  * Output (rank 0, one line each, machine-readable):

@@ -12,7 +12,7 @@
 # (bench/overhead_table.py). Then the in-job A/B comparisons alone (overhead ... ab), in many
 # short jobs of the 2-rank layouts, every mode interleaved: one job's A/B moves by ~15 ns, so a
 # median over a few rounds is too coarse for a 30 ns budget, and the table's verdicts for the
-# 2-rank layouts come from these medians. Speed is measured, not asserted: this fails only if something
+# 2-rank layouts come from these jobs. Speed is measured, not asserted: this fails only if something
 # crashes. Then the trace analysis benchmark (bench/analysis.rs): bytes per event of the trace
 # format, wall and CPU time per pass, events per second, and a scaling series.
 #
