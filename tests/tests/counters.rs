@@ -51,7 +51,9 @@ fn software_counters_split_application_and_mpi(mpi) {
     );
     let barrier = routine(&r, "MPI_Barrier");
     let barrier_wall_ms = barrier.time_ns.sum as f64 * 1e-6;
-    assert!(mpi_ms < app_ms, "MPI task-clock {mpi_ms:.1} ms");
+    // No bound of MPI's CPU time by the application's: MPICH busy-polls in the barrier while rank
+    // 0 sleeps, so on a loaded machine MPI's CPU time came to 437 ms against 400 burnt (stop 28's
+    // CI). Time burnt outside MPI counted as MPI would show as `app_ms` below the range above.
     assert!(
         mpi_ms <= r.mpi_ns.sum as f64 * 1e-6,
         "MPI task-clock {mpi_ms:.1} ms above MPI wall time"
