@@ -91,31 +91,41 @@ impl MeasuredImbalance {
     /// figures differ by well under 1 ms per 100 supersteps unless a rank was preempted between
     /// the two clocks (which only adds, and rarely).
     pub fn assert_estimated_by(&self, estimates: &Imbalance, ranks: u32) {
-        let close = |what: &str, estimated: f64, measured: f64, scale: f64| {
-            assert!(
-                (estimated - measured).abs() <= 0.01 * scale,
-                "{what}: estimated {:.3} ms, measured by the program {:.3} ms (tolerance {:.3} \
-                 ms); where the series differ by over 0.5 ms: {}; measured {self:?}, estimated \
-                 {estimates:?}",
-                estimated * 1e-6,
-                measured * 1e-6,
-                0.01 * scale * 1e-6,
-                self.series_differences(estimates, 0.5e6)
-            );
-        };
-        let work = self.work_avg_ns;
-        close("average work", estimates.work_avg_ns(ranks), work, work);
-        close(
+        self.assert_totals_estimated_by(estimates, ranks);
+        self.assert_close(
+            estimates,
             "critical-path imbalance",
             estimates.critical_path_ns as f64,
             self.critical_path_ns,
-            work,
         );
-        close(
+    }
+
+    /// [`MeasuredImbalance::assert_estimated_by`] for the figures made from each rank's totals
+    /// alone (the average work and the profile-based imbalance), which merging supersteps does
+    /// not change.
+    pub fn assert_totals_estimated_by(&self, estimates: &Imbalance, ranks: u32) {
+        let work = estimates.work_avg_ns(ranks);
+        self.assert_close(estimates, "average work", work, self.work_avg_ns);
+        let profile = estimates.profile_ns as f64;
+        self.assert_close(
+            estimates,
             "profile-based imbalance",
-            estimates.profile_ns as f64,
+            profile,
             self.profile_ns,
-            work,
+        );
+    }
+
+    fn assert_close(&self, estimates: &Imbalance, what: &str, estimated: f64, measured: f64) {
+        let tolerance = 0.01 * self.work_avg_ns;
+        assert!(
+            (estimated - measured).abs() <= tolerance,
+            "{what}: estimated {:.3} ms, measured by the program {:.3} ms (tolerance {:.3} \
+             ms); where the series differ by over 0.5 ms: {}; measured {self:?}, estimated \
+             {estimates:?}",
+            estimated * 1e-6,
+            measured * 1e-6,
+            tolerance * 1e-6,
+            self.series_differences(estimates, 0.5e6)
         );
     }
 
