@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <x86intrin.h>
 
-enum { COMM_RANK, TEST, IPROBE, SEND, RECV, ALLREDUCE, BARRIER, GATHER, ROUTINES };
+enum { COMM_RANK, TEST, IPROBE, SEND, RECV, ALLREDUCE, BARRIER, BCAST, GATHER, ROUTINES };
 static uint64_t calls[ROUTINES], ticks[ROUTINES];
 static int paused;
 
@@ -52,6 +52,10 @@ int MPI_Allreduce(const void *in, void *out, int count, MPI_Datatype type, MPI_O
 }
 
 int MPI_Barrier(MPI_Comm comm) { TIMED(BARRIER, PMPI_Barrier(comm)); }
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+    TIMED(BCAST, PMPI_Bcast(buf, count, type, root, comm));
+}
 
 int MPI_Gather(const void *in, int in_count, MPI_Datatype in_type, void *out, int out_count,
                MPI_Datatype out_type, int root, MPI_Comm comm) {

@@ -9,7 +9,8 @@
  *
  * Local routines (MPI_Comm_rank, MPI_Test on MPI_REQUEST_NULL, MPI_Iprobe with nothing pending)
  * run 10*ITERS calls per repetition, communicating ones (0-byte ping-pong between ranks 0 and 1,
- * 1-double MPI_Allreduce) ITERS. Each is warmed up, then timed REPS times; rank 0 prints the
+ * and three global collectives: a 1-double MPI_Allreduce and MPI_Barrier, which end supersteps,
+ * and a 1-double MPI_Bcast from rank 0, a rooted one that does not) ITERS. Each is warmed up, then timed REPS times; rank 0 prints the
  * median ns per iteration. The cheap routines are where a wrapper's fixed cost shows: they are the
  * worst case, not a typical application.
  *
@@ -110,6 +111,26 @@ static void loop_allreduce(long n)
     double in = 1.0, out = 0.0;
     for (long i = 0; i < n; i++)
         MPI_Allreduce(&in, &out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+}
+
+static void loop_barrier(long n)
+{
+    for (long i = 0; i < n; i++)
+        MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* The root of a small MPI_Bcast returns as soon as its message is sent: unchecked, it runs
+ * ahead, and the others' queues of unexpected messages grow (by megabytes over a run, which the
+ * memory rows would count). A barrier every 64 broadcasts bounds that, for 1/64 of a barrier's
+ * time per call in every mode. */
+static void loop_bcast(long n)
+{
+    double x = 1.0;
+    for (long i = 0; i < n; i++) {
+        MPI_Bcast(&x, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        if (i % 64 == 63)
+            MPI_Barrier(MPI_COMM_WORLD);
+    }
 }
 
 struct bench {
@@ -228,6 +249,8 @@ int main(int argc, char **argv)
         {"iprobe", loop_iprobe, 10, 1, 0},
         {"pingpong0", loop_pingpong, 1, 4, 1},
         {"allreduce1", loop_allreduce, 1, 1, 1},
+        {"barrier", loop_barrier, 1, 1, 1},
+        {"bcast1", loop_bcast, 1, 1, 1},
     };
     for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++) {
         if (ab_only) {

@@ -16,7 +16,7 @@ COLLECTIVE_RATIO_BUDGET = 1.05  # counting mode, collectives, 4 ranks on 2 cores
 TRACE_NS_BUDGET = 100  # trace mode, per call, 2 ranks
 RSS_KB_BUDGET = 256  # per rank, steady state
 INIT_PEAK_KB_BUDGET = 512  # per rank, peak resident set right after MPI_Init
-COLLECTIVES = {"allreduce1"}
+COLLECTIVES = {"allreduce1", "barrier", "bcast1"}
 LAYOUT_NAMES = {
     "2": "2 ranks",
     "4o": "4 ranks on 2 cores (oversubscribed)",
@@ -31,6 +31,7 @@ mem = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # layout, key
 # 2-rank layouts (Open MPI "2", MPICH "2m") only:
 fin = defaultdict(lambda: defaultdict(list))  # layout, mode: [ms]
 start = defaultdict(lambda: defaultdict(list))  # command, mode: [ms]
+clock_read_ns = None  # one rdtsc on this host (bench/clock.c)
 
 for line in open(raw_file):
     layout, mode, kind, rest = line.rstrip("\n").split(" ", 3)
@@ -53,6 +54,8 @@ for line in open(raw_file):
         fin[layout][mode].append(float(kv["ms"]))
     elif kind == "startup":
         start[rest.rsplit(" ", 1)[0]][mode].append(float(kv["ns"]) / 1e6)
+    elif kind == "clock":
+        clock_read_ns = float(kv["rdtsc_ns"])
 
 med = statistics.median
 
@@ -111,6 +114,8 @@ def separate_jobs_budget(layout, name, mode, per_call, ratio):
     return shown
 
 
+if clock_read_ns is not None:
+    print(f"One clock read (rdtsc) on this host: {clock_read_ns:.1f} ns; timing a call takes two.")
 for layout, names in bench.items():
     print()
     print(f"{LAYOUT_NAMES.get(layout, layout)}: median ns per iteration; "
@@ -141,23 +146,32 @@ if ab:
     print("A paused call still passes through the wrapper: 'paused' is what that costs per call")
     print("over bare (MPI_Comm_rank's paused time over the bare jobs'), and total/call = added/call")
     print("+ paused, the cost of a call against bare, which the budgets judge. Other tools: their")
-    print("own reading of MPI_Pcontrol.")
+    print("own reading of MPI_Pcontrol. With --floor, 'over floor' is total/call less the floor's:")
+    print("the part of the cost that is not the two clock reads every timing tool makes (a read's")
+    print("cost, above, depends on the host: where it is 11 ns, the floor alone nears a budget).")
     print(f"{'layout':<6} {'workload':<12} {'mode':<10} {'added ns':>9} {'added/call':>10} "
-          f"{'paused':>7} {'total/call':>10} {'ratio':>7} {'jobs':>5}  budget")
+          f"{'paused':>7} {'total/call':>10} {'over floor':>10} {'ratio':>7} {'jobs':>5}  budget")
+    def total_per_call(layout, name, mode):
+        """(added/call, paused, total/call, ratio) of an A/B row."""
+        d = ab[layout][name][mode]
+        a = central_mean([x[0] for x in d]) / calls[name]
+        paused = paused_path(layout, mode)
+        return a, paused, a + (paused or 0), central_mean([x[1] for x in d])
+
     for layout, names in ab.items():
         for name, d in names.items():
+            floor = total_per_call(layout, name, "floor")[2] if d.get("floor") else None
             for mode in modes:
                 if not d[mode]:
                     continue
-                a = central_mean([x[0] for x in d[mode]])
-                r = central_mean([x[1] for x in d[mode]])
+                a, paused, total, r = total_per_call(layout, name, mode)
                 c = calls[name]
-                paused = paused_path(layout, mode)
-                total = a / c + (paused or 0)
                 shown = budget(layout, name, mode, total, r) if mode != "bare" else ""
                 paused_shown = f"{paused:>7.1f}" if paused is not None else f"{'':>7}"
-                print(f"{layout:<6} {name:<12} {mode:<10} {a:>9.1f} {a / c:>10.1f} {paused_shown} "
-                      f"{total:>10.1f} {r:>7.3f} {len(d[mode]):>5}  {shown}")
+                over = (f"{total - floor:>10.1f}" if floor is not None and mode not in ("bare", "floor")
+                        else f"{'':>10}")
+                print(f"{layout:<6} {name:<12} {mode:<10} {a * c:>9.1f} {a:>10.1f} {paused_shown} "
+                      f"{total:>10.1f} {over} {r:>7.3f} {len(d[mode]):>5}  {shown}")
 
 if "direct" in modes:
     print()
