@@ -2,6 +2,13 @@
  * Per-call cost of MPI routines, for comparing a bare run with one under libmpistat.
  *
  *   mpirun -np 2 overhead [ITERS [REPS [ab]]]
+ *   overhead clock
+ *
+ * "overhead clock" (no MPI) prints what one read of libmpistat's clock costs on this host: rdtsc
+ * (its clock wherever the TSC is invariant), 10 million reads back to back, median of 5 runs.
+ * bench/run.sh prints it beside its tables: any tool that times each call pays two reads a call
+ * (bench/floor.c), and what a read costs depends on the host's CPU (10-13 ns on one virtual
+ * machine's host, where the floor's MPI_Comm_rank cost 21-23 ns a call; about half on another's).
  *
  * With "ab", only the in-job A/B comparisons run, for every workload (the local ones too), and
  * only the bench_ab lines are printed: bench/run.sh runs many such short jobs, because one job's
@@ -36,6 +43,7 @@
  * right after the job's first messages, a 0-byte ping-pong and an MPI_Iprobe, which map MPI's
  * point-to-point code: a job that communicates has that in its peak whatever runs at MPI_Init)
  *   finalize ms=F
+ *   clock rdtsc_ns=F       ("overhead clock")
  * calls_per_iter counts the wrapped calls on the timed path (a ping-pong round trip is four:
  * Send and Recv on each rank).
  */
@@ -45,6 +53,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __x86_64__
+#include <x86intrin.h>
+#endif
 
 static int rank, size;
 
@@ -66,6 +77,24 @@ static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* "overhead clock": one rdtsc's cost, ns (x86-64; elsewhere nothing is printed). */
+static int print_clock_read(void)
+{
+#ifdef __x86_64__
+    enum { RUNS = 5, READS = 10000000 };
+    double ns[RUNS];
+    volatile unsigned long long sink = 0;
+    for (int r = 0; r < RUNS; r++) {
+        double t0 = now_ns();
+        for (long i = 0; i < READS; i++)
+            sink += __rdtsc();
+        ns[r] = (now_ns() - t0) / READS;
+    }
+    printf("clock rdtsc_ns=%.2f\n", median(ns, RUNS));
+#endif
+    return 0;
 }
 
 /* The loops. Each returns nothing the compiler could fold: the MPI calls are external. */
@@ -219,6 +248,8 @@ static long proc_kb(const char *file, const char *key)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "clock") == 0)
+        return print_clock_read();
     long iters = argc > 1 ? strtol(argv[1], NULL, 10) : 100000;
     int reps = argc > 2 ? atoi(argv[2]) : 5;
     int ab_only = argc > 3 && strcmp(argv[3], "ab") == 0;

@@ -31,7 +31,7 @@ mem = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # layout, key
 # 2-rank layouts (Open MPI "2", MPICH "2m") only:
 fin = defaultdict(lambda: defaultdict(list))  # layout, mode: [ms]
 start = defaultdict(lambda: defaultdict(list))  # command, mode: [ms]
-clock_read_ns = None  # one rdtsc on this host (bench/clock.c)
+clock_read_ns = None  # one rdtsc on this host (overhead clock)
 
 for line in open(raw_file):
     layout, mode, kind, rest = line.rstrip("\n").split(" ", 3)

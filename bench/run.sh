@@ -92,7 +92,6 @@ cleanup() {
 trap cleanup EXIT
 
 mpicc -O2 -Wall -Wextra -Werror -o "$work/overhead" bench/overhead.c
-cc -O2 -Wall -Wextra -Werror -o "$work/clock" bench/clock.c
 mpich=0
 if command -v mpicc.mpich >/dev/null && command -v mpiexec.mpich >/dev/null; then
     mpicc.mpich -O2 -Wall -Wextra -Werror -o "$work/overhead-mpich" bench/overhead.c
@@ -174,8 +173,8 @@ for spec in "${others[@]}"; do
 done
 
 raw=$work/raw.txt
-# What one clock read costs on this host (bench/clock.c), before anything else runs.
-echo "- - $("$work/clock")" >"$raw"
+# What one clock read costs on this host (overhead clock: no MPI), before anything else runs.
+"$work/overhead" clock | sed "s/^/- - /" >"$raw"
 run_overhead() { # LAYOUT MODE [ab]
     local layout=$1 mode=$2 only=${3:-} extra=() n=$iters launcher program=$work/overhead
     if [[ $layout == 2m ]]; then

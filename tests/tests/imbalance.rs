@@ -54,14 +54,19 @@ fn run_configured(scenario: &str, mpi: Mpi, extra: &str) -> (JobRecord, Measured
 }
 
 fn imbalance(r: &JobRecord) -> &Imbalance {
+    merged_imbalance(r, 1)
+}
+
+/// [`imbalance`] with supersteps merged `merge_factor` to a slot.
+fn merged_imbalance(r: &JobRecord, merge_factor: u64) -> &Imbalance {
     let i = r
         .imbalance
         .as_ref()
         .expect("record has imbalance estimates");
     assert_eq!(i.unavailable, None);
-    // One superstep per Allreduce, plus the last one (ended by MPI_Finalize); nothing merged.
+    // One superstep per Allreduce, plus the last one (ended by MPI_Finalize).
     assert_eq!(i.supersteps, ITERS + 1);
-    assert_eq!(i.merge_factor, 1);
+    assert_eq!(i.merge_factor, merge_factor);
     i
 }
 
@@ -176,13 +181,7 @@ for_each_mpi! {
 fn static_imbalance_survives_merging_and_batching(mpi) {
     let _serial = serial();
     let (r, m) = run_configured("static", mpi, "[profiler]\nsuperstep_buffer_bytes = 96\n");
-    let i = r
-        .imbalance
-        .as_ref()
-        .expect("record has imbalance estimates");
-    assert_eq!(i.unavailable, None);
-    assert_eq!(i.supersteps, ITERS + 1);
-    assert_eq!(i.merge_factor, 32);
+    let i = merged_imbalance(&r, 32);
     // Merging never adds to the critical path, and leaves the figures made from totals alone.
     assert!(i.critical_path_ns as f64 <= m.critical_path_ns + 0.01 * m.work_avg_ns);
     if shows_the_nominal_pattern(mpi) {
