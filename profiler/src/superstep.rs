@@ -230,7 +230,6 @@ struct State {
 /// collective's time is MPI time), as [`State::end_one`] would have added them one by one. Only
 /// on one thread: at `MPI_THREAD_MULTIPLE` another thread's collective would break both sums,
 /// and each superstep is added alone, as before.
-#[derive(Clone, Copy)]
 struct Batch {
     /// How many more supersteps fit (the last slot's room when the batch was opened, less those
     /// in it).
