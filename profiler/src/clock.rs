@@ -1,24 +1,31 @@
 //! The wrappers' clock: the invariant TSC where the CPU has one (about 10 ns a read), else
 //! `CLOCK_MONOTONIC`. Ticks are converted to nanoseconds with a rate measured between `MPI_Init`
-//! and the moment of conversion.
+//! and the moment of conversion. The choice is made at the first read; that the clock is the TSC
+//! is the wrappers' switch [`gates::TSC`].
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use crate::gates;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-const UNDECIDED: u8 = 0;
-const TSC: u8 = 1;
-const MONOTONIC: u8 = 2;
-static MODE: AtomicU8 = AtomicU8::new(UNDECIDED);
+/// The clock is `CLOCK_MONOTONIC` (the choice made, and it is not the TSC).
+static MONOTONIC: AtomicBool = AtomicBool::new(false);
 
 /// Current time in ticks of the chosen clock.
 #[inline(always)]
 pub fn ticks() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    if MODE.load(Ordering::Relaxed) == TSC {
-        // SAFETY: rdtsc has no preconditions; TSC mode is chosen only on CPUs with an invariant
-        // TSC.
-        return unsafe { core::arch::x86_64::_rdtsc() };
+    if gates::is_on(gates::TSC) {
+        return tsc_ticks();
     }
     ticks_without_tsc()
+}
+
+/// The TSC, where [`gates::TSC`] is known to be on (a wrapper's counting copy: [`gates::plain`]).
+#[inline(always)]
+pub fn tsc_ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: rdtsc has no preconditions; the TSC is chosen only on CPUs with an invariant TSC.
+    return unsafe { core::arch::x86_64::_rdtsc() };
+    #[cfg(not(target_arch = "x86_64"))]
+    ticks()
 }
 
 /// [`ticks`] when the clock is not (yet) the TSC. Out of line, so that each wrapper's code holds
@@ -29,21 +36,21 @@ pub fn ticks() -> u64 {
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 fn ticks_without_tsc() -> u64 {
-    match MODE.load(Ordering::Relaxed) {
-        MONOTONIC => monotonic_ns(),
-        _ => decide(),
+    if MONOTONIC.load(Ordering::Relaxed) {
+        monotonic_ns()
+    } else {
+        decide()
     }
 }
 
 #[cold]
 fn decide() -> u64 {
-    let mode =
-        if invariant_tsc() && std::env::var_os("MPISTAT_CLOCK").is_none_or(|v| v != "monotonic") {
-            TSC
-        } else {
-            MONOTONIC
-        };
-    MODE.store(mode, Ordering::Relaxed);
+    let tsc = invariant_tsc() && std::env::var_os("MPISTAT_CLOCK").is_none_or(|v| v != "monotonic");
+    if tsc {
+        gates::set(gates::TSC, true);
+    } else {
+        MONOTONIC.store(true, Ordering::Relaxed);
+    }
     ticks()
 }
 
@@ -87,7 +94,7 @@ impl Anchor {
     /// Nanoseconds per tick measured from `self` to `later` (1.0 for the monotonic clock or when
     /// too little time passed to tell).
     pub fn ns_per_tick(&self, later: &Anchor) -> f64 {
-        if MODE.load(Ordering::Relaxed) != TSC {
+        if !gates::is_on(gates::TSC) {
             return 1.0;
         }
         let dt = later.ticks.saturating_sub(self.ticks);

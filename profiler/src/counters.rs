@@ -20,11 +20,7 @@
 
 use crate::generated::routines::N_ROUTINES;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
-
-/// Per-call reads are on (mode `per-call` and at least one event opened).
-pub static PER_CALL: AtomicBool = AtomicBool::new(false);
 
 /// How a counter interface behaves when read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -494,7 +490,10 @@ pub fn start(names: Vec<String>, mut unavailable: Vec<Option<String>>, fallback:
         unavailable,
         mode,
     });
-    PER_CALL.store(any && (user_read || fallback == "per-call"), Relaxed);
+    crate::gates::set(
+        crate::gates::PER_CALL,
+        any && (user_read || fallback == "per-call"),
+    );
 }
 
 /// Open the calling thread's group: the reasons of events that failed, and whether the group
@@ -571,7 +570,7 @@ pub struct RankCounters {
 
 /// Close counting: read every thread's group one last time and sum them.
 pub fn finish() -> Option<RankCounters> {
-    PER_CALL.store(false, Relaxed);
+    crate::gates::set(crate::gates::PER_CALL, false);
     let setup = SETUP.lock().unwrap_or_else(|e| e.into_inner()).take()?;
     let n = setup.names.len();
     let mut app = vec![0u64; n];

@@ -8,13 +8,14 @@ use crate::clock::{ticks, Anchor};
 use crate::counters::JobCounters;
 use crate::detail::Destination;
 use crate::family::{Built, Family};
+use crate::gates;
 use crate::generated::routines::id;
 use crate::guard::quietly;
 use crate::job::{build_record, unix_ms_now, InitFacts};
 use crate::mpi::{comm_rank, comm_size, comm_world, library_version, query_thread, OwnComm};
 use crate::next::Next;
 use crate::peers::Peers;
-use crate::rt::{self, bump, Counters, ACTIVE, ENTERED_VIA_PMPI};
+use crate::rt::{self, bump, Counters, ENTERED_VIA_PMPI};
 use crate::superstep::Estimates;
 use crate::tally::{JobValue, RankTotals, Reduced};
 use crate::traffic::Traffic;
@@ -32,7 +33,7 @@ static ENABLED: AtomicBool = AtomicBool::new(true);
 /// and no hook does anything (no job is ever set up).
 pub(crate) fn pass_through() {
     ENABLED.store(false, Relaxed);
-    ACTIVE.store(false, Relaxed);
+    gates::set(gates::COUNTING, false);
 }
 
 /// The job as seen by this rank, from `MPI_Init` on.
@@ -166,7 +167,7 @@ fn start_counters(
         return;
     }
     crate::counters::start(names, unavailable, fallback);
-    if in_counted_call && crate::counters::PER_CALL.load(Relaxed) {
+    if in_counted_call && gates::is_on(gates::PER_CALL) {
         crate::counters::before_call();
     }
 }
@@ -653,7 +654,7 @@ static PCONTROL: Next = Next::new(c"PMPI_Pcontrol");
 /// first (fixed) argument may be defined without the `...`, and MPI ignores the rest anyway.
 unsafe fn pcontrol(via_pmpi: bool, level: c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, ...) -> c_int = std::mem::transmute(PCONTROL.get());
-    let Some(call) = rt::enter(via_pmpi) else {
+    let Some(call) = rt::enter(via_pmpi, true) else {
         let rc = next(level);
         quietly(|| apply_pcontrol(level));
         return rc;
@@ -673,8 +674,12 @@ unsafe fn pcontrol(via_pmpi: bool, level: c_int) -> c_int {
 
 fn apply_pcontrol(level: c_int) {
     match level {
-        0 => ACTIVE.store(false, Relaxed),
-        1 => ACTIVE.store(ENABLED.load(Relaxed), Relaxed),
+        0 => {
+            gates::set(gates::COUNTING, false);
+        }
+        1 => {
+            gates::set(gates::COUNTING, ENABLED.load(Relaxed));
+        }
         2 if with_job(|job| job.config.profiler.detail_allowed) == Some(true) => write_subtotals(),
         _ => {}
     }

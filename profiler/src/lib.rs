@@ -25,6 +25,7 @@ pub mod counters;
 pub mod detail;
 pub mod family;
 pub mod footprint;
+pub mod gates;
 pub mod ffi {
     //! The built family's `mpi.h` (Open MPI's) as Rust declarations (bindgen, see build.rs). Types only: nothing here
     //! is linked; the real routines are found with `dlsym`.

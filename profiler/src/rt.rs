@@ -7,6 +7,7 @@
 
 use crate::clock::ticks;
 use crate::ffi::MPI_Comm;
+use crate::gates;
 use crate::generated::routines::N_ROUTINES;
 use crate::traffic::{Measured, Traffic};
 use mpistat_record::model::HIST_BUCKETS;
@@ -18,10 +19,6 @@ use std::sync::Mutex;
 /// Index of a routine in [`crate::generated::routines::ROUTINES`].
 pub type RoutineId = usize;
 
-/// Counting is on: the process's MPI is the family the library was built for (decided at its
-/// first MPI call, see [`crate::family`]), the site enabled profiling, and `MPI_Pcontrol(0)` has
-/// not paused it. Off until that first call.
-pub static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// An outermost call arrived through a `PMPI_X` name (a user's PMPI tool, or a Fortran binding).
 pub static ENTERED_VIA_PMPI: AtomicBool = AtomicBool::new(false);
 
@@ -156,6 +153,9 @@ fn this_thread() -> *const ThreadState {
 pub struct Call {
     t0: u64,
     thread: *const ThreadState,
+    /// Entered by a wrapper's general copy ([`enter`]'s `general`): a constant wherever a wrapper
+    /// inlines the call's path, as each copy tests its own switches ([`crate::gates`]).
+    general: bool,
 }
 
 impl Call {
@@ -203,12 +203,15 @@ pub fn bump(c: &AtomicU64, v: u64) {
     c.store(c.load(Relaxed).wrapping_add(v), Relaxed);
 }
 
-/// Start counting a call, unless counting is off or this thread is already inside MPI. The
-/// process's first MPI call finds counting off and, on that cold side, recognises the MPI library
-/// ([`crate::family::first_call`]): a foreign one leaves counting off for good.
+/// Start counting a call, unless counting is off or this thread is already inside MPI. A
+/// wrapper's counting copy, which runs only when [`gates::plain`] held at entry, passes `general`
+/// false and tests nothing else; its general copy (and every hook) passes true: then the process's
+/// first MPI call finds counting off and, on that cold side, recognises the MPI library
+/// ([`crate::family::first_call`]: a foreign one leaves counting off for good), and per-call
+/// counter reads and the clock's choice are tested here and in [`leave`].
 #[inline(always)]
-pub fn enter(via_pmpi: bool) -> Option<Call> {
-    if !ACTIVE.load(Relaxed) && !crate::family::first_call() {
+pub fn enter(via_pmpi: bool, general: bool) -> Option<Call> {
+    if general && !gates::is_on(gates::COUNTING) && !crate::family::first_call() {
         return None;
     }
     let thread = this_thread();
@@ -221,13 +224,24 @@ pub fn enter(via_pmpi: bool) -> Option<Call> {
     if via_pmpi && !ENTERED_VIA_PMPI.load(Relaxed) {
         ENTERED_VIA_PMPI.store(true, Relaxed);
     }
-    if crate::counters::PER_CALL.load(Relaxed) {
+    if general && gates::is_on(gates::PER_CALL) {
         crate::counters::before_call();
     }
     Some(Call {
-        t0: ticks(),
+        t0: now(general),
         thread,
+        general,
     })
+}
+
+/// The clock: its general read, or the TSC's where [`gates::plain`] held at entry.
+#[inline(always)]
+fn now(general: bool) -> u64 {
+    if general {
+        ticks()
+    } else {
+        crate::clock::tsc_ticks()
+    }
 }
 
 /// Finish counting a call of routine `id` on `comm` (null if none) that returned `rc`;
@@ -276,7 +290,7 @@ fn leave_as(
     comm: MPI_Comm,
     superstep: bool,
 ) {
-    let t1 = ticks();
+    let t1 = now(call.general);
     let table = table_of(call.thread());
     let c = &table.routines[id].counters;
     let dt = t1.wrapping_sub(call.t0);
@@ -300,7 +314,7 @@ fn leave_as(
         };
         crate::trace::leave(&call, leaving, t1, rc, traffic, measured);
     }
-    if crate::counters::PER_CALL.load(Relaxed) {
+    if call.general && gates::is_on(gates::PER_CALL) {
         crate::counters::after_call(id);
     }
     call.thread().depth.set(0);

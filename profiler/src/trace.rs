@@ -2,8 +2,9 @@
 //! site and its messages, collectives, requests and new communicators, as events of
 //! `mpistat-analysis`'s model, written per rank at `MPI_Finalize` with its writer.
 //!
-//! Off (the normal case) it costs the wrappers one relaxed load of [`ON`] and a predictable branch;
-//! everything else is in the traced wrappers, out of line. On, [`leave`] records the whole call
+//! Off (the normal case) it costs the wrappers nothing: their one test of their switches
+//! ([`crate::gates::plain`]) covers it; everything else is in the traced wrappers (the wrappers'
+//! general copies, `general_X`), out of line. On, [`leave`] records the whole call
 //! at its end: its start (the counting path's start time), its call site (the first return
 //! address outside this library and libmpi, see `callsite.rs`) and its events, the common case
 //! inlined in the traced wrapper ([`Recorder::leave_fast`]), the rest out of line; [`enter`]
@@ -40,16 +41,15 @@ use mpistat_site::{escalation, SiteConfig, TraceConfig};
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_int, c_void};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 
-/// Tracing is on in this process (set at `MPI_Init`, cleared at `MPI_Finalize`).
-pub static ON: AtomicBool = AtomicBool::new(false);
-
-/// Whether the wrappers should call [`enter`]: the only cost of trace mode when it is off.
+/// Whether tracing is on in this process (from `MPI_Init` to `MPI_Finalize`): a wrapper's
+/// general copy then calls [`enter`]. When it is off, trace mode costs nothing: the wrappers'
+/// one test of their switches covers it ([`crate::gates::plain`]).
 #[inline(always)]
 pub fn on() -> bool {
-    ON.load(Relaxed)
+    crate::gates::is_on(crate::gates::TRACE)
 }
 
 /// How a completing call reports statuses (see the spec's `completes*` terms).
@@ -1444,7 +1444,7 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
         // guard's generic code lives in `.text` (one more chunk of code in MPI_Init's peak).
         // Written without dropping the slot's old value: it is `None` (one `start` a process).
         unsafe { RECORDER.recorder.get().write(Some(recorder)) };
-        ON.store(true, Relaxed);
+        crate::gates::set(crate::gates::TRACE, true);
     }
 }
 
@@ -1533,7 +1533,7 @@ fn write_files(dir: &Path, local: &LocalDefinitions, events: &[Event]) -> std::i
 /// tracing, measure the clocks again, cut the ranks' events at a common superstep if any rank
 /// stopped early, write this rank's files, and (rank 0) keep the facts for the record.
 pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
-    if !ON.swap(false, Relaxed) {
+    if !crate::gates::set(crate::gates::TRACE, false) {
         return;
     }
     // MPI_Finalize comes from the thread that called MPI_Init; on any other, no trace.

@@ -29,18 +29,26 @@ const WORK_MS: f64 = 10.0;
 /// Run a scenario under `mpi`: the record, and the figures from what the program measured, which
 /// the record's estimates have already been checked against.
 fn run_with(scenario: &str, mpi: Mpi) -> (JobRecord, MeasuredImbalance) {
-    let (record, measured) = run_configured(scenario, mpi, "");
+    let (record, measured) = run_configured(scenario, mpi, "", &[]);
     measured.assert_estimated_by(imbalance(&record), record.ranks);
     (record, measured)
 }
 
-/// Run a scenario under `mpi` with `extra` appended to the site configuration: the record and
-/// the figures from what the program measured, not compared yet.
-fn run_configured(scenario: &str, mpi: Mpi, extra: &str) -> (JobRecord, MeasuredImbalance) {
+/// Run a scenario under `mpi` with `extra` appended to the site configuration and `env` set in
+/// every rank: the record and the figures from what the program measured, not compared yet.
+fn run_configured(
+    scenario: &str,
+    mpi: Mpi,
+    extra: &str,
+    env: &[(&str, &str)],
+) -> (JobRecord, MeasuredImbalance) {
     let syslogd = Syslogd::start();
     let gaps = TempDir::new("imbalance-gaps");
-    let outcome = Job::new(program_for("imbalance.c", mpi), RANKS)
-        .mpi(mpi)
+    let job = env.iter().fold(
+        Job::new(program_for("imbalance.c", mpi), RANKS).mpi(mpi),
+        |job, (name, value)| job.env(name, *value),
+    );
+    let outcome = job
         .env("IMBALANCE_GAPS_DIR", gaps.path().display().to_string())
         .arg(scenario)
         .arg(ITERS.to_string())
@@ -180,7 +188,7 @@ for_each_mpi! {
 /// polling ranks can delay another rank's wake-up past it, see [`shows_the_nominal_pattern`]).
 fn static_imbalance_survives_merging_and_batching(mpi) {
     let _serial = serial();
-    let (r, m) = run_configured("static", mpi, "[profiler]\nsuperstep_buffer_bytes = 96\n");
+    let (r, m) = run_configured("static", mpi, "[profiler]\nsuperstep_buffer_bytes = 96\n", &[]);
     let i = merged_imbalance(&r, 32);
     // Merging never adds to the critical path, and leaves the figures made from totals alone.
     assert!(i.critical_path_ns as f64 <= m.critical_path_ns + 0.01 * m.work_avg_ns);
@@ -189,6 +197,25 @@ fn static_imbalance_survives_merging_and_batching(mpi) {
     } else {
         m.assert_totals_estimated_by(i, r.ranks);
     }
+}
+}
+
+for_each_mpi! {
+/// On the monotonic clock (`MPISTAT_CLOCK=monotonic`, as on a CPU without an invariant TSC) the
+/// wrappers take their general copies, which read it (`crate::gates`): ticks are nanoseconds, and
+/// the estimates equal what the program measured as on the TSC. A wrapper that read the TSC
+/// there would give times two or three times too long (ticks taken for nanoseconds).
+fn the_monotonic_clock_gives_the_same_estimates(mpi) {
+    let _serial = serial();
+    let (r, m) = run_configured("static", mpi, "", &[("MPISTAT_CLOCK", "monotonic")]);
+    if shows_the_nominal_pattern(mpi) {
+        m.assert_estimated_by(imbalance(&r), r.ranks);
+    } else {
+        m.assert_totals_estimated_by(imbalance(&r), r.ranks);
+    }
+    let allreduce = routine(&r, "MPI_Allreduce");
+    assert_eq!(allreduce.calls.sum, u64::from(RANKS) * ITERS);
+    assert!(allreduce.time_ns.sum <= u64::from(RANKS) * r.wall_ns.max);
 }
 }
 

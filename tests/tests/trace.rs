@@ -584,8 +584,8 @@ fn window_records_the_chosen_supersteps(mpi) {
 }
 }
 
-/// The traced wrappers record the common call without a panic guard (`Recorder::leave_fast`,
-/// inlined there, writing into room its budget check proved is there): nothing compiled into
+/// The traced wrappers (the wrappers' general copies, `general_X`, which trace mode runs) record
+/// the common call without a panic guard (`Recorder::leave_fast`, inlined there, writing into room its budget check proved is there): nothing compiled into
 /// them may allocate, grow a buffer or panic (the slow path's such code is out of line, under
 /// the guard: `left_slowly`, `superstep_left`). Their disassembly names no such function (a
 /// growing fallback the fast path could not reach once left 764 calls of `reserve` there).
@@ -611,7 +611,7 @@ fn traced_wrappers_neither_allocate_nor_panic() {
         for line in text.lines() {
             // `0000000000abcd00 <symbol>:` starts a function.
             if let Some((_, name)) = line.strip_suffix(">:").and_then(|l| l.split_once(" <")) {
-                current = name.contains("traced_MPI_").then_some(name);
+                current = name.contains("general_MPI_").then_some(name);
                 wrappers += usize::from(current.is_some());
                 continue;
             }

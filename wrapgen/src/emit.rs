@@ -16,7 +16,7 @@ pub const GENERATED_MARKER: &str =
 /// Local names of the wrapper bodies; parameters with these names are renamed.
 const WRAPPER_LOCALS: [&str; 9] = [
     "via_pmpi",
-    "tracing",
+    "general",
     "next",
     "call",
     "rc",
@@ -344,12 +344,13 @@ fn wrapper(
         pmpi_name(name)
     )
     .unwrap();
-    // `tracing` is a constant at every call site: the untraced copy carries no trace code, and
-    // the traced one lives out of line (`traced_X`), away from the hot pages.
+    // `general` is a constant at every call site: the counting copy tests no switch and carries
+    // no trace code; the general one, which tests each (`crate::gates`), lives out of line
+    // (`general_X`), away from the hot pages.
     writeln!(out, "#[inline(always)]").unwrap();
     writeln!(
         out,
-        "unsafe fn {wrap}(via_pmpi: bool, tracing: bool{lead}) -> {ret} {{"
+        "unsafe fn {wrap}(via_pmpi: bool, general: bool{lead}) -> {ret} {{"
     )
     .unwrap();
     match row.semantics.hook {
@@ -382,11 +383,15 @@ fn wrapper(
     match &after {
         None => writeln!(
             out,
-            "    let Some(call) = rt::enter(via_pmpi) else {{ return next({names}) }};"
+            "    let Some(call) = rt::enter(via_pmpi, general) else {{ return next({names}) }};"
         )
         .unwrap(),
         Some(hook) => {
-            writeln!(out, "    let Some(call) = rt::enter(via_pmpi) else {{").unwrap();
+            writeln!(
+                out,
+                "    let Some(call) = rt::enter(via_pmpi, general) else {{"
+            )
+            .unwrap();
             writeln!(out, "        let rc = next({names});").unwrap();
             writeln!(out, "        {}", hook.replace("\n    ", "\n        ")).unwrap();
             writeln!(out, "        return rc;").unwrap();
@@ -414,7 +419,7 @@ fn wrapper(
     }
     writeln!(
         out,
-        "    let traced = if tracing {{ trace::enter(&call, id::{name}, {}) }} else {{ None }};",
+        "    let traced = if general && trace::on() {{ trace::enter(&call, id::{name}, {}) }} else {{ None }};",
         trace_enter_args(&row.semantics)
     )
     .unwrap();
@@ -458,9 +463,15 @@ fn wrapper(
             format!("{first}, {names}")
         }
     };
-    let traced = format!("traced_{name}");
+    let general = format!("general_{name}");
     writeln!(out, "#[cold]").unwrap();
     writeln!(out, "#[inline(never)]").unwrap();
+    // `MPI_Init` always takes its general copy (counting is off until then), and the release of
+    // start-up's pages at its end (`crate::footprint`) runs inside it: the rest of it, run after
+    // that, is with the hot code, so as not to map a cold chunk back in.
+    if row.semantics.hot && matches!(row.semantics.hook, Some(Hook::Init | Hook::InitThread)) {
+        writeln!(out, "#[link_section = \".text.hot.mpistat\"]").unwrap();
+    }
     // `via_pmpi` last: the exported wrapper's arguments stay in their registers on the jump.
     let then = |last: &str| {
         if params.is_empty() {
@@ -471,7 +482,7 @@ fn wrapper(
     };
     writeln!(
         out,
-        "unsafe extern \"C\" fn {traced}({}) -> {ret} {{",
+        "unsafe extern \"C\" fn {general}({}) -> {ret} {{",
         if params.is_empty() {
             "via_pmpi: bool".to_string()
         } else {
@@ -510,7 +521,7 @@ fn wrapper(
         .unwrap();
         writeln!(
             out,
-            "    if trace::on() {{ return {traced}({}) }}",
+            "    if !gates::plain() {{ return {general}({}) }}",
             then(via_pmpi)
         )
         .unwrap();
@@ -552,7 +563,7 @@ pub fn wrappers_rs(rows: &[Row]) -> String {
         imports.ffi.iter().cloned().collect::<Vec<_>>().join(", ")
     )
     .unwrap();
-    out.push_str("use crate::next::Next;\nuse crate::rt;\nuse crate::trace;\n");
+    out.push_str("use crate::gates;\nuse crate::next::Next;\nuse crate::rt;\nuse crate::trace;\n");
     out.push_str(if uses_traffic_mod {
         "use crate::traffic::{self, Traffic};\n"
     } else {

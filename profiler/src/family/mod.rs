@@ -12,7 +12,7 @@
 //! good, so every wrapper takes the branch it already takes when counting is paused and forwards
 //! its arguments untouched (no status or handle is read, no profiler collective runs, nothing is
 //! printed or sent). The profiled path pays nothing for this: the wrappers' one check of
-//! [`crate::rt::ACTIVE`] is the only test, and the decision hides behind its cold side.
+//! [`crate::gates::COUNTING`] switch is its only test, and the decision hides behind its cold side.
 //!
 //! The next family is one new module implementing [`Family`] (predefined handles,
 //! `MPI_PROC_NULL`, `MPI_IN_PLACE`, the status layout, how to recognise it) and a spec column.
@@ -240,7 +240,7 @@ impl Symbol {
     }
 }
 
-/// The decision has been made (then [`crate::rt::ACTIVE`] stays off only if paused or foreign).
+/// The decision has been made (then [`crate::gates::COUNTING`] stays off only if paused or foreign).
 static DECIDED: AtomicBool = AtomicBool::new(false);
 
 /// Called by [`crate::rt::enter`] when counting is off: at the process's first MPI call, decide
@@ -252,7 +252,7 @@ pub fn first_call() -> bool {
     if !DECIDED.load(Ordering::Acquire) {
         decide();
     }
-    crate::rt::ACTIVE.load(Ordering::Relaxed)
+    crate::gates::is_on(crate::gates::COUNTING)
 }
 
 fn decide() {
@@ -263,7 +263,7 @@ fn decide() {
         if ours == Some(true) {
             if crate::guard::quietly(crate::hooks::recognised).unwrap_or(false) {
                 crate::peers::announce_at_init();
-                crate::rt::ACTIVE.store(true, Ordering::Relaxed);
+                crate::gates::set(crate::gates::COUNTING, true);
             }
         } else {
             crate::hooks::pass_through();
