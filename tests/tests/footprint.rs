@@ -33,18 +33,13 @@ fn the_library_has_no_text_relocations() {
 #[test]
 fn hot_wrappers_share_one_section() {
     let sections = readelf(&["-SW"]);
-    let hot = sections
-        .lines()
-        .find(|l| l.contains(" .text.hot "))
-        .unwrap_or_else(|| panic!("no .text.hot section:\n{sections}"));
-    let field = |i: usize| u64::from_str_radix(hot.split_whitespace().nth(i).unwrap(), 16).unwrap();
-    let (start, size) = (field(3), field(5));
+    let (start, size) = section(&sections, ".text.hot");
     // One 64 KiB chunk (the kernel's fault-around unit), on a boundary also in memory: the
     // segments are aligned to 64 KiB, so the loader places the library on such a boundary.
-    assert_eq!(start % 0x10000, 0, "{hot}");
+    assert_eq!(start % 0x10000, 0, "{sections}");
     assert!(
         size <= 0x10000,
-        "the hot wrappers outgrew one 64 KiB chunk: {hot}"
+        "the hot wrappers outgrew one 64 KiB chunk: {size:x} bytes"
     );
     let segments = readelf(&["-lW"]);
     for load in segments
@@ -72,6 +67,59 @@ fn hot_wrappers_share_one_section() {
             "{name} at {addr:x} is outside .text.hot {start:x}+{size:x}"
         );
     }
+}
+
+/// Where a section starts and how long it is, from `readelf -SW`.
+fn section(sections: &str, name: &str) -> (u64, u64) {
+    let line = sections
+        .lines()
+        .find(|l| l.contains(&format!(" {name} ")))
+        .unwrap_or_else(|| panic!("no {name} section:\n{sections}"));
+    let field =
+        |i: usize| u64::from_str_radix(line.split_whitespace().nth(i).unwrap(), 16).unwrap();
+    (field(3), field(5))
+}
+
+/// The hot routines' general copies (trace mode, per-call counter reads, counting paused or
+/// never on) and the test a paused call makes sit together in `.text.warm`, on a chunk boundary:
+/// a rank running them maps that chunk, not one chunk of `.text` per routine its loops call. The
+/// general copy of `MPI_Init`, which runs after the release at its end, is with the hot code.
+#[test]
+fn hot_wrappers_general_copies_share_one_section() {
+    let sections = readelf(&["-SW"]);
+    let (warm, warm_size) = section(&sections, ".text.warm");
+    let (hot, hot_size) = section(&sections, ".text.hot");
+    assert_eq!(warm % 0x10000, 0, "{sections}");
+    let symbols = readelf(&["-sW"]);
+    let address = |part: &str| {
+        symbols
+            .lines()
+            .filter(|l| l.split_whitespace().nth(3) == Some("FUNC"))
+            .find(|l| {
+                l.split_whitespace()
+                    .last()
+                    .is_some_and(|n| n.contains(part))
+            })
+            .map(|l| u64::from_str_radix(l.split_whitespace().nth(1).unwrap(), 16).unwrap())
+            .unwrap_or_else(|| panic!("no function named like {part}"))
+    };
+    for part in [
+        "general_MPI_Send17h",
+        "general_MPI_Allreduce17h",
+        "general_MPI_Wait17h",
+        "10first_call17h",
+    ] {
+        let at = address(part);
+        assert!(
+            (warm..warm + warm_size).contains(&at),
+            "{part} at {at:x} is outside .text.warm {warm:x}+{warm_size:x}"
+        );
+    }
+    let init = address("general_MPI_Init17h");
+    assert!(
+        (hot..hot + hot_size).contains(&init),
+        "general_MPI_Init at {init:x} is outside .text.hot {hot:x}+{hot_size:x}"
+    );
 }
 
 #[test]

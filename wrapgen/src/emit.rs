@@ -468,9 +468,16 @@ fn wrapper(
     writeln!(out, "#[inline(never)]").unwrap();
     // `MPI_Init` always takes its general copy (counting is off until then), and the release of
     // start-up's pages at its end (`crate::footprint`) runs inside it: the rest of it, run after
-    // that, is with the hot code, so as not to map a cold chunk back in.
-    if row.semantics.hot && matches!(row.semantics.hook, Some(Hook::Init | Hook::InitThread)) {
-        writeln!(out, "#[link_section = \".text.hot.mpistat\"]").unwrap();
+    // that, is with the hot code, so as not to map a cold chunk back in. The other hot routines'
+    // general copies are together in `.text.warm` (profiler/hot.ld): a trace, per-call reads, a
+    // pause or pass-through then map that chunk, not one per routine a loop calls.
+    if row.semantics.hot {
+        let section = if matches!(row.semantics.hook, Some(Hook::Init | Hook::InitThread)) {
+            "hot"
+        } else {
+            "warm"
+        };
+        writeln!(out, "#[link_section = \".text.{section}.mpistat\"]").unwrap();
     }
     // `via_pmpi` last: the exported wrapper's arguments stay in their registers on the jump.
     let then = |last: &str| {

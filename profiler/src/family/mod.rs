@@ -245,9 +245,10 @@ static DECIDED: AtomicBool = AtomicBool::new(false);
 
 /// Called by [`crate::rt::enter`] when counting is off: at the process's first MPI call, decide
 /// whether the MPI library is [`Built`]'s and, if so and the site profiles jobs (its
-/// configuration is read now), turn counting on. Returns whether counting is on now. Later calls (counting paused by `MPI_Pcontrol(0)`, or pass-through) return at once.
+/// configuration is read now), turn counting on. Returns whether counting is on now. Later calls (counting paused by `MPI_Pcontrol(0)`, or pass-through) return at once: with the wrappers' general copies (`.text.warm`), which make them.
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 pub fn first_call() -> bool {
     if !DECIDED.load(Ordering::Acquire) {
         decide();

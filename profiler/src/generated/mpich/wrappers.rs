@@ -213,6 +213,7 @@ unsafe fn wrap_MPI_Get_count(via_pmpi: bool, general: bool, status: *const MPI_S
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Get_count(via_pmpi, true, status, datatype, count)
 }
@@ -505,6 +506,7 @@ unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_i
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Iprobe(via_pmpi, true, source, tag, comm, flag, status)
 }
@@ -545,6 +547,7 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, general: bool, buf: *mut c_void, count:
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Irecv(via_pmpi, true, buf, count, datatype, source, tag, comm, request)
 }
@@ -621,6 +624,7 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, general: bool, buf: *const c_void, coun
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Isend(via_pmpi, true, buf, count, datatype, dest, tag, comm, request)
 }
@@ -771,6 +775,7 @@ unsafe fn wrap_MPI_Probe(via_pmpi: bool, general: bool, source: c_int, tag: c_in
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Probe(via_pmpi, true, source, tag, comm, status)
 }
@@ -849,6 +854,7 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, general: bool, buf: *mut c_void, count: 
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Recv(via_pmpi, true, buf, count, datatype, source, tag, comm, status)
 }
@@ -1069,6 +1075,7 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, general: bool, buf: *const c_void, count
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Send(via_pmpi, true, buf, count, datatype, dest, tag, comm)
 }
@@ -1111,6 +1118,7 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Sendrecv(via_pmpi, true, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
@@ -1225,6 +1233,7 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, general: bool, buf: *const c_void, coun
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Ssend(via_pmpi, true, buf, count, datatype, dest, tag, comm)
 }
@@ -1265,6 +1274,7 @@ unsafe fn wrap_MPI_Start(via_pmpi: bool, general: bool, request: *mut MPI_Reques
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Start(request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Start(via_pmpi, true, request)
 }
@@ -1305,6 +1315,7 @@ unsafe fn wrap_MPI_Startall(via_pmpi: bool, general: bool, count: c_int, array_o
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Startall(count: c_int, array_of_requests: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Startall(via_pmpi, true, count, array_of_requests)
 }
@@ -1453,6 +1464,7 @@ unsafe fn wrap_MPI_Testall(via_pmpi: bool, general: bool, count: c_int, array_of
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Testall(via_pmpi, true, count, array_of_requests, flag, array_of_statuses)
 }
@@ -1493,6 +1505,7 @@ unsafe fn wrap_MPI_Testany(via_pmpi: bool, general: bool, count: c_int, array_of
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Testany(via_pmpi, true, count, array_of_requests, index, flag, status)
 }
@@ -1533,6 +1546,7 @@ unsafe fn wrap_MPI_Test(via_pmpi: bool, general: bool, request: *mut MPI_Request
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Test(via_pmpi, true, request, flag, status)
 }
@@ -1645,6 +1659,7 @@ unsafe fn wrap_MPI_Waitall(via_pmpi: bool, general: bool, count: c_int, array_of
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Waitall(via_pmpi, true, count, array_of_requests, array_of_statuses)
 }
@@ -1685,6 +1700,7 @@ unsafe fn wrap_MPI_Waitany(via_pmpi: bool, general: bool, count: c_int, array_of
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Waitany(via_pmpi, true, count, array_of_requests, index, status)
 }
@@ -1725,6 +1741,7 @@ unsafe fn wrap_MPI_Wait(via_pmpi: bool, general: bool, request: *mut MPI_Request
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
     wrap_MPI_Wait(via_pmpi, true, request, status)
 }
@@ -2997,6 +3014,7 @@ unsafe fn wrap_MPI_Allgather(via_pmpi: bool, general: bool, sendbuf: *const c_vo
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Allgather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
@@ -3073,6 +3091,7 @@ unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_v
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Allgatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
@@ -3149,6 +3168,7 @@ unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, general: bool, sendbuf: *const c_vo
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Allreduce(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, comm)
 }
@@ -3189,6 +3209,7 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, general: bool, sendbuf: *const c_v
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Iallreduce(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
@@ -3229,6 +3250,7 @@ unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_voi
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Alltoall(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
@@ -3269,6 +3291,7 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, general: bool, sendbuf: *const c_vo
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ialltoall(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
@@ -3309,6 +3332,7 @@ unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_vo
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Alltoallv(via_pmpi, true, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
@@ -3457,6 +3481,7 @@ unsafe fn wrap_MPI_Barrier(via_pmpi: bool, general: bool, comm: MPI_Comm) -> c_i
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Barrier(comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Barrier(via_pmpi, true, comm)
 }
@@ -3497,6 +3522,7 @@ unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, general: bool, comm: MPI_Comm, reque
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ibarrier(via_pmpi, true, comm, request)
 }
@@ -3537,6 +3563,7 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, general: bool, buffer: *mut c_void, cou
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Bcast(via_pmpi, true, buffer, count, datatype, root, comm)
 }
@@ -3577,6 +3604,7 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, general: bool, buffer: *mut c_void, co
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ibcast(via_pmpi, true, buffer, count, datatype, root, comm, request)
 }
@@ -3689,6 +3717,7 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, general: bool, sendbuf: *const c_void,
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Gather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
@@ -3765,6 +3794,7 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Gatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
@@ -4201,6 +4231,7 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, general: bool, sendbuf: *const c_void,
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Reduce(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, root, comm)
 }
@@ -4241,6 +4272,7 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, general: bool, sendbuf: *const c_void
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
     wrap_MPI_Ireduce(via_pmpi, true, sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
@@ -4533,6 +4565,7 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Scatter(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
@@ -7885,6 +7918,7 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, general: bool, origin_addr: *mut c_void, 
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Get(via_pmpi, true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
@@ -7961,6 +7995,7 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, general: bool, origin_addr: *const c_void
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Put(via_pmpi, true, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
@@ -8541,6 +8576,7 @@ unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, general: bool, assert: c_int, win: 
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Win_fence(assert: c_int, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_fence(via_pmpi, true, assert, win)
 }
@@ -8581,6 +8617,7 @@ unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, general: bool, rank: c_int, win: MP
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Win_flush(rank: c_int, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_flush(via_pmpi, true, rank, win)
 }
@@ -8981,6 +9018,7 @@ unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, general: bool, lock_type: c_int, ran
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_lock(via_pmpi, true, lock_type, rank, assert, win)
 }
@@ -9381,6 +9419,7 @@ unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, general: bool, rank: c_int, win: M
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Win_unlock(rank: c_int, win: MPI_Win, via_pmpi: bool) -> c_int {
     wrap_MPI_Win_unlock(via_pmpi, true, rank, win)
 }
@@ -16516,6 +16555,7 @@ unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, rank
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_rank(via_pmpi, true, comm, rank)
 }
@@ -16772,6 +16812,7 @@ unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, general: bool, comm: MPI_Comm, size
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Comm_size(comm: MPI_Comm, size: *mut c_int, via_pmpi: bool) -> c_int {
     wrap_MPI_Comm_size(via_pmpi, true, comm, size)
 }
@@ -19970,6 +20011,7 @@ unsafe fn wrap_MPI_Wtime(via_pmpi: bool, general: bool) -> f64 {
 }
 #[cold]
 #[inline(never)]
+#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Wtime(via_pmpi: bool) -> f64 {
     wrap_MPI_Wtime(via_pmpi, true)
 }
