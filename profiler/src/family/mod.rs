@@ -11,8 +11,9 @@
 //! libraries at once, a stub), the process is in *pass-through* mode: counting stays off for
 //! good, so every wrapper takes the branch it already takes when counting is paused and forwards
 //! its arguments untouched (no status or handle is read, no profiler collective runs, nothing is
-//! printed or sent). The profiled path pays nothing for this: the wrappers' one check of
-//! [`crate::gates::COUNTING`] switch is its only test, and the decision hides behind its cold side.
+//! printed or sent). The profiled path pays nothing for this: the wrappers' one test of their
+//! switches ([`crate::gates::plain`]) covers it, and the decision hides behind its cold side (the
+//! wrappers' general copies).
 //!
 //! The next family is one new module implementing [`Family`] (predefined handles,
 //! `MPI_PROC_NULL`, `MPI_IN_PLACE`, the status layout, how to recognise it) and a spec column.
@@ -245,7 +246,9 @@ static DECIDED: AtomicBool = AtomicBool::new(false);
 
 /// Called by [`crate::rt::enter`] when counting is off: at the process's first MPI call, decide
 /// whether the MPI library is [`Built`]'s and, if so and the site profiles jobs (its
-/// configuration is read now), turn counting on. Returns whether counting is on now. Later calls (counting paused by `MPI_Pcontrol(0)`, or pass-through) return at once: with the wrappers' general copies (`.text.warm`), which make them.
+/// configuration is read now), turn counting on. Returns whether counting is on now. Later
+/// calls (counting paused by `MPI_Pcontrol(0)`, or pass-through) return at once; they come from
+/// the wrappers' general copies, beside which this sits (`.text.warm`).
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
