@@ -90,6 +90,13 @@ fn hot_wrappers_general_copies_share_one_section() {
     let (warm, warm_size) = section(&sections, ".text.warm");
     let (hot, hot_size) = section(&sections, ".text.hot");
     assert_eq!(warm % 0x10000, 0, "{sections}");
+    // In two chunks, it cost a traced rank more than the copies spread over `.text` did (an
+    // earlier try: ARCHITECTURE.md, trace mode); in one, less (footprint.c traced: 484-512 kB of
+    // code resident, against 664-700).
+    assert!(
+        warm_size <= 0x10000,
+        "the general copies outgrew one 64 KiB chunk: {warm_size:x} bytes"
+    );
     let symbols = readelf(&["-sW"]);
     let address = |part: &str| {
         symbols
