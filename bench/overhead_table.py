@@ -72,6 +72,24 @@ def central_mean(values):
     return statistics.fmean(kept) if kept else float("nan")
 
 
+def central_mean_se(values):
+    """Standard error of [`central_mean`] (Tukey and McLaughlin: the winsorized standard deviation
+    over (1 - 2 x the share cut at each end) x sqrt(n)), or None below 3 values."""
+    values = sorted(values)
+    n, cut = len(values), len(values) // 10
+    if n < 3:
+        return None
+    winsorized = [min(max(v, values[cut]), values[n - 1 - cut]) for v in values]
+    return statistics.stdev(winsorized) / ((n - 2 * cut) / n * n**0.5)
+
+
+def combined(*errors):
+    """Standard error of a sum or difference of independent estimates, or None if one is."""
+    if any(e is None for e in errors):
+        return None
+    return sum(e * e for e in errors) ** 0.5
+
+
 def added(d, mode, base="bare"):
     """Median of the per-round differences (rounds are paired: same machine state)."""
     n = min(len(d[base]), len(d[mode]))
@@ -82,13 +100,21 @@ def verdict(ok, limit):
     return f"{'within' if ok else 'OVER'} ({limit})"
 
 
-def budget(layout, name, mode, per_call, ratio):
+def judged(value, margin, limit, shown_limit):
+    """The verdict on `value` (at most `limit`) when it is known to about `margin` (two standard
+    errors, or None): within or OVER only where the whole interval is, else "unsure"."""
+    if margin is not None and value - margin <= limit < value + margin:
+        return f"unsure ({shown_limit}: the interval holds it)"
+    return verdict(value <= limit, shown_limit)
+
+
+def budget(layout, name, mode, per_call, ratio, per_call_margin=None, ratio_margin=None):
     if mode == "mpistat" and layout in ("2", "2m"):
-        return verdict(per_call <= ADDED_NS_BUDGET, f"<= {ADDED_NS_BUDGET} ns")
+        return judged(per_call, per_call_margin, ADDED_NS_BUDGET, f"<= {ADDED_NS_BUDGET} ns")
     if mode == "mpistat" and layout == "4o" and name in COLLECTIVES:
-        return verdict(ratio <= COLLECTIVE_RATIO_BUDGET, f"<= x{COLLECTIVE_RATIO_BUDGET}")
+        return judged(ratio, ratio_margin, COLLECTIVE_RATIO_BUDGET, f"<= x{COLLECTIVE_RATIO_BUDGET}")
     if mode == "trace" and layout in ("2", "2m"):
-        return verdict(per_call <= TRACE_NS_BUDGET, f"<= {TRACE_NS_BUDGET} ns")
+        return judged(per_call, per_call_margin, TRACE_NS_BUDGET, f"<= {TRACE_NS_BUDGET} ns")
     return ""
 
 
@@ -101,7 +127,9 @@ def paused_path(layout, mode):
     d = ab.get(layout, {}).get("comm_rank", {})
     if mode == "bare" or not d.get(mode) or not d.get("bare"):
         return None
-    return central_mean([x[2] for x in d[mode]]) - central_mean([x[2] for x in d["bare"]])
+    here, bare = [x[2] for x in d[mode]], [x[2] for x in d["bare"]]
+    return (central_mean(here) - central_mean(bare),
+            combined(central_mean_se(here), central_mean_se(bare)))
 
 
 def separate_jobs_budget(layout, name, mode, per_call, ratio):
@@ -149,14 +177,31 @@ if ab:
     print("own reading of MPI_Pcontrol. With --floor, 'over floor' is total/call less the floor's:")
     print("the part of the cost that is not the two clock reads every timing tool makes (a read's")
     print("cost, above, depends on the host: where it is 11 ns, the floor alone nears a budget).")
+    print("'±' is two standard errors (of the jobs' middle-80 % mean; total/call's combines the")
+    print("A/B's and the paused path's): a budget inside that interval is judged 'unsure', as a")
+    print("rerun may land on either side of it.")
     print(f"{'layout':<6} {'workload':<12} {'mode':<10} {'added ns':>9} {'added/call':>10} "
-          f"{'paused':>7} {'total/call':>10} {'over floor':>10} {'ratio':>7} {'jobs':>5}  budget")
+          f"{'paused':>7} {'total/call':>10} {'±':>5} {'over floor':>10} {'ratio':>7} {'±':>6} "
+          f"{'jobs':>5}  budget")
+
+    def two_se(se):
+        return None if se is None else 2 * se
+
     def total_per_call(layout, name, mode):
-        """(added/call, paused, total/call, ratio) of an A/B row."""
+        """(added/call, paused, total/call, its margin, ratio, its margin) of an A/B row; a
+        margin is two standard errors, or None."""
         d = ab[layout][name][mode]
-        a = central_mean([x[0] for x in d]) / calls[name]
-        paused = paused_path(layout, mode)
-        return a, paused, a + (paused or 0), central_mean([x[1] for x in d])
+        per_call = [x[0] / calls[name] for x in d]
+        ratios = [x[1] for x in d]
+        a = central_mean(per_call)
+        paused, paused_se = paused_path(layout, mode) or (None, None)
+        total_se = central_mean_se(per_call) if paused is None else combined(
+            central_mean_se(per_call), paused_se)
+        return (a, paused, a + (paused or 0), two_se(total_se),
+                central_mean(ratios), two_se(central_mean_se(ratios)))
+
+    def margin_shown(margin, width, digits):
+        return f"{margin:>{width}.{digits}f}" if margin is not None else f"{'':>{width}}"
 
     for layout, names in ab.items():
         for name, d in names.items():
@@ -164,14 +209,16 @@ if ab:
             for mode in modes:
                 if not d[mode]:
                     continue
-                a, paused, total, r = total_per_call(layout, name, mode)
+                a, paused, total, margin, r, r_margin = total_per_call(layout, name, mode)
                 c = calls[name]
-                shown = budget(layout, name, mode, total, r) if mode != "bare" else ""
+                shown = (budget(layout, name, mode, total, r, margin, r_margin)
+                         if mode != "bare" else "")
                 paused_shown = f"{paused:>7.1f}" if paused is not None else f"{'':>7}"
                 over = (f"{total - floor:>10.1f}" if floor is not None and mode not in ("bare", "floor")
                         else f"{'':>10}")
                 print(f"{layout:<6} {name:<12} {mode:<10} {a * c:>9.1f} {a:>10.1f} {paused_shown} "
-                      f"{total:>10.1f} {over} {r:>7.3f} {len(d[mode]):>5}  {shown}")
+                      f"{total:>10.1f} {margin_shown(margin, 5, 1)} {over} {r:>7.3f} "
+                      f"{margin_shown(r_margin, 6, 3)} {len(d[mode]):>5}  {shown}")
 
 if "direct" in modes:
     print()
