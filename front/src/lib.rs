@@ -36,27 +36,24 @@ mod resolve;
 use std::ffi::c_void;
 use std::sync::atomic::AtomicPtr;
 
-/// Defines, for the names given: a slot each ([`SLOTS`], [`Slot`], [`NAMES`]), its lazy stub
-/// (module `lazy`), and the exported trampoline.
+/// Defines, for the names given: a slot each ([`SLOTS`], [`Slot`], [`names::name`]), its lazy
+/// stub (module `lazy`), and the exported trampoline.
 macro_rules! trampolines {
     ($($name:ident)*) => {
-        /// Each exported name's index in [`SLOTS`] and [`NAMES`].
+        /// Each exported name's index in [`SLOTS`] and [`names::name`].
         #[allow(non_camel_case_types, dead_code)]
         #[repr(usize)]
         enum Slot {
             $($name,)*
         }
 
-        /// Every exported name, NUL-terminated, in slot order.
-        const NAMES: &[&str] = &[$(concat!(stringify!($name), "\0"),)*];
+        /// Every exported name, each followed by a NUL, in slot order.
+        const NAMES_TEXT: &str = concat!($(stringify!($name), "\0",)*);
 
         /// Where each export jumps: its lazy stub until [`resolve::resolve`] ran, then the
         /// implementation's routine or the next definition.
-        static SLOTS: [AtomicPtr<c_void>; NAMES.len()] =
+        static SLOTS: [AtomicPtr<c_void>; names::COUNT] =
             [$(AtomicPtr::new(lazy::$name as *mut c_void),)*];
-
-        /// Each slot's lazy stub (what a slot still holds if nothing defines its name).
-        const LAZY: [unsafe extern "C" fn(); NAMES.len()] = [$(lazy::$name,)*];
 
         /// The lazy stubs: each puts its slot index in `%r11` (a scratch register that carries
         /// no argument) and goes to [`lazy_common`].
@@ -78,6 +75,7 @@ macro_rules! trampolines {
         $(
             #[unsafe(naked)]
             #[no_mangle]
+            #[link_section = ".text.trampolines"]
             pub unsafe extern "C" fn $name() {
                 core::arch::naked_asm!(
                     "jmp *({slots} + {offset})(%rip)",
@@ -91,6 +89,83 @@ macro_rules! trampolines {
 }
 
 generated::spec_names!(trampolines! { PMIx_Fence PMIx_Fence_nb });
+
+/// The exported names as data that needs no relocation: one text and the offset of each name in
+/// it. A table of string slices would be a pointer per name for the loader to relocate at every
+/// process's start (this library is preloaded into every process, bash and python included), in
+/// pages that then stay private to each process.
+mod names {
+    use std::ffi::CStr;
+
+    /// How many names (each ends with the text's only NUL after it).
+    pub(crate) const COUNT: usize = count(super::NAMES_TEXT.as_bytes());
+
+    /// Where each name starts in the text.
+    const STARTS: [u32; COUNT] = starts(super::NAMES_TEXT.as_bytes());
+
+    const fn count(text: &[u8]) -> usize {
+        let (mut i, mut n) = (0, 0);
+        while i < text.len() {
+            if text[i] == 0 {
+                n += 1;
+            }
+            i += 1;
+        }
+        n
+    }
+
+    const fn starts(text: &[u8]) -> [u32; COUNT] {
+        let mut starts = [0u32; COUNT];
+        let (mut i, mut n) = (0, 1);
+        while i + 1 < text.len() {
+            if text[i] == 0 {
+                starts[n] = (i + 1) as u32;
+                n += 1;
+            }
+            i += 1;
+        }
+        starts
+    }
+
+    /// The name of slot `i`.
+    pub(crate) fn name(i: usize) -> &'static CStr {
+        let text = super::NAMES_TEXT.as_bytes();
+        CStr::from_bytes_until_nul(&text[STARTS[i] as usize..]).expect("every name ends with a NUL")
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn each_slot_has_its_own_name() {
+            assert_eq!(
+                super::name(crate::Slot::PMIx_Fence as usize).to_bytes(),
+                b"PMIx_Fence"
+            );
+            assert_eq!(
+                super::name(crate::Slot::PMIx_Fence_nb as usize).to_bytes(),
+                b"PMIx_Fence_nb"
+            );
+            assert_eq!(
+                super::name(crate::Slot::MPI_Send as usize).to_bytes(),
+                b"MPI_Send"
+            );
+            assert_eq!(
+                super::name(crate::Slot::PMPI_Send as usize).to_bytes(),
+                b"PMPI_Send"
+            );
+            let last = super::COUNT - 1;
+            assert!(
+                super::name(last).to_bytes().starts_with(b"PMPI_"),
+                "{:?}",
+                super::name(last)
+            );
+            assert_eq!(super::COUNT, crate::SLOTS.len());
+            let distinct: std::collections::HashSet<_> =
+                (0..super::COUNT).map(super::name).collect();
+            assert_eq!(distinct.len(), super::COUNT);
+        }
+    }
+}
 
 /// Reached by a jump from a lazy stub, i.e. at a routine's entry with the caller's arguments in
 /// place and the slot index in `%r11`: saves every register that may carry an argument (`%rdi`,

@@ -12,11 +12,12 @@
 //! user controls), `RTLD_NOW | RTLD_LOCAL`, so its symbols never enter the global scope.
 
 use crate::known::{self, Attach, KNOWN};
-use crate::{LAZY, NAMES, SLOTS};
+use crate::names::{self, name, COUNT};
+use crate::SLOTS;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 
 /// Called by `lazy_common` with a slot index: fill every slot (once, whichever thread comes
@@ -28,9 +29,8 @@ pub(crate) extern "C" fn resolve(index: u32) -> *mut c_void {
     static ONCE: Once = Once::new();
     ONCE.call_once(fill);
     let i = index as usize;
-    let target = SLOTS[i].load(Ordering::Acquire);
-    if target != LAZY[i] as *mut c_void {
-        return target;
+    if !UNDEFINED[i].load(Ordering::Acquire) {
+        return SLOTS[i].load(Ordering::Acquire);
     }
     let late = std::panic::catch_unwind(|| Elsewhere::find().next(name(i)))
         .unwrap_or(std::ptr::null_mut());
@@ -38,12 +38,12 @@ pub(crate) extern "C" fn resolve(index: u32) -> *mut c_void {
         known::missing(name(i));
     }
     SLOTS[i].store(late, Ordering::Release);
+    UNDEFINED[i].store(false, Ordering::Release);
     late
 }
 
-fn name(i: usize) -> &'static CStr {
-    CStr::from_bytes_with_nul(NAMES[i].as_bytes()).expect("names end with their only NUL")
-}
+/// The slots that nothing defined when they were filled: each still holds its lazy stub.
+static UNDEFINED: [AtomicBool; COUNT] = [const { AtomicBool::new(false) }; COUNT];
 
 /// Fill every slot; on a panic (none is expected) pass through. No panic leaves this function:
 /// it runs inside a user's MPI call.
@@ -51,8 +51,10 @@ fn fill() {
     let targets = std::panic::catch_unwind(|| targets(implementation()))
         .or_else(|_| std::panic::catch_unwind(|| targets(None)));
     if let Ok(targets) = targets {
-        for (slot, target) in SLOTS.iter().zip(targets) {
-            if !target.is_null() {
+        for ((slot, undefined), target) in SLOTS.iter().zip(&UNDEFINED).zip(targets) {
+            if target.is_null() {
+                undefined.store(true, Ordering::Release);
+            } else {
                 slot.store(target, Ordering::Release);
             }
         }
@@ -63,7 +65,7 @@ fn fill() {
 /// definition; null if nothing defines it.
 fn targets(implementation: Option<*mut c_void>) -> Vec<*mut c_void> {
     let elsewhere = Elsewhere::find();
-    (0..NAMES.len())
+    (0..names::COUNT)
         .map(|i| {
             let name = name(i);
             implementation

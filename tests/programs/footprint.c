@@ -1,9 +1,10 @@
 /* Prints, per rank, how much of the profiler (libmpistat_<family>.so, loaded by the front) and of
  * the front (libmpistat.so) is resident after MPI_Init and a loop of common calls long enough to
  * fill the superstep buffer (so its merging runs too), from /proc/self/smaps: "code rss_kb=N
- * size_kb=M" for the code (r-xp mapping) and "rodata rss_kb=N size_kb=M" for the first read-only
- * segment (dynamic symbols, constants, unwind tables; mapped at offset 0), the front's prefixed
- * "front". */
+ * size_kb=M" for the code (r-xp mapping), "rodata rss_kb=N size_kb=M" for the first read-only
+ * segment (dynamic symbols, constants, unwind tables; mapped at offset 0) and "relro rss_kb=N
+ * size_kb=M" for the data the loader relocated and then made read-only (a later read-only
+ * mapping: private to each process), the front's prefixed "front". */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,8 +12,8 @@
 static void report_residency(int rank, const char *library, const char *label) {
     FILE *f = fopen("/proc/self/smaps", "r");
     char line[1024];
-    int in = 0; /* 1: code, 2: first read-only segment */
-    unsigned long start, end, offset, rss_kb[3] = {0}, size_kb[3] = {0};
+    int in = 0; /* 1: code, 2: first read-only segment, 3: relocated read-only data */
+    unsigned long start, end, offset, rss_kb[4] = {0}, size_kb[4] = {0};
     if (!f) return;
     while (fgets(line, sizeof line, f)) {
         char perms[8];
@@ -20,7 +21,7 @@ static void report_residency(int rank, const char *library, const char *label) {
             in = 0;
             if (strstr(line, library) != NULL) {
                 if (strcmp(perms, "r-xp") == 0) in = 1;
-                else if (strcmp(perms, "r--p") == 0 && offset == 0) in = 2;
+                else if (strcmp(perms, "r--p") == 0) in = offset == 0 ? 2 : 3;
             }
             if (in) size_kb[in] += (end - start) / 1024;
         } else if (in && strncmp(line, "Rss:", 4) == 0) {
@@ -31,6 +32,7 @@ static void report_residency(int rank, const char *library, const char *label) {
     fclose(f);
     printf("rank %d %scode rss_kb=%lu size_kb=%lu\n", rank, label, rss_kb[1], size_kb[1]);
     printf("rank %d %srodata rss_kb=%lu size_kb=%lu\n", rank, label, rss_kb[2], size_kb[2]);
+    printf("rank %d %srelro rss_kb=%lu size_kb=%lu\n", rank, label, rss_kb[3], size_kb[3]);
 }
 
 int main(int argc, char **argv) {
