@@ -119,11 +119,13 @@ def budget(layout, name, mode, per_call, ratio, per_call_margin=None, ratio_marg
 
 
 def paused_path(layout, mode):
-    """ns a paused call costs over a bare one in `layout` (the wrapper's entry, its flag test and
-    the real call: what the in-job A/B cannot see), or None: the paused MPI_Comm_rank's time in
-    `mode`'s jobs over the bare jobs' ([`central_mean`]). MPI_Comm_rank's own time varies little
-    between jobs, unlike a communicating call's; the paused path is the same code for every
-    routine."""
+    """(ns a paused call costs over a bare one in `layout`, its standard error) (the wrapper's
+    entry, its flag test and the real call: what the in-job A/B cannot see), or None: the paused
+    MPI_Comm_rank's time in `mode`'s jobs over the bare jobs' ([`central_mean`]).
+    MPI_Comm_rank's own time varies little between jobs, unlike a communicating call's; the
+    paused path is the same code for every routine, but for a routine of six or more arguments
+    a few instructions longer (its general copy's seventh argument goes on the stack), which
+    this does not see."""
     d = ab.get(layout, {}).get("comm_rank", {})
     if mode == "bare" or not d.get(mode) or not d.get("bare"):
         return None
