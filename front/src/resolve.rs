@@ -42,8 +42,10 @@ pub(crate) extern "C" fn resolve(index: u32) -> *mut c_void {
     late
 }
 
-/// The slots that nothing defined when they were filled: each still holds its lazy stub.
-static UNDEFINED: [AtomicBool; COUNT] = [const { AtomicBool::new(false) }; COUNT];
+/// The slots that still hold their lazy stub: all until [`fill`], then those whose name nothing
+/// defined (all of them if filling failed: each call then looks its name up, never loops back to
+/// its own stub).
+static UNDEFINED: [AtomicBool; COUNT] = [const { AtomicBool::new(true) }; COUNT];
 
 /// Fill every slot; on a panic (none is expected) pass through. No panic leaves this function:
 /// it runs inside a user's MPI call.
@@ -52,10 +54,9 @@ fn fill() {
         .or_else(|_| std::panic::catch_unwind(|| targets(None)));
     if let Ok(targets) = targets {
         for ((slot, undefined), target) in SLOTS.iter().zip(&UNDEFINED).zip(targets) {
-            if target.is_null() {
-                undefined.store(true, Ordering::Release);
-            } else {
+            if !target.is_null() {
                 slot.store(target, Ordering::Release);
+                undefined.store(false, Ordering::Release);
             }
         }
     }
