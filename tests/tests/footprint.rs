@@ -33,14 +33,7 @@ fn the_library_has_no_text_relocations() {
 #[test]
 fn hot_wrappers_share_one_section() {
     let sections = readelf(&["-SW"]);
-    let (start, size) = section(&sections, ".text.hot");
-    // One 64 KiB chunk (the kernel's fault-around unit), on a boundary also in memory: the
-    // segments are aligned to 64 KiB, so the loader places the library on such a boundary.
-    assert_eq!(start % 0x10000, 0, "{sections}");
-    assert!(
-        size <= 0x10000,
-        "the hot wrappers outgrew one 64 KiB chunk: {size:x} bytes"
-    );
+    let (start, size) = one_chunk(&sections, ".text.hot");
     let segments = readelf(&["-lW"]);
     for load in segments
         .lines()
@@ -57,16 +50,45 @@ fn hot_wrappers_share_one_section() {
         "MPI_Wait",
         "MPI_Init",
     ] {
-        let addr = symbols
-            .lines()
-            .find(|l| l.split_whitespace().last() == Some(name))
-            .map(|l| u64::from_str_radix(l.split_whitespace().nth(1).unwrap(), 16).unwrap())
-            .unwrap_or_else(|| panic!("{name} not exported"));
-        assert!(
-            (start..start + size).contains(&addr),
-            "{name} at {addr:x} is outside .text.hot {start:x}+{size:x}"
-        );
+        let addr = symbol_address(&symbols, name, |fields| fields.last() == Some(&name));
+        assert_inside(name, addr, ".text.hot", (start, size));
     }
+}
+
+/// The address of the first symbol of `readelf -sW` output whose fields `matches` (`what` names
+/// it in the failure).
+fn symbol_address(symbols: &str, what: &str, matches: impl Fn(&[&str]) -> bool) -> u64 {
+    symbols
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|fields| fields.len() > 1 && matches(fields))
+        .map(|fields| u64::from_str_radix(fields[1], 16).unwrap())
+        .unwrap_or_else(|| panic!("no symbol {what}"))
+}
+
+/// `what`, at `addr`, lies in section `name` (its start and size).
+fn assert_inside(what: &str, addr: u64, name: &str, (start, size): (u64, u64)) {
+    assert!(
+        (start..start + size).contains(&addr),
+        "{what} at {addr:x} is outside {name} {start:x}+{size:x}"
+    );
+}
+
+/// [`section`], checked to be one 64 KiB chunk (the kernel's fault-around unit) on a boundary
+/// also in memory: the segments are aligned to 64 KiB, so the loader places the library on such
+/// a boundary.
+fn one_chunk(sections: &str, name: &str) -> (u64, u64) {
+    let (start, size) = section(sections, name);
+    assert_eq!(
+        start % 0x10000,
+        0,
+        "{name} is not on a 64 KiB boundary:\n{sections}"
+    );
+    assert!(
+        size <= 0x10000,
+        "{name} outgrew one 64 KiB chunk: {size:x} bytes"
+    );
+    (start, size)
 }
 
 /// Where a section starts and how long it is, from `readelf -SW`.
@@ -87,28 +109,16 @@ fn section(sections: &str, name: &str) -> (u64, u64) {
 #[test]
 fn hot_wrappers_general_copies_share_one_section() {
     let sections = readelf(&["-SW"]);
-    let (warm, warm_size) = section(&sections, ".text.warm");
-    let (hot, hot_size) = section(&sections, ".text.hot");
-    assert_eq!(warm % 0x10000, 0, "{sections}");
     // In two chunks, it cost a traced rank more than the copies spread over `.text` did (an
     // earlier try: ARCHITECTURE.md, trace mode); in one, less (footprint.c traced: 484-512 kB of
     // code resident, against 664-700).
-    assert!(
-        warm_size <= 0x10000,
-        "the general copies outgrew one 64 KiB chunk: {warm_size:x} bytes"
-    );
+    let (warm, warm_size) = one_chunk(&sections, ".text.warm");
+    let (hot, hot_size) = section(&sections, ".text.hot");
     let symbols = readelf(&["-sW"]);
-    let address = |part: &str| {
-        symbols
-            .lines()
-            .filter(|l| l.split_whitespace().nth(3) == Some("FUNC"))
-            .find(|l| {
-                l.split_whitespace()
-                    .last()
-                    .is_some_and(|n| n.contains(part))
-            })
-            .map(|l| u64::from_str_radix(l.split_whitespace().nth(1).unwrap(), 16).unwrap())
-            .unwrap_or_else(|| panic!("no function named like {part}"))
+    let function = |part: &str| {
+        symbol_address(&symbols, part, |fields| {
+            fields.get(3) == Some(&"FUNC") && fields.last().is_some_and(|n| n.contains(part))
+        })
     };
     for part in [
         "general_MPI_Send17h",
@@ -116,17 +126,10 @@ fn hot_wrappers_general_copies_share_one_section() {
         "general_MPI_Wait17h",
         "10first_call17h",
     ] {
-        let at = address(part);
-        assert!(
-            (warm..warm + warm_size).contains(&at),
-            "{part} at {at:x} is outside .text.warm {warm:x}+{warm_size:x}"
-        );
+        assert_inside(part, function(part), ".text.warm", (warm, warm_size));
     }
-    let init = address("general_MPI_Init17h");
-    assert!(
-        (hot..hot + hot_size).contains(&init),
-        "general_MPI_Init at {init:x} is outside .text.hot {hot:x}+{hot_size:x}"
-    );
+    let init = "general_MPI_Init17h";
+    assert_inside(init, function(init), ".text.hot", (hot, hot_size));
 }
 
 #[test]
