@@ -18,9 +18,11 @@
 //! it touched would add 64 KiB to MPI_Init's peak resident set until the release at its end.
 //!
 //! The hot path lives in one 64 KiB-aligned chunk (`profiler/hot.ld`, spec term `hot`), every
-//! real routine is looked up during `MPI_Init` ([`crate::next::Next::prefetch`]), and nothing
-//! the loops run reads constants elsewhere: after `MPI_Init` a rank maps back that chunk, the
-//! chunk of dynamic symbols that lazy binding reads, and its writable data.
+//! real routine is looked up during `MPI_Init` ([`crate::next::Next::prefetch`]), and the
+//! constants the hot code reads (jump tables, tables, vector masks) are placed with it
+//! (`hot.ld`), so nothing the loops run reads the read-only segment: after `MPI_Init` a rank
+//! maps back that chunk, the front's chunk of dynamic symbols that lazy binding reads, and its
+//! writable data.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};

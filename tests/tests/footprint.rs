@@ -102,6 +102,60 @@ fn section(sections: &str, name: &str) -> (u64, u64) {
     (field(3), field(5))
 }
 
+/// Nothing in the hot or warm code reads constants from the first read-only segment (`.rodata`
+/// and the symbols): a read there maps one more 64 KiB chunk into every rank for the rest of the
+/// job (a jump table of a hot function's `match`, a static table, a vector mask did). They are
+/// placed with the code instead (`profiler/hot.ld`). Checked on the instructions, so that a path
+/// no test job runs is covered too: every `%rip`-relative operand's target.
+#[test]
+fn hot_code_reads_no_constant_outside_its_chunk() {
+    for family in ["openmpi", "mpich"] {
+        let lib = implementation(family);
+        let segments = readelf_of(&lib, &["-lW"]);
+        // The first LOAD segment: read-only, at file offset 0 (its end is its memory size).
+        let first = segments
+            .lines()
+            .find(|l| l.trim_start().starts_with("LOAD"))
+            .unwrap_or_else(|| panic!("no LOAD segment:\n{segments}"));
+        let fields: Vec<&str> = first.split_whitespace().collect();
+        let hex = |f: &str| u64::from_str_radix(f.trim_start_matches("0x"), 16).unwrap();
+        assert_eq!((hex(fields[1]), fields[6]), (0, "R"), "{first}");
+        let read_only_end = hex(fields[2]) + hex(fields[5]);
+        let mut reads = Vec::new();
+        for section in [".text.hot", ".text.warm"] {
+            let out = Command::new("objdump")
+                .args(["-d", "--no-show-raw-insn", "-j", section])
+                .arg(&lib)
+                .output()
+                .expect("objdump (binutils) runs");
+            assert!(out.status.success(), "{out:?}");
+            let mut function = String::new();
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                if let Some(name) = line.strip_suffix(">:") {
+                    function = name.rsplit('<').next().unwrap_or_default().to_string();
+                } else if let Some((_, target)) = line
+                    .contains("(%rip)")
+                    .then(|| line.split_once("# "))
+                    .flatten()
+                {
+                    let address = target.split_whitespace().next().map(hex);
+                    // The SIGTERM helper thread reads its message only once the job is ending.
+                    if address.is_some_and(|a| a < read_only_end)
+                        && !function.contains("spawn_helper6helper")
+                    {
+                        reads.push(format!("{family} {section} {function}: {line}"));
+                    }
+                }
+            }
+        }
+        assert!(
+            reads.is_empty(),
+            "hot code reads the read-only segment (0..{read_only_end:x}):\n{}",
+            reads.join("\n")
+        );
+    }
+}
+
 /// The hot routines' general copies (trace mode, per-call counter reads, counting paused or
 /// never on) and the test a paused call makes sit together in `.text.warm`, on a chunk boundary:
 /// a rank running them maps that chunk, not one chunk of `.text` per routine its loops call. The
@@ -150,8 +204,11 @@ fn a_rank_keeps_little_of_the_library_resident() {
         // The front's read-only data: its dynamic symbols' chunk and part of another (80 kB
         // measured, of 180; once 108 of 244 on rank 0 in a CI run, where the same build then
         // kept less: a look-up through the front's symbol tables after the release, as under
-        // load a lazy binding may come later, maps another part).
-        let rodata_kb = if label.is_empty() { 64 + 4 } else { 64 + 48 };
+        // load a lazy binding may come later, maps another part). The implementation's: none
+        // (nothing binds to its symbols, and the constants its hot code reads are with that
+        // code); it was a 64 kB chunk while a jump table and a table the hot code reads were in
+        // `.rodata`.
+        let rodata_kb = if label.is_empty() { 8 } else { 64 + 48 };
         // The front's code: its trampolines, the end of its code segment on a 64 KiB boundary
         // (front/trampolines.ld), so that the chunk fault-around maps is theirs alone: 12 kB,
         // where a chunk shared with the rest of the code kept 64-80.
@@ -184,8 +241,8 @@ fn a_rank_keeps_little_of_the_library_resident() {
                 // around each page touched while starting up, and the front's choice of the
                 // implementation runs once). With it: code, the hot chunk (and the page the code
                 // segment shares with the one before it; the front: its trampolines);
-                // read-only data, the chunk of dynamic symbols that later lazy bindings read.
-                // Nothing the loops run (superstep merging included), nor a lookup of a
+                // read-only data, the front's chunk of dynamic symbols that later lazy bindings
+                // read, none of the implementation's. Nothing the loops run (superstep merging included), nor a lookup of a
                 // routine, maps another chunk.
                 assert!(rss <= most_kb, "{line}: more than {most_kb} kB resident");
             }
