@@ -652,11 +652,15 @@ static PCONTROL: Next = Next::new(c"PMPI_Pcontrol");
 /// `MPI_Pcontrol(level, ...)`: 0 pauses counting, 1 resumes it, 2 writes this rank's subtotals.
 /// The C prototype is variadic; on the x86-64 and AArch64 C ABIs a callee that reads only the
 /// first (fixed) argument may be defined without the `...`, and MPI ignores the rest anyway.
+/// With the hot wrappers (footprint.rs): programs instrumented for mpiP or IPM pause and resume
+/// around regions, often inside their loops, and in `.text` each call kept one or two more
+/// 64 KiB chunks of code resident in every rank.
+#[inline(always)]
 unsafe fn pcontrol(via_pmpi: bool, level: c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, ...) -> c_int = std::mem::transmute(PCONTROL.get());
     let Some(call) = rt::enter(via_pmpi, true) else {
         let rc = next(level);
-        quietly(|| apply_pcontrol(level));
+        apply_pcontrol(level);
         return rc;
     };
     let rc = next(level);
@@ -668,10 +672,14 @@ unsafe fn pcontrol(via_pmpi: bool, level: c_int) -> c_int {
         Traffic::None,
         crate::family::Handle::NONE,
     );
-    quietly(|| apply_pcontrol(level));
+    apply_pcontrol(level);
     rc
 }
 
+/// Pausing and resuming switch a gate (an atomic operation: nothing there can panic, so no
+/// guard, whose thread-local flag is reached through code outside the hot chunk); the
+/// subtotals are cold and guarded.
+#[inline(always)]
 fn apply_pcontrol(level: c_int) {
     match level {
         0 => {
@@ -680,14 +688,26 @@ fn apply_pcontrol(level: c_int) {
         1 => {
             gates::set(gates::COUNTING, ENABLED.load(Relaxed));
         }
-        2 if with_job(|job| job.config.profiler.detail_allowed) == Some(true) => write_subtotals(),
+        2 => subtotals_if_allowed(),
         _ => {}
     }
+}
+
+/// `MPI_Pcontrol(2)`: [`write_subtotals`] where the site allows detail.
+#[cold]
+#[inline(never)]
+fn subtotals_if_allowed() {
+    quietly(|| {
+        if with_job(|job| job.config.profiler.detail_allowed) == Some(true) {
+            write_subtotals();
+        }
+    });
 }
 
 /// # Safety
 /// Called by MPI programs as `MPI_Pcontrol(level, ...)`.
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Pcontrol(level: c_int) -> c_int {
     pcontrol(false, level)
 }
@@ -695,6 +715,7 @@ pub unsafe extern "C" fn MPI_Pcontrol(level: c_int) -> c_int {
 /// # Safety
 /// Called by MPI programs and bindings as `PMPI_Pcontrol(level, ...)`.
 #[no_mangle]
+#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Pcontrol(level: c_int) -> c_int {
     pcontrol(true, level)
 }

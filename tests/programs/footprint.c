@@ -4,7 +4,8 @@
  * size_kb=M" for the code (r-xp mapping), "rodata rss_kb=N size_kb=M" for the first read-only
  * segment (dynamic symbols, constants, unwind tables; mapped at offset 0) and "relro rss_kb=N
  * size_kb=M" for the data the loader relocated and then made read-only (a later read-only
- * mapping: private to each process), the front's prefixed "front". */
+ * mapping: private to each process), the front's prefixed "front". With the argument "pcontrol"
+ * each iteration also pauses counting around a barrier (MPI_Pcontrol(0) ... MPI_Pcontrol(1)). */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +41,8 @@ int main(int argc, char **argv) {
     double x = 1, y = 0;
     MPI_Request req = MPI_REQUEST_NULL;
     MPI_Status status;
+    /* "pcontrol": each iteration also pauses counting around a barrier (an mpiP-style region). */
+    int pause = argc > 1 && strcmp(argv[1], "pcontrol") == 0;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -49,6 +52,11 @@ int main(int argc, char **argv) {
         MPI_Sendrecv(&x, 1, MPI_DOUBLE, (rank + 1) % size, 0, &y, 1, MPI_DOUBLE,
                      (rank + size - 1) % size, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        if (pause) {
+            MPI_Pcontrol(0);
+            MPI_Barrier(MPI_COMM_WORLD);
+            MPI_Pcontrol(1);
+        }
     }
     report_residency(rank, "/libmpistat_", "");
     report_residency(rank, "/libmpistat.so", "front ");
