@@ -242,7 +242,7 @@ for layout, title in (("2", "2 ranks"), ("4o", "4 ranks on 2 cores"), ("2m", "MP
     for key, label, limit in (
         ("inithwm_kb_mean", "VmHWM right after MPI_Init", INIT_PEAK_KB_BUDGET),
         ("msghwm_kb_mean", "VmHWM after the first messages", INIT_PEAK_KB_BUDGET),
-        ("vmhwm_kb_mean", "VmHWM (peak, at the end)", INIT_PEAK_KB_BUDGET),
+        ("vmhwm_kb_mean", "VmHWM (peak, after the loops)", INIT_PEAK_KB_BUDGET),
         ("vmrss_kb_mean", "VmRSS after the loops", RSS_KB_BUDGET),
         ("rssanon_kb_mean", "RssAnon (private)", RSS_KB_BUDGET),
         ("pss_kb_mean", "Pss (shared pages split)", RSS_KB_BUDGET),
