@@ -1,7 +1,8 @@
 //! What the library adds to a rank's resident memory (profiler/src/footprint.rs): the code that
 //! only `MPI_Init` needs is released, the hot wrappers sit together, and the read-only segments
 //! that are released hold no relocations. The library is the implementation the front loads
-//! (`libmpistat_openmpi.so`); the front's start-up pages are released with its own, and its
+//! (`libmpistat_openmpi.so`; the resident-set tests run under MPICH too, with
+//! `libmpistat_mpich.so`); the front's start-up pages are released with its own, and its
 //! trampolines stay.
 
 use mpistat_e2e::*;
@@ -186,34 +187,38 @@ fn hot_wrappers_general_copies_share_one_section() {
     assert_inside(init, function(init), ".text.hot", (hot, hot_size));
 }
 
-#[test]
-fn a_rank_keeps_little_of_the_library_resident() {
-    // Without the release nearly all of the library stays mapped (fault-around maps 64 KiB
-    // around each page touched while starting up, and the front's choice of the implementation
-    // runs once). With it: code, the hot chunk (and the page the code segment shares with the
-    // one before it; the front: its trampolines); read-only data, the front's chunk of dynamic
-    // symbols that later lazy bindings read, none of the implementation's. Nothing the loops run
-    // (superstep merging included), nor a lookup of a routine, maps another chunk.
-    assert_little_resident(&[], 64 + 8);
+for_each_mpi! {
+    fn a_rank_keeps_little_of_the_library_resident(mpi) {
+        // Without the release nearly all of the library stays mapped (fault-around maps 64 KiB
+        // around each page touched while starting up, and the front's choice of the
+        // implementation runs once). With it: code, the hot chunk (and the page the code segment
+        // shares with the one before it; the front: its trampolines); read-only data, the
+        // front's chunk of dynamic symbols that later lazy bindings read, none of the
+        // implementation's. Nothing the loops run (superstep merging included), nor a lookup of
+        // a routine, maps another chunk.
+        assert_little_resident(mpi, &[], 64 + 8);
+    }
 }
 
-/// A program instrumented for mpiP or IPM pauses and resumes counting around a region inside its
-/// loop (`MPI_Pcontrol(0)` ... `MPI_Pcontrol(1)`): that maps the chunk of the general copies,
-/// which paused calls run (`.text.warm`), and nothing else. `MPI_Pcontrol` in `.text` kept two
-/// more chunks resident (256 kB of code in the bench's job).
-#[test]
-fn pausing_and_resuming_in_a_loop_maps_one_more_chunk() {
-    assert_little_resident(&["pcontrol"], 64 + 64 + 8);
+for_each_mpi! {
+    /// A program instrumented for mpiP or IPM pauses and resumes counting around a region
+    /// inside its loop (`MPI_Pcontrol(0)` ... `MPI_Pcontrol(1)`): that maps the chunk of the
+    /// general copies, which paused calls run (`.text.warm`), and nothing else. `MPI_Pcontrol`
+    /// in `.text` kept two more chunks resident (256 kB of code in the bench's job).
+    fn pausing_and_resuming_in_a_loop_maps_one_more_chunk(mpi) {
+        assert_little_resident(mpi, &["pcontrol"], 64 + 64 + 8);
+    }
 }
 
-/// Runs `footprint.c` with `args` on 2 ranks and checks what each rank keeps resident of the
-/// implementation (`code_kb` of code at most) and of the front.
-fn assert_little_resident(args: &[&str], code_kb: u64) {
+/// Runs `footprint.c` with `args` on 2 ranks of `mpi` and checks what each rank keeps resident
+/// of the implementation (`code_kb` of code at most) and of the front.
+fn assert_little_resident(mpi: Mpi, args: &[&str], code_kb: u64) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let job = args
-        .iter()
-        .fold(Job::new(program("footprint.c"), 2), |job, a| job.arg(*a));
+    let job = args.iter().fold(
+        Job::new(program_for("footprint.c", mpi), 2).mpi(mpi),
+        |job, a| job.arg(*a),
+    );
     let outcome = job.profiled(&syslogd.site_config());
     outcome.assert_success();
     let value = |line: &str, key: &str| -> u64 {
