@@ -140,7 +140,8 @@ fn hot_code_reads_no_constant_outside_its_chunk() {
                     .flatten()
                 {
                     let address = target.split_whitespace().next().map(hex);
-                    // The SIGTERM helper thread reads its message only once the job is ending.
+                    // The SIGTERM helper thread reads a constant only once a SIGTERM came (the
+                    // job is ending), never in the loops.
                     if address.is_some_and(|a| a < read_only_end)
                         && !function.contains("spawn_helper6helper")
                     {
