@@ -654,8 +654,10 @@ static PCONTROL: Next = Next::new(c"PMPI_Pcontrol");
 /// first (fixed) argument may be defined without the `...`, and MPI ignores the rest anyway.
 /// With the hot wrappers (footprint.rs): programs instrumented for mpiP or IPM pause and resume
 /// around regions, often inside their loops, and in `.text` each call kept one or two more
-/// 64 KiB chunks of code resident in every rank.
-#[inline(always)]
+/// 64 KiB chunks of code resident in every rank. One copy for both names (the chunk is nearly
+/// full).
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe fn pcontrol(via_pmpi: bool, level: c_int) -> c_int {
     let next: unsafe extern "C" fn(c_int, ...) -> c_int = std::mem::transmute(PCONTROL.get());
     let Some(call) = rt::enter(via_pmpi, true) else {
