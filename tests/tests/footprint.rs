@@ -13,13 +13,18 @@ fn readelf(args: &[&str]) -> String {
 }
 
 fn readelf_of(library: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::new("readelf")
+    binutils("readelf", library, args)
+}
+
+/// What binutils' `tool` prints for `library` with `args`.
+fn binutils(tool: &str, library: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new(tool)
         .args(args)
         .arg(library)
         .output()
-        .expect("readelf (binutils) runs");
+        .unwrap_or_else(|e| panic!("{tool} (binutils) runs: {e}"));
     assert!(out.status.success(), "{out:?}");
-    String::from_utf8(out.stdout).unwrap()
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
@@ -119,43 +124,50 @@ fn hot_code_reads_no_constant_outside_its_chunk() {
             .find(|l| l.trim_start().starts_with("LOAD"))
             .unwrap_or_else(|| panic!("no LOAD segment:\n{segments}"));
         let fields: Vec<&str> = first.split_whitespace().collect();
-        let hex = |f: &str| u64::from_str_radix(f.trim_start_matches("0x"), 16).unwrap();
         assert_eq!((hex(fields[1]), fields[6]), (0, "R"), "{first}");
         let read_only_end = hex(fields[2]) + hex(fields[5]);
-        let mut reads = Vec::new();
-        for section in [".text.hot", ".text.warm"] {
-            let out = Command::new("objdump")
-                .args(["-d", "--no-show-raw-insn", "-j", section])
-                .arg(&lib)
-                .output()
-                .expect("objdump (binutils) runs");
-            assert!(out.status.success(), "{out:?}");
-            let mut function = String::new();
-            for line in String::from_utf8_lossy(&out.stdout).lines() {
-                if let Some(name) = line.strip_suffix(">:") {
-                    function = name.rsplit('<').next().unwrap_or_default().to_string();
-                } else if let Some((_, target)) = line
-                    .contains("(%rip)")
-                    .then(|| line.split_once("# "))
-                    .flatten()
-                {
-                    let address = target.split_whitespace().next().map(hex);
-                    // The SIGTERM helper thread reads a constant only once a SIGTERM came (the
-                    // job is ending), never in the loops.
-                    if address.is_some_and(|a| a < read_only_end)
-                        && !function.contains("spawn_helper6helper")
-                    {
-                        reads.push(format!("{family} {section} {function}: {line}"));
-                    }
-                }
-            }
-        }
+        let reads: Vec<String> = [".text.hot", ".text.warm"]
+            .iter()
+            .flat_map(|section| rip_relative_operands(&lib, section))
+            // The SIGTERM helper thread reads a constant only once a SIGTERM came (the job is
+            // ending), never in the loops.
+            .filter(|(function, target, _)| {
+                *target < read_only_end && !function.contains("spawn_helper6helper")
+            })
+            .map(|(function, _, line)| format!("{family} {function}: {line}"))
+            .collect();
         assert!(
             reads.is_empty(),
             "hot code reads the read-only segment (0..{read_only_end:x}):\n{}",
             reads.join("\n")
         );
     }
+}
+
+fn hex(field: &str) -> u64 {
+    u64::from_str_radix(field.trim_start_matches("0x"), 16).unwrap()
+}
+
+/// Every `%rip`-relative operand in `section` of `library` (`objdump -d`): the function, the
+/// operand's target address and the instruction's line.
+fn rip_relative_operands(library: &std::path::Path, section: &str) -> Vec<(String, u64, String)> {
+    let listing = binutils(
+        "objdump",
+        library,
+        &["-d", "--no-show-raw-insn", "-j", section],
+    );
+    let mut function = "";
+    let mut operands = Vec::new();
+    for line in listing.lines() {
+        if let Some(name) = line.strip_suffix(">:") {
+            function = name.rsplit('<').next().unwrap_or_default();
+        } else if let Some((_, target)) = line.split_once("# ").filter(|_| line.contains("(%rip)"))
+        {
+            let address = target.split_whitespace().next().map(hex);
+            operands.extend(address.map(|a| (function.to_string(), a, line.trim().to_string())));
+        }
+    }
+    operands
 }
 
 /// The hot routines' general copies (trace mode, per-call counter reads, counting paused or
