@@ -109,9 +109,11 @@ def judged(value, margin, limit, shown_limit):
 
 
 def budget(layout, name, mode, per_call, ratio, per_call_margin=None, ratio_margin=None):
-    if mode == "mpistat" and layout in ("2", "2m"):
+    """The verdict on a row. The floor's rows are judged by libmpistat's budget too, so the
+    table says where a budget is below what any profiler that times a call costs on this host."""
+    if mode in ("mpistat", "floor") and layout in ("2", "2m"):
         return judged(per_call, per_call_margin, ADDED_NS_BUDGET, f"<= {ADDED_NS_BUDGET} ns")
-    if mode == "mpistat" and layout == "4o" and name in COLLECTIVES:
+    if mode in ("mpistat", "floor") and layout == "4o" and name in COLLECTIVES:
         return judged(ratio, ratio_margin, COLLECTIVE_RATIO_BUDGET, f"<= x{COLLECTIVE_RATIO_BUDGET}")
     if mode == "trace" and layout in ("2", "2m"):
         return judged(per_call, per_call_margin, TRACE_NS_BUDGET, f"<= {TRACE_NS_BUDGET} ns")
@@ -178,7 +180,9 @@ if ab:
     print("+ paused, the cost of a call against bare, which the budgets judge. Other tools: their")
     print("own reading of MPI_Pcontrol. With --floor, 'over floor' is total/call less the floor's:")
     print("the part of the cost that is not the two clock reads every timing tool makes (a read's")
-    print("cost, above, depends on the host: where it is 11 ns, the floor alone nears a budget).")
+    print("cost, above, depends on the host: where it is 11 ns, the floor alone nears a budget;")
+    print("the floor's rows are judged by the same budgets, so a budget the floor fails is one")
+    print("that no profiler timing every call meets on this host).")
     print("'±' is two standard errors (of the jobs' middle-80 % mean; total/call's combines the")
     print("A/B's and the paused path's): a budget inside that interval is judged 'unsure', as a")
     print("rerun may land on either side of it.")
