@@ -21,12 +21,12 @@
 # serve tests connect as another user, also through a Unix socket), python3-mpi4py (an mpi4py
 # job in the application test), slurmctld, slurmd, slurm-client and munge (the e2e tests run a
 # private Slurm cluster of one node, tests/src/slurm.rs; the system's own daemons stay stopped
-# and disabled).
+# and disabled), valgrind (bench/instructions.sh counts a wrapper's instructions with callgrind).
 MPISTAT_APT_PACKAGES=(
     openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran rsyslog rsyslog-relp openssl hpcc
     libclang-dev clang pkg-config python3 procps
     gcc make python3-aiosmtpd chromium chromium-driver fonts-dejavu-core time binutils
-    curl python3-mpi4py slurmctld slurmd slurm-client munge
+    curl python3-mpi4py slurmctld slurmd slurm-client munge valgrind
 )
 
 # Packages whose daemons the tests run privately: installed here, their system services are

@@ -55,6 +55,7 @@ cargo test --release --workspace --no-fail-fast 2>&1 | tee "$test_log"
 
 section "benchmark (small)"
 bash bench/run.sh --small
+bash bench/instructions.sh --small
 bash bench/nodes.sh --small
 bash bench/scale.sh --small
 
