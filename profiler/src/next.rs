@@ -74,6 +74,16 @@ impl Next {
         self.resolve()
     }
 
+    /// The routine's address if it is resolved (always, after `MPI_Init`, for a routine the MPI
+    /// library has: [`Next::prefetch`]). A wrapper's counting copy takes this and leaves the
+    /// rest to the general copy: with no lookup to call, it keeps the caller's arguments in
+    /// their registers up to the real call.
+    #[inline(always)]
+    pub fn resolved(&self) -> Option<*mut c_void> {
+        let p = self.addr.load(Ordering::Relaxed);
+        (!p.is_null()).then_some(p)
+    }
+
     /// Look the routine up now if it is not yet: `MPI_Init` does this for every routine before
     /// the real call, so that no lookup runs after it (a `dlsym` reads the name, the loader's
     /// tables and this code, all on pages released then and at the end of `MPI_Init`, see

@@ -133,8 +133,29 @@ pub fn claim_main_thread() {
     }
     // Registers the destructor that un-claims the thread when it ends.
     MAIN_THREAD_EXIT.with(|_| ());
-    MAIN_STATE.store(THREAD.with(|t| t as *const ThreadState).cast_mut(), Relaxed);
+    let state = THREAD.with(|t| t as *const ThreadState);
+    // Its table now: the counting copies, which run on this thread only, never make one.
+    // SAFETY: as in `Call::thread`.
+    table_of(unsafe { &*state });
+    MAIN_STATE.store(state.cast_mut(), Relaxed);
     MAIN_THREAD.store(tp, Relaxed);
+}
+
+/// The real routine behind `next` for a wrapper's copy: the general copy's (looked up if need
+/// be), or, for the counting copy, the resolved one if the calling thread is the one that called
+/// `MPI_Init`, else `None`, and the counting copy hands the call to the general one. So the
+/// counting copy calls nothing before the real call (no lookup, no thread-local lookup): the
+/// caller's arguments stay in their registers, and only what the call's end needs is kept in
+/// callee-saved ones (bench/instructions.sh). Other threads' calls take the general copy.
+#[inline(always)]
+pub fn next_for(next: &crate::next::Next, general: bool) -> Option<*mut std::ffi::c_void> {
+    if general {
+        Some(next.get())
+    } else if thread_pointer() == MAIN_THREAD.load(Relaxed) {
+        next.resolved()
+    } else {
+        None
+    }
 }
 
 /// This thread's state: for the thread that called `MPI_Init` a compare and a load, for others
@@ -204,8 +225,9 @@ pub fn bump(c: &AtomicU64, v: u64) {
 }
 
 /// Start counting a call, unless counting is off or this thread is already inside MPI. A
-/// wrapper's counting copy, which runs only when [`gates::plain`] held at entry, passes `general`
-/// false and tests nothing else; its general copy (and every hook) passes true: then the process's
+/// wrapper's counting copy, which runs only when [`gates::plain`] held at entry and on the thread
+/// that called `MPI_Init` ([`next_for`]), passes `general` false and tests nothing else; its
+/// general copy (and every hook) passes true: then the process's
 /// first MPI call finds counting off and, on that cold side, recognises the MPI library
 /// ([`crate::family::first_call`]: a foreign one leaves counting off for good), and per-call
 /// counter reads and the clock's choice are tested here and in [`leave`].
@@ -214,7 +236,12 @@ pub fn enter(via_pmpi: bool, general: bool) -> Option<Call> {
     if general && !gates::is_on(gates::COUNTING) && !crate::family::first_call() {
         return None;
     }
-    let thread = this_thread();
+    // The counting copy runs on the thread of `MAIN_STATE` only ([`next_for`]).
+    let thread = if general {
+        this_thread()
+    } else {
+        MAIN_STATE.load(Relaxed).cast_const()
+    };
     // SAFETY: as in `Call::thread`.
     let depth = unsafe { &(*thread).depth };
     if depth.get() != 0 {
@@ -291,7 +318,19 @@ fn leave_as(
     superstep: bool,
 ) {
     let t1 = now(call.general);
-    let table = table_of(call.thread());
+    let table = if call.general {
+        table_of(call.thread())
+    } else {
+        // The thread of `MAIN_STATE` got its table when it was claimed: no call here either,
+        // as one would keep this end's values in callee-saved registers.
+        match call.thread().table.get() {
+            Some(table) => table,
+            None => {
+                call.thread().depth.set(0);
+                return;
+            }
+        }
+    };
     let c = &table.routines[id].counters;
     let dt = t1.wrapping_sub(call.t0);
     bump(&c.calls, 1);

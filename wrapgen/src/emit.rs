@@ -353,6 +353,24 @@ fn wrapper(
         "unsafe fn {wrap}(via_pmpi: bool, general: bool{lead}) -> {ret} {{"
     )
     .unwrap();
+    // `via_pmpi` last in a general copy's arguments: the exported wrapper's arguments stay in
+    // their registers on the jump.
+    let then = |last: &str| {
+        if params.is_empty() {
+            last.to_string()
+        } else {
+            format!("{names}, {last}")
+        }
+    };
+    // The counting copy hands what it does not take (another thread, a routine not looked up)
+    // to the general copy before anything else, hooks included (`rt::next_for`).
+    let general = format!("general_{name}");
+    writeln!(
+        out,
+        "    let Some(next) = rt::next_for(&{next_static}, general) else {{ return {general}({}) }};",
+        then("via_pmpi")
+    )
+    .unwrap();
     match row.semantics.hook {
         Some(Hook::Finalize) => writeln!(out, "    crate::hooks::before_finalize();").unwrap(),
         Some(Hook::Abort) => writeln!(
@@ -365,7 +383,7 @@ fn wrapper(
     }
     writeln!(
         out,
-        "    let next: unsafe extern \"C\" fn({types}) -> {ret} = transmute({next_static}.get());"
+        "    let next: unsafe extern \"C\" fn({types}) -> {ret} = transmute(next);"
     )
     .unwrap();
     // Runs after the real call whether or not it was counted.
@@ -463,7 +481,6 @@ fn wrapper(
             format!("{first}, {names}")
         }
     };
-    let general = format!("general_{name}");
     writeln!(out, "#[cold]").unwrap();
     writeln!(out, "#[inline(never)]").unwrap();
     // `MPI_Init` always takes its general copy (counting is off until then), and the release of
@@ -479,14 +496,6 @@ fn wrapper(
         };
         writeln!(out, "#[link_section = \".text.{section}.mpistat\"]").unwrap();
     }
-    // `via_pmpi` last: the exported wrapper's arguments stay in their registers on the jump.
-    let then = |last: &str| {
-        if params.is_empty() {
-            last.to_string()
-        } else {
-            format!("{names}, {last}")
-        }
-    };
     writeln!(
         out,
         "unsafe extern \"C\" fn {general}({}) -> {ret} {{",
