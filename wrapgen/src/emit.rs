@@ -331,11 +331,6 @@ fn wrapper(
     imports.note(&traffic);
     *uses_traffic_mod |= traffic.contains("traffic::");
     let wrap = format!("wrap_{name}");
-    let lead = if params.is_empty() {
-        String::new()
-    } else {
-        format!(", {decls}")
-    };
 
     let next_static = format!("NEXT_{name}");
     writeln!(
@@ -350,18 +345,13 @@ fn wrapper(
     writeln!(out, "#[inline(always)]").unwrap();
     writeln!(
         out,
-        "unsafe fn {wrap}(via_pmpi: bool, general: bool{lead}) -> {ret} {{"
+        "unsafe fn {wrap}({}) -> {ret} {{",
+        comma_list(&["via_pmpi: bool, general: bool", &decls])
     )
     .unwrap();
     // `via_pmpi` last in a general copy's arguments: the exported wrapper's arguments stay in
     // their registers on the jump.
-    let then = |last: &str| {
-        if params.is_empty() {
-            last.to_string()
-        } else {
-            format!("{names}, {last}")
-        }
-    };
+    let then = |last: &str| comma_list(&[&names, last]);
     // The counting copy hands what it does not take (another thread, a routine not looked up)
     // to the general copy before anything else, hooks included (`rt::next_for`).
     let general = format!("general_{name}");
@@ -474,13 +464,7 @@ fn wrapper(
     }
     writeln!(out, "    rc").unwrap();
     writeln!(out, "}}").unwrap();
-    let args_after = |first: &str| {
-        if params.is_empty() {
-            first.to_string()
-        } else {
-            format!("{first}, {names}")
-        }
-    };
+    let args_after = |first: &str| comma_list(&[first, &names]);
     writeln!(out, "#[cold]").unwrap();
     writeln!(out, "#[inline(never)]").unwrap();
     // `MPI_Init` always takes its general copy (counting is off until then), and the release of
@@ -499,11 +483,7 @@ fn wrapper(
     writeln!(
         out,
         "unsafe extern \"C\" fn {general}({}) -> {ret} {{",
-        if params.is_empty() {
-            "via_pmpi: bool".to_string()
-        } else {
-            format!("{decls}, via_pmpi: bool")
-        }
+        comma_list(&[&decls, "via_pmpi: bool"])
     )
     .unwrap();
     writeln!(out, "    {wrap}({})", args_after("via_pmpi, true")).unwrap();
@@ -545,6 +525,17 @@ fn wrapper(
         writeln!(out, "}}").unwrap();
     }
     writeln!(out).unwrap();
+}
+
+/// The non-empty ones of `parts`, separated by commas (an argument list of which a part may be
+/// a routine's own arguments, none for `MPI_Wtime`).
+fn comma_list(parts: &[&str]) -> String {
+    parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `profiler/src/generated/wrappers.rs`.
