@@ -14,6 +14,7 @@
 #   bench/instructions.sh           every workload, N = 20,000 (about 4 minutes)
 #   bench/instructions.sh --small   MPI_Allreduce and MPI_Comm_rank, N = 5,000 (CI, a minute)
 set -euo pipefail
+shopt -s inherit_errexit # a failed count inside $(...) stops the script
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
