@@ -132,8 +132,6 @@ fn set_up_before_init() {
         crate::generated::wrappers::prefetch_all();
         PCONTROL.prefetch();
         crate::rt::claim_main_thread();
-        // This thread's table, which the end of MPI_Init's call would allocate.
-        let _ = crate::rt::thread_table();
         let mut prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = prepared.as_mut() {
             let (names, unavailable) = std::mem::take(&mut p.counters);

@@ -92,7 +92,7 @@ struct MainThreadExit;
 
 impl Drop for MainThreadExit {
     fn drop(&mut self) {
-        if thread_pointer() == MAIN_THREAD.load(Relaxed) {
+        if on_main_thread() {
             MAIN_THREAD.store(0, Relaxed);
         }
     }
@@ -125,20 +125,27 @@ fn thread_pointer() -> usize {
 }
 
 /// Make the calling thread (the one calling `MPI_Init`, before the real call) the one that
-/// finds its state without the thread-local lookup ([`MAIN_THREAD`]).
+/// finds its state without the thread-local lookup ([`MAIN_THREAD`]), and give it its table:
+/// the counting copies, which run on this thread only, never make one, and made here it is
+/// allocated with start-up's pages, not at the end of the `MPI_Init` in progress.
 pub fn claim_main_thread() {
+    let state = THREAD.with(|t| t as *const ThreadState);
+    // SAFETY: as in `Call::thread`.
+    table_of(unsafe { &*state });
     let tp = thread_pointer();
     if tp == usize::MAX || tp == 0 {
         return;
     }
     // Registers the destructor that un-claims the thread when it ends.
     MAIN_THREAD_EXIT.with(|_| ());
-    let state = THREAD.with(|t| t as *const ThreadState);
-    // Its table now: the counting copies, which run on this thread only, never make one.
-    // SAFETY: as in `Call::thread`.
-    table_of(unsafe { &*state });
     MAIN_STATE.store(state.cast_mut(), Relaxed);
     MAIN_THREAD.store(tp, Relaxed);
+}
+
+/// The calling thread is the one [`claim_main_thread`] claimed (and it has not ended).
+#[inline(always)]
+fn on_main_thread() -> bool {
+    thread_pointer() == MAIN_THREAD.load(Relaxed)
 }
 
 /// The real routine behind `next` for a wrapper's copy: the general copy's (looked up if need
@@ -151,7 +158,7 @@ pub fn claim_main_thread() {
 pub fn next_for(next: &crate::next::Next, general: bool) -> Option<*mut std::ffi::c_void> {
     if general {
         Some(next.get())
-    } else if thread_pointer() == MAIN_THREAD.load(Relaxed) {
+    } else if on_main_thread() {
         next.resolved()
     } else {
         None
@@ -159,11 +166,12 @@ pub fn next_for(next: &crate::next::Next, general: bool) -> Option<*mut std::ffi
 }
 
 /// This thread's state: for the thread that called `MPI_Init` a compare and a load, for others
-/// one thread-local lookup (`__tls_get_addr` in a shared library). Once per counted call: the
-/// pointer travels in [`Call`] from `enter` to `leave`.
+/// one thread-local lookup (`__tls_get_addr` in a shared library). Once per call of a general
+/// copy (a counting copy reads `MAIN_STATE`): the pointer travels in [`Call`] from `enter` to
+/// `leave`.
 #[inline(always)]
 fn this_thread() -> *const ThreadState {
-    if thread_pointer() == MAIN_THREAD.load(Relaxed) {
+    if on_main_thread() {
         return MAIN_STATE.load(Relaxed);
     }
     THREAD.with(|t| t as *const ThreadState)
@@ -368,7 +376,7 @@ pub fn thread_mpi_ticks() -> u64 {
 }
 
 #[inline(always)]
-pub(crate) fn thread_table() -> &'static ThreadTable {
+fn thread_table() -> &'static ThreadTable {
     // SAFETY: as in `Call::thread`; the reference does not leave this call.
     table_of(unsafe { &*this_thread() })
 }
@@ -420,7 +428,7 @@ mod tests {
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let main = std::thread::spawn(move || {
             claim_main_thread();
-            let fast_path = MAIN_THREAD.load(Relaxed) == thread_pointer();
+            let fast_path = on_main_thread();
             claimed_tx
                 .send((fast_path, this_thread() == own_state()))
                 .unwrap();
