@@ -21,7 +21,7 @@ fn units_pass_systemd_analyze_verify() {
     for entry in std::fs::read_dir(&units).unwrap() {
         let path = entry.unwrap().path();
         let text = std::fs::read_to_string(&path).unwrap();
-        let text = text.replace("/usr/local/bin/mpistat", env!("CARGO_BIN_EXE_mpistat"));
+        let text = text.replace("/usr/bin/mpistat", env!("CARGO_BIN_EXE_mpistat"));
         let copy = dir.join(path.file_name().unwrap());
         std::fs::write(&copy, text).unwrap();
         paths.push(copy);
