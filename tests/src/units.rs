@@ -182,7 +182,12 @@ impl Unit {
     /// `unshare`'s arguments that run `ExecStart` (with `%i` = `instance`) as the unit confines
     /// it, as the user and groups `ids`, with `site` mounting paths at the unit's paths. For a
     /// machine of its own ([`crate::machine::Machine`]), whose users are not the host's.
-    pub fn confined(&self, instance: &str, site: &[(&str, &Path)], ids: &ServiceIds) -> Vec<String> {
+    pub fn confined(
+        &self,
+        instance: &str,
+        site: &[(&str, &Path)],
+        ids: &ServiceIds,
+    ) -> Vec<String> {
         let (user, groups) = (ids, &ids.groups);
         let quote = |p: &Path| shell_quote(&p.display().to_string());
         let mut script = String::from("set -e\n");
@@ -264,9 +269,17 @@ impl Unit {
         }
         script += &setpriv;
         script += "\n";
-        ["--mount", "--propagation", "private", "--", "sh", "-c", &script]
-            .map(String::from)
-            .to_vec()
+        [
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]
+        .map(String::from)
+        .to_vec()
     }
 }
 

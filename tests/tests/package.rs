@@ -138,8 +138,10 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
     let machine = Machine::start(None);
     // The host may hold a user `mpistat` that other tests made: the machine starts as a fresh
     // host would, without one.
-    machine.sh("if getent passwd mpistat >/dev/null; then userdel mpistat; fi; \
-                if getent group mpistat >/dev/null; then groupdel mpistat; fi");
+    machine.sh(
+        "if getent passwd mpistat >/dev/null; then userdel mpistat; fi; \
+                if getent group mpistat >/dev/null; then groupdel mpistat; fi",
+    );
     let debian_conf = std::fs::read("/etc/rsyslog.conf").expect("Debian's /etc/rsyslog.conf");
 
     // README step: install the packages (all three: a single host).
@@ -187,7 +189,8 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
     });
     let text = std::fs::read_to_string(&records).unwrap();
     assert!(
-        text.lines().all(|l| l.contains(&format!(" uid={uid} pid="))),
+        text.lines()
+            .all(|l| l.contains(&format!(" uid={uid} pid="))),
         "every line attested as the user's:\n{text}"
     );
     let mode = machine.sh("stat -c '%U:%G %a' /var/log/mpistat /var/log/mpistat/records.log");
@@ -198,7 +201,9 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
     assert_eq!(unit.exec_start("")[0], "/usr/bin/mpistat");
     let ids = service_ids(&machine, &unit);
     let mut ingest = machine.command("exec \"$@\"");
-    ingest.args(["ingest", "unshare"]).args(unit.confined("", &[], &ids));
+    ingest
+        .args(["ingest", "unshare"])
+        .args(unit.confined("", &[], &ids));
     let ingest = ingest
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -216,15 +221,19 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
     let rotated = machine.sh("logrotate -f /etc/logrotate.d/mpistat 2>&1; ls /var/log/mpistat");
     assert!(rotated.contains("records.log.1"), "{rotated}");
     job_through_the_module(&machine, Mpi::Mpich, &programs[1].1);
-    wait_for("the job after the rotation", Duration::from_secs(60), || {
-        jobs() == 4
-    });
+    wait_for(
+        "the job after the rotation",
+        Duration::from_secs(60),
+        || jobs() == 4,
+    );
     let again = machine.sh("logrotate -f /etc/logrotate.d/mpistat 2>&1; ls /var/log/mpistat");
     assert!(again.contains("records.log.2.gz"), "{again}");
     job_through_the_module(&machine, Mpi::OpenMpi, &programs[0].1);
-    wait_for("the job after the second rotation", Duration::from_secs(60), || {
-        jobs() == 5
-    });
+    wait_for(
+        "the job after the second rotation",
+        Duration::from_secs(60),
+        || jobs() == 5,
+    );
     // A moment more: nothing is stored twice.
     std::thread::sleep(Duration::from_secs(2));
     let mut ingest = ingest;

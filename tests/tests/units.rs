@@ -101,7 +101,10 @@ fn the_shipped_services_ingest_mail_list_and_serve_a_users_job() {
                 "/var/log/mpistat/records.log",
                 &var_log.join("mpistat/records.log").display().to_string(),
             ),
-            ("/etc/mpistat/relay/", &d.join("no-relay/").display().to_string()),
+            (
+                "/etc/mpistat/relay/",
+                &d.join("no-relay/").display().to_string(),
+            ),
         ],
     );
     // As the distribution's rsyslog.conf loads imuxsock (the package test runs that one); its
