@@ -78,7 +78,8 @@ shlibs() {
         path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64|64bit|AArch64/ {print $NF; exit}')
         [[ -z $path ]] && path=$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')
         [[ -n $path ]] || continue
-        pkgs+=("$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -n 1 | cut -d: -f1)")
+        # dpkg knows a file by the path its package has (/lib or /usr/lib: usrmerge).
+        pkgs+=("$(dpkg -S "$path" "$(readlink -f "$path")" 2>/dev/null | head -n 1 | cut -d: -f1)")
     done
     printf '%s\n' "${pkgs[@]}" | grep -v '^$' | sort -u | paste -sd, | sed 's/,/, /g'
 }

@@ -12,13 +12,17 @@
 //! namespace's init is killed, which ends every process started in it, and the mounts go with the
 //! mount namespace.
 //!
-//! `/proc/kmsg` is `/dev/null` inside: the distribution's rsyslog.conf loads imklog, and reading
-//! the host kernel's log buffer would take its messages from the host.
+//! `/proc/kmsg` is an empty FIFO inside (the init holds it open, so a read waits): the
+//! distribution's rsyslog.conf loads imklog, and reading the host kernel's log buffer would take
+//! its messages from the host (`/dev/null` would make imklog spin on end-of-file).
 
-use crate::TempDir;
+use crate::{run_with_timeout, Outcome, TempDir};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// How long one command in a machine may take (installing packages, an MPI job).
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The environment commands in a machine get (as a login would), nothing of the test's.
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -30,7 +34,9 @@ mkdir "$base/upper" "$base/work" "$base/root"
 R=$base/root
 mount -t overlay overlay -o "lowerdir=/,upperdir=$base/upper,workdir=$base/work" "$R"
 mount -t proc proc "$R/proc"
-mount --bind /dev/null "$R/proc/kmsg"
+mkfifo "$base/kmsg"
+exec 3<>"$base/kmsg"
+mount --bind "$base/kmsg" "$R/proc/kmsg"
 mount --rbind /sys "$R/sys"
 mount -t tmpfs -o mode=755 tmpfs "$R/dev"
 for n in null zero full random urandom tty; do
@@ -116,10 +122,15 @@ impl Machine {
 
     /// `script` run by `/bin/sh` as root in the machine, with a clean environment.
     pub fn command(&self, script: &str) -> Command {
+        self.enter(&["-m", "-u", "-p"], script)
+    }
+
+    fn enter(&self, namespaces: &[&str], script: &str) -> Command {
         let mut cmd = Command::new("nsenter");
         cmd.arg("-t")
             .arg(self.init.to_string())
-            .args(["-m", "-u", "-p", "--", "chroot"])
+            .args(namespaces)
+            .args(["--", "chroot"])
             .arg(&self.root)
             .args(["/usr/bin/env", "-i"])
             .arg(format!("PATH={PATH}"))
@@ -128,11 +139,11 @@ impl Machine {
         cmd
     }
 
-    /// Run `script` (see [`Machine::command`]) to its end.
-    pub fn run(&self, script: &str) -> Output {
-        self.command(script)
-            .output()
-            .unwrap_or_else(|e| panic!("nsenter: {e}"))
+    /// Run `script` (see [`Machine::command`]) to its end, killed after [`COMMAND_TIMEOUT`] (a
+    /// hang fails the test instead of hanging CI). A daemon it starts must not keep its standard
+    /// output or error (redirect them), or this waits for the daemon.
+    pub fn run(&self, script: &str) -> Outcome {
+        run_with_timeout(self.command(script), COMMAND_TIMEOUT)
     }
 
     /// Run `script` and return its standard output; panics with its output if it fails.
@@ -142,10 +153,10 @@ impl Machine {
             out.status.success(),
             "in the machine, `{script}` failed ({}):\n{}{}",
             out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            out.stdout,
+            out.stderr
         );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        out.stdout
     }
 
     /// Where the machine's `path` is seen from the host (through its init's root).

@@ -5,8 +5,8 @@
 //! the unit file as shipped and runs its `ExecStart=` the way systemd would confine it, emulating
 //! the settings that decide what the service can reach: `User=` and its groups plus
 //! `SupplementaryGroups=`, `StateDirectory=` and `RuntimeDirectory=` (made with their modes and
-//! given to the user, as systemd does), `ReadWritePaths=`, `ProtectSystem=strict` (everything else read-only),
-//! `ProtectHome=yes` (homes, `/root` and `/run/user` inaccessible), `PrivateTmp=`, `UMask=`,
+//! given to the user, as systemd does), `ReadWritePaths=`, `ProtectSystem=strict` (everything
+//! else read-only), `ProtectHome=yes` (homes, `/root` and `/run/user` inaccessible), `PrivateTmp=`, `UMask=`,
 //! `NoNewPrivileges=` and an empty `CapabilityBoundingSet=`, in a private mount namespace.
 //! Settings that only narrow further (system-call filters, address families, IP filters,
 //! `PrivateNetwork=`) are not emulated.
@@ -224,7 +224,8 @@ impl Unit {
             // Every mount read-only but the API file systems and the writable paths.
             let keep: Vec<String> = writable.iter().map(|w| w.display().to_string()).collect();
             script += &format!(
-                "awk '{{print $5}}' /proc/self/mountinfo | while read -r m; do\n\
+                "mounts=$(awk '{{print $5}}' /proc/self/mountinfo)\n\
+                 for m in $mounts; do\n\
                  case \"$m\" in /proc|/proc/*|/sys|/sys/*|/dev|/dev/*) continue ;; esac\n\
                  case \" {} \" in *\" $m \"*) continue ;; esac\n\
                  mount -o remount,bind,ro \"$m\" 2>/dev/null || true\n\

@@ -60,24 +60,49 @@ fn build_packages() -> Vec<PathBuf> {
     debs
 }
 
-fn wait_for(what: &str, wait: Duration, mut done: impl FnMut() -> bool) {
+/// Whether `done` came true within `wait`.
+fn within(wait: Duration, mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + wait;
     while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        if Instant::now() >= deadline {
+            return false;
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
+    true
 }
 
+fn wait_for(what: &str, wait: Duration, done: impl FnMut() -> bool) {
+    assert!(within(wait, done), "timed out waiting for {what}");
+}
+
+/// Stop the ingest service (SIGTERM, as systemctl stop) and return what it said.
+fn stop(machine: &Machine, service: std::process::Child) -> String {
+    machine.sh("kill -TERM $(cat /run/dpl-ingest.pid)");
+    let out = service.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// `sql`'s count in the machine's database `db` (as seen from the host), read from a copy:
+/// SQLite resolves the symbolic link `/proc/<pid>/root` in the host's mount namespace, where the
+/// machine's files are not.
 fn count(db: &Path, sql: &str) -> i64 {
-    rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    let copy = TempDir::new("package-db");
+    let file = copy.path().join("mpistat.db");
+    if std::fs::copy(db, &file).is_err() {
+        return 0; // not made yet
+    }
+    let wal = |p: &Path| PathBuf::from(format!("{}-wal", p.display()));
+    let _ = std::fs::copy(wal(db), wal(&file));
+    rusqlite::Connection::open(&file)
         .and_then(|c| c.query_row(sql, [], |r| r.get(0)))
-        .unwrap_or(0)
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
 /// `rsyslogd -N1` in the machine: its messages, asserted free of errors and warnings.
 fn rsyslog_config_is_clean(machine: &Machine) -> String {
     let out = machine.run("rsyslogd -N1 2>&1");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = out.stdout;
     assert!(
         out.status.success() && !text.contains("error") && !text.contains("warning"),
         "rsyslogd -N1:\n{text}"
@@ -116,8 +141,10 @@ fn job_through_the_module(machine: &Machine, mpi: Mpi, program: &Path) {
         program.display()
     ));
     // A login shell, as the user's job script has: /etc/profile.d/modules.sh defines `module`.
+    eprintln!("package test: a job of {mpi:?}");
     let out = machine.sh(&format!(
-        "su - {USER} -s /bin/bash -c 'module load mpistat && {launcher} ./{name}' 2>&1"
+        "timeout -k 5 120 su - {USER} -s /bin/bash -c \
+         'module load mpistat && {launcher} ./{name}' 2>&1"
     ));
     assert!(out.contains(&basic_ok_line(0)), "the job said: {out}");
 }
@@ -136,18 +163,26 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
         .map(|&mpi| (mpi, BASIC.path_for(mpi)))
         .collect();
     let machine = Machine::start(None);
-    // The host may hold a user `mpistat` that other tests made: the machine starts as a fresh
-    // host would, without one.
+    // The host may hold what other tests made (a user `mpistat`; mount points of
+    // tests/src/units.rs at the units' paths while such a test runs): the machine starts as a
+    // fresh host would, without them.
     machine.sh(
         "if getent passwd mpistat >/dev/null; then userdel mpistat; fi; \
-                if getent group mpistat >/dev/null; then groupdel mpistat; fi",
+         if getent group mpistat >/dev/null; then groupdel mpistat; fi; \
+         rm -rf /etc/mpistat /var/lib/mpistat /var/log/mpistat /run/mpistat; \
+         if ! dpkg -S /usr/bin/mpistat >/dev/null 2>&1; then rm -f /usr/bin/mpistat; fi",
     );
     let debian_conf = std::fs::read("/etc/rsyslog.conf").expect("Debian's /etc/rsyslog.conf");
 
+    eprintln!("package test: installing ({:.1?})", started.elapsed());
     // README step: install the packages (all three: a single host).
-    let list: Vec<String> = debs.iter().map(|p| p.display().to_string()).collect();
+    let list: Vec<String> = debs
+        .iter()
+        .map(|p| format!("./{}", p.file_name().unwrap().to_string_lossy()))
+        .collect();
     let install = machine.sh(&format!(
-        "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-download {} 2>&1",
+        "cd {} && DEBIAN_FRONTEND=noninteractive apt-get install -y {} 2>&1",
+        debs[0].parent().unwrap().display(),
         list.join(" ")
     ));
     eprintln!("{install}");
@@ -167,8 +202,12 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
     machine.sh("cd /usr/lib/x86_64-linux-gnu && test -f libmpistat.so && \
                 test -f libmpistat_openmpi.so && test -f libmpistat_mpich.so");
 
+    eprintln!(
+        "package test: starting rsyslogd ({:.1?})",
+        started.elapsed()
+    );
     // The distribution's rsyslogd as a host without systemd starts it (daemon, /run/rsyslogd.pid).
-    machine.sh("rsyslogd");
+    machine.sh("rsyslogd </dev/null >/dev/null 2>&1");
     wait_for("rsyslog's sockets", Duration::from_secs(10), || {
         machine.path("/run/mpistat-syslog.sock").exists() && machine.path("/dev/log").exists()
     });
@@ -196,11 +235,13 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
     let mode = machine.sh("stat -c '%U:%G %a' /var/log/mpistat /var/log/mpistat/records.log");
     assert_eq!(mode, "root:adm 750\nroot:adm 640\n");
 
+    eprintln!("package test: ingest ({:.1?})", started.elapsed());
     // README step: the ingest service, as the installed unit runs it.
     let unit = Unit::read(&machine.path("/lib/systemd/system/mpistat-ingest.service"));
     assert_eq!(unit.exec_start("")[0], "/usr/bin/mpistat");
     let ids = service_ids(&machine, &unit);
-    let mut ingest = machine.command("exec \"$@\"");
+    // The service's pid in the machine, for stopping it as systemctl would (SIGTERM to it).
+    let mut ingest = machine.command("echo $$ > /run/dpl-ingest.pid; exec \"$@\"");
     ingest
         .args(["ingest", "unshare"])
         .args(unit.confined("", &[], &ids));
@@ -211,13 +252,22 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
         .expect("start ingest");
     let db = machine.path("/var/lib/mpistat/mpistat.db");
     let jobs = || count(&db, "SELECT count(*) FROM jobs");
-    wait_for("ingest to store both jobs", Duration::from_secs(60), || {
-        jobs() == 2
-    });
+    let stored = |ingest: &mut Option<std::process::Child>, n: i64, what: &str| {
+        if !within(Duration::from_secs(60), || jobs() == n) {
+            let said = stop(&machine, ingest.take().unwrap());
+            panic!(
+                "ingest stored {} of {n} jobs ({what}); it said: {said}\nrecords:\n{}",
+                jobs(),
+                machine.sh("cat /var/log/mpistat/records.log*; ls -la /var/log/mpistat")
+            );
+        }
+    };
+    let mut ingest = Some(ingest);
+    stored(&mut ingest, 2, "both jobs");
 
     // logrotate with the installed rule while ingest follows the file, jobs before and after.
     job_through_the_module(&machine, Mpi::OpenMpi, &programs[0].1);
-    wait_for("the third job", Duration::from_secs(60), || jobs() == 3);
+    stored(&mut ingest, 3, "the third job");
     let rotated = machine.sh("logrotate -f /etc/logrotate.d/mpistat 2>&1; ls /var/log/mpistat");
     assert!(rotated.contains("records.log.1"), "{rotated}");
     job_through_the_module(&machine, Mpi::Mpich, &programs[1].1);
@@ -236,10 +286,7 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
     );
     // A moment more: nothing is stored twice.
     std::thread::sleep(Duration::from_secs(2));
-    let mut ingest = ingest;
-    unsafe { libc::kill(ingest.id() as i32, libc::SIGTERM) };
-    let out = ingest.wait_with_output().unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
+    let said = stop(&machine, ingest.take().unwrap());
     assert_eq!(jobs(), 5, "ingest said: {said}");
     assert_eq!(
         count(&db, "SELECT count(*) FROM rejected"),
@@ -255,6 +302,7 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
     let report = machine.sh("su -s /bin/sh mpistat -c 'mpistat ingest --report' 2>&1");
     eprintln!("mpistat ingest --report:\n{report}");
 
+    eprintln!("package test: purge ({:.1?})", started.elapsed());
     // README step: purge, and nothing is left.
     machine.sh("kill $(cat /run/rsyslogd.pid)");
     let purge = machine.sh(
