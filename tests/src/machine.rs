@@ -5,7 +5,8 @@
 //! `unshare --mount --pid --uts` makes the namespaces; an overlay file system with the host's `/`
 //! as its lower layer and a tmpfs (private to the namespace) as its upper layer becomes the
 //! machine's root, with its own `/proc` (of the new PID namespace), `/dev` (a tmpfs with the
-//! host's `null zero full random urandom tty` bound in, a fresh `/dev/pts` and `/dev/shm`), `/run`
+//! host's `null zero full random urandom tty` bound in, a fresh `/dev/pts` and `/dev/shm`, the
+//! `/dev/fd` links), `/run`
 //! and `/tmp`. Everything the host has installed (Open MPI, MPICH, rsyslog, ...) is there; what is
 //! written goes to the upper layer and disappears with the machine. Commands run in it through
 //! `nsenter` and `chroot` with a clean environment. When the [`Machine`] is dropped its PID
@@ -46,13 +47,26 @@ done
 mkdir "$R/dev/pts" "$R/dev/shm"
 mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts "$R/dev/pts"
 ln -s pts/ptmx "$R/dev/ptmx"
+ln -s /proc/self/fd "$R/dev/fd"
+for i in 0 1 2; do ln -s "/proc/self/fd/$i" "$R/dev/$(echo stdin stdout stderr | cut -d' ' -f$((i + 1)))"; done
 mount -t tmpfs -o mode=1777 tmpfs "$R/dev/shm"
 mount -t tmpfs -o mode=755 tmpfs "$R/run"
 mount -t tmpfs -o mode=1777 tmpfs "$R/tmp"
 [ -z "$2" ] || hostname "$2"
+[ "$3" != private ] || ip link set lo up
 echo ready
 exec sleep infinity
 "#;
+
+/// The network a [`Machine`] is on.
+pub enum Network<'a> {
+    /// The host's.
+    Host,
+    /// One of its own, with only loopback.
+    Private,
+    /// That of another machine (two hosts of a site talking over loopback, no one else).
+    Of(&'a Machine),
+}
 
 /// A copy-on-write machine; see the module's documentation.
 pub struct Machine {
@@ -66,10 +80,30 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// Start one; `hostname` is its own (UTS namespace) or, `None`, the host's.
+    /// Start one; `hostname` is its own (UTS namespace) or, `None`, the host's. Its network is
+    /// the host's.
     pub fn start(hostname: Option<&str>) -> Machine {
+        Machine::start_on(hostname, Network::Host)
+    }
+
+    /// Start one on `network`.
+    pub fn start_on(hostname: Option<&str>, network: Network) -> Machine {
         let dir = TempDir::new("machine");
-        let mut unshare = Command::new("unshare")
+        let private = matches!(network, Network::Private);
+        let mut unshare = match network {
+            Network::Host => Command::new("unshare"),
+            Network::Private => {
+                let mut cmd = Command::new("unshare");
+                cmd.arg("--net");
+                cmd
+            }
+            Network::Of(other) => {
+                let mut cmd = Command::new("nsenter");
+                cmd.args(["-t", &other.init.to_string(), "-n", "--", "unshare"]);
+                cmd
+            }
+        };
+        let mut unshare = unshare
             .args([
                 "--mount",
                 "--pid",
@@ -86,6 +120,7 @@ impl Machine {
             ])
             .arg(dir.path())
             .arg(hostname.unwrap_or(""))
+            .arg(if private { "private" } else { "" })
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -122,7 +157,7 @@ impl Machine {
 
     /// `script` run by `/bin/sh` as root in the machine, with a clean environment.
     pub fn command(&self, script: &str) -> Command {
-        self.enter(&["-m", "-u", "-p"], script)
+        self.enter(&["-m", "-u", "-n", "-p"], script)
     }
 
     fn enter(&self, namespaces: &[&str], script: &str) -> Command {

@@ -12,7 +12,7 @@
 //! nothing lost, nothing twice. `apt-get purge` then leaves nothing: no file, no user, no group
 //! membership, no rsyslog configuration, and `rsyslogd -N1` stays clean.
 
-use mpistat_e2e::machine::Machine;
+use mpistat_e2e::machine::{Machine, Network};
 use mpistat_e2e::units::{ServiceIds, Unit};
 use mpistat_e2e::*;
 use std::path::{Path, PathBuf};
@@ -149,6 +149,68 @@ fn job_through_the_module(machine: &Machine, mpi: Mpi, program: &Path) {
     assert!(out.contains(&basic_ok_line(0)), "the job said: {out}");
 }
 
+/// What other tests may have left on the host (a user `mpistat`; mount points of
+/// tests/src/units.rs at the units' paths while such a test runs) removed from the machine: it
+/// starts as a fresh host would.
+fn fresh_host(machine: &Machine) {
+    machine.sh(
+        "if getent passwd mpistat >/dev/null; then userdel mpistat; fi; \
+         if getent group mpistat >/dev/null; then groupdel mpistat; fi; \
+         rm -rf /etc/mpistat /var/lib/mpistat /var/log/mpistat /run/mpistat; \
+         if ! dpkg -S /usr/bin/mpistat >/dev/null 2>&1; then rm -f /usr/bin/mpistat; fi",
+    );
+}
+
+/// README's step: `apt-get install ./<deb> ...` where the packages are; apt's output.
+fn install(machine: &Machine, debs: &[PathBuf]) -> String {
+    let list: Vec<String> = debs
+        .iter()
+        .map(|p| format!("./{}", p.file_name().unwrap().to_string_lossy()))
+        .collect();
+    machine.sh(&format!(
+        "cd {} && DEBIAN_FRONTEND=noninteractive apt-get install -y {} 2>&1",
+        debs[0].parent().unwrap().display(),
+        list.join(" ")
+    ))
+}
+
+/// The packages whose names start with one of `names` (`mpistat_`, `mpistat-node_`, ...).
+fn packages(debs: &[PathBuf], names: &[&str]) -> Vec<PathBuf> {
+    debs.iter()
+        .filter(|p| {
+            let file = p.file_name().unwrap().to_string_lossy();
+            names.iter().any(|n| file.starts_with(n))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The distribution's rsyslogd, as a host without systemd starts it (a daemon with
+/// /run/rsyslogd.pid), with the distribution's /etc/rsyslog.conf.
+fn start_rsyslogd(machine: &Machine) {
+    machine.sh("rsyslogd </dev/null >/dev/null 2>&1");
+    wait_for("rsyslog's sockets", Duration::from_secs(10), || {
+        machine.path("/run/mpistat-syslog.sock").exists() && machine.path("/dev/log").exists()
+    });
+}
+
+/// The installed ingest unit's service, run with the privileges it gives. Its pid in the machine
+/// is kept for stopping it as systemctl would ([`stop`]).
+fn start_ingest(machine: &Machine) -> std::process::Child {
+    let unit = Unit::read(&machine.path("/lib/systemd/system/mpistat-ingest.service"));
+    assert_eq!(unit.exec_start("")[0], "/usr/bin/mpistat");
+    let ids = service_ids(machine, &unit);
+    let mut ingest = machine.command("echo $$ > /run/dpl-ingest.pid; exec \"$@\"");
+    ingest
+        .args(["ingest", "unshare"])
+        .args(unit.confined("", &[], &ids));
+    ingest
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start ingest")
+}
+
 #[test]
 fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanly() {
     let _serial = serial();
@@ -163,28 +225,12 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
         .map(|&mpi| (mpi, BASIC.path_for(mpi)))
         .collect();
     let machine = Machine::start(None);
-    // The host may hold what other tests made (a user `mpistat`; mount points of
-    // tests/src/units.rs at the units' paths while such a test runs): the machine starts as a
-    // fresh host would, without them.
-    machine.sh(
-        "if getent passwd mpistat >/dev/null; then userdel mpistat; fi; \
-         if getent group mpistat >/dev/null; then groupdel mpistat; fi; \
-         rm -rf /etc/mpistat /var/lib/mpistat /var/log/mpistat /run/mpistat; \
-         if ! dpkg -S /usr/bin/mpistat >/dev/null 2>&1; then rm -f /usr/bin/mpistat; fi",
-    );
+    fresh_host(&machine);
     let debian_conf = std::fs::read("/etc/rsyslog.conf").expect("Debian's /etc/rsyslog.conf");
 
     eprintln!("package test: installing ({:.1?})", started.elapsed());
     // README step: install the packages (all three: a single host).
-    let list: Vec<String> = debs
-        .iter()
-        .map(|p| format!("./{}", p.file_name().unwrap().to_string_lossy()))
-        .collect();
-    let install = machine.sh(&format!(
-        "cd {} && DEBIAN_FRONTEND=noninteractive apt-get install -y {} 2>&1",
-        debs[0].parent().unwrap().display(),
-        list.join(" ")
-    ));
+    let install = install(&machine, &debs);
     eprintln!("{install}");
     assert_eq!(
         std::fs::read(machine.path("/etc/rsyslog.conf")).unwrap(),
@@ -206,11 +252,7 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
         "package test: starting rsyslogd ({:.1?})",
         started.elapsed()
     );
-    // The distribution's rsyslogd as a host without systemd starts it (daemon, /run/rsyslogd.pid).
-    machine.sh("rsyslogd </dev/null >/dev/null 2>&1");
-    wait_for("rsyslog's sockets", Duration::from_secs(10), || {
-        machine.path("/run/mpistat-syslog.sock").exists() && machine.path("/dev/log").exists()
-    });
+    start_rsyslogd(&machine);
     machine.sh(&format!("useradd --create-home --shell /bin/bash {USER}"));
     let uid: u32 = machine.sh(&format!("id -u {USER}")).trim().parse().unwrap();
 
@@ -237,19 +279,7 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
 
     eprintln!("package test: ingest ({:.1?})", started.elapsed());
     // README step: the ingest service, as the installed unit runs it.
-    let unit = Unit::read(&machine.path("/lib/systemd/system/mpistat-ingest.service"));
-    assert_eq!(unit.exec_start("")[0], "/usr/bin/mpistat");
-    let ids = service_ids(&machine, &unit);
-    // The service's pid in the machine, for stopping it as systemctl would (SIGTERM to it).
-    let mut ingest = machine.command("echo $$ > /run/dpl-ingest.pid; exec \"$@\"");
-    ingest
-        .args(["ingest", "unshare"])
-        .args(unit.confined("", &[], &ids));
-    let ingest = ingest
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start ingest");
+    let ingest = start_ingest(&machine);
     let db = machine.path("/var/lib/mpistat/mpistat.db");
     let jobs = || count(&db, "SELECT count(*) FROM jobs");
     let stored = |ingest: &mut Option<std::process::Child>, n: i64, what: &str| {
@@ -268,22 +298,17 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
     // logrotate with the installed rule while ingest follows the file, jobs before and after.
     job_through_the_module(&machine, Mpi::OpenMpi, &programs[0].1);
     stored(&mut ingest, 3, "the third job");
-    let rotated = machine.sh("logrotate -f /etc/logrotate.d/mpistat 2>&1; ls /var/log/mpistat");
-    assert!(rotated.contains("records.log.1"), "{rotated}");
-    job_through_the_module(&machine, Mpi::Mpich, &programs[1].1);
-    wait_for(
-        "the job after the rotation",
-        Duration::from_secs(60),
-        || jobs() == 4,
-    );
-    let again = machine.sh("logrotate -f /etc/logrotate.d/mpistat 2>&1; ls /var/log/mpistat");
-    assert!(again.contains("records.log.2.gz"), "{again}");
-    job_through_the_module(&machine, Mpi::OpenMpi, &programs[0].1);
-    wait_for(
-        "the job after the second rotation",
-        Duration::from_secs(60),
-        || jobs() == 5,
-    );
+    // Each rotation renames the file (the first time to records.log.1, then compressed), and
+    // a job ends after it.
+    for (jobs_then, (mpi, program), rotated) in [
+        (4, &programs[1], "records.log.1"),
+        (5, &programs[0], "records.log.2.gz"),
+    ] {
+        let files = machine.sh("logrotate -f /etc/logrotate.d/mpistat 2>&1; ls /var/log/mpistat");
+        assert!(files.contains(rotated), "{files}");
+        job_through_the_module(&machine, *mpi, program);
+        stored(&mut ingest, jobs_then, "the job after a rotation");
+    }
     // A moment more: nothing is stored twice.
     std::thread::sleep(Duration::from_secs(2));
     let said = stop(&machine, ingest.take().unwrap());
@@ -321,4 +346,112 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
     assert_eq!(left, "", "left after purge");
     rsyslog_config_is_clean(&machine);
     eprintln!("the package test took {:.1?}", started.elapsed());
+}
+
+/// Copy the host's `file` into the machine as `dest` with `mode` (root's).
+fn put(machine: &Machine, file: &Path, dest: &str, mode: u32) {
+    let inside = machine.path(dest);
+    std::fs::create_dir_all(inside.parent().unwrap()).unwrap();
+    std::fs::copy(file, &inside).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A cluster of two: a node with `mpistat` and `mpistat-node`, a log host with `mpistat` and
+/// `mpistat-loghost`, each a machine of its own (own files, users, rsyslogd) on one private
+/// network. The site's steps of docs/deploy.md ("Single host and cluster"): certificates of a
+/// site CA, the one-line value files, the role links. A user's jobs on the node reach the log
+/// host over RELP with TLS, attested, and its ingest service stores them as hers.
+#[test]
+fn a_node_relays_attested_records_to_the_log_host() {
+    let _serial = serial();
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: needs root (namespaces, mounts, apt-get in the machine)");
+        return;
+    }
+    let started = Instant::now();
+    let debs = build_packages();
+    let certs = TempDir::new("package-certs");
+    mpistat_e2e::rsyslog::certificates(certs.path());
+    let cert = |name: &str| certs.path().join(name);
+
+    let log_host = Machine::start_on(Some("loghost"), Network::Private);
+    let node = Machine::start_on(Some("node1"), Network::Of(&log_host));
+    for machine in [&log_host, &node] {
+        fresh_host(machine);
+        put(machine, &cert("ca.pem"), "/etc/mpistat/tls/ca.pem", 0o644);
+    }
+    install(
+        &log_host,
+        &packages(&debs, &["mpistat_", "mpistat-loghost_"]),
+    );
+    install(&node, &packages(&debs, &["mpistat_", "mpistat-node_"]));
+
+    // The log host: its certificate, the nodes' names, the role; the relay as it names the
+    // connection (loopback here: `localhost`) trusted in site.toml.
+    put(
+        &log_host,
+        &cert("loghost.pem"),
+        "/etc/mpistat/tls/loghost.pem",
+        0o644,
+    );
+    put(
+        &log_host,
+        &cert("loghost.key"),
+        "/etc/mpistat/tls/loghost.key",
+        0o600,
+    );
+    log_host.sh(
+        "printf '%s' '*.cluster' > /etc/mpistat/relay-peers && \
+         ln -s /usr/share/mpistat/rsyslog/relay-loghost /etc/mpistat/relay && \
+         sed -i 's/^trusted_relays = \\[\\]$/trusted_relays = [\"localhost\"]/' /etc/mpistat/site.toml && \
+         grep -q '^trusted_relays = \\[\"localhost\"\\]' /etc/mpistat/site.toml",
+    );
+    // The node: its certificate, the log host's name (resolved by the site's DNS, here its
+    // hosts file), the role.
+    put(&node, &cert("node.pem"), "/etc/mpistat/tls/node.pem", 0o644);
+    put(&node, &cert("node.key"), "/etc/mpistat/tls/node.key", 0o600);
+    node.sh("printf '%s' loghost.cluster > /etc/mpistat/log-host && \
+         echo '127.0.0.1 loghost.cluster' >> /etc/hosts && \
+         ln -s /usr/share/mpistat/rsyslog/relay-node /etc/mpistat/relay");
+    for machine in [&log_host, &node] {
+        let n1 = rsyslog_config_is_clean(machine);
+        eprintln!("rsyslogd -N1 with a relay role:\n{n1}");
+        start_rsyslogd(machine);
+    }
+
+    // The same user on both, as a cluster's accounts are.
+    node.sh(&format!("useradd --create-home --shell /bin/bash {USER}"));
+    let uid: u32 = node.sh(&format!("id -u {USER}")).trim().parse().unwrap();
+    log_host.sh(&format!("useradd --uid {uid} --shell /bin/bash {USER}"));
+    for mpi in Mpi::ALL {
+        job_through_the_module(&node, mpi, &BASIC.path_for(mpi));
+    }
+    let records = log_host.path("/var/log/mpistat/records.log");
+    let relayed = || std::fs::read_to_string(&records).unwrap_or_default();
+    assert!(
+        within(Duration::from_secs(30), || {
+            mpistat_record::decode(relayed().lines()).records.len() == 2
+        }),
+        "the log host's records:\n{}\nnode's rsyslog:\n{}",
+        relayed(),
+        node.sh("cat /var/log/syslog")
+    );
+    assert!(
+        relayed()
+            .lines()
+            .all(|l| l.starts_with("relay=localhost ") && l.contains(&format!(" uid={uid} pid="))),
+        "every line relayed and attested:\n{}",
+        relayed()
+    );
+
+    let ingest = start_ingest(&log_host);
+    let db = log_host.path("/var/lib/mpistat/mpistat.db");
+    let stored = within(Duration::from_secs(60), || {
+        count(&db, &format!("SELECT count(*) FROM jobs WHERE uid = {uid}")) == 2
+    });
+    let said = stop(&log_host, ingest);
+    assert!(stored, "ingest on the log host said: {said}");
+    assert_eq!(count(&db, "SELECT count(*) FROM rejected"), 0, "{said}");
+    eprintln!("the relay package test took {:.1?}", started.elapsed());
 }
