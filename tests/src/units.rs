@@ -37,6 +37,18 @@ impl Unit {
         Unit::parse(name, &text)
     }
 
+    /// `systemd/<name>` with the shipped drop-in `systemd/<name>.d/<drop_in>` (its settings after
+    /// the unit's, as systemd reads a drop-in installed in `/etc/systemd/system/<name>.d/`).
+    pub fn shipped_with(name: &str, drop_in: &str) -> Unit {
+        let units = Path::new(env!("CARGO_MANIFEST_DIR")).join("../systemd");
+        let read = |path: PathBuf| {
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        };
+        let unit = read(units.join(name));
+        let drop_in = read(units.join(format!("{name}.d")).join(drop_in));
+        Unit::parse(name, &format!("{unit}\n{drop_in}"))
+    }
+
     /// The `[Service]` settings of a unit file (comments and other sections skipped).
     pub fn parse(name: &str, text: &str) -> Unit {
         let mut section = "";
@@ -144,6 +156,27 @@ impl Unit {
         let mut service = self.start(instance, site);
         let child = service.child.take().expect("started");
         child.wait_with_output().expect("wait for the service")
+    }
+
+    /// [`Unit::run`], stopped (killed) when it has not ended after `limit`: then `None`.
+    pub fn run_within(
+        &self,
+        instance: &str,
+        site: &[(&str, &Path)],
+        limit: std::time::Duration,
+    ) -> Option<Output> {
+        let mut service = self.start(instance, site);
+        let mut child = service.child.take().expect("started");
+        let start = std::time::Instant::now();
+        while child.try_wait().expect("wait for the service").is_none() {
+            if start.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Some(child.wait_with_output().expect("the service's output"))
     }
 
     /// The service's user, as `useradd` made it on the host.
