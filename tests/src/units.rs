@@ -6,8 +6,9 @@
 //! the settings that decide what the service can reach: `User=` and its groups plus
 //! `SupplementaryGroups=`, `StateDirectory=` and `RuntimeDirectory=` (made and given to the user,
 //! as systemd does), `ReadWritePaths=`, `ProtectSystem=strict` (everything else read-only),
-//! `ProtectHome=yes` (homes, `/root` and `/run/user` inaccessible), `PrivateTmp=`, `UMask=`,
-//! `NoNewPrivileges=` and an empty `CapabilityBoundingSet=`, in a private mount namespace.
+//! `ProtectHome=yes` (homes, `/root` and `/run/user` inaccessible), `PrivateTmp=`, `UMask=` (0022
+//! when unset, as systemd's default), `NoNewPrivileges=` and an empty `CapabilityBoundingSet=`, in
+//! a private mount namespace.
 //! Settings that only narrow further (system-call filters, address families, IP filters,
 //! `PrivateNetwork=`) are not emulated.
 //!
@@ -244,9 +245,9 @@ impl Unit {
                 script += &format!("mount -t tmpfs -o mode=1777 tmpfs {d}\n");
             }
         }
-        if let Some(umask) = self.value("UMask") {
-            script += &format!("umask {umask}\n");
-        }
+        // systemd's default is 0022, whatever the test's own.
+        let umask = self.value("UMask").unwrap_or("0022");
+        script += &format!("umask {umask}\n");
         let mut setpriv = format!(
             "exec setpriv --reuid={} --regid={} --groups={}",
             user.uid,
