@@ -117,13 +117,13 @@ fn finished<T>(thread: JoinHandle<T>, grace: Duration) -> Option<T> {
 mod tests {
     use super::*;
 
-    /// A sendmail that is a shell script at `dir/name`.
-    fn script(dir: &std::path::Path, name: &str, body: &str) -> PathBuf {
+    /// A sendmail that is the shell script `body` (in `dir`), given `timeout` for a mail.
+    fn script(dir: &std::path::Path, body: &str, timeout: Duration) -> Sendmail {
         use std::os::unix::fs::PermissionsExt;
-        let path = dir.join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        path
+        let command = dir.join("sendmail");
+        std::fs::write(&command, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&command, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Sendmail { command, timeout }
     }
 
     fn temp_dir(label: &str) -> PathBuf {
@@ -138,16 +138,8 @@ mod tests {
     fn the_mail_and_the_envelope_reach_the_program() {
         let dir = temp_dir("ok");
         let out = dir.join("out");
-        let command = script(
-            &dir,
-            "sendmail",
-            &format!("echo \"$@\" > {0}; cat >> {0}", out.display()),
-        );
-        let sendmail = Sendmail {
-            command,
-            timeout: Duration::from_secs(30),
-        };
-        sendmail
+        let body = format!("echo \"$@\" > {0}; cat >> {0}", out.display());
+        script(&dir, &body, Duration::from_secs(30))
             .send(
                 "mpistat@here",
                 "alice@there",
@@ -165,18 +157,11 @@ mod tests {
     #[test]
     fn a_failing_program_says_why() {
         let dir = temp_dir("fail");
-        let command = script(
-            &dir,
-            "sendmail",
-            "cat >/dev/null; echo 'no such user' >&2; exit 67",
-        );
-        let error = Sendmail {
-            command,
-            timeout: Duration::from_secs(30),
-        }
-        .send("a@b", "c@d", b"x")
-        .unwrap_err()
-        .to_string();
+        let body = "cat >/dev/null; echo 'no such user' >&2; exit 67";
+        let error = script(&dir, body, Duration::from_secs(30))
+            .send("a@b", "c@d", b"x")
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("exit status: 67"), "{error}");
         assert!(error.ends_with(": no such user"), "{error}");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -189,19 +174,12 @@ mod tests {
         let dir = temp_dir("hang");
         let pid_file = dir.join("grandchild.pid");
         // Not reading its input either: a mail larger than a pipe's buffer must not block us.
-        let command = script(
-            &dir,
-            "sendmail",
-            &format!(
-                "echo 'postdrop: warning: Permission denied' >&2\n\
-                 sleep 600 & echo $! > {}\nwait",
-                pid_file.display()
-            ),
+        let body = format!(
+            "echo 'postdrop: warning: Permission denied' >&2\n\
+             sleep 600 & echo $! > {}\nwait",
+            pid_file.display()
         );
-        let sendmail = Sendmail {
-            command,
-            timeout: Duration::from_secs(1),
-        };
+        let sendmail = script(&dir, &body, Duration::from_secs(1));
         let start = Instant::now();
         let error = sendmail
             .send("a@b", "c@d", &vec![b'x'; 1 << 20])

@@ -57,8 +57,8 @@ impl TestCa {
         self.dir.join(format!("{}.pem", self.name))
     }
 
-    /// A server certificate `name` signed by this CA for `names` (DNS names or IP addresses,
-    /// all in subjectAltName; the first is the common name).
+    /// A certificate `name` signed by this CA for `names` (DNS names or IP addresses, all in
+    /// subjectAltName; the first is the common name), for TLS servers and clients.
     pub fn issue(&self, name: &str, names: &[&str]) -> Issued {
         let (csr, pem, key, ext) = (
             format!("{name}.csr"),
@@ -81,7 +81,7 @@ impl TestCa {
         std::fs::write(
             self.dir.join(&ext),
             format!(
-                "subjectAltName={}\nextendedKeyUsage=serverAuth\n",
+                "subjectAltName={}\nextendedKeyUsage=serverAuth,clientAuth\n",
                 alt.join(",")
             ),
         )

@@ -50,8 +50,9 @@ impl Site {
 
     /// `mpistat digest --send` of the week with `[mail]` settings `mail`, the environment `env`
     /// (nothing else of the test's about certificates), and a relay name that resolves to
-    /// 127.0.0.1 when `relay_name` (an `/etc/hosts` mounted in a private mount namespace).
-    fn send(&self, mail: &str, env: &[(&str, &Path)], relay_name: bool) -> Output {
+    /// 127.0.0.1 when `relay_name` (an `/etc/hosts` mounted in a private mount namespace). What it
+    /// said on standard error, `Err` when it failed.
+    fn send(&self, mail: &str, env: &[(&str, &Path)], relay_name: bool) -> Result<String, String> {
         let config = self.dir.path().join("site.toml");
         std::fs::write(
             &config,
@@ -85,16 +86,20 @@ impl Site {
             cmd.env(name, value);
         }
         let out = cmd.output().expect("run mpistat digest");
-        eprintln!(
-            "digest with {mail:?} {env:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
+        eprintln!("digest with {mail:?} {env:?}:");
+        outcome(&out)
     }
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+/// What a digest said on standard error (echoed for the test's log), `Err` when it failed.
+fn outcome(out: &Output) -> Result<String, String> {
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("{said}");
+    if out.status.success() {
+        Ok(said)
+    } else {
+        Err(said)
+    }
 }
 
 /// The sink's options for STARTTLS with `certificate`.
@@ -136,9 +141,7 @@ fn starttls_to_a_relay_certified_by_the_sites_ca() {
 
     let site = Site::new("mail-ca");
     // The host's store does not know the site's CA (the test never adds it there).
-    let out = site.send(&mail, &[], false);
-    assert!(!out.status.success());
-    let error = stderr(&out);
+    let error = site.send(&mail, &[], false).unwrap_err();
     assert_eq!(
         error.matches("not sent (will retry)").count(),
         USERS,
@@ -155,9 +158,10 @@ fn starttls_to_a_relay_certified_by_the_sites_ca() {
     // Another CA named both ways: still refused.
     let stranger = stranger.certificate();
     let with_stranger = format!("{mail}smtp_ca_file = {stranger:?}\n");
-    let out = site.send(&with_stranger, &[("SSL_CERT_FILE", &stranger)], false);
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("UnknownIssuer"), "{}", stderr(&out));
+    let error = site
+        .send(&with_stranger, &[("SSL_CERT_FILE", &stranger)], false)
+        .unwrap_err();
+    assert!(error.contains("UnknownIssuer"), "{error}");
     assert!(sink.mails(0).is_empty(), "a mail crossed an unverified TLS");
     assert!(
         sink.logins().is_empty(),
@@ -166,9 +170,9 @@ fn starttls_to_a_relay_certified_by_the_sites_ca() {
 
     // The CA in the system's store (SSL_CERT_FILE): the failed mails go out on the next run.
     let start = Instant::now();
-    let out = site.send(&mail, &[("SSL_CERT_FILE", &bundle)], false);
+    site.send(&mail, &[("SSL_CERT_FILE", &bundle)], false)
+        .unwrap();
     let took = start.elapsed();
-    assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(count_with(&sink.mails(USERS), "tls=yes login=mal"), USERS);
     eprintln!(
         "measured: {USERS} mails by SMTP with STARTTLS and login (aiosmtpd): {:.2} s",
@@ -178,8 +182,7 @@ fn starttls_to_a_relay_certified_by_the_sites_ca() {
     // The CA named by the site's setting, nothing in the environment.
     let other = Site::new("mail-ca-file");
     let with_ca = format!("{mail}smtp_ca_file = {:?}\n", ca.certificate());
-    let out = other.send(&with_ca, &[], false);
-    assert!(out.status.success(), "{}", stderr(&out));
+    other.send(&with_ca, &[], false).unwrap();
     assert_eq!(
         count_with(&sink.mails(2 * USERS), "tls=yes login=mal"),
         2 * USERS
@@ -204,27 +207,27 @@ fn opportunistic_starttls_verifies_a_relay_and_stays_local_on_loopback() {
     let sink = SmtpSink::start_with(port, &certs.path().join("inbox"), &tls(&relay));
 
     let local = Site::new("mail-loopback");
-    let out = local.send(
-        &format!("transport = \"smtp\"\nsmtp_port = {port}\n"),
-        &[],
-        false,
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
+    local
+        .send(
+            &format!("transport = \"smtp\"\nsmtp_port = {port}\n"),
+            &[],
+            false,
+        )
+        .unwrap();
     assert_eq!(count_with(&sink.mails(USERS), "tls=no login=-"), USERS);
 
     let remote = Site::new("mail-relay");
     let mail = format!("transport = \"smtp\"\nsmtp_host = \"{RELAY}\"\nsmtp_port = {port}\n");
-    let out = remote.send(&mail, &[], true);
-    assert!(!out.status.success());
-    let error = stderr(&out);
+    let error = remote.send(&mail, &[], true).unwrap_err();
     assert!(
         error.contains("STARTTLS if offered, certificate verified")
             && error.contains("UnknownIssuer"),
         "{error}"
     );
     assert_eq!(sink.mails(USERS).len(), USERS, "nothing more delivered");
-    let out = remote.send(&mail, &[("SSL_CERT_FILE", &bundle)], true);
-    assert!(out.status.success(), "{}", stderr(&out));
+    remote
+        .send(&mail, &[("SSL_CERT_FILE", &bundle)], true)
+        .unwrap();
     assert_eq!(count_with(&sink.mails(2 * USERS), "tls=yes login=-"), USERS);
 }
 
@@ -245,18 +248,16 @@ fn a_password_never_crosses_a_connection_without_tls_unless_allowed() {
     );
     let site = Site::new("mail-login-site");
 
-    let out = site.send(&format!("{mail}smtp_starttls = \"off\"\n"), &[], false);
-    assert!(!out.status.success());
-    let error = stderr(&out);
+    let error = site
+        .send(&format!("{mail}smtp_starttls = \"off\"\n"), &[], false)
+        .unwrap_err();
     assert!(
         error.contains("the password would cross the network in clear")
             && error.contains("smtp_allow_plaintext_login = true"),
         "{error}"
     );
 
-    let out = site.send(&mail, &[], false);
-    assert!(!out.status.success());
-    let error = stderr(&out);
+    let error = site.send(&mail, &[], false).unwrap_err();
     assert!(
         error.contains("STARTTLS required because of the login")
             && error.contains("STARTTLS is not supported"),
@@ -266,8 +267,7 @@ fn a_password_never_crosses_a_connection_without_tls_unless_allowed() {
     assert!(sink.mails(0).is_empty());
 
     let allowed = format!("{mail}smtp_allow_plaintext_login = true\n");
-    let out = site.send(&allowed, &[], false);
-    assert!(out.status.success(), "{}", stderr(&out));
+    site.send(&allowed, &[], false).unwrap();
     assert_eq!(count_with(&sink.mails(USERS), "tls=no login=mal"), USERS);
     assert!(sink.logins().iter().all(|l| l == "mal secret tls=no ok"));
 }
@@ -304,6 +304,32 @@ impl Drop for Postfix {
         if self.started {
             let _ = Command::new("postfix").arg("stop").output();
         }
+    }
+}
+
+/// What a Postfix test has: the host's Postfix to itself (the other test of this binary waits),
+/// running, and the empty mailbox of the local user `malpost`. Fields drop in order: the mailbox
+/// is removed and Postfix stopped before the next test may start it.
+struct PostfixTest {
+    mailbox: Mailbox,
+    _postfix: Postfix,
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+impl PostfixTest {
+    /// `None` (said on stderr) when not root.
+    fn start() -> Option<PostfixTest> {
+        let serial = serial();
+        let Some(recipient) = User::ensure("malpost") else {
+            eprintln!("SKIPPED: needs root to make users");
+            return None;
+        };
+        let postfix = Postfix::start();
+        Some(PostfixTest {
+            mailbox: Mailbox::of(&recipient),
+            _postfix: postfix,
+            _serial: serial,
+        })
     }
 }
 
@@ -397,8 +423,9 @@ fn open_temp_dir(label: &str) -> TempDir {
     dir
 }
 
-/// Run the digest `unit` with the site's `config` and `state`; at most 5 minutes.
-fn run_digest(unit: &Unit, config: &Path, state: &Path) -> (Output, Duration) {
+/// Run the digest `unit` with the site's `config` and `state` (at most 5 minutes): its
+/// [`outcome`] and how long it took.
+fn run_digest(unit: &Unit, config: &Path, state: &Path) -> (Result<String, String>, Duration) {
     let binary = mpistat_binary();
     let command = unit.exec_start("")[0].clone();
     let site: Vec<(&str, &Path)> = vec![
@@ -411,8 +438,8 @@ fn run_digest(unit: &Unit, config: &Path, state: &Path) -> (Output, Duration) {
         .run_within("", &site, Duration::from_secs(300))
         .expect("the digest service ended within 5 minutes");
     let took = start.elapsed();
-    eprintln!("digest service: {}", stderr(&out));
-    (out, took)
+    eprintln!("digest service:");
+    (outcome(&out), took)
 }
 
 /// Processes named `name` of user `user` still running (zombies are dead: the test machine's
@@ -438,13 +465,10 @@ fn running(name: &str, user: &User) -> Vec<String> {
 /// delivered to the local user's mailbox.
 #[test]
 fn postfix_sendmail_under_the_shipped_digest_unit() {
-    let _serial = serial();
-    let Some(recipient) = User::ensure("malpost") else {
-        eprintln!("SKIPPED: needs root to make users");
+    let Some(postfix) = PostfixTest::start() else {
         return;
     };
-    let _postfix = Postfix::start();
-    let mailbox = Mailbox::of(&recipient);
+    let mailbox = &postfix.mailbox;
     let dir = open_temp_dir("mail-sendmail");
     let d = dir.path();
     let bare = Unit::shipped("mpistat-digest.service");
@@ -455,9 +479,7 @@ fn postfix_sendmail_under_the_shipped_digest_unit() {
     );
     let state = state_of_last_week(d, "var-lib-mpistat", 2, &service);
 
-    let (out, _) = run_digest(&bare, &config, &state);
-    assert!(!out.status.success());
-    let error = stderr(&out);
+    let error = run_digest(&bare, &config, &state).0.unwrap_err();
     assert_eq!(
         error
             .matches("/usr/sbin/sendmail did not finish within 3 s and was stopped")
@@ -475,17 +497,16 @@ fn postfix_sendmail_under_the_shipped_digest_unit() {
     assert!(mailbox.delivered().is_empty());
 
     let unit = Unit::shipped_with("mpistat-digest.service", "postfix-sendmail.conf");
-    let (out, _) = run_digest(&unit, &config, &state);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("2 sent, 0 sent before, 0 failed"));
+    let said = run_digest(&unit, &config, &state).0.unwrap();
+    assert!(said.contains("2 sent, 0 sent before, 0 failed"), "{said}");
     let mails = mailbox.wait_for(2);
     assert_eq!(mails.len(), 2, "{mails:?}");
     assert!(mails.iter().all(|m| m.contains("\nTo: malpost@localhost")));
 
     let users = 50;
     let many = state_of_last_week(d, "many", users, &service);
-    let (out, took) = run_digest(&unit, &config, &many);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let (outcome, took) = run_digest(&unit, &config, &many);
+    outcome.unwrap();
     assert_eq!(
         mailbox.wait_for(2 + users as usize).len(),
         2 + users as usize
@@ -501,25 +522,22 @@ fn postfix_sendmail_under_the_shipped_digest_unit() {
 /// under the shipped unit as it is (SMTP needs no drop-in).
 #[test]
 fn the_shipped_smtp_defaults_deliver_to_stock_postfix() {
-    let _serial = serial();
-    let Some(recipient) = User::ensure("malpost") else {
-        eprintln!("SKIPPED: needs root to make users");
+    let Some(postfix) = PostfixTest::start() else {
         return;
     };
-    let _postfix = Postfix::start();
     let offers = Command::new("postconf")
         .args(["-h", "smtpd_tls_security_level"])
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&offers.stdout).trim(), "may");
-    let mailbox = Mailbox::of(&recipient);
+    let mailbox = &postfix.mailbox;
     let dir = open_temp_dir("mail-postfix-smtp");
     let unit = Unit::shipped("mpistat-digest.service");
     let users = 50;
     let state = state_of_last_week(dir.path(), "var-lib-mpistat", users, &unit.user());
     let config = site_toml(dir.path(), "transport = \"smtp\"\n");
-    let (out, took) = run_digest(&unit, &config, &state);
-    assert!(out.status.success(), "{}", stderr(&out));
+    let (outcome, took) = run_digest(&unit, &config, &state);
+    outcome.unwrap();
     assert_eq!(mailbox.wait_for(users as usize).len(), users as usize);
     eprintln!(
         "measured: digest of {users} mails by SMTP to Postfix (service run): {:.2} s",
