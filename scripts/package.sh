@@ -153,6 +153,10 @@ t=$stage/mpistat-loghost
 for f in systemd/*.service systemd/*.timer; do
     put "$f" "$t/lib/systemd/system/$(basename "$f")" 0644
 done
+# Drop-ins a site adds when it needs them (docs/mail.md: sendmail through Postfix), not active.
+for f in systemd/*.service.d/*.conf; do
+    put "$f" "$t/usr/share/mpistat/systemd/${f#systemd/}" 0644
+done
 put packaging/mpistat-loghost/logrotate "$t/etc/logrotate.d/mpistat" 0644
 make_deb mpistat-loghost ""
 

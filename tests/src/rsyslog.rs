@@ -1,6 +1,5 @@
 //! Private rsyslogds running the shipped configurations (`etc/rsyslog.d/*.conf`) with only the
-//! site-specific parts (sockets, ports, paths) changed, and a site CA's certificates for the
-//! relay.
+//! site-specific parts (sockets, ports, paths) changed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -97,77 +96,4 @@ pub fn shipped_rsyslog_config(name: &str, changes: &[(&str, &str)]) -> String {
         text = text.replace(from, to);
     }
     text
-}
-
-pub fn openssl(args: &[&str], dir: &Path) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl (scripts/prereqs.sh installs it)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A site CA, a certificate it signs for `loghost.cluster` and one for `node1.cluster`, and a
-/// self-signed `node1.cluster` one (a forger's), as `<name>.pem` and `<name>.key` in `dir`.
-pub fn certificates(dir: &Path) {
-    let key = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ];
-    let self_signed = |name: &str, cn: &str| {
-        let (pem, k) = (format!("{name}.pem"), format!("{name}.key"));
-        let subject = format!("/CN={cn}");
-        let mut args = vec!["req", "-x509", "-days", "2", "-subj", &subject];
-        args.extend(key);
-        args.extend(["-keyout", &k, "-out", &pem]);
-        openssl(&args, dir);
-    };
-    self_signed("ca", "mpistat test CA");
-    self_signed("rogue", "node1.cluster");
-    for (name, cn) in [("loghost", "loghost.cluster"), ("node", "node1.cluster")] {
-        let (csr, pem, k) = (
-            format!("{name}.csr"),
-            format!("{name}.pem"),
-            format!("{name}.key"),
-        );
-        let subject = format!("/CN={cn}");
-        let mut args = vec!["req", "-subj", &subject];
-        args.extend(key);
-        args.extend(["-keyout", &k, "-out", &csr]);
-        openssl(&args, dir);
-        let ext = format!("{name}.ext");
-        std::fs::write(
-            dir.join(&ext),
-            format!("subjectAltName=DNS:{cn}\nextendedKeyUsage=serverAuth,clientAuth\n"),
-        )
-        .unwrap();
-        openssl(
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-extfile",
-                &ext,
-                "-out",
-                &pem,
-            ],
-            dir,
-        );
-    }
 }

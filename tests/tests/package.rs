@@ -12,6 +12,7 @@
 //! nothing lost, nothing twice. `apt-get purge` then leaves nothing: no file, no user, no group
 //! membership, no rsyslog configuration, and `rsyslogd -N1` stays clean.
 
+use mpistat_e2e::certs::TestCa;
 use mpistat_e2e::machine::{Machine, Network};
 use mpistat_e2e::units::{ServiceIds, Unit};
 use mpistat_e2e::*;
@@ -372,7 +373,9 @@ fn a_node_relays_attested_records_to_the_log_host() {
     let started = Instant::now();
     let debs = build_packages();
     let certs = TempDir::new("package-certs");
-    mpistat_e2e::rsyslog::certificates(certs.path());
+    let ca = TestCa::new(certs.path(), "ca", "mpistat site CA");
+    ca.issue("loghost", &["loghost.cluster"]);
+    ca.issue("node", &["node1.cluster"]);
     let cert = |name: &str| certs.path().join(name);
 
     let log_host = Machine::start_on(Some("loghost"), Network::Private);

@@ -15,7 +15,8 @@
 //! connections never get a line into the file. The log host is stopped while two jobs end and
 //! started again: the compute node keeps the unacknowledged records and delivers them.
 
-use mpistat_e2e::rsyslog::{certificates, shipped_rsyslog_config, RsyslogDaemon};
+use mpistat_e2e::certs::TestCa;
+use mpistat_e2e::rsyslog::{shipped_rsyslog_config, RsyslogDaemon};
 use mpistat_e2e::*;
 use mpistat_record::JobRecord;
 use std::io::Write;
@@ -59,6 +60,15 @@ fn write_value(dir: &Path, name: &str, value: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, value).unwrap();
     path.display().to_string()
+}
+
+/// A site CA, a certificate it signs for `loghost.cluster` and one for `node1.cluster`, and a
+/// self-signed `node1.cluster` one (a forger's), as `<name>.pem` and `<name>.key` in `dir`.
+fn certificates(dir: &Path) {
+    let ca = TestCa::new(dir, "ca", "mpistat test CA");
+    TestCa::new(dir, "rogue", "node1.cluster");
+    ca.issue("loghost", &["loghost.cluster"]);
+    ca.issue("node", &["node1.cluster"]);
 }
 
 /// The relay chain: a compute node's rsyslogd forwarding to a log host's.
