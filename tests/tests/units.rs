@@ -1,12 +1,12 @@
-//! The site as shipped: rsyslogd with `etc/rsyslog.d/mpistat.conf` after the host's own global
-//! settings (Debian's `/etc/rsyslog.conf`: file owner, group and modes), the configuration
+//! The site as shipped: rsyslogd with `etc/rsyslog.d/mpistat.conf`, unchanged, after the host's
+//! own global settings (Debian's `/etc/rsyslog.conf`: file owner, group and modes), the configuration
 //! `etc/site.toml` unchanged at `/etc/mpistat/site.toml`, and every service of `systemd/` run
 //! with the privileges its unit gives (user `mpistat`, no homes, a read-only system but its state
 //! directory; see `tests/src/units.rs`). A user's real job is recorded, ingested by the ingest
 //! service, mailed by the digest service, listed by the site-report service and served by the
 //! serve service to the proxy's group only.
 
-use mpistat_e2e::rsyslog::{shipped_rsyslog_config, RsyslogDaemon};
+use mpistat_e2e::rsyslog::RsyslogDaemon;
 use mpistat_e2e::units::Unit;
 use mpistat_e2e::*;
 use mpistat_record::wire;
@@ -89,33 +89,27 @@ fn the_shipped_services_ingest_mail_list_and_serve_a_users_job() {
     let d = dir.path();
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
 
-    // Syslog as shipped, on a private socket, writing where /var/log/mpistat is for the services.
-    let socket = d.join("log.sock");
+    // Syslog as shipped: the snippet unchanged, after the host's global settings, with the
+    // module line of the distribution's rsyslog.conf (its system socket off: /dev/log is the
+    // host's). The daemon sees the test's directories as /run (its socket) and /var/log (the
+    // records file), where the services see /var/log/mpistat too.
+    let run = d.join("run");
     let var_log = d.join("var-log");
-    std::fs::create_dir(&var_log).unwrap();
-    let conf = shipped_rsyslog_config(
-        "mpistat.conf",
-        &[
-            ("/run/mpistat-syslog.sock", &socket.display().to_string()),
-            (
-                "/var/log/mpistat/records.log",
-                &var_log.join("mpistat/records.log").display().to_string(),
-            ),
-            (
-                "/etc/mpistat/relay/",
-                &d.join("no-relay/").display().to_string(),
-            ),
-        ],
-    );
-    // As the distribution's rsyslog.conf loads imuxsock (the package test runs that one); its
-    // system socket stays off here, /dev/log is the host's.
-    let mut rsyslogd = RsyslogDaemon::start(
+    for dir in [&run, &var_log] {
+        std::fs::create_dir(dir).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let socket = run.join("mpistat-syslog.sock");
+    let snippet = workspace_root().join("etc/rsyslog.d/mpistat.conf");
+    let mut rsyslogd = RsyslogDaemon::start_seeing(
         d,
         "rsyslog",
         &format!(
-            "module(load=\"imuxsock\" SysSock.Use=\"off\")\n{}{conf}",
-            host_rsyslog_globals()
+            "module(load=\"imuxsock\" SysSock.Use=\"off\")\n{}include(file=\"{}\")\n",
+            host_rsyslog_globals(),
+            snippet.display()
         ),
+        &[(&run, "/run"), (&var_log, "/var/log")],
     );
     rsyslogd.wait_until("the syslog socket", || socket.exists());
 
