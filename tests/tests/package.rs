@@ -22,8 +22,14 @@ use std::time::{Duration, Instant};
 
 const USER: &str = "dplalice";
 
-/// The packages `scripts/package.sh` wrote, built from what target/release holds.
+/// The packages `scripts/package.sh` wrote, built once per test binary from what target/release
+/// holds.
 fn build_packages() -> Vec<PathBuf> {
+    static DEBS: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    DEBS.get_or_init(package).clone()
+}
+
+fn package() -> Vec<PathBuf> {
     library(); // the release build must exist: the test never builds (it would race the build)
     let started = Instant::now();
     let out = Command::new(workspace_root().join("scripts/package.sh"))
