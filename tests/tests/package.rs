@@ -18,6 +18,7 @@ use mpistat_e2e::units::{ServiceIds, Unit};
 use mpistat_e2e::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 const USER: &str = "dplalice";
@@ -218,15 +219,21 @@ fn start_ingest(machine: &Machine) -> std::process::Child {
         .expect("start ingest")
 }
 
-#[test]
-fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanly() {
-    let _serial = serial();
+/// The test's lock, its start and the packages; `None` (said on stderr) when not root.
+fn set_up() -> Option<(MutexGuard<'static, ()>, Instant, Vec<PathBuf>)> {
+    let serial = serial();
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("SKIPPED: needs root (namespaces, mounts, apt-get in the machine)");
-        return;
+        return None;
     }
-    let started = Instant::now();
-    let debs = build_packages();
+    Some((serial, Instant::now(), build_packages()))
+}
+
+#[test]
+fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanly() {
+    let Some((_serial, started, debs)) = set_up() else {
+        return;
+    };
     let programs: Vec<(Mpi, PathBuf)> = Mpi::ALL
         .iter()
         .map(|&mpi| (mpi, BASIC.path_for(mpi)))
@@ -371,13 +378,9 @@ fn put(machine: &Machine, file: &Path, dest: &str, mode: u32) {
 /// host over RELP with TLS, attested, and its ingest service stores them as hers.
 #[test]
 fn a_node_relays_attested_records_to_the_log_host() {
-    let _serial = serial();
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: needs root (namespaces, mounts, apt-get in the machine)");
+    let Some((_serial, started, debs)) = set_up() else {
         return;
-    }
-    let started = Instant::now();
-    let debs = build_packages();
+    };
     let certs = TempDir::new("package-certs");
     let ca = TestCa::new(certs.path(), "ca", "mpistat site CA");
     ca.issue("loghost", &["loghost.cluster"]);
