@@ -103,7 +103,7 @@ impl Default for TraceConfig {
             skip_supersteps: 0,
             record_supersteps: 0,
             analyze_at_exit: true,
-            analyze_command: PathBuf::from("/usr/local/bin/mpistat"),
+            analyze_command: PathBuf::from("/usr/bin/mpistat"),
         }
     }
 }
@@ -213,7 +213,7 @@ impl Default for ProfilerConfig {
 impl Default for SyslogConfig {
     fn default() -> Self {
         SyslogConfig {
-            socket: PathBuf::from("/dev/log"),
+            socket: PathBuf::from("/run/mpistat-syslog.sock"),
             facility: "local5".into(),
             tag: "mpistat".into(),
             stall_ms: 100,
@@ -253,7 +253,7 @@ pub struct IngestConfig {
     pub check_user_names: bool,
     /// On a central log host: the relays (compute nodes' rsyslogds, as the log host names the
     /// authenticated connection they delivered on: `relay=<name>` in front of each line, see
-    /// `etc/rsyslog.d/mpistat-loghost.conf`) whose attestations are believed. Patterns, `*`
+    /// `etc/rsyslog/relay-loghost/`) whose attestations are believed. Patterns, `*`
     /// matching any run of characters (`node*.cluster`). When not empty, a record is accepted
     /// only with a kernel attestation delivered by one of them; lines without a relay, marked
     /// `unrelayed=` by the log host, or from another relay are rejected as forged. Empty: this

@@ -11,12 +11,14 @@
 //! * [`supersteps::MeasuredImbalance`]: the imbalance figures from what `imbalance.c` measured.
 //! * [`rsyslog::RsyslogDaemon`]: a private rsyslogd with a shipped configuration.
 //! * [`units::Unit`]: a shipped systemd unit run with the privileges it gives.
+//! * [`machine::Machine`]: a copy-on-write view of this host to install packages into.
 //! * [`User`]: an unprivileged local user (made with `useradd`) that jobs and `mpistat` run as.
 //!
 //! MPI jobs oversubscribe a small machine, so every test that runs one takes [`serial`] first:
 //! tests of one binary then run one job at a time (cargo runs test binaries one after another).
 
 pub mod certs;
+pub mod machine;
 pub mod rsyslog;
 pub mod slurm;
 pub mod supersteps;

@@ -1,9 +1,9 @@
 //! Issue 13, item 1 end to end with real parts: records relayed from a compute node to a central
 //! log host with the sender still attested.
 //!
-//! Two private rsyslogds run the shipped configurations (`etc/rsyslog.d/mpistat-compute.conf`
-//! and `mpistat-loghost.conf`; changed only: paths, ports, the log host's address, and the
-//! heartbeat and retry intervals, 1 s): a "compute" one reading a private socket with trusted
+//! Two private rsyslogds run the shipped configuration (`etc/rsyslog.d/mpistat.conf` with the
+//! relay roles of `etc/rsyslog/relay-node/` and `relay-loghost/`; changed only: paths, ports, the
+//! log host's address, and the heartbeat and retry intervals, 1 s): a "compute" one reading a private socket with trusted
 //! properties (and, as a site might, a plain TCP input), forwarding over RELP with TLS and a
 //! client certificate on 127.0.0.1 to a "log host" one (which also has a plain syslog port).
 //! Certificates come from `openssl` into a temporary directory. Real MPI jobs of root and of `nobody` end on the compute node; forgers
@@ -37,6 +37,29 @@ fn listening(port: u16) -> bool {
             fields.len() > 3 && fields[1].ends_with(&port) && fields[3] == "0A"
         })
     })
+}
+
+/// The shipped relay role `role` (`etc/rsyslog/<role>/`) with `changes`, as a directory in `dir`
+/// the base snippet includes from (its path, with a trailing `/`).
+fn relay_role(dir: &Path, role: &str, changes: &[(&str, &str)]) -> String {
+    let out = dir.join(role);
+    std::fs::create_dir_all(&out).unwrap();
+    for file in ["defs.conf", "route.conf"] {
+        let shipped = workspace_root().join("etc/rsyslog").join(role).join(file);
+        let mut text = std::fs::read_to_string(&shipped).unwrap();
+        for (from, to) in changes {
+            text = text.replace(from, to);
+        }
+        std::fs::write(out.join(file), text).unwrap();
+    }
+    format!("{}/", out.display())
+}
+
+/// A site value file as the docs say to write one (no trailing newline); its path.
+fn write_value(dir: &Path, name: &str, value: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, value).unwrap();
+    path.display().to_string()
 }
 
 /// A site CA, a certificate it signs for `loghost.cluster` and one for `node1.cluster`, and a
@@ -73,20 +96,36 @@ impl Chain {
             (relp.to_string(), plain.to_string(), compute_tcp.to_string());
         // The log host, with DNS off so that the relay is named by its address, and a plain
         // syslog port as log hosts have for everything else.
-        let log_host = shipped_rsyslog_config(
-            "mpistat-loghost.conf",
+        let certs_dir = certs.as_str();
+        let log_host_role = relay_role(
+            d,
+            "relay-loghost",
             &[
-                ("/etc/mpistat/tls/", &certs),
+                ("/etc/mpistat/tls/", certs_dir),
+                ("port=\"2514\"", &format!("port=\"{relp}\"")),
+                (
+                    "/etc/mpistat/relay-peers",
+                    &write_value(d, "relay-peers", "*.cluster"),
+                ),
+            ],
+        );
+        let log_host = shipped_rsyslog_config(
+            "mpistat.conf",
+            &[
+                (
+                    "/run/mpistat-syslog.sock",
+                    &d.join("loghost.sock").display().to_string(),
+                ),
                 (
                     "/var/log/mpistat/records.log",
                     &d.join("records.log").display().to_string(),
                 ),
-                ("port=\"2514\"", &format!("port=\"{relp}\"")),
+                ("/etc/mpistat/relay/", &log_host_role),
             ],
         );
         let log_host = format!(
-            "global(net.enableDNS=\"off\")\nmodule(load=\"imtcp\")\n\
-             input(type=\"imtcp\" port=\"{plain_s}\")\n{log_host}"
+            "global(net.enableDNS=\"off\")\nmodule(load=\"imuxsock\" SysSock.Use=\"off\")\n\
+             module(load=\"imtcp\")\ninput(type=\"imtcp\" port=\"{plain_s}\")\n{log_host}"
         );
         let mut log_host = RsyslogDaemon::start(d, "loghost", &log_host);
         log_host.wait_until("the log host's ports", || {
@@ -95,21 +134,18 @@ impl Chain {
         // The compute node: its socket is private, it has a plain TCP input too, and it sends
         // a heartbeat and retries every second instead of every minute and every ten seconds.
         let socket = d.join("log.sock").display().to_string();
-        let compute = shipped_rsyslog_config(
-            "mpistat-compute.conf",
+        let node_role = relay_role(
+            d,
+            "relay-node",
             &[
+                ("/etc/mpistat/tls/", certs_dir),
                 (
-                    "module(load=\"imuxsock\" SysSock.Annotate=\"on\" SysSock.ParseTrusted=\"on\")",
-                    &format!(
-                        "module(load=\"imuxsock\" SysSock.Use=\"off\")\n\
-                         input(type=\"imuxsock\" Socket=\"{socket}\" RateLimit.Interval=\"0\" \
-                         Annotate=\"on\" ParseTrusted=\"on\")"
-                    ),
-                ),
-                ("/etc/mpistat/tls/", &certs),
-                (
-                    "target=\"loghost.cluster\" port=\"2514\"",
+                    "target=`cat /etc/mpistat/log-host` port=\"2514\"",
                     &format!("target=\"127.0.0.1\" port=\"{relp_s}\""),
+                ),
+                (
+                    "/etc/mpistat/log-host",
+                    &write_value(d, "log-host", "loghost.cluster"),
                 ),
                 (
                     "action.resumeInterval=\"10\"",
@@ -118,8 +154,21 @@ impl Chain {
                 ("interval=\"60\"", "interval=\"1\""),
             ],
         );
-        let compute =
-            format!("module(load=\"imtcp\")\ninput(type=\"imtcp\" port=\"{tcp_s}\")\n{compute}");
+        let compute = shipped_rsyslog_config(
+            "mpistat.conf",
+            &[
+                ("/run/mpistat-syslog.sock", &socket),
+                (
+                    "/var/log/mpistat/records.log",
+                    &d.join("compute-records.log").display().to_string(),
+                ),
+                ("/etc/mpistat/relay/", &node_role),
+            ],
+        );
+        let compute = format!(
+            "module(load=\"imuxsock\" SysSock.Use=\"off\")\nmodule(load=\"imtcp\")\n\
+             input(type=\"imtcp\" port=\"{tcp_s}\")\n{compute}"
+        );
         let mut compute = RsyslogDaemon::start(d, "compute", &compute);
         let sock = PathBuf::from(&socket);
         compute.wait_until("the compute node's socket and port", || {

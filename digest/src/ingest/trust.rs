@@ -14,8 +14,8 @@
 //!
 //! The attestation exists only on the node where the job ran. A compute node's rsyslogd
 //! forwards its line (attestation and its own host name included) over RELP with TLS and a
-//! client certificate (`etc/rsyslog.d/mpistat-compute.conf`); the log host writes in front of it
-//! a field no sender controls (`etc/rsyslog.d/mpistat-loghost.conf`): `relay=<name>` when the
+//! client certificate (`etc/rsyslog/relay-node/`); the log host writes in front of it
+//! a field no sender controls (`etc/rsyslog/relay-loghost/`): `relay=<name>` when the
 //! line came on the authenticated input (the name is the connection's, rsyslog's `$fromhost`),
 //! `unrelayed=<address>` when it came any other way (a plain syslog port, the log host's own
 //! socket). So a log-host line is `relay=<name> <time> <host> uid=<n> pid=<n> <tag><msg>`, and
