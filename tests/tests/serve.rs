@@ -64,7 +64,8 @@ impl Target {
     /// `GET path` with `headers`: the status (an error if none came in 30 s).
     fn get(&self, path: &str, headers: &[(&str, &str)]) -> std::io::Result<u16> {
         let mut stream = self.connect()?;
-        let mut request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n");
+        let mut request =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
         for (name, value) in headers {
             request += &format!("{name}: {value}\r\n");
         }
