@@ -439,8 +439,11 @@ pub enum MailStatus {
 }
 
 impl Database {
-    /// Open (creating if needed) the database at `path` and bring its schema up to date.
+    /// Open (creating if needed) the database at `path` and bring its schema up to date. It and
+    /// its `-wal` and `-shm` are made (or, when an older mpistat left them open, kept) mode 0600.
     pub fn open(path: &Path) -> anyhow::Result<Database> {
+        // The service's alone, whatever the umask (every user's jobs are in it).
+        crate::private::owner_only_database(path)?;
         let conn = Connection::open(path)
             .with_context(|| format!("cannot open database {}", path.display()))?;
         // First, so that even switching to WAL waits for another process's transaction.

@@ -20,6 +20,7 @@ pub mod json;
 pub mod mail;
 pub mod plot;
 pub mod pool;
+pub mod private;
 pub mod rollup;
 pub mod send;
 pub mod serve;

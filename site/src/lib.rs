@@ -442,6 +442,10 @@ pub struct SiteReportConfig {
     /// Where `mpistat serve` answers (base URL ending in `/`): the static site links the jobs it
     /// has no page of there. Empty: such jobs are not linked.
     pub live_url: String,
+    /// The group the static pages are given to (the web server's; the service must be a
+    /// member): pages 0640, directories 0750, whatever the umask. Empty: the group they get
+    /// (the service's, or a setgid directory's).
+    pub group: String,
 }
 
 impl Default for SiteReportConfig {
@@ -452,6 +456,7 @@ impl Default for SiteReportConfig {
             critical_min_cpu_hours: 0.0,
             top_users: vec![5, 10, 20],
             live_url: String::new(),
+            group: "www-data".into(),
         }
     }
 }
@@ -485,6 +490,14 @@ pub struct ServeConfig {
     pub allow_unguarded_header: bool,
     /// Logins that see every page; everyone else sees only their own user and job pages.
     pub admins: Vec<String>,
+    /// Connections open at once, and from one peer (a Unix socket's uid, a TCP address). Past
+    /// either, the oldest connection still sending its request makes room, else the new one
+    /// gets 503.
+    pub max_connections: usize,
+    pub max_connections_per_peer: usize,
+    /// Seconds a client has to send its request head, and to take the answer.
+    pub request_timeout_s: u64,
+    pub response_timeout_s: u64,
 }
 
 impl Default for ServeConfig {
@@ -499,6 +512,10 @@ impl Default for ServeConfig {
             proxy_secret_header: "X-Mpistat-Proxy-Secret".into(),
             allow_unguarded_header: false,
             admins: vec!["root".into()],
+            max_connections: 512,
+            max_connections_per_peer: 64,
+            request_timeout_s: 10,
+            response_timeout_s: 60,
         }
     }
 }

@@ -68,6 +68,7 @@ fn the_analysis_runs_as_the_jobs_user_and_the_digest_reads_no_trace() {
          [escalation]\nlist = {list:?}\nmpi_percent_min = 30.0\n\
          critical_path_imbalance_percent_min = 20.0\ncpu_hours_min = 0.0\n\
          [database]\npath = {db:?}\n\
+         [site_report]\ngroup = \"\"\n\
          [mail]\ntransport = \"smtp\"\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {port}\n\
          smtp_starttls = \"off\"\nrecipient = \"{{user}}@example.org\"\n",
         mpistat = mpistat_binary().display().to_string(),
