@@ -30,6 +30,11 @@
 //!   so a job of a listed (uid, application) is passed over without reading its row);
 //!   `analyses`: the trace analyses of traced jobs, from the analysis records their users sent
 //!   (`analysis_inbox`: filed by ingest, waiting to be matched to their jobs).
+//! * For the metrics of `mpistat serve` ([`crate::metrics`]), counts per hour that are no
+//!   rollups of the jobs: `escalation_rule_hours` (jobs that met the escalation rule, as ingest
+//!   judged them when it stored them), `rejected_hours` (rejected entries made per hour and kind,
+//!   kept by triggers on `rejected`, which also stamp each entry's `rejected_ms`), and
+//!   `ingest_clock` (the time of the newest syslog line ingest read).
 //! * `partial_inbox`: the partial records of a job on several nodes that ingest holds until
 //!   their other half comes, with when it held them (`held_ms`), and keeps afterwards (stored
 //!   as one job with their twin, alone, or not at all: their twin was stored alone before they
@@ -344,6 +349,67 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE partial_inbox_held_ms RENAME TO partial_inbox;
     CREATE INDEX partial_inbox_held ON partial_inbox (state, uid, end_ms);
 ",
+    "
+    -- What `mpistat serve`'s /metrics adds up over the last hour, day and week (crate::metrics),
+    -- per UTC hour (`hour` = end_ms / 3600000) so that a window is at most 168 rows: rollups
+    -- (crate::rollup) kept by ingest with the jobs and made again by rebuild-rollups, as the
+    -- others are (a database with jobs is marked `stale` and rebuilt when first opened). Site
+    -- sums per hour, and per hour the applications, Slurm accounts and partitions
+    -- (`dimension`), whose biggest by MPI time the metrics name.
+    CREATE TABLE rollup_hours (
+        hour INTEGER PRIMARY KEY,
+        jobs INTEGER NOT NULL,
+        wall_ns REAL NOT NULL,
+        mpi_ns REAL NOT NULL,
+        imbalance_jobs INTEGER NOT NULL,
+        imbalance_weighted REAL NOT NULL,
+        imbalance_wall_ns REAL NOT NULL,
+        escalated_traces INTEGER NOT NULL
+    );
+    CREATE TABLE rollup_hour_groups (
+        dimension TEXT NOT NULL,
+        hour INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        jobs INTEGER NOT NULL,
+        wall_ns REAL NOT NULL,
+        mpi_ns REAL NOT NULL,
+        PRIMARY KEY (dimension, hour, name)
+    ) WITHOUT ROWID;
+    INSERT OR IGNORE INTO rollup_state SELECT 'stale', '' WHERE EXISTS (SELECT 1 FROM jobs);
+    -- Jobs that met the escalation rule, per hour of their end, as ingest judged them when it
+    -- stored them (with the rule then in force, as the escalation did; not rebuilt).
+    CREATE TABLE escalation_rule_hours (hour INTEGER PRIMARY KEY, jobs INTEGER NOT NULL);
+    -- When each rejected entry was made (NULL: before this version), and how many were made
+    -- per hour and kind, kept by triggers whoever inserts or withdraws one (an incomplete job
+    -- whose parts came later), so that /metrics never counts the whole table.
+    ALTER TABLE rejected ADD COLUMN rejected_ms INTEGER;
+    CREATE TABLE rejected_hours (
+        hour INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        entries INTEGER NOT NULL,
+        PRIMARY KEY (hour, kind)
+    ) WITHOUT ROWID;
+    CREATE TRIGGER rejected_counted AFTER INSERT ON rejected BEGIN
+        UPDATE rejected SET rejected_ms = CAST(unixepoch('subsec') * 1000 AS INTEGER)
+            WHERE kind = NEW.kind AND ref = NEW.ref;
+        INSERT INTO rejected_hours (hour, kind, entries)
+            VALUES (CAST(unixepoch('subsec') * 1000 AS INTEGER) / 3600000, NEW.kind, 1)
+            ON CONFLICT (hour, kind) DO UPDATE SET entries = entries + 1;
+    END;
+    CREATE TRIGGER rejected_withdrawn AFTER DELETE ON rejected
+        WHEN OLD.rejected_ms IS NOT NULL BEGIN
+        UPDATE rejected_hours SET entries = entries - 1
+            WHERE hour = OLD.rejected_ms / 3600000 AND kind = OLD.kind;
+    END;
+    -- The analyses of an interval's jobs (escalated traces analysed).
+    CREATE INDEX analyses_by_end ON analyses (end_ms);
+    -- The time of the newest syslog line ingest has read (rsyslog's, of a line it trusts), for
+    -- the ingest lag; kept as the largest one seen.
+    CREATE TABLE ingest_clock (
+        id INTEGER PRIMARY KEY CHECK (id = 0),
+        newest_line_ms INTEGER NOT NULL
+    );
+",
 ];
 
 /// Page size of a new database (an existing one keeps its own).
@@ -550,6 +616,74 @@ impl Database {
             Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The rejected entries made in the hours `[from_hour, to_hour)` (hour: unix ms / 3,600,000)
+    /// per hour and kind, from the counts the table's triggers keep (`rejected_hours`; entries
+    /// withdrawn since are not counted): (hour, kind, entries).
+    pub fn rejected_per_hour(
+        &self,
+        from_hour: u64,
+        to_hour: u64,
+    ) -> anyhow::Result<Vec<(u64, String, u64)>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT hour, kind, entries FROM rejected_hours
+             WHERE hour >= ?1 AND hour < ?2 AND entries > 0",
+        )?;
+        let rows = stmt.query_map(params![from_hour, to_hour], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The jobs that met the escalation rule per hour of their end in `[from_hour, to_hour)`,
+    /// as ingest judged them when it stored them: (hour, jobs).
+    pub fn rule_jobs_per_hour(
+        &self,
+        from_hour: u64,
+        to_hour: u64,
+    ) -> anyhow::Result<Vec<(u64, u64)>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT hour, jobs FROM escalation_rule_hours WHERE hour >= ?1 AND hour < ?2",
+        )?;
+        let rows = stmt.query_map(params![from_hour, to_hour], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The stored analyses of jobs traced by escalation, per hour of the job's end in
+    /// `[from_hour, to_hour)` and whether the analysis succeeded: (hour, ok, analyses).
+    pub fn escalated_analyses_per_hour(
+        &self,
+        from_hour: u64,
+        to_hour: u64,
+    ) -> anyhow::Result<Vec<(u64, bool, u64)>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT a.end_ms / 3600000, a.status = 'ok', count(*)
+             FROM analyses a JOIN jobs j ON j.end_ms = a.end_ms AND j.key = a.key
+             WHERE a.end_ms >= ?1 AND a.end_ms < ?2 AND j.traced = 'escalation'
+             GROUP BY 1, 2",
+        )?;
+        let hour_ms = crate::rollup::HOUR_MS;
+        let rows = stmt.query_map(
+            params![from_hour * hour_ms, to_hour.saturating_mul(hour_ms)],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The time (unix ms) of the newest syslog line ingest has read, if it read one it trusts
+    /// with a time ([`note_newest_line`]).
+    pub fn newest_line_ms(&self) -> anyhow::Result<Option<u64>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT newest_line_ms FROM ingest_clock WHERE id = 0",
+                [],
+                |row| row.get(0),
+            )
+            .optional()?)
     }
 
     /// Records of jobs that ended in `[from_ms, to_ms)`, in end order (all in memory: the
@@ -1193,6 +1327,9 @@ pub struct JobRow {
     pub deflated: Vec<u8>,
     /// Queue it for the escalation rules (table `escalation_queue`) when it is stored.
     pub look: bool,
+    /// It meets the escalation rule: counted per hour of its end (`escalation_rule_hours`, for
+    /// the metrics) when it is stored.
+    pub meets_rule: bool,
     /// Its record was read (and is the one filed) and counted in the rollups of its batch
     /// ([`crate::rollup`]), which are saved as they are if every counted job of the batch is
     /// new when stored.
@@ -1210,6 +1347,7 @@ impl JobRow {
             index: job.index,
             deflated: job.deflated,
             look: false,
+            meets_rule: false,
             counted: false,
             unusable: Some(Box::new(problem)),
         }
@@ -1223,6 +1361,7 @@ impl JobRow {
             index: JobIndex::of(&job.record),
             deflated: job.deflated,
             look: false,
+            meets_rule: false,
             counted: true,
             unusable: None,
         }
@@ -1236,6 +1375,7 @@ pub struct IngestBatch<'conn> {
     clear_incomplete: rusqlite::Statement<'conn>,
     insert_rejected: rusqlite::Statement<'conn>,
     queue: rusqlite::Statement<'conn>,
+    count_rule: rusqlite::Statement<'conn>,
     insert_analysis: rusqlite::Statement<'conn>,
 }
 
@@ -1260,6 +1400,10 @@ impl<'conn> IngestBatch<'conn> {
                 "INSERT OR IGNORE INTO escalation_queue (id, uid, app, traced)
                  VALUES (?1, ?2, ?3, ?4)",
             )?,
+            count_rule: tx.prepare(
+                "INSERT INTO escalation_rule_hours (hour, jobs) VALUES (?1, 1)
+                 ON CONFLICT (hour) DO UPDATE SET jobs = jobs + 1",
+            )?,
             insert_analysis: tx.prepare(
                 "INSERT OR IGNORE INTO analysis_inbox (key, job_key, uid, user, host, dir,
                      summary, error, analysed_ms, received_ms, source)
@@ -1276,8 +1420,9 @@ impl<'conn> IngestBatch<'conn> {
     }
 
     /// Store a job (once: a job already there is left alone) with its index and deflated
-    /// record, queued for the escalation rules if it is new and [`JobRow::look`]. Returns
-    /// whether it was new.
+    /// record, queued for the escalation rules if it is new and [`JobRow::look`], counted in
+    /// its hour's jobs meeting the rule if new and [`JobRow::meets_rule`]. Returns whether it
+    /// was new.
     pub fn insert_job(&mut self, job: &JobRow) -> anyhow::Result<bool> {
         let index = &job.index;
         let imbalance = index.imbalance.as_ref();
@@ -1310,6 +1455,10 @@ impl<'conn> IngestBatch<'conn> {
                 index.application(),
                 index.traced.is_some()
             ])?;
+        }
+        if inserted == 1 && job.meets_rule {
+            self.count_rule
+                .execute([index.end_unix_ms / crate::rollup::HOUR_MS])?;
         }
         Ok(inserted == 1)
     }
@@ -1344,6 +1493,17 @@ impl<'conn> IngestBatch<'conn> {
         ])?;
         Ok(())
     }
+}
+
+/// Ingest read a line of time `line_ms` (unix ms): the newest line read is the later of it and
+/// the one noted before ([`Database::newest_line_ms`]).
+pub fn note_newest_line(tx: &rusqlite::Transaction<'_>, line_ms: u64) -> anyhow::Result<()> {
+    tx.execute(
+        "INSERT INTO ingest_clock (id, newest_line_ms) VALUES (0, ?1)
+         ON CONFLICT (id) DO UPDATE SET newest_line_ms = max(newest_line_ms, excluded.newest_line_ms)",
+        [line_ms],
+    )?;
+    Ok(())
 }
 
 /// Create or update the position row of a file; returns its id.

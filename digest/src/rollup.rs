@@ -2,7 +2,9 @@
 //! `rollup_days`), per day and user (`rollup_users`), per calendar month and user (the totals
 //! alone: `rollup_user_months`, so that a month's users list, a user's page and the search add
 //! up one row per user, not one per day and user) and per day and application (`rollup_apps`:
-//! the search by application), plus the critical jobs (`critical_jobs`), kept by ingest in the
+//! the search by application), per UTC hour (`rollup_hours`, site-wide, and
+//! `rollup_hour_groups`, per application, Slurm account and partition: the metrics' windows,
+//! [`crate::metrics`]), plus the critical jobs (`critical_jobs`), kept by ingest in the
 //! same transaction as the jobs (see
 //! [`crate::ingest::writer`]), so that a week's or a month's pages add up a few thousand rows
 //! and never read every job. [`rebuild`] (`mpistat rebuild-rollups`) makes them again exactly
@@ -39,6 +41,9 @@ use std::collections::BTreeMap;
 
 /// A day in milliseconds: rollups are per UTC day (`end_ms / DAY_MS`).
 pub const DAY_MS: u64 = 86_400_000;
+
+/// An hour in milliseconds: the metrics' rollups are per UTC hour (`end_ms / HOUR_MS`).
+pub const HOUR_MS: u64 = 3_600_000;
 
 /// Points of the imbalance scatter chart kept per day: the jobs with the most CPU time.
 pub const POINTS_PER_DAY: usize = 200;
@@ -230,6 +235,111 @@ impl DayRollup {
     }
 }
 
+/// The site's sums of the jobs that ended in one UTC hour (or several, merged), as
+/// `rollup_hours` keeps them for the metrics ([`crate::metrics`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct HourSums {
+    pub jobs: u64,
+    /// CPU time (wall time summed over ranks) and MPI time, in nanoseconds.
+    pub wall_ns: f64,
+    pub mpi_ns: f64,
+    /// The jobs with critical-path imbalance figures ([`imbalance_percent`]): how many, their
+    /// imbalance percent × CPU time, and their CPU time.
+    pub imbalance_jobs: u64,
+    pub imbalance_weighted: f64,
+    pub imbalance_wall_ns: f64,
+    /// Jobs traced because the escalation rule put them on the escalation list.
+    pub escalated_traces: u64,
+}
+
+impl HourSums {
+    fn add(&mut self, job: &JobRecord) {
+        let wall = job.wall_ns.sum as f64;
+        self.jobs += 1;
+        self.wall_ns += wall;
+        self.mpi_ns += job.mpi_ns.sum as f64;
+        if let Some(imbalance) = imbalance_percent(job) {
+            self.imbalance_jobs += 1;
+            self.imbalance_weighted += imbalance * wall;
+            self.imbalance_wall_ns += wall;
+        }
+        let escalated = job.trace.as_ref().is_some_and(|t| t.reason == "escalation");
+        self.escalated_traces += u64::from(escalated);
+    }
+
+    pub fn merge(&mut self, other: &HourSums) {
+        self.jobs += other.jobs;
+        self.wall_ns += other.wall_ns;
+        self.mpi_ns += other.mpi_ns;
+        self.imbalance_jobs += other.imbalance_jobs;
+        self.imbalance_weighted += other.imbalance_weighted;
+        self.imbalance_wall_ns += other.imbalance_wall_ns;
+        self.escalated_traces += other.escalated_traces;
+    }
+}
+
+/// What the metrics name the biggest of, per hour ([`GroupSums`] in `rollup_hour_groups`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Dimension {
+    /// [`JobRecord::application`]: an interpreter's script or module, else the executable.
+    Application,
+    /// The Slurm account and partition of a Slurm job.
+    Account,
+    Partition,
+}
+
+impl Dimension {
+    pub const ALL: [Dimension; 3] = [
+        Dimension::Application,
+        Dimension::Account,
+        Dimension::Partition,
+    ];
+
+    /// Its name, in the table and in the metrics' names and labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dimension::Application => "application",
+            Dimension::Account => "account",
+            Dimension::Partition => "partition",
+        }
+    }
+
+    /// What `job` is of this dimension, if it is of one (a job without Slurm facts has no
+    /// account or partition; an empty name is none).
+    fn of(self, job: &JobRecord) -> Option<&str> {
+        let slurm = job.slurm.as_ref();
+        match self {
+            Dimension::Application => Some(job.application()),
+            Dimension::Account => slurm.and_then(|s| s.account.as_deref()),
+            Dimension::Partition => slurm.and_then(|s| s.partition.as_deref()),
+        }
+        .filter(|name| !name.is_empty())
+    }
+}
+
+/// The jobs of one application, account or partition in an hour (or several, merged).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct GroupSums {
+    pub jobs: u64,
+    /// CPU time and MPI time, in nanoseconds.
+    pub wall_ns: f64,
+    pub mpi_ns: f64,
+}
+
+impl GroupSums {
+    fn add(&mut self, job: &JobRecord) {
+        self.jobs += 1;
+        self.wall_ns += job.wall_ns.sum as f64;
+        self.mpi_ns += job.mpi_ns.sum as f64;
+    }
+
+    pub fn merge(&mut self, other: &GroupSums) {
+        self.jobs += other.jobs;
+        self.wall_ns += other.wall_ns;
+        self.mpi_ns += other.mpi_ns;
+    }
+}
+
 /// A job on the critical list, as `critical_jobs` keeps it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CriticalRow {
@@ -267,6 +377,9 @@ pub struct Rollups {
     /// Jobs per day and application.
     apps: BTreeMap<(u64, String), u64>,
     critical: Vec<CriticalRow>,
+    hours: BTreeMap<u64, HourSums>,
+    /// Per hour, application, account and partition.
+    groups: BTreeMap<(Dimension, u64, String), GroupSums>,
 }
 
 impl Rollups {
@@ -277,6 +390,8 @@ impl Rollups {
             users: BTreeMap::new(),
             apps: BTreeMap::new(),
             critical: Vec::new(),
+            hours: BTreeMap::new(),
+            groups: BTreeMap::new(),
         }
     }
 
@@ -305,6 +420,16 @@ impl Rollups {
             .apps
             .entry((day, job.application().to_string()))
             .or_default() += 1;
+        let hour = job.end_unix_ms / HOUR_MS;
+        self.hours.entry(hour).or_default().add(job);
+        for dimension in Dimension::ALL {
+            if let Some(name) = dimension.of(job) {
+                self.groups
+                    .entry((dimension, hour, name.to_string()))
+                    .or_default()
+                    .add(job);
+            }
+        }
     }
 
     /// Add the rollups of other jobs (made with the same thresholds).
@@ -329,6 +454,12 @@ impl Rollups {
             *self.apps.entry(day_app).or_default() += jobs;
         }
         self.critical.extend(other.critical);
+        for (hour, new) in other.hours {
+            self.hours.entry(hour).or_default().merge(&new);
+        }
+        for (group, new) in other.groups {
+            self.groups.entry(group).or_default().merge(&new);
+        }
     }
 
     /// Whether they count no job.
@@ -338,7 +469,8 @@ impl Rollups {
 
     /// Add these rollups to the stored ones in `tables` (in the caller's transaction).
     pub fn save(self, conn: &Connection, tables: Tables) -> anyhow::Result<()> {
-        let [days, users, user_months, apps, critical] = TABLES.map(|table| tables.name(table));
+        let [days, users, user_months, apps, critical, hours, groups] =
+            TABLES.map(|table| tables.name(table));
         let mut get_day =
             conn.prepare_cached(&format!("SELECT data FROM {days} WHERE day = ?1"))?;
         let mut put_day = conn.prepare_cached(&format!(
@@ -434,6 +566,45 @@ impl Rollups {
         ))?;
         for c in self.critical {
             put_critical.execute(params![c.end_ms, c.key, c.user, c.wall_ns, c.reasons])?;
+        }
+        let mut put_hour = conn.prepare_cached(&format!(
+            "INSERT INTO {hours} (hour, jobs, wall_ns, mpi_ns, imbalance_jobs,
+                 imbalance_weighted, imbalance_wall_ns, escalated_traces)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT (hour) DO UPDATE SET jobs = jobs + excluded.jobs,
+                 wall_ns = wall_ns + excluded.wall_ns, mpi_ns = mpi_ns + excluded.mpi_ns,
+                 imbalance_jobs = imbalance_jobs + excluded.imbalance_jobs,
+                 imbalance_weighted = imbalance_weighted + excluded.imbalance_weighted,
+                 imbalance_wall_ns = imbalance_wall_ns + excluded.imbalance_wall_ns,
+                 escalated_traces = escalated_traces + excluded.escalated_traces"
+        ))?;
+        for (hour, h) in self.hours {
+            put_hour.execute(params![
+                hour,
+                h.jobs,
+                h.wall_ns,
+                h.mpi_ns,
+                h.imbalance_jobs,
+                h.imbalance_weighted,
+                h.imbalance_wall_ns,
+                h.escalated_traces
+            ])?;
+        }
+        let mut put_group = conn.prepare_cached(&format!(
+            "INSERT INTO {groups} (dimension, hour, name, jobs, wall_ns, mpi_ns)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (dimension, hour, name) DO UPDATE SET jobs = jobs + excluded.jobs,
+                 wall_ns = wall_ns + excluded.wall_ns, mpi_ns = mpi_ns + excluded.mpi_ns"
+        ))?;
+        for ((dimension, hour, name), g) in self.groups {
+            put_group.execute(params![
+                dimension.name(),
+                hour,
+                name,
+                g.jobs,
+                g.wall_ns,
+                g.mpi_ns
+            ])?;
         }
         Ok(())
     }
@@ -585,12 +756,14 @@ fn sql_ns(ns: u64) -> f64 {
 }
 
 /// The rollup tables, in the order [`Rollups::save`] names them.
-const TABLES: [&str; 5] = [
+const TABLES: [&str; 7] = [
     "rollup_days",
     "rollup_users",
     "rollup_user_months",
     "rollup_apps",
     "critical_jobs",
+    "rollup_hours",
+    "rollup_hour_groups",
 ];
 
 /// Which rollup tables [`Rollups::save`] adds to.
@@ -1013,6 +1186,64 @@ pub fn totals_of_period(
             })
         },
     )?)
+}
+
+/// The site's sums of each hour in `[from_hour, to_hour)` that has jobs, in hour order.
+pub fn hours_between(
+    conn: &Connection,
+    from_hour: u64,
+    to_hour: u64,
+) -> anyhow::Result<Vec<(u64, HourSums)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT hour, jobs, wall_ns, mpi_ns, imbalance_jobs, imbalance_weighted,
+             imbalance_wall_ns, escalated_traces
+         FROM rollup_hours WHERE hour >= ?1 AND hour < ?2 ORDER BY hour",
+    )?;
+    let rows = stmt.query_map(params![from_hour, to_hour], |row| {
+        Ok((
+            row.get(0)?,
+            HourSums {
+                jobs: row.get(1)?,
+                wall_ns: row.get(2)?,
+                mpi_ns: row.get(3)?,
+                imbalance_jobs: row.get(4)?,
+                imbalance_weighted: row.get(5)?,
+                imbalance_wall_ns: row.get(6)?,
+                escalated_traces: row.get(7)?,
+            },
+        ))
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// The `limit` applications, accounts or partitions (`dimension`) with the most MPI time in the
+/// hours `[from_hour, to_hour)`, most first (ties by name), with their sums there.
+pub fn top_groups(
+    conn: &Connection,
+    dimension: Dimension,
+    from_hour: u64,
+    to_hour: u64,
+    limit: usize,
+) -> anyhow::Result<Vec<(String, GroupSums)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT name, sum(jobs), total(wall_ns), total(mpi_ns) FROM rollup_hour_groups
+         WHERE dimension = ?1 AND hour >= ?2 AND hour < ?3
+         GROUP BY name ORDER BY total(mpi_ns) DESC, name LIMIT ?4",
+    )?;
+    let rows = stmt.query_map(
+        params![dimension.name(), from_hour, to_hour, limit as u64],
+        |row| {
+            Ok((
+                row.get(0)?,
+                GroupSums {
+                    jobs: row.get(1)?,
+                    wall_ns: row.get(2)?,
+                    mpi_ns: row.get(3)?,
+                },
+            ))
+        },
+    )?;
+    Ok(rows.collect::<Result<_, _>>()?)
 }
 
 #[cfg(test)]

@@ -53,6 +53,7 @@
 //! transaction that stores it, so looking at the new jobs after a run reads only those few.
 
 pub mod accounts;
+pub mod line_time;
 pub mod partials;
 pub mod report;
 pub mod source;
@@ -222,6 +223,8 @@ struct Run<'a> {
     known: HashMap<Head, Position>,
     /// Who delivered and sent each line.
     relays: trust::Relays,
+    /// The time of the last line read whose time is rsyslog's (for the ingest lag).
+    newest_line: line_time::NewestLine,
     senders: HashMap<Sender, SenderLines>,
     /// First line of every job that was unfinished when last looked at, by sender and arrival.
     first_lines: HashMap<(Sender, u64), FirstLine>,
@@ -315,6 +318,7 @@ pub fn run_once(
                 accounts: options.accounts.clone().map(accounts::Known::new),
                 known,
                 relays: trust::Relays::new(options.trusted_relays.clone()),
+                newest_line: line_time::NewestLine::default(),
                 senders: HashMap::new(),
                 first_lines: HashMap::new(),
                 files: Vec::new(),
@@ -413,6 +417,9 @@ impl Run<'_> {
         self.pending.lines += 1;
         self.stats.lines += 1;
         let sender = self.relays.sender(line);
+        if line_time::trusted(&sender, self.relays.required()) {
+            self.newest_line.saw(line);
+        }
         let lines = self.senders.entry(sender.clone()).or_default();
         let unfinished_before = lines.assembler.pending_jobs();
         lines.assembler.push(line);
@@ -564,6 +571,7 @@ impl Run<'_> {
             None => {
                 self.stats.records += 1;
                 job.look = crate::escalate::needs_a_look(&self.options.escalation, &job.index);
+                job.meets_rule = crate::escalate::meets_rule(&self.options.escalation, &job.index);
                 self.pending.jobs.push(job);
             }
         }
@@ -694,6 +702,7 @@ impl Run<'_> {
             analyses: pending.analyses,
             rejected: pending.rejected,
             positions,
+            newest_line_ms: self.newest_line.ms(writer::now_ms()),
         };
         // Only fails when the writer stopped on an error, which `run_once` reports.
         self.writer.send(batch).map_err(|_| {

@@ -6,7 +6,8 @@
 //! another node than rank 0 are stored as one job ([`partials`]).
 
 use crate::db::{
-    inflated_record, save_position, Database, IngestBatch, JobRow, Position, Received, Rejected,
+    inflated_record, note_newest_line, save_position, Database, IngestBatch, JobRow, Position,
+    Received, Rejected,
 };
 use crate::ingest::partials;
 use crate::rollup::{count_in_rebuild, Rollups, Tables};
@@ -31,6 +32,8 @@ pub struct Batch {
     pub rejected: Vec<Rejected>,
     /// Every file read in this run (by its number in the run), its position and name.
     pub positions: Vec<(usize, Position, String)>,
+    /// The time of the last line read whose time is rsyslog's, if any (unix ms).
+    pub newest_line_ms: Option<u64>,
 }
 
 /// Commit the batches from `inbox` until it is closed; returns how many jobs were new. Jobs
@@ -85,6 +88,9 @@ pub fn write(
             }
             ids.insert(file, save_position(&tx, &position, &path)?);
         }
+        if let Some(line_ms) = batch.newest_line_ms {
+            note_newest_line(&tx, line_ms)?;
+        }
         tx.commit()?;
         if let Some(checkpoints) = &mut checkpoints {
             checkpoints.committed();
@@ -100,8 +106,9 @@ pub fn write(
     Ok(new_jobs)
 }
 
-/// The ingest run's clock, in milliseconds since the epoch: when the partial inbox held a row.
-fn now_ms() -> u64 {
+/// The ingest run's clock, in milliseconds since the epoch: when the partial inbox held a row,
+/// and the latest a line's time may be.
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
