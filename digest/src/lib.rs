@@ -4,7 +4,7 @@
 //! as text (`mpistat_record::report`, the same report users get from `MPISTAT_DETAIL`) or as
 //! JSON (`json`). `ingest` stores records in the database (`db`), `mail` builds and sends the
 //! weekly mails from it, `site_report` writes the admin web pages and `serve` serves them live
-//! with access control; `site` loads the site configuration for all of them, `html` escapes.
+//! with access control, and the site's figures for Prometheus (`metrics`); `site` loads the site configuration for all of them, `html` escapes.
 //! `analyze` reports the replay analysis of a trace directory (crate `mpistat-analysis`), and
 //! `send` sends its summary to syslog as the trace owner's record (`analyze --send`);
 //! `escalate` keeps the escalation list (which jobs the profiler traces) and files the analyses
@@ -18,6 +18,7 @@ pub mod html;
 pub mod ingest;
 pub mod json;
 pub mod mail;
+pub mod metrics;
 pub mod plot;
 pub mod pool;
 pub mod private;

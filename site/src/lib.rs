@@ -498,7 +498,14 @@ pub struct ServeConfig {
     /// Seconds a client has to send its request head, and to take the answer.
     pub request_timeout_s: u64,
     pub response_timeout_s: u64,
+    /// How many applications, Slurm accounts and partitions `/metrics` names in each window (the
+    /// ones with the most MPI time): at most [`METRICS_TOP_MAX`], bounding the series a scrape
+    /// gives Prometheus.
+    pub metrics_top: usize,
 }
+
+/// The most [`ServeConfig::metrics_top`] may be.
+pub const METRICS_TOP_MAX: usize = 100;
 
 impl Default for ServeConfig {
     fn default() -> Self {
@@ -516,6 +523,7 @@ impl Default for ServeConfig {
             max_connections_per_peer: 64,
             request_timeout_s: 10,
             response_timeout_s: 60,
+            metrics_top: 10,
         }
     }
 }
@@ -531,6 +539,8 @@ pub enum ConfigProblem {
     BadFacility { path: String, facility: String },
     #[error("{path}: [serve] auth must be \"header\" or \"token\", not {auth:?} (using header)")]
     BadServeAuth { path: String, auth: String },
+    #[error("{path}: [serve] metrics_top must be at most {METRICS_TOP_MAX}, not {top} (using {METRICS_TOP_MAX})")]
+    BadMetricsTop { path: String, top: usize },
 }
 
 impl SiteConfig {
@@ -562,6 +572,13 @@ impl SiteConfig {
                 auth: config.serve.auth.clone(),
             });
             config.serve.auth = ServeConfig::default().auth;
+        }
+        if config.serve.metrics_top > METRICS_TOP_MAX {
+            problems.push(ConfigProblem::BadMetricsTop {
+                path: path.into(),
+                top: config.serve.metrics_top,
+            });
+            config.serve.metrics_top = METRICS_TOP_MAX;
         }
         (config, problems)
     }
