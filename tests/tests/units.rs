@@ -19,27 +19,6 @@ use std::time::{Duration, Instant};
 const COMMAND: &str = "/usr/bin/mpistat";
 const ONE_WEEK_MS: u64 = 7 * 24 * 3600 * 1000;
 
-/// The host's global rsyslog settings that decide how files are made (as rsyslog reads them
-/// before `/etc/rsyslog.d/*.conf`).
-fn host_rsyslog_globals() -> String {
-    let text = std::fs::read_to_string("/etc/rsyslog.conf").unwrap_or_default();
-    text.lines()
-        .filter(|l| {
-            [
-                "$FileOwner",
-                "$FileGroup",
-                "$FileCreateMode",
-                "$DirCreateMode",
-                "$Umask",
-                "$PrivDrop",
-            ]
-            .iter()
-            .any(|k| l.starts_with(k))
-        })
-        .map(|l| format!("{l}\n"))
-        .collect()
-}
-
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !done() {
@@ -89,29 +68,11 @@ fn the_shipped_services_ingest_mail_list_and_serve_a_users_job() {
     let d = dir.path();
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
 
-    // Syslog as shipped: the snippet unchanged, after the host's global settings, with the
-    // module line of the distribution's rsyslog.conf (its system socket off: /dev/log is the
-    // host's). The daemon sees the test's directories as /run (its socket) and /var/log (the
-    // records file), where the services see /var/log/mpistat too.
-    let run = d.join("run");
-    let var_log = d.join("var-log");
-    for dir in [&run, &var_log] {
-        std::fs::create_dir(dir).unwrap();
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let socket = run.join("mpistat-syslog.sock");
-    let snippet = workspace_root().join("etc/rsyslog.d/mpistat.conf");
-    let mut rsyslogd = RsyslogDaemon::start_seeing(
-        d,
-        "rsyslog",
-        &format!(
-            "module(load=\"imuxsock\" SysSock.Use=\"off\")\n{}include(file=\"{}\")\n",
-            host_rsyslog_globals(),
-            snippet.display()
-        ),
-        &[(&run, "/run"), (&var_log, "/var/log")],
-    );
-    rsyslogd.wait_until("the syslog socket", || socket.exists());
+    // Syslog as shipped (RsyslogDaemon::shipped): the snippet unchanged, after the host's
+    // global settings. The daemon sees the test's directories as /run (its socket) and /var/log
+    // (the records file), where the services see /var/log/mpistat too.
+    let (rsyslogd, shipped) = RsyslogDaemon::shipped(d);
+    let (socket, var_log) = (shipped.socket, shipped.var_log);
 
     // Alice's job, profiled as every job is (the jobs' configuration names the private socket).
     let jobs_site = write_site_config(d, &socket, "local5");

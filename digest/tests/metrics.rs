@@ -1,0 +1,510 @@
+//! The figures of `/metrics` (`mpistat_digest::metrics`) from jobs a real ingest stored, against
+//! sums worked out by hand: each window is its whole hours, a job of the current hour is in
+//! none, a record of a past hour that comes late changes the figures; a rebuild of the rollups
+//! gives the same figures; rejected entries are counted in the hour they were made and no longer
+//! once withdrawn; and every query of the shipped Grafana dashboard names a series `/metrics`
+//! writes.
+
+mod common;
+#[path = "common/dashboard.rs"]
+mod dashboard;
+
+use common::{append_log, syslog_lines, week_of_jobs, USERS};
+use mpistat_digest::db::Database;
+use mpistat_digest::ingest::accounts::Table;
+use mpistat_digest::ingest::{run_once, Options};
+use mpistat_digest::metrics::{self, Figures, TopCache, WindowFigures};
+use mpistat_digest::rollup::{rebuild, Dimension, HOUR_MS};
+use mpistat_record::model::{Imbalance, SlurmFacts, TraceInfo};
+use mpistat_record::{AnalysisRecord, JobIndex, JobRecord, Stat};
+use mpistat_site::SiteConfig;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Thursday 2026-11-19, 10:30 UTC: the windows end at 10:00.
+const NOW_MS: u64 = 1_795_084_200_000;
+const MINUTE_MS: u64 = 60_000;
+
+fn temp_dir(label: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mpistat-metrics-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A job of known figures: `ranks` ranks for `wall_s` seconds each, `mpi_percent` of it in MPI,
+/// a critical path of `critical_path_s` (none: no imbalance figures), on `slurm`'s account and
+/// partition if any.
+struct Known {
+    n: u32,
+    user: &'static str,
+    exe: &'static str,
+    slurm: Option<(&'static str, &'static str)>,
+    end_ms: u64,
+    ranks: u32,
+    wall_s: u64,
+    mpi_percent: u64,
+    critical_path_s: Option<u64>,
+    traced: Option<&'static str>,
+}
+
+fn uid(user: &str) -> u32 {
+    match user {
+        "alice" => 1001,
+        "bob" => 1002,
+        _ => 1003,
+    }
+}
+
+impl Known {
+    fn record(&self) -> JobRecord {
+        let s = 1_000_000_000;
+        let stat = |sum: u64| Stat {
+            sum,
+            min: sum / u64::from(self.ranks),
+            max: sum / u64::from(self.ranks),
+            max_rank: 0,
+        };
+        let wall_ns = self.wall_s * s * u64::from(self.ranks);
+        let mpi_ns = wall_ns * self.mpi_percent / 100;
+        JobRecord {
+            version: mpistat_record::model::MODEL_VERSION,
+            job_id: format!("{}", 500 + self.n),
+            uid: uid(self.user),
+            user: self.user.into(),
+            exe: self.exe.into(),
+            host: "node1".into(),
+            pid: 100 + self.n,
+            ranks: self.ranks,
+            nodes: 1,
+            start_unix_ms: self.end_ms - self.wall_s * 1000,
+            end_unix_ms: self.end_ms,
+            wall_ns: stat(wall_ns),
+            mpi_ns: stat(mpi_ns),
+            imbalance: self.critical_path_s.map(|cp| Imbalance {
+                supersteps: 100,
+                merge_factor: 1,
+                critical_path_ns: cp * s,
+                work_sum_ns: wall_ns - mpi_ns,
+                useful_sum_ns: wall_ns - mpi_ns,
+                ..Default::default()
+            }),
+            slurm: self.slurm.map(|(account, partition)| SlurmFacts {
+                job_id: format!("{}", 9000 + self.n),
+                account: Some(account.into()),
+                partition: Some(partition.into()),
+                ..Default::default()
+            }),
+            trace: self.traced.map(|reason| TraceInfo {
+                dir: format!("/home/{}/.mpistat/traces/{}", self.user, self.n),
+                reason: reason.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+const HOUR_START_MS: u64 = NOW_MS / HOUR_MS * HOUR_MS;
+
+/// The jobs, and where they fall (the windows end at 10:00 on Thursday):
+/// 1: 09:30, in all three; meets the escalation rule (MPI 50 %, imbalance of the rule 40 %, 4
+///    CPU hours), traced by escalation, its analysis came back.
+/// 2: 09:59:59.999, in all three; no imbalance figures; traced by its user.
+/// 3: 10:05, in the current hour: in none.
+/// 4: Wednesday 12:00, in the day and the week.
+/// 5: five days before, without Slurm facts: in the week only.
+/// 6: eight days before: in none.
+fn known_jobs() -> Vec<Known> {
+    let lammps = "/apps/lammps/bin/lmp";
+    let gromacs = "/apps/gromacs/bin/gmx";
+    vec![
+        Known {
+            n: 1,
+            user: "alice",
+            exe: lammps,
+            slurm: Some(("chem", "compute")),
+            end_ms: HOUR_START_MS - 30 * MINUTE_MS,
+            ranks: 4,
+            wall_s: 3600,
+            mpi_percent: 50,
+            critical_path_s: Some(720),
+            traced: Some("escalation"),
+        },
+        Known {
+            n: 2,
+            user: "bob",
+            exe: gromacs,
+            slurm: Some(("bio", "gpu")),
+            end_ms: HOUR_START_MS - 1,
+            ranks: 2,
+            wall_s: 1800,
+            mpi_percent: 10,
+            critical_path_s: None,
+            traced: Some("user"),
+        },
+        Known {
+            n: 3,
+            user: "alice",
+            exe: lammps,
+            slurm: Some(("chem", "compute")),
+            end_ms: HOUR_START_MS + 5 * MINUTE_MS,
+            ranks: 64,
+            wall_s: 7200,
+            mpi_percent: 90,
+            critical_path_s: Some(3600),
+            traced: None,
+        },
+        Known {
+            n: 4,
+            user: "bob",
+            exe: gromacs,
+            slurm: Some(("bio", "gpu")),
+            end_ms: HOUR_START_MS - 22 * 60 * MINUTE_MS,
+            ranks: 8,
+            wall_s: 3600,
+            mpi_percent: 25,
+            critical_path_s: Some(360),
+            traced: None,
+        },
+        Known {
+            n: 5,
+            user: "carol",
+            exe: "/home/carol/a.out",
+            slurm: None,
+            end_ms: NOW_MS - 5 * 24 * HOUR_MS,
+            ranks: 1,
+            wall_s: 600,
+            mpi_percent: 0,
+            critical_path_s: None,
+            traced: None,
+        },
+        Known {
+            n: 6,
+            user: "carol",
+            exe: "/home/carol/a.out",
+            slurm: None,
+            end_ms: NOW_MS - 8 * 24 * HOUR_MS,
+            ranks: 1,
+            wall_s: 600,
+            mpi_percent: 0,
+            critical_path_s: None,
+            traced: None,
+        },
+    ]
+}
+
+fn options(log: &Path) -> Options {
+    Options {
+        accounts: Some(Arc::new(Table::new([
+            ("alice", 1001),
+            ("bob", 1002),
+            ("carol", 1003),
+        ]))),
+        ..Options::from_site(vec![log.to_path_buf()], &SiteConfig::default())
+    }
+}
+
+fn ingest(db: &mut Database, log: &Path) {
+    let mut err = Vec::new();
+    run_once(db, &options(log), &mut err).unwrap();
+    assert!(err.is_empty(), "{}", String::from_utf8_lossy(&err));
+}
+
+/// The database of the known jobs, job 1's analysis stored as the escalation would.
+fn known_database(dir: &Path) -> (Database, PathBuf) {
+    let records: Vec<JobRecord> = known_jobs().iter().map(Known::record).collect();
+    let log = dir.join("records.log");
+    append_log(&log, &records);
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    ingest(&mut db, &log);
+    assert_eq!(db.job_count().unwrap(), 6);
+    let analysis = AnalysisRecord {
+        job_key: records[0].key(),
+        uid: 1001,
+        user: "alice".into(),
+        dir: "/home/alice/.mpistat/traces/1".into(),
+        summary: Some("{}".into()),
+        ..Default::default()
+    };
+    db.store_analysis(&JobIndex::of(&records[0]), &analysis)
+        .unwrap();
+    (db, log)
+}
+
+/// The value of the sample `series` (name and labels as written) in the exposition `text`.
+fn sample(text: &str, series: &str) -> f64 {
+    let line = text
+        .lines()
+        .find(|l| l.rsplit_once(' ').is_some_and(|(s, _)| s == series))
+        .unwrap_or_else(|| panic!("no {series} in {text}"));
+    line.rsplit_once(' ').unwrap().1.parse().unwrap()
+}
+
+fn window<'a>(figures: &'a Figures, name: &str) -> &'a WindowFigures {
+    figures.windows.iter().find(|w| w.window == name).unwrap()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+}
+
+/// (name, MPI s, CPU s) of a window's biggest of `dimension`.
+fn top(w: &WindowFigures, dimension: Dimension) -> Vec<(String, f64, f64)> {
+    let groups = &w.top.iter().find(|(d, _)| *d == dimension).unwrap().1;
+    groups
+        .iter()
+        .map(|(name, g)| (name.clone(), g.mpi_ns / 1e9, g.wall_ns / 1e9))
+        .collect()
+}
+
+fn named(list: &[(&str, f64, f64)]) -> Vec<(String, f64, f64)> {
+    list.iter()
+        .map(|(n, m, c)| (n.to_string(), *m, *c))
+        .collect()
+}
+
+#[test]
+fn each_window_adds_up_its_whole_hours() {
+    let dir = temp_dir("windows");
+    let (db, _) = known_database(&dir);
+    let figures = metrics::gather(&db, NOW_MS, 10, &TopCache::default()).unwrap();
+    assert_eq!(figures.end_hour * HOUR_MS, HOUR_START_MS);
+
+    // The last hour: jobs 1 and 2. CPU 4 x 3600 + 2 x 1800 = 18,000 s; MPI 7,200 + 360 s;
+    // imbalance (the pages': critical path over the slowest rank's wall time) only job 1's,
+    // 720 / 3600 = 20 %.
+    let hour = window(&figures, "1h");
+    assert_eq!(hour.site.jobs, 2);
+    assert!(close(hour.site.wall_ns / 1e9, 18_000.0));
+    assert!(close(hour.site.mpi_ns / 1e9, 7_560.0));
+    assert_eq!(hour.site.imbalance_jobs, 1);
+    assert!(close(
+        hour.site.imbalance_weighted / hour.site.imbalance_wall_ns,
+        20.0
+    ));
+    assert_eq!(hour.rule_jobs, 1);
+    assert_eq!(hour.site.escalated_traces, 1);
+    assert_eq!(hour.analysed, [1, 0]);
+    let lammps = "/apps/lammps/bin/lmp";
+    let gromacs = "/apps/gromacs/bin/gmx";
+    assert_eq!(
+        top(hour, Dimension::Application),
+        named(&[(lammps, 7_200.0, 14_400.0), (gromacs, 360.0, 3_600.0)])
+    );
+    assert_eq!(
+        top(hour, Dimension::Account),
+        named(&[("chem", 7_200.0, 14_400.0), ("bio", 360.0, 3_600.0)])
+    );
+
+    // The day adds job 4: 8 x 3600 = 28,800 s CPU, 7,200 s MPI, imbalance 10 %, so
+    // (20 x 14,400 + 10 x 28,800) / 43,200 = 13.33 %; gromacs now has the most MPI time.
+    let day = window(&figures, "1d");
+    assert_eq!(day.site.jobs, 3);
+    assert!(close(day.site.wall_ns / 1e9, 46_800.0));
+    assert!(close(day.site.mpi_ns / 1e9, 14_760.0));
+    assert!(close(
+        day.site.imbalance_weighted / day.site.imbalance_wall_ns,
+        40.0 / 3.0
+    ));
+    assert_eq!(day.rule_jobs, 1, "job 4 has 25 % MPI, under the rule's 30");
+    assert_eq!(
+        top(day, Dimension::Partition),
+        named(&[("gpu", 7_560.0, 32_400.0), ("compute", 7_200.0, 14_400.0)])
+    );
+
+    // The week adds job 5 (no Slurm facts: no account or partition).
+    let week = window(&figures, "7d");
+    assert_eq!(week.site.jobs, 4);
+    assert!(close(week.site.wall_ns / 1e9, 47_400.0));
+    assert_eq!(
+        top(week, Dimension::Application),
+        named(&[
+            (gromacs, 7_560.0, 32_400.0),
+            (lammps, 7_200.0, 14_400.0),
+            ("/home/carol/a.out", 0.0, 600.0)
+        ])
+    );
+    assert_eq!(top(week, Dimension::Account).len(), 2);
+
+    // The lines' time (common::syslog_lines: 2026-11-18T10:00:00Z), trusted: attested, local.
+    assert_eq!(figures.newest_line_ms, Some(1_794_996_000_000));
+    let text = metrics::render(&figures);
+    assert_eq!(sample(&text, "mpistat_ingest_lag_seconds"), 88_200.0);
+    assert!(close(
+        sample(&text, "mpistat_mpi_cpu_ratio{window=\"1h\"}"),
+        0.42
+    ));
+    assert!(close(
+        sample(
+            &text,
+            "mpistat_critical_path_imbalance_ratio{window=\"1d\"}"
+        ),
+        2.0 / 15.0
+    ));
+
+    // At most `limit` of each.
+    let one = metrics::gather(&db, NOW_MS, 1, &TopCache::default()).unwrap();
+    assert_eq!(
+        top(window(&one, "7d"), Dimension::Application),
+        named(&[(gromacs, 7_560.0, 32_400.0)])
+    );
+}
+
+#[test]
+fn a_late_record_and_a_rebuild() {
+    let dir = temp_dir("late");
+    let (mut db, log) = known_database(&dir);
+    let cache = TopCache::default();
+    let before = metrics::gather(&db, NOW_MS, 10, &cache).unwrap();
+    assert_eq!(metrics::gather(&db, NOW_MS, 10, &cache).unwrap(), before);
+
+    // A job of 09:10 whose record comes only now: the last hour's figures change, and its
+    // application is named.
+    let late = Known {
+        n: 7,
+        user: "carol",
+        exe: "/apps/nwchem",
+        slurm: Some(("chem", "compute")),
+        end_ms: HOUR_START_MS - 50 * MINUTE_MS,
+        ranks: 16,
+        wall_s: 3600,
+        mpi_percent: 75,
+        critical_path_s: None,
+        traced: None,
+    };
+    append_log(&log, &[late.record()]);
+    ingest(&mut db, &log);
+    let after = metrics::gather(&db, NOW_MS, 10, &cache).unwrap();
+    let hour = window(&after, "1h");
+    assert_eq!(hour.site.jobs, 3);
+    assert_eq!(
+        top(hour, Dimension::Application)[0],
+        ("/apps/nwchem".to_string(), 43_200.0, 57_600.0)
+    );
+    assert_eq!(
+        top(hour, Dimension::Account)[0],
+        ("chem".to_string(), 50_400.0, 72_000.0)
+    );
+
+    // The rollups made again from the jobs give the same figures (the jobs meeting the rule
+    // are ingest's own count, which a rebuild leaves alone).
+    rebuild(&db, &SiteConfig::default().site_report).unwrap();
+    let rebuilt = metrics::gather(&db, NOW_MS, 10, &TopCache::default()).unwrap();
+    assert_eq!(rebuilt, after);
+}
+
+/// The hour (unix ms / 1 h) the newest rejected entry was made in.
+fn rejected_hour(db: &Database) -> u64 {
+    let ms: i64 = db
+        .conn
+        .query_row("SELECT max(rejected_ms) FROM rejected", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    ms as u64 / HOUR_MS
+}
+
+#[test]
+fn rejected_entries_are_counted_in_the_hour_they_were_made() {
+    let dir = temp_dir("rejected");
+    let log = dir.join("records.log");
+    let jobs = week_of_jobs(3);
+    // Sent by uid 1002 (bob) but claiming uid 0: forged.
+    let mut root = jobs[0].clone();
+    root.uid = 0;
+    root.user = "root".into();
+    let mut text = syslog_lines(&root, Some(1002)).concat();
+    // A damaged line: corrupt, and its job incomplete.
+    let mut damaged = syslog_lines(&jobs[1], Some(jobs[1].uid));
+    let cut_at = damaged[1].len() - 2;
+    damaged[1].replace_range(cut_at.., "#\n");
+    text += &damaged.concat();
+    // A job missing its last part: incomplete.
+    let whole = syslog_lines(&jobs[2], Some(jobs[2].uid));
+    text += &whole[..whole.len() - 1].concat();
+    std::fs::write(&log, &text).unwrap();
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let options = |log: &Path| Options {
+        accounts: Some(Arc::new(Table::new(USERS))),
+        grace: std::time::Duration::ZERO,
+        ..Options::from_site(vec![log.to_path_buf()], &SiteConfig::default())
+    };
+    run_once(&mut db, &options(&log), &mut Vec::new()).unwrap();
+    let expected = [("corrupt", 1), ("forged", 1), ("incomplete", 2)];
+
+    // Looked at once the hour they were made in is over: in every window.
+    let hour = rejected_hour(&db);
+    let at = (hour + 1) * HOUR_MS;
+    let counted = |figures: &Figures, window: &str| -> Vec<(String, u64)> {
+        let rejected = &figures
+            .windows
+            .iter()
+            .find(|w| w.window == window)
+            .unwrap()
+            .rejected;
+        rejected.iter().map(|(k, n)| (k.clone(), *n)).collect()
+    };
+    let expect = |list: &[(&str, u64)]| -> Vec<(String, u64)> {
+        list.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+    };
+    let figures = metrics::gather(&db, at, 10, &TopCache::default()).unwrap();
+    for (window, _) in metrics::WINDOWS {
+        assert_eq!(counted(&figures, window), expect(&expected), "{window}");
+    }
+    let text = metrics::render(&figures);
+    assert!(
+        text.contains("mpistat_records_rejected{window=\"7d\",reason=\"incomplete\"} 2\n"),
+        "{text}"
+    );
+    // Not yet within the hour they were made in, and no longer a week after it.
+    let now = metrics::gather(&db, hour * HOUR_MS + 1, 10, &TopCache::default()).unwrap();
+    assert!(now.windows.iter().all(|w| w.rejected.is_empty()));
+    let later = metrics::gather(&db, at + 168 * HOUR_MS, 10, &TopCache::default()).unwrap();
+    assert!(later.windows.iter().all(|w| w.rejected.is_empty()));
+
+    // The job missing its part comes whole (a late copy in another file): its incomplete entry
+    // is withdrawn, and no longer counted.
+    let other = dir.join("late.log");
+    let unrelated = "2026-11-18T10:00:00.000000+00:00 node1 uid=0 pid=1 kernel: hello\n";
+    std::fs::write(&other, format!("{unrelated}{}", whole.concat())).unwrap();
+    run_once(&mut db, &options(&other), &mut Vec::new()).unwrap();
+    assert_eq!(db.job_count().unwrap(), 1);
+    let figures = metrics::gather(&db, at, 10, &TopCache::default()).unwrap();
+    assert_eq!(
+        counted(&figures, "1h"),
+        expect(&[("corrupt", 1), ("forged", 1), ("incomplete", 1)])
+    );
+}
+
+#[test]
+fn every_query_of_the_dashboard_names_an_exported_series() {
+    // The families /metrics writes (every one, even without samples).
+    let text = metrics::render(&Figures::default());
+    let exported: BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    let exprs = dashboard::exprs();
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    let mut used = BTreeSet::new();
+    for expr in &exprs {
+        let names = dashboard::series_in(expr);
+        assert!(!names.is_empty(), "{expr:?} names no series of mpistat");
+        for name in names {
+            assert!(
+                exported.contains(name.as_str()),
+                "the dashboard asks for {name}, which /metrics does not export: {expr:?}"
+            );
+            used.insert(name);
+        }
+    }
+    eprintln!(
+        "{} queries use {} of {} series",
+        exprs.len(),
+        used.len(),
+        exported.len()
+    );
+}
