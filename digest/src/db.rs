@@ -659,9 +659,11 @@ impl Database {
         from_hour: u64,
         to_hour: u64,
     ) -> anyhow::Result<Vec<(u64, bool, u64)>> {
+        // CROSS JOIN: from the few analyses to their jobs. The planner went the other way, through
+        // every job of the interval (their rows, for `traced`: 0.15 s a scrape at 1M jobs).
         let mut stmt = self.conn.prepare_cached(
             "SELECT a.end_ms / 3600000, a.status = 'ok', count(*)
-             FROM analyses a JOIN jobs j ON j.end_ms = a.end_ms AND j.key = a.key
+             FROM analyses a CROSS JOIN jobs j ON j.end_ms = a.end_ms AND j.key = a.key
              WHERE a.end_ms >= ?1 AND a.end_ms < ?2 AND j.traced = 'escalation'
              GROUP BY 1, 2",
         )?;

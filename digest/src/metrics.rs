@@ -20,7 +20,7 @@
 
 use crate::db::Database;
 use crate::rollup::{self, Dimension, GroupSums, HourSums, HOUR_MS};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
 use std::sync::Mutex;
 
@@ -78,20 +78,209 @@ pub struct Figures {
     pub newest_line_ms: Option<u64>,
 }
 
-/// The biggest applications, accounts and partitions of each window, made when an hour of the
-/// widest window changed, shared by the server's workers.
+/// Every application, account and partition of each window with its sums, kept from one
+/// scrape to the next by the server's workers ([`Named`]).
 #[derive(Debug, Default)]
-pub struct TopCache(Mutex<Option<Tops>>);
+pub struct TopCache(Mutex<Option<Named>>);
 
+/// The length of the widest window, in hours.
+const WIDEST: u64 = 168;
+
+/// The newest hours whose names are kept as counted, so that a record of one of them that comes
+/// late (the usual case: a job that ended just before the hour did) is counted by difference.
+const RECENT_HOURS: u64 = 2;
+
+/// Sums by dimension and name.
+type GroupRows = HashMap<(Dimension, String), GroupSums>;
+
+/// Every name of each window with its sums, as of the windows' end `end_hour`. Counted once from
+/// the rows of the widest window ([`Named::count`]); after that a scrape only adds the hours that
+/// came and takes out those that went ([`Named::catch_up`]): a few thousand rows an hour instead
+/// of every name of 168 hours at every scrape.
 #[derive(Debug)]
-struct Tops {
-    /// What they were made from: the windows' end, the number named, and the site's sums of
-    /// every hour of the widest window (a job added to one of them changes its sums).
+struct Named {
     end_hour: u64,
-    limit: usize,
-    hours: Vec<(u64, HourSums)>,
-    /// One per window.
-    top: Vec<Vec<Biggest>>,
+    /// The site's sums of each hour of the widest window when its names were counted: an hour
+    /// whose sums differ now got jobs since.
+    hours: BTreeMap<u64, HourSums>,
+    /// The names of the newest [`RECENT_HOURS`] hours, as counted.
+    recent: BTreeMap<u64, GroupRows>,
+    /// One per [`WINDOWS`].
+    windows: Vec<GroupRows>,
+}
+
+fn add(rows: &mut GroupRows, key: (Dimension, String), sums: &GroupSums) {
+    rows.entry(key).or_default().merge(sums);
+}
+
+fn take_out(rows: &mut GroupRows, key: (Dimension, String), sums: &GroupSums) {
+    if let std::collections::hash_map::Entry::Occupied(mut entry) = rows.entry(key) {
+        entry.get_mut().remove(sums);
+        if entry.get().jobs == 0 {
+            entry.remove();
+        }
+    }
+}
+
+/// The names of the hours `[from, to)` by hour.
+fn names_of_hours(
+    conn: &rusqlite::Connection,
+    from: u64,
+    to: u64,
+) -> anyhow::Result<BTreeMap<u64, GroupRows>> {
+    let mut by_hour: BTreeMap<u64, GroupRows> = BTreeMap::new();
+    for dimension in Dimension::ALL {
+        rollup::each_hour_group(conn, dimension, from, to, |hour, name, sums| {
+            add(
+                by_hour.entry(hour).or_default(),
+                (dimension, name.to_string()),
+                &sums,
+            );
+        })?;
+    }
+    Ok(by_hour)
+}
+
+impl Named {
+    /// Counted from every row of the widest window ending at `end`.
+    fn count(conn: &rusqlite::Connection, end: u64) -> anyhow::Result<Named> {
+        let start = end.saturating_sub(WIDEST);
+        let hours = rollup::hours_between(conn, start, end)?
+            .into_iter()
+            .collect();
+        let mut windows = vec![GroupRows::new(); WINDOWS.len()];
+        let mut recent: BTreeMap<u64, GroupRows> = BTreeMap::new();
+        for dimension in Dimension::ALL {
+            rollup::each_hour_group(conn, dimension, start, end, |hour, name, sums| {
+                for (window, (_, length)) in windows.iter_mut().zip(WINDOWS) {
+                    if hour >= end.saturating_sub(length) {
+                        add(window, (dimension, name.to_string()), &sums);
+                    }
+                }
+                if hour >= end.saturating_sub(RECENT_HOURS) {
+                    let rows = recent.entry(hour).or_default();
+                    add(rows, (dimension, name.to_string()), &sums);
+                }
+            })?;
+        }
+        Ok(Named {
+            end_hour: end,
+            hours,
+            recent,
+            windows,
+        })
+    }
+
+    /// Bring the sums to windows ending at `end` and to the rows as they are now: an hour
+    /// counted before whose site sums changed is counted again by difference if it is one of
+    /// the recent ones; then each window takes in the hours that came and takes out those that
+    /// went. `false` (the sums are then of no use) when that cannot be: an older hour changed,
+    /// or the clock went back or on by a week or more.
+    fn catch_up(&mut self, conn: &rusqlite::Connection, end: u64) -> anyhow::Result<bool> {
+        if end < self.end_hour || end - self.end_hour >= WIDEST {
+            return Ok(false);
+        }
+        let old_end = self.end_hour;
+        let old_start = old_end.saturating_sub(WIDEST);
+        let now: BTreeMap<u64, HourSums> = rollup::hours_between(conn, old_start, end)?
+            .into_iter()
+            .collect();
+        let changed: Vec<u64> = now
+            .keys()
+            .chain(self.hours.keys())
+            .copied()
+            .filter(|h| *h < old_end && now.get(h) != self.hours.get(h))
+            .collect::<BTreeSet<u64>>()
+            .into_iter()
+            .collect();
+        if changed.iter().any(|h| !self.recent.contains_key(h)) {
+            return Ok(false);
+        }
+        for hour in changed {
+            let counted = self.recent.remove(&hour).unwrap_or_default();
+            let rows = names_of_hours(conn, hour, hour + 1)?
+                .remove(&hour)
+                .unwrap_or_default();
+            for (window, (_, length)) in self.windows.iter_mut().zip(WINDOWS) {
+                if hour >= old_end.saturating_sub(length) {
+                    for (key, sums) in &counted {
+                        take_out(window, key.clone(), sums);
+                    }
+                    for (key, sums) in &rows {
+                        add(window, key.clone(), sums);
+                    }
+                }
+            }
+            self.recent.insert(hour, rows);
+        }
+        // The hours each window takes in or out, read once.
+        let mut moved: BTreeMap<u64, GroupRows> = BTreeMap::new();
+        for (_, length) in WINDOWS {
+            for (from, to) in [
+                (old_end.max(end.saturating_sub(length)), end),
+                (old_end.saturating_sub(length), end.saturating_sub(length)),
+            ] {
+                if from < to {
+                    moved.extend(names_of_hours(conn, from, to)?);
+                }
+            }
+        }
+        for (window, (_, length)) in self.windows.iter_mut().zip(WINDOWS) {
+            let (first, old_first) = (end.saturating_sub(length), old_end.saturating_sub(length));
+            for (hour, rows) in &moved {
+                let came = *hour >= old_end && *hour >= first;
+                let went = *hour >= old_first && *hour < first && *hour < old_end;
+                for (key, sums) in rows {
+                    if came {
+                        add(window, key.clone(), sums);
+                    } else if went {
+                        take_out(window, key.clone(), sums);
+                    }
+                }
+            }
+        }
+        let recent_from = end.saturating_sub(RECENT_HOURS);
+        self.recent.retain(|hour, _| *hour >= recent_from);
+        for hour in recent_from..end {
+            if !self.recent.contains_key(&hour) {
+                let rows = match moved.remove(&hour) {
+                    Some(rows) => rows,
+                    None => names_of_hours(conn, hour, hour + 1)?
+                        .remove(&hour)
+                        .unwrap_or_default(),
+                };
+                self.recent.insert(hour, rows);
+            }
+        }
+        let start = end.saturating_sub(WIDEST);
+        self.hours = now.into_iter().filter(|(h, _)| *h >= start).collect();
+        self.end_hour = end;
+        Ok(true)
+    }
+
+    /// The `limit` names of each dimension with the most MPI time (ties by name), per window.
+    fn biggest(&self, limit: usize) -> Vec<Vec<Biggest>> {
+        self.windows
+            .iter()
+            .map(|window| {
+                Dimension::ALL
+                    .iter()
+                    .map(|dimension| {
+                        let mut named: Vec<(String, GroupSums)> = window
+                            .iter()
+                            .filter(|((d, _), _)| d == dimension)
+                            .map(|((_, name), sums)| (name.clone(), *sums))
+                            .collect();
+                        named.sort_by(|(a, x), (b, y)| {
+                            y.mpi_ns.total_cmp(&x.mpi_ns).then_with(|| a.cmp(b))
+                        });
+                        named.truncate(limit);
+                        (*dimension, named)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
 }
 
 /// The figures now (`now_ms`), naming `limit` applications, accounts and partitions per window,
@@ -103,8 +292,7 @@ pub fn gather(
     cache: &TopCache,
 ) -> anyhow::Result<Figures> {
     let end = now_ms / HOUR_MS;
-    let widest = WINDOWS.iter().map(|(_, hours)| *hours).max().unwrap_or(0);
-    let start = end.saturating_sub(widest);
+    let start = end.saturating_sub(WIDEST);
     // Every read below sees the same commit of ingest's.
     let snapshot = db.conn.unchecked_transaction()?;
     let hours = rollup::hours_between(&snapshot, start, end)?;
@@ -113,29 +301,22 @@ pub fn gather(
     let analysed = db.escalated_analyses_per_hour(start, end)?;
     let newest_line_ms = db.newest_line_ms()?;
     let top = {
-        let mut cached = cache.0.lock().unwrap_or_else(|e| e.into_inner());
-        match cached.as_ref() {
-            Some(t) if t.end_hour == end && t.limit == limit && t.hours == hours => t.top.clone(),
-            _ => {
-                let mut top = Vec::with_capacity(WINDOWS.len());
-                for (_, length) in WINDOWS {
-                    let from = end.saturating_sub(length);
-                    let mut groups = Vec::with_capacity(Dimension::ALL.len());
-                    for dimension in Dimension::ALL {
-                        let biggest = rollup::top_groups(&snapshot, dimension, from, end, limit)?;
-                        groups.push((dimension, biggest));
-                    }
-                    top.push(groups);
-                }
-                *cached = Some(Tops {
-                    end_hour: end,
-                    limit,
-                    hours: hours.clone(),
-                    top: top.clone(),
-                });
-                top
-            }
+        let mut kept = cache.0.lock().unwrap_or_else(|e| e.into_inner());
+        let caught_up = match kept.as_mut() {
+            Some(named) => named.catch_up(&snapshot, end),
+            None => Ok(false),
+        };
+        // A failure half way leaves sums of no use.
+        if !matches!(caught_up, Ok(true)) {
+            *kept = None;
         }
+        caught_up?;
+        if kept.is_none() {
+            *kept = Some(Named::count(&snapshot, end)?);
+        }
+        kept.as_ref()
+            .map(|named| named.biggest(limit))
+            .unwrap_or_default()
     };
     drop(snapshot);
     let windows = WINDOWS

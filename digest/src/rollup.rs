@@ -338,6 +338,13 @@ impl GroupSums {
         self.wall_ns += other.wall_ns;
         self.mpi_ns += other.mpi_ns;
     }
+
+    /// Take `other`'s jobs out again (counted in these sums before).
+    pub fn remove(&mut self, other: &GroupSums) {
+        self.jobs = self.jobs.saturating_sub(other.jobs);
+        self.wall_ns -= other.wall_ns;
+        self.mpi_ns -= other.mpi_ns;
+    }
 }
 
 /// A job on the critical list, as `critical_jobs` keeps it.
@@ -1216,34 +1223,29 @@ pub fn hours_between(
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// The `limit` applications, accounts or partitions (`dimension`) with the most MPI time in the
-/// hours `[from_hour, to_hour)`, most first (ties by name), with their sums there.
-pub fn top_groups(
+/// Call `f` with each row of `rollup_hour_groups` of `dimension` in the hours
+/// `[from_hour, to_hour)`: its hour, name and sums.
+pub fn each_hour_group(
     conn: &Connection,
     dimension: Dimension,
     from_hour: u64,
     to_hour: u64,
-    limit: usize,
-) -> anyhow::Result<Vec<(String, GroupSums)>> {
+    mut f: impl FnMut(u64, &str, GroupSums),
+) -> anyhow::Result<()> {
     let mut stmt = conn.prepare_cached(
-        "SELECT name, sum(jobs), total(wall_ns), total(mpi_ns) FROM rollup_hour_groups
-         WHERE dimension = ?1 AND hour >= ?2 AND hour < ?3
-         GROUP BY name ORDER BY total(mpi_ns) DESC, name LIMIT ?4",
+        "SELECT hour, name, jobs, wall_ns, mpi_ns FROM rollup_hour_groups
+         WHERE dimension = ?1 AND hour >= ?2 AND hour < ?3",
     )?;
-    let rows = stmt.query_map(
-        params![dimension.name(), from_hour, to_hour, limit as u64],
-        |row| {
-            Ok((
-                row.get(0)?,
-                GroupSums {
-                    jobs: row.get(1)?,
-                    wall_ns: row.get(2)?,
-                    mpi_ns: row.get(3)?,
-                },
-            ))
-        },
-    )?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    let mut rows = stmt.query(params![dimension.name(), from_hour, to_hour])?;
+    while let Some(row) = rows.next()? {
+        let sums = GroupSums {
+            jobs: row.get(2)?,
+            wall_ns: row.get(3)?,
+            mpi_ns: row.get(4)?,
+        };
+        f(row.get(0)?, row.get_ref(1)?.as_str()?, sums);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

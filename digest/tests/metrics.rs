@@ -508,3 +508,73 @@ fn every_query_of_the_dashboard_names_an_exported_series() {
         exported.len()
     );
 }
+
+/// The names `/metrics` keeps from one scrape to the next ([`TopCache`]: moved on by the hours
+/// that come and go, a recent hour's late records counted by difference) are always those
+/// counted afresh, as the clock moves on by an hour, by several, by more than a week, and as
+/// late records come for recent and for older hours.
+#[test]
+fn the_names_kept_between_scrapes_are_those_counted_afresh() {
+    let dir = temp_dir("kept");
+    let log = dir.join("records.log");
+    let apps = ["/apps/a", "/apps/b", "/apps/c", "/apps/d", "/apps/e"];
+    let accounts = [("chem", "compute"), ("bio", "gpu"), ("phys", "compute")];
+    let job = |n: u32, end_ms: u64| Known {
+        n,
+        user: ["alice", "bob", "carol"][n as usize % 3],
+        exe: apps[(n as usize * 7) % apps.len()],
+        slurm: (n % 4 != 0).then(|| accounts[n as usize % accounts.len()]),
+        end_ms,
+        ranks: 1 + n % 8,
+        wall_s: 60 + u64::from(n % 50) * 60,
+        mpi_percent: u64::from(n * 13 % 90),
+        critical_path_s: None,
+        traced: None,
+    };
+    // A job every 37 minutes over the ten days before NOW.
+    let first = NOW_MS - 10 * 24 * HOUR_MS;
+    let records: Vec<JobRecord> = (0..390)
+        .map(|n| job(n, first + u64::from(n) * 37 * MINUTE_MS).record())
+        .collect();
+    append_log(&log, &records);
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    ingest(&mut db, &log);
+    let kept = TopCache::default();
+    let mut n = 1000;
+    let mut at = NOW_MS;
+    // (hours the clock moves on, hours back a late record's job ended: none, or 0 for the last
+    // complete hour)
+    let steps: [(u64, Option<u64>); 12] = [
+        (0, None),
+        (0, Some(0)),
+        (1, None),
+        (1, Some(0)),
+        (0, Some(1)),
+        (3, Some(1)),
+        (0, Some(30)),
+        (2, None),
+        (25, Some(0)),
+        (170, None),
+        (1, Some(0)),
+        (0, Some(100)),
+    ];
+    for (hours, late) in steps {
+        at += hours * HOUR_MS;
+        if let Some(back) = late {
+            let end_hour_ms = at / HOUR_MS * HOUR_MS;
+            n += 1;
+            append_log(
+                &log,
+                &[job(n, end_hour_ms - back * HOUR_MS - 7 * MINUTE_MS).record()],
+            );
+            ingest(&mut db, &log);
+        }
+        let moved_on = metrics::gather(&db, at, 3, &kept).unwrap();
+        let afresh = metrics::gather(&db, at, 3, &TopCache::default()).unwrap();
+        assert_eq!(moved_on, afresh, "{hours} h on, late {late:?}");
+        assert!(
+            moved_on.windows.iter().any(|w| !w.top[0].1.is_empty()) || hours >= 168,
+            "the windows name nothing"
+        );
+    }
+}
