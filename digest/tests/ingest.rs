@@ -518,12 +518,17 @@ fn a_schema_4_database_is_upgraded_keeping_its_jobs_ids_and_queue() {
         [dir.join("current.sqlite").to_str().unwrap()],
     )
     .unwrap();
-    // (Schema 4 has the columns of `jobs` up to `traced`; a later one added `app`.)
+    // (Schema 4 has the columns of `jobs` up to `traced`; a later one added `app`, and
+    // `rejected_ms` to `rejected`.)
     let schema_4_jobs = "id, key, uid, user, job_id, exe, ranks, start_ms, end_ms, wall_ns_sum, \
         mpi_ns_sum, partial, record, model_version, host, pid, wall_ns_max, critical_path_ns, \
         work_sum_ns, traced";
     for table in ["jobs", "rejected", "positions", "escalation_queue"] {
-        let columns = if table == "jobs" { schema_4_jobs } else { "*" };
+        let columns = match table {
+            "jobs" => schema_4_jobs,
+            "rejected" => "kind, ref, source, detail, line",
+            _ => "*",
+        };
         old.execute_batch(&format!(
             "INSERT INTO main.{table} SELECT {columns} FROM current.{table}"
         ))

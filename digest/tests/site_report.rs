@@ -610,7 +610,11 @@ fn an_upgraded_database_gets_its_rollups() {
         .execute_batch(
             "DROP TABLE rollup_days; DROP TABLE rollup_users; DROP TABLE critical_jobs;
              DROP TABLE rollup_user_months; DROP TABLE rollup_apps; DROP TABLE rollup_state; DROP INDEX jobs_by_user; DROP INDEX jobs_by_job_id;
-             DROP INDEX jobs_by_app; DROP TABLE partial_inbox; PRAGMA user_version = 7;",
+             DROP INDEX jobs_by_app; DROP TABLE partial_inbox; DROP TABLE rollup_hours;
+             DROP TABLE rollup_hour_groups; DROP TABLE escalation_rule_hours;
+             DROP TRIGGER rejected_counted; DROP TRIGGER rejected_withdrawn;
+             DROP TABLE rejected_hours; ALTER TABLE rejected DROP COLUMN rejected_ms;
+             DROP INDEX analyses_by_end; DROP TABLE ingest_clock; PRAGMA user_version = 7;",
         )
         .unwrap();
     drop(db);
@@ -1594,7 +1598,10 @@ fn a_half_held_before_the_upgrade_waits_from_its_end() {
     // The held half copied into a database of the schema before (as an older mpistat left it).
     let old_dir = dir.join("old");
     std::fs::create_dir_all(&old_dir).unwrap();
-    let before = MIGRATIONS.len() - 1;
+    let before = MIGRATIONS
+        .iter()
+        .position(|m| m.contains("CREATE TABLE partial_inbox_held_ms"))
+        .unwrap();
     let old = rusqlite::Connection::open(old_dir.join("db.sqlite")).unwrap();
     old.execute_batch(&MIGRATIONS[..before].concat()).unwrap();
     old.pragma_update(None, "user_version", before).unwrap();
