@@ -553,7 +553,10 @@ fn prometheus_scrapes_the_site_figures_with_an_admins_token_only() {
     // scraped.
     for expr in dashboard::exprs() {
         for name in dashboard::series_in(&expr) {
-            assert!(!prometheus.query(&name).is_empty(), "nothing scraped of {name}");
+            assert!(
+                !prometheus.query(&name).is_empty(),
+                "nothing scraped of {name}"
+            );
         }
         for (window, _) in [("1h", 1), ("1d", 24), ("7d", 168)] {
             let expr = expr.replace("$window", window);
