@@ -16,6 +16,7 @@
 //! MPI jobs oversubscribe a small machine, so every test that runs one takes [`serial`] first:
 //! tests of one binary then run one job at a time (cargo runs test binaries one after another).
 
+pub mod relay;
 pub mod rsyslog;
 pub mod slurm;
 pub mod supersteps;
