@@ -347,7 +347,13 @@ pub fn run_once(
         }
         match (read, written) {
             (_, Err(e)) | (Err(e), _) => Err(e),
-            (Ok(stats), Ok(new_jobs)) => Ok(RunStats { new_jobs, ..stats }),
+            // The writer's rejections were read as records.
+            (Ok(stats), Ok(written)) => Ok(RunStats {
+                new_jobs: written.new_jobs,
+                records: stats.records - written.rejected,
+                rejected: stats.rejected + written.rejected,
+                ..stats
+            }),
         }
     });
     if own_checkpoints {
@@ -502,17 +508,16 @@ impl Run<'_> {
     /// [`crate::db::FiledJob`]).
     fn accept(&mut self, mut job: JobRow, sender: &Sender, file: usize) {
         let index = &job.index;
-        let forged = trust::forgery(
-            sender,
-            index.uid,
-            &index.user,
-            self.trust_policy(),
-            self.accounts.as_mut(),
-        )
-        .map(|forgery| {
-            let reference = format!("{}/{}", job.key, forgery.suffix);
-            ("forged", reference, forgery.detail)
-        });
+        let claims = trust::Claims {
+            uid: index.uid,
+            user: &index.user,
+            host: &index.host,
+        };
+        let forged = trust::forgery(sender, claims, self.trust_policy(), self.accounts.as_mut())
+            .map(|forgery| {
+                let reference = format!("{}/{}", job.wire_key, forgery.suffix);
+                ("forged", reference, forgery.detail)
+            });
         // SQLite integers are signed: larger figures cannot be stored (no real job has them).
         let too_large = [
             index.start_unix_ms,
@@ -533,7 +538,7 @@ impl Run<'_> {
             too_large.then(|| {
                 (
                     "corrupt",
-                    job.key.clone(),
+                    job.wire_key.clone(),
                     "a time or sum is beyond 2^63 (cannot be stored)".to_string(),
                 )
             })
@@ -564,6 +569,8 @@ impl Run<'_> {
             None => {
                 self.stats.records += 1;
                 job.look = crate::escalate::needs_a_look(&self.options.escalation, &job.index);
+                job.origin = sender.origin();
+                job.source = self.files[file].input.path.display().to_string();
                 self.pending.jobs.push(job);
             }
         }
@@ -575,13 +582,12 @@ impl Run<'_> {
     fn accept_analysis(&mut self, analysis: AnalysisRecord, sender: &Sender, file: usize) {
         let key = analysis.key();
         let source = self.files[file].input.path.display().to_string();
-        let forged = trust::forgery(
-            sender,
-            analysis.uid,
-            &analysis.user,
-            self.trust_policy(),
-            self.accounts.as_mut(),
-        );
+        let claims = trust::Claims {
+            uid: analysis.uid,
+            user: &analysis.user,
+            host: &analysis.host,
+        };
+        let forged = trust::forgery(sender, claims, self.trust_policy(), self.accounts.as_mut());
         if let Some(forgery) = forged {
             self.pending.rejected.push(Rejected {
                 kind: "forged",
