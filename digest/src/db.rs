@@ -861,7 +861,8 @@ impl Database {
 
     /// The job of `received` as filed (the last stored, should there be several): the job of
     /// the analysis' (attested) uid whose lines had the key its trace directory named
-    /// ([`stored_key`]), never another uid's whatever key it names. No record
+    /// ([`stored_key`]); only when that uid has none, another uid's job of that wire key (which
+    /// the caller rejects: not the sender's). No record
     /// read, looked for only among the rows stored since it was last looked for (no index
     /// leads to a key, see [`Database::job`]: this reads those rows). When there is none, the
     /// rows up to the last one now are marked as looked at.
@@ -875,12 +876,14 @@ impl Database {
             .conn
             .query_row(
                 &format!(
-                    "SELECT {INDEX_COLUMNS} FROM jobs WHERE id > ?1 AND id <= ?2 AND key = ?3
-                     ORDER BY jobs.id DESC LIMIT 1"
+                    "SELECT {INDEX_COLUMNS} FROM jobs WHERE id > ?1 AND id <= ?2
+                         AND key >= ?3 || '-' AND key < ?3 || '.'
+                     ORDER BY key = ?4 DESC, jobs.id DESC LIMIT 1"
                 ),
                 params![
                     received.looked_to,
                     last,
+                    received.analysis.job_key,
                     stored_key(&received.analysis.job_key, received.analysis.uid)
                 ],
                 FiledJob::from_row,

@@ -130,7 +130,7 @@ fn records_are_relayed_attested_forgeries_rejected_and_nothing_lost_in_a_restart
     // attestation; the forgers' lines as they came.
     let lines = chain.lines();
     let of = |job: &JobRecord| -> Vec<&String> {
-        lines.iter().filter(|l| l.contains(&job.key())).collect()
+        lines.iter().filter(|l| l.contains(&job.wire_key())).collect()
     };
     let host = hostname();
     for (job, uid) in [
@@ -189,7 +189,7 @@ fn records_are_relayed_attested_forgeries_rejected_and_nothing_lost_in_a_restart
     let forged = |job: &JobRecord, suffix: &str, detail: &str| {
         let line = format!(
             "forged      {}/{suffix}  {}: job {}: {detail}\n",
-            job.key(),
+            job.wire_key(),
             log.display(),
             job.job_id
         );
