@@ -1276,7 +1276,8 @@ impl JobRow {
     /// from `source`; none when it is this one (a line read again, a record sent twice).
     pub fn collision(&self, stored: (Vec<u8>, Option<String>)) -> Option<Rejected> {
         let (record, origin) = stored;
-        if record == self.deflated && origin == self.origin {
+        // Rows stored before schema 13 do not say where they came from.
+        if record == self.deflated && (origin.is_none() || origin == self.origin) {
             return None;
         }
         let index = &self.index;

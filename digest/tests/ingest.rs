@@ -238,7 +238,7 @@ fn a_user_name_not_the_senders_is_forged() {
         rejected,
         [(
             "forged".to_string(),
-            format!("{}/user alice", impostor.key()),
+            format!("{}/user alice", impostor.wire_key()),
             log.display().to_string(),
             "job impostor: claims user alice but uid 1002 is bob".to_string(),
         )]
@@ -297,7 +297,7 @@ fn the_command_checks_names_against_this_hosts_accounts() {
     assert!(
         checked.contains(&format!(
             "forged      {}/user alice  {}: job impostor: claims user alice but uid 0 is root",
-            impostor.key(),
+            impostor.wire_key(),
             log.display()
         )),
         "{checked}"
@@ -544,7 +544,9 @@ fn a_schema_4_database_is_upgraded_keeping_its_jobs_ids_and_queue() {
 
     let mut upgraded = Database::open(&old_path).unwrap();
     assert_eq!(dump(&upgraded), expected);
-    assert_eq!(ids(&upgraded.conn, job_ids), old_jobs);
+    // (Their keys got their uids, schema 13.)
+    let wire_keys = "SELECT id, substr(key, 1, instr(key, '-') - 1) FROM jobs ORDER BY id";
+    assert_eq!(ids(&upgraded.conn, wire_keys), old_jobs);
     // The queue's executable column became the application (the executable of these jobs).
     let queued = "SELECT id, app FROM escalation_queue ORDER BY id";
     assert_eq!(ids(&upgraded.conn, queued), old_queue);

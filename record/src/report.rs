@@ -531,6 +531,7 @@ mod tests {
         for line in [
             "  partial     SIGTERM (at the Slurm job's time limit)",
             "  Slurm job   11_2.0 \"solver\"",
+            "  Slurm facts claimed by the job's environment, not verified",
             "  account     physics, partition debug, QOS -",
             "  allocated   2 node(s) n[01-02], CPUs per node 2(x2) = 4 CPUs; 2 rank(s) ran on them (50 %)",
             "  time limit  0:01:00; REACHED (ended 10 s after it)",

@@ -200,9 +200,7 @@ impl Chain {
 
     /// The log host's file.
     pub fn lines(&self) -> Vec<String> {
-        std::fs::read_to_string(self.log())
-            .map(|s| s.lines().map(str::to_string).collect())
-            .unwrap_or_default()
+        crate::read_lines(&self.log())
     }
 
     /// Wait until the log host's file holds a record satisfying `pred`; return it.

@@ -147,19 +147,13 @@ impl SingleHost {
     }
 
     pub fn lines(&self) -> Vec<String> {
-        std::fs::read_to_string(self.log())
-            .map(|s| s.lines().map(str::to_string).collect())
-            .unwrap_or_default()
+        crate::read_lines(&self.log())
     }
 
     /// Wait until the file's lines satisfy `ready`.
     pub fn wait_for_lines(&mut self, what: &str, ready: impl Fn(&[String]) -> bool) {
         let log = self.log();
-        let lines = move || {
-            std::fs::read_to_string(&log)
-                .map(|s| s.lines().map(str::to_string).collect::<Vec<_>>())
-                .unwrap_or_default()
-        };
-        self.daemon.wait_until(what, || ready(&lines()));
+        self.daemon
+            .wait_until(what, || ready(&crate::read_lines(&log)));
     }
 }

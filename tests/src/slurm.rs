@@ -150,21 +150,7 @@ impl Slurm {
         // The jobs' output files are written by the jobs' users.
         set_mode(&self.path("jobs"), 0o1777);
         std::fs::write(self.path("plugstack.conf"), "").unwrap();
-        let prolog =
-            std::fs::read_to_string(workspace_root().join("etc/slurm/mpistat-taskprolog.sh"))
-                .expect("etc/slurm/mpistat-taskprolog.sh");
-        let lib_line = format!("lib={}", library().display());
-        let prolog: String = prolog
-            .lines()
-            .map(|l| {
-                if l.starts_with("lib=") {
-                    lib_line.as_str()
-                } else {
-                    l
-                }
-            })
-            .map(|l| format!("{l}\n"))
-            .collect();
+        let prolog = task_prolog();
         assert!(
             prolog.contains(&lib_line),
             "the TaskProlog has no lib= line"
@@ -490,4 +476,23 @@ fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
+}
+
+/// The shipped TaskProlog (`etc/slurm/mpistat-taskprolog.sh`) with its `lib=` line pointing at
+/// the library under test.
+pub fn task_prolog() -> String {
+    let prolog = std::fs::read_to_string(workspace_root().join("etc/slurm/mpistat-taskprolog.sh"))
+        .expect("etc/slurm/mpistat-taskprolog.sh");
+    let lib_line = format!("lib={}", library().display());
+    prolog
+        .lines()
+        .map(|l| {
+            if l.starts_with("lib=") {
+                lib_line.as_str()
+            } else {
+                l
+            }
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
 }

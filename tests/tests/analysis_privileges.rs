@@ -115,7 +115,8 @@ fn the_analysis_runs_as_the_jobs_user_and_the_digest_reads_no_trace() {
         "{}",
         trace.dir
     );
-    let analysis = syslogd.wait_for_analysis("of the traced run", |a| a.job_key == second.wire_key());
+    let analysis =
+        syslogd.wait_for_analysis("of the traced run", |a| a.job_key == second.wire_key());
     assert_eq!(analysis.uid, alice.uid);
     assert_eq!(analysis.dir, trace.dir);
     assert!(analysis.summary.is_some(), "{:?}", analysis.error);

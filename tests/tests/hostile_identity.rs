@@ -471,22 +471,8 @@ fn slurm_facts_a_job_sets_itself_are_shown_as_claimed() {
 fn the_task_prolog_does_not_keep_a_slurm_job_line_the_user_set() {
     let dir = TempDir::new("idn-prolog");
     // The shipped TaskProlog, its `lib=` line pointing at the library under test.
-    let shipped = workspace_root().join("etc/slurm/mpistat-taskprolog.sh");
-    let text = std::fs::read_to_string(shipped).unwrap();
-    let lib = format!("lib={}", library().display());
-    let prolog: String = text
-        .lines()
-        .map(|l| {
-            if l.starts_with("lib=") {
-                lib.as_str()
-            } else {
-                l
-            }
-        })
-        .map(|l| format!("{l}\n"))
-        .collect();
     let path = dir.path().join("taskprolog.sh");
-    std::fs::write(&path, prolog).unwrap();
+    std::fs::write(&path, mpistat_e2e::slurm::task_prolog()).unwrap();
     // Task 0 of a step whose user exported a line about the job herself; no slurmctld answers.
     let out = Command::new("sh")
         .arg(&path)

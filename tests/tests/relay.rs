@@ -130,7 +130,10 @@ fn records_are_relayed_attested_forgeries_rejected_and_nothing_lost_in_a_restart
     // attestation; the forgers' lines as they came.
     let lines = chain.lines();
     let of = |job: &JobRecord| -> Vec<&String> {
-        lines.iter().filter(|l| l.contains(&job.wire_key())).collect()
+        lines
+            .iter()
+            .filter(|l| l.contains(&job.wire_key()))
+            .collect()
     };
     let host = hostname();
     for (job, uid) in [

@@ -629,7 +629,7 @@ mod tests {
         let relayed = relays.sender(b"relay=node1.cluster t node1 uid=0 pid=7 mpistat: x");
         let forged = forgery(&relayed, claims(0, "root"), SINGLE_HOST, None).unwrap();
         assert_eq!(forged.suffix, "relay node1.cluster");
-        let own = relays.sender(b"t host uid=0 pid=7 mpistat: x");
+        let own = relays.sender(b"t node1 uid=0 pid=7 mpistat: x");
         assert_eq!(forgery(&own, claims(0, "root"), SINGLE_HOST, None), None);
     }
 

@@ -1104,8 +1104,9 @@ mod tests {
         let said = recommendations(&t, &[], &flags, &worth(&t));
         assert_eq!(
             said[0],
-            "Your Slurm jobs ran ranks on only 6 % of the CPUs allocated to them (job 7 \"wide\": \
-             8 ranks on 128 CPUs): ask for fewer nodes or CPUs, or run more ranks per node, \
+            "Your Slurm jobs ran ranks on only 6 % of the CPUs allocated to them, as their \
+             environment claimed the allocation (job 7 \"wide\": 8 ranks on 128 CPUs): ask for \
+             fewer nodes or CPUs, or run more ranks per node, \
              unless your ranks run threads on the others."
         );
         let mut full = Totals::default();
