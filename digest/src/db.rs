@@ -1219,12 +1219,10 @@ pub struct QueuedJob {
 pub struct JobRow {
     /// [`JobIndex::key`]: its wire key and uid.
     pub key: String,
-    /// The key of its syslog lines ([`JobIndex::wire_key`]), which rejected entries name.
-    pub wire_key: String,
     /// Where its lines came from (`jobs.origin`), if they named it.
     pub origin: Option<String>,
     /// The file it was read from (for a rejected entry).
-    pub source: String,
+    pub source: std::sync::Arc<str>,
     pub index: JobIndex,
     pub deflated: Vec<u8>,
     /// Queue it for the escalation rules (table `escalation_queue`) when it is stored.
@@ -1240,12 +1238,11 @@ pub struct JobRow {
 
 impl JobRow {
     /// A job known by its index alone: its record is not usable (`problem` says why).
-    pub fn unusable(wire_key: String, job: IndexedJob, problem: Problem) -> JobRow {
+    pub fn unusable(job: IndexedJob, problem: Problem) -> JobRow {
         JobRow {
             key: job.index.key(),
-            wire_key,
             origin: None,
-            source: String::new(),
+            source: "".into(),
             index: job.index,
             deflated: job.deflated,
             look: false,
@@ -1255,20 +1252,24 @@ impl JobRow {
     }
 
     /// A job whose record was read (and is the one its index says), counted in `rollups`.
-    pub fn decoded(wire_key: String, job: DecodedJob, rollups: &mut Rollups) -> JobRow {
+    pub fn decoded(job: DecodedJob, rollups: &mut Rollups) -> JobRow {
         rollups.add(&job.record);
         let index = JobIndex::of(&job.record);
         JobRow {
             key: index.key(),
-            wire_key,
             origin: None,
-            source: String::new(),
+            source: "".into(),
             index,
             deflated: job.deflated,
             look: false,
             counted: true,
             unusable: None,
         }
+    }
+
+    /// The key of its syslog lines ([`JobIndex::wire_key`]), which rejected entries name.
+    pub fn wire_key(&self) -> String {
+        self.index.wire_key()
     }
 
     /// The rejected entry of this job when another record of it (same key and end) is stored
@@ -1285,7 +1286,7 @@ impl JobRow {
         Some(Rejected {
             kind: "collision",
             reference: format!("{}/end {}", self.key, index.end_unix_ms),
-            source: self.source.clone(),
+            source: self.source.to_string(),
             detail: format!(
                 "job {} of uid {} ({}), from {}: uid {} sent another record of this job (same \
                  job id, host, pid, start and end), from {}, stored before; this one differs",

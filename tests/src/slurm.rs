@@ -150,12 +150,7 @@ impl Slurm {
         // The jobs' output files are written by the jobs' users.
         set_mode(&self.path("jobs"), 0o1777);
         std::fs::write(self.path("plugstack.conf"), "").unwrap();
-        let prolog = task_prolog();
-        assert!(
-            prolog.contains(&lib_line),
-            "the TaskProlog has no lib= line"
-        );
-        std::fs::write(self.path("taskprolog.sh"), prolog).unwrap();
+        std::fs::write(self.path("taskprolog.sh"), task_prolog()).unwrap();
         set_mode(&self.path("taskprolog.sh"), 0o755);
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let host = &self.node;
@@ -484,7 +479,7 @@ pub fn task_prolog() -> String {
     let prolog = std::fs::read_to_string(workspace_root().join("etc/slurm/mpistat-taskprolog.sh"))
         .expect("etc/slurm/mpistat-taskprolog.sh");
     let lib_line = format!("lib={}", library().display());
-    prolog
+    let prolog: String = prolog
         .lines()
         .map(|l| {
             if l.starts_with("lib=") {
@@ -494,5 +489,10 @@ pub fn task_prolog() -> String {
             }
         })
         .map(|l| format!("{l}\n"))
-        .collect()
+        .collect();
+    assert!(
+        prolog.contains(&lib_line),
+        "the TaskProlog has no lib= line"
+    );
+    prolog
 }

@@ -209,7 +209,7 @@ fn a_copy_of_her_job_sent_first_takes_neither_her_job_nor_her_analysis() {
     let owners: Vec<String> = query(&db, "SELECT user FROM jobs ORDER BY user");
     assert_eq!(owners, [alice.name.clone(), mallory.name.clone()]);
     let analysed: Vec<String> = query(&db, "SELECT user FROM analyses");
-    assert_eq!(analysed, [alice.name.clone()]);
+    assert_eq!(analysed, std::slice::from_ref(&alice.name));
     let rejected: Vec<String> = query(&db, "SELECT kind || ' ' || detail FROM rejected");
     assert!(rejected.is_empty(), "{rejected:#?}");
     // Her weekly mail has her job, his has his.
@@ -250,7 +250,7 @@ fn a_later_copy_shows_him_nothing_of_hers_and_his_analysis_stays_his() {
     let Some((alice, mallory)) = users() else {
         return;
     };
-    let mut hers = SingleHost::start("idn-later-hers");
+    let hers = SingleHost::start("idn-later-hers");
     let mut his = SingleHost::start("idn-later-his");
     let site = site_file(hers.dir.path(), &hers.socket(), "");
     let record = alices_traced_job(&alice, &site, || hers.lines());

@@ -175,6 +175,8 @@ struct SenderLines {
 /// A file read in this run.
 struct FileRead {
     input: Input,
+    /// Its path as rejected entries and stored jobs name it.
+    source: Arc<str>,
     position: Position,
     /// End of the last line read.
     read_to: u64,
@@ -389,6 +391,7 @@ impl Run<'_> {
         self.stats.files_read += 1;
         let file = self.files.len();
         self.files.push(FileRead {
+            source: input.path.display().to_string().into(),
             input: input.clone(),
             read_to: opened.offset(),
             position,
@@ -515,7 +518,7 @@ impl Run<'_> {
         };
         let forged = trust::forgery(sender, claims, self.trust_policy(), self.accounts.as_mut())
             .map(|forgery| {
-                let reference = format!("{}/{}", job.wire_key, forgery.suffix);
+                let reference = format!("{}/{}", job.wire_key(), forgery.suffix);
                 ("forged", reference, forgery.detail)
             });
         // SQLite integers are signed: larger figures cannot be stored (no real job has them).
@@ -538,7 +541,7 @@ impl Run<'_> {
             too_large.then(|| {
                 (
                     "corrupt",
-                    job.wire_key.clone(),
+                    job.wire_key(),
                     "a time or sum is beyond 2^63 (cannot be stored)".to_string(),
                 )
             })
@@ -570,7 +573,7 @@ impl Run<'_> {
                 self.stats.records += 1;
                 job.look = crate::escalate::needs_a_look(&self.options.escalation, &job.index);
                 job.origin = sender.origin();
-                job.source = self.files[file].input.path.display().to_string();
+                job.source = self.files[file].source.clone();
                 self.pending.jobs.push(job);
             }
         }
@@ -762,10 +765,10 @@ impl Run<'_> {
 fn file_job(job: CompleteJob, rollups: &mut Rollups) -> Outcome {
     match job.kind() {
         Kind::Job => match job.decode() {
-            Ok(decoded) => Ok(Filed::Job(JobRow::decoded(job.key, decoded, rollups))),
+            Ok(decoded) => Ok(Filed::Job(JobRow::decoded(decoded, rollups))),
             Err(problem) => job
                 .indexed()
-                .map(move |indexed| Filed::Job(JobRow::unusable(job.key, indexed, problem))),
+                .map(move |indexed| Filed::Job(JobRow::unusable(indexed, problem))),
         },
         Kind::Analysis => job.analysis().map(Filed::Analysis),
     }

@@ -114,7 +114,6 @@ fn merged(abort: &JobRecord, stopped: &JobRecord, look: bool) -> JobRow {
     }
     JobRow {
         key: job.key(),
-        wire_key: job.wire_key(),
         origin: None,
         source: "partial_inbox".into(),
         index: JobIndex::of(&job),
@@ -193,7 +192,7 @@ pub fn sort_out(
             let late = Rejected {
                 kind: "late",
                 reference: job.key.clone(),
-                source: job.source.clone(),
+                source: job.source.to_string(),
                 detail: format!(
                     "job {} of uid {} ({}): a half of a job whose MPI_Abort ran on another \
                      node, which came after its other half ({twin}) was stored alone; that one \
@@ -281,7 +280,6 @@ pub fn lone(tx: &Transaction, held_to_ms: u64) -> anyhow::Result<Vec<JobRow>> {
         let record = inflated_record(&deflated)?;
         jobs.push(JobRow {
             key,
-            wire_key: record.wire_key(),
             origin: None,
             source: "partial_inbox".into(),
             index: JobIndex::of(&record),

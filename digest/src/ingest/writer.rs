@@ -81,8 +81,8 @@ pub fn write(
             }
             for job in &batch.jobs {
                 // Mostly empty: then no job's key need be hashed.
-                if !incomplete.is_empty() && incomplete.remove(&job.wire_key) {
-                    statements.clear_incomplete(&job.wire_key)?;
+                if !incomplete.is_empty() && incomplete.remove(&job.wire_key()) {
+                    statements.clear_incomplete(&job.wire_key())?;
                 }
             }
         }
