@@ -787,14 +787,8 @@ pub fn users(s: &Summary, listing: &Listing, place: Place) -> String {
     }
     b.push_str("</table>\n");
     for (title, groups) in [
-        (
-            "Slurm accounts (claimed by the jobs' environment, not verified)",
-            &s.by_account,
-        ),
-        (
-            "Slurm partitions (claimed by the jobs' environment, not verified)",
-            &s.by_partition,
-        ),
+        ("Slurm accounts", &s.by_account),
+        ("Slurm partitions", &s.by_partition),
     ] {
         slurm_groups(&mut b, title, groups, s.capacity_hours);
     }
