@@ -21,12 +21,14 @@
 # serve tests connect as another user, also through a Unix socket), python3-mpi4py (an mpi4py
 # job in the application test), slurmctld, slurmd, slurm-client and munge (the e2e tests run a
 # private Slurm cluster of one node, tests/src/slurm.rs; the system's own daemons stay stopped
-# and disabled), valgrind (bench/instructions.sh counts a wrapper's instructions with callgrind).
+# and disabled), valgrind (bench/instructions.sh counts a wrapper's instructions with callgrind),
+# postfix (the mail tests deliver through the host's real Postfix by sendmail and SMTP; installed
+# "Local only", left stopped and disabled: the tests start it and stop it).
 MPISTAT_APT_PACKAGES=(
     openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran rsyslog rsyslog-relp openssl hpcc
     libclang-dev clang pkg-config python3 procps
     gcc make python3-aiosmtpd chromium chromium-driver fonts-dejavu-core time binutils
-    curl python3-mpi4py slurmctld slurmd slurm-client munge valgrind
+    curl python3-mpi4py slurmctld slurmd slurm-client munge valgrind postfix
 )
 
 # Packages whose daemons the tests run privately: installed here, their system services are
@@ -74,6 +76,11 @@ mpistat_apt_install() {
         fi
     fi
     mpistat_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q || rc=$?
+    if [[ " ${missing[*]} " == *" postfix "* ]]; then
+        # Asked otherwise (noninteractive takes the default, "Internet Site").
+        echo "postfix postfix/main_mailer_type select Local only" |
+            mpistat_as_root debconf-set-selections || rc=$?
+    fi
     if [[ $rc -eq 0 ]]; then
         mpistat_as_root env DEBIAN_FRONTEND=noninteractive \
             apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null || rc=$?
@@ -82,7 +89,24 @@ mpistat_apt_install() {
         mpistat_as_root rm -f "$policy"
     fi
     mpistat_quiet_services "${missing[@]}"
+    if [[ " ${missing[*]} " == *" postfix "* ]]; then
+        mpistat_quiet_postfix
+    fi
     return "$rc"
+}
+
+# Postfix just installed: stopped if it runs, and disabled for the next boot, with or without a
+# running systemd (systemctl disable works offline; the package enables its unit either way).
+mpistat_quiet_postfix() {
+    [[ -x /usr/sbin/postfix ]] || return 0
+    if [[ -d /run/systemd/system ]]; then
+        mpistat_as_root systemctl disable --now postfix.service >/dev/null 2>&1 || true
+    elif command -v systemctl >/dev/null 2>&1; then
+        mpistat_as_root systemctl disable postfix.service >/dev/null 2>&1 || true
+    fi
+    if mpistat_as_root /usr/sbin/postfix status >/dev/null 2>&1; then
+        mpistat_as_root /usr/sbin/postfix stop >/dev/null 2>&1 || true
+    fi
 }
 
 # Open MPI stays the system's MPI (mpicc, mpifort, mpirun, mpi.h through the `mpi` and `mpirun`

@@ -235,10 +235,10 @@ fn smtp_server_down_then_up_gets_every_mail_once() {
     let db = week_47_database(&dir);
     let port = free_port();
     let mut config = SiteConfig::default();
-    config.mail.transport = "smtp".into();
+    config.mail.transport = mpistat_site::MailTransport::Smtp;
     config.mail.smtp_host = "127.0.0.1".into();
     config.mail.smtp_port = port;
-    config.mail.smtp_starttls = "off".into();
+    config.mail.smtp_starttls = mpistat_site::StartTls::Off;
     config.mail.recipient = "{user}@example.org".into();
     let mailer = Mailer::from_site(&config.mail).unwrap();
 

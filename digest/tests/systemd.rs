@@ -20,9 +20,18 @@ fn units_pass_systemd_analyze_verify() {
     let mut paths = Vec::new();
     for entry in std::fs::read_dir(&units).unwrap() {
         let path = entry.unwrap().path();
+        let copy = dir.join(path.file_name().unwrap());
+        if path.is_dir() {
+            // A unit's drop-ins (`<unit>.d/*.conf`): verified with their unit, found beside it.
+            std::fs::create_dir_all(&copy).unwrap();
+            for drop_in in std::fs::read_dir(&path).unwrap() {
+                let drop_in = drop_in.unwrap().path();
+                std::fs::copy(&drop_in, copy.join(drop_in.file_name().unwrap())).unwrap();
+            }
+            continue;
+        }
         let text = std::fs::read_to_string(&path).unwrap();
         let text = text.replace("/usr/local/bin/mpistat", env!("CARGO_BIN_EXE_mpistat"));
-        let copy = dir.join(path.file_name().unwrap());
         std::fs::write(&copy, text).unwrap();
         paths.push(copy);
     }

@@ -1,24 +1,25 @@
 //! Sends mpistat's weekly mails with the transport the site chose (`[mail]` in `etc/site.toml`):
-//! SMTP (host, port, STARTTLS, login with a password read from its own file), the local
-//! `sendmail` program, or a directory of `.eml` files (the default, for tests and the demo).
+//! SMTP (host, port, STARTTLS verified against the system's trust store and the site's CA file,
+//! login with a password read from its own file: [`smtp`]), the local `sendmail` program with a
+//! bounded wait ([`sendmail`]), or a directory of `.eml` files private to the service (the
+//! default, for tests and the demo: [`directory`]).
 //!
 //! A [`Mail`] is what the digest wrote: a plain-text and an HTML version of the same content, and
 //! PNG images the HTML refers to as `cid:<name>`. It becomes one MIME message:
 //! `multipart/alternative` of `text/plain` and (`multipart/related` of `text/html` and the
 //! images). Sending never retries by itself; the caller records failures and tries again later.
 
+pub mod directory;
+pub mod sendmail;
+pub mod smtp;
+
 use lettre::message::header::ContentType;
 use lettre::message::{Attachment, Mailbox, MultiPart, SinglePart};
-use lettre::transport::smtp::authentication::Credentials;
-use lettre::transport::smtp::client::{Tls, TlsParameters};
-use lettre::{Message, SendmailTransport, SmtpTransport, Transport};
-use mpistat_site::MailConfig;
+use lettre::Message;
+use mpistat_site::{MailConfig, MailTransport};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// How long an SMTP conversation may stall before the send fails.
-const SMTP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One user's mail as the digest wrote it.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,8 +64,8 @@ pub enum MailerError {
 }
 
 enum Channel {
-    Smtp(SmtpTransport),
-    Sendmail(SendmailTransport),
+    Smtp(smtp::Relay),
+    Sendmail(sendmail::Sendmail),
     Directory(PathBuf),
 }
 
@@ -84,17 +85,13 @@ pub struct Mailer {
 impl Mailer {
     /// The transport, sender and recipients of `config`; reads the password and mapping files.
     pub fn from_site(config: &MailConfig) -> Result<Mailer, MailerError> {
-        let channel = match config.transport.as_str() {
-            "smtp" => Channel::Smtp(smtp(config)?),
-            "sendmail" => Channel::Sendmail(SendmailTransport::new_with_command(
-                config.sendmail_command.as_os_str(),
-            )),
-            "directory" => Channel::Directory(config.directory.clone()),
-            other => {
-                return Err(MailerError::Config(format!(
-                    "unknown transport {other:?} (smtp, sendmail or directory)"
-                )))
-            }
+        let channel = match config.transport {
+            MailTransport::Smtp => Channel::Smtp(smtp::Relay::from_site(config)?),
+            MailTransport::Sendmail => Channel::Sendmail(sendmail::Sendmail {
+                command: config.sendmail_command.clone(),
+                timeout: Duration::from_secs(config.sendmail_timeout_seconds),
+            }),
+            MailTransport::Directory => Channel::Directory(config.directory.clone()),
         };
         let from = parse_mailbox(&config.from)?;
         let mapped = match &config.recipient_map {
@@ -157,51 +154,18 @@ impl Mailer {
         let message = self.message(mail)?;
         let recipient = self.recipient(&mail.user);
         match &self.channel {
-            Channel::Smtp(transport) => transport
-                .send(&message)
-                .map(drop)
-                .map_err(|e| MailerError::Send(error_chain(&e))),
-            Channel::Sendmail(transport) => transport
-                .send(&message)
-                .map_err(|e| MailerError::Send(error_chain(&e))),
-            Channel::Directory(dir) => write_eml(dir, mail, &message.formatted()),
+            Channel::Smtp(relay) => relay.send(&message),
+            Channel::Sendmail(sendmail) => {
+                sendmail.send(self.from.email.as_ref(), &recipient, &message.formatted())
+            }
+            Channel::Directory(dir) => directory::write_eml(
+                dir,
+                &format!("{}-{}.eml", mail.tag, mail.user),
+                &message.formatted(),
+            ),
         }?;
         Ok(recipient)
     }
-}
-
-fn smtp(config: &MailConfig) -> Result<SmtpTransport, MailerError> {
-    let host = config.smtp_host.as_str();
-    let tls_parameters =
-        || TlsParameters::new(host.to_string()).map_err(|e| MailerError::Config(e.to_string()));
-    let tls = match config.smtp_starttls.as_str() {
-        "off" => Tls::None,
-        "opportunistic" => Tls::Opportunistic(tls_parameters()?),
-        "required" => Tls::Required(tls_parameters()?),
-        other => {
-            return Err(MailerError::Config(format!(
-                "smtp_starttls {other:?} (off, opportunistic or required)"
-            )))
-        }
-    };
-    let mut builder = SmtpTransport::builder_dangerous(host)
-        .port(config.smtp_port)
-        .tls(tls)
-        .timeout(Some(SMTP_TIMEOUT));
-    if !config.smtp_user.is_empty() {
-        let Some(path) = &config.smtp_password_file else {
-            return Err(MailerError::Config(
-                "smtp_user is set but smtp_password_file is not".into(),
-            ));
-        };
-        let text = std::fs::read_to_string(path).map_err(|source| MailerError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        let password = text.lines().next().unwrap_or_default().to_string();
-        builder = builder.credentials(Credentials::new(config.smtp_user.clone(), password));
-    }
-    Ok(builder.build())
 }
 
 fn parse_mailbox(address: &str) -> Result<Mailbox, MailerError> {
@@ -237,25 +201,17 @@ fn read_recipient_map(path: &Path) -> Result<HashMap<String, String>, MailerErro
     Ok(mapped)
 }
 
-/// Write `<dir>/<tag>-<user>.eml` whole or not at all (temporary file, then rename).
-fn write_eml(dir: &Path, mail: &Mail, bytes: &[u8]) -> Result<(), MailerError> {
-    let path = dir.join(format!("{}-{}.eml", mail.tag, mail.user));
-    let temporary = dir.join(format!(".{}-{}.eml.tmp", mail.tag, mail.user));
-    let write = || -> std::io::Result<()> {
-        std::fs::create_dir_all(dir)?;
-        std::fs::write(&temporary, bytes)?;
-        std::fs::rename(&temporary, &path)
-    };
-    write().map_err(|source| MailerError::Write { path, source })
-}
-
 /// An error with its causes, on one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut cause = error.source();
     while let Some(inner) = cause {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
+        let said = inner.to_string();
+        // Many errors repeat their cause in their own text.
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
         cause = inner.source();
     }
     text
@@ -285,13 +241,8 @@ mod tests {
 
     #[test]
     fn settings_that_cannot_work_are_errors() {
-        let unknown = MailConfig {
-            transport: "pigeon".into(),
-            ..MailConfig::default()
-        };
-        assert!(Mailer::from_site(&unknown).is_err());
         let no_password = MailConfig {
-            transport: "smtp".into(),
+            transport: MailTransport::Smtp,
             smtp_user: "mpistat".into(),
             ..MailConfig::default()
         };

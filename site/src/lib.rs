@@ -348,9 +348,9 @@ impl Default for DigestConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MailConfig {
-    /// `directory` (write `.eml` files to `directory`), `smtp` or `sendmail`.
-    pub transport: String,
-    /// Where the `directory` transport writes.
+    pub transport: MailTransport,
+    /// Where the `directory` transport writes (made private to the service: mode 0700, files
+    /// 0600, whatever the umask).
     pub directory: PathBuf,
     /// The From: address.
     pub from: String,
@@ -360,30 +360,69 @@ pub struct MailConfig {
     pub recipient_map: Option<PathBuf>,
     pub smtp_host: String,
     pub smtp_port: u16,
-    /// `off`, `opportunistic` or `required`.
-    pub smtp_starttls: String,
+    pub smtp_starttls: StartTls,
+    /// PEM file of the CA certificate(s) that signed the relay's certificate, trusted besides
+    /// the system's store (`/etc/ssl/certs`, or `SSL_CERT_FILE` / `SSL_CERT_DIR` when set).
+    pub smtp_ca_file: Option<PathBuf>,
     /// Login name for SMTP authentication (none when empty).
     pub smtp_user: String,
     /// File holding the SMTP password (first line), readable only by the digest's user.
     pub smtp_password_file: Option<PathBuf>,
+    /// Log in over a connection without TLS (the password crosses the network in clear).
+    /// `false`: with `smtp_user` set, `opportunistic` requires STARTTLS (on a loopback host too)
+    /// and `off` is refused.
+    pub smtp_allow_plaintext_login: bool,
     /// The sendmail program of the `sendmail` transport.
     pub sendmail_command: PathBuf,
+    /// Seconds the sendmail program may take for one mail; then it is killed (with its
+    /// children) and the mail counts as failed, to be tried again on the next run.
+    pub sendmail_timeout_seconds: u64,
+}
+
+/// How the weekly mails leave the digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MailTransport {
+    /// `.eml` files written to [`MailConfig::directory`] (tests, the demo, or a site's own
+    /// pick-up).
+    Directory,
+    /// An SMTP server ([`MailConfig::smtp_host`]).
+    Smtp,
+    /// The local MTA's `sendmail` program ([`MailConfig::sendmail_command`]).
+    Sendmail,
+}
+
+/// TLS of the SMTP transport. The server's certificate is always verified when TLS is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartTls {
+    /// Never: the mail (and a login, if allowed) crosses the network in clear.
+    Off,
+    /// STARTTLS when the server offers it, its certificate verified (a certificate that does
+    /// not verify fails the mail, never falls back to clear text). On a loopback host
+    /// (`localhost`, `127.0.0.0/8`, `::1`) the mail never leaves the machine: no TLS.
+    Opportunistic,
+    /// STARTTLS always, the certificate verified: a server without it fails the mail.
+    Required,
 }
 
 impl Default for MailConfig {
     fn default() -> Self {
         MailConfig {
-            transport: "directory".into(),
+            transport: MailTransport::Directory,
             directory: PathBuf::from("/var/lib/mpistat/mail"),
             from: "mpistat <mpistat@localhost>".into(),
             recipient: "{user}@localhost".into(),
             recipient_map: None,
             smtp_host: "localhost".into(),
             smtp_port: 25,
-            smtp_starttls: "opportunistic".into(),
+            smtp_starttls: StartTls::Opportunistic,
+            smtp_ca_file: None,
             smtp_user: String::new(),
             smtp_password_file: None,
+            smtp_allow_plaintext_login: false,
             sendmail_command: PathBuf::from("/usr/sbin/sendmail"),
+            sendmail_timeout_seconds: 60,
         }
     }
 }
@@ -635,6 +674,24 @@ mod tests {
         assert!(!c.profiler.enabled);
         assert_eq!(c.syslog.socket, PathBuf::from("/tmp/s"));
         assert_eq!(syslog_facility_code(&c.syslog.facility), Some(18));
+    }
+
+    #[test]
+    fn mail_settings_of_few_values_are_checked_once() {
+        let (c, p) = SiteConfig::parse(
+            "[mail]\ntransport = \"sendmail\"\nsmtp_starttls = \"required\"",
+            "x",
+        );
+        assert!(p.is_empty(), "{p:?}");
+        assert_eq!(c.mail.transport, MailTransport::Sendmail);
+        assert_eq!(c.mail.smtp_starttls, StartTls::Required);
+        for bad in ["transport = \"pigeon\"", "smtp_starttls = \"maybe\""] {
+            let (_, p) = SiteConfig::parse(&format!("[mail]\n{bad}"), "x");
+            assert!(
+                matches!(&p[..], [ConfigProblem::Malformed { reason, .. }] if reason.contains("unknown variant")),
+                "{bad}: {p:?}"
+            );
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! MPI jobs oversubscribe a small machine, so every test that runs one takes [`serial`] first:
 //! tests of one binary then run one job at a time (cargo runs test binaries one after another).
 
+pub mod certs;
 pub mod relay;
 pub mod rsyslog;
 pub mod slurm;
@@ -1480,7 +1481,8 @@ pub fn free_port() -> u16 {
 }
 
 /// A real SMTP server (Debian's python3-aiosmtpd, `digest/tests/smtp_sink.py`) on `port` that
-/// stores each mail it gets as a file in `inbox`; stopped when dropped.
+/// stores each mail it gets as a file in `inbox` (its first line `X-Sink-Session: tls=yes|no
+/// login=NAME|-`); stopped when dropped.
 pub struct SmtpSink {
     child: Child,
     inbox: PathBuf,
@@ -1488,6 +1490,12 @@ pub struct SmtpSink {
 
 impl SmtpSink {
     pub fn start(port: u16, inbox: &Path) -> SmtpSink {
+        SmtpSink::start_with(port, inbox, &[])
+    }
+
+    /// With the sink's options: `--tls CERT KEY` (STARTTLS), `--login USER PASSWORD` (AUTH,
+    /// attempts logged in [`SmtpSink::logins`]), `--login-without-tls`.
+    pub fn start_with(port: u16, inbox: &Path, options: &[&std::ffi::OsStr]) -> SmtpSink {
         use std::io::BufRead;
         std::fs::create_dir_all(inbox).unwrap();
         let sink = workspace_root().join("digest/tests/smtp_sink.py");
@@ -1495,6 +1503,7 @@ impl SmtpSink {
             .arg(sink)
             .arg(port.to_string())
             .arg(inbox)
+            .args(options)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -1520,6 +1529,17 @@ impl SmtpSink {
         std::fs::read_dir(&self.inbox)
             .unwrap()
             .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+            .collect()
+    }
+
+    /// The login attempts so far, `NAME PASSWORD tls=yes|no ok|refused` each.
+    pub fn logins(&self) -> Vec<String> {
+        let mut path = self.inbox.clone().into_os_string();
+        path.push(".logins");
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
             .collect()
     }
 }

@@ -6,6 +6,7 @@
 //! "log host" one (which also has a plain syslog port). Certificates come from `openssl` into a
 //! temporary directory.
 
+use crate::certs::TestCa;
 use crate::rsyslog::{shipped_rsyslog_config, RsyslogDaemon};
 use crate::{free_port, write_site_config, TempDir, RECORD_WAIT};
 use mpistat_record::JobRecord;
@@ -27,77 +28,13 @@ pub fn listening(port: u16) -> bool {
     })
 }
 
-fn openssl(args: &[&str], dir: &Path) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl (scripts/prereqs.sh installs it)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A site CA, a certificate it signs for `loghost.cluster` and one for `node1.cluster`, and a
 /// self-signed `node1.cluster` one (a forger's), as `<name>.pem` and `<name>.key` in `dir`.
 fn certificates(dir: &Path) {
-    let key = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ];
-    let self_signed = |name: &str, cn: &str| {
-        let (pem, k) = (format!("{name}.pem"), format!("{name}.key"));
-        let subject = format!("/CN={cn}");
-        let mut args = vec!["req", "-x509", "-days", "2", "-subj", &subject];
-        args.extend(key);
-        args.extend(["-keyout", &k, "-out", &pem]);
-        openssl(&args, dir);
-    };
-    self_signed("ca", "mpistat test CA");
-    self_signed("rogue", "node1.cluster");
-    for (name, cn) in [("loghost", "loghost.cluster"), ("node", "node1.cluster")] {
-        let (csr, pem, k) = (
-            format!("{name}.csr"),
-            format!("{name}.pem"),
-            format!("{name}.key"),
-        );
-        let subject = format!("/CN={cn}");
-        let mut args = vec!["req", "-subj", &subject];
-        args.extend(key);
-        args.extend(["-keyout", &k, "-out", &csr]);
-        openssl(&args, dir);
-        let ext = format!("{name}.ext");
-        std::fs::write(
-            dir.join(&ext),
-            format!("subjectAltName=DNS:{cn}\nextendedKeyUsage=serverAuth,clientAuth\n"),
-        )
-        .unwrap();
-        openssl(
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-extfile",
-                &ext,
-                "-out",
-                &pem,
-            ],
-            dir,
-        );
-    }
+    let ca = TestCa::new(dir, "ca", "mpistat test CA");
+    TestCa::new(dir, "rogue", "node1.cluster");
+    ca.issue("loghost", &["loghost.cluster"]);
+    ca.issue("node", &["node1.cluster"]);
 }
 
 /// The relay chain: a compute node's rsyslogd forwarding to a log host's.

@@ -6,8 +6,9 @@
 //! the settings that decide what the service can reach: `User=` and its groups plus
 //! `SupplementaryGroups=`, `StateDirectory=` and `RuntimeDirectory=` (made and given to the user,
 //! as systemd does), `ReadWritePaths=`, `ProtectSystem=strict` (everything else read-only),
-//! `ProtectHome=yes` (homes, `/root` and `/run/user` inaccessible), `PrivateTmp=`, `UMask=`,
-//! `NoNewPrivileges=` and an empty `CapabilityBoundingSet=`, in a private mount namespace.
+//! `ProtectHome=yes` (homes, `/root` and `/run/user` inaccessible), `PrivateTmp=`, `UMask=` (0022
+//! when unset, as systemd's default), `NoNewPrivileges=` and an empty `CapabilityBoundingSet=`, in
+//! a private mount namespace.
 //! Settings that only narrow further (system-call filters, address families, IP filters,
 //! `PrivateNetwork=`) are not emulated.
 //!
@@ -35,6 +36,18 @@ impl Unit {
         let text =
             std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         Unit::parse(name, &text)
+    }
+
+    /// `systemd/<name>` with the shipped drop-in `systemd/<name>.d/<drop_in>` (its settings after
+    /// the unit's, as systemd reads a drop-in installed in `/etc/systemd/system/<name>.d/`).
+    pub fn shipped_with(name: &str, drop_in: &str) -> Unit {
+        let units = Path::new(env!("CARGO_MANIFEST_DIR")).join("../systemd");
+        let read = |path: PathBuf| {
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        };
+        let unit = read(units.join(name));
+        let drop_in = read(units.join(format!("{name}.d")).join(drop_in));
+        Unit::parse(name, &format!("{unit}\n{drop_in}"))
     }
 
     /// The `[Service]` settings of a unit file (comments and other sections skipped).
@@ -146,6 +159,27 @@ impl Unit {
         child.wait_with_output().expect("wait for the service")
     }
 
+    /// [`Unit::run`], stopped (killed) when it has not ended after `limit`: then `None`.
+    pub fn run_within(
+        &self,
+        instance: &str,
+        site: &[(&str, &Path)],
+        limit: std::time::Duration,
+    ) -> Option<Output> {
+        let mut service = self.start(instance, site);
+        let mut child = service.child.take().expect("started");
+        let start = std::time::Instant::now();
+        while child.try_wait().expect("wait for the service").is_none() {
+            if start.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Some(child.wait_with_output().expect("the service's output"))
+    }
+
     /// The service's user, as `useradd` made it on the host.
     pub fn user(&self) -> User {
         let name = self.value("User").expect("unit has User=");
@@ -211,9 +245,9 @@ impl Unit {
                 script += &format!("mount -t tmpfs -o mode=1777 tmpfs {d}\n");
             }
         }
-        if let Some(umask) = self.value("UMask") {
-            script += &format!("umask {umask}\n");
-        }
+        // systemd's default is 0022, whatever the test's own.
+        let umask = self.value("UMask").unwrap_or("0022");
+        script += &format!("umask {umask}\n");
         let mut setpriv = format!(
             "exec setpriv --reuid={} --regid={} --groups={}",
             user.uid,

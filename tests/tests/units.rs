@@ -194,6 +194,12 @@ fn the_shipped_services_ingest_mail_list_and_serve_a_users_job() {
         mails.iter().any(|m| m.ends_with("-mpistat-alice.eml")),
         "mails: {mails:?}"
     );
+    // Private to the service under systemd's default umask (0022): a mail tells a user's jobs.
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&state.join("mail")), 0o700);
+    for mail in &mails {
+        assert_eq!(mode(&state.join("mail").join(mail)), 0o600, "{mail}");
+    }
 
     let report = Unit::shipped("mpistat-site-report@.service");
     let out = report.run("week", &site);
