@@ -380,7 +380,7 @@ fn publish(
         .map(|trace| {
             let armed = crate::analyse::after_record(
                 &trace.dir,
-                &record.key(),
+                &record.wire_key(),
                 job.config.trace.analyze_at_exit,
                 &job.config.trace.analyze_command,
             );

@@ -19,6 +19,7 @@
 
 pub mod certs;
 pub mod machine;
+pub mod relay;
 pub mod rsyslog;
 pub mod slurm;
 pub mod supersteps;
@@ -484,7 +485,8 @@ impl Drop for Syslogd {
     }
 }
 
-fn read_lines(path: &Path) -> Vec<String> {
+/// The lines of the file at `path` (none if it cannot be read).
+pub fn read_lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .map(|s| s.lines().map(str::to_string).collect())
         .unwrap_or_default()

@@ -364,7 +364,7 @@ for_each_mpi! {
         // The reason names her directory (he cannot even look at it).
         assert!(refused.stderr.contains(&trace.dir), "{}", refused.stderr);
         send_as(&alice).assert_success();
-        let analysis = syslogd.wait_for_analysis("of the parallel form", |a| a.job_key == record.key());
+        let analysis = syslogd.wait_for_analysis("of the parallel form", |a| a.job_key == record.wire_key());
         assert_eq!((analysis.uid, analysis.dir.as_str()), (alice.uid, trace.dir.as_str()));
         let summary: serde_json::Value =
             serde_json::from_str(analysis.summary.as_deref().expect("a summary")).unwrap();
