@@ -313,8 +313,10 @@ fn with_recorder_if<R>(
 const REASONS: [&str; 3] = ["user", "site", "escalation"];
 
 /// Why this rank would trace the job: `MPISTAT_TRACE=1` (the user), the site's `everyone`, or
-/// an entry of the escalation list for this user and application (index into [`REASONS`]).
-pub fn wish(config: &SiteConfig) -> Option<usize> {
+/// an entry of the escalation list for this user and application (index into [`REASONS`]). The
+/// list is read bounded, from a regular file only ([`escalation::load`]); why it could not be
+/// read (but for a missing list: none was written yet), or that it was cut, goes to `problems`.
+pub fn wish(config: &SiteConfig, problems: &mut Vec<String>) -> Option<usize> {
     // Worked out here, at MPI_Init, whatever decides: the record names the same application.
     let app = &crate::job::program().application.name;
     if std::env::var_os("MPISTAT_TRACE").is_some_and(|v| v == "1") {
@@ -323,13 +325,24 @@ pub fn wish(config: &SiteConfig) -> Option<usize> {
     if config.trace.everyone {
         return Some(1);
     }
-    let text = std::fs::read_to_string(&config.escalation.list).ok()?;
+    let list = &config.escalation.list;
+    let text = match escalation::load(list) {
+        Ok((text, note)) => {
+            problems.extend(note);
+            text
+        }
+        Err(e) => {
+            if !e.is_missing() {
+                problems.push(format!("escalation list {}: {e}", list.display()));
+            }
+            return None;
+        }
+    };
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
     let now = crate::job::unix_ms_now() / 1000;
-    let (entries, _) = escalation::parse(&text);
-    entries
-        .iter()
+    text.lines()
+        .filter_map(|line| escalation::parse_line(line).flatten())
         .any(|e| e.applies(uid, app, now))
         .then_some(2)
 }
