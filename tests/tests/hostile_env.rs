@@ -511,6 +511,30 @@ fn analyze_checks_a_traces_header_and_follows_no_symlink_its_owner_planted() {
         out.peak_kb,
         normal.peak_kb
     );
+    // The parallel reader too (each process under the same 4 GiB limit).
+    let outcome = Job::new("prlimit", 2)
+        .timeout(HANG)
+        .arg(format!("--as={}", 4u64 << 30))
+        .arg(
+            library()
+                .with_file_name("mpistat-analyze")
+                .display()
+                .to_string(),
+        )
+        .arg(edited.display().to_string())
+        .bare();
+    assert!(!outcome.status.success());
+    assert!(
+        outcome.stderr.contains("world size 4294967280")
+            && !outcome.stderr.contains("memory allocation"),
+        "{}",
+        outcome.stderr
+    );
+    println!(
+        "world size 0xFFFFFFF0: mpirun -n 2 mpistat-analyze {} in {:.2} s",
+        outcome.status,
+        outcome.elapsed.as_secs_f64()
+    );
     // A rank file naming rank 0xFFFFFFF0 in its header.
     let renamed = work.path().join("rank");
     copy_trace(&trace, &renamed);
