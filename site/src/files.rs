@@ -34,7 +34,7 @@ pub enum FileError {
     NotRegular(&'static str),
     #[error(
         "{link} is a symlink of uid {owner} in a directory of uid {directory_owner}: only \
-         symlinks of root or of uid {caller} are followed"
+         symlinks of root and of the caller (uid {caller}) are followed"
     )]
     ForeignSymlink {
         link: PathBuf,
