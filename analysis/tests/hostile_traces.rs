@@ -173,14 +173,14 @@ fn mutation() -> impl Strategy<Value = Mutation> {
     ];
     let file = any::<usize>();
     prop_oneof![
-        3 => (file.clone(), any::<usize>(), 1..=255u8).prop_map(|(file, at, bits)| Mutation::Flip { file, at, bits }),
-        2 => (file.clone(), any::<usize>()).prop_map(|(file, at)| Mutation::Cut { file, at }),
-        4 => (file.clone(), prop_oneof![3 => 0..3usize, 1 => 3..8usize], value.clone()).prop_map(|(file, index, value)| Mutation::Varint { file, index, value }),
+        3 => (file, any::<usize>(), 1..=255u8).prop_map(|(file, at, bits)| Mutation::Flip { file, at, bits }),
+        2 => (file, any::<usize>()).prop_map(|(file, at)| Mutation::Cut { file, at }),
+        4 => (file, prop_oneof![3 => 0..3usize, 1 => 3..8usize], value.clone()).prop_map(|(file, index, value)| Mutation::Varint { file, index, value }),
         2 => value.prop_map(|value| Mutation::World { value }),
-        1 => (file.clone(), prop::collection::vec(any::<u8>(), 0..64)).prop_map(|(file, bytes)| Mutation::Garbage { file, bytes }),
-        1 => (file.clone(), prop_oneof![0..8u32, Just(0xFFFF_FFF0), Just(i32::MAX as u32)]).prop_map(|(file, rank)| Mutation::Rename { file, rank }),
-        1 => file.clone().prop_map(|file| Mutation::Fifo { file }),
-        1 => (file.clone(), any::<usize>()).prop_map(|(file, to)| Mutation::Symlink { file, to }),
+        1 => (file, prop::collection::vec(any::<u8>(), 0..64)).prop_map(|(file, bytes)| Mutation::Garbage { file, bytes }),
+        1 => (file, prop_oneof![0..8u32, Just(0xFFFF_FFF0), Just(i32::MAX as u32)]).prop_map(|(file, rank)| Mutation::Rename { file, rank }),
+        1 => file.prop_map(|file| Mutation::Fifo { file }),
+        1 => (file, any::<usize>()).prop_map(|(file, to)| Mutation::Symlink { file, to }),
     ]
 }
 

@@ -162,7 +162,7 @@ mod tests {
         let (text, note) = load(&path).unwrap();
         assert_eq!(parse(&text), (vec![first.clone()], Vec::new()));
         assert!(note.unwrap().contains("longer than 1048576 bytes"));
-        std::fs::write(&path, encode(&[first.clone()])).unwrap();
+        std::fs::write(&path, encode(std::slice::from_ref(&first))).unwrap();
         let (text, note) = load(&path).unwrap();
         assert_eq!((parse(&text).0, note), (vec![first], None));
         std::fs::remove_dir_all(&dir).unwrap();
