@@ -131,27 +131,17 @@ struct Walk {
 }
 
 impl Walk {
-    fn root() -> std::io::Result<Walk> {
+    /// Where walking `path` starts: the root for an absolute path, else the working directory.
+    fn start(path: &Path) -> std::io::Result<Walk> {
+        let from = if path.is_absolute() { "/" } else { "." };
         Ok(Walk {
             dir: open_at(
                 libc::AT_FDCWD,
-                OsStr::new("/"),
+                OsStr::new(from),
                 libc::O_PATH | libc::O_DIRECTORY,
                 0,
             )?,
-            at: PathBuf::from("/"),
-        })
-    }
-
-    fn here() -> std::io::Result<Walk> {
-        Ok(Walk {
-            dir: open_at(
-                libc::AT_FDCWD,
-                OsStr::new("."),
-                libc::O_PATH | libc::O_DIRECTORY,
-                0,
-            )?,
-            at: PathBuf::from("."),
+            at: PathBuf::from(from),
         })
     }
 }
@@ -174,11 +164,7 @@ fn names_of(path: &Path) -> Vec<OsString> {
 /// names (which need not exist).
 fn walk(path: &Path, last_too: bool) -> Result<(Walk, OsString), FileError> {
     let mut queue: VecDeque<OsString> = VecDeque::new();
-    let mut walk = if path.is_absolute() {
-        Walk::root()?
-    } else {
-        Walk::here()?
-    };
+    let mut walk = Walk::start(path)?;
     queue.extend(names_of(path));
     let mut links = 0;
     loop {
@@ -212,7 +198,7 @@ fn walk(path: &Path, last_too: bool) -> Result<(Walk, OsString), FileError> {
                 }
                 let target = link_target(&fd)?;
                 if target.is_absolute() {
-                    walk = Walk::root()?;
+                    walk = Walk::start(&target)?;
                 }
                 for n in names_of(&target).into_iter().rev() {
                     queue.push_front(n);

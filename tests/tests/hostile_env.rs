@@ -319,19 +319,7 @@ fn mpistat_off_makes_the_library_a_pass_through(mpi) {
         true,
         off(&job, "off").preloading(&implementation(family), &site),
     ));
-    let lib = library();
-    let lib_dir = lib.parent().unwrap().display().to_string();
-    let keep_mpi = match mpi {
-        Mpi::OpenMpi => "-Wl,--as-needed",
-        Mpi::Mpich => "-Wl,--no-as-needed",
-    };
-    let flags: &'static [&'static str] = Box::leak(Box::new([
-        Box::leak(format!("-L{lib_dir}").into_boxed_str()) as &str,
-        Box::leak(format!("-Wl,-rpath,{lib_dir}").into_boxed_str()),
-        keep_mpi,
-        "-lmpistat",
-    ]));
-    let linked = Program { source: "hostile.c", name: "hostile_linked", flags }.path_for(mpi);
+    let linked = linked_with_front("hostile.c", "hostile_linked", mpi);
     let linked_job = Job::new(linked, 2).mpi(mpi).timeout(HANG);
     runs.push((
         "MPISTAT=off, linked".into(),
