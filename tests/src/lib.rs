@@ -622,6 +622,35 @@ impl Program {
     }
 }
 
+/// `source` built as `name` for `mpi`, linked with the front as a site's compiler wrappers do
+/// (`-lmpistat` ahead of the MPI library, found through an rpath to [`library`]'s directory).
+/// A program refers to no symbol that only MPICH's library defines (its handles are constants),
+/// so with the linker's `--as-needed` (Debian's default) the `-lmpich` that `mpicc.mpich`
+/// appends would be dropped: the flags keep it.
+pub fn linked_with_front(source: &'static str, name: &'static str, mpi: Mpi) -> PathBuf {
+    let dir = library()
+        .parent()
+        .expect("library directory")
+        .display()
+        .to_string();
+    let keep_mpi = match mpi {
+        Mpi::OpenMpi => "-Wl,--as-needed",
+        Mpi::Mpich => "-Wl,--no-as-needed",
+    };
+    let flags: &'static [&'static str] = Box::leak(Box::new([
+        Box::leak(format!("-L{dir}").into_boxed_str()) as &str,
+        Box::leak(format!("-Wl,-rpath,{dir}").into_boxed_str()),
+        keep_mpi,
+        "-lmpistat",
+    ]));
+    Program {
+        source,
+        name,
+        flags,
+    }
+    .path_for(mpi)
+}
+
 /// A C or Fortran program built from `source` alone (named after the source without extension).
 pub fn program(source: &'static str) -> PathBuf {
     program_for(source, Mpi::OpenMpi)
