@@ -142,6 +142,7 @@ fn set_up_before_init() {
                 true,
             );
             crate::superstep::prepare(p.config.profiler.superstep_buffer_bytes);
+            crate::requests::prepare();
             if p.trace_wish.is_some() {
                 crate::trace::prepare(&p.config.trace);
             }
@@ -287,6 +288,7 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             world,
             shared,
         );
+        crate::requests::set_shared(shared);
         let on_sigterm = job.init.rank == job.peers.lead && job.config.profiler.record_on_sigterm;
         *JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
         register_exit_hook();
@@ -684,6 +686,7 @@ fn apply_pcontrol(level: c_int) {
     match level {
         0 => {
             gates::set(gates::COUNTING, false);
+            crate::requests::forget_receives();
         }
         1 => {
             gates::set(gates::COUNTING, ENABLED.load(Relaxed));

@@ -41,11 +41,12 @@ fn check_partial_record(
 for_each_mpi! {
 fn mpi_abort_leaves_one_partial_record_of_the_aborting_rank(mpi) {
     let _serial = serial();
-    // abort.c: rank 1 does 2 barriers, 1 allreduce of 4 doubles, 3 sends to MPI_PROC_NULL, aborts.
+    // abort.c: rank 1 does 2 barriers, 1 allreduce of 4 doubles (to each of the 4 ranks), 3 sends
+    // to MPI_PROC_NULL, aborts.
     let expected = [
         Expected::on_rank("MPI_Comm_rank", 1, 1, 0),
         Expected::on_rank("MPI_Barrier", 1, 2, 0),
-        Expected::on_rank("MPI_Allreduce", 1, 1, 4 * 8),
+        Expected::on_rank("MPI_Allreduce", 1, 1, 4 * 4 * 8),
         Expected::on_rank("MPI_Send", 1, 3, 0),
         Expected::on_rank("MPI_Recv", 1, 0, 0),
     ];
@@ -56,11 +57,12 @@ fn mpi_abort_leaves_one_partial_record_of_the_aborting_rank(mpi) {
 for_each_mpi! {
 fn exit_without_finalize_leaves_one_partial_record_of_rank_0(mpi) {
     let _serial = serial();
-    // no_finalize.c: rank 0 does 2 barriers, 1 allreduce of 4 doubles, 5 sends to MPI_PROC_NULL.
+    // no_finalize.c: rank 0 does 2 barriers, 1 allreduce of 4 doubles (to each of the 4 ranks), 5
+    // sends to MPI_PROC_NULL.
     let expected = [
         Expected::on_rank("MPI_Comm_rank", 0, 1, 0),
         Expected::on_rank("MPI_Barrier", 0, 2, 0),
-        Expected::on_rank("MPI_Allreduce", 0, 1, 4 * 8),
+        Expected::on_rank("MPI_Allreduce", 0, 1, 4 * 4 * 8),
         Expected::on_rank("MPI_Send", 0, 5, 0),
     ];
     check_partial_record("no_finalize.c", mpi, &expected, &[]);

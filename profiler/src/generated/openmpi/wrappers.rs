@@ -13,6 +13,7 @@ use super::routines::id;
 use crate::ffi::{MPI_Aint, MPI_Comm, MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, MPI_Comm_errhandler_function, MPI_Copy_function, MPI_Count, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, MPI_Datatype, MPI_Delete_function, MPI_Errhandler, MPI_File, MPI_File_errhandler_function, MPI_Grequest_cancel_function, MPI_Grequest_free_function, MPI_Grequest_query_function, MPI_Group, MPI_Info, MPI_Message, MPI_Offset, MPI_Op, MPI_Request, MPI_Status, MPI_T_cvar_handle, MPI_T_enum, MPI_T_pvar_handle, MPI_T_pvar_session, MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, MPI_User_function, MPI_Win, MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, MPI_Win_errhandler_function};
 use crate::gates;
 use crate::next::Next;
+use crate::requests;
 use crate::rt;
 use crate::trace;
 use crate::traffic::{self, Traffic};
@@ -26,8 +27,8 @@ unsafe fn wrap_MPI_Bsend(via_pmpi: bool, general: bool, buf: *const c_void, coun
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Bsend, rc, traffic, comm);
     rc
@@ -63,10 +64,10 @@ unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bsend_init, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Bsend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -100,8 +101,8 @@ unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, general: bool, buffer: *mut c_v
     let next: unsafe extern "C" fn(*mut c_void, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer, size);
     let traffic = Traffic::None;
+    let rc = next(buffer, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -137,8 +138,8 @@ unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, general: bool, buffer: *mut c_v
     let next: unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer, size);
     let traffic = Traffic::None;
+    let rc = next(buffer, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -174,8 +175,8 @@ unsafe fn wrap_MPI_Cancel(via_pmpi: bool, general: bool, request: *mut MPI_Reque
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cancel, std::ptr::null(), 0) } else { None };
-    let rc = next(request);
     let traffic = Traffic::None;
+    let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -211,8 +212,8 @@ unsafe fn wrap_MPI_Get_count(via_pmpi: bool, general: bool, status: *const MPI_S
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_count, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -253,8 +254,8 @@ unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, general: bool, status: *const MP
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -290,8 +291,8 @@ unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, general: bool, status: *const 
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -327,8 +328,8 @@ unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, general: bool, request: MPI
     let next: unsafe extern "C" fn(MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
-    let rc = next(request);
     let traffic = Traffic::None;
+    let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -364,8 +365,8 @@ unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, general: bool, query_fn: MPI_G
     let next: unsafe extern "C" fn(MPI_Grequest_query_function, MPI_Grequest_free_function, MPI_Grequest_cancel_function, *mut c_void, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(query_fn, free_fn, cancel_fn, extra_state, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
-    let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traffic = Traffic::None;
+    let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -401,10 +402,11 @@ unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, general: bool, buf: *const c_void, cou
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Ibsend, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ibsend, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Ibsend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -438,8 +440,8 @@ unsafe fn wrap_MPI_Improbe(via_pmpi: bool, general: bool, source: c_int, tag: c_
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, flag, message, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Improbe, std::ptr::null(), 0) } else { None };
-    let rc = next(source, tag, comm, flag, message, status);
     let traffic = Traffic::None;
+    let rc = next(source, tag, comm, flag, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Improbe, rc, traffic, comm);
     rc
@@ -475,10 +477,10 @@ unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, r#type, message, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, r#type, message, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype: r#type, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(buf, count, r#type, message, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave_after(call, traced, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -512,8 +514,8 @@ unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_i
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, flag, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
-    let rc = next(source, tag, comm, flag, status);
     let traffic = Traffic::None;
+    let rc = next(source, tag, comm, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Iprobe, rc, traffic, comm);
     rc
@@ -554,10 +556,10 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, general: bool, buf: *mut c_void, count:
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irecv, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
+    let rc = next(buf, count, datatype, source, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Irecv, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Irecv, rc, traffic, comm, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -596,10 +598,11 @@ unsafe fn wrap_MPI_Irsend(via_pmpi: bool, general: bool, buf: *const c_void, cou
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irsend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Irsend, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Irsend, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Irsend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -633,10 +636,11 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, general: bool, buf: *const c_void, coun
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Isend, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Isend, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Isend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -675,10 +679,11 @@ unsafe fn wrap_MPI_Issend(via_pmpi: bool, general: bool, buf: *const c_void, cou
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Issend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Issend, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Issend, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Issend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -712,8 +717,8 @@ unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_i
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, message, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
-    let rc = next(source, tag, comm, message, status);
     let traffic = Traffic::None;
+    let rc = next(source, tag, comm, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Mprobe, rc, traffic, comm);
     rc
@@ -751,8 +756,8 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count:
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Mrecv, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, r#type, message, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype: r#type, status };
+    let rc = next(buf, count, r#type, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -788,8 +793,8 @@ unsafe fn wrap_MPI_Probe(via_pmpi: bool, general: bool, source: c_int, tag: c_in
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Probe, std::ptr::null(), 0) } else { None };
-    let rc = next(source, tag, comm, status);
     let traffic = Traffic::None;
+    let rc = next(source, tag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Probe, rc, traffic, comm);
     rc
@@ -830,10 +835,10 @@ unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, general: bool, buf: *mut c_void, co
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
     let rc = next(buf, count, datatype, source, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Recv_init, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Recv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: true }));
     rc
 }
 #[cold]
@@ -869,8 +874,8 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, general: bool, buf: *mut c_void, count: 
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Recv, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(buf, count, datatype, source, tag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Recv, rc, traffic, comm);
     rc
@@ -910,11 +915,12 @@ unsafe fn wrap_MPI_Request_free(via_pmpi: bool, general: bool, request: *mut MPI
     let Some(next) = rt::next_for(&NEXT_MPI_Request_free, general) else { return general_MPI_Request_free(request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
+    let freeing = requests::freeing(request);
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Request_free, std::ptr::null(), 0) } else { None };
-    let rc = next(request);
     let traffic = Traffic::None;
+    let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave_after(call, traced, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Free(freeing));
     rc
 }
 #[cold]
@@ -948,8 +954,8 @@ unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, general: bool, request: MP
     let next: unsafe extern "C" fn(MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, flag, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
-    let rc = next(request, flag, status);
     let traffic = Traffic::None;
+    let rc = next(request, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -985,8 +991,8 @@ unsafe fn wrap_MPI_Rsend(via_pmpi: bool, general: bool, ibuf: *const c_void, cou
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ibuf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend, std::ptr::null(), 0) } else { None };
-    let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Rsend, rc, traffic, comm);
     rc
@@ -1022,10 +1028,10 @@ unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Rsend_init, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Rsend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1059,10 +1065,10 @@ unsafe fn wrap_MPI_Send_init(via_pmpi: bool, general: bool, buf: *const c_void, 
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Send_init, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Send_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1096,8 +1102,8 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, general: bool, buf: *const c_void, count
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Send, rc, traffic, comm);
     rc
@@ -1140,8 +1146,8 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Sendrecv, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest, recv_count: MPI_Count::from(recvcount), recv_datatype: recvtype, status };
+    let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Sendrecv, rc, traffic, comm);
     rc
@@ -1184,8 +1190,8 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, general: bool, buf: *mut c_v
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Sendrecv_replace, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(count), datatype, peer: dest, recv_count: MPI_Count::from(count), recv_datatype: datatype, status };
+    let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Sendrecv_replace, rc, traffic, comm);
     rc
@@ -1221,10 +1227,10 @@ unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ssend_init, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Ssend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1258,8 +1264,8 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, general: bool, buf: *const c_void, coun
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Ssend, rc, traffic, comm);
     rc
@@ -1300,10 +1306,10 @@ unsafe fn wrap_MPI_Start(via_pmpi: bool, general: bool, request: *mut MPI_Reques
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Start, std::ptr::null(), 0) } else { None };
-    let rc = next(request);
     let traffic = Traffic::None;
+    let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave_after(call, traced, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Start(request, 1));
     rc
 }
 #[cold]
@@ -1342,10 +1348,10 @@ unsafe fn wrap_MPI_Startall(via_pmpi: bool, general: bool, count: c_int, array_o
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Startall, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_requests);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_requests);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave_after(call, traced, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Start(array_of_requests, count));
     rc
 }
 #[cold]
@@ -1384,8 +1390,8 @@ unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, general: bool, status: *
     let next: unsafe extern "C" fn(*mut MPI_Status, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
-    let rc = next(status, flag);
     let traffic = Traffic::None;
+    let rc = next(status, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -1421,8 +1427,8 @@ unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, general: bool, status: *m
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -1458,8 +1464,8 @@ unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, general: bool, status: 
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -1490,27 +1496,34 @@ pub unsafe extern "C" fn PMPI_Status_set_elements_x(status: *mut MPI_Status, dat
 
 pub static NEXT_MPI_Testall: Next = Next::new(c"PMPI_Testall");
 #[inline(always)]
-unsafe fn wrap_MPI_Testall(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Testall(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Testall, general) else { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, flag, array_of_statuses) };
+    let array_of_statuses = if watched { requests::watch(call.requests(), array_of_requests, count, requests::Done::Each { flag, statuses: array_of_statuses }) } else { array_of_statuses };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Testall, array_of_requests, count) } else { None };
-    let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave_after(call, traced, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Testall(via_pmpi, true, count, array_of_requests, flag, array_of_statuses)
+    wrap_MPI_Testall(via_pmpi, true, true, count, array_of_requests, flag, array_of_statuses)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Testall(via_pmpi, false, true, count, array_of_requests, flag, array_of_statuses)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testall(false, false, count, array_of_requests, flag, array_of_statuses)
+    wrap_MPI_Testall(false, false, false, count, array_of_requests, flag, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1521,7 +1534,7 @@ pub unsafe extern "C" fn MPI_Testall(count: c_int, array_of_requests: *mut MPI_R
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testall(true, false, count, array_of_requests, flag, array_of_statuses)
+    wrap_MPI_Testall(true, false, false, count, array_of_requests, flag, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1532,27 +1545,34 @@ pub unsafe extern "C" fn PMPI_Testall(count: c_int, array_of_requests: *mut MPI_
 
 pub static NEXT_MPI_Testany: Next = Next::new(c"PMPI_Testany");
 #[inline(always)]
-unsafe fn wrap_MPI_Testany(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Testany(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Testany, general) else { return general_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, index, flag, status) };
+    let status = if watched { requests::watch(call.requests(), array_of_requests, count, requests::Done::One { flag, index, status }) } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Testany, array_of_requests, count) } else { None };
-    let rc = next(count, array_of_requests, index, flag, status);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_requests, index, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave_after(call, traced, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Testany(via_pmpi, true, count, array_of_requests, index, flag, status)
+    wrap_MPI_Testany(via_pmpi, true, true, count, array_of_requests, index, flag, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Testany(via_pmpi, false, true, count, array_of_requests, index, flag, status)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testany(false, false, count, array_of_requests, index, flag, status)
+    wrap_MPI_Testany(false, false, false, count, array_of_requests, index, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1563,7 +1583,7 @@ pub unsafe extern "C" fn MPI_Testany(count: c_int, array_of_requests: *mut MPI_R
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testany(true, false, count, array_of_requests, index, flag, status)
+    wrap_MPI_Testany(true, false, false, count, array_of_requests, index, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1574,27 +1594,34 @@ pub unsafe extern "C" fn PMPI_Testany(count: c_int, array_of_requests: *mut MPI_
 
 pub static NEXT_MPI_Test: Next = Next::new(c"PMPI_Test");
 #[inline(always)]
-unsafe fn wrap_MPI_Test(via_pmpi: bool, general: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Test(via_pmpi: bool, general: bool, watched: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Test, general) else { return general_MPI_Test(request, flag, status, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Test(request, flag, status, via_pmpi) }
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, flag, status) };
+    let status = if watched { requests::watch(call.requests(), request, 1, requests::Done::One { flag, index: std::ptr::null(), status }) } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Test, request, 1) } else { None };
-    let rc = next(request, flag, status);
     let traffic = Traffic::None;
+    let rc = next(request, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave_after(call, traced, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Test(via_pmpi, true, request, flag, status)
+    wrap_MPI_Test(via_pmpi, true, true, request, flag, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Test(via_pmpi, false, true, request, flag, status)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Test(false, false, request, flag, status)
+    wrap_MPI_Test(false, false, false, request, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1605,7 +1632,7 @@ pub unsafe extern "C" fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, s
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Test(true, false, request, flag, status)
+    wrap_MPI_Test(true, false, false, request, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1621,8 +1648,8 @@ unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, general: bool, status: *const 
     let next: unsafe extern "C" fn(*const MPI_Status, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
-    let rc = next(status, flag);
     let traffic = Traffic::None;
+    let rc = next(status, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -1653,25 +1680,31 @@ pub unsafe extern "C" fn PMPI_Test_cancelled(status: *const MPI_Status, flag: *m
 
 pub static NEXT_MPI_Testsome: Next = Next::new(c"PMPI_Testsome");
 #[inline(always)]
-unsafe fn wrap_MPI_Testsome(via_pmpi: bool, general: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Testsome(via_pmpi: bool, general: bool, watched: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Testsome, general) else { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
+    let array_of_statuses = if watched { requests::watch(call.requests(), array_of_requests, incount, requests::Done::Some { outcount, indices: array_of_indices, statuses: array_of_statuses }) } else { array_of_statuses };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Testsome, array_of_requests, incount) } else { None };
-    let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
+    let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave_after(call, traced, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 unsafe extern "C" fn general_MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Testsome(via_pmpi, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Testsome(via_pmpi, true, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+}
+#[inline(never)]
+unsafe extern "C" fn watched_MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Testsome(via_pmpi, false, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[inline(never)]
 unsafe extern "C" fn counted_MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testsome(false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Testsome(false, false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
@@ -1680,7 +1713,7 @@ pub unsafe extern "C" fn MPI_Testsome(incount: c_int, array_of_requests: *mut MP
 }
 #[inline(never)]
 unsafe extern "C" fn counted_PMPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testsome(true, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Testsome(true, false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
@@ -1690,27 +1723,34 @@ pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut M
 
 pub static NEXT_MPI_Waitall: Next = Next::new(c"PMPI_Waitall");
 #[inline(always)]
-unsafe fn wrap_MPI_Waitall(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Waitall(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Waitall, general) else { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, array_of_statuses) };
+    let array_of_statuses = if watched { requests::watch(call.requests(), array_of_requests, count, requests::Done::Each { flag: std::ptr::null(), statuses: array_of_statuses }) } else { array_of_statuses };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Waitall, array_of_requests, count) } else { None };
-    let rc = next(count, array_of_requests, array_of_statuses);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_requests, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave_after(call, traced, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Waitall(via_pmpi, true, count, array_of_requests, array_of_statuses)
+    wrap_MPI_Waitall(via_pmpi, true, true, count, array_of_requests, array_of_statuses)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Waitall(via_pmpi, false, true, count, array_of_requests, array_of_statuses)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitall(false, false, count, array_of_requests, array_of_statuses)
+    wrap_MPI_Waitall(false, false, false, count, array_of_requests, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1721,7 +1761,7 @@ pub unsafe extern "C" fn MPI_Waitall(count: c_int, array_of_requests: *mut MPI_R
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitall(true, false, count, array_of_requests, array_of_statuses)
+    wrap_MPI_Waitall(true, false, false, count, array_of_requests, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1732,27 +1772,34 @@ pub unsafe extern "C" fn PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_
 
 pub static NEXT_MPI_Waitany: Next = Next::new(c"PMPI_Waitany");
 #[inline(always)]
-unsafe fn wrap_MPI_Waitany(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Waitany(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Waitany, general) else { return general_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, index, status) };
+    let status = if watched { requests::watch(call.requests(), array_of_requests, count, requests::Done::One { flag: std::ptr::null(), index, status }) } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Waitany, array_of_requests, count) } else { None };
-    let rc = next(count, array_of_requests, index, status);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_requests, index, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave_after(call, traced, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Waitany(via_pmpi, true, count, array_of_requests, index, status)
+    wrap_MPI_Waitany(via_pmpi, true, true, count, array_of_requests, index, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Waitany(via_pmpi, false, true, count, array_of_requests, index, status)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitany(false, false, count, array_of_requests, index, status)
+    wrap_MPI_Waitany(false, false, false, count, array_of_requests, index, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1763,7 +1810,7 @@ pub unsafe extern "C" fn MPI_Waitany(count: c_int, array_of_requests: *mut MPI_R
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitany(true, false, count, array_of_requests, index, status)
+    wrap_MPI_Waitany(true, false, false, count, array_of_requests, index, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1774,27 +1821,34 @@ pub unsafe extern "C" fn PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_
 
 pub static NEXT_MPI_Wait: Next = Next::new(c"PMPI_Wait");
 #[inline(always)]
-unsafe fn wrap_MPI_Wait(via_pmpi: bool, general: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Wait(via_pmpi: bool, general: bool, watched: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Wait, general) else { return general_MPI_Wait(request, status, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Wait(request, status, via_pmpi) }
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, status) };
+    let status = if watched { requests::watch(call.requests(), request, 1, requests::Done::One { flag: std::ptr::null(), index: std::ptr::null(), status }) } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wait, request, 1) } else { None };
-    let rc = next(request, status);
     let traffic = Traffic::None;
+    let rc = next(request, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave_after(call, traced, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Wait(via_pmpi, true, request, status)
+    wrap_MPI_Wait(via_pmpi, true, true, request, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Wait(via_pmpi, false, true, request, status)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Wait(false, false, request, status)
+    wrap_MPI_Wait(false, false, false, request, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1805,7 +1859,7 @@ pub unsafe extern "C" fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_St
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Wait(true, false, request, status)
+    wrap_MPI_Wait(true, false, false, request, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1816,25 +1870,31 @@ pub unsafe extern "C" fn PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_S
 
 pub static NEXT_MPI_Waitsome: Next = Next::new(c"PMPI_Waitsome");
 #[inline(always)]
-unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, general: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, general: bool, watched: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Waitsome, general) else { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
+    let array_of_statuses = if watched { requests::watch(call.requests(), array_of_requests, incount, requests::Done::Some { outcount, indices: array_of_indices, statuses: array_of_statuses }) } else { array_of_statuses };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Waitsome, array_of_requests, incount) } else { None };
-    let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
+    let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave_after(call, traced, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 unsafe extern "C" fn general_MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Waitsome(via_pmpi, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Waitsome(via_pmpi, true, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+}
+#[inline(never)]
+unsafe extern "C" fn watched_MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Waitsome(via_pmpi, false, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[inline(never)]
 unsafe extern "C" fn counted_MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitsome(false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Waitsome(false, false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
@@ -1843,7 +1903,7 @@ pub unsafe extern "C" fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MP
 }
 #[inline(never)]
 unsafe extern "C" fn counted_PMPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitsome(true, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Waitsome(true, false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
@@ -1858,8 +1918,8 @@ unsafe fn wrap_MPI_Allgather(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Allgather, rc, traffic, comm);
     rc
@@ -1900,8 +1960,8 @@ unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Iallgather, rc, traffic, comm);
     rc
@@ -1937,8 +1997,8 @@ unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::OwnBlock { counts: traffic::Counts::Int(recvcounts), datatype: recvtype } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Allgatherv, rc, traffic, comm);
     rc
@@ -1979,8 +2039,8 @@ unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::OwnBlock { counts: traffic::Counts::Int(recvcounts), datatype: recvtype } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Iallgatherv, rc, traffic, comm);
     rc
@@ -2016,8 +2076,8 @@ unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Allreduce, rc, traffic, comm);
     rc
@@ -2058,8 +2118,8 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Iallreduce, rc, traffic, comm);
     rc
@@ -2100,8 +2160,8 @@ unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Alltoall, rc, traffic, comm);
     rc
@@ -2142,8 +2202,8 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Ialltoall, rc, traffic, comm);
     rc
@@ -2184,8 +2244,8 @@ unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Alltoallv, rc, traffic, comm);
     rc
@@ -2226,8 +2286,8 @@ unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Ialltoallv, rc, traffic, comm);
     rc
@@ -2263,8 +2323,8 @@ unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRankTyped { counts: traffic::Counts::Int(recvcounts), datatypes: recvtypes, in_place: true } } else { Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Alltoallw, rc, traffic, comm);
     rc
@@ -2300,8 +2360,8 @@ unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRankTyped { counts: traffic::Counts::Int(recvcounts), datatypes: recvtypes, in_place: true } } else { Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Ialltoallw, rc, traffic, comm);
     rc
@@ -2337,8 +2397,8 @@ unsafe fn wrap_MPI_Barrier(via_pmpi: bool, general: bool, comm: MPI_Comm) -> c_i
     let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Barrier, std::ptr::null(), 0) } else { None };
-    let rc = next(comm);
     let traffic = Traffic::None;
+    let rc = next(comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Barrier, rc, traffic, comm);
     rc
@@ -2379,8 +2439,8 @@ unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, general: bool, comm: MPI_Comm, reque
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, request);
     let traffic = Traffic::None;
+    let rc = next(comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Ibarrier, rc, traffic, comm);
     rc
@@ -2421,8 +2481,8 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, general: bool, buffer: *mut c_void, cou
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let rc = next(buffer, count, datatype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Bcast, rc, traffic, comm);
     rc
@@ -2463,8 +2523,8 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, general: bool, buffer: *mut c_void, co
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let rc = next(buffer, count, datatype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Ibcast, rc, traffic, comm);
     rc
@@ -2505,8 +2565,8 @@ unsafe fn wrap_MPI_Exscan(via_pmpi: bool, general: bool, sendbuf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Exscan, rc, traffic, comm);
     rc
@@ -2542,8 +2602,8 @@ unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Iexscan, rc, traffic, comm);
     rc
@@ -2579,36 +2639,31 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, general: bool, sendbuf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Gather, rc, traffic, comm);
     rc
 }
 #[cold]
 #[inline(never)]
-#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Gather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if !gates::plain() { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
     counted_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if !gates::plain() { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
     counted_PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
@@ -2621,8 +2676,8 @@ unsafe fn wrap_MPI_Igather(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igather, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Igather, rc, traffic, comm);
     rc
@@ -2658,36 +2713,31 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Gatherv, rc, traffic, comm);
     rc
 }
 #[cold]
 #[inline(never)]
-#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Gatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gatherv(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if !gates::plain() { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, false) }
     counted_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if !gates::plain() { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, true) }
     counted_PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
@@ -2700,8 +2750,8 @@ unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Igatherv, rc, traffic, comm);
     rc
@@ -2737,8 +2787,8 @@ unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *c
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Neighbor_allgather, rc, traffic, comm);
     rc
@@ -2774,8 +2824,8 @@ unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Ineighbor_allgather, rc, traffic, comm);
     rc
@@ -2811,8 +2861,8 @@ unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: *
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Neighbor_allgatherv, rc, traffic, comm);
     rc
@@ -2848,8 +2898,8 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: 
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Ineighbor_allgatherv, rc, traffic, comm);
     rc
@@ -2885,8 +2935,8 @@ unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *co
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Neighbor_alltoall, rc, traffic, comm);
     rc
@@ -2922,8 +2972,8 @@ unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *c
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Ineighbor_alltoall, rc, traffic, comm);
     rc
@@ -2959,8 +3009,8 @@ unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *c
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Neighbor_alltoallv, rc, traffic, comm);
     rc
@@ -2996,8 +3046,8 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Ineighbor_alltoallv, rc, traffic, comm);
     rc
@@ -3033,8 +3083,8 @@ unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *c
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Neighbor_alltoallw, rc, traffic, comm);
     rc
@@ -3070,8 +3120,8 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Ineighbor_alltoallw, rc, traffic, comm);
     rc
@@ -3107,8 +3157,8 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, general: bool, sendbuf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Reduce, rc, traffic, comm);
     rc
@@ -3149,8 +3199,8 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Ireduce, rc, traffic, comm);
     rc
@@ -3191,8 +3241,8 @@ unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, general: bool, inbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, inoutbuf, count, datatype, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
-    let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -3228,8 +3278,8 @@ unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, general: bool, sendbuf: *const
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-    let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Reduce_scatter, rc, traffic, comm);
     rc
@@ -3265,8 +3315,8 @@ unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, general: bool, sendbuf: *cons
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
-    let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Ireduce_scatter, rc, traffic, comm);
     rc
@@ -3302,8 +3352,8 @@ unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, general: bool, sendbuf: 
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
-    let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Reduce_scatter_block, rc, traffic, comm);
     rc
@@ -3339,8 +3389,8 @@ unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, general: bool, sendbuf:
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Ireduce_scatter_block, rc, traffic, comm);
     rc
@@ -3376,8 +3426,8 @@ unsafe fn wrap_MPI_Scan(via_pmpi: bool, general: bool, sendbuf: *const c_void, r
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Scan, rc, traffic, comm);
     rc
@@ -3413,8 +3463,8 @@ unsafe fn wrap_MPI_Iscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, 
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscan, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Iscan, rc, traffic, comm);
     rc
@@ -3450,8 +3500,8 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Scatter, rc, traffic, comm);
     rc
@@ -3492,8 +3542,8 @@ unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Iscatter, rc, traffic, comm);
     rc
@@ -3529,8 +3579,8 @@ unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Scatterv, rc, traffic, comm);
     rc
@@ -3566,8 +3616,8 @@ unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Iscatterv, rc, traffic, comm);
     rc
@@ -3603,8 +3653,8 @@ unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, general: bool, origin_addr: *const
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -3640,8 +3690,8 @@ unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, general: bool, origin_addr: 
     let next: unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
+    let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -3677,8 +3727,8 @@ unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, general: bool, origin_addr: *con
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
+    let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -3714,8 +3764,8 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, general: bool, origin_addr: *mut c_void, 
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -3756,8 +3806,8 @@ unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, general: bool, origin_addr: *c
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -3793,8 +3843,8 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, general: bool, origin_addr: *const c_void
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Put, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -3835,8 +3885,8 @@ unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, general: bool, origin_addr: *cons
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -3872,8 +3922,8 @@ unsafe fn wrap_MPI_Rget(via_pmpi: bool, general: bool, origin_addr: *mut c_void,
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -3909,8 +3959,8 @@ unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, general: bool, origin_addr: *
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -3946,8 +3996,8 @@ unsafe fn wrap_MPI_Rput(via_pmpi: bool, general: bool, origin_addr: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rput, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -3983,8 +4033,8 @@ unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, general: bool, size: MPI_Aint, d
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
-    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
+    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Win_allocate, rc, traffic, comm);
     rc
@@ -4020,8 +4070,8 @@ unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, general: bool, size: MPI_
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
+    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Win_allocate_shared, rc, traffic, comm);
     rc
@@ -4057,8 +4107,8 @@ unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, general: bool, win: MPI_Win, base:
     let next: unsafe extern "C" fn(MPI_Win, *mut c_void, MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, base, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
-    let rc = next(win, base, size);
     let traffic = Traffic::None;
+    let rc = next(win, base, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4094,8 +4144,8 @@ unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, general: bool, win: MPI_W
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(win, errorcode);
     let traffic = Traffic::None;
+    let rc = next(win, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4131,8 +4181,8 @@ unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, general: bool, win: MPI_Win) -> 
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4168,8 +4218,8 @@ unsafe fn wrap_MPI_Win_create(via_pmpi: bool, general: bool, base: *mut c_void, 
     let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base, size, disp_unit, info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create, std::ptr::null(), 0) } else { None };
-    let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
+    let rc = next(base, size, disp_unit, info, comm, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Win_create, rc, traffic, comm);
     rc
@@ -4205,8 +4255,8 @@ unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, general: bool, info: MPI_I
     let next: unsafe extern "C" fn(MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
-    let rc = next(info, comm, win);
     let traffic = Traffic::None;
+    let rc = next(info, comm, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Win_create_dynamic, rc, traffic, comm);
     rc
@@ -4242,8 +4292,8 @@ unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, general: bool, function
     let next: unsafe extern "C" fn(MPI_Win_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(function, errhandler);
     let traffic = Traffic::None;
+    let rc = next(function, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4279,8 +4329,8 @@ unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, general: bool, win_copy_att
     let next: unsafe extern "C" fn(MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traffic = Traffic::None;
+    let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4316,8 +4366,8 @@ unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, general: bool, win: MPI_Win, 
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(win, win_keyval);
     let traffic = Traffic::None;
+    let rc = next(win, win_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4353,8 +4403,8 @@ unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, general: bool, win: MPI_Win, base:
     let next: unsafe extern "C" fn(MPI_Win, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, base) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
-    let rc = next(win, base);
     let traffic = Traffic::None;
+    let rc = next(win, base);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4390,8 +4440,8 @@ unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, general: bool, assert: c_int, win: 
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
-    let rc = next(assert, win);
     let traffic = Traffic::None;
+    let rc = next(assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4432,8 +4482,8 @@ unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, general: bool, rank: c_int, win: MP
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
-    let rc = next(rank, win);
     let traffic = Traffic::None;
+    let rc = next(rank, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4474,8 +4524,8 @@ unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, general: bool, win: MPI_Win) ->
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4511,8 +4561,8 @@ unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, general: bool, rank: c_int, w
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
-    let rc = next(rank, win);
     let traffic = Traffic::None;
+    let rc = next(rank, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4548,8 +4598,8 @@ unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, general: bool, win: MPI_W
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4585,8 +4635,8 @@ unsafe fn wrap_MPI_Win_free(via_pmpi: bool, general: bool, win: *mut MPI_Win) ->
     let next: unsafe extern "C" fn(*mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_free, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4622,8 +4672,8 @@ unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, general: bool, win_keyval: *m
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(win_keyval);
     let traffic = Traffic::None;
+    let rc = next(win_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4659,8 +4709,8 @@ unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, general: bool, win: MPI_Win, win
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(win, win_keyval, attribute_val, flag);
     let traffic = Traffic::None;
+    let rc = next(win, win_keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4696,8 +4746,8 @@ unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, general: bool, win: MPI_Wi
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(win, errhandler);
     let traffic = Traffic::None;
+    let rc = next(win, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4733,8 +4783,8 @@ unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, general: bool, win: MPI_Win, gr
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
-    let rc = next(win, group);
     let traffic = Traffic::None;
+    let rc = next(win, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4770,8 +4820,8 @@ unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, general: bool, win: MPI_Win, inf
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(win, info_used);
     let traffic = Traffic::None;
+    let rc = next(win, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4807,8 +4857,8 @@ unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, general: bool, win: MPI_Win, win
     let next: unsafe extern "C" fn(MPI_Win, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
-    let rc = next(win, win_name, resultlen);
     let traffic = Traffic::None;
+    let rc = next(win, win_name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4844,8 +4894,8 @@ unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, general: bool, lock_type: c_int, ran
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(lock_type, rank, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
-    let rc = next(lock_type, rank, assert, win);
     let traffic = Traffic::None;
+    let rc = next(lock_type, rank, assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4886,8 +4936,8 @@ unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, general: bool, assert: c_int, wi
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
-    let rc = next(assert, win);
     let traffic = Traffic::None;
+    let rc = next(assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4923,8 +4973,8 @@ unsafe fn wrap_MPI_Win_post(via_pmpi: bool, general: bool, group: MPI_Group, ass
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_post, std::ptr::null(), 0) } else { None };
-    let rc = next(group, assert, win);
     let traffic = Traffic::None;
+    let rc = next(group, assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4960,8 +5010,8 @@ unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, general: bool, win: MPI_Win, win
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(win, win_keyval, attribute_val);
     let traffic = Traffic::None;
+    let rc = next(win, win_keyval, attribute_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -4997,8 +5047,8 @@ unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, general: bool, win: MPI_Wi
     let next: unsafe extern "C" fn(MPI_Win, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(win, errhandler);
     let traffic = Traffic::None;
+    let rc = next(win, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5034,8 +5084,8 @@ unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, general: bool, win: MPI_Win, inf
     let next: unsafe extern "C" fn(MPI_Win, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
-    let rc = next(win, info);
     let traffic = Traffic::None;
+    let rc = next(win, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5071,8 +5121,8 @@ unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, general: bool, win: MPI_Win, win
     let next: unsafe extern "C" fn(MPI_Win, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
-    let rc = next(win, win_name);
     let traffic = Traffic::None;
+    let rc = next(win, win_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5108,8 +5158,8 @@ unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, general: bool, win: MPI_Win,
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, rank, size, disp_unit, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
-    let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
+    let rc = next(win, rank, size, disp_unit, baseptr);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5145,8 +5195,8 @@ unsafe fn wrap_MPI_Win_start(via_pmpi: bool, general: bool, group: MPI_Group, as
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_start, std::ptr::null(), 0) } else { None };
-    let rc = next(group, assert, win);
     let traffic = Traffic::None;
+    let rc = next(group, assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5182,8 +5232,8 @@ unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, general: bool, win: MPI_Win) -> c_in
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5219,8 +5269,8 @@ unsafe fn wrap_MPI_Win_test(via_pmpi: bool, general: bool, win: MPI_Win, flag: *
     let next: unsafe extern "C" fn(MPI_Win, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_test, std::ptr::null(), 0) } else { None };
-    let rc = next(win, flag);
     let traffic = Traffic::None;
+    let rc = next(win, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5256,8 +5306,8 @@ unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, general: bool, rank: c_int, win: M
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
-    let rc = next(rank, win);
     let traffic = Traffic::None;
+    let rc = next(rank, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5298,8 +5348,8 @@ unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, general: bool, win: MPI_Win) -
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5335,8 +5385,8 @@ unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, general: bool, win: MPI_Win) -> c_in
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5372,8 +5422,8 @@ unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, errorcode);
     let traffic = Traffic::None;
+    let rc = next(fh, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5409,8 +5459,8 @@ unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, general: bool, functio
     let next: unsafe extern "C" fn(MPI_File_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(function, errhandler);
     let traffic = Traffic::None;
+    let rc = next(function, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5446,8 +5496,8 @@ unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, general: bool, file: MPI_
     let next: unsafe extern "C" fn(MPI_File, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(file, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(file, errhandler);
     let traffic = Traffic::None;
+    let rc = next(file, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5483,8 +5533,8 @@ unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, general: bool, file: MPI_
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(file, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(file, errhandler);
     let traffic = Traffic::None;
+    let rc = next(file, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5520,8 +5570,8 @@ unsafe fn wrap_MPI_File_open(via_pmpi: bool, general: bool, comm: MPI_Comm, file
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char, c_int, MPI_Info, *mut MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, filename, amode, info, fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_open, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, filename, amode, info, fh);
     let traffic = Traffic::None;
+    let rc = next(comm, filename, amode, info, fh);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_File_open, rc, traffic, comm);
     rc
@@ -5557,8 +5607,8 @@ unsafe fn wrap_MPI_File_close(via_pmpi: bool, general: bool, fh: *mut MPI_File) 
     let next: unsafe extern "C" fn(*mut MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_close, std::ptr::null(), 0) } else { None };
-    let rc = next(fh);
     let traffic = Traffic::None;
+    let rc = next(fh);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5594,8 +5644,8 @@ unsafe fn wrap_MPI_File_delete(via_pmpi: bool, general: bool, filename: *const c
     let next: unsafe extern "C" fn(*const c_char, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(filename, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_delete, std::ptr::null(), 0) } else { None };
-    let rc = next(filename, info);
     let traffic = Traffic::None;
+    let rc = next(filename, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5631,8 +5681,8 @@ unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, general: bool, fh: MPI_File, si
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, size);
     let traffic = Traffic::None;
+    let rc = next(fh, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5668,8 +5718,8 @@ unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, general: bool, fh: MPI_File,
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, size);
     let traffic = Traffic::None;
+    let rc = next(fh, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5705,8 +5755,8 @@ unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, general: bool, fh: MPI_File, si
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, size);
     let traffic = Traffic::None;
+    let rc = next(fh, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5742,8 +5792,8 @@ unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, general: bool, fh: MPI_File, g
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, group);
     let traffic = Traffic::None;
+    let rc = next(fh, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5779,8 +5829,8 @@ unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, general: bool, fh: MPI_File, a
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, amode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, amode);
     let traffic = Traffic::None;
+    let rc = next(fh, amode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5816,8 +5866,8 @@ unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, general: bool, fh: MPI_File, in
     let next: unsafe extern "C" fn(MPI_File, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, info);
     let traffic = Traffic::None;
+    let rc = next(fh, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5853,8 +5903,8 @@ unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, general: bool, fh: MPI_File, in
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, info_used);
     let traffic = Traffic::None;
+    let rc = next(fh, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5890,8 +5940,8 @@ unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, general: bool, fh: MPI_File, di
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, MPI_Datatype, MPI_Datatype, *const c_char, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, disp, etype, filetype, datarep, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, disp, etype, filetype, datarep, info);
     let traffic = Traffic::None;
+    let rc = next(fh, disp, etype, filetype, datarep, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5927,8 +5977,8 @@ unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, general: bool, fh: MPI_File, di
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset, *mut MPI_Datatype, *mut MPI_Datatype, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, disp, etype, filetype, datarep) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, disp, etype, filetype, datarep);
     let traffic = Traffic::None;
+    let rc = next(fh, disp, etype, filetype, datarep);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -5966,8 +6016,8 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, general: bool, fh: MPI_File, off
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6005,8 +6055,8 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, general: bool, fh: MPI_File,
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6042,8 +6092,8 @@ unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, general: bool, fh: MPI_File, of
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6079,8 +6129,8 @@ unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6116,10 +6166,10 @@ unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, general: bool, fh: MPI_File, of
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, offset, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave_after(call, traced, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -6153,8 +6203,8 @@ unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, general: bool, fh: MPI_File, o
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6190,10 +6240,10 @@ unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, offset, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave_after(call, traced, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -6227,8 +6277,8 @@ unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6266,8 +6316,8 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, general: bool, fh: MPI_File, buf: *
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6305,8 +6355,8 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, general: bool, fh: MPI_File, bu
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6342,8 +6392,8 @@ unsafe fn wrap_MPI_File_write(via_pmpi: bool, general: bool, fh: MPI_File, buf: 
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6379,8 +6429,8 @@ unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, general: bool, fh: MPI_File, b
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6416,10 +6466,10 @@ unsafe fn wrap_MPI_File_iread(via_pmpi: bool, general: bool, fh: MPI_File, buf: 
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave_after(call, traced, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -6453,8 +6503,8 @@ unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, general: bool, fh: MPI_File, buf:
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6490,10 +6540,10 @@ unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, general: bool, fh: MPI_File, b
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave_after(call, traced, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -6527,8 +6577,8 @@ unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, general: bool, fh: MPI_File, 
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6564,8 +6614,8 @@ unsafe fn wrap_MPI_File_seek(via_pmpi: bool, general: bool, fh: MPI_File, offset
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, whence) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_seek, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
+    let rc = next(fh, offset, whence);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6601,8 +6651,8 @@ unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset);
     let traffic = Traffic::None;
+    let rc = next(fh, offset);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6638,8 +6688,8 @@ unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, disp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, disp);
     let traffic = Traffic::None;
+    let rc = next(fh, offset, disp);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6677,8 +6727,8 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, general: bool, fh: MPI_File,
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6714,8 +6764,8 @@ unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6751,10 +6801,10 @@ unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave_after(call, traced, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -6788,8 +6838,8 @@ unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6827,8 +6877,8 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, general: bool, fh: MPI_File
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6864,8 +6914,8 @@ unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6901,8 +6951,8 @@ unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, general: bool, fh: MPI_File,
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, whence) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
+    let rc = next(fh, offset, whence);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6938,8 +6988,8 @@ unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, general: bool, fh: M
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset);
     let traffic = Traffic::None;
+    let rc = next(fh, offset);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -6975,8 +7025,8 @@ unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, general: bool, fh: MPI
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7012,8 +7062,8 @@ unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7049,8 +7099,8 @@ unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, general: bool, fh: MP
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7086,8 +7136,8 @@ unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, general: bool, fh: MPI_
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7123,8 +7173,8 @@ unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, general: bool, fh: MPI_Fi
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7160,8 +7210,8 @@ unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7197,8 +7247,8 @@ unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7234,8 +7284,8 @@ unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7271,8 +7321,8 @@ unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, general: bool, fh: MP
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7308,8 +7358,8 @@ unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, general: bool, fh: MPI_
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7345,8 +7395,8 @@ unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, general: bool, fh: M
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7382,8 +7432,8 @@ unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, general: bool, fh: MPI
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7419,8 +7469,8 @@ unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, datatype, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
+    let rc = next(fh, datatype, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7456,8 +7506,8 @@ unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, flag);
     let traffic = Traffic::None;
+    let rc = next(fh, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7493,8 +7543,8 @@ unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, flag);
     let traffic = Traffic::None;
+    let rc = next(fh, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7530,8 +7580,8 @@ unsafe fn wrap_MPI_File_sync(via_pmpi: bool, general: bool, fh: MPI_File) -> c_i
     let next: unsafe extern "C" fn(MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_sync, std::ptr::null(), 0) } else { None };
-    let rc = next(fh);
     let traffic = Traffic::None;
+    let rc = next(fh);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7567,8 +7617,8 @@ unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, general: bool, datarep: *con
     let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
+    let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7604,8 +7654,8 @@ unsafe fn wrap_MPI_Get_address(via_pmpi: bool, general: bool, location: *const c
     let next: unsafe extern "C" fn(*const c_void, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(location, address) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_address, std::ptr::null(), 0) } else { None };
-    let rc = next(location, address);
     let traffic = Traffic::None;
+    let rc = next(location, address);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7641,8 +7691,8 @@ unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, general: bool, datarep: *const 
     let next: unsafe extern "C" fn(*const c_char, *const c_void, c_int, MPI_Datatype, *mut c_void, MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
+    let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7678,8 +7728,8 @@ unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, general: bool, datarep: *c
     let next: unsafe extern "C" fn(*const c_char, c_int, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, incount, datatype, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
+    let rc = next(datarep, incount, datatype, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7715,8 +7765,8 @@ unsafe fn wrap_MPI_Pack(via_pmpi: bool, general: bool, inbuf: *const c_void, inc
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, *mut c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack, std::ptr::null(), 0) } else { None };
-    let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
+    let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Pack, rc, traffic, comm);
     rc
@@ -7752,8 +7802,8 @@ unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, general: bool, incount: c_int, data
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, datatype, comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
-    let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
+    let rc = next(incount, datatype, comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Pack_size, rc, traffic, comm);
     rc
@@ -7789,8 +7839,8 @@ unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, general: bool, r#type: *mut MPI_D
     let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type);
     let traffic = Traffic::None;
+    let rc = next(r#type);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7826,8 +7876,8 @@ unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, general: bool, count: c_int, 
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
-    let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7863,8 +7913,8 @@ unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, general: bool, size: c_int
     let next: unsafe extern "C" fn(c_int, c_int, c_int, *const c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
-    let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7900,8 +7950,8 @@ unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, general: bool, p: c_i
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(p, r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
-    let rc = next(p, r, newtype);
     let traffic = Traffic::None;
+    let rc = next(p, r, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7937,8 +7987,8 @@ unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, general: bool, r: c_i
     let next: unsafe extern "C" fn(c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
-    let rc = next(r, newtype);
     let traffic = Traffic::None;
+    let rc = next(r, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -7974,8 +8024,8 @@ unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, general: bool, p: c_int,
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(p, r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
-    let rc = next(p, r, newtype);
     let traffic = Traffic::None;
+    let rc = next(p, r, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8011,8 +8061,8 @@ unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, general: bool, cou
     let next: unsafe extern "C" fn(c_int, c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8048,8 +8098,8 @@ unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, general: bool, count: c_
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8085,8 +8135,8 @@ unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, general: bool, count: c_i
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8122,8 +8172,8 @@ unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, general: bool, type_copy_a
     let next: unsafe extern "C" fn(MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traffic = Traffic::None;
+    let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8159,8 +8209,8 @@ unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, general: bool, coun
     let next: unsafe extern "C" fn(c_int, c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8196,8 +8246,8 @@ unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, general: bool, count: c_in
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8233,8 +8283,8 @@ unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, general: bool, ndims: c_
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
-    let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8270,8 +8320,8 @@ unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, general: bool, oldtype: M
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Aint, MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(oldtype, lb, extent, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
-    let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
+    let rc = next(oldtype, lb, extent, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8307,8 +8357,8 @@ unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, general: bool, r#type: MPI_D
     let next: unsafe extern "C" fn(MPI_Datatype, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, type_keyval);
     let traffic = Traffic::None;
+    let rc = next(r#type, type_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8344,8 +8394,8 @@ unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, general: bool, r#type: MPI_Datatype,
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, newtype);
     let traffic = Traffic::None;
+    let rc = next(r#type, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8385,8 +8435,8 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, general: bool, r#type: *mut MPI_Dat
         return rc;
     };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_free, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type);
     let traffic = Traffic::None;
+    let rc = next(r#type);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::traffic::forget_type_sizes();
@@ -8423,8 +8473,8 @@ unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, general: bool, type_keyval: 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(type_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(type_keyval);
     let traffic = Traffic::None;
+    let rc = next(type_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8460,8 +8510,8 @@ unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, general: bool, r#type: MPI_Data
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, type_keyval, attribute_val, flag);
     let traffic = Traffic::None;
+    let rc = next(r#type, type_keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8497,8 +8547,8 @@ unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, general: bool, mtype: MPI_D
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, c_int, c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
-    let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traffic = Traffic::None;
+    let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8534,8 +8584,8 @@ unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, general: bool, r#type: MPI_
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, num_integers, num_addresses, num_datatypes, combiner) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traffic = Traffic::None;
+    let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8571,8 +8621,8 @@ unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, general: bool, r#type: MPI_Da
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
+    let rc = next(r#type, lb, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8608,8 +8658,8 @@ unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, general: bool, r#type: MPI_
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
+    let rc = next(r#type, lb, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8645,8 +8695,8 @@ unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, general: bool, r#type: MPI_Data
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, type_name, resultlen);
     let traffic = Traffic::None;
+    let rc = next(r#type, type_name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8682,8 +8732,8 @@ unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, general: bool, datatype:
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
-    let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
+    let rc = next(datatype, true_lb, true_extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8719,8 +8769,8 @@ unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, general: bool, datatyp
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
-    let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
+    let rc = next(datatype, true_lb, true_extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8756,8 +8806,8 @@ unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, general: bool, count: c_int, arr
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8793,8 +8843,8 @@ unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, general: bool, typeclass: c_i
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(typeclass, size, r#type) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
-    let rc = next(typeclass, size, r#type);
     let traffic = Traffic::None;
+    let rc = next(typeclass, size, r#type);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8830,8 +8880,8 @@ unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, general: bool, r#type: MPI_Data
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval, attr_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, type_keyval, attr_val);
     let traffic = Traffic::None;
+    let rc = next(r#type, type_keyval, attr_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8867,8 +8917,8 @@ unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, general: bool, r#type: MPI_Data
     let next: unsafe extern "C" fn(MPI_Datatype, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, type_name);
     let traffic = Traffic::None;
+    let rc = next(r#type, type_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8904,8 +8954,8 @@ unsafe fn wrap_MPI_Type_size(via_pmpi: bool, general: bool, r#type: MPI_Datatype
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, size);
     let traffic = Traffic::None;
+    let rc = next(r#type, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8941,8 +8991,8 @@ unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, general: bool, r#type: MPI_Dataty
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, size);
     let traffic = Traffic::None;
+    let rc = next(r#type, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -8978,8 +9028,8 @@ unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, general: bool, count: c_int, bloc
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -9015,8 +9065,8 @@ unsafe fn wrap_MPI_Unpack(via_pmpi: bool, general: bool, inbuf: *const c_void, i
     let next: unsafe extern "C" fn(*const c_void, c_int, *mut c_int, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack, std::ptr::null(), 0) } else { None };
-    let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
+    let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Unpack, rc, traffic, comm);
     rc
@@ -9052,8 +9102,8 @@ unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, general: bool, datarep: *cons
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Aint, *mut MPI_Aint, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
+    let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -9089,8 +9139,8 @@ unsafe fn wrap_MPI_Close_port(via_pmpi: bool, general: bool, port_name: *const c
     let next: unsafe extern "C" fn(*const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Close_port, std::ptr::null(), 0) } else { None };
-    let rc = next(port_name);
     let traffic = Traffic::None;
+    let rc = next(port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -9126,8 +9176,8 @@ unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, general: bool, port_name: *const 
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name, info, root, comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
-    let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
+    let rc = next(port_name, info, root, comm, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_accept, rc, traffic, comm);
     rc
@@ -9163,8 +9213,8 @@ unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, general: bool, comm: MPI
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, errorcode);
     let traffic = Traffic::None;
+    let rc = next(comm, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_call_errhandler, rc, traffic, comm);
     rc
@@ -9200,8 +9250,8 @@ unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, general: bool, comm1: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm1, comm2, result) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
-    let rc = next(comm1, comm2, result);
     let traffic = Traffic::None;
+    let rc = next(comm1, comm2, result);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -9237,8 +9287,8 @@ unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, general: bool, port_name: *const
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name, info, root, comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
-    let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
+    let rc = next(port_name, info, root, comm, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_connect, rc, traffic, comm);
     rc
@@ -9274,8 +9324,8 @@ unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, general: bool, functio
     let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(function, errhandler);
     let traffic = Traffic::None;
+    let rc = next(function, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -9311,8 +9361,8 @@ unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, general: bool, comm_copy_a
     let next: unsafe extern "C" fn(MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traffic = Traffic::None;
+    let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -9348,10 +9398,10 @@ unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, general: bool, comm: MPI_Co
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group, tag, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, group, tag, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, group, tag, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_create_group, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Comm_create_group, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -9385,10 +9435,10 @@ unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, general: bool, comm: MPI_Comm, gr
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, group, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, group, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_create, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Comm_create, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -9422,8 +9472,8 @@ unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, general: bool, comm: MPI_Com
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, comm_keyval);
     let traffic = Traffic::None;
+    let rc = next(comm, comm_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_delete_attr, rc, traffic, comm);
     rc
@@ -9463,8 +9513,8 @@ unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, general: bool, comm: *mut MPI
         return rc;
     };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
-    let rc = next(comm);
     let traffic = Traffic::None;
+    let rc = next(comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::places::forget_comms();
@@ -9501,10 +9551,10 @@ unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, general: bool, comm: MPI_Comm, newco
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_dup, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Comm_dup, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -9538,8 +9588,8 @@ unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, general: bool, comm: MPI_Comm, newc
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, newcomm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, newcomm, request);
     let traffic = Traffic::None;
+    let rc = next(comm, newcomm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_idup, rc, traffic, comm);
     rc
@@ -9575,10 +9625,10 @@ unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, general: bool, comm: MPI_C
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, info, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, info, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_dup_with_info, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Comm_dup_with_info, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -9612,8 +9662,8 @@ unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, general: bool, comm_keyval: 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_keyval);
     let traffic = Traffic::None;
+    let rc = next(comm_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -9653,8 +9703,8 @@ unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, general: bool, comm: *mut MPI_Comm)
         return rc;
     };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
-    let rc = next(comm);
     let traffic = Traffic::None;
+    let rc = next(comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::places::forget_comms();
@@ -9691,8 +9741,8 @@ unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, comm_keyval, attribute_val, flag);
     let traffic = Traffic::None;
+    let rc = next(comm, comm_keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_get_attr, rc, traffic, comm);
     rc
@@ -9728,8 +9778,8 @@ unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, general: bool, comm: MPI_
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, erhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, erhandler);
     let traffic = Traffic::None;
+    let rc = next(comm, erhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_get_errhandler, rc, traffic, comm);
     rc
@@ -9765,8 +9815,8 @@ unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, info_used);
     let traffic = Traffic::None;
+    let rc = next(comm, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_get_info, rc, traffic, comm);
     rc
@@ -9802,8 +9852,8 @@ unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, comm_name, resultlen);
     let traffic = Traffic::None;
+    let rc = next(comm, comm_name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_get_name, rc, traffic, comm);
     rc
@@ -9839,8 +9889,8 @@ unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, general: bool, parent: *mut M
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(parent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
-    let rc = next(parent);
     let traffic = Traffic::None;
+    let rc = next(parent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -9876,8 +9926,8 @@ unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, general: bool, comm: MPI_Comm, gro
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, group);
     let traffic = Traffic::None;
+    let rc = next(comm, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_group, rc, traffic, comm);
     rc
@@ -9913,8 +9963,8 @@ unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, general: bool, fd: c_int, intercomm
     let next: unsafe extern "C" fn(c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fd, intercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
-    let rc = next(fd, intercomm);
     let traffic = Traffic::None;
+    let rc = next(fd, intercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -9950,8 +10000,8 @@ unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, rank
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, rank);
     let traffic = Traffic::None;
+    let rc = next(comm, rank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_rank, rc, traffic, comm);
     rc
@@ -9992,8 +10042,8 @@ unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, general: bool, comm: MPI_Co
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, group);
     let traffic = Traffic::None;
+    let rc = next(comm, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_remote_group, rc, traffic, comm);
     rc
@@ -10029,8 +10079,8 @@ unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, general: bool, comm: MPI_Com
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, size);
     let traffic = Traffic::None;
+    let rc = next(comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_remote_size, rc, traffic, comm);
     rc
@@ -10066,8 +10116,8 @@ unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, comm_keyval, attribute_val);
     let traffic = Traffic::None;
+    let rc = next(comm, comm_keyval, attribute_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_set_attr, rc, traffic, comm);
     rc
@@ -10103,8 +10153,8 @@ unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, general: bool, comm: MPI_
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, errhandler);
     let traffic = Traffic::None;
+    let rc = next(comm, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_set_errhandler, rc, traffic, comm);
     rc
@@ -10140,8 +10190,8 @@ unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, info);
     let traffic = Traffic::None;
+    let rc = next(comm, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_set_info, rc, traffic, comm);
     rc
@@ -10177,8 +10227,8 @@ unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, comm_name);
     let traffic = Traffic::None;
+    let rc = next(comm, comm_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_set_name, rc, traffic, comm);
     rc
@@ -10214,8 +10264,8 @@ unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, general: bool, comm: MPI_Comm, size
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, size);
     let traffic = Traffic::None;
+    let rc = next(comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_size, rc, traffic, comm);
     rc
@@ -10256,8 +10306,8 @@ unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, general: bool, command: *const c_c
     let next: unsafe extern "C" fn(*const c_char, *mut *mut c_char, c_int, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
-    let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
+    let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_spawn, rc, traffic, comm);
     rc
@@ -10293,8 +10343,8 @@ unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, general: bool, count: c_i
     let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut *mut c_char, *const c_int, *const MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_spawn_multiple, rc, traffic, comm);
     rc
@@ -10330,10 +10380,10 @@ unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, general: bool, comm: MPI_Comm, col
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, color, key, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, color, key, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, color, key, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_split, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Comm_split, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -10367,10 +10417,10 @@ unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, general: bool, comm: MPI_Comm
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, split_type, key, info, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, split_type, key, info, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, split_type, key, info, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_split_type, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Comm_split_type, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -10404,8 +10454,8 @@ unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, general: bool, comm: MPI_Comm
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, flag);
     let traffic = Traffic::None;
+    let rc = next(comm, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Comm_test_inter, rc, traffic, comm);
     rc
@@ -10441,8 +10491,8 @@ unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, general: bool, errhandler: *m
     let next: unsafe extern "C" fn(*mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
-    let rc = next(errhandler);
     let traffic = Traffic::None;
+    let rc = next(errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -10478,8 +10528,8 @@ unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, general: bool, group1: MPI_Grou
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, result) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
-    let rc = next(group1, group2, result);
     let traffic = Traffic::None;
+    let rc = next(group1, group2, result);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -10515,8 +10565,8 @@ unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, general: bool, group1: MPI_G
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
-    let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group1, group2, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -10552,8 +10602,8 @@ unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, general: bool, group: MPI_Group, n
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranks, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
-    let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group, n, ranks, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -10589,8 +10639,8 @@ unsafe fn wrap_MPI_Group_free(via_pmpi: bool, general: bool, group: *mut MPI_Gro
     let next: unsafe extern "C" fn(*mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_free, std::ptr::null(), 0) } else { None };
-    let rc = next(group);
     let traffic = Traffic::None;
+    let rc = next(group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -10626,8 +10676,8 @@ unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, general: bool, group: MPI_Group, n
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranks, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
-    let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group, n, ranks, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -10663,8 +10713,8 @@ unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, general: bool, group1: MPI
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
-    let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group1, group2, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -10700,8 +10750,8 @@ unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, general: bool, group: MPI_Gr
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranges, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
-    let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group, n, ranges, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -10737,8 +10787,8 @@ unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, general: bool, group: MPI_Gr
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranges, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
-    let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group, n, ranges, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -10774,8 +10824,8 @@ unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, general: bool, group: MPI_Group, r
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
-    let rc = next(group, rank);
     let traffic = Traffic::None;
+    let rc = next(group, rank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -10811,8 +10861,8 @@ unsafe fn wrap_MPI_Group_size(via_pmpi: bool, general: bool, group: MPI_Group, s
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_size, std::ptr::null(), 0) } else { None };
-    let rc = next(group, size);
     let traffic = Traffic::None;
+    let rc = next(group, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -10848,8 +10898,8 @@ unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, general: bool, group1: 
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, n, ranks1, group2, ranks2) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
-    let rc = next(group1, n, ranks1, group2, ranks2);
     let traffic = Traffic::None;
+    let rc = next(group1, n, ranks1, group2, ranks2);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -10885,8 +10935,8 @@ unsafe fn wrap_MPI_Group_union(via_pmpi: bool, general: bool, group1: MPI_Group,
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_union, std::ptr::null(), 0) } else { None };
-    let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group1, group2, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -10922,8 +10972,8 @@ unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, general: bool, local_comm: M
     let next: unsafe extern "C" fn(MPI_Comm, c_int, MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
-    let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traffic = Traffic::None;
+    let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -10959,10 +11009,10 @@ unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, general: bool, intercomm: MPI
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(intercomm, high, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
-    let rc = next(intercomm, high, newintercomm);
     let traffic = Traffic::None;
+    let rc = next(intercomm, high, newintercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Intercomm_merge, rc, traffic, intercomm);
+    rt::leave_after(call, traced, id::MPI_Intercomm_merge, rc, traffic, intercomm, rt::After::NewComm(newintercomm));
     rc
 }
 #[cold]
@@ -10996,8 +11046,8 @@ unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, general: bool, service_name: *con
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
-    let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
+    let rc = next(service_name, info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -11033,8 +11083,8 @@ unsafe fn wrap_MPI_Open_port(via_pmpi: bool, general: bool, info: MPI_Info, port
     let next: unsafe extern "C" fn(MPI_Info, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Open_port, std::ptr::null(), 0) } else { None };
-    let rc = next(info, port_name);
     let traffic = Traffic::None;
+    let rc = next(info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -11070,8 +11120,8 @@ unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, general: bool, service_name: *co
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
-    let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
+    let rc = next(service_name, info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -11107,8 +11157,8 @@ unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, general: bool, service_name: *
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
-    let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
+    let rc = next(service_name, info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -11144,8 +11194,8 @@ unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, general: bool, comm: MPI_Comm, ke
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, keyval);
     let traffic = Traffic::None;
+    let rc = next(comm, keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Attr_delete, rc, traffic, comm);
     rc
@@ -11181,8 +11231,8 @@ unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, general: bool, comm: MPI_Comm, keyva
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, keyval, attribute_val, flag);
     let traffic = Traffic::None;
+    let rc = next(comm, keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Attr_get, rc, traffic, comm);
     rc
@@ -11218,8 +11268,8 @@ unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, general: bool, comm: MPI_Comm, keyva
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, keyval, attribute_val);
     let traffic = Traffic::None;
+    let rc = next(comm, keyval, attribute_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Attr_put, rc, traffic, comm);
     rc
@@ -11255,8 +11305,8 @@ unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, general: bool, copy_fn: MPI_Cop
     let next: unsafe extern "C" fn(MPI_Copy_function, MPI_Delete_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(copy_fn, delete_fn, keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
-    let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traffic = Traffic::None;
+    let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -11292,8 +11342,8 @@ unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, general: bool, keyval: *mut c_int
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
-    let rc = next(keyval);
     let traffic = Traffic::None;
+    let rc = next(keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -11329,8 +11379,8 @@ unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, general: bool, comm: MPI_Comm, ra
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, maxdims, coords) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, rank, maxdims, coords);
     let traffic = Traffic::None;
+    let rc = next(comm, rank, maxdims, coords);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Cart_coords, rc, traffic, comm);
     rc
@@ -11366,10 +11416,10 @@ unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, general: bool, old_comm: MPI_Comm
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(old_comm, ndims, dims, periods, reorder, comm_cart) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
-    let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traffic = Traffic::None;
+    let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_create, rc, traffic, old_comm);
+    rt::leave_after(call, traced, id::MPI_Cart_create, rc, traffic, old_comm, rt::After::NewComm(comm_cart));
     rc
 }
 #[cold]
@@ -11403,8 +11453,8 @@ unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxdi
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxdims, dims, periods, coords) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, maxdims, dims, periods, coords);
     let traffic = Traffic::None;
+    let rc = next(comm, maxdims, dims, periods, coords);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Cart_get, rc, traffic, comm);
     rc
@@ -11440,8 +11490,8 @@ unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, general: bool, comm: MPI_Comm, ndims
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, ndims, dims, periods, newrank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, ndims, dims, periods, newrank);
     let traffic = Traffic::None;
+    let rc = next(comm, ndims, dims, periods, newrank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Cart_map, rc, traffic, comm);
     rc
@@ -11477,8 +11527,8 @@ unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, coor
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, coords, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, coords, rank);
     let traffic = Traffic::None;
+    let rc = next(comm, coords, rank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Cart_rank, rc, traffic, comm);
     rc
@@ -11514,8 +11564,8 @@ unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, general: bool, comm: MPI_Comm, dir
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, direction, disp, rank_source, rank_dest) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traffic = Traffic::None;
+    let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Cart_shift, rc, traffic, comm);
     rc
@@ -11551,10 +11601,10 @@ unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, general: bool, comm: MPI_Comm, remai
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, remain_dims, new_comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, remain_dims, new_comm);
     let traffic = Traffic::None;
+    let rc = next(comm, remain_dims, new_comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_sub, rc, traffic, comm);
+    rt::leave_after(call, traced, id::MPI_Cart_sub, rc, traffic, comm, rt::After::NewComm(new_comm));
     rc
 }
 #[cold]
@@ -11588,8 +11638,8 @@ unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, general: bool, comm: MPI_Comm, nd
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, ndims) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, ndims);
     let traffic = Traffic::None;
+    let rc = next(comm, ndims);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Cartdim_get, rc, traffic, comm);
     rc
@@ -11625,10 +11675,10 @@ unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, general: bool, comm_old: MP
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Dist_graph_create, rc, traffic, comm_old);
+    rt::leave_after(call, traced, id::MPI_Dist_graph_create, rc, traffic, comm_old, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -11662,10 +11712,10 @@ unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, general: bool, com
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traffic = Traffic::None;
+    let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old);
+    rt::leave_after(call, traced, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old, rt::After::NewComm(comm_dist_graph));
     rc
 }
 #[cold]
@@ -11699,8 +11749,8 @@ unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, general: bool, comm: MPI
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traffic = Traffic::None;
+    let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Dist_graph_neighbors, rc, traffic, comm);
     rc
@@ -11736,8 +11786,8 @@ unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, general: bool, com
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, inneighbors, outneighbors, weighted) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, inneighbors, outneighbors, weighted);
     let traffic = Traffic::None;
+    let rc = next(comm, inneighbors, outneighbors, weighted);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm);
     rc
@@ -11773,8 +11823,8 @@ unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, general: bool, nnodes: c_int, ndi
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(nnodes, ndims, dims) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
-    let rc = next(nnodes, ndims, dims);
     let traffic = Traffic::None;
+    let rc = next(nnodes, ndims, dims);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -11810,10 +11860,10 @@ unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, general: bool, comm_old: MPI_Com
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, nnodes, index, edges, reorder, comm_graph) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traffic = Traffic::None;
+    let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_create, rc, traffic, comm_old);
+    rt::leave_after(call, traced, id::MPI_Graph_create, rc, traffic, comm_old, rt::After::NewComm(comm_graph));
     rc
 }
 #[cold]
@@ -11847,8 +11897,8 @@ unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxi
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxindex, maxedges, index, edges) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, maxindex, maxedges, index, edges);
     let traffic = Traffic::None;
+    let rc = next(comm, maxindex, maxedges, index, edges);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Graph_get, rc, traffic, comm);
     rc
@@ -11884,8 +11934,8 @@ unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, general: bool, comm: MPI_Comm, nnod
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, nnodes, index, edges, newrank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, nnodes, index, edges, newrank);
     let traffic = Traffic::None;
+    let rc = next(comm, nnodes, index, edges, newrank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Graph_map, rc, traffic, comm);
     rc
@@ -11921,8 +11971,8 @@ unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, general: bool, comm: MP
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, nneighbors) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, rank, nneighbors);
     let traffic = Traffic::None;
+    let rc = next(comm, rank, nneighbors);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Graph_neighbors_count, rc, traffic, comm);
     rc
@@ -11958,8 +12008,8 @@ unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, general: bool, comm: MPI_Comm
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, maxneighbors, neighbors) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, rank, maxneighbors, neighbors);
     let traffic = Traffic::None;
+    let rc = next(comm, rank, maxneighbors, neighbors);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Graph_neighbors, rc, traffic, comm);
     rc
@@ -11995,8 +12045,8 @@ unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, nnodes, nedges) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, nnodes, nedges);
     let traffic = Traffic::None;
+    let rc = next(comm, nnodes, nedges);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Graphdims_get, rc, traffic, comm);
     rc
@@ -12032,8 +12082,8 @@ unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, general: bool, comm: MPI_Comm, stat
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, status);
     let traffic = Traffic::None;
+    let rc = next(comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Topo_test, rc, traffic, comm);
     rc
@@ -12070,8 +12120,8 @@ unsafe fn wrap_MPI_Abort(via_pmpi: bool, general: bool, comm: MPI_Comm, errorcod
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Abort, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, errorcode);
     let traffic = Traffic::None;
+    let rc = next(comm, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave(call, traced, id::MPI_Abort, rc, traffic, comm);
     rc
@@ -12107,8 +12157,8 @@ unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, general: bool, errorclass: *m
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorclass) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
-    let rc = next(errorclass);
     let traffic = Traffic::None;
+    let rc = next(errorclass);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12144,8 +12194,8 @@ unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, general: bool, errorclass: c_i
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorclass, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
-    let rc = next(errorclass, errorcode);
     let traffic = Traffic::None;
+    let rc = next(errorclass, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12181,8 +12231,8 @@ unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, general: bool, errorcode: c_
     let next: unsafe extern "C" fn(c_int, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, string) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
-    let rc = next(errorcode, string);
     let traffic = Traffic::None;
+    let rc = next(errorcode, string);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12218,8 +12268,8 @@ unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, general: bool, size: MPI_Aint, info
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, info, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
-    let rc = next(size, info, baseptr);
     let traffic = Traffic::None;
+    let rc = next(size, info, baseptr);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12255,8 +12305,8 @@ unsafe fn wrap_MPI_Error_class(via_pmpi: bool, general: bool, errorcode: c_int, 
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, errorclass) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Error_class, std::ptr::null(), 0) } else { None };
-    let rc = next(errorcode, errorclass);
     let traffic = Traffic::None;
+    let rc = next(errorcode, errorclass);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12292,8 +12342,8 @@ unsafe fn wrap_MPI_Error_string(via_pmpi: bool, general: bool, errorcode: c_int,
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, string, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Error_string, std::ptr::null(), 0) } else { None };
-    let rc = next(errorcode, string, resultlen);
     let traffic = Traffic::None;
+    let rc = next(errorcode, string, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12330,8 +12380,8 @@ unsafe fn wrap_MPI_Finalize(via_pmpi: bool, general: bool) -> c_int {
     let next: unsafe extern "C" fn() -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Finalize, std::ptr::null(), 0) } else { None };
-    let rc = next();
     let traffic = Traffic::None;
+    let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12367,8 +12417,8 @@ unsafe fn wrap_MPI_Finalized(via_pmpi: bool, general: bool, flag: *mut c_int) ->
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Finalized, std::ptr::null(), 0) } else { None };
-    let rc = next(flag);
     let traffic = Traffic::None;
+    let rc = next(flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12404,8 +12454,8 @@ unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, general: bool, base: *mut c_void) ->
     let next: unsafe extern "C" fn(*mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
-    let rc = next(base);
     let traffic = Traffic::None;
+    let rc = next(base);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12441,8 +12491,8 @@ unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, general: bool, version: *
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(version, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
-    let rc = next(version, resultlen);
     let traffic = Traffic::None;
+    let rc = next(version, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12478,8 +12528,8 @@ unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, general: bool, name: *mut 
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
-    let rc = next(name, resultlen);
     let traffic = Traffic::None;
+    let rc = next(name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12515,8 +12565,8 @@ unsafe fn wrap_MPI_Get_version(via_pmpi: bool, general: bool, version: *mut c_in
     let next: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(version, subversion) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_version, std::ptr::null(), 0) } else { None };
-    let rc = next(version, subversion);
     let traffic = Traffic::None;
+    let rc = next(version, subversion);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12552,8 +12602,8 @@ unsafe fn wrap_MPI_Info_create(via_pmpi: bool, general: bool, info: *mut MPI_Inf
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_create, std::ptr::null(), 0) } else { None };
-    let rc = next(info);
     let traffic = Traffic::None;
+    let rc = next(info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12589,8 +12639,8 @@ unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, general: bool, info: MPI_Info, ke
     let next: unsafe extern "C" fn(MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
-    let rc = next(info, key);
     let traffic = Traffic::None;
+    let rc = next(info, key);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12626,8 +12676,8 @@ unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, general: bool, info: MPI_Info, newin
     let next: unsafe extern "C" fn(MPI_Info, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, newinfo) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
-    let rc = next(info, newinfo);
     let traffic = Traffic::None;
+    let rc = next(info, newinfo);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12663,8 +12713,8 @@ unsafe fn wrap_MPI_Info_free(via_pmpi: bool, general: bool, info: *mut MPI_Info)
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_free, std::ptr::null(), 0) } else { None };
-    let rc = next(info);
     let traffic = Traffic::None;
+    let rc = next(info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12700,8 +12750,8 @@ unsafe fn wrap_MPI_Info_get(via_pmpi: bool, general: bool, info: MPI_Info, key: 
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, valuelen, value, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get, std::ptr::null(), 0) } else { None };
-    let rc = next(info, key, valuelen, value, flag);
     let traffic = Traffic::None;
+    let rc = next(info, key, valuelen, value, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12737,8 +12787,8 @@ unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, general: bool, info: MPI_Info,
     let next: unsafe extern "C" fn(MPI_Info, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, nkeys) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
-    let rc = next(info, nkeys);
     let traffic = Traffic::None;
+    let rc = next(info, nkeys);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12774,8 +12824,8 @@ unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, general: bool, info: MPI_Info
     let next: unsafe extern "C" fn(MPI_Info, c_int, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, n, key) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
-    let rc = next(info, n, key);
     let traffic = Traffic::None;
+    let rc = next(info, n, key);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12811,8 +12861,8 @@ unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, general: bool, info: MPI_In
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, valuelen, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
-    let rc = next(info, key, valuelen, flag);
     let traffic = Traffic::None;
+    let rc = next(info, key, valuelen, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12848,8 +12898,8 @@ unsafe fn wrap_MPI_Info_set(via_pmpi: bool, general: bool, info: MPI_Info, key: 
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, value) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_set, std::ptr::null(), 0) } else { None };
-    let rc = next(info, key, value);
     let traffic = Traffic::None;
+    let rc = next(info, key, value);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12890,8 +12940,8 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, general: bool, argc: *mut c_int, argv: *
     };
     crate::hooks::before_init();
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Init, std::ptr::null(), 0) } else { None };
-    let rc = next(argc, argv);
     let traffic = Traffic::None;
+    let rc = next(argc, argv);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     crate::hooks::after_init(rc, 0, via_pmpi, argc);
@@ -12933,8 +12983,8 @@ unsafe fn wrap_MPI_Initialized(via_pmpi: bool, general: bool, flag: *mut c_int) 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Initialized, std::ptr::null(), 0) } else { None };
-    let rc = next(flag);
     let traffic = Traffic::None;
+    let rc = next(flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -12976,8 +13026,8 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, general: bool, argc: *mut c_int, 
     };
     crate::hooks::before_init();
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Init_thread, std::ptr::null(), 0) } else { None };
-    let rc = next(argc, argv, required, provided);
     let traffic = Traffic::None;
+    let rc = next(argc, argv, required, provided);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     let provided_level = if rc == 0 && !provided.is_null() { *provided } else { 0 };
@@ -13020,8 +13070,8 @@ unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, general: bool, flag: *mut c_in
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
-    let rc = next(flag);
     let traffic = Traffic::None;
+    let rc = next(flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13057,8 +13107,8 @@ unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, general: bool, op: MPI_Op, com
     let next: unsafe extern "C" fn(MPI_Op, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(op, commute) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
-    let rc = next(op, commute);
     let traffic = Traffic::None;
+    let rc = next(op, commute);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13094,8 +13144,8 @@ unsafe fn wrap_MPI_Op_create(via_pmpi: bool, general: bool, function: MPI_User_f
     let next: unsafe extern "C" fn(MPI_User_function, c_int, *mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, commute, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_create, std::ptr::null(), 0) } else { None };
-    let rc = next(function, commute, op);
     let traffic = Traffic::None;
+    let rc = next(function, commute, op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13131,8 +13181,8 @@ unsafe fn wrap_MPI_Op_free(via_pmpi: bool, general: bool, op: *mut MPI_Op) -> c_
     let next: unsafe extern "C" fn(*mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_free, std::ptr::null(), 0) } else { None };
-    let rc = next(op);
     let traffic = Traffic::None;
+    let rc = next(op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13168,8 +13218,8 @@ unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, general: bool, provided: *mut c_
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(provided) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
-    let rc = next(provided);
     let traffic = Traffic::None;
+    let rc = next(provided);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13205,8 +13255,8 @@ unsafe fn wrap_MPI_Wtick(via_pmpi: bool, general: bool) -> f64 {
     let next: unsafe extern "C" fn() -> f64 = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wtick, std::ptr::null(), 0) } else { None };
-    let rc = next();
     let traffic = Traffic::None;
+    let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13242,8 +13292,8 @@ unsafe fn wrap_MPI_Wtime(via_pmpi: bool, general: bool) -> f64 {
     let next: unsafe extern "C" fn() -> f64 = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wtime, std::ptr::null(), 0) } else { None };
-    let rc = next();
     let traffic = Traffic::None;
+    let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13284,8 +13334,8 @@ unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, general: bool, required: c_int,
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(required, provided) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
-    let rc = next(required, provided);
     let traffic = Traffic::None;
+    let rc = next(required, provided);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13321,8 +13371,8 @@ unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, general: bool) -> c_int {
     let next: unsafe extern "C" fn() -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
-    let rc = next();
     let traffic = Traffic::None;
+    let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13358,8 +13408,8 @@ unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, general: bool, num_cvar: *mut 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_cvar) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
-    let rc = next(num_cvar);
     let traffic = Traffic::None;
+    let rc = next(num_cvar);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13395,8 +13445,8 @@ unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, general: bool, cvar_index: c_
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traffic = Traffic::None;
+    let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13432,8 +13482,8 @@ unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, general: bool, name: *const 
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, cvar_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
-    let rc = next(name, cvar_index);
     let traffic = Traffic::None;
+    let rc = next(name, cvar_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13469,8 +13519,8 @@ unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, general: bool, cvar_index
     let next: unsafe extern "C" fn(c_int, *mut c_void, *mut MPI_T_cvar_handle, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cvar_index, obj_handle, handle, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
-    let rc = next(cvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
+    let rc = next(cvar_index, obj_handle, handle, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13506,8 +13556,8 @@ unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, general: bool, handle: *mu
     let next: unsafe extern "C" fn(*mut MPI_T_cvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
-    let rc = next(handle);
     let traffic = Traffic::None;
+    let rc = next(handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13543,8 +13593,8 @@ unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, general: bool, handle: MPI_T_cvar
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
-    let rc = next(handle, buf);
     let traffic = Traffic::None;
+    let rc = next(handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13580,8 +13630,8 @@ unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, general: bool, handle: MPI_T_cva
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
-    let rc = next(handle, buf);
     let traffic = Traffic::None;
+    let rc = next(handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13617,8 +13667,8 @@ unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, general: bool, num_cat: *m
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_cat) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
-    let rc = next(num_cat);
     let traffic = Traffic::None;
+    let rc = next(num_cat);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13654,8 +13704,8 @@ unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, general: bool, cat_index:
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traffic = Traffic::None;
+    let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13691,8 +13741,8 @@ unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, general: bool, name: *co
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, category_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
-    let rc = next(name, category_index);
     let traffic = Traffic::None;
+    let rc = next(name, category_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13728,8 +13778,8 @@ unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, general: bool, cat_index
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
-    let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
+    let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13765,8 +13815,8 @@ unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, general: bool, cat_index
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
-    let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
+    let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13802,8 +13852,8 @@ unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, general: bool, cat_
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
-    let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
+    let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13839,8 +13889,8 @@ unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, general: bool, stamp: *mut
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(stamp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
-    let rc = next(stamp);
     let traffic = Traffic::None;
+    let rc = next(stamp);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13876,8 +13926,8 @@ unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, general: bool, num_pvar: *mut 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_pvar) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
-    let rc = next(num_pvar);
     let traffic = Traffic::None;
+    let rc = next(num_pvar);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13913,8 +13963,8 @@ unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, general: bool, pvar_index: c_
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traffic = Traffic::None;
+    let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13950,8 +14000,8 @@ unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, general: bool, name: *const 
     let next: unsafe extern "C" fn(*const c_char, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, var_class, pvar_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
-    let rc = next(name, var_class, pvar_index);
     let traffic = Traffic::None;
+    let rc = next(name, var_class, pvar_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -13987,8 +14037,8 @@ unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, general: bool, session:
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
-    let rc = next(session);
     let traffic = Traffic::None;
+    let rc = next(session);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -14024,8 +14074,8 @@ unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, general: bool, session: *
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
-    let rc = next(session);
     let traffic = Traffic::None;
+    let rc = next(session);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -14061,8 +14111,8 @@ unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, general: bool, session: M
     let next: unsafe extern "C" fn(MPI_T_pvar_session, c_int, *mut c_void, *mut MPI_T_pvar_handle, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, pvar_index, obj_handle, handle, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
-    let rc = next(session, pvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
+    let rc = next(session, pvar_index, obj_handle, handle, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -14098,8 +14148,8 @@ unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, general: bool, session: MP
     let next: unsafe extern "C" fn(MPI_T_pvar_session, *mut MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle);
     let traffic = Traffic::None;
+    let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -14135,8 +14185,8 @@ unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, general: bool, session: MPI_T_pv
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle);
     let traffic = Traffic::None;
+    let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -14172,8 +14222,8 @@ unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, general: bool, session: MPI_T_pva
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle);
     let traffic = Traffic::None;
+    let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -14209,8 +14259,8 @@ unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, general: bool, session: MPI_T_pva
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle, buf);
     let traffic = Traffic::None;
+    let rc = next(session, handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -14246,8 +14296,8 @@ unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, general: bool, session: MPI_T_pv
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle, buf);
     let traffic = Traffic::None;
+    let rc = next(session, handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -14283,8 +14333,8 @@ unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, general: bool, session: MPI_T_pv
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle);
     let traffic = Traffic::None;
+    let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -14320,8 +14370,8 @@ unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, general: bool, session: MPI_
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle, buf);
     let traffic = Traffic::None;
+    let rc = next(session, handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -14357,8 +14407,8 @@ unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, general: bool, enumtype: MPI_
     let next: unsafe extern "C" fn(MPI_T_enum, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(enumtype, num, name, name_len) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(enumtype, num, name, name_len);
     let traffic = Traffic::None;
+    let rc = next(enumtype, num, name, name_len);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
@@ -14394,8 +14444,8 @@ unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, general: bool, enumtype: MPI_
     let next: unsafe extern "C" fn(MPI_T_enum, c_int, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(enumtype, index, value, name, name_len) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
-    let rc = next(enumtype, index, value, name, name_len);
     let traffic = Traffic::None;
+    let rc = next(enumtype, index, value, name, name_len);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
     rt::leave(call, traced, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
     rc
