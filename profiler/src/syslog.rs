@@ -102,7 +102,11 @@ pub fn send(
         ..Progress::default()
     };
     let mut last_out = Instant::now();
-    for m in messages {
+    // The payload first, the summary (part 0, for people reading syslog) last: a sender killed
+    // between two parts (Hydra stops every rank right after one calls MPI_Abort) has then sent
+    // a record a decoder can read whenever its payload fits one part, where the summary alone
+    // was all that arrived of 4 of 22 such records (`tests/tests/partial.rs`).
+    for m in messages.iter().skip(1).chain(messages.first()) {
         let datagram = frame(priority, tag, pid, m);
         loop {
             match sock.send(datagram.as_bytes()) {

@@ -55,6 +55,40 @@ fn mpi_abort_leaves_one_partial_record_of_the_aborting_rank(mpi) {
 }
 
 for_each_mpi! {
+/// Every rank aborts at once (`abort_all.c`): the first real `MPI_Abort` makes the launcher
+/// stop the others (Hydra within milliseconds), some while they send their own partial record.
+/// Whatever arrives of a record is the record (its payload goes first, its summary line last):
+/// a record may lack its summary, never its payload (3 of 18 MPICH records did, issue 33).
+fn records_of_ranks_stopped_while_sending_them_arrive_whole(mpi) {
+    let _serial = serial();
+    const RUNS: usize = 8;
+    let syslogd = Syslogd::start();
+    let job = Job::new(program_for("abort_all.c", mpi), 4).mpi(mpi);
+    for _ in 0..RUNS {
+        job.profiled(&syslogd.site_config());
+    }
+    // Each job leaves at least the first aborting rank's record.
+    syslogd.wait_for_lines(|lines| {
+        mpistat_record::decode(lines.iter().map(String::as_str)).records.len() >= RUNS
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let decoded = syslogd.decoded();
+    for problem in &decoded.problems {
+        match problem {
+            mpistat_record::wire::Problem::MissingParts { missing, .. } => {
+                assert_eq!(missing.0, vec![0], "a record lost its payload: {problem}")
+            }
+            other => panic!("{other}"),
+        }
+    }
+    for record in &decoded.records {
+        assert!(record.partial.is_some(), "{record:#?}");
+        assert_eq!(routine(record, "MPI_Allreduce").bytes.sum, 4 * 8);
+    }
+}
+}
+
+for_each_mpi! {
 fn exit_without_finalize_leaves_one_partial_record_of_rank_0(mpi) {
     let _serial = serial();
     // no_finalize.c: rank 0 does 2 barriers, 1 allreduce of 4 doubles (to each of the 4 ranks), 5
